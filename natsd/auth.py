@@ -1,0 +1,279 @@
+"""Client authentication (CONNECT credentials -> user, account, permissions).
+
+Owns ``Authenticator`` (built once from ``natsd.options.Options``),
+``AuthResult`` (what a connection is bound to), and the exact -ERR texts
+nats-server sends for authentication and permission violations.
+
+Rules follow nats-server's ``processClientOrLeafAuthentication`` (auth.go),
+in its order:
+
+1. nkey users (``users: [{nkey: U...}]``): CONNECT ``nkey`` selects the user,
+   ``sig`` must be the Ed25519 signature of the INFO nonce (base64url raw,
+   or standard padded base64).  An unknown ``nkey`` fails outright.
+2. user/password users (``authorization.users`` and every
+   ``accounts.X.users``): CONNECT ``user`` selects the user, an unknown name
+   fails outright, then the password is compared.
+3. otherwise the single ``authorization.token`` / ``--auth``, or the single
+   ``authorization.user/password`` / ``--user/--pass``.
+
+``no_auth_user`` stands in for a client that sent none of user, pass,
+auth_token, nkey.  Passwords and tokens that look like bcrypt hashes
+(``$2a$``/``$2b$``/``$2x$``/``$2y$`` + cost) are checked with bcrypt.
+Users without their own permissions get their account's
+``default_permissions``, or for ``authorization.users`` the
+``authorization.default_permissions`` (as nats-server: the latter does not
+reach account users -- verified against nats-server 2.15.1).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import re
+from dataclasses import dataclass
+
+import bcrypt
+import nacl.exceptions
+import nacl.signing
+import nkeys
+
+from natsd.permissions import Permissions
+
+# -ERR texts, exactly as nats-server sends them (verified in
+# tests/auth/test_reference_texts.py).
+ERR_AUTH_VIOLATION = "Authorization Violation"
+ERR_AUTH_TIMEOUT = "Authentication Timeout"
+
+
+def pub_violation(subject: str) -> str:
+    return f'Permissions Violation for Publish to "{subject}"'
+
+
+def sub_violation(subject: str, queue: str | None = None) -> str:
+    if queue:
+        return f'Permissions Violation for Subscription to "{subject}" using queue "{queue}"'
+    return f'Permissions Violation for Subscription to "{subject}"'
+
+
+def reply_violation(reply: str) -> str:
+    return f'Permissions Violation for Publish with Reply of "{reply}"'
+
+
+# Reply prefixes the server uses internally (service imports, JetStream acks,
+# gateways); a client PUB with such a reply gets reply_violation, whatever
+# its permissions (client.go isReservedReply).
+_RESERVED_REPLY_PREFIXES = ("_R_.", "$JS.ACK.", "_GR_.")
+
+
+def is_reserved_reply(reply: str) -> bool:
+    return any(len(reply) > len(p) and reply.startswith(p) for p in _RESERVED_REPLY_PREFIXES)
+
+
+# What /connz shows as authorized_user for a token client (client.go getRawAuthUser).
+REDACTED = "[REDACTED]"
+
+_BCRYPT_RE = re.compile(r"^\$2[abxy]\$\d{2}\$")
+_BCRYPT_MEMO_MAX = 256
+
+
+def is_bcrypt(secret: str) -> bool:
+    return bool(secret) and _BCRYPT_RE.match(secret) is not None
+
+
+@dataclass(frozen=True)
+class AuthResult:
+    """What an authenticated connection is bound to."""
+
+    user: str | None          # /connz authorized_user
+    account: str | None       # None = the global account $G
+    permissions: Permissions | None
+    nkey: str | None = None
+
+
+@dataclass(frozen=True)
+class _Principal:
+    """A configured user, with its permissions compiled once and shared."""
+
+    name: str                 # username, or the nkey for nkey users
+    secret: str | None        # password (None for nkey users)
+    account: str | None
+    permissions: Permissions | None
+    conn_types: frozenset     # upper-cased; empty = every type allowed
+    is_nkey: bool
+
+
+def _str_field(connect: dict, key: str) -> str | None:
+    """CONNECT string field; '' when absent, None when not a string (reject)."""
+    v = connect.get(key)
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else None
+
+
+class Authenticator:
+    def __init__(self, opts):
+        self.username: str = getattr(opts, "username", None) or ""
+        self.password: str = getattr(opts, "password", None) or ""
+        self.token: str = getattr(opts, "authorization", None) or ""
+        self.no_auth_user: str = getattr(opts, "no_auth_user", None) or ""
+        self.users: dict[str, _Principal] = {}
+        self.nkeys: dict[str, _Principal] = {}
+        self._bcrypt_ok: dict[tuple[str, str], bool] = {}
+
+        accounts = getattr(opts, "accounts", None) or {}
+        account_users = set()
+        for acc_name, acc in accounts.items():
+            acc_default = getattr(acc, "default_permissions", None)
+            for u in getattr(acc, "users", None) or ():
+                account_users.add(id(u))
+                self._add(u, getattr(u, "account", None) or getattr(acc, "name", None) or acc_name,
+                          acc_default)
+        # authorization.default_permissions reaches only authorization users.
+        global_default = getattr(opts, "default_permissions", None)
+        for u in list(getattr(opts, "users", None) or ()) + list(getattr(opts, "nkeys", None) or ()):
+            if id(u) not in account_users:  # the options may list account users here too
+                self._add(u, getattr(u, "account", None), global_default)
+
+        self.auth_required: bool = bool(self.users or self.nkeys or self.username or self.token)
+        self.nonce_required: bool = bool(self.nkeys)
+
+    def _add(self, u, account, default_perms) -> None:
+        account = getattr(account, "name", account)  # tolerate an account object
+        perms_cfg = getattr(u, "permissions", None) or default_perms
+        conn_types = frozenset(str(t).upper() for t in (getattr(u, "allowed_connection_types", None) or ()))
+        nkey = getattr(u, "nkey", None)
+        if nkey:
+            table, name, secret = self.nkeys, nkey, None
+        else:
+            table, name, secret = self.users, getattr(u, "username", None) or "", getattr(u, "password", None) or ""
+        if name in table:
+            return  # first definition wins; nats-server refuses duplicates at load time
+        table[name] = _Principal(name, secret, account, Permissions.from_config(perms_cfg),
+                                 conn_types, bool(nkey))
+
+    # -- authentication -----------------------------------------------------
+
+    def authenticate(self, connect: dict, nonce: str | None, kind: str = "STANDARD") -> AuthResult | None:
+        """Check a CONNECT.  Returns the binding, or None -> the server sends
+        ``-ERR 'Authorization Violation'`` and closes."""
+        user = _str_field(connect, "user")
+        password = _str_field(connect, "pass")
+        token = _str_field(connect, "auth_token")
+        nkey = _str_field(connect, "nkey")
+        sig = _str_field(connect, "sig")
+        if None in (user, password, token, nkey, sig):
+            return None
+
+        if not self.auth_required:
+            return AuthResult(_raw_auth_user(user, token, nkey), None, None, nkey or None)
+
+        # "Sent no credentials", as nats-server judges it (a jwt is not looked at).
+        anonymous = not (user or password or token)
+        kind = kind.upper()
+
+        if self.nkeys:
+            if anonymous and not nkey and self.no_auth_user in self.nkeys:
+                nkey = self.no_auth_user
+            if nkey:
+                p = self.nkeys.get(nkey)
+                if p is None or not _type_allowed(p, kind):
+                    return None
+                # The no_auth_user stand-in has no signature to check.
+                if nkey != self.no_auth_user and not verify_nonce_signature(nkey, nonce, sig):
+                    return None
+                return AuthResult(nkey, p.account, p.permissions, nkey)
+
+        if self.users:
+            if anonymous and self.no_auth_user in self.users:
+                p = self.users[self.no_auth_user]
+                return self._bind(p, kind)
+            if user:
+                p = self.users.get(user)
+                if p is None or not self._check_secret(p.secret, password):
+                    return None
+                return self._bind(p, kind)
+
+        if self.token:
+            if self._check_secret(self.token, token):
+                return AuthResult(REDACTED, None, None)
+            return None
+        if self.username:
+            if user == self.username and self._check_secret(self.password, password):
+                return AuthResult(user, None, None)
+        return None
+
+    @staticmethod
+    def _bind(p: _Principal, kind: str) -> AuthResult | None:
+        if not _type_allowed(p, kind):
+            return None
+        return AuthResult(p.name, p.account, p.permissions)
+
+    def _check_secret(self, configured: str, given: str) -> bool:
+        if not is_bcrypt(configured):
+            return hmac.compare_digest(configured.encode(), given.encode())
+        key = (configured, given)
+        if key in self._bcrypt_ok:
+            return True
+        try:
+            ok = bcrypt.checkpw(given.encode(), configured.encode())
+        except ValueError:  # e.g. a $2x$ hash the bcrypt package does not support
+            ok = False
+        if ok:
+            # bcrypt costs ~0.1-0.3 s per check; remember successes only, so
+            # wrong guesses always pay the full price.
+            if len(self._bcrypt_ok) >= _BCRYPT_MEMO_MAX:
+                self._bcrypt_ok.clear()
+            self._bcrypt_ok[key] = True
+        return ok
+
+
+def _type_allowed(p: _Principal, kind: str) -> bool:
+    return not p.conn_types or kind in p.conn_types
+
+
+def _raw_auth_user(user: str, token: str, nkey: str) -> str:
+    # Mirrors client.go getRawAuthUser: what /connz shows even without auth.
+    if nkey:
+        return nkey
+    if user:
+        return user
+    return REDACTED if token else ""
+
+
+def _decode_sig(sig: str) -> bytes | None:
+    # nats-server takes base64url without padding, or standard padded base64;
+    # accepting either alphabet with or without padding is a harmless superset.
+    s = sig.rstrip("=").replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(s + "=" * (-len(s) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _decode_public_nkey(public: str) -> bytes | None:
+    """Raw 32-byte Ed25519 key of an encoded public nkey (U..., A..., ...)."""
+    try:
+        raw = base64.b32decode(public + "=" * (-len(public) % 8))
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) != 35 or not nkeys.valid_public_prefix_byte(raw[0]):
+        return None
+    if nkeys.crc16(raw[:33]) != int.from_bytes(raw[33:], "little"):
+        return None
+    return raw[1:33]
+
+
+def verify_nonce_signature(public_nkey: str, nonce: str | None, sig: str) -> bool:
+    """Is ``sig`` (as sent in CONNECT) the signature of ``nonce`` by ``public_nkey``?"""
+    if not nonce or not sig:
+        return False
+    raw_sig = _decode_sig(sig)
+    key = _decode_public_nkey(public_nkey)
+    if key is None or raw_sig is None:
+        return False
+    try:
+        nacl.signing.VerifyKey(key).verify(nonce.encode(), raw_sig)
+        return True
+    except (nacl.exceptions.BadSignatureError, ValueError, TypeError):
+        return False

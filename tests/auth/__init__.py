@@ -1,0 +1,1 @@
+"""Tests for natsd.subject, natsd.permissions and natsd.auth."""
