@@ -1,0 +1,86 @@
+# Connection: one socket's read buffer, outbound buffer, protocol flags and counters.
+from natsd._core.sublist cimport Sublist, SublistResult
+
+cdef enum ConnKind:
+    KIND_CLIENT = 0
+    KIND_LEAF = 1
+    KIND_ROUTE = 2
+
+cdef class Totals:
+    """Server-wide message counters (all connections, closed ones included)."""
+    cdef public long long in_msgs
+    cdef public long long in_bytes
+    cdef public long long out_msgs
+    cdef public long long out_bytes
+    cdef public long long slow_consumers
+
+cdef class Connection:
+    cdef readonly int fd
+    cdef public long long cid
+    cdef public int kind
+    cdef public object handler          # Python protocol object: control operations
+    cdef public object state            # Python-side per-connection state
+    cdef public Sublist sublist         # the bound account's subscriptions
+    cdef public dict subs               # sid -> Subscription
+
+    # protocol flags (set from CONNECT)
+    cdef public bint verbose
+    cdef public bint pedantic
+    cdef public bint echo
+    cdef public bint headers
+    cdef public bint no_responders
+    cdef public bint connected          # CONNECT processed
+    cdef public bint trace              # -V: parser reports each op to the handler
+
+    # permissions: None when unrestricted; else subject(bytes) -> bool, filled by the handler
+    cdef public dict pub_allowed
+    cdef public bint track_replies      # deliveries with a reply are reported (allow_responses)
+    cdef public bint has_mappings       # publishes go through the account's subject mappings
+
+    # limits
+    cdef public Py_ssize_t max_payload
+    cdef public Py_ssize_t max_control_line
+    cdef public Py_ssize_t max_pending
+
+    # read side: bytes of an incomplete command kept between reads
+    cdef char* rbuf
+    cdef Py_ssize_t rlen
+    cdef Py_ssize_t rcap
+    cdef public Py_ssize_t rneed        # bytes needed before parsing can progress
+
+    # write side
+    cdef char* obuf
+    cdef Py_ssize_t ostart
+    cdef Py_ssize_t olen
+    cdef Py_ssize_t ocap
+    cdef public bint dirty
+    cdef public bint closing
+    cdef public bint closed
+    cdef public bint want_write
+    cdef public object close_reason
+    cdef public double blocked_since    # monotonic time a write first stalled, 0 if not stalled
+
+    # statistics
+    cdef public long long in_msgs
+    cdef public long long in_bytes
+    cdef public long long out_msgs
+    cdef public long long out_bytes
+    cdef public int pings_out
+    cdef public double last_activity
+
+    # publisher-side match cache (last subject published)
+    cdef bytes last_subj
+    cdef unsigned long long last_gen
+    cdef SublistResult last_res
+    cdef Sublist last_sl
+
+    cdef int reserve(self, Py_ssize_t n) except -1
+    cdef int write(self, const char* p, Py_ssize_t n) except -1
+    cdef inline void mark_dirty(self)
+    cdef int flush(self) except -1
+    cdef SublistResult lookup(self, const char* subj, Py_ssize_t slen)
+    cdef int keep_unparsed(self, const char* p, Py_ssize_t n) except -1
+    cdef void discard_read(self, Py_ssize_t n)
+
+cdef double now_mono() noexcept nogil
+cdef int flush_dirty() except -1

@@ -1,0 +1,256 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Connection: the per-socket buffers and counters every message touches.
+
+The outbound buffer is a growable C array. Writers append; the loop flushes every connection
+that gained output once per iteration (`flush_dirty`). Whatever the kernel refuses stays queued
+and EPOLLOUT is requested; a connection whose queue passes `max_pending`, or whose writes stay
+blocked past the write deadline, is a slow consumer and is closed (only that one).
+"""
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memcpy, memmove, memcmp
+from libc.errno cimport errno, EAGAIN, EINTR
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+
+cdef extern from "sys/socket.h" nogil:
+    ssize_t send(int fd, const void* buf, size_t n, int flags)
+    int MSG_NOSIGNAL
+    int MSG_DONTWAIT
+
+cdef list dirty_conns = []
+cdef list closing_conns = []
+
+
+cdef class Totals:
+    pass
+
+
+totals = Totals()
+cdef Totals stats = totals
+
+DEF SMALL_OBUF = 1024
+DEF KEEP_OBUF = 65536
+
+
+cdef double now_mono() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+def monotonic():
+    return now_mono()
+
+
+cdef class Connection:
+    def __cinit__(self, int fd, int kind=KIND_CLIENT):
+        self.fd = fd
+        self.kind = kind
+        self.subs = {}
+        self.echo = True
+        self.verbose = True           # nats-server's default before CONNECT says otherwise
+        self.max_payload = 1048576
+        self.max_control_line = 4096
+        self.max_pending = 64 * 1024 * 1024
+        self.rbuf = NULL
+        self.obuf = NULL
+        self.last_activity = now_mono()
+
+    def __dealloc__(self):
+        if self.rbuf != NULL:
+            free(self.rbuf)
+        if self.obuf != NULL:
+            free(self.obuf)
+
+    # ---- outbound ----
+
+    cdef int reserve(self, Py_ssize_t n) except -1:
+        """Make room for n more bytes at the end of the outbound buffer."""
+        cdef Py_ssize_t need = self.olen + n
+        cdef Py_ssize_t cap
+        cdef char* p
+        if need <= self.ocap:
+            return 0
+        if self.ostart > 0 and self.olen - self.ostart + n <= self.ocap:
+            memmove(self.obuf, self.obuf + self.ostart, self.olen - self.ostart)
+            self.olen -= self.ostart
+            self.ostart = 0
+            return 0
+        cap = self.ocap if self.ocap else SMALL_OBUF
+        while cap < need:
+            cap *= 2
+        p = <char*>realloc(self.obuf, cap)
+        if p == NULL:
+            raise MemoryError()
+        self.obuf = p
+        self.ocap = cap
+        return 0
+
+    cdef int write(self, const char* p, Py_ssize_t n) except -1:
+        if self.closed:
+            return 0
+        self.reserve(n)
+        memcpy(self.obuf + self.olen, p, n)
+        self.olen += n
+        self.mark_dirty()
+        return 0
+
+    cdef inline void mark_dirty(self):
+        if not self.dirty:
+            self.dirty = True
+            dirty_conns.append(self)
+
+    def send_bytes(self, bytes data):
+        """Queue bytes for this connection (control path: INFO, PONG, -ERR, internal delivery)."""
+        self.write(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+
+    def pending_bytes(self):
+        return self.olen - self.ostart
+
+    cdef int flush(self) except -1:
+        """Send what is queued; keep what the kernel refused. Returns 1 if all was sent."""
+        cdef Py_ssize_t left = self.olen - self.ostart
+        cdef ssize_t n
+        self.dirty = False
+        if self.closed or left == 0:
+            return 1
+        while left > 0:
+            with nogil:
+                n = send(self.fd, self.obuf + self.ostart, left, MSG_NOSIGNAL | MSG_DONTWAIT)
+            if n < 0:
+                if errno == EINTR:
+                    continue
+                if errno == EAGAIN:
+                    break
+                self.schedule_close("Write Error")
+                self.ostart = self.olen = 0
+                return 1
+            self.ostart += n
+            left -= n
+        if left == 0:
+            self.ostart = self.olen = 0
+            self.blocked_since = 0
+            if self.ocap > KEEP_OBUF:
+                free(self.obuf)
+                self.obuf = NULL
+                self.ocap = 0
+            if self.want_write:
+                self.want_write = False
+                self.handler.want_write(self, False)
+            return 1
+        if self.blocked_since == 0:
+            self.blocked_since = now_mono()
+        if not self.want_write:
+            self.want_write = True
+            self.handler.want_write(self, True)
+        if left > self.max_pending and self.kind == KIND_CLIENT:
+            self.slow_consumer()
+        return 0
+
+    def flush_now(self):
+        return self.flush()
+
+    def slow_consumer(self):
+        if self.closing:
+            return
+        stats.slow_consumers += 1
+        self.handler.slow_consumer(self)
+
+    def schedule_close(self, reason):
+        """Close at the end of this loop iteration, after a last flush."""
+        if self.closing or self.closed:
+            return
+        self.closing = True
+        self.close_reason = reason
+        closing_conns.append(self)
+
+    def mark_closed(self):
+        """The socket is gone: drop buffers; later writes are ignored."""
+        self.closed = True
+        self.ostart = self.olen = 0
+        if self.obuf != NULL:
+            free(self.obuf)
+            self.obuf = NULL
+            self.ocap = 0
+        if self.rbuf != NULL:
+            free(self.rbuf)
+            self.rbuf = NULL
+            self.rcap = self.rlen = 0
+
+    def release_idle_buffers(self):
+        """Give back buffers of a connection that has nothing queued (idle sweep)."""
+        if self.olen == self.ostart and self.obuf != NULL:
+            free(self.obuf)
+            self.obuf = NULL
+            self.ocap = 0
+            self.ostart = self.olen = 0
+
+    # ---- inbound remainder ----
+
+    cdef int keep_unparsed(self, const char* p, Py_ssize_t n) except -1:
+        """Keep the n bytes of an incomplete command for the next read."""
+        cdef char* q
+        cdef Py_ssize_t cap
+        if n > self.rcap:
+            cap = 4096
+            while cap < n:
+                cap *= 2
+            q = <char*>malloc(cap)
+            if q == NULL:
+                raise MemoryError()
+            if self.rbuf != NULL:
+                free(self.rbuf)
+            self.rbuf = q
+            self.rcap = cap
+        memmove(self.rbuf, p, n)
+        self.rlen = n
+        return 0
+
+    cdef void discard_read(self, Py_ssize_t n):
+        pass
+
+    # ---- publisher-side cache ----
+
+    cdef SublistResult lookup(self, const char* subj, Py_ssize_t slen):
+        """Match a subject, reusing the result of the previous publish when it is the same."""
+        cdef Sublist sl = self.sublist
+        cdef bytes key
+        if (self.last_res is not None and self.last_sl is sl and self.last_gen == sl.genid
+                and PyBytes_GET_SIZE(self.last_subj) == slen
+                and memcmp(PyBytes_AS_STRING(self.last_subj), subj, slen) == 0):
+            return self.last_res
+        key = PyBytes_FromStringAndSize(subj, slen)
+        self.last_res = sl.match_cached(key)
+        self.last_subj = key
+        self.last_gen = sl.genid
+        self.last_sl = sl
+        return self.last_res
+
+    def forget_lookup(self):
+        self.last_res = None
+        self.last_sl = None
+
+
+cdef int flush_dirty() except -1:
+    """Flush every connection that gained output in this iteration."""
+    global dirty_conns
+    cdef list batch
+    cdef Connection c
+    while dirty_conns:
+        batch = dirty_conns
+        dirty_conns = []
+        for c in batch:
+            c.flush()
+    return 0
+
+
+def flush_all():
+    flush_dirty()
+
+
+def take_closing():
+    """Connections scheduled to close in this iteration."""
+    global closing_conns
+    out = closing_conns
+    closing_conns = []
+    return out

@@ -1,0 +1,31 @@
+# The epoll loop: sockets, timers, thread hand-off. One per process.
+from natsd._core.conn cimport Connection
+
+cdef extern from "sys/epoll.h" nogil:
+    ctypedef union epoll_data_t:
+        void* ptr
+        int fd
+        unsigned int u32
+        unsigned long long u64
+    struct epoll_event:
+        unsigned int events
+        epoll_data_t data
+
+cdef class Loop:
+    cdef int epfd
+    cdef int wakefd
+    cdef dict handlers          # fd -> object registered (keeps it alive)
+    cdef list graveyard         # objects removed this iteration (their events may still be queued)
+    cdef list timers            # heap of (when, seq, TimerHandle)
+    cdef unsigned long long timer_seq
+    cdef object ready           # deque of (callback, args) from call_soon / other threads
+    cdef object executor
+    cdef char* rbuf             # shared read buffer
+    cdef Py_ssize_t rbuf_size
+    cdef epoll_event* events
+    cdef public bint running
+    cdef public long long iterations
+
+    cdef int read_conn(self, Connection c) except -1
+    cdef int run_once(self) except -1
+    cdef void _conn_event(self, Connection c, unsigned int evs)

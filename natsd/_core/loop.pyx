@@ -1,0 +1,341 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The event loop: one thread, one epoll set for every socket, a timer heap, and a hand-off
+to worker threads for blocking work (fsync, compression) whose results come back through an
+eventfd.
+
+One iteration: wait; read every readable socket (client connections are parsed and routed in
+C); run queued internal deliveries; run due timers and ready callbacks; flush every connection
+that gained output; close the connections that asked to be closed.
+"""
+import heapq
+import logging
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memmove
+from libc.errno cimport errno, EINTR, EAGAIN
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.ref cimport PyObject
+from natsd._core.conn cimport Connection, now_mono, flush_dirty
+from natsd._core.parser cimport parse
+from natsd._core.router cimport run_internal
+from natsd._core import conn as _conn_module
+from natsd._core import router as _router_module
+
+cdef extern from "sys/epoll.h" nogil:
+    int epoll_create1(int flags)
+    int epoll_ctl(int epfd, int op, int fd, epoll_event* ev)
+    int epoll_wait(int epfd, epoll_event* evs, int maxevents, int timeout)
+    enum:
+        EPOLLIN
+        EPOLLOUT
+        EPOLLERR
+        EPOLLHUP
+        EPOLL_CTL_ADD
+        EPOLL_CTL_MOD
+        EPOLL_CTL_DEL
+        EPOLL_CLOEXEC
+
+cdef extern from "sys/eventfd.h" nogil:
+    int eventfd(unsigned int initval, int flags)
+    enum:
+        EFD_NONBLOCK
+        EFD_CLOEXEC
+
+cdef extern from "sys/socket.h" nogil:
+    ssize_t recv(int fd, void* buf, size_t n, int flags)
+
+cdef extern from "unistd.h" nogil:
+    ssize_t read(int fd, void* buf, size_t n)
+    ssize_t write(int fd, const void* buf, size_t n)
+    int close(int fd)
+
+DEF MAX_EVENTS = 512
+DEF READ_SIZE = 65536
+DEF SHARED_READ = 262144
+
+log = logging.getLogger("natsd")
+take_closing = _conn_module.take_closing
+has_internal = _router_module.has_internal
+
+READABLE = EPOLLIN
+WRITABLE = EPOLLOUT
+
+
+class TimerHandle:
+    __slots__ = ("callback", "args", "cancelled", "when")
+
+    def __init__(self, when, callback, args):
+        self.when = when
+        self.callback = callback
+        self.args = args
+        self.cancelled = False
+
+    def cancel(self):
+        self.cancelled = True
+        self.callback = None
+        self.args = None
+
+
+cdef class Loop:
+    def __cinit__(self):
+        self.epfd = epoll_create1(EPOLL_CLOEXEC)
+        if self.epfd < 0:
+            raise OSError(errno, "epoll_create1 failed")
+        self.wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
+        self.handlers = {}
+        self.graveyard = []
+        self.timers = []
+        self.ready = deque()
+        self.rbuf_size = SHARED_READ
+        self.rbuf = <char*>malloc(SHARED_READ)
+        self.events = <epoll_event*>malloc(sizeof(epoll_event) * MAX_EVENTS)
+        if self.rbuf == NULL or self.events == NULL:
+            raise MemoryError()
+        self.add_handler(self.wakefd, _WakeReader(self.wakefd))
+
+    def __dealloc__(self):
+        free(self.rbuf)
+        free(self.events)
+        if self.epfd >= 0:
+            close(self.epfd)
+        if self.wakefd >= 0:
+            close(self.wakefd)
+
+    # ---- registration ----
+
+    def add_handler(self, int fd, obj, bint writable=False):
+        """Watch fd. obj is a Connection (parsed in C) or has on_event(events)."""
+        cdef epoll_event ev
+        ev.events = EPOLLIN | (EPOLLOUT if writable else 0)
+        ev.data.ptr = <void*>obj
+        if epoll_ctl(self.epfd, EPOLL_CTL_ADD, fd, &ev) < 0:
+            raise OSError(errno, os.strerror(errno))
+        self.handlers[fd] = obj
+
+    def set_writable(self, int fd, bint writable):
+        cdef epoll_event ev
+        obj = self.handlers.get(fd)
+        if obj is None:
+            return
+        ev.events = EPOLLIN | (EPOLLOUT if writable else 0)
+        ev.data.ptr = <void*>obj
+        epoll_ctl(self.epfd, EPOLL_CTL_MOD, fd, &ev)
+
+    def remove_handler(self, int fd):
+        cdef epoll_event ev
+        obj = self.handlers.pop(fd, None)
+        if obj is not None:
+            epoll_ctl(self.epfd, EPOLL_CTL_DEL, fd, &ev)
+            self.graveyard.append(obj)
+
+    def handler_count(self):
+        return len(self.handlers)
+
+    # ---- timers and callbacks ----
+
+    def time(self):
+        return now_mono()
+
+    def call_later(self, double delay, callback, *args):
+        return self.call_at(now_mono() + delay, callback, *args)
+
+    def call_at(self, double when, callback, *args):
+        h = TimerHandle(when, callback, args)
+        self.timer_seq += 1
+        heapq.heappush(self.timers, (when, self.timer_seq, h))
+        return h
+
+    def call_soon(self, callback, *args):
+        self.ready.append((callback, args))
+
+    def call_soon_threadsafe(self, callback, *args):
+        """From any thread: run callback on the loop thread soon."""
+        cdef unsigned long long one = 1
+        self.ready.append((callback, args))
+        write(self.wakefd, &one, 8)
+
+    def run_in_worker(self, fn, done, *args):
+        """Run fn(*args) on a worker thread; done(result, exc) runs on the loop afterwards."""
+        if self.executor is None:
+            self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="natsd-worker")
+
+        def finished(fut, loop=self):
+            exc = fut.exception()
+            loop.call_soon_threadsafe(done, None if exc else fut.result(), exc)
+        self.executor.submit(fn, *args).add_done_callback(finished)
+
+    # ---- running ----
+
+    def run(self):
+        self.running = True
+        while self.running:
+            self.run_once()
+        self.run_once_nowait()
+
+    def run_once_nowait(self):
+        """Finish queued work without waiting (shutdown)."""
+        run_internal()
+        self._run_ready()
+        flush_dirty()
+        self._close_pending()
+
+    def stop(self):
+        self.running = False
+        self.call_soon_threadsafe(lambda: None)
+
+    cdef int run_once(self) except -1:
+        cdef int n, i, timeout, err = 0
+        cdef unsigned int evs
+        cdef object obj
+        cdef double delay
+        if self.ready or has_internal():
+            timeout = 0
+        elif self.timers:
+            delay = self.timers[0][0] - now_mono()
+            timeout = 0 if delay <= 0 else <int>(delay * 1000.0) + 1
+        else:
+            timeout = -1
+
+        with nogil:
+            n = epoll_wait(self.epfd, self.events, MAX_EVENTS, timeout)
+            if n < 0:
+                err = errno
+        PyErr_CheckSignals()
+        if n < 0:
+            if err == EINTR:
+                return 0
+            raise OSError(err, "epoll_wait failed")
+        self.iterations += 1
+        for i in range(n):
+            obj = <object><PyObject*>self.events[i].data.ptr
+            evs = self.events[i].events
+            if type(obj) is Connection:
+                self._conn_event(<Connection>obj, evs)
+            else:
+                try:
+                    obj.on_event(evs)
+                except Exception:
+                    log.exception("event handler failed")
+        run_internal()
+        self._run_timers()
+        self._run_ready()
+        flush_dirty()
+        self._close_pending()
+        if self.graveyard:
+            self.graveyard = []
+        return 0
+
+    cdef void _conn_event(self, Connection c, unsigned int evs):
+        if c.closed:
+            return
+        try:
+            if evs & (EPOLLIN | EPOLLERR | EPOLLHUP):
+                self.read_conn(c)
+            if evs & EPOLLOUT and not c.closed:
+                c.flush()
+        except Exception:
+            log.exception("connection cid:%s failed", c.cid)
+            c.schedule_close("Internal Error")
+
+    cdef int read_conn(self, Connection c) except -1:
+        cdef ssize_t n
+        cdef Py_ssize_t consumed, want
+        cdef char* p
+        if c.rlen == 0:
+            with nogil:
+                n = recv(c.fd, self.rbuf, self.rbuf_size, 0)
+            if n > 0:
+                c.last_activity = now_mono()
+                consumed = parse(c, self.rbuf, n)
+                if consumed < n and not c.closing:
+                    c.keep_unparsed(self.rbuf + consumed, n - consumed)
+                return 0
+        else:
+            want = c.rneed - c.rlen
+            if want < READ_SIZE:
+                want = READ_SIZE
+            if c.rcap - c.rlen < want:
+                p = <char*>realloc(c.rbuf, c.rlen + want)
+                if p == NULL:
+                    raise MemoryError()
+                c.rbuf = p
+                c.rcap = c.rlen + want
+            with nogil:
+                n = recv(c.fd, c.rbuf + c.rlen, c.rcap - c.rlen, 0)
+            if n > 0:
+                c.last_activity = now_mono()
+                c.rlen += n
+                if c.rlen < c.rneed:
+                    return 0
+                consumed = parse(c, c.rbuf, c.rlen)
+                if c.closing or c.closed:
+                    c.rlen = 0
+                elif consumed > 0:
+                    memmove(c.rbuf, c.rbuf + consumed, c.rlen - consumed)
+                    c.rlen -= consumed
+                if c.rlen == 0 and c.rcap > READ_SIZE:
+                    free(c.rbuf)
+                    c.rbuf = NULL
+                    c.rcap = 0
+                return 0
+        if n == 0:
+            c.schedule_close("Client Closed")
+        elif errno != EAGAIN and errno != EINTR:
+            c.schedule_close("Read Error")
+        return 0
+
+    def _run_timers(self):
+        cdef double now = now_mono()
+        timers = self.timers
+        while timers and timers[0][0] <= now:
+            h = heapq.heappop(timers)[2]
+            if h.cancelled:
+                continue
+            cb, args = h.callback, h.args
+            h.cancel()
+            try:
+                cb(*args)
+            except Exception:
+                log.exception("timer callback failed")
+
+    def _run_ready(self):
+        ready = self.ready
+        for _ in range(len(ready)):
+            cb, args = ready.popleft()
+            try:
+                cb(*args)
+            except Exception:
+                log.exception("callback failed")
+
+    def _close_pending(self):
+        while True:
+            batch = take_closing()
+            if not batch:
+                return
+            for c in batch:
+                try:
+                    (<Connection>c).flush()
+                    (<Connection>c).handler.close(c)
+                except Exception:
+                    log.exception("closing cid:%s failed", (<Connection>c).cid)
+
+    def close(self):
+        if self.executor is not None:
+            self.executor.shutdown(wait=True)
+            self.executor = None
+
+
+class _WakeReader:
+    """Drains the eventfd that other threads (and call_soon_threadsafe) write to."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def on_event(self, events):
+        try:
+            os.read(self.fd, 8)
+        except BlockingIOError:
+            pass

@@ -1,0 +1,269 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The client protocol parser.
+
+One pass over the bytes of a read: each control line is found with memchr, its arguments are
+offsets into the buffer, and a message payload is taken as a slice of the same buffer and
+handed to the router without a copy. A command that is not complete yet is left unconsumed
+(the caller keeps those bytes for the next read), and `rneed` says how many bytes it needs.
+
+PUB/HPUB, PING and PONG never leave C. CONNECT, SUB, UNSUB, INFO and -ERR go to the
+connection's Python handler: they are control operations.
+"""
+from libc.string cimport memchr, memcmp
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from natsd._core.conn cimport Connection, Totals
+from natsd._core.sublist cimport SublistResult
+from natsd._core.router cimport route
+from natsd._core import conn as _conn_module
+
+cdef Totals totals = _conn_module.totals
+
+DEF MAX_ARGS = 6
+
+cdef struct Args:
+    int n
+    const char* p[MAX_ARGS]
+    Py_ssize_t len[MAX_ARGS]
+
+
+cdef inline bint is_space(char ch):
+    return ch == c' ' or ch == c'\t'
+
+
+cdef inline char upper(char ch):
+    if c'a' <= ch <= c'z':
+        return ch - 32
+    return ch
+
+
+cdef inline bint op_is(const char* p, Py_ssize_t n, const char* name, Py_ssize_t k):
+    """Case-insensitive match of the op name, followed by whitespace or the end of line."""
+    cdef Py_ssize_t i
+    if n < k:
+        return False
+    for i in range(k):
+        if upper(p[i]) != name[i]:
+            return False
+    return n == k or is_space(p[k])
+
+
+cdef inline int split_args(const char* p, Py_ssize_t n, Args* a):
+    """Split on spaces/tabs. Returns -1 when there are more than MAX_ARGS."""
+    cdef Py_ssize_t i = 0, start
+    a.n = 0
+    while i < n:
+        while i < n and is_space(p[i]):
+            i += 1
+        if i >= n:
+            break
+        start = i
+        while i < n and not is_space(p[i]):
+            i += 1
+        if a.n == MAX_ARGS:
+            return -1
+        a.p[a.n] = p + start
+        a.len[a.n] = i - start
+        a.n += 1
+    return 0
+
+
+cdef inline Py_ssize_t parse_size(const char* p, Py_ssize_t n):
+    """A non-negative decimal, or -1."""
+    cdef Py_ssize_t v = 0, i
+    if n == 0 or n > 15:
+        return -1
+    for i in range(n):
+        if p[i] < c'0' or p[i] > c'9':
+            return -1
+        v = v * 10 + (p[i] - c'0')
+    return v
+
+
+cdef inline bint literal_subject_ok(const char* s, Py_ssize_t n):
+    """Pedantic check of a publish subject: non-empty tokens and no wildcards."""
+    cdef Py_ssize_t i, tok = 0
+    if n == 0:
+        return False
+    for i in range(n):
+        if s[i] == c'.':
+            if tok == 0:
+                return False
+            tok = 0
+        elif s[i] == c'*' or s[i] == c'>':
+            return False
+        else:
+            tok += 1
+    return tok > 0
+
+
+cdef inline bint reserved_reply(const char* r, Py_ssize_t n):
+    """Reply prefixes the server generates itself (service imports, JetStream acks, gateways)."""
+    if r[0] == c'_':
+        return (n > 4 and memcmp(r, "_R_.", 4) == 0) or (n > 5 and memcmp(r, "_GR_.", 5) == 0)
+    return r[0] == c'$' and n > 8 and memcmp(r, "$JS.ACK.", 8) == 0
+
+
+cdef inline bytes to_bytes(const char* p, Py_ssize_t n):
+    return PyBytes_FromStringAndSize(p, n)
+
+
+cdef int protocol_error(Connection c, str log_text, bint send_err) except -1:
+    c.handler.protocol_error(c, log_text, send_err)
+    return 0
+
+
+cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
+    """Process complete commands in buf[0:n]. Returns the number of bytes consumed."""
+    cdef Py_ssize_t i = 0, lend, clen, size, hsize, need, pstart
+    cdef const char* line
+    cdef const char* nl
+    cdef Args a
+    cdef char op
+    cdef SublistResult res
+    cdef const char* reply
+    cdef Py_ssize_t rlen
+    cdef bytes subj_b
+    c.rneed = 0
+    while i < n:
+        if c.closing:
+            return n
+        nl = <const char*>memchr(buf + i, c'\n', n - i)
+        if nl == NULL:
+            if n - i > c.max_control_line:
+                c.handler.control_line_exceeded(c)
+                return n
+            return i
+        lend = nl - buf
+        line = buf + i
+        clen = lend - i
+        if clen > 0 and line[clen - 1] == c'\r':
+            clen -= 1
+        if clen > c.max_control_line:
+            c.handler.control_line_exceeded(c)
+            return n
+        if clen == 0:
+            protocol_error(c, "Unknown Protocol Operation", True)
+            return n
+        op = upper(line[0])
+        if c.trace:
+            c.handler.trace_in(c, to_bytes(line, clen))
+        if not c.connected and op != c'C' and c.handler.auth_pending(c):
+            return n
+
+        # ---- PUB / HPUB: the hot path ----
+        if op == c'P' and op_is(line, clen, "PUB", 3) or op == c'H' and op_is(line, clen, "HPUB", 4):
+            if op == c'H':
+                if split_args(line + 5, clen - 5, &a) < 0 or a.n < 3 or a.n > 4:
+                    protocol_error(c, "processHeaderPub Parse Error: %r" % to_bytes(line + 5, clen - 5).decode("utf-8", "replace"), False)
+                    return n
+                hsize = parse_size(a.p[a.n - 2], a.len[a.n - 2])
+                size = parse_size(a.p[a.n - 1], a.len[a.n - 1])
+                if hsize < 0 or size < 0:
+                    protocol_error(c, "processHeaderPub Bad or Missing Size: %r" % to_bytes(line + 5, clen - 5).decode("utf-8", "replace"), False)
+                    return n
+                if hsize > size:
+                    protocol_error(c, "processHeaderPub Header Size larger then TotalSize: %r" % to_bytes(line + 5, clen - 5).decode("utf-8", "replace"), False)
+                    return n
+                if not c.headers:
+                    protocol_error(c, "message headers not supported", False)
+                    return n
+                a.n -= 2
+            else:
+                if split_args(line + 4, clen - 4, &a) < 0 or a.n < 2 or a.n > 3:
+                    protocol_error(c, "processPub Parse Error: %r" % to_bytes(line + 4, clen - 4).decode("utf-8", "replace"), False)
+                    return n
+                size = parse_size(a.p[a.n - 1], a.len[a.n - 1])
+                if size < 0:
+                    protocol_error(c, "processPub Bad or Missing Size: %r" % to_bytes(line + 4, clen - 4).decode("utf-8", "replace"), False)
+                    return n
+                hsize = 0
+                a.n -= 1
+            if size > c.max_payload:
+                c.handler.max_payload_exceeded(c, size)
+                return n
+            pstart = lend + 1
+            need = pstart + size + 2
+            if need > n:
+                c.rneed = need - i
+                return i
+            if buf[pstart + size] != c'\r' or buf[pstart + size + 1] != c'\n':
+                protocol_error(c, "Unknown Protocol Operation", True)
+                return n
+            if c.trace:
+                c.handler.trace_payload(c, to_bytes(buf + pstart, size))
+            i = need
+            c.in_msgs += 1
+            c.in_bytes += size
+            totals.in_msgs += 1
+            totals.in_bytes += size
+            if a.n == 2:
+                reply = a.p[1]
+                rlen = a.len[1]
+            else:
+                reply = NULL
+                rlen = 0
+            if c.pedantic and not literal_subject_ok(a.p[0], a.len[0]):
+                c.handler.send_err(c, "Invalid Publish Subject")
+            elif rlen > 3 and c.kind == 0 and reserved_reply(reply, rlen):
+                c.handler.reserved_reply(c, to_bytes(reply, rlen))
+            elif c.pub_allowed is not None and not _pub_allowed(c, a.p[0], a.len[0]):
+                pass
+            elif c.has_mappings:
+                c.handler.publish_mapped(c, to_bytes(a.p[0], a.len[0]),
+                                         to_bytes(reply, rlen) if rlen else None,
+                                         to_bytes(buf + pstart, hsize) if hsize else None,
+                                         to_bytes(buf + pstart + hsize, size - hsize))
+            else:
+                res = c.lookup(a.p[0], a.len[0])
+                if res.total == 0 or route(c, res, a.p[0], a.len[0], reply, rlen,
+                                            buf + pstart, hsize, size) == 0:
+                    if rlen and c.no_responders:
+                        c.handler.no_responders(c, to_bytes(a.p[0], a.len[0]), to_bytes(reply, rlen))
+            if c.verbose:
+                c.write("+OK\r\n", 5)
+            continue
+
+        i = lend + 1
+        if op == c'P' and op_is(line, clen, "PING", 4):
+            c.write("PONG\r\n", 6)
+        elif op == c'P' and op_is(line, clen, "PONG", 4):
+            c.pings_out = 0
+        elif op == c'S' and op_is(line, clen, "SUB", 3):
+            if split_args(line + 4, clen - 4, &a) < 0 or a.n < 2 or a.n > 3:
+                protocol_error(c, "processSub Parse Error: %r" % to_bytes(line + 4, clen - 4).decode("utf-8", "replace"), False)
+                return n
+            c.handler.sub(c, to_bytes(a.p[0], a.len[0]),
+                          to_bytes(a.p[1], a.len[1]) if a.n == 3 else None,
+                          to_bytes(a.p[a.n - 1], a.len[a.n - 1]))
+        elif op == c'U' and op_is(line, clen, "UNSUB", 5):
+            if split_args(line + 6, clen - 6, &a) < 0 or a.n < 1 or a.n > 2:
+                protocol_error(c, "processUnsub Parse Error: %r" % to_bytes(line + 6, clen - 6).decode("utf-8", "replace"), False)
+                return n
+            size = 0
+            if a.n == 2:
+                size = parse_size(a.p[1], a.len[1])
+                if size < 0:
+                    protocol_error(c, "processUnsub Parse Error: %r" % to_bytes(line + 6, clen - 6).decode("utf-8", "replace"), False)
+                    return n
+            c.handler.unsub(c, to_bytes(a.p[0], a.len[0]), size)
+        elif op == c'C' and op_is(line, clen, "CONNECT", 7):
+            c.handler.connect(c, to_bytes(line + 8, clen - 8) if clen > 8 else b"")
+        elif op == c'I' and op_is(line, clen, "INFO", 4):
+            c.handler.info(c, to_bytes(line + 5, clen - 5) if clen > 5 else b"")
+        elif op == c'+' and op_is(line, clen, "+OK", 3):
+            pass
+        elif op == c'-' and op_is(line, clen, "-ERR", 4):
+            c.handler.client_error(c, to_bytes(line + 5, clen - 5) if clen > 5 else b"")
+            return n
+        else:
+            protocol_error(c, "Unknown Protocol Operation", True)
+            return n
+    return i
+
+
+cdef bint _pub_allowed(Connection c, const char* s, Py_ssize_t n) except -1:
+    cdef bytes subj = to_bytes(s, n)
+    cdef object ok = c.pub_allowed.get(subj)
+    if ok is None:
+        ok = c.handler.check_publish(c, subj)
+    return ok

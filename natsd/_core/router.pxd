@@ -1,0 +1,11 @@
+# Delivery of one message to a match result: MSG/HMSG framing straight into outbound buffers.
+from natsd._core.conn cimport Connection
+from natsd._core.sublist cimport Subscription, SublistResult, Sublist
+
+cdef int route(Connection pub, SublistResult res, const char* subj, Py_ssize_t slen,
+               const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
+               Py_ssize_t tlen) except -1
+cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t slen,
+                 const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
+                 Py_ssize_t tlen) except -1
+cdef int run_internal() except -1

@@ -1,0 +1,216 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Delivery: one message, one match result, framed for each receiving connection.
+
+Client subscribers get `MSG`/`HMSG` appended to their outbound buffer with one memcpy of the
+payload. Internal subscriptions (JetStream, system services, imports) are queued and their
+Python handlers run once per loop iteration, after all sockets were read.
+"""
+from libc.string cimport memcpy
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from natsd._core.conn cimport Connection, Totals, KIND_CLIENT, KIND_LEAF, KIND_ROUTE
+from natsd._core.sublist cimport Subscription, SublistResult, Sublist
+from natsd._core import conn as _conn_module
+
+cdef Totals totals = _conn_module.totals
+cdef list internal_queue = []
+cdef unsigned long long rng_state = 0x9E3779B97F4A7C15ULL
+
+
+cdef inline unsigned long long next_random():
+    global rng_state
+    rng_state ^= rng_state << 13
+    rng_state ^= rng_state >> 7
+    rng_state ^= rng_state << 17
+    return rng_state
+
+
+cdef inline char* put(char* p, const char* s, Py_ssize_t n):
+    memcpy(p, s, n)
+    return p + n
+
+
+cdef inline char* put_int(char* p, Py_ssize_t v):
+    cdef char tmp[24]
+    cdef int i = 0
+    if v == 0:
+        p[0] = c'0'
+        return p + 1
+    while v > 0:
+        tmp[i] = <char>(c'0' + v % 10)
+        v //= 10
+        i += 1
+    while i > 0:
+        i -= 1
+        p[0] = tmp[i]
+        p += 1
+    return p
+
+
+cdef int write_msg(Connection c, bytes sid, const char* subj, Py_ssize_t slen,
+                   const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
+                   Py_ssize_t tlen) except -1:
+    """Frame one message for a client: HMSG when it has headers and the client takes them."""
+    cdef Py_ssize_t sidlen = PyBytes_GET_SIZE(sid)
+    cdef bint with_hdr = hlen > 0 and c.headers
+    if hlen > 0 and not with_hdr:
+        msg += hlen
+        tlen -= hlen
+    c.reserve(slen + sidlen + rlen + tlen + 64)
+    cdef char* start = c.obuf + c.olen
+    cdef char* p = start
+    if with_hdr:
+        p = put(p, "HMSG ", 5)
+    else:
+        p = put(p, "MSG ", 4)
+    p = put(p, subj, slen)
+    p[0] = c' '
+    p = put(p + 1, PyBytes_AS_STRING(sid), sidlen)
+    p[0] = c' '
+    p += 1
+    if rlen > 0:
+        p = put(p, reply, rlen)
+        p[0] = c' '
+        p += 1
+    if with_hdr:
+        p = put_int(p, hlen)
+        p[0] = c' '
+        p += 1
+    p = put_int(p, tlen)
+    p[0] = c'\r'
+    p[1] = c'\n'
+    p = put(p + 2, msg, tlen)
+    p[0] = c'\r'
+    p[1] = c'\n'
+    p += 2
+    c.olen += p - start
+    c.out_msgs += 1
+    c.out_bytes += tlen
+    totals.out_msgs += 1
+    totals.out_bytes += tlen
+    c.mark_dirty()
+    if c.trace:
+        c.handler.trace_out(c, PyBytes_FromStringAndSize(start, p - start - tlen - 4))
+    return 0
+
+
+cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t slen,
+                 const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
+                 Py_ssize_t tlen) except -1:
+    """Deliver to one subscription. Returns 1 if delivered, 0 if skipped."""
+    cdef Connection c
+    if sub.closed:
+        return 0
+    if sub.handler is not None:
+        if pub is not None and sub.conn is pub and not pub.echo:
+            return 0
+        internal_queue.append((sub, PyBytes_FromStringAndSize(subj, slen),
+                               PyBytes_FromStringAndSize(reply, rlen) if rlen else None,
+                               PyBytes_FromStringAndSize(msg, hlen) if hlen else None,
+                               PyBytes_FromStringAndSize(msg + hlen, tlen - hlen), pub))
+        totals.out_msgs += 1
+        totals.out_bytes += tlen
+        return _after_delivery(sub)
+    c = <Connection>sub.conn
+    if c is pub and not pub.echo:
+        return 0
+    if c.closed:
+        return 0
+    if sub.deny_filter and c.handler.delivery_denied(c, sub, PyBytes_FromStringAndSize(subj, slen)):
+        return 0
+    if c.kind == KIND_CLIENT:
+        write_msg(c, sub.sid, subj, slen, reply, rlen, msg, hlen, tlen)
+    else:
+        c.handler.forward(c, sub, PyBytes_FromStringAndSize(subj, slen),
+                          PyBytes_FromStringAndSize(reply, rlen) if rlen else None,
+                          PyBytes_FromStringAndSize(msg, hlen) if hlen else None,
+                          PyBytes_FromStringAndSize(msg + hlen, tlen - hlen))
+    if rlen and c.track_replies:
+        c.handler.allow_reply(c, PyBytes_FromStringAndSize(reply, rlen))
+    return _after_delivery(sub)
+
+
+cdef inline int _after_delivery(Subscription sub) except -1:
+    if sub.max_msgs > 0:
+        sub.delivered += 1
+        if sub.delivered >= sub.max_msgs:
+            sub.closed = True
+            if sub.conn is not None:
+                (<Connection>sub.conn).handler.auto_unsubscribed(sub.conn, sub)
+    return 1
+
+
+cdef int route(Connection pub, SublistResult res, const char* subj, Py_ssize_t slen,
+               const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
+               Py_ssize_t tlen) except -1:
+    """Deliver to every plain subscription and to one member of each queue group."""
+    cdef Subscription sub
+    cdef list group
+    cdef Py_ssize_t i, n, start
+    cdef int delivered = 0
+    for sub in res.psubs:
+        delivered += deliver(sub, pub, subj, slen, reply, rlen, msg, hlen, tlen)
+    for group in res.qsubs:
+        n = len(group)
+        start = <Py_ssize_t>(next_random() % <unsigned long long>n)
+        for i in range(n):
+            sub = <Subscription>group[(start + i) % n]
+            if deliver(sub, pub, subj, slen, reply, rlen, msg, hlen, tlen):
+                delivered += 1
+                break
+    return delivered
+
+
+def publish(Sublist sl, bytes subject, bytes reply=None, bytes hdr=None, bytes payload=b"",
+            Connection origin=None):
+    """Publish from Python (internal clients, imports). Returns the number of deliveries."""
+    cdef bytes msg = (hdr + payload) if hdr else payload
+    cdef Py_ssize_t hlen = PyBytes_GET_SIZE(hdr) if hdr else 0
+    cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply) if reply else 0
+    cdef SublistResult res = sl.match_cached(subject)
+    totals.in_msgs += 1
+    totals.in_bytes += PyBytes_GET_SIZE(msg)
+    if res.total == 0:
+        return 0
+    return route(origin, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
+                 PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
+                 PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
+
+
+def deliver_to(Subscription sub, bytes subject, bytes reply=None, bytes hdr=None,
+               bytes payload=b""):
+    """Deliver one message to one subscription (no-responders status, direct replies)."""
+    cdef bytes msg = (hdr + payload) if hdr else payload
+    cdef Py_ssize_t hlen = PyBytes_GET_SIZE(hdr) if hdr else 0
+    cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply) if reply else 0
+    return deliver(sub, None, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
+                   PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
+                   PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
+
+
+cdef int run_internal() except -1:
+    """Run queued internal deliveries; handlers may publish more, which run in turn."""
+    global internal_queue
+    cdef list batch
+    cdef Subscription sub
+    cdef int rounds = 0
+    while internal_queue and rounds < 64:
+        batch = internal_queue
+        internal_queue = []
+        for item in batch:
+            sub = <Subscription>item[0]
+            if not sub.closed:
+                try:
+                    sub.handler(sub, item[1], item[2], item[3], item[4], item[5])
+                except Exception:
+                    import logging
+                    logging.getLogger("natsd").exception("internal subscription handler failed")
+        rounds += 1
+    return 0
+
+
+def drain_internal():
+    run_internal()
+
+
+def has_internal():
+    return len(internal_queue) > 0

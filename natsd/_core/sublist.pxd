@@ -1,0 +1,57 @@
+# The subject trie: subscriptions by subject with `*`/`>` wildcards and queue groups,
+# plus a result cache keyed by literal subject and invalidated by a generation id.
+
+cdef class Subscription:
+    cdef public object conn          # the Connection that receives, or None for internal subs
+    cdef public bytes subject
+    cdef public bytes queue          # None for a plain subscription
+    cdef public bytes sid
+    cdef public object handler       # internal subscriptions: callable(sub, subject, reply, hdr, msg)
+    cdef public long long max_msgs   # auto-unsubscribe after this many deliveries (0 = never)
+    cdef public long long delivered
+    cdef public bint deny_filter     # deliveries pass a permission check first
+    cdef public bint closed
+    cdef public int weight           # queue weight (leaf/route interest), 1 for clients
+    cdef public object data          # free slot for the owner
+
+
+cdef class SublistResult:
+    cdef public list psubs           # plain subscriptions
+    cdef public list qsubs           # one list per queue group name
+    cdef public Py_ssize_t total
+
+
+cdef class _Level
+cdef class _Node:
+    cdef _Level next
+    cdef dict psubs                  # Subscription -> None (ordered set)
+    cdef dict qsubs                  # queue name -> {Subscription: None}
+    cdef bint is_empty(self)
+
+
+cdef class _Level:
+    cdef dict nodes                  # token -> _Node
+    cdef _Node pwc                   # `*`
+    cdef _Node fwc                   # `>`
+    cdef bint is_empty(self)
+    cdef _Node get(self, bytes token)
+    cdef _Node get_or_add(self, bytes token)
+    cdef void prune(self, bytes token, _Node n)
+
+
+cdef class Sublist:
+    cdef _Level root
+    cdef dict cache
+    cdef public unsigned long long genid
+    cdef public Py_ssize_t count
+    cdef public bint cache_enabled
+    cdef public long long matches
+    cdef public long long cache_hits
+    cdef public long long inserts
+    cdef public long long removes
+
+    cpdef insert(self, Subscription sub)
+    cpdef bint remove(self, Subscription sub)
+    cpdef SublistResult match(self, bytes subject)
+    cdef SublistResult match_cached(self, bytes subject)
+    cdef void _invalidate(self)

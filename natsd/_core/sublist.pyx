@@ -1,0 +1,251 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The subject trie (sublist): subscriptions indexed by token, with `*` and `>` wildcards
+and queue groups, and a bounded cache of match results per literal subject.
+
+The cache is dropped whenever the generation id moves (any insert or remove), so a cached
+result is always exact. Matching a cached subject costs one dict lookup.
+"""
+
+cdef Py_ssize_t CACHE_MAX = 4096
+cdef bytes STAR = b"*"
+cdef bytes GT = b">"
+
+
+cdef class Subscription:
+    def __cinit__(self):
+        self.weight = 1
+
+    def __init__(self, conn=None, subject=b"", sid=b"", queue=None, handler=None):
+        self.conn = conn
+        self.subject = subject
+        self.sid = sid
+        self.queue = queue if queue else None
+        self.handler = handler
+
+    def __repr__(self):
+        return "<Subscription %r sid=%r queue=%r>" % (self.subject, self.sid, self.queue)
+
+
+cdef class SublistResult:
+    def __cinit__(self):
+        self.psubs = []
+        self.qsubs = []
+        self.total = 0
+
+    def __len__(self):
+        return self.total
+
+
+cdef SublistResult EMPTY_RESULT = SublistResult()
+
+
+cdef class _Node:
+    def __cinit__(self):
+        self.next = None
+        self.psubs = {}
+        self.qsubs = None
+
+    cdef bint is_empty(self):
+        return not self.psubs and not self.qsubs and (self.next is None or self.next.is_empty())
+
+
+cdef class _Level:
+    def __cinit__(self):
+        self.nodes = {}
+        self.pwc = None
+        self.fwc = None
+
+    cdef bint is_empty(self):
+        return not self.nodes and self.pwc is None and self.fwc is None
+
+    cdef _Node get(self, bytes token):
+        if token == STAR:
+            return self.pwc
+        if token == GT:
+            return self.fwc
+        return self.nodes.get(token)
+
+    cdef _Node get_or_add(self, bytes token):
+        cdef _Node n = self.get(token)
+        if n is None:
+            n = _Node()
+            if token == STAR:
+                self.pwc = n
+            elif token == GT:
+                self.fwc = n
+            else:
+                self.nodes[token] = n
+        return n
+
+    cdef void prune(self, bytes token, _Node n):
+        if token == STAR:
+            self.pwc = None
+        elif token == GT:
+            self.fwc = None
+        else:
+            self.nodes.pop(token, None)
+
+
+cdef inline void _collect(_Node n, list psubs, dict groups):
+    cdef list members
+    if n.psubs:
+        psubs.extend(n.psubs)
+    if n.qsubs:
+        for q, subs in (<dict>n.qsubs).items():
+            members = groups.get(q)
+            if members is None:
+                groups[q] = list(<dict>subs)
+            else:
+                members.extend(<dict>subs)
+
+
+cdef void _match_level(_Level lvl, list tokens, Py_ssize_t i, list psubs, dict groups):
+    cdef Py_ssize_t ntok = len(tokens)
+    cdef _Node n
+    while lvl is not None:
+        if lvl.fwc is not None:
+            _collect(lvl.fwc, psubs, groups)
+        if lvl.pwc is not None:
+            if i == ntok - 1:
+                _collect(lvl.pwc, psubs, groups)
+            elif lvl.pwc.next is not None:
+                _match_level(lvl.pwc.next, tokens, i + 1, psubs, groups)
+        n = lvl.nodes.get(tokens[i]) if lvl.nodes else None
+        if n is None:
+            return
+        if i == ntok - 1:
+            _collect(n, psubs, groups)
+            return
+        lvl = n.next
+        i += 1
+
+
+cdef class Sublist:
+    """Subscriptions of one account."""
+
+    def __cinit__(self):
+        self.root = _Level()
+        self.cache = {}
+        self.cache_enabled = True
+
+    cpdef insert(self, Subscription sub):
+        cdef list tokens = sub.subject.split(b".")
+        cdef _Level lvl = self.root
+        cdef _Node n = None
+        cdef Py_ssize_t i, last = len(tokens) - 1
+        for i in range(last + 1):
+            n = lvl.get_or_add(tokens[i])
+            if i < last:
+                if n.next is None:
+                    n.next = _Level()
+                lvl = n.next
+        if sub.queue is None:
+            n.psubs[sub] = None
+        else:
+            if n.qsubs is None:
+                n.qsubs = {}
+            group = n.qsubs.get(sub.queue)
+            if group is None:
+                n.qsubs[sub.queue] = {sub: None}
+            else:
+                (<dict>group)[sub] = None
+        self.count += 1
+        self.inserts += 1
+        self._invalidate()
+
+    cpdef bint remove(self, Subscription sub):
+        cdef list tokens = sub.subject.split(b".")
+        cdef list path = []
+        cdef _Level lvl = self.root
+        cdef _Node n = None
+        cdef Py_ssize_t i, last = len(tokens) - 1
+        for i in range(last + 1):
+            if lvl is None:
+                return False
+            n = lvl.get(tokens[i])
+            if n is None:
+                return False
+            path.append((lvl, tokens[i], n))
+            lvl = n.next
+        if sub.queue is None:
+            if n.psubs.pop(sub, 0) is not None:
+                return False
+        else:
+            group = n.qsubs.get(sub.queue) if n.qsubs else None
+            if group is None or (<dict>group).pop(sub, 0) is not None:
+                return False
+            if not group:
+                del n.qsubs[sub.queue]
+        # prune empty nodes bottom-up
+        for i in range(len(path) - 1, -1, -1):
+            lvl, tok, n = path[i]
+            if n.next is not None and n.next.is_empty():
+                n.next = None
+            if n.is_empty():
+                lvl.prune(tok, n)
+            else:
+                break
+        self.count -= 1
+        self.removes += 1
+        self._invalidate()
+        return True
+
+    cdef void _invalidate(self):
+        self.genid += 1
+        if self.cache:
+            self.cache.clear()
+
+    cpdef SublistResult match(self, bytes subject):
+        return self.match_cached(subject)
+
+    cdef SublistResult match_cached(self, bytes subject):
+        cdef object hit
+        self.matches += 1
+        if self.cache_enabled:
+            hit = self.cache.get(subject)
+            if hit is not None:
+                self.cache_hits += 1
+                return <SublistResult>hit
+        cdef list psubs = []
+        cdef dict groups = {}
+        cdef list tokens = subject.split(b".")
+        _match_level(self.root, tokens, 0, psubs, groups)
+        cdef SublistResult r
+        if not psubs and not groups:
+            r = EMPTY_RESULT
+        else:
+            r = SublistResult()
+            r.psubs = psubs
+            r.qsubs = list(groups.values())
+            r.total = len(psubs) + len(groups)
+        if self.cache_enabled:
+            if len(self.cache) >= CACHE_MAX:
+                self.cache.clear()
+            self.cache[subject] = r
+        return r
+
+    def all_subscriptions(self):
+        """Every subscription (monitoring, interest propagation); not for the hot path."""
+        out = []
+        stack = [self.root]
+        while stack:
+            lvl = <_Level>stack.pop()
+            nodes = list(lvl.nodes.values())
+            if lvl.pwc is not None:
+                nodes.append(lvl.pwc)
+            if lvl.fwc is not None:
+                nodes.append(lvl.fwc)
+            for n in nodes:
+                out.extend((<_Node>n).psubs)
+                if (<_Node>n).qsubs:
+                    for g in (<_Node>n).qsubs.values():
+                        out.extend(g)
+                if (<_Node>n).next is not None:
+                    stack.append((<_Node>n).next)
+        return out
+
+    def cache_size(self):
+        return len(self.cache)
+
+    def has_interest(self, bytes subject):
+        return self.match_cached(subject).total > 0

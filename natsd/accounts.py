@@ -1,0 +1,73 @@
+"""Accounts: each one an isolated subject space with its own sublist and connection count.
+
+Exports, imports and subject mappings build on this (see DESIGN.md); this module owns the
+account registry and the per-account limits.
+"""
+from natsd._core.sublist import Sublist
+
+GLOBAL_ACCOUNT = "$G"
+DEFAULT_SYSTEM_ACCOUNT = "$SYS"
+
+
+class Account:
+    __slots__ = ("name", "sublist", "clients", "max_connections", "max_subscriptions",
+                 "max_payload", "max_leafnodes", "config", "is_system", "jetstream")
+
+    def __init__(self, name, config=None):
+        self.name = name
+        self.sublist = Sublist()
+        self.clients = set()            # Connections bound to this account
+        self.config = config
+        self.is_system = False
+        self.jetstream = False
+        limits = getattr(config, "limits", None)
+        self.max_connections = _limit(limits, "max_connections")
+        self.max_subscriptions = _limit(limits, "max_subscriptions")
+        self.max_payload = _limit(limits, "max_payload")
+        self.max_leafnodes = _limit(limits, "max_leafnodes")
+
+    def __repr__(self):
+        return "<Account %s>" % self.name
+
+
+def _limit(limits, key):
+    """-1 means unlimited, as in nats-server's account limits."""
+    if limits is None:
+        return -1
+    v = limits.get(key) if isinstance(limits, dict) else getattr(limits, key, None)
+    return -1 if v is None else v
+
+
+class AccountRegistry:
+    """Every account of the server, built from Options.accounts plus $G and the system account."""
+
+    def __init__(self, opts):
+        self.accounts = {}
+        for name, cfg in (opts.accounts or {}).items():
+            self.accounts[name] = Account(name, cfg)
+            self.accounts[name].jetstream = bool(getattr(cfg, "jetstream", False))
+        if GLOBAL_ACCOUNT not in self.accounts:
+            self.accounts[GLOBAL_ACCOUNT] = Account(GLOBAL_ACCOUNT)
+        self.system_name = None
+        if not opts.no_system_account:
+            self.system_name = opts.system_account or DEFAULT_SYSTEM_ACCOUNT
+            if self.system_name not in self.accounts:
+                self.accounts[self.system_name] = Account(self.system_name)
+            self.accounts[self.system_name].is_system = True
+
+    def get(self, name):
+        return self.accounts.get(name or GLOBAL_ACCOUNT)
+
+    @property
+    def global_account(self):
+        return self.accounts[GLOBAL_ACCOUNT]
+
+    @property
+    def system(self):
+        return self.accounts.get(self.system_name) if self.system_name else None
+
+    def __iter__(self):
+        return iter(self.accounts.values())
+
+    def __len__(self):
+        return len(self.accounts)

@@ -1,0 +1,317 @@
+"""The client protocol's control side: CONNECT, SUB, UNSUB, auth, permissions, pings, errors.
+
+The Cython parser handles PUB/HPUB/PING/PONG itself and calls this handler for everything
+else. One ClientProtocol serves every client connection; per-connection Python state lives in
+`conn.state` (a ClientState).
+"""
+import json
+import logging
+import os
+import time
+
+from natsd import auth as auth_mod
+from natsd._core.conn import Connection, monotonic
+from natsd._core.router import deliver_to
+from natsd._core.sublist import Subscription
+from natsd.logger import TRACE
+from natsd.permissions import SYS_QUEUE_GROUP
+from natsd.subject import is_valid_subject, is_valid_queue, subject_matches
+
+log = logging.getLogger("natsd")
+
+NO_RESPONDERS_HDR = b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n"
+
+
+class ClientState:
+    """What the Python side knows about one client connection."""
+    __slots__ = ("host", "port", "start", "name", "lang", "version", "user", "account",
+                 "perms", "nonce", "auth_timer", "ping_timer", "replies", "connect",
+                 "stop", "reason", "rtt", "kind", "nkey", "tls", "label")
+
+    def __init__(self, host, port):
+        self.host = host
+        self.port = port
+        self.start = time.time()
+        self.name = self.lang = self.version = ""
+        self.user = ""
+        self.account = None
+        self.perms = None
+        self.nonce = None
+        self.auth_timer = self.ping_timer = None
+        self.replies = None            # reply subject -> [remaining, expires] (allow_responses)
+        self.connect = None
+        self.stop = None
+        self.reason = ""
+        self.rtt = 0.0
+        self.kind = "Client"
+        self.nkey = None
+        self.label = ""
+
+
+class ClientProtocol:
+    """Control operations of client connections, called from the Cython parser and router."""
+
+    def __init__(self, server):
+        self.server = server
+        self.opts = server.opts
+
+    # ---- helpers ----
+
+    def _prefix(self, c):
+        st = c.state
+        return "%s:%d - cid:%d - " % (st.host, st.port, c.cid)
+
+    def send_err(self, c, text):
+        c.send_bytes(b"-ERR '" + text.encode() + b"'\r\n")
+        if log.isEnabledFor(TRACE):
+            log.log(TRACE, "%s->> [-ERR '%s']", self._prefix(c), text)
+
+    def _ok(self, c):
+        if c.verbose:
+            c.send_bytes(b"+OK\r\n")
+
+    def fail(self, c, text, reason):
+        """-ERR then close: the error reaches the client before the socket goes."""
+        self.send_err(c, text)
+        c.schedule_close(reason)
+
+    # ---- calls from the parser ----
+
+    def auth_pending(self, c):
+        """An op other than CONNECT arrived first: allowed only when no auth is required."""
+        if not self.server.authenticator.auth_required:
+            return False
+        log.error("%sAuthorization Error", self._prefix(c))
+        self.fail(c, auth_mod.ERR_AUTH_VIOLATION, "Authentication Failure")
+        return True
+
+    def connect(self, c, payload):
+        st = c.state
+        try:
+            info = json.loads(payload) if payload else {}
+            if not isinstance(info, dict):
+                raise ValueError("CONNECT must be a JSON object")
+        except ValueError as e:
+            log.error("%s%s", self._prefix(c), e)
+            c.schedule_close("Protocol Violation")
+            return
+        st.connect = info
+        c.verbose = bool(info.get("verbose", False))
+        c.pedantic = bool(info.get("pedantic", False))
+        c.echo = bool(info.get("echo", True))
+        c.headers = bool(info.get("headers", False)) and not self.opts.no_header_support
+        c.no_responders = bool(info.get("no_responders", False))
+        st.name = str(info.get("name") or "")
+        st.lang = str(info.get("lang") or "")
+        st.version = str(info.get("version") or "")
+        if c.no_responders and not c.headers:
+            self.fail(c, "no responders requires headers support", "Protocol Violation")
+            return
+        if c.connected:
+            self._ok(c)
+            return
+        result = self.server.authenticator.authenticate(info, st.nonce)
+        if result is None and self.server.authenticator.auth_required:
+            self._auth_failed(c, info)
+            return
+        account_name = result.account if result is not None else None
+        account = self.server.accounts.get(account_name)
+        if account is None:
+            self._auth_failed(c, info)
+            return
+        if 0 <= account.max_connections <= len(account.clients):
+            log.error("%sMaximum account active connections exceeded", self._prefix(c))
+            self.fail(c, "maximum account active connections exceeded", "Max Account Connections Exceeded")
+            return
+        if st.auth_timer is not None:
+            st.auth_timer.cancel()
+            st.auth_timer = None
+        self.server.bind_account(c, account)
+        if result is not None:
+            st.user = result.user or ""
+            st.nkey = result.nkey
+            self._set_permissions(c, result.permissions)
+        c.connected = True
+        if account.max_payload > 0:
+            c.max_payload = min(c.max_payload, account.max_payload)
+        self._ok(c)
+
+    def _auth_failed(self, c, info):
+        user = info.get("user") or info.get("nkey") or ""
+        log.error('%s"%s" - authentication error', self._prefix(c), user) if user else \
+            log.error("%sauthentication error", self._prefix(c))
+        self.fail(c, auth_mod.ERR_AUTH_VIOLATION, "Authentication Failure")
+
+    def _set_permissions(self, c, perms):
+        st = c.state
+        st.perms = perms
+        has_pub = perms is not None and (perms.pub_allow is not None or bool(perms.pub_deny))
+        c.pub_allowed = {} if has_pub else None
+        c.track_replies = perms is not None and perms.response is not None
+        c.forget_lookup()
+
+    def sub(self, c, subject, queue, sid):
+        st = c.state
+        subj = subject.decode("utf-8", "replace")
+        q = queue.decode("utf-8", "replace") if queue is not None else None
+        if not is_valid_subject(subj) or (q is not None and not is_valid_queue(q)):
+            self.send_err(c, "Invalid Subject")
+            return
+        if (q == SYS_QUEUE_GROUP or
+                st.perms is not None and not st.perms.can_subscribe(subj, q)):
+            text = auth_mod.sub_violation(subj, q)
+            log.error("%sSubscription Violation - %s", self._prefix(c), text)
+            self.send_err(c, text)
+            return
+        if sid in c.subs:
+            self._ok(c)
+            return
+        limit = self.opts.max_subscriptions
+        acc = st.account
+        if acc is not None and acc.max_subscriptions > 0:
+            limit = acc.max_subscriptions if limit <= 0 else min(limit, acc.max_subscriptions)
+        if limit > 0 and len(c.subs) >= limit:
+            log.error("%sMaximum Subscriptions Exceeded", self._prefix(c))
+            self.send_err(c, "maximum subscriptions exceeded")
+            return
+        s = Subscription(c, subject, sid, queue)
+        if st.perms is not None and st.perms.needs_delivery_filter(subj, q):
+            s.deny_filter = True
+        c.subs[sid] = s
+        c.sublist.insert(s)
+        self.server.interest_added(st.account, s)
+        self._ok(c)
+
+    def unsub(self, c, sid, max_msgs):
+        s = c.subs.get(sid)
+        if s is not None:
+            if max_msgs > 0 and s.delivered < max_msgs:
+                s.max_msgs = max_msgs
+            else:
+                self._remove_sub(c, s)
+        self._ok(c)
+
+    def auto_unsubscribed(self, c, s):
+        self._remove_sub(c, s)
+
+    def _remove_sub(self, c, s):
+        s.closed = True
+        if c.subs.get(s.sid) is s:
+            del c.subs[s.sid]
+        if c.sublist.remove(s):
+            self.server.interest_removed(c.state.account, s)
+
+    def info(self, c, payload):
+        pass                            # clients may echo INFO; nats-server ignores it
+
+    def client_error(self, c, text):
+        log.error("%sClient Error %s", self._prefix(c), text.decode("utf-8", "replace"))
+        c.schedule_close("Parse Error")
+
+    def protocol_error(self, c, text, send_err):
+        log.error("%s%s", self._prefix(c), text)
+        if send_err:
+            self.send_err(c, text)
+        c.schedule_close("Protocol Violation")
+
+    def control_line_exceeded(self, c):
+        log.error("%smaximum control line exceeded", self._prefix(c))
+        self.fail(c, "maximum control line exceeded", "Maximum Control Line Exceeded")
+
+    def max_payload_exceeded(self, c, size):
+        log.error("%sMaximum Payload Violation", self._prefix(c))
+        self.fail(c, "Maximum Payload Violation", "Maximum Payload Exceeded")
+
+    def check_publish(self, c, subject):
+        """Slow path of a publish permission check; allowed subjects are cached in C."""
+        st = c.state
+        subj = subject.decode("utf-8", "replace")
+        if st.perms.can_publish(subj):
+            if len(c.pub_allowed) > 4096:
+                c.pub_allowed.clear()
+            c.pub_allowed[subject] = True
+            return True
+        if st.replies and self._use_reply(st, subject):
+            return True
+        text = auth_mod.pub_violation(subj)
+        log.error("%sPublish Violation - %s", self._prefix(c), text)
+        self.send_err(c, text)
+        return False
+
+    def _use_reply(self, st, subject):
+        entry = st.replies.get(subject)
+        if entry is None:
+            return False
+        remaining, expires = entry
+        if expires and monotonic() > expires:
+            del st.replies[subject]
+            return False
+        if remaining <= 1:
+            del st.replies[subject]
+        else:
+            entry[0] = remaining - 1
+        return True
+
+    def allow_reply(self, c, reply):
+        st = c.state
+        resp = st.perms.response
+        if st.replies is None:
+            st.replies = {}
+        if len(st.replies) > 65536:
+            st.replies.clear()
+        expires = monotonic() + resp.expires if resp.expires else 0
+        st.replies[reply] = [resp.max_msgs or 1, expires]
+
+    def delivery_denied(self, c, sub, subject):
+        q = sub.queue.decode() if sub.queue is not None else None
+        return c.state.perms.delivery_denied(subject.decode("utf-8", "replace"), q)
+
+    def no_responders(self, c, subject, reply):
+        """A request found nobody: send the requester a 503 status on its reply subscription."""
+        hdr = NO_RESPONDERS_HDR % subject
+        r = reply.decode("utf-8", "replace")
+        for s in list(c.subs.values()):
+            if subject_matches(s.subject.decode("utf-8", "replace"), r):
+                deliver_to(s, reply, None, hdr, b"")
+                return
+
+    def reserved_reply(self, c, reply):
+        """Clients may not publish with the server's own reply prefixes (_R_., $JS.ACK., _GR_.)."""
+        text = auth_mod.reply_violation(reply.decode("utf-8", "replace"))
+        log.error("%sPublish Violation - %s", self._prefix(c), text)
+        self.send_err(c, text)
+
+    def publish_mapped(self, c, subject, reply, hdr, payload):
+        self.server.publish_mapped(c, subject, reply, hdr, payload)
+
+    # ---- tracing (-V) ----
+
+    def trace_in(self, c, line):
+        log.log(TRACE, '%s<<- [%s]', self._prefix(c), line.decode("utf-8", "replace"))
+
+    def trace_payload(self, c, payload):
+        log.log(TRACE, '%s<<- MSG_PAYLOAD: ["%s"]', self._prefix(c),
+                payload[:self.opts.max_traced_msg_len or None].decode("utf-8", "replace"))
+
+    def trace_out(self, c, line):
+        log.log(TRACE, '%s->> [%s]', self._prefix(c), line.rstrip(b"\r\n").decode("utf-8", "replace"))
+
+    # ---- calls from the connection ----
+
+    def want_write(self, c, on):
+        self.server.loop.set_writable(c.fd, on)
+        if on:
+            self.server.blocked.add(c)
+        else:
+            self.server.blocked.discard(c)
+
+    def slow_consumer(self, c):
+        pending = c.pending_bytes()
+        log.info("%sSlow Consumer Detected: MaxPending of %d exceeded", self._prefix(c), c.max_pending)
+        c.schedule_close("Slow Consumer (Pending Bytes)")
+
+    def close(self, c):
+        self.server.close_connection(c)
+
+    def forward(self, c, sub, subject, reply, hdr, payload):
+        raise NotImplementedError("client connections frame messages in C")

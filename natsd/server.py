@@ -1,0 +1,401 @@
+"""Server: owns the loop, the listeners, the accounts and the connections; start and stop.
+
+Subsystems (monitoring, later leaf nodes and JetStream) hang off the Server and run on its
+single loop. Startup prints the lines launchers wait for ("Listening for client connections
+on HOST:PORT", "Server is ready").
+"""
+import base64
+import binascii
+import json
+import logging
+import os
+import socket
+import struct
+import time
+
+from natsd import VERSION, PROTO
+from natsd._core.conn import Connection, totals
+from natsd._core.loop import Loop
+from natsd.accounts import AccountRegistry
+from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT
+from natsd.client import ClientProtocol, ClientState
+
+log = logging.getLogger("natsd")
+
+GIT_COMMIT = ""
+GO_VERSION = "python"
+
+
+def new_server_id():
+    """A random server nkey public key: 'N' prefix, base32, CRC16 — like nats-server's."""
+    raw = bytes([13 << 3]) + os.urandom(32)      # 13 = nkeys server prefix byte ('N')
+    crc = binascii.crc_hqx(raw, 0)
+    return base64.b32encode(raw + struct.pack("<H", crc)).decode().rstrip("=")
+
+
+def new_nonce():
+    return base64.urlsafe_b64encode(os.urandom(11)).decode().rstrip("=")
+
+
+def host_port(host, port):
+    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+
+
+class Listener:
+    """A listening socket on the loop; accepted sockets go to `on_accept(sock, addr)`."""
+
+    def __init__(self, loop, host, port, on_accept, backlog=4096):
+        infos = socket.getaddrinfo(host or None, port if port > 0 else 0, 0, socket.SOCK_STREAM,
+                                   0, socket.AI_PASSIVE)
+        family, stype, proto, _, addr = infos[0]
+        self.sock = socket.socket(family, stype, proto)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6 and host in ("::", ""):
+            self.sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        self.sock.bind(addr)
+        self.sock.listen(backlog)
+        self.sock.setblocking(False)
+        self.port = self.sock.getsockname()[1]
+        self.host = host
+        self.loop = loop
+        self.on_accept = on_accept
+        loop.add_handler(self.sock.fileno(), self)
+
+    def on_event(self, events):
+        for _ in range(256):
+            try:
+                sock, addr = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                log.error("Error accepting client connection: %s", e)
+                return
+            self.on_accept(sock, addr)
+
+    def close(self):
+        if self.sock is not None:
+            self.loop.remove_handler(self.sock.fileno())
+            self.sock.close()
+            self.sock = None
+
+
+class Server:
+    def __init__(self, opts):
+        self.opts = opts
+        self.loop = Loop()
+        self.id = new_server_id()
+        self.name = opts.server_name or self.id
+        self.start_time = time.time()
+        self.accounts = AccountRegistry(opts)
+        self.authenticator = Authenticator(opts)
+        self.client_proto = ClientProtocol(self)
+        self.clients = {}                   # cid -> Connection
+        self.closed_clients = []            # recent closed connection records (/connz)
+        self.blocked = set()                # connections with writes pending (write deadline)
+        self.next_cid = 0
+        self.total_connections = 0
+        self.stale_connections = 0
+        self.client_listener = None
+        self.monitor = None
+        self.shutting_down = False
+        self.lame_duck = False
+        self.config_load_time = time.time()
+        self.subsystems = []                # objects with shutdown(), stopped in reverse order
+
+    # ---- lifecycle ----
+
+    def start(self):
+        opts = self.opts
+        log.info("Starting nats-server")
+        log.info("  Version:  %s", VERSION)
+        log.info("  Git:      [%s]", GIT_COMMIT or "not set")
+        log.info("  Name:     %s", self.name)
+        log.info("  ID:       %s", self.id)
+        if opts.config_file:
+            log.info("Using configuration file: %s", opts.config_file)
+        if opts.http_port:
+            from natsd.monitor.http import MonitorServer
+            self.monitor = MonitorServer(self, opts.http_host, opts.http_port)
+            log.info("Starting http monitor on %s", host_port(opts.http_host, self.monitor.port))
+        self.client_listener = Listener(self.loop, opts.host, opts.port, self._accept_client)
+        log.info("Listening for client connections on %s",
+                 host_port(opts.host, self.client_listener.port))
+        self._write_pid_file()
+        self._write_ports_file()
+        self.loop.call_later(1.0, self._write_deadline_sweep)
+        log.info("Server is ready")
+
+    @property
+    def port(self):
+        return self.client_listener.port if self.client_listener else self.opts.port
+
+    def run(self):
+        self.loop.run()
+
+    def shutdown(self):
+        """Stop accepting, close every connection, stop the loop."""
+        if self.shutting_down:
+            return
+        self.shutting_down = True
+        log.info("Initiating Shutdown...")
+        if self.client_listener:
+            self.client_listener.close()
+        if self.monitor:
+            self.monitor.close()
+        for sub in reversed(self.subsystems):
+            try:
+                sub.shutdown()
+            except Exception:
+                log.exception("shutdown of %s failed", sub)
+        for c in list(self.clients.values()):
+            c.schedule_close("Server Shutdown")
+        self.loop.run_once_nowait()
+        self._remove_pid_file()
+        log.info("Server Exiting..")
+        self.loop.stop()
+
+    def _write_pid_file(self):
+        if self.opts.pid_file:
+            with open(self.opts.pid_file, "w") as f:
+                f.write(str(os.getpid()))
+
+    def _remove_pid_file(self):
+        if self.opts.pid_file:
+            try:
+                os.unlink(self.opts.pid_file)
+            except OSError:
+                pass
+
+    def _write_ports_file(self):
+        if not self.opts.ports_file_dir:
+            return
+        ports = {"nats": ["nats://%s" % host_port(self.opts.host, self.port)]}
+        if self.monitor:
+            ports["monitoring"] = ["http://%s" % host_port(self.opts.http_host, self.monitor.port)]
+        path = os.path.join(self.opts.ports_file_dir,
+                            "%s_%d.ports" % (os.path.basename(os.sys.argv[0]), os.getpid()))
+        with open(path, "w") as f:
+            json.dump(ports, f)
+
+    # ---- client connections ----
+
+    def info_dict(self, c=None):
+        opts = self.opts
+        info = {
+            "server_id": self.id,
+            "server_name": self.name,
+            "version": VERSION,
+            "proto": PROTO,
+            "go": GO_VERSION,
+            "host": opts.host,
+            "port": self.port,
+            "headers": not opts.no_header_support,
+        }
+        if self.authenticator.auth_required:
+            info["auth_required"] = True
+        info["max_payload"] = opts.max_payload
+        if self.jetstream_enabled():
+            info["jetstream"] = True
+        if c is not None:
+            info["client_id"] = c.cid
+            info["client_ip"] = c.state.host
+            if c.state.nonce:
+                info["nonce"] = c.state.nonce
+        if self.lame_duck:
+            info["ldm"] = True
+        return info
+
+    def jetstream_enabled(self):
+        return False
+
+    def _accept_client(self, sock, addr):
+        if self.shutting_down:
+            sock.close()
+            return
+        sock.setblocking(False)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+        fd = sock.detach()
+        self.next_cid += 1
+        c = Connection(fd)
+        c.cid = self.next_cid
+        c.handler = self.client_proto
+        st = c.state = ClientState(addr[0], addr[1])
+        opts = self.opts
+        c.max_payload = opts.max_payload
+        c.max_control_line = opts.max_control_line
+        c.max_pending = opts.max_pending
+        c.trace = opts.trace
+        c.sublist = self.accounts.global_account.sublist
+        self.loop.add_handler(fd, c)
+        self.clients[c.cid] = c
+        self.total_connections += 1
+        if self.authenticator.nonce_required:
+            st.nonce = new_nonce()
+        log.debug("%s:%d - cid:%d - Client connection created", st.host, st.port, c.cid)
+        c.send_bytes(b"INFO " + json.dumps(self.info_dict(c), separators=(",", ":")).encode() + b" \r\n")
+        if len(self.clients) > opts.max_connections:
+            log.error("%s:%d - cid:%d - Maximum Connections Exceeded", st.host, st.port, c.cid)
+            self.client_proto.fail(c, "maximum connections exceeded", "Maximum Connections Exceeded")
+            return
+        if self.authenticator.auth_required:
+            st.auth_timer = self.loop.call_later(self._auth_timeout(), self._auth_timeout_expired, c)
+        st.ping_timer = self.loop.call_later(opts.ping_interval, self._ping, c)
+
+    def _auth_timeout(self):
+        return self.opts.auth_timeout or 2.0
+
+    def _auth_timeout_expired(self, c):
+        if not c.connected and not c.closed:
+            st = c.state
+            log.error("%s:%d - cid:%d - Authentication Timeout", st.host, st.port, c.cid)
+            self.client_proto.fail(c, ERR_AUTH_TIMEOUT, "Authentication Timeout")
+
+    def _ping(self, c):
+        if c.closed or c.closing:
+            return
+        opts = self.opts
+        st = c.state
+        if c.pings_out + 1 > opts.ping_max:
+            self.stale_connections += 1
+            log.debug("%s:%d - cid:%d - Stale Client Connection - Closing", st.host, st.port, c.cid)
+            self.client_proto.fail(c, "Stale Connection", "Stale Connection")
+            return
+        c.pings_out += 1
+        c.send_bytes(b"PING\r\n")
+        c.release_idle_buffers()
+        st.ping_timer = self.loop.call_later(opts.ping_interval, self._ping, c)
+
+    def _write_deadline_sweep(self):
+        if self.blocked:
+            deadline = self.opts.write_deadline
+            now = self.loop.time()
+            for c in list(self.blocked):
+                if c.closed:
+                    self.blocked.discard(c)
+                elif c.blocked_since and now - c.blocked_since > deadline:
+                    st = c.state
+                    log.info("%s:%d - cid:%d - Slow Consumer Detected: WriteDeadline of %s exceeded "
+                             "with %d chars to send", st.host, st.port, c.cid,
+                             _go_duration(deadline), c.pending_bytes())
+                    totals.slow_consumers += 1
+                    self.blocked.discard(c)
+                    c.schedule_close("Slow Consumer (Write Deadline)")
+        self.loop.call_later(1.0, self._write_deadline_sweep)
+
+    def bind_account(self, c, account):
+        old = c.state.account
+        if old is not None:
+            old.clients.discard(c)
+        c.state.account = account
+        account.clients.add(c)
+        c.sublist = account.sublist
+        c.forget_lookup()
+
+    def close_connection(self, c):
+        """Final close: unregister, drop subscriptions, release the socket."""
+        if c.closed:
+            return
+        st = c.state
+        self.loop.remove_handler(c.fd)
+        c.mark_closed()
+        os.close(c.fd)
+        for t in (st.auth_timer, st.ping_timer):
+            if t is not None:
+                t.cancel()
+        for s in list(c.subs.values()):
+            s.closed = True
+            if c.sublist.remove(s):
+                self.interest_removed(st.account, s)
+        self.clients.pop(c.cid, None)
+        self.blocked.discard(c)
+        if st.account is not None:
+            st.account.clients.discard(c)
+        st.stop = time.time()
+        st.reason = c.close_reason or ""
+        self.closed_clients.append(c)
+        if len(self.closed_clients) > self.opts.max_closed_clients:
+            del self.closed_clients[: len(self.closed_clients) - self.opts.max_closed_clients]
+        log.debug("%s:%d - cid:%d - Client connection closed: %s", st.host, st.port, c.cid, st.reason)
+
+    # ---- lame duck mode ----
+
+    def enter_lame_duck_mode(self):
+        """Stop accepting, tell clients (INFO ldm), then close them gradually and exit."""
+        if self.lame_duck or self.shutting_down:
+            return
+        self.lame_duck = True
+        opts = self.opts
+        log.info("Entering lame duck mode, stop accepting new clients")
+        if self.client_listener:
+            self.client_listener.close()
+            self.client_listener = None
+        info = b"INFO " + json.dumps({"ldm": True}).encode() + b" \r\n"
+        for c in self.clients.values():
+            if c.connected:
+                c.send_bytes(info)
+        grace = min(opts.lame_duck_grace_period, opts.lame_duck_duration)
+        self.loop.call_later(grace, self._lame_duck_evict, opts.lame_duck_duration - grace)
+
+    def _lame_duck_evict(self, duration):
+        clients = list(self.clients.values())
+        if not clients:
+            self.shutdown()
+            return
+        log.info("Closing existing clients")
+        step = duration / len(clients) if duration > 0 else 0
+        batch = max(1, int(len(clients) * 0.01)) if step < 0.001 else 1
+        self._evict_next(clients, 0, batch, step * batch)
+
+    def _evict_next(self, clients, i, batch, delay):
+        for c in clients[i:i + batch]:
+            c.schedule_close("Server Shutdown")
+        i += batch
+        if i < len(clients):
+            self.loop.call_later(delay, self._evict_next, clients, i, batch, delay)
+        else:
+            self.loop.call_later(0, self.shutdown)
+
+    # ---- interest hooks (leaf nodes and imports attach here) ----
+
+    def interest_added(self, account, sub):
+        pass
+
+    def interest_removed(self, account, sub):
+        pass
+
+    def publish_mapped(self, c, subject, reply, hdr, payload):
+        raise NotImplementedError
+
+    # ---- reload ----
+
+    def reload(self, new_opts):
+        """Apply a reloaded config: authorization and logging (what nats-server reloads most)."""
+        from natsd import logger
+        self.opts = new_opts
+        self.client_proto.opts = new_opts
+        logger.configure(new_opts)
+        was_required = self.authenticator.auth_required
+        self.authenticator = Authenticator(new_opts)
+        for c in list(self.clients.values()):
+            c.trace = new_opts.trace
+            if not c.connected:
+                continue
+            st = c.state
+            if self.authenticator.auth_required or was_required:
+                result = self.authenticator.authenticate(st.connect or {}, st.nonce)
+                if result is None and self.authenticator.auth_required:
+                    self.client_proto.fail(c, "Authorization Violation", "Authentication Failure")
+                    continue
+                if result is not None:
+                    self.client_proto._set_permissions(c, result.permissions)
+        self.config_load_time = time.time()
+        log.info("Reloaded server configuration")
+
+
+def _go_duration(seconds):
+    if seconds == int(seconds):
+        return "%ds" % int(seconds)
+    return "%gs" % seconds
