@@ -1,0 +1,303 @@
+"""Options: every server setting natsd knows, with nats-server's defaults.
+
+Owns the plain data the rest of the server reads (``Options`` and the nested
+dataclasses).  Filling it from a config file is ``natsd.conf.load``; from the
+command line is ``natsd.flags``.  No behaviour lives here beyond defaults.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# (file, line, col) of the config entry a value came from; None when the value
+# did not come from a config file (defaults, flags).
+Pos = tuple[str, int, int] | None
+
+DEFAULT_PORT = 4222
+DEFAULT_HOST = "0.0.0.0"
+DEFAULT_LEAFNODE_PORT = 7422  # what `-p`-less remotes dial; listener is off unless configured
+DEFAULT_MAX_PAYLOAD = 1024 * 1024
+DEFAULT_MAX_PENDING = 64 * 1024 * 1024
+DEFAULT_SYSTEM_ACCOUNT = "$SYS"
+GLOBAL_ACCOUNT = "$G"
+
+
+@dataclass
+class SubjectPermission:
+    allow: list[str] = field(default_factory=list)
+    deny: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ResponsePermission:
+    max_msgs: int = 1          # nats-server DEFAULT_ALLOW_RESPONSE_MAX_MSGS
+    expires: float = 120.0     # seconds; DEFAULT_ALLOW_RESPONSE_EXPIRATION = 2m
+
+
+@dataclass
+class Permissions:
+    publish: SubjectPermission | None = None
+    subscribe: SubjectPermission | None = None
+    response: ResponsePermission | None = None
+
+
+@dataclass
+class User:
+    username: str = ""
+    password: str = ""
+    permissions: Permissions | None = None
+    account: str | None = None
+    allowed_connection_types: list[str] = field(default_factory=list)
+    proxy_required: bool = False
+    pos: Pos = None
+
+
+@dataclass
+class NkeyUser:
+    nkey: str = ""
+    permissions: Permissions | None = None
+    account: str | None = None
+    allowed_connection_types: list[str] = field(default_factory=list)
+    proxy_required: bool = False
+    pos: Pos = None
+
+
+@dataclass
+class MappingDest:
+    subject: str = ""
+    weight: int = 100          # percent; 100 when the mapping is unweighted
+    cluster: str = ""
+
+
+@dataclass
+class ServiceLatency:
+    subject: str = ""
+    sampling: int = 100        # percent; 0 means "headers" (sample when header present)
+
+
+@dataclass
+class ExportOpts:
+    kind: str = "stream"       # "stream" | "service"
+    subject: str = ""
+    accounts: list[str] | None = None   # None = public export
+    response_type: str = "Singleton"     # "Singleton" | "Stream" | "Chunked"
+    response_threshold: float = 0.0      # seconds, 0 = nats-server default (2m)
+    latency: ServiceLatency | None = None
+    account_token_position: int = 0
+    allow_trace: bool = False
+    pos: Pos = None
+
+
+@dataclass
+class ImportOpts:
+    kind: str = "stream"       # "stream" | "service"
+    account: str = ""
+    subject: str = ""
+    to: str = ""
+    prefix: str = ""           # stream imports only (legacy)
+    share: bool = False
+    allow_trace: bool = False
+    pos: Pos = None
+
+
+@dataclass
+class AccountLimits:
+    max_connections: int = -1  # -1 = unlimited (nats-server jwt.NoLimit)
+    max_subscriptions: int = -1
+    max_payload: int = -1
+    max_leafnodes: int = -1
+
+
+@dataclass
+class AccountOpts:
+    name: str = ""
+    users: list[User | NkeyUser] = field(default_factory=list)
+    nkey: str = ""
+    jetstream: bool = False
+    jetstream_limits: dict[str, Any] = field(default_factory=dict)
+    exports: list[ExportOpts] = field(default_factory=list)
+    imports: list[ImportOpts] = field(default_factory=list)
+    mappings: dict[str, list[MappingDest]] = field(default_factory=dict)
+    limits: AccountLimits = field(default_factory=AccountLimits)
+    default_permissions: Permissions | None = None
+    msg_trace: dict[str, Any] = field(default_factory=dict)
+    pos: Pos = None
+
+
+@dataclass
+class JetStreamOpts:
+    enabled: bool = False
+    store_dir: str = ""
+    max_memory: int = -1       # -1 = server picks (75% of RAM)
+    max_store: int = -1        # -1 = server picks (1TB or disk)
+    domain: str = ""
+    sync_interval: float | str = 120.0   # seconds, or "always"
+    sync_always: bool = False
+    strict: bool = True
+    unique_tag: str = ""
+    max_buffered_msgs: int = 10000
+    max_buffered_size: int = 128 * 1024 * 1024
+    max_outstanding_catchup: int = 0
+    request_queue_limit: int = 0
+    key: str = ""
+    prev_key: str = ""
+    cipher: str = ""
+    extension_hint: str = ""
+    limits: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # accepted, not used yet
+
+
+@dataclass
+class RemoteLeafOpts:
+    urls: list[str] = field(default_factory=list)
+    account: str = ""
+    credentials: str = ""
+    nkey: str = ""
+    deny_imports: list[str] = field(default_factory=list)
+    deny_exports: list[str] = field(default_factory=list)
+    hub: bool = False
+    disabled: bool = False
+    no_randomize: bool = False
+    compression: Any = None
+    tls: dict[str, Any] | None = None
+    first_info_timeout: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+    pos: Pos = None
+
+
+@dataclass
+class LeafNodeOpts:
+    host: str = DEFAULT_HOST
+    port: int = 0              # 0 = no listener (only `port`/`listen` turn it on)
+    advertise: str = ""
+    no_advertise: bool = False
+    username: str = ""
+    password: str = ""
+    account: str = ""
+    users: list[User] = field(default_factory=list)
+    auth_timeout: float = 0.0
+    remotes: list[RemoteLeafOpts] = field(default_factory=list)
+    min_version: str = ""
+    reconnect_delay: float = 1.0
+    compression: Any = None
+    isolate_leafnode_interest: bool = False
+    tls: dict[str, Any] | None = None
+    configured: bool = False
+
+
+@dataclass
+class ClusterOpts:
+    name: str = ""
+    host: str = ""
+    port: int = 0
+    listen: str = ""           # raw --cluster / listen URL
+    routes: list[str] = field(default_factory=list)
+    advertise: str = ""
+    no_advertise: bool = False
+    connect_retries: int = 0
+    pool_size: int = 3
+    compression: Any = None
+    authorization: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+    configured: bool = False
+
+
+@dataclass
+class GatewayOpts:
+    name: str = ""
+    host: str = ""
+    port: int = 0
+    gateways: list[Any] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+    configured: bool = False
+
+
+@dataclass
+class RawBlock:
+    """A subsystem natsd parses but does not run yet (websocket, mqtt, tls...)."""
+    configured: bool = False
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Options:
+    config_file: str | None = None
+    server_name: str = ""
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    client_advertise: str = ""
+    http_host: str = DEFAULT_HOST
+    http_port: int = 0
+    https_port: int = 0
+    http_base_path: str = ""
+    max_connections: int = 64 * 1024
+    max_subscriptions: int = 0
+    max_sub_tokens: int = 0
+    max_payload: int = DEFAULT_MAX_PAYLOAD
+    max_pending: int = DEFAULT_MAX_PENDING
+    max_control_line: int = 4096
+    ping_interval: float = 120.0
+    ping_max: int = 2
+    write_deadline: float = 10.0
+    auth_timeout: float = 2.0
+    no_header_support: bool = False
+    disable_sublist_cache: bool = False
+    max_closed_clients: int = 10000
+    lame_duck_duration: float = 120.0
+    lame_duck_grace_period: float = 10.0
+    pid_file: str = ""
+    ports_file_dir: str = ""
+    connect_error_reports: int = 3600
+    reconnect_error_reports: int = 1
+    prof_port: int = 0
+
+    debug: bool = False
+    trace: bool = False
+    trace_verbose: bool = False
+    trace_headers: bool = False
+    logtime: bool = True
+    logtime_utc: bool = False
+    log_file: str = ""
+    log_size_limit: int = 0
+    log_max_num: int = 0
+    syslog: bool = False
+    remote_syslog: str = ""
+    max_traced_msg_len: int = 0
+
+    username: str = ""
+    password: str = ""
+    authorization: str = ""    # token
+    users: list[User] = field(default_factory=list)
+    nkeys: list[NkeyUser] = field(default_factory=list)
+    no_auth_user: str = ""
+    default_permissions: Permissions | None = None
+    accounts: dict[str, AccountOpts] = field(default_factory=dict)
+    system_account: str = ""   # "" means the default "$SYS"
+    no_system_account: bool = False
+    mappings: dict[str, list[MappingDest]] = field(default_factory=dict)
+    mappings_pos: dict[str, Pos] = field(default_factory=dict)
+
+    jetstream: JetStreamOpts = field(default_factory=JetStreamOpts)
+    leafnode: LeafNodeOpts = field(default_factory=LeafNodeOpts)
+    cluster: ClusterOpts = field(default_factory=ClusterOpts)
+    gateway: GatewayOpts = field(default_factory=GatewayOpts)
+    websocket: RawBlock = field(default_factory=RawBlock)
+    mqtt: RawBlock = field(default_factory=RawBlock)
+    tls_config: RawBlock = field(default_factory=RawBlock)
+
+    server_tags: list[str] = field(default_factory=list)
+    server_metadata: dict[str, str] = field(default_factory=dict)
+    config_digest: str = ""
+
+    # --tls* flags (accepted, TLS is not implemented yet)
+    tls: bool = False
+    tls_verify: bool = False
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca_cert: str = ""
+
+    # Everything else nats-server accepts (operator, resolver, ocsp, ...): key -> value.
+    extra: dict[str, Any] = field(default_factory=dict)
+    # Config warnings (e.g. "ping_interval should be converted to a duration");
+    # nats-server logs them, and `-t` treats them as failures.
+    warnings: list[str] = field(default_factory=list)
