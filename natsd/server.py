@@ -227,6 +227,7 @@ class Server:
         c.max_payload = opts.max_payload
         c.max_control_line = opts.max_control_line
         c.max_pending = opts.max_pending
+        c.stall_limit = stall_limit(opts.max_pending)
         c.trace = opts.trace
         c.sublist = self.accounts.global_account.sublist
         self.loop.add_handler(fd, c)
@@ -393,6 +394,11 @@ class Server:
                     self.client_proto._set_permissions(c, result.permissions)
         self.config_load_time = time.time()
         log.info("Reloaded server configuration")
+
+
+def stall_limit(max_pending):
+    """Queued bytes past which a subscriber pauses its publishers (a fraction of max_pending)."""
+    return max(256 * 1024, min(max_pending // 8, 8 * 1024 * 1024))
 
 
 def _go_duration(seconds):

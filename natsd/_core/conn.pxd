@@ -59,6 +59,9 @@ cdef class Connection:
     cdef public bint want_write
     cdef public object close_reason
     cdef public double blocked_since    # monotonic time a write first stalled, 0 if not stalled
+    cdef public Py_ssize_t stall_limit  # queued bytes past which publishers to us are paused
+    cdef public bint stalled            # we stopped reading this connection (back-pressure)
+    cdef public list waiters            # publishers paused until our queue drains
 
     # statistics
     cdef public long long in_msgs
@@ -81,6 +84,9 @@ cdef class Connection:
     cdef SublistResult lookup(self, const char* subj, Py_ssize_t slen)
     cdef int keep_unparsed(self, const char* p, Py_ssize_t n) except -1
     cdef void discard_read(self, Py_ssize_t n)
+    cdef void stall_publisher(self, Connection pub)
+    cdef void release_waiters(self)
 
 cdef double now_mono() noexcept nogil
+cdef list take_resumed()
 cdef int flush_dirty() except -1

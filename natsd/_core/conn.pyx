@@ -19,6 +19,7 @@ cdef extern from "sys/socket.h" nogil:
 
 cdef list dirty_conns = []
 cdef list closing_conns = []
+cdef list resumed_conns = []        # paused publishers whose targets drained: read them again
 
 
 cdef class Totals:
@@ -52,6 +53,7 @@ cdef class Connection:
         self.max_payload = 1048576
         self.max_control_line = 4096
         self.max_pending = 64 * 1024 * 1024
+        self.stall_limit = 8 * 1024 * 1024
         self.rbuf = NULL
         self.obuf = NULL
         self.last_activity = now_mono()
@@ -127,6 +129,8 @@ cdef class Connection:
                 return 1
             self.ostart += n
             left -= n
+        if self.waiters is not None and left <= self.stall_limit // 2:
+            self.release_waiters()
         if left == 0:
             self.ostart = self.olen = 0
             self.blocked_since = 0
@@ -164,9 +168,28 @@ cdef class Connection:
         self.close_reason = reason
         closing_conns.append(self)
 
+    cdef void stall_publisher(self, Connection pub):
+        """Back-pressure, like nats-server's fast-producer stall: stop reading `pub` until our
+        queue drains (or we are closed as a slow consumer after the write deadline)."""
+        pub.stalled = True
+        if self.waiters is None:
+            self.waiters = []
+        self.waiters.append(pub)
+
+    cdef void release_waiters(self):
+        cdef Connection w
+        waiters = self.waiters
+        self.waiters = None
+        for w in waiters:
+            if w.stalled:
+                w.stalled = False
+                resumed_conns.append(w)
+
     def mark_closed(self):
         """The socket is gone: drop buffers; later writes are ignored."""
         self.closed = True
+        if self.waiters is not None:
+            self.release_waiters()
         self.ostart = self.olen = 0
         if self.obuf != NULL:
             free(self.obuf)
@@ -246,6 +269,14 @@ cdef int flush_dirty() except -1:
 
 def flush_all():
     flush_dirty()
+
+
+cdef list take_resumed():
+    """Publishers to read again (their targets drained or went away)."""
+    global resumed_conns
+    out = resumed_conns
+    resumed_conns = []
+    return out
 
 
 def take_closing():

@@ -18,7 +18,7 @@ from libc.string cimport memmove
 from libc.errno cimport errno, EINTR, EAGAIN
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject
-from natsd._core.conn cimport Connection, now_mono, flush_dirty
+from natsd._core.conn cimport Connection, now_mono, flush_dirty, take_resumed
 from natsd._core.parser cimport parse
 from natsd._core.router cimport run_internal
 from natsd._core import conn as _conn_module
@@ -121,8 +121,19 @@ cdef class Loop:
         if obj is None:
             return
         ev.events = EPOLLIN | (EPOLLOUT if writable else 0)
+        if type(obj) is Connection and (<Connection>obj).stalled:
+            ev.events &= ~EPOLLIN
         ev.data.ptr = <void*>obj
         epoll_ctl(self.epfd, EPOLL_CTL_MOD, fd, &ev)
+
+    cdef void _set_reading(self, Connection c, bint reading):
+        """Pause or resume reading a connection (back-pressure); keeps EPOLLOUT as it was."""
+        cdef epoll_event ev
+        if c.closed or self.handlers.get(c.fd) is not c:
+            return
+        ev.events = (EPOLLIN if reading else 0) | (EPOLLOUT if c.want_write else 0)
+        ev.data.ptr = <void*>c
+        epoll_ctl(self.epfd, EPOLL_CTL_MOD, c.fd, &ev)
 
     def remove_handler(self, int fd):
         cdef epoll_event ev
@@ -224,6 +235,7 @@ cdef class Loop:
         self._run_ready()
         flush_dirty()
         self._close_pending()
+        self._resume_readers()
         if self.graveyard:
             self.graveyard = []
         return 0
@@ -232,8 +244,10 @@ cdef class Loop:
         if c.closed:
             return
         try:
-            if evs & (EPOLLIN | EPOLLERR | EPOLLHUP):
+            if evs & (EPOLLIN | EPOLLERR | EPOLLHUP) and not c.stalled:
                 self.read_conn(c)
+                if c.stalled:
+                    self._set_reading(c, False)
             if evs & EPOLLOUT and not c.closed:
                 c.flush()
         except Exception:
@@ -286,6 +300,12 @@ cdef class Loop:
         elif errno != EAGAIN and errno != EINTR:
             c.schedule_close("Read Error")
         return 0
+
+    def _resume_readers(self):
+        cdef Connection c
+        for c in take_resumed():
+            if not c.stalled:
+                self._set_reading(c, True)
 
     def _run_timers(self):
         cdef double now = now_mono()

@@ -46,7 +46,7 @@ cdef inline char* put_int(char* p, Py_ssize_t v):
     return p
 
 
-cdef int write_msg(Connection c, bytes sid, const char* subj, Py_ssize_t slen,
+cdef int write_msg(Connection c, Connection pub, bytes sid, const char* subj, Py_ssize_t slen,
                    const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
                    Py_ssize_t tlen) except -1:
     """Frame one message for a client: HMSG when it has headers and the client takes them."""
@@ -88,6 +88,8 @@ cdef int write_msg(Connection c, bytes sid, const char* subj, Py_ssize_t slen,
     totals.out_msgs += 1
     totals.out_bytes += tlen
     c.mark_dirty()
+    if c.olen - c.ostart > c.stall_limit and pub is not None and pub is not c and not pub.stalled:
+        c.stall_publisher(pub)
     if c.trace:
         c.handler.trace_out(c, PyBytes_FromStringAndSize(start, p - start - tlen - 4))
     return 0
@@ -118,7 +120,7 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
     if sub.deny_filter and c.handler.delivery_denied(c, sub, PyBytes_FromStringAndSize(subj, slen)):
         return 0
     if c.kind == KIND_CLIENT:
-        write_msg(c, sub.sid, subj, slen, reply, rlen, msg, hlen, tlen)
+        write_msg(c, pub, sub.sid, subj, slen, reply, rlen, msg, hlen, tlen)
     else:
         c.handler.forward(c, sub, PyBytes_FromStringAndSize(subj, slen),
                           PyBytes_FromStringAndSize(reply, rlen) if rlen else None,

