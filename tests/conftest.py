@@ -25,7 +25,8 @@ def natsd_cmd():
 
 
 def nats_server_cmd():
-    path = shutil.which("nats-server")
+    local = os.path.join(os.path.dirname(sys.executable), "nats-server")
+    path = local if os.path.exists(local) else shutil.which("nats-server")
     return [path] if path else None
 
 
