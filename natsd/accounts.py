@@ -11,7 +11,7 @@ DEFAULT_SYSTEM_ACCOUNT = "$SYS"
 
 class Account:
     __slots__ = ("name", "sublist", "clients", "max_connections", "max_subscriptions",
-                 "max_payload", "max_leafnodes", "config", "is_system", "jetstream")
+                 "max_payload", "max_leafnodes", "config", "is_system", "jetstream", "mappings")
 
     def __init__(self, name, config=None):
         self.name = name
@@ -20,6 +20,7 @@ class Account:
         self.config = config
         self.is_system = False
         self.jetstream = False
+        self.mappings = None            # MappingTable, set by the registry
         limits = getattr(config, "limits", None)
         self.max_connections = _limit(limits, "max_connections")
         self.max_subscriptions = _limit(limits, "max_subscriptions")
@@ -48,12 +49,26 @@ class AccountRegistry:
             self.accounts[name].jetstream = bool(getattr(cfg, "jetstream", False))
         if GLOBAL_ACCOUNT not in self.accounts:
             self.accounts[GLOBAL_ACCOUNT] = Account(GLOBAL_ACCOUNT)
+        self._install_mappings(opts)
         self.system_name = None
         if not opts.no_system_account:
             self.system_name = opts.system_account or DEFAULT_SYSTEM_ACCOUNT
             if self.system_name not in self.accounts:
                 self.accounts[self.system_name] = Account(self.system_name)
             self.accounts[self.system_name].is_system = True
+
+    def _install_mappings(self, opts):
+        if not opts.mappings and not any(getattr(a.config, "mappings", None)
+                                         for a in self.accounts.values()):
+            return
+        from natsd.mappings import MappingTable
+        cluster = getattr(getattr(opts, "cluster", None), "name", "") or ""
+        for acc in self.accounts.values():
+            cfg = getattr(acc.config, "mappings", None)
+            if cfg:
+                acc.mappings = MappingTable.from_options(cfg, cluster)
+        if opts.mappings:                   # top-level mappings belong to the global account
+            self.accounts[GLOBAL_ACCOUNT].mappings = MappingTable.from_options(opts.mappings, cluster)
 
     def get(self, name):
         return self.accounts.get(name or GLOBAL_ACCOUNT)

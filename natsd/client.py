@@ -88,7 +88,7 @@ class ClientProtocol:
     def connect(self, c, payload):
         st = c.state
         try:
-            info = json.loads(payload) if payload else {}
+            info = json.loads(payload)      # "CONNECT" without JSON closes, like nats-server
             if not isinstance(info, dict):
                 raise ValueError("CONNECT must be a JSON object")
         except ValueError as e:
@@ -96,8 +96,9 @@ class ClientProtocol:
             c.schedule_close("Protocol Violation")
             return
         st.connect = info
-        c.verbose = bool(info.get("verbose", False))
-        c.pedantic = bool(info.get("pedantic", False))
+        # nats-server's defaults for fields a CONNECT leaves out: verbose and pedantic on
+        c.verbose = bool(info.get("verbose", True))
+        c.pedantic = bool(info.get("pedantic", True))
         c.echo = bool(info.get("echo", True))
         c.headers = bool(info.get("headers", False)) and not self.opts.no_header_support
         c.no_responders = bool(info.get("no_responders", False))
@@ -135,12 +136,16 @@ class ClientProtocol:
         if account.max_payload > 0:
             c.max_payload = min(c.max_payload, account.max_payload)
         self._ok(c)
+        self.server.client_connected(c)
 
     def _auth_failed(self, c, info):
         user = info.get("user") or info.get("nkey") or ""
         log.error('%s"%s" - authentication error', self._prefix(c), user) if user else \
             log.error("%sauthentication error", self._prefix(c))
         self.fail(c, auth_mod.ERR_AUTH_VIOLATION, "Authentication Failure")
+        if self.server.system is not None:
+            st = c.state
+            self.server.system.auth_error(st.host, st.port, c.cid, "Authentication Failure")
 
     def _set_permissions(self, c, perms):
         st = c.state

@@ -16,7 +16,9 @@ import time
 from natsd import VERSION, PROTO
 from natsd._core.conn import Connection, totals
 from natsd._core.loop import Loop
+from natsd._core.router import publish
 from natsd.accounts import AccountRegistry
+from natsd.imports import ResponseRouter, install_imports
 from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT
 from natsd.client import ClientProtocol, ClientState
 
@@ -101,6 +103,9 @@ class Server:
         self.lame_duck = False
         self.config_load_time = time.time()
         self.subsystems = []                # objects with shutdown(), stopped in reverse order
+        self.response_routers = {}          # account name -> ResponseRouter (_R_ replies)
+        self.system = None                  # SystemServices when there is a system account
+        self.imports = []
 
     # ---- lifecycle ----
 
@@ -117,6 +122,12 @@ class Server:
             from natsd.monitor.http import MonitorServer
             self.monitor = MonitorServer(self, opts.http_host, opts.http_port)
             log.info("Starting http monitor on %s", host_port(opts.http_host, self.monitor.port))
+        self.imports = install_imports(self)
+        if self.accounts.system is not None:
+            from natsd.system import SystemServices
+            self.system = SystemServices(self)
+            self.system.start()
+            self.subsystems.append(self.system)
         self.client_listener = Listener(self.loop, opts.host, opts.port, self._accept_client)
         log.info("Listening for client connections on %s",
                  host_port(opts.host, self.client_listener.port))
@@ -286,6 +297,10 @@ class Server:
                     c.schedule_close("Slow Consumer (Write Deadline)")
         self.loop.call_later(1.0, self._write_deadline_sweep)
 
+    def client_connected(self, c):
+        if self.system is not None:
+            self.system.client_event(c, True)
+
     def bind_account(self, c, account):
         old = c.state.account
         if old is not None:
@@ -293,6 +308,7 @@ class Server:
         c.state.account = account
         account.clients.add(c)
         c.sublist = account.sublist
+        c.has_mappings = bool(account.mappings)
         c.forget_lookup()
 
     def close_connection(self, c):
@@ -316,6 +332,8 @@ class Server:
             st.account.clients.discard(c)
         st.stop = time.time()
         st.reason = c.close_reason or ""
+        if c.connected and self.system is not None:
+            self.system.client_event(c, False)
         self.closed_clients.append(c)
         if len(self.closed_clients) > self.opts.max_closed_clients:
             del self.closed_clients[: len(self.closed_clients) - self.opts.max_closed_clients]
@@ -368,7 +386,19 @@ class Server:
         pass
 
     def publish_mapped(self, c, subject, reply, hdr, payload):
-        raise NotImplementedError
+        """A publish in an account with subject mappings: map first, then route."""
+        mapped = c.state.account.mappings.map(subject.decode("utf-8", "replace"))
+        if mapped == "":
+            return                      # the unassigned share of a weighted mapping is dropped
+        target = mapped.encode() if mapped is not None else subject
+        if not publish(c.sublist, target, reply, hdr, payload, c) and reply and c.no_responders:
+            self.client_proto.no_responders(c, subject, reply)
+
+    def response_router(self, account):
+        router = self.response_routers.get(account.name)
+        if router is None:
+            router = self.response_routers[account.name] = ResponseRouter(self, account)
+        return router
 
     # ---- reload ----
 

@@ -169,8 +169,6 @@ def publish(Sublist sl, bytes subject, bytes reply=None, bytes hdr=None, bytes p
     cdef Py_ssize_t hlen = PyBytes_GET_SIZE(hdr) if hdr else 0
     cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply) if reply else 0
     cdef SublistResult res = sl.match_cached(subject)
-    totals.in_msgs += 1
-    totals.in_bytes += PyBytes_GET_SIZE(msg)
     if res.total == 0:
         return 0
     return route(origin, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),

@@ -1,0 +1,198 @@
+"""Exports and imports between accounts: how a message crosses from one subject space to another.
+
+A *service import* (importer publishes requests, exporter answers) is an internal subscription
+in the importer's sublist on the local subject. Its handler republishes the request into the
+exporter's sublist on the export subject, replacing the reply with `_R_.<prefix>.<token>`; the
+exporter's response router maps that reply back to the requester's inbox in the importer.
+`response_type` decides how long the mapping lives: singleton (one response), stream and
+chunked (until the response threshold passes without traffic).
+
+A *stream import* (exporter publishes, importer receives) is an internal subscription in the
+exporter's sublist on the imported subject, republishing into the importer, renamed by `to` or
+`prefix`.
+"""
+import logging
+import os
+import string
+
+from natsd._core.router import publish
+from natsd._core.sublist import Subscription
+
+log = logging.getLogger("natsd")
+
+DEFAULT_RESPONSE_THRESHOLD = 120.0          # nats-server: 2m
+_ALPHABET = string.ascii_letters + string.digits
+
+
+def random_token(n):
+    raw = os.urandom(n)
+    return "".join(_ALPHABET[b % 62] for b in raw)
+
+
+def wildcard_destination(pattern):
+    """`a.*.b.>` -> `a.{{wildcard(1)}}.b.>`: maps a matching subject token for token."""
+    out, i = [], 0
+    for tok in pattern.split("."):
+        if tok == "*":
+            i += 1
+            out.append("{{wildcard(%d)}}" % i)
+        else:
+            out.append(tok)
+    return ".".join(out)
+
+
+def renaming(src, dest):
+    """A transform from src-space to dest-space, or None when the subject is kept as is."""
+    if not dest or dest == src:
+        return None
+    from natsd.transform import SubjectTransform
+    return SubjectTransform.compile(src, wildcard_destination(dest) if "*" in dest else dest)
+
+
+class ResponseRouter:
+    """Per exporting account: `_R_.<prefix>.<token>` replies mapped back to requesters."""
+
+    def __init__(self, server, account):
+        self.server = server
+        self.account = account
+        self.prefix = "_R_.%s." % random_token(6)
+        self.entries = {}               # reply token (bytes) -> _Response
+        self.sub = Subscription(None, (self.prefix + ">").encode(), b"", None, self._on_response)
+        account.sublist.insert(self.sub)
+        self.sweeper = None
+
+    def register(self, importer, reply, response_type, threshold):
+        token = random_token(10)
+        new_reply = (self.prefix + token).encode()
+        self.entries[new_reply] = _Response(importer, reply, response_type,
+                                            self.server.loop.time() + threshold, threshold)
+        if self.sweeper is None:
+            self.sweeper = self.server.loop.call_later(1.0, self._sweep)
+        return new_reply
+
+    def _on_response(self, sub, subject, reply, hdr, payload, origin):
+        entry = self.entries.get(subject)
+        if entry is None:
+            return
+        if entry.response_type == "Singleton":
+            del self.entries[subject]
+        else:
+            entry.expires = self.server.loop.time() + entry.threshold
+        publish(entry.importer.sublist, entry.reply, reply, hdr, payload)
+
+    def _sweep(self):
+        now = self.server.loop.time()
+        for k in [k for k, e in self.entries.items() if e.expires <= now]:
+            del self.entries[k]
+        self.sweeper = self.server.loop.call_later(1.0, self._sweep) if self.entries else None
+
+    def close(self):
+        self.account.sublist.remove(self.sub)
+        if self.sweeper is not None:
+            self.sweeper.cancel()
+
+
+class _Response:
+    __slots__ = ("importer", "reply", "response_type", "expires", "threshold")
+
+    def __init__(self, importer, reply, response_type, expires, threshold):
+        self.importer = importer
+        self.reply = reply
+        self.response_type = response_type
+        self.expires = expires
+        self.threshold = threshold
+
+
+class ServiceImport:
+    """Requests on `local` in the importer go to `remote` in the exporter."""
+
+    def __init__(self, server, importer, exporter, export, local, remote):
+        self.server = server
+        self.importer = importer
+        self.exporter = exporter
+        self.local = local
+        self.remote = remote
+        self.response_type = export.response_type if export else "Singleton"
+        self.threshold = (export.response_threshold if export and export.response_threshold
+                          else DEFAULT_RESPONSE_THRESHOLD)
+        self.transform = renaming(local, remote)
+        self.sub = Subscription(None, local.encode(), b"", None, self._on_request)
+
+    def _on_request(self, sub, subject, reply, hdr, payload, origin):
+        requested = subject
+        if self.transform is not None:
+            mapped = self.transform.apply(subject.decode())
+            if mapped is None:
+                return
+            subject = mapped.encode()
+        new_reply = None
+        if reply:
+            router = self.server.response_router(self.exporter)
+            new_reply = router.register(self.importer, reply, self.response_type, self.threshold)
+        delivered = publish(self.exporter.sublist, subject, new_reply, hdr, payload)
+        if not delivered and reply and origin is not None and origin.no_responders:
+            origin.handler.no_responders(origin, requested, reply)
+
+
+class StreamImport:
+    """Messages on `subject` in the exporter are delivered in the importer as `local`."""
+
+    def __init__(self, importer, exporter, subject, local):
+        self.importer = importer
+        self.exporter = exporter
+        self.subject = subject
+        self.transform = renaming(subject, local)
+        self.sub = Subscription(None, subject.encode(), b"", None, self._on_message)
+
+    def _on_message(self, sub, subject, reply, hdr, payload, origin):
+        if self.transform is not None:
+            mapped = self.transform.apply(subject.decode())
+            if mapped is None:
+                return
+            subject = mapped.encode()
+        publish(self.importer.sublist, subject, reply, hdr, payload)
+
+
+def stream_local_subject(imp):
+    if imp.to:
+        return imp.to
+    if imp.prefix:
+        return "%s.%s" % (imp.prefix.rstrip("."), imp.subject)
+    return imp.subject
+
+
+def find_export(exporter, kind, subject, importer_name):
+    """The export of `exporter` that covers `subject` for `importer_name`, or None."""
+    from natsd.subject import subject_is_subset
+    for exp in getattr(exporter.config, "exports", None) or ():
+        if exp.kind != kind or not subject_is_subset(subject, exp.subject):
+            continue
+        if exp.accounts is not None and importer_name not in exp.accounts:
+            continue
+        return exp
+    return None
+
+
+def install_imports(server):
+    """Create the internal subscriptions for every configured import. Returns them all."""
+    installed = []
+    for acc in server.accounts:
+        for imp in getattr(acc.config, "imports", None) or ():
+            exporter = server.accounts.get(imp.account)
+            if exporter is None:
+                log.error("Account %s: import from unknown account %s", acc.name, imp.account)
+                continue
+            export = find_export(exporter, imp.kind, imp.subject, acc.name)
+            if export is None:
+                log.error("Account %s: no %s export of %r in account %s", acc.name, imp.kind,
+                          imp.subject, exporter.name)
+                continue
+            if imp.kind == "service":
+                si = ServiceImport(server, acc, exporter, export, imp.to or imp.subject, imp.subject)
+                acc.sublist.insert(si.sub)
+                installed.append((acc, si.sub))
+            else:
+                si = StreamImport(acc, exporter, imp.subject, stream_local_subject(imp))
+                exporter.sublist.insert(si.sub)
+                installed.append((exporter, si.sub))
+    return installed

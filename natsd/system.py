@@ -1,0 +1,281 @@
+"""The system account: `$SYS.REQ.*` request services and `$SYS` event publishing.
+
+Requests are internal subscriptions in the system account's sublist; replies use
+nats-server's envelope `{"server": {...}, "data": {...}}` (STATSZ answers in `statsz`, IDZ
+answers bare). The monitoring endpoint functions serve as the data source, so `/connz` and
+`$SYS.REQ.SERVER.PING.CONNZ` agree. Every other account gets its own scoped
+`$SYS.REQ.USER.INFO`, `$SYS.REQ.ACCOUNT.PING.CONNZ|STATZ` and `$SYS.REQ.SERVER.PING.CONNZ`.
+"""
+import json
+import logging
+import os
+import time
+
+from natsd import VERSION
+from natsd._core.conn import totals
+from natsd._core.router import publish
+from natsd._core.sublist import Subscription
+from natsd.imports import random_token
+from natsd.monitor.varz import rfc3339
+
+log = logging.getLogger("natsd")
+
+STATSZ_INTERVAL = 10.0
+SERVER_ENDPOINTS = ("VARZ", "CONNZ", "SUBSZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "ACCOUNTZ",
+                    "JSZ", "HEALTHZ", "STATSZ", "IDZ", "EXPVARZ", "IPQUEUESZ", "RAFTZ", "PROFILEZ")
+
+
+def _json(obj):
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+class SystemServices:
+    def __init__(self, server):
+        self.server = server
+        self.account = server.accounts.system
+        self.seq = 0
+        self.subs = []
+        self.timer = None
+
+    # ---- setup ----
+
+    def start(self):
+        sid = self.server.id
+        sys_sl = self.account.sublist
+        self._sub(sys_sl, "$SYS.REQ.SERVER.PING", self._server_ping)
+        self._sub(sys_sl, "$SYS.REQ.SERVER.PING.*", self._server_ping)
+        self._sub(sys_sl, "$SYS.REQ.SERVER.%s.*" % sid, self._server_ping)
+        self._sub(sys_sl, "$SYS.REQ.ACCOUNT.*.*", self._account_request)
+        self._sub(sys_sl, "$SYS.REQ.USER.INFO", self._user_info)
+        for acc in self.server.accounts:
+            if acc is self.account:
+                continue
+            self._sub(acc.sublist, "$SYS.REQ.USER.INFO", self._user_info)
+            self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.*", self._scoped_request, acc)
+            self._sub(acc.sublist, "$SYS.REQ.SERVER.PING.CONNZ", self._scoped_request, acc)
+        self.timer = self.server.loop.call_later(STATSZ_INTERVAL, self._statsz_tick)
+
+    def _sub(self, sublist, subject, handler, account=None):
+        s = Subscription(None, subject.encode(), b"", None, handler)
+        s.data = account
+        sublist.insert(s)
+        self.subs.append((sublist, s))
+
+    def shutdown(self):
+        if self.timer is not None:
+            self.timer.cancel()
+        self.send_event("$SYS.SERVER.%s.SHUTDOWN" % self.server.id, None)
+
+    # ---- envelope ----
+
+    def server_info(self):
+        s = self.server
+        self.seq += 1
+        info = {"name": s.name, "host": s.opts.host, "id": s.id}
+        cluster = s.cluster_name() if hasattr(s, "cluster_name") else ""
+        if cluster:
+            info["cluster"] = cluster
+        domain = s.jetstream_domain() if hasattr(s, "jetstream_domain") else ""
+        if domain:
+            info["domain"] = domain
+        info.update({"ver": VERSION, "jetstream": s.jetstream_enabled(), "flags": 0,
+                     "seq": self.seq, "time": rfc3339(time.time())})
+        if s.opts.server_tags:
+            info["tags"] = list(s.opts.server_tags)
+        if s.opts.server_metadata:
+            info["metadata"] = dict(s.opts.server_metadata)
+        return info
+
+    def reply(self, sublist, reply, key, data, error=None):
+        env = {"server": self.server_info()}
+        if error is not None:
+            env["error"] = error
+        else:
+            env[key] = data
+        publish(sublist, reply, None, None, _json(env))
+
+    # ---- request handlers ----
+
+    def _server_ping(self, sub, subject, reply, hdr, payload, origin):
+        if not reply:
+            return
+        tokens = subject.decode().split(".")
+        endpoint = "STATSZ" if len(tokens) == 4 else tokens[-1]
+        if endpoint == "IDZ":
+            s = self.server
+            publish(self.account.sublist, reply, None, None,
+                    _json({"name": s.name, "host": s.opts.host, "id": s.id}))
+            return
+        if endpoint in ("STATSZ", "STATZ"):
+            self.reply(self.account.sublist, reply, "statsz", self.statsz())
+            return
+        data, error = self.endpoint_data(endpoint, payload, None)
+        self.reply(self.account.sublist, reply, "data", data, error)
+
+    def _account_request(self, sub, subject, reply, hdr, payload, origin):
+        if not reply:
+            return
+        _, _, _, acc_name, endpoint = subject.decode().split(".", 4)
+        if acc_name == "PING":
+            return                      # account-level PINGs are answered per account
+        acc = self.server.accounts.get(acc_name)
+        if acc is None:
+            self.reply(self.account.sublist, reply, "data", None,
+                       {"code": 404, "description": 'account "%s" not found' % acc_name})
+            return
+        self._answer_for_account(self.account.sublist, acc, endpoint, payload, reply)
+
+    def _scoped_request(self, sub, subject, reply, hdr, payload, origin):
+        if reply:
+            endpoint = subject.decode().rsplit(".", 1)[1]
+            self._answer_for_account(sub.data.sublist, sub.data, endpoint, payload, reply)
+
+    def _answer_for_account(self, sublist, acc, endpoint, payload, reply):
+        if endpoint in ("STATZ", "STATSZ"):
+            self.reply(sublist, reply, "data", self.account_statz(acc))
+            return
+        if endpoint in ("CONNS",):
+            self.reply(sublist, reply, "data", self.account_conns(acc))
+            return
+        ep = "ACCOUNTZ" if endpoint == "INFO" else endpoint
+        data, error = self.endpoint_data(ep, payload, acc)
+        self.reply(sublist, reply, "data", data, error)
+
+    def _user_info(self, sub, subject, reply, hdr, payload, origin):
+        if not reply or origin is None:
+            return
+        st = origin.state
+        acc = st.account.name if st.account is not None else ""
+        data = {"user": st.user, "account": acc, "account_name": acc}
+        perms = st.perms
+        if perms is not None:
+            data["permissions"] = perms_json(perms)
+        sublist = st.account.sublist if st.account is not None else self.account.sublist
+        self.reply(sublist, reply, "data", data)
+
+    def endpoint_data(self, endpoint, payload, account):
+        """Run a monitoring endpoint for a $SYS request: (data, error)."""
+        from natsd.monitor import endpoints
+        try:
+            body = json.loads(payload) if payload and payload.strip() else {}
+        except ValueError as e:
+            return None, {"code": 400, "description": "invalid request: %s" % e}
+        fn = endpoints.sys_handler(endpoint.lower()) if hasattr(endpoints, "sys_handler") \
+            else _basic_handler(endpoint.lower())
+        if fn is None:
+            return None, {"code": 404, "description": "endpoint not found"}
+        try:
+            return fn(self.server, body, account), None
+        except Exception as e:
+            log.exception("system request %s failed", endpoint)
+            return None, {"code": 500, "description": str(e)}
+
+    # ---- statistics ----
+
+    def statsz(self):
+        s = self.server
+        from natsd.monitor.varz import _process
+        return {
+            "start": rfc3339(s.start_time),
+            "mem": _process.memory_info().rss,
+            "cores": os.cpu_count(),
+            "cpu": _process.cpu_percent(None),
+            "connections": len(s.clients),
+            "total_connections": s.total_connections,
+            "active_accounts": sum(1 for a in s.accounts if a.clients),
+            "subscriptions": sum(a.sublist.count for a in s.accounts),
+            "sent": {"msgs": totals.out_msgs, "bytes": totals.out_bytes},
+            "received": {"msgs": totals.in_msgs, "bytes": totals.in_bytes},
+            "slow_consumers": totals.slow_consumers,
+        }
+
+    def account_statz(self, acc):
+        return {"server_id": self.server.id, "now": rfc3339(time.time()),
+                "account_statz": [self.account_conns(acc)]}
+
+    def account_conns(self, acc):
+        return {"acc": acc.name, "name": acc.name, "conns": len(acc.clients),
+                "leafnodes": sum(1 for c in acc.clients if getattr(c.state, "kind", "") == "Leafnode"),
+                "total_conns": len(acc.clients), "num_subscriptions": acc.sublist.count}
+
+    def _statsz_tick(self):
+        self.send_event("$SYS.SERVER.%s.STATSZ" % self.server.id, None, key="statsz",
+                        data=self.statsz())
+        self.timer = self.server.loop.call_later(STATSZ_INTERVAL, self._statsz_tick)
+
+    # ---- events ----
+
+    def listening(self, subject):
+        """Is anyone subscribed to this event subject? (events are built only then)"""
+        return self.account is not None and self.account.sublist.match(subject.encode()).total > 0
+
+    def send_event(self, subject, event, key=None, data=None):
+        if not self.listening(subject):
+            return
+        if event is None:
+            event = {"server": self.server_info()}
+            if key is not None:
+                event[key] = data
+        publish(self.account.sublist, subject.encode(), None, None, _json(event))
+
+    def _advisory(self, kind):
+        return {"type": "io.nats.server.advisory.v1.%s" % kind, "id": random_token(22),
+                "timestamp": rfc3339(time.time()), "server": self.server_info()}
+
+    def client_event(self, c, connected):
+        acc = c.state.account
+        if acc is None or not self.listening("$SYS.ACCOUNT.%s.CONNECT" % acc.name):
+            return                      # nobody listens in $SYS: skip building the events
+        st = c.state
+        client = {"start": rfc3339(st.start), "host": st.host, "id": c.cid, "acc": acc.name,
+                  "user": st.user, "name": st.name, "lang": st.lang, "ver": st.version,
+                  "name_tag": acc.name, "kind": st.kind, "client_type": "nats"}
+        if connected:
+            ev = self._advisory("client_connect")
+            ev["client"] = client
+            self.send_event("$SYS.ACCOUNT.%s.CONNECT" % acc.name, ev)
+        else:
+            client["stop"] = rfc3339(st.stop or time.time())
+            client["reason"] = st.reason
+            ev = self._advisory("client_disconnect")
+            ev["client"] = client
+            ev["sent"] = {"msgs": c.out_msgs, "bytes": c.out_bytes}
+            ev["received"] = {"msgs": c.in_msgs, "bytes": c.in_bytes}
+            ev["reason"] = st.reason
+            self.send_event("$SYS.ACCOUNT.%s.DISCONNECT" % acc.name, ev)
+        conns = self._advisory("account_connections")
+        conns.update(self.account_conns(acc))
+        self.send_event("$SYS.ACCOUNT.%s.SERVER.CONNS" % acc.name, conns)
+
+    def auth_error(self, host, port, cid, reason):
+        if not self.listening("$SYS.SERVER.%s.CLIENT.AUTH.ERR" % self.server.id):
+            return
+        ev = self._advisory("client_disconnect")
+        ev["client"] = {"host": host, "id": cid, "kind": "Client", "client_type": "nats"}
+        ev["reason"] = reason
+        self.send_event("$SYS.SERVER.%s.CLIENT.AUTH.ERR" % self.server.id, ev)
+
+
+def _basic_handler(name):
+    from natsd.monitor import healthz, varz
+    table = {"varz": lambda server, body, acc: varz.varz(server, {}),
+             "healthz": lambda server, body, acc: _healthz_data(healthz.healthz(server, {}))}
+    return table.get(name)
+
+
+def _healthz_data(result):
+    if isinstance(result, tuple):
+        return result[1]
+    return dict(result, status_code=200)
+
+
+def perms_json(perms):
+    out = {}
+    if perms.pub_allow is not None or perms.pub_deny:
+        out["publish"] = {k: v for k, v in (("allow", list(perms.pub_allow or [])),
+                                            ("deny", list(perms.pub_deny))) if v}
+    if perms.sub_allow is not None or perms.sub_deny:
+        fmt = lambda sq: sq[0] if sq[1] is None else "%s %s" % sq
+        out["subscribe"] = {k: v for k, v in (("allow", [fmt(x) for x in perms.sub_allow or []]),
+                                              ("deny", [fmt(x) for x in perms.sub_deny])) if v}
+    return out
