@@ -71,6 +71,10 @@ cdef class Connection:
     cdef public int pings_out
     cdef public double last_activity
 
+    # router bookkeeping for leaf/route connections: one framed message per connection
+    cdef unsigned long long route_stamp
+    cdef list route_queues
+
     # publisher-side match cache (last subject published)
     cdef bytes last_subj
     cdef unsigned long long last_gen

@@ -13,7 +13,7 @@ from libc.string cimport memchr, memcmp
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from natsd._core.conn cimport Connection, Totals
 from natsd._core.sublist cimport SublistResult
-from natsd._core.router cimport route
+from natsd._core.router cimport route, route_queues
 from natsd._core import conn as _conn_module
 
 cdef Totals totals = _conn_module.totals
@@ -150,6 +150,12 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
         if not c.connected and op != c'C' and c.handler.auth_pending(c):
             return n
 
+        if c.kind != 0 and (op == c'L' or op == c'H' and op_is(line, clen, "HMSG", 4)):
+            i = remote_op(c, buf, n, i, line, clen, lend, op)
+            if i < 0:
+                return n if i == -2 else -i - 3
+            continue
+
         # ---- PUB / HPUB: the hot path ----
         if op == c'P' and op_is(line, clen, "PUB", 3) or op == c'H' and op_is(line, clen, "HPUB", 4):
             if op == c'H':
@@ -259,6 +265,115 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
             protocol_error(c, "Unknown Protocol Operation", True)
             return n
     return i
+
+
+cdef Py_ssize_t remote_op(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, const char* line,
+                          Py_ssize_t clen, Py_ssize_t lend, char op) except? -1:
+    """Leaf-node dialect: LS+/LS- interest and LMSG/HMSG messages.
+    Returns the new offset, -2 after a fatal error, or -(i+3) when more bytes are needed."""
+    cdef Args a
+    cdef Py_ssize_t size, hsize = 0, pstart, need, k, first_q, nq
+    cdef const char* reply = NULL
+    cdef Py_ssize_t rlen = 0
+    cdef list queues = None
+    cdef SublistResult res
+    if op_is(line, clen, "LS+", 3) or op_is(line, clen, "LS-", 3):
+        if split_args(line + 4, clen - 4, &a) < 0 or a.n < 1 or a.n > 3:
+            protocol_error(c, "processLeafSub Parse Error: %r" % to_bytes(line + 4, clen - 4).decode("utf-8", "replace"), False)
+            return -2
+        if line[2] == c'+':
+            c.handler.leaf_sub(c, to_bytes(a.p[0], a.len[0]),
+                               to_bytes(a.p[1], a.len[1]) if a.n >= 2 else None,
+                               parse_size(a.p[2], a.len[2]) if a.n == 3 else 1)
+        else:
+            c.handler.leaf_unsub(c, to_bytes(a.p[0], a.len[0]),
+                                 to_bytes(a.p[1], a.len[1]) if a.n >= 2 else None)
+        return lend + 1
+    cdef bint with_hdr = op == c'H'
+    if not with_hdr and not op_is(line, clen, "LMSG", 4):
+        protocol_error(c, "Unknown Protocol Operation", True)
+        return -2
+    if split_args(line + 5, clen - 5, &a) < 0:
+        # many queue names: fall back to Python splitting (rare)
+        return remote_msg_slow(c, buf, n, i, line, clen, lend, with_hdr)
+    k = a.n - (2 if with_hdr else 1)           # index of the first size argument
+    if k < 1:
+        protocol_error(c, "processLeafMsgArgs Parse Error: %r" % to_bytes(line + 5, clen - 5).decode("utf-8", "replace"), False)
+        return -2
+    size = parse_size(a.p[a.n - 1], a.len[a.n - 1])
+    if with_hdr:
+        hsize = parse_size(a.p[a.n - 2], a.len[a.n - 2])
+    if size < 0 or hsize < 0 or hsize > size:
+        protocol_error(c, "processLeafMsgArgs Bad or Missing Size: %r" % to_bytes(line + 5, clen - 5).decode("utf-8", "replace"), False)
+        return -2
+    if k == 2:
+        reply = a.p[1]
+        rlen = a.len[1]
+    elif k > 2:
+        if a.len[1] != 1 or (a.p[1][0] != c'+' and a.p[1][0] != c'|'):
+            protocol_error(c, "processLeafMsgArgs Bad or Missing Reply Indicator: %r" % to_bytes(a.p[1], a.len[1]).decode("utf-8", "replace"), False)
+            return -2
+        first_q = 2
+        if a.p[1][0] == c'+':
+            reply = a.p[2]
+            rlen = a.len[2]
+            first_q = 3
+        queues = [to_bytes(a.p[nq], a.len[nq]) for nq in range(first_q, k)]
+    if size > c.max_payload:
+        c.handler.max_payload_exceeded(c, size)
+        return -2
+    pstart = lend + 1
+    need = pstart + size + 2
+    if need > n:
+        c.rneed = need - i
+        return -(i + 3)
+    c.in_msgs += 1
+    c.in_bytes += size
+    totals.in_msgs += 1
+    totals.in_bytes += size
+    if c.has_mappings:
+        c.handler.publish_mapped(c, to_bytes(a.p[0], a.len[0]),
+                                 to_bytes(reply, rlen) if rlen else None,
+                                 to_bytes(buf + pstart, hsize) if hsize else None,
+                                 to_bytes(buf + pstart + hsize, size - hsize))
+    else:
+        res = c.lookup(a.p[0], a.len[0])
+        if res.total:
+            route_queues(c, res, a.p[0], a.len[0], reply, rlen, buf + pstart, hsize, size,
+                         queues, False)
+    return need
+
+
+cdef Py_ssize_t remote_msg_slow(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i,
+                                const char* line, Py_ssize_t clen, Py_ssize_t lend,
+                                bint with_hdr) except? -1:
+    """LMSG/HMSG with more queue names than the fast path splits."""
+    args = to_bytes(line + 5, clen - 5).split()
+    nsizes = 2 if with_hdr else 1
+    try:
+        size = int(args[-1])
+        hsize = int(args[-2]) if with_hdr else 0
+        subject = args[0]
+        if args[1] == b"+":
+            reply, queues = args[2], args[3:len(args) - nsizes]
+        else:
+            reply, queues = None, args[2:len(args) - nsizes]
+    except (ValueError, IndexError):
+        protocol_error(c, "processLeafMsgArgs Parse Error", False)
+        return -2
+    if size > c.max_payload:
+        c.handler.max_payload_exceeded(c, size)
+        return -2
+    pstart = lend + 1
+    need = pstart + size + 2
+    if need > n:
+        c.rneed = need - i
+        return -(i + 3)
+    c.in_msgs += 1
+    c.in_bytes += size
+    c.handler.remote_message(c, subject, reply, to_bytes(buf + pstart, hsize) if hsize else None,
+                             to_bytes(buf + pstart + hsize, size - hsize), list(queues))
+    return need
 
 
 cdef bint _pub_allowed(Connection c, const char* s, Py_ssize_t n) except -1:

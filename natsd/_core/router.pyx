@@ -13,6 +13,8 @@ from natsd._core import conn as _conn_module
 
 cdef Totals totals = _conn_module.totals
 cdef list internal_queue = []
+cdef list remote_targets = []          # leaf/route connections reached by the current message
+cdef unsigned long long route_stamp = 0
 cdef unsigned long long rng_state = 0x9E3779B97F4A7C15ULL
 
 
@@ -119,13 +121,19 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
         return 0
     if sub.deny_filter and c.handler.delivery_denied(c, sub, PyBytes_FromStringAndSize(subj, slen)):
         return 0
-    if c.kind == KIND_CLIENT:
-        write_msg(c, pub, sub.sid, subj, slen, reply, rlen, msg, hlen, tlen)
-    else:
-        c.handler.forward(c, sub, PyBytes_FromStringAndSize(subj, slen),
-                          PyBytes_FromStringAndSize(reply, rlen) if rlen else None,
-                          PyBytes_FromStringAndSize(msg, hlen) if hlen else None,
-                          PyBytes_FromStringAndSize(msg + hlen, tlen - hlen))
+    if c.kind != KIND_CLIENT:
+        # leaf/route: remembered and framed once per connection at the end of route()
+        if c.route_stamp != route_stamp:
+            c.route_stamp = route_stamp
+            c.route_queues = None
+            remote_targets.append(c)
+        if sub.queue is not None:
+            if c.route_queues is None:
+                c.route_queues = [sub.queue]
+            else:
+                c.route_queues.append(sub.queue)
+        return 1
+    write_msg(c, pub, sub.sid, subj, slen, reply, rlen, msg, hlen, tlen)
     if rlen and c.track_replies:
         c.handler.allow_reply(c, PyBytes_FromStringAndSize(reply, rlen))
     return _after_delivery(sub)
@@ -145,21 +153,103 @@ cdef int route(Connection pub, SublistResult res, const char* subj, Py_ssize_t s
                const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
                Py_ssize_t tlen) except -1:
     """Deliver to every plain subscription and to one member of each queue group."""
+    return route_queues(pub, res, subj, slen, reply, rlen, msg, hlen, tlen, None, False)
+
+
+cdef int route_queues(Connection pub, SublistResult res, const char* subj, Py_ssize_t slen,
+                      const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
+                      Py_ssize_t tlen, list only_queues, bint no_plain) except -1:
+    """route() with the leaf-node rules: `only_queues` limits which queue groups take part
+    (a message a remote already routed to those groups), `no_plain` skips plain subscribers."""
+    global route_stamp
     cdef Subscription sub
     cdef list group
     cdef Py_ssize_t i, n, start
     cdef int delivered = 0
-    for sub in res.psubs:
-        delivered += deliver(sub, pub, subj, slen, reply, rlen, msg, hlen, tlen)
+    route_stamp += 1
+    if not no_plain:
+        for sub in res.psubs:
+            delivered += deliver(sub, pub, subj, slen, reply, rlen, msg, hlen, tlen)
     for group in res.qsubs:
         n = len(group)
+        if only_queues is not None and (<Subscription>group[0]).queue not in only_queues:
+            continue
         start = <Py_ssize_t>(next_random() % <unsigned long long>n)
         for i in range(n):
             sub = <Subscription>group[(start + i) % n]
             if deliver(sub, pub, subj, slen, reply, rlen, msg, hlen, tlen):
                 delivered += 1
                 break
+    if remote_targets:
+        flush_remote(subj, slen, reply, rlen, msg, hlen, tlen)
     return delivered
+
+
+cdef int flush_remote(const char* subj, Py_ssize_t slen, const char* reply, Py_ssize_t rlen,
+                      const char* msg, Py_ssize_t hlen, Py_ssize_t tlen) except -1:
+    """Frame the current message once for every leaf connection it reached:
+    `LMSG subj [reply] size`, `LMSG subj + reply q1 q2 size`, `LMSG subj | q1 size`
+    (HMSG with `hdr total` sizes when there are headers)."""
+    global remote_targets
+    cdef list targets = remote_targets
+    cdef Connection c
+    cdef bytes q
+    cdef Py_ssize_t qlen
+    cdef char* p
+    cdef char* start
+    remote_targets = []
+    for c in targets:
+        qlen = 0
+        if c.route_queues is not None:
+            for q in c.route_queues:
+                qlen += PyBytes_GET_SIZE(q) + 1
+        c.reserve(slen + rlen + qlen + tlen + 64)
+        p = c.obuf + c.olen
+        start = p
+        if hlen > 0:
+            p = put(p, "HMSG ", 5)
+        else:
+            p = put(p, "LMSG ", 5)
+        p = put(p, subj, slen)
+        p[0] = c' '
+        p += 1
+        if c.route_queues is not None:
+            if rlen > 0:
+                p = put(p, "+ ", 2)
+                p = put(p, reply, rlen)
+                p[0] = c' '
+                p += 1
+            else:
+                p = put(p, "| ", 2)
+            for q in c.route_queues:
+                p = put(p, PyBytes_AS_STRING(q), PyBytes_GET_SIZE(q))
+                p[0] = c' '
+                p += 1
+        elif rlen > 0:
+            p = put(p, reply, rlen)
+            p[0] = c' '
+            p += 1
+        if hlen > 0:
+            p = put_int(p, hlen)
+            p[0] = c' '
+            p += 1
+        p = put_int(p, tlen)
+        p[0] = c'\r'
+        p[1] = c'\n'
+        p = put(p + 2, msg, tlen)
+        p[0] = c'\r'
+        p[1] = c'\n'
+        p += 2
+        c.olen += p - start
+        c.out_msgs += 1
+        c.out_bytes += tlen
+        totals.out_msgs += 1
+        totals.out_bytes += tlen
+        c.route_queues = None
+        c.mark_dirty()
+        if c.trace:
+            c.handler.trace_out(c, PyBytes_FromStringAndSize(start, p - start - tlen - 4))
+    return 0
 
 
 def publish(Sublist sl, bytes subject, bytes reply=None, bytes hdr=None, bytes payload=b"",
@@ -174,6 +264,20 @@ def publish(Sublist sl, bytes subject, bytes reply=None, bytes hdr=None, bytes p
     return route(origin, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
                  PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
                  PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
+
+
+def route_remote(Connection pub, Sublist sl, bytes subject, bytes reply, bytes hdr, bytes payload,
+                 list queues=None):
+    """Route a message that came from a leaf/route connection (queue-group rules applied)."""
+    cdef bytes msg = (hdr + payload) if hdr else payload
+    cdef Py_ssize_t hlen = PyBytes_GET_SIZE(hdr) if hdr else 0
+    cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply) if reply else 0
+    cdef SublistResult res = sl.match_cached(subject)
+    if res.total == 0:
+        return 0
+    return route_queues(pub, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
+                        PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
+                        PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg), queues, False)
 
 
 def deliver_to(Subscription sub, bytes subject, bytes reply=None, bytes hdr=None,

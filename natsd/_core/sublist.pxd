@@ -49,6 +49,7 @@ cdef class Sublist:
     cdef public long long cache_hits
     cdef public long long inserts
     cdef public long long removes
+    cdef public object on_change     # callable(sub, added: bool) for interest propagation
 
     cpdef insert(self, Subscription sub)
     cpdef bint remove(self, Subscription sub)

@@ -152,6 +152,8 @@ cdef class Sublist:
         self.count += 1
         self.inserts += 1
         self._invalidate()
+        if self.on_change is not None:
+            self.on_change(sub, True)
 
     cpdef bint remove(self, Subscription sub):
         cdef list tokens = sub.subject.split(b".")
@@ -188,6 +190,8 @@ cdef class Sublist:
         self.count -= 1
         self.removes += 1
         self._invalidate()
+        if self.on_change is not None:
+            self.on_change(sub, False)
         return True
 
     cdef void _invalidate(self):

@@ -1,0 +1,85 @@
+# The segmented append-only log behind FileStore (and later the Raft log): declarations so
+# other Cython modules can call Log's C-level methods directly.
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
+
+cdef extern from *:
+    """
+    typedef struct { uint32_t off; uint32_t size; uint32_t sid; } nlog_entry;
+    typedef struct { uint64_t count; uint64_t first; uint64_t last; } nlog_sstat;
+    """
+    ctypedef struct nlog_entry:
+        uint32_t off      # offset of the record in its block's (uncompressed) image
+        uint32_t size     # record length | HDR_BIT; 0 = not live (deleted or never written)
+        uint32_t sid      # subject id into Log.subjects
+    ctypedef struct nlog_sstat:
+        uint64_t count    # live messages on this subject
+        uint64_t first    # lower bound of the first live seq (made exact lazily)
+        uint64_t last     # upper bound of the last live seq (made exact lazily)
+
+
+cdef class Block:
+    cdef public int num
+    cdef public int fd
+    cdef public object path
+    cdef public uint64_t size          # bytes of the (uncompressed) image, header included
+    cdef public uint64_t first_seq     # first / last MSG seq stored here (0 = none yet)
+    cdef public uint64_t last_seq
+    cdef public bint compressed
+    cdef public object raw             # decompressed image while cached (compressed blocks)
+
+
+cdef class Log:
+    cdef readonly object dir
+    cdef readonly uint64_t block_size
+    cdef readonly object compression
+    cdef list blocks                   # every block file, oldest first
+    cdef list mblocks                  # blocks holding at least one MSG, oldest first
+    cdef list mfirst                   # their first MSG seq (for bisect)
+    cdef Block active
+    cdef list raw_lru                  # compressed blocks whose image is cached
+
+    cdef nlog_entry** chunks           # index: chunk k covers seqs [(chunk_lo+k) << 16, ...)
+    cdef int64_t chunk_lo
+    cdef Py_ssize_t nchunks
+
+    cdef readonly uint64_t first
+    cdef readonly uint64_t last
+    cdef readonly uint64_t msgs
+    cdef readonly uint64_t bytes
+    cdef readonly int64_t last_ts
+    cdef int64_t first_ts_cache
+    cdef uint64_t first_ts_seq
+
+    cdef dict sid_of                   # subject bytes -> sid
+    cdef list subjects                 # sid -> subject bytes
+    cdef nlog_sstat* sstats
+    cdef Py_ssize_t scap
+    cdef readonly Py_ssize_t nsubj_live
+    cdef dict wc_cache                 # wildcard filter -> [bytearray bitmap, sids checked]
+
+    cdef char* wbuf                    # scratch buffer for building records
+    cdef Py_ssize_t wcap
+
+    cdef readonly uint64_t appended    # records written (the group-commit clock)
+    cdef readonly uint64_t synced      # records known durable
+    cdef bint inflight
+    cdef uint64_t inflight_target
+    cdef list waiters                  # [(target, callback, on_error)]
+    cdef bint dir_dirty
+    cdef readonly list ttl_heap        # [(expires_ns, seq)] for messages stored with a TTL
+    cdef bint closed
+
+    cdef nlog_entry* _entry(self, uint64_t seq) nogil
+    cdef nlog_entry* _entry_alloc(self, uint64_t seq) except NULL
+    cdef int _write_record(self, int rtype, uint64_t seq, int64_t ts, int64_t ttl,
+                           const char* subj, Py_ssize_t slen, const char* hdr, Py_ssize_t hlen,
+                           bint has_hdr, const char* msg, Py_ssize_t mlen) except -1
+    cdef int _index_msg(self, uint64_t seq, int64_t ts, uint32_t off, uint32_t size,
+                        uint32_t sid, Block blk) except -1
+    cdef int _unindex(self, uint64_t seq, nlog_entry* e) except -1
+    cdef uint32_t _sid(self, bytes subject) except? 0xffffffff
+    cdef uint64_t _scan_fwd(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
+                            const uint8_t* bm, Py_ssize_t bmlen) nogil
+    cdef uint64_t _scan_back(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
+                             const uint8_t* bm, Py_ssize_t bmlen) nogil
+    cdef int _advance_first(self) except -1

@@ -1,0 +1,1204 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The segmented append-only log: JetStream's FileStore is built on it (and the Raft log will be).
+
+It owns the block files, the in-memory index, the per-subject table, recovery and group commit.
+store.py turns it into the stream-store interface (StoredMsg, purge semantics, state()).
+
+On disk, directory `<dir>/`:
+
+  `<n>.blk`   blocks, n = 1, 2, ... . A 16-byte header `NLOG` u8 version(1) u8 flags(1 = lz4)
+              u16 0 u64 image-length, then records, little-endian, back to back:
+                 u32 length (whole record)  u64 seq  i64 ts(ns)  u8 type|flags  u16 subject-len
+                 u32 hdr-len  i64 ttl(s)  subject  hdr  msg  u64 xxhash64(all of the above)
+              Record types: MSG; TOMBS (payload = packed u64 seqs deleted: one record per remove,
+              one per purge batch); FIRST (seq = new first sequence, everything below is gone:
+              compact/purge); SKIP (seq is used without a message: truncate keeps last_seq).
+              Only the active (last) block is appended to. When it reaches `block_size` it is
+              fdatasync'ed and sealed; with compression "lz4" (and "s2", which is treated as lz4
+              until an s2 codec exists) a sealed block's records are rewritten as one lz4 block
+              (flags=1), read back by decompressing the whole image into a small LRU.
+  `index.snap` written on clean close: block list, subject table, index chunks, each with a
+              checksum; used on open only if every block still has the recorded size and the last
+              block's tail checksum matches, then unlinked (a later crash means a full rescan).
+
+Deletes are tombstone records in the active block rather than rewrites, so appends stay
+sequential. A tombstone may name a message in any earlier block, so blocks are only ever
+deleted from the front (when all their messages are below `first`): a tombstone can never
+outlive... be lost while its message survives. Erase overwrites the message in place (zero hdr
+and msg, ERASED flag, new checksum) after its tombstone is written.
+
+In memory, per sequence, one 12-byte entry (offset, size|hdr-bit, subject id) in 64K-entry
+chunks allocated lazily (a gap from store_raw costs nothing; compaction frees whole chunks).
+Which block holds a seq is found by bisecting the blocks' first seqs. Per subject: count and
+first/last bounds. So 10M messages cost ~120 MB and no Python object per message.
+
+Recovery: blocks are scanned in order; the first record that is short or fails its checksum
+ends that block (the file is cut there) and a warning names the file. A record whose checksum
+fails on read is never returned.
+
+Group commit: appends are `pwrite`s at once (the kernel has them); `sync_async` hands one
+`fdatasync` of the active block (+ the directory when a block was created) to a worker thread
+without the GIL; appends that arrive while it runs wait for the next round, which covers all
+of them with one fdatasync. Sealing a block fdatasyncs it, so only the active block is dirty.
+"""
+import bisect
+import heapq
+import logging
+import os
+import pickle
+
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
+from libc.stdlib cimport malloc, calloc, realloc, free
+from libc.string cimport memcpy, memset, memcmp, strerror
+from libc.errno cimport errno, EINTR
+
+cdef extern from "unistd.h" nogil:
+    ssize_t pread(int fd, void* buf, size_t n, long off)
+    ssize_t pwrite(int fd, const void* buf, size_t n, long off)
+    int ftruncate(int fd, long length)
+    int fdatasync(int fd)
+    int fsync(int fd)
+    int close(int fd)
+
+cdef extern from *:
+    """
+    /* XXH64 (public domain algorithm by Yann Collet), little-endian only; tests check it
+       against the xxhash package. Inline so checksums need neither the GIL nor a library. */
+    #define XP1 11400714785092588743ULL
+    #define XP2 14029467366897019727ULL
+    #define XP3 1609587929392839161ULL
+    #define XP4 9650029242287828579ULL
+    #define XP5 2870177450012600261ULL
+    static inline uint64_t xrotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+    static inline uint64_t xrd64(const uint8_t* p) { uint64_t v; memcpy(&v, p, 8); return v; }
+    static inline uint32_t xrd32(const uint8_t* p) { uint32_t v; memcpy(&v, p, 4); return v; }
+    static inline uint64_t xround(uint64_t a, uint64_t in) { a += in * XP2; a = xrotl(a, 31); return a * XP1; }
+    static inline uint64_t xmerge(uint64_t a, uint64_t v) { a ^= xround(0, v); return a * XP1 + XP4; }
+    static uint64_t nlog_xxh64(const void* data, size_t len, uint64_t seed) {
+        const uint8_t* p = (const uint8_t*)data; const uint8_t* end = p + len; uint64_t h;
+        if (len >= 32) {
+            const uint8_t* limit = end - 32;
+            uint64_t v1 = seed + XP1 + XP2, v2 = seed + XP2, v3 = seed, v4 = seed - XP1;
+            do {
+                v1 = xround(v1, xrd64(p)); p += 8; v2 = xround(v2, xrd64(p)); p += 8;
+                v3 = xround(v3, xrd64(p)); p += 8; v4 = xround(v4, xrd64(p)); p += 8;
+            } while (p <= limit);
+            h = xrotl(v1, 1) + xrotl(v2, 7) + xrotl(v3, 12) + xrotl(v4, 18);
+            h = xmerge(h, v1); h = xmerge(h, v2); h = xmerge(h, v3); h = xmerge(h, v4);
+        } else h = seed + XP5;
+        h += (uint64_t)len;
+        while (p + 8 <= end) { h ^= xround(0, xrd64(p)); h = xrotl(h, 27) * XP1 + XP4; p += 8; }
+        if (p + 4 <= end) { h ^= (uint64_t)xrd32(p) * XP1; h = xrotl(h, 23) * XP2 + XP3; p += 4; }
+        while (p < end) { h ^= (*p) * XP5; h = xrotl(h, 11) * XP1; p++; }
+        h ^= h >> 33; h *= XP2; h ^= h >> 29; h *= XP3; h ^= h >> 32;
+        return h;
+    }
+    /* NATS subject match: '*' one token, '>' one or more trailing tokens. */
+    static int nlog_match(const char* p, Py_ssize_t pl, const char* s, Py_ssize_t sl) {
+        Py_ssize_t i = 0, j = 0, pe, se;
+        if (sl == 0) return 0;
+        for (;;) {
+            pe = i; while (pe < pl && p[pe] != '.') pe++;
+            se = j; while (se < sl && s[se] != '.') se++;
+            if (pe - i == 1 && p[i] == '>') return 1;
+            if (!(pe - i == 1 && p[i] == '*'))
+                if (pe - i != se - j || memcmp(p + i, s + j, pe - i) != 0) return 0;
+            if (pe >= pl || se >= sl) return pe >= pl && se >= sl;
+            i = pe + 1; j = se + 1;
+        }
+    }
+    static inline uint64_t nlog_rd64(const char* p) { uint64_t v; memcpy(&v, p, 8); return v; }
+    static inline uint32_t nlog_rd32(const char* p) { uint32_t v; memcpy(&v, p, 4); return v; }
+    static inline uint16_t nlog_rd16(const char* p) { uint16_t v; memcpy(&v, p, 2); return v; }
+    static inline void nlog_wr64(char* p, uint64_t v) { memcpy(p, &v, 8); }
+    static inline void nlog_wr32(char* p, uint32_t v) { memcpy(p, &v, 4); }
+    static inline void nlog_wr16(char* p, uint16_t v) { memcpy(p, &v, 2); }
+    """
+    uint64_t nlog_xxh64(const void* data, size_t len, uint64_t seed) nogil
+    int nlog_match(const char* p, Py_ssize_t pl, const char* s, Py_ssize_t sl) nogil
+    uint64_t nlog_rd64(const char* p) nogil
+    uint32_t nlog_rd32(const char* p) nogil
+    uint16_t nlog_rd16(const char* p) nogil
+    void nlog_wr64(char* p, uint64_t v) nogil
+    void nlog_wr32(char* p, uint32_t v) nogil
+    void nlog_wr16(char* p, uint16_t v) nogil
+
+log = logging.getLogger("natsd")
+
+DEF BLK_HDR = 16
+DEF REC_HDR = 35            # u32 len, u64 seq, i64 ts, u8 type, u16 slen, u32 hlen, i64 ttl
+DEF REC_MIN = 43            # REC_HDR + checksum
+DEF VERSION = 1
+DEF CHUNK_BITS = 16
+DEF CHUNK = 65536
+DEF HDR_BIT = 0x80000000
+DEF SIZE_MASK = 0x7fffffff
+DEF MAX_BLOCK = 0x7fff0000
+
+DEF T_MSG = 0
+DEF T_TOMBS = 1
+DEF T_FIRST = 2
+DEF T_SKIP = 3
+DEF F_HDR = 0x10            # hdr was given (None vs b"" round-trips)
+DEF F_ERASED = 0x20
+DEF SNAP_VERSION = 1
+DEF RAW_CACHE = 2           # decompressed images of compressed blocks kept in memory
+
+# mode of a resolved filter
+DEF M_NONE = -1             # literal subject never seen: nothing matches
+DEF M_ALL = 0
+DEF M_SID = 1
+DEF M_BITMAP = 2
+
+
+class StoreError(Exception):
+    """A disk error while storing; the store is left as it was before the failed operation."""
+
+    def __init__(self, path, text):
+        super().__init__(f"{path}: {text}")
+        self.path = path
+        self.text = text
+
+
+def xxh64(data, uint64_t seed=0):
+    """XXH64 of bytes (exposed for tests: it must equal xxhash.xxh64_intdigest)."""
+    cdef const unsigned char[:] v = data
+    if v.shape[0] == 0:
+        return nlog_xxh64(b"", 0, seed)
+    return nlog_xxh64(&v[0], v.shape[0], seed)
+
+
+def subject_match(bytes pattern, bytes subject):
+    return bool(nlog_match(pattern, len(pattern), subject, len(subject)))
+
+
+cdef inline uint64_t acct_size(uint32_t size) nogil:
+    # nats-server filestore accounting: 22+subj+msg+8, or 22+subj+4+hdr+msg+8 when hdr is
+    # non-empty. Our record is 43+subj+hdr+msg, so accounting = reclen-13 (+4 with hdr).
+    cdef uint64_t rl = size & SIZE_MASK
+    if size & HDR_BIT:
+        return rl - 9
+    return rl - 13
+
+
+cdef _oserr(path, int err):
+    return StoreError(path, strerror(err).decode("utf-8", "replace"))
+
+
+cdef int _pwrite_all(int fd, const char* buf, Py_ssize_t n, long off) except -2:
+    cdef ssize_t w
+    while n > 0:
+        w = pwrite(fd, buf, n, off)
+        if w < 0:
+            if errno == EINTR:
+                continue
+            return errno
+        buf += w
+        n -= w
+        off += w
+    return 0
+
+
+def _sync_fds(int fd, int dirfd):
+    """Worker-thread body of a group commit: fdatasync without the GIL, then close the dups."""
+    cdef int rc = 0, rc2 = 0, err = 0
+    with nogil:
+        rc = fdatasync(fd)
+        if rc != 0:
+            err = errno
+        if dirfd >= 0:
+            rc2 = fsync(dirfd)
+            if rc2 != 0 and err == 0:
+                err = errno
+        close(fd)
+        if dirfd >= 0:
+            close(dirfd)
+    if err:
+        raise OSError(err, strerror(err).decode())
+    return True
+
+
+cdef class Block:
+    def __init__(self, int num, path):
+        self.num = num
+        self.path = path
+        self.fd = -1
+        self.size = BLK_HDR
+
+    def __repr__(self):
+        return f"<Block {self.num} size={self.size} seqs={self.first_seq}..{self.last_seq}>"
+
+
+cdef class Log:
+    def __cinit__(self):
+        self.chunks = NULL
+        self.sstats = NULL
+        self.wbuf = NULL
+
+    def __init__(self, path, block_size=8 * 1024 * 1024, compression="none", first_seq=0):
+        self.dir = os.fspath(path)
+        self.block_size = min(max(int(block_size), 1024), MAX_BLOCK)
+        compression = (compression or "none").lower()
+        if compression not in ("none", "lz4", "s2"):
+            raise ValueError(f"unknown compression {compression!r}")
+        # No s2 codec yet: "s2" compresses sealed blocks with lz4 (readers use the block flag).
+        self.compression = "none" if compression == "none" else "lz4"
+        self.blocks = []
+        self.mblocks = []
+        self.mfirst = []
+        self.raw_lru = []
+        self.sid_of = {}
+        self.subjects = []
+        self.wc_cache = {}
+        self.waiters = []
+        self.ttl_heap = []
+        self.wcap = 4096
+        self.wbuf = <char*>malloc(self.wcap)
+        if self.wbuf == NULL:
+            raise MemoryError()
+        os.makedirs(self.dir, exist_ok=True)
+        if not self._load_snapshot():
+            self._rebuild()
+        if self.active is None:
+            self._new_block(self.blocks[-1].num + 1 if self.blocks else 1)
+        if first_seq and self.last == 0 and self.msgs == 0 and first_seq > 1:
+            # A configured first sequence on a new store: persist it as a FIRST record.
+            self._write_record(T_FIRST, first_seq, 0, 0, NULL, 0, NULL, 0, False, NULL, 0)
+            self.first = first_seq
+            self.last = first_seq - 1
+        self.synced = self.appended
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        if self.chunks != NULL:
+            for i in range(self.nchunks):
+                free(self.chunks[i])
+            free(self.chunks)
+        free(self.sstats)
+        free(self.wbuf)
+        if not self.closed and self.blocks is not None:
+            # Dropped without close() (a crash, as far as the disk is concerned): no snapshot.
+            for b in self.blocks:
+                if (<Block>b).fd >= 0:
+                    close((<Block>b).fd)
+
+    # ---------------------------------------------------------------- index chunks
+
+    cdef nlog_entry* _entry(self, uint64_t seq) nogil:
+        cdef int64_t k = <int64_t>(seq >> CHUNK_BITS) - self.chunk_lo
+        if k < 0 or k >= self.nchunks or self.chunks[k] == NULL:
+            return NULL
+        return &self.chunks[k][seq & (CHUNK - 1)]
+
+    cdef nlog_entry* _entry_alloc(self, uint64_t seq) except NULL:
+        cdef int64_t c = <int64_t>(seq >> CHUNK_BITS)
+        cdef int64_t k, shift, n
+        cdef nlog_entry** nc
+        if self.nchunks == 0:
+            self.chunks = <nlog_entry**>calloc(1, sizeof(nlog_entry*))
+            if self.chunks == NULL:
+                raise MemoryError()
+            self.chunk_lo = c
+            self.nchunks = 1
+        elif c < self.chunk_lo:
+            shift = self.chunk_lo - c
+            nc = <nlog_entry**>calloc(self.nchunks + shift, sizeof(nlog_entry*))
+            if nc == NULL:
+                raise MemoryError()
+            memcpy(nc + shift, self.chunks, self.nchunks * sizeof(nlog_entry*))
+            free(self.chunks)
+            self.chunks = nc
+            self.nchunks += shift
+            self.chunk_lo = c
+        elif c - self.chunk_lo >= self.nchunks:
+            n = c - self.chunk_lo + 1
+            n = max(n, self.nchunks * 2)
+            nc = <nlog_entry**>realloc(self.chunks, n * sizeof(nlog_entry*))
+            if nc == NULL:
+                raise MemoryError()
+            memset(nc + self.nchunks, 0, (n - self.nchunks) * sizeof(nlog_entry*))
+            self.chunks = nc
+            self.nchunks = n
+        k = c - self.chunk_lo
+        if self.chunks[k] == NULL:
+            self.chunks[k] = <nlog_entry*>calloc(CHUNK, sizeof(nlog_entry))
+            if self.chunks[k] == NULL:
+                raise MemoryError()
+        return &self.chunks[k][seq & (CHUNK - 1)]
+
+    cdef _free_chunks_below(self, uint64_t seq):
+        # Drop whole chunks that lie entirely below seq (compaction).
+        cdef int64_t c = <int64_t>(seq >> CHUNK_BITS)
+        cdef int64_t k, drop
+        if self.nchunks == 0 or c <= self.chunk_lo:
+            return
+        drop = min(c - self.chunk_lo, self.nchunks)
+        for k in range(drop):
+            free(self.chunks[k])
+        memcpy(self.chunks, self.chunks + drop, (self.nchunks - drop) * sizeof(nlog_entry*))
+        memset(self.chunks + self.nchunks - drop, 0, drop * sizeof(nlog_entry*))
+        self.chunk_lo += drop
+
+    # ---------------------------------------------------------------- subjects
+
+    cdef uint32_t _sid(self, bytes subject) except? 0xffffffff:
+        cdef object sid = self.sid_of.get(subject)
+        cdef Py_ssize_t n
+        cdef nlog_sstat* ns
+        if sid is not None:
+            return <uint32_t>sid
+        n = len(self.subjects)
+        if n >= self.scap:
+            ns = <nlog_sstat*>realloc(self.sstats, max(64, self.scap * 2) * sizeof(nlog_sstat))
+            if ns == NULL:
+                raise MemoryError()
+            self.sstats = ns
+            self.scap = max(64, self.scap * 2)
+        memset(&self.sstats[n], 0, sizeof(nlog_sstat))
+        self.subjects.append(subject)
+        self.sid_of[subject] = n
+        return <uint32_t>n
+
+    cdef tuple _filter(self, filt):
+        """Resolve a filter to (mode, sid, bitmap)."""
+        cdef bytes f
+        cdef list ent
+        cdef bytearray bm
+        cdef Py_ssize_t i, n
+        cdef bytes s
+        if filt is None:
+            return (M_ALL, 0, None)
+        f = filt.encode() if isinstance(filt, str) else bytes(filt)
+        if f == b"" or f == b">":
+            return (M_ALL, 0, None)
+        if b"*" not in f and b">" not in f:
+            sid = self.sid_of.get(f)
+            return (M_NONE, 0, None) if sid is None else (M_SID, sid, None)
+        ent = self.wc_cache.get(f)
+        if ent is None:
+            if len(self.wc_cache) >= 256:
+                self.wc_cache.clear()
+            ent = [bytearray(), 0]
+            self.wc_cache[f] = ent
+        n = len(self.subjects)
+        if <Py_ssize_t>ent[1] < n:
+            # Match only the subjects added since this filter was last used.
+            bm = ent[0]
+            bm.extend(bytes(n - len(bm)))
+            for i in range(<Py_ssize_t>ent[1], n):
+                s = self.subjects[i]
+                if nlog_match(f, len(f), s, len(s)):
+                    bm[i] = 1
+            ent[1] = n
+        return (M_BITMAP, 0, ent[0])
+
+    # ---------------------------------------------------------------- blocks
+
+    cdef _new_block(self, int num):
+        path = os.path.join(self.dir, f"{num}.blk")
+        cdef Block b = Block(num, path)
+        cdef bytes hdr = b"NLOG" + bytes([VERSION, 0, 0, 0]) + bytes(8)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise StoreError(path, e.strerror)
+        err = _pwrite_all(fd, hdr, BLK_HDR, 0)
+        if err:
+            os.close(fd)
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            raise _oserr(path, err)
+        b.fd = fd
+        self.blocks.append(b)
+        self.active = b
+        self.dir_dirty = True
+        return b
+
+    cdef _rotate(self):
+        cdef Block old = self.active
+        cdef int rc
+        with nogil:
+            rc = fdatasync(old.fd)
+        if rc != 0:
+            raise _oserr(old.path, errno)
+        self._new_block(old.num + 1)
+        if self.compression != "none":
+            try:
+                self._compress(old)
+            except Exception as e:     # stays uncompressed: still correct, only larger
+                log.warning("%s: block compression failed: %s", old.path, e)
+
+    cdef _compress(self, Block b):
+        import lz4.block
+        data = os.pread(b.fd, b.size - BLK_HDR, BLK_HDR)
+        comp = lz4.block.compress(data, store_size=False)
+        if len(comp) + BLK_HDR >= b.size:
+            return
+        hdr = b"NLOG" + bytes([VERSION, 1, 0, 0]) + int(b.size).to_bytes(8, "little")
+        tmp = b.path + ".tmp"
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, hdr + comp)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        os.rename(tmp, b.path)
+        os.close(b.fd)
+        b.fd = fd
+        b.compressed = True
+        self.dir_dirty = True
+
+    cdef bytes _image(self, Block b):
+        """The uncompressed image of a compressed block (LRU-cached)."""
+        import lz4.block
+        if b.raw is not None:
+            return b.raw
+        data = os.pread(b.fd, os.fstat(b.fd).st_size, 0)
+        n = int.from_bytes(data[8:16], "little")
+        b.raw = bytes(BLK_HDR) + lz4.block.decompress(data[BLK_HDR:], uncompressed_size=n - BLK_HDR)
+        self.raw_lru.append(b)
+        while len(self.raw_lru) > RAW_CACHE:
+            (<Block>self.raw_lru.pop(0)).raw = None
+        return b.raw
+
+    cdef Block _block_of(self, uint64_t seq):
+        cdef Py_ssize_t i = bisect.bisect_right(self.mfirst, seq) - 1
+        return self.mblocks[i] if i >= 0 else None
+
+    cdef _drop_front_blocks(self):
+        # Blocks go only from the front, once every message in them is below `first`, so no
+        # tombstone can disappear while the message it deletes is still on disk.
+        cdef Block b
+        while len(self.blocks) > 1:
+            b = self.blocks[0]
+            if b is self.active or (b.last_seq and b.last_seq >= self.first):
+                break
+            self.blocks.pop(0)
+            if self.mblocks and self.mblocks[0] is b:
+                self.mblocks.pop(0)
+                self.mfirst.pop(0)
+            if b in self.raw_lru:
+                self.raw_lru.remove(b)
+            close(b.fd)
+            b.fd = -1
+            try:
+                os.unlink(b.path)
+            except OSError as e:
+                log.warning("%s: cannot remove block: %s", b.path, e.strerror)
+            self.dir_dirty = True
+
+    # ---------------------------------------------------------------- appending
+
+    cdef int _write_record(self, int rtype, uint64_t seq, int64_t ts, int64_t ttl,
+                           const char* subj, Py_ssize_t slen, const char* hdr, Py_ssize_t hlen,
+                           bint has_hdr, const char* msg, Py_ssize_t mlen) except -1:
+        """Append one record to the active block; returns its offset (rotates first if full)."""
+        cdef Py_ssize_t reclen = REC_MIN + slen + hlen + mlen
+        cdef char* p
+        cdef Block b
+        cdef int err
+        if slen > 0xffff:
+            raise ValueError("subject too long")
+        if reclen > MAX_BLOCK - BLK_HDR:
+            raise ValueError("record too large")
+        if rtype == T_MSG and self.active.size > BLK_HDR and self.active.size + reclen > self.block_size:
+            self._rotate()
+        b = self.active
+        if reclen > self.wcap:
+            p = <char*>realloc(self.wbuf, reclen)
+            if p == NULL:
+                raise MemoryError()
+            self.wbuf = p
+            self.wcap = reclen
+        p = self.wbuf
+        nlog_wr32(p, <uint32_t>reclen)
+        nlog_wr64(p + 4, seq)
+        nlog_wr64(p + 12, <uint64_t>ts)
+        p[20] = <char>(rtype | (F_HDR if has_hdr else 0))
+        nlog_wr16(p + 21, <uint16_t>slen)
+        nlog_wr32(p + 23, <uint32_t>hlen)
+        nlog_wr64(p + 27, <uint64_t>ttl)
+        if slen:
+            memcpy(p + REC_HDR, subj, slen)
+        if hlen:
+            memcpy(p + REC_HDR + slen, hdr, hlen)
+        if mlen:
+            memcpy(p + REC_HDR + slen + hlen, msg, mlen)
+        nlog_wr64(p + reclen - 8, nlog_xxh64(p, reclen - 8, 0))
+        err = _pwrite_all(b.fd, p, reclen, b.size)
+        if err:
+            # Leave the block exactly as it was so the tail stays well-formed.
+            ftruncate(b.fd, b.size)
+            raise _oserr(b.path, err)
+        self.appended += 1
+        b.size += reclen
+        return <int>(b.size - reclen)
+
+    cdef int _index_msg(self, uint64_t seq, int64_t ts, uint32_t off, uint32_t size,
+                        uint32_t sid, Block blk) except -1:
+        cdef nlog_entry* e = self._entry_alloc(seq)
+        cdef nlog_sstat* st
+        if e.size:
+            self._unindex(seq, e)
+        e.off = off
+        e.size = size
+        e.sid = sid
+        if self.msgs == 0 or seq < self.first:
+            self.first = seq
+        self.msgs += 1
+        self.bytes += acct_size(size)
+        if seq >= self.last:
+            self.last = seq
+            self.last_ts = ts
+        st = &self.sstats[sid]
+        if st.count == 0:
+            self.nsubj_live += 1
+            st.first = seq
+            st.last = seq
+        else:
+            if seq < st.first:
+                st.first = seq
+            if seq > st.last:
+                st.last = seq
+        st.count += 1
+        if blk.first_seq == 0:
+            blk.first_seq = seq
+            self.mblocks.append(blk)
+            self.mfirst.append(seq)
+        blk.last_seq = seq
+        return 0
+
+    cdef int _unindex(self, uint64_t seq, nlog_entry* e) except -1:
+        cdef nlog_sstat* st = &self.sstats[e.sid]
+        self.msgs -= 1
+        self.bytes -= acct_size(e.size)
+        st.count -= 1
+        if st.count == 0:
+            self.nsubj_live -= 1
+        e.size = 0
+        return 0
+
+    cdef int _advance_first(self) except -1:
+        cdef uint64_t s
+        if self.msgs == 0:
+            self.first = self.last + 1
+        else:
+            s = self._scan_fwd(self.first, self.last, M_ALL, 0, NULL, 0)
+            self.first = s if s else self.last + 1
+        return 0
+
+    def append(self, uint64_t seq, int64_t ts, bytes subject, hdr, bytes msg, int64_t ttl=0):
+        """Store a message at seq (> last). Returns its accounting size."""
+        cdef bytes h = b"" if hdr is None else bytes(hdr)
+        cdef uint32_t sid, size
+        cdef int off
+        if seq <= self.last and not (self.last == 0 and self.msgs == 0 and seq > 0):
+            raise ValueError(f"sequence {seq} <= last {self.last}")
+        if seq == 0:
+            raise ValueError("sequence 0")
+        off = self._write_record(T_MSG, seq, ts, ttl, subject, len(subject), h, len(h),
+                                 hdr is not None, msg, len(msg))
+        sid = self._sid(subject)
+        size = <uint32_t>(REC_MIN + len(subject) + len(h) + len(msg)) | (HDR_BIT if len(h) else 0)
+        self._index_msg(seq, ts, <uint32_t>off, size, sid, self.active)
+        if ttl > 0:
+            heapq.heappush(self.ttl_heap, (ts + ttl * 1000000000, seq))
+        return acct_size(size)
+
+    def skip(self, uint64_t seq):
+        """Mark seq used without a message (last_seq moves, nothing is stored)."""
+        self._write_record(T_SKIP, seq, 0, 0, NULL, 0, NULL, 0, False, NULL, 0)
+        if seq > self.last:
+            self.last = seq
+            if self.msgs == 0:
+                self.first = seq + 1
+
+    # ---------------------------------------------------------------- reading
+
+    cdef bytes _read_raw(self, uint64_t seq, nlog_entry* e):
+        cdef Block b = self._block_of(seq)
+        cdef uint32_t rl = e.size & SIZE_MASK
+        cdef bytes data
+        cdef ssize_t n
+        if b is None:
+            return None
+        if b.compressed:
+            data = self._image(b)[e.off:e.off + rl]
+        else:
+            data = PyBytes_FromStringAndSize(NULL, rl)
+            n = pread(b.fd, PyBytes_AS_STRING(data), rl, e.off)
+            if n != rl:
+                log.warning("%s: short read of seq %d at %d", b.path, seq, e.off)
+                return None
+        if len(data) != rl or not _rec_ok(data, seq):
+            log.warning("%s: bad checksum for seq %d at offset %d, not served", b.path, seq, e.off)
+            return None
+        return data
+
+    def read(self, uint64_t seq):
+        """(subject, hdr, msg, ts) of a live message, else None."""
+        cdef nlog_entry* e = self._entry(seq)
+        cdef bytes data
+        cdef const char* p
+        cdef uint32_t slen, hlen
+        if e == NULL or e.size == 0:
+            return None
+        data = self._read_raw(seq, e)
+        if data is None:
+            return None
+        p = PyBytes_AS_STRING(data)
+        slen = nlog_rd16(p + 21)
+        hlen = nlog_rd32(p + 23)
+        hdr = data[REC_HDR + slen:REC_HDR + slen + hlen] if p[20] & F_HDR else None
+        return (data[REC_HDR:REC_HDR + slen], hdr,
+                data[REC_HDR + slen + hlen:len(data) - 8], <int64_t>nlog_rd64(p + 12))
+
+    def subject_of(self, uint64_t seq):
+        cdef nlog_entry* e = self._entry(seq)
+        if e == NULL or e.size == 0:
+            return None
+        return self.subjects[e.sid]
+
+    @property
+    def first_ts(self):
+        cdef nlog_entry* e
+        if self.msgs == 0:
+            return 0
+        if self.first_ts_seq != self.first:
+            e = self._entry(self.first)
+            r = self.read(self.first) if e != NULL and e.size else None
+            self.first_ts_cache = r[3] if r is not None else 0
+            self.first_ts_seq = self.first
+        return self.first_ts_cache
+
+    # ---------------------------------------------------------------- scanning (C loops)
+
+    cdef uint64_t _scan_fwd(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
+                            const uint8_t* bm, Py_ssize_t bmlen) nogil:
+        cdef uint64_t s = start
+        cdef nlog_entry* ch
+        cdef int64_t k
+        cdef uint64_t i, stop
+        while s <= end and s != 0:
+            k = <int64_t>(s >> CHUNK_BITS) - self.chunk_lo
+            if k >= self.nchunks:
+                return 0
+            stop = min(end, ((s >> CHUNK_BITS) << CHUNK_BITS) + CHUNK - 1)
+            if k < 0 or self.chunks[k] == NULL:
+                s = stop + 1
+                continue
+            ch = self.chunks[k]
+            for i in range(s & (CHUNK - 1), (stop & (CHUNK - 1)) + 1):
+                if ch[i].size and (mode == M_ALL or (mode == M_SID and ch[i].sid == sid) or
+                                   (mode == M_BITMAP and ch[i].sid < bmlen and bm[ch[i].sid])):
+                    return ((s >> CHUNK_BITS) << CHUNK_BITS) + i
+            s = stop + 1
+        return 0
+
+    cdef uint64_t _scan_back(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
+                             const uint8_t* bm, Py_ssize_t bmlen) nogil:
+        # Highest live matching seq in [end, start] (start >= end), or 0.
+        cdef uint64_t s = start, base, lo
+        cdef nlog_entry* ch
+        cdef int64_t k, i
+        while s >= end and s != 0:
+            base = (s >> CHUNK_BITS) << CHUNK_BITS
+            lo = max(base, end)
+            k = <int64_t>(s >> CHUNK_BITS) - self.chunk_lo
+            if k < 0:
+                return 0
+            if k < self.nchunks and self.chunks[k] != NULL:
+                ch = self.chunks[k]
+                i = <int64_t>(s - base)
+                while i >= <int64_t>(lo - base):
+                    if ch[i].size and (mode == M_ALL or (mode == M_SID and ch[i].sid == sid) or
+                                       (mode == M_BITMAP and ch[i].sid < bmlen and bm[ch[i].sid])):
+                        return base + i
+                    i -= 1
+            if lo == 0:
+                return 0
+            s = lo - 1
+        return 0
+
+    cdef uint64_t _count(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
+                         const uint8_t* bm, Py_ssize_t bmlen) nogil:
+        cdef uint64_t s = start, n = 0, i, stop
+        cdef nlog_entry* ch
+        cdef int64_t k
+        while s <= end and s != 0:
+            k = <int64_t>(s >> CHUNK_BITS) - self.chunk_lo
+            if k >= self.nchunks:
+                break
+            stop = min(end, ((s >> CHUNK_BITS) << CHUNK_BITS) + CHUNK - 1)
+            if k >= 0 and self.chunks[k] != NULL:
+                ch = self.chunks[k]
+                for i in range(s & (CHUNK - 1), (stop & (CHUNK - 1)) + 1):
+                    if ch[i].size and (mode == M_ALL or (mode == M_SID and ch[i].sid == sid) or
+                                       (mode == M_BITMAP and ch[i].sid < bmlen and bm[ch[i].sid])):
+                        n += 1
+            s = stop + 1
+        return n
+
+    cdef uint64_t _subj_first(self, uint32_t sid):
+        cdef nlog_sstat* st = &self.sstats[sid]
+        cdef uint64_t s
+        if st.count == 0:
+            return 0
+        s = self._scan_fwd(max(st.first, self.first), self.last, M_SID, sid, NULL, 0)
+        st.first = s
+        return s
+
+    cdef uint64_t _subj_last(self, uint32_t sid):
+        cdef nlog_sstat* st = &self.sstats[sid]
+        cdef uint64_t s
+        if st.count == 0:
+            return 0
+        s = self._scan_back(min(st.last, self.last), self.first, M_SID, sid, NULL, 0)
+        st.last = s
+        return s
+
+    def next_seq(self, uint64_t seq, filt=None):
+        """First live seq >= seq matching filt, or 0."""
+        cdef int mode
+        cdef uint32_t sid
+        cdef const uint8_t* bp = NULL
+        cdef Py_ssize_t bl = 0
+        if self.msgs == 0:
+            return 0
+        mode, sid, bm = self._filter(filt)
+        if mode == M_NONE:
+            return 0
+        if seq < self.first:
+            seq = self.first
+        if mode == M_SID:
+            if self.sstats[sid].count == 0:
+                return 0
+            if seq <= self.sstats[sid].first:
+                return self._subj_first(sid)
+            if seq > self.sstats[sid].last:
+                return 0
+            return self._scan_fwd(seq, min(self.last, self.sstats[sid].last), M_SID, sid, NULL, 0)
+        if mode == M_BITMAP:
+            bp = <const uint8_t*>PyByteArray_AS_STRING(bm)
+            bl = PyByteArray_GET_SIZE(bm)
+        return self._scan_fwd(seq, self.last, mode, sid, bp, bl)
+
+    def prev_seq(self, uint64_t seq, filt=None):
+        """Last live seq <= seq matching filt, or 0."""
+        cdef int mode
+        cdef uint32_t sid
+        cdef const uint8_t* bp = NULL
+        cdef Py_ssize_t bl = 0
+        if self.msgs == 0 or seq < self.first:
+            return 0
+        mode, sid, bm = self._filter(filt)
+        if mode == M_NONE:
+            return 0
+        if seq > self.last:
+            seq = self.last
+        if mode == M_SID:
+            if self.sstats[sid].count == 0:
+                return 0
+            if seq >= self.sstats[sid].last:
+                return self._subj_last(sid)
+            return self._scan_back(seq, max(self.first, self.sstats[sid].first), M_SID, sid, NULL, 0)
+        if mode == M_BITMAP:
+            bp = <const uint8_t*>PyByteArray_AS_STRING(bm)
+            bl = PyByteArray_GET_SIZE(bm)
+        return self._scan_back(seq, self.first, mode, sid, bp, bl)
+
+    def count(self, uint64_t start, filt=None, bint last_per_subject=False):
+        """Live messages with seq >= start matching filt (or matching subjects, per subject)."""
+        cdef int mode
+        cdef uint32_t sid
+        cdef const uint8_t* bp = NULL
+        cdef Py_ssize_t bl = 0, i, n = 0
+        if self.msgs == 0:
+            return 0
+        mode, sid, bm = self._filter(filt)
+        if mode == M_NONE:
+            return 0
+        if last_per_subject:
+            for i in range(len(self.subjects)):
+                if self.sstats[i].count and (mode == M_ALL or (mode == M_SID and i == sid) or
+                                             (mode == M_BITMAP and bm[i])):
+                    if self.sstats[i].last >= start and self._subj_last(i) >= start:
+                        n += 1
+            return n
+        if start <= self.first:
+            if mode == M_ALL:
+                return self.msgs
+            if mode == M_SID:
+                return self.sstats[sid].count
+        if mode == M_SID:
+            if start <= self.sstats[sid].first:
+                return self.sstats[sid].count
+            return self._count(start, min(self.last, self.sstats[sid].last), M_SID, sid, NULL, 0)
+        if mode == M_BITMAP:
+            bp = <const uint8_t*>PyByteArray_AS_STRING(bm)
+            bl = PyByteArray_GET_SIZE(bm)
+            if start <= self.first:
+                n = 0
+                for i in range(bl):
+                    if bp[i]:
+                        n += self.sstats[i].count
+                return n
+        return self._count(max(start, self.first), self.last, mode, sid, bp, bl)
+
+    def nth_from_end(self, uint64_t k):
+        """Seq of the k-th newest live message (k >= 1), 0 if fewer."""
+        cdef uint64_t s = self.last, found = 0
+        while k > 0:
+            s = self._scan_back(s, self.first, M_ALL, 0, NULL, 0)
+            if s == 0:
+                return 0
+            found = s
+            k -= 1
+            s -= 1
+        return found
+
+    def subject_counts(self, filt=None):
+        cdef int mode
+        cdef uint32_t sid
+        cdef Py_ssize_t i
+        cdef dict out = {}
+        mode, sid, bm = self._filter(filt)
+        if mode == M_NONE:
+            return out
+        if mode == M_SID:
+            if self.sstats[sid].count:
+                out[self.subjects[sid]] = self.sstats[sid].count
+            return out
+        for i in range(len(self.subjects)):
+            if self.sstats[i].count and (mode == M_ALL or bm[i]):
+                out[self.subjects[i]] = self.sstats[i].count
+        return out
+
+    def subject_state(self, subject):
+        cdef object sid = self.sid_of.get(subject.encode() if isinstance(subject, str) else subject)
+        if sid is None or self.sstats[<uint32_t>sid].count == 0:
+            return (0, 0, 0)
+        return (self.sstats[<uint32_t>sid].count, self._subj_first(sid), self._subj_last(sid))
+
+    def deleted(self):
+        """Interior sequences in [first, last] with no live message."""
+        cdef list out = []
+        cdef uint64_t s
+        cdef nlog_entry* e
+        if self.msgs == 0:
+            return out
+        for s in range(self.first, self.last + 1):
+            e = self._entry(s)
+            if e == NULL or e.size == 0:
+                out.append(s)
+        return out
+
+    # ---------------------------------------------------------------- removing
+
+    cdef _tombstone(self, bytes packed):
+        self._write_record(T_TOMBS, 0, 0, 0, NULL, 0, NULL, 0, False,
+                           PyBytes_AS_STRING(packed), len(packed))
+
+    def remove(self, uint64_t seq, bint erase=False):
+        cdef nlog_entry* e = self._entry(seq)
+        if e == NULL or e.size == 0:
+            return False
+        self._tombstone(seq.to_bytes(8, "little"))
+        if erase:
+            self._erase(seq, e)
+        self._unindex(seq, e)
+        if seq == self.first:
+            self._advance_first()
+            self._drop_front_blocks()
+        return True
+
+    cdef _erase(self, uint64_t seq, nlog_entry* e):
+        # Overwrite hdr+msg with zeros in place, flag the record ERASED and re-checksum it, so
+        # the bytes are gone from disk and recovery still parses the block.
+        cdef Block b = self._block_of(seq)
+        cdef bytes data = self._read_raw(seq, e)
+        cdef bytearray rec
+        cdef uint32_t slen, hlen, rl
+        cdef int err
+        if data is None or b is None:
+            return
+        rec = bytearray(data)
+        rl = len(rec)
+        slen = nlog_rd16(PyBytes_AS_STRING(data) + 21)
+        rec[REC_HDR + slen:rl - 8] = bytes(rl - 8 - REC_HDR - slen)
+        rec[20] = rec[20] | F_ERASED
+        rec[rl - 8:] = nlog_xxh64(PyByteArray_AS_STRING(rec), rl - 8, 0).to_bytes(8, "little")
+        if b.compressed:
+            img = bytearray(self._image(b))
+            img[e.off:e.off + rl] = rec
+            b.raw = None
+            os.close(b.fd)
+            fd = os.open(b.path + ".tmp", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            os.write(fd, bytes(img[:BLK_HDR]))
+            os.write(fd, bytes(img[BLK_HDR:]))
+            os.fsync(fd)
+            os.rename(b.path + ".tmp", b.path)
+            b.fd = fd
+            b.compressed = False
+            if b in self.raw_lru:
+                self.raw_lru.remove(b)
+            try:
+                self._compress(b)
+            except Exception as ex:
+                log.warning("%s: block compression failed: %s", b.path, ex)
+        else:
+            err = _pwrite_all(b.fd, PyByteArray_AS_STRING(rec), rl, e.off)
+            if err:
+                raise _oserr(b.path, err)
+
+    def remove_matching(self, filt, uint64_t below=0, uint64_t maxp=0):
+        """Remove live messages matching filt with seq < below (0 = any), at most maxp (0 = all),
+        oldest first, with one tombstone record. Returns how many."""
+        cdef int mode
+        cdef uint32_t sid
+        cdef const uint8_t* bp = NULL
+        cdef Py_ssize_t bl = 0
+        cdef uint64_t s, end, n = 0
+        cdef bytearray packed = bytearray()
+        cdef list seqs = []
+        if self.msgs == 0:
+            return 0
+        mode, sid, bm = self._filter(filt)
+        if mode == M_NONE:
+            return 0
+        if mode == M_BITMAP:
+            bp = <const uint8_t*>PyByteArray_AS_STRING(bm)
+            bl = PyByteArray_GET_SIZE(bm)
+        end = self.last if below == 0 else min(self.last, below - 1)
+        s = self._scan_fwd(self.first, end, mode, sid, bp, bl)
+        while s:
+            seqs.append(s)
+            n += 1
+            if maxp and n >= maxp:
+                break
+            if s >= end:
+                break
+            s = self._scan_fwd(s + 1, end, mode, sid, bp, bl)
+        if not seqs:
+            return 0
+        for s in seqs:
+            packed += s.to_bytes(8, "little")
+        self._tombstone(bytes(packed))
+        for s in seqs:
+            self._unindex(s, self._entry(s))
+        self._advance_first()
+        self._drop_front_blocks()
+        return len(seqs)
+
+    cdef uint64_t _unindex_range(self, uint64_t lo, uint64_t hi):
+        cdef uint64_t s, n = 0
+        cdef nlog_entry* e
+        s = self._scan_fwd(lo, hi, M_ALL, 0, NULL, 0)
+        while s:
+            e = self._entry(s)
+            self._unindex(s, e)
+            n += 1
+            if s >= hi:
+                break
+            s = self._scan_fwd(s + 1, hi, M_ALL, 0, NULL, 0)
+        return n
+
+    def compact(self, uint64_t seq):
+        """Remove everything below seq; first becomes seq. Returns how many were removed."""
+        cdef uint64_t n
+        if seq <= self.first and not (self.msgs == 0 and seq > self.last + 1):
+            return 0
+        self._write_record(T_FIRST, seq, 0, 0, NULL, 0, NULL, 0, False, NULL, 0)
+        n = self._unindex_range(self.first if self.first else 1, seq - 1) if self.msgs else 0
+        if seq > self.last + 1:
+            self.last = seq - 1
+        self.first = seq
+        if self.msgs:
+            self._advance_first()
+        self._free_chunks_below(self.first)
+        self._drop_front_blocks()
+        return n
+
+    def truncate(self, uint64_t seq):
+        """Remove everything above seq; last becomes seq."""
+        cdef Block b, cut = None
+        cdef uint64_t cut_off = 0
+        cdef Py_ssize_t i
+        if seq >= self.last:
+            return
+        # Find the first MSG record with a seq above `seq` and cut the log there.
+        for b in self.blocks:
+            if b.last_seq > seq:
+                cut = b
+                cut_off = self._first_record_above(b, seq)
+                break
+        if cut is not None:
+            i = self.blocks.index(cut)
+            for b in self.blocks[i + 1:]:
+                close(b.fd)
+                os.unlink(b.path)
+                if b in self.raw_lru:
+                    self.raw_lru.remove(b)
+            del self.blocks[i + 1:]
+            if cut.compressed:
+                self._decompress_in_place(cut)
+            os.ftruncate(cut.fd, cut_off)
+            cut.size = cut_off
+            self.active = cut
+            self.mblocks = [b for b in self.mblocks if b in self.blocks and b.first_seq <= seq]
+            self.mfirst = [b.first_seq for b in self.mblocks]
+            cut.last_seq = seq if cut.first_seq and cut.first_seq <= seq else 0
+            if cut.last_seq == 0:
+                cut.first_seq = 0
+            self.dir_dirty = True
+        self._unindex_range(max(seq + 1, self.first), self.last)
+        self.last = seq
+        # Tombstones and the FIRST marker may have been in the part cut off: write them again.
+        if self.first > 1:
+            self._write_record(T_FIRST, self.first, 0, 0, NULL, 0, NULL, 0, False, NULL, 0)
+        dels = [s for s in self.deleted() if s <= seq]
+        if dels:
+            self._tombstone(b"".join(s.to_bytes(8, "little") for s in dels))
+        self._write_record(T_SKIP, seq, 0, 0, NULL, 0, NULL, 0, False, NULL, 0)
+        if self.msgs == 0:
+            self.first = seq + 1
+        elif self.first > seq:
+            self.first = seq + 1
+        r = self.read(self.prev_seq(seq)) if self.msgs else None
+        self.last_ts = r[3] if r is not None else 0
+
+    cdef uint64_t _first_record_above(self, Block b, uint64_t seq):
+        img = self._image(b) if b.compressed else os.pread(b.fd, b.size, 0)
+        cdef const char* p = PyBytes_AS_STRING(img)
+        cdef uint64_t off = BLK_HDR, n = len(img)
+        cdef uint32_t rl
+        while off + REC_MIN <= n:
+            rl = nlog_rd32(p + off)
+            if (p[off + 20] & 0x0f) == T_MSG and nlog_rd64(p + off + 4) > seq:
+                return off
+            off += rl
+        return off
+
+    cdef _decompress_in_place(self, Block b):
+        img = self._image(b)
+        tmp = b.path + ".tmp"
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        os.write(fd, b"NLOG" + bytes([VERSION, 0, 0, 0]) + bytes(8) + img[BLK_HDR:])
+        os.fsync(fd)
+        os.rename(tmp, b.path)
+        close(b.fd)
+        b.fd = fd
+        b.compressed = False
+        b.raw = None
+        if b in self.raw_lru:
+            self.raw_lru.remove(b)
+
+    def expired_ttls(self, int64_t now):
+        """Pop the seqs whose per-message TTL has passed (and are still live)."""
+        out = []
+        while self.ttl_heap and self.ttl_heap[0][0] <= now:
+            _, s = heapq.heappop(self.ttl_heap)
+            e = self._entry(s)
+            if e != NULL and e.size:
+                out.append(s)
+        return out
+
+    # ---------------------------------------------------------------- durability
+
+    def sync(self):
+        """fdatasync the active block (and the directory if blocks came or went) now."""
+        cdef int rc, fd = self.active.fd
+        cdef uint64_t target = self.appended
+        with nogil:
+            rc = fdatasync(fd)
+        if rc != 0:
+            raise _oserr(self.active.path, errno)
+        if self.dir_dirty:
+            self.dir_dirty = False
+            dfd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        self._synced_to(target)
+
+    cdef _synced_to(self, uint64_t target):
+        if target > self.synced:
+            self.synced = target
+        ready = [w for w in self.waiters if w[0] <= self.synced]
+        if ready:
+            self.waiters = [w for w in self.waiters if w[0] > self.synced]
+            for w in ready:
+                w[1]()
+
+    def sync_async(self, executor_submit, callback, on_error=None):
+        """Call callback() once everything appended so far is durable. One fdatasync runs at a
+        time (in a worker, via executor_submit(fn, done)); requests arriving meanwhile are
+        batched into the next one."""
+        if self.appended <= self.synced:
+            callback()
+            return
+        self.waiters.append((self.appended, callback, on_error))
+        if not self.inflight:
+            self._start_sync(executor_submit)
+
+    cdef _start_sync(self, executor_submit):
+        cdef uint64_t target = self.appended
+        fd = os.dup(self.active.fd)
+        dirfd = -1
+        if self.dir_dirty:
+            self.dir_dirty = False
+            dirfd = os.open(self.dir, os.O_RDONLY)
+        self.inflight = True
+        self.inflight_target = target
+        log_ref = self
+
+        def done(result, exc):
+            log_ref._sync_done(target, exc, executor_submit)
+        executor_submit(lambda: _sync_fds(fd, dirfd), done)
+
+    def _sync_done(self, uint64_t target, exc, executor_submit):
+        self.inflight = False
+        if exc is not None:
+            failed = [w for w in self.waiters if w[0] <= target]
+            self.waiters = [w for w in self.waiters if w[0] > target]
+            log.error("%s: fdatasync failed: %s", self.dir, exc)
+            for w in failed:
+                if w[2] is not None:
+                    w[2](exc)
+        else:
+            self._synced_to(target)
+        if self.waiters and not self.closed:
+            self._start_sync(executor_submit)
+
+    # ---------------------------------------------------------------- open / close
+
+    def close(self):
+        if self.closed:
+            return
+        self.sync()
+        try:
+            self._write_snapshot()
+        except OSError as e:
+            log.warning("%s: cannot write index snapshot: %s", self.dir, e)
+        self.closed = True
+        for b in self.blocks:
+            if (<Block>b).fd >= 0:
+                close((<Block>b).fd)
+                (<Block>b).fd = -1
+
+    def abandon(self):
+        """Close the files without syncing or writing a snapshot (tests: a crash)."""
+        self.closed = True
+        for b in self.blocks:
+            if (<Block>b).fd >= 0:
+                close((<Block>b).fd)
+                (<Block>b).fd = -1
+
+    include "log_recover.pxi"
