@@ -312,7 +312,7 @@ class ClientProtocol:
 
     def slow_consumer(self, c):
         pending = c.pending_bytes()
-        log.info("%sSlow Consumer Detected: MaxPending of %d exceeded", self._prefix(c), c.max_pending)
+        log.info("%sSlow Consumer Detected: MaxPending of %d Exceeded", self._prefix(c), c.max_pending)
         c.schedule_close("Slow Consumer (Pending Bytes)")
 
     def close(self, c):
