@@ -2,7 +2,8 @@
 
 HTTP/1.1 framing is h11's (a well-kept sans-IO parser); this module only moves bytes between
 sockets and h11 and routes a path to an endpoint handler. Handlers return a JSON-able value
-(or raise HttpError); responses are pretty-printed JSON like nats-server's, with JSONP support.
+(or raise HttpError), or `(status, body bytes, content type)` for non-JSON bodies such as
+/metrics; JSON responses are pretty-printed JSON like nats-server's, with JSONP support.
 """
 import json
 import logging
@@ -63,10 +64,13 @@ class MonitorServer:
         try:
             result = handler(query)
         except HttpError as e:
-            return e.status, (e.message + "\n").encode(), "text/plain; charset=utf-8"
+            # nats-server writes the bare error text (no newline) for 400s
+            return e.status, e.message.encode(), "text/plain; charset=utf-8"
         except Exception:
             log.exception("monitoring endpoint %s failed", path)
             return 500, b"internal error\n", "text/plain; charset=utf-8"
+        if isinstance(result, tuple) and len(result) == 3:  # (status, bytes, content type)
+            return result
         if isinstance(result, tuple):           # (status, body) for endpoints like /healthz
             status, result = result
         else:

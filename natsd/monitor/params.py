@@ -1,0 +1,245 @@
+"""Option decoding shared by the monitoring endpoints (owned with connz/subsz/... by monitoring).
+
+Every endpoint takes its options from two places that must give the same options object:
+the HTTP query string (`?subs=1&limit=10`) and the JSON body of a `$SYS.REQ.SERVER.PING.<EP>`
+request (`{"subscriptions": true, "limit": 10}`). The query decoders reproduce nats-server's
+`decodeBool` / `decodeInt` / `decodeUint64` / `decodeState` / `decodeSubs` (monitor.go),
+including their 400 texts; the JSON decoders follow Go's `encoding/json` (unknown keys are
+ignored, a wrong type is an error).
+"""
+import re
+from datetime import datetime, timezone
+
+from natsd.monitor.http import HttpError
+
+_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+_INT_RE = re.compile(r"[+-]?[0-9]+\Z")
+_UINT_RE = re.compile(r"[0-9]+\Z")
+
+INT_MAX = 2 ** 63 - 1
+UINT64_MAX = 2 ** 64 - 1
+
+CONN_OPEN, CONN_CLOSED, CONN_ALL = 0, 1, 2
+
+
+class OptionsError(HttpError):
+    """Malformed options: HTTP 400 with nats-server's text (also 400 for $SYS requests)."""
+
+    def __init__(self, message):
+        super().__init__(400, message)
+
+
+def _goquote(s):
+    out = ['"']
+    for ch in s:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7f:
+            out.append("\\x%02x" % ord(ch))
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+# ---- query string (values are strings; "" means "not given") ----
+
+def q_bool(query, name):
+    s = query.get(name, "")
+    if s == "":
+        return False
+    if s in _TRUE:
+        return True
+    if s in _FALSE:
+        return False
+    raise OptionsError("Error decoding boolean for '%s': strconv.ParseBool: parsing %s: "
+                       "invalid syntax" % (name, _goquote(s)))
+
+
+def q_int(query, name):
+    s = query.get(name, "")
+    if s == "":
+        return 0
+    if not _INT_RE.match(s):
+        raise OptionsError("Error decoding int for '%s': strconv.Atoi: parsing %s: "
+                           "invalid syntax" % (name, _goquote(s)))
+    v = int(s)
+    if not -INT_MAX - 1 <= v <= INT_MAX:
+        raise OptionsError("Error decoding int for '%s': strconv.Atoi: parsing %s: "
+                           "value out of range" % (name, _goquote(s)))
+    return v
+
+
+def q_uint64(query, name):
+    s = query.get(name, "")
+    if s == "":
+        return 0
+    if not _UINT_RE.match(s):
+        raise OptionsError("Error decoding uint64 for '%s': strconv.ParseUint: parsing %s: "
+                           "invalid syntax" % (name, _goquote(s)))
+    v = int(s)
+    if v > UINT64_MAX:
+        raise OptionsError("Error decoding uint64 for '%s': strconv.ParseUint: parsing %s: "
+                           "value out of range" % (name, _goquote(s)))
+    return v
+
+
+def q_subs(query):
+    """`subs=detail` -> (False, True); otherwise a boolean -> (bool, False)."""
+    if query.get("subs", "").lower() == "detail":
+        return False, True
+    return q_bool(query, "subs"), False
+
+
+def q_state(query):
+    s = query.get("state", "")
+    if s == "":
+        return CONN_OPEN
+    v = {"open": CONN_OPEN, "closed": CONN_CLOSED, "any": CONN_ALL, "all": CONN_ALL}.get(s.lower())
+    if v is None:
+        raise OptionsError("Error decoding state for %s" % s)
+    return v
+
+
+def q_str(query, name):
+    return query.get(name, "")
+
+
+# ---- JSON bodies ($SYS requests) ----
+
+def _json_type_error(struct, key, got, want):
+    kinds = {bool: "bool", int: "number", float: "number", str: "string", list: "array",
+             dict: "object", type(None): "null"}
+    raise OptionsError("json: cannot unmarshal %s into Go struct field %s.%s of type %s"
+                       % (kinds.get(type(got), "value"), struct, key, want))
+
+
+def j_bool(body, key, struct):
+    v = body.get(key)
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        _json_type_error(struct, key, v, "bool")
+    return v
+
+
+def j_int(body, key, struct, unsigned=False):
+    v = body.get(key)
+    if v is None:
+        return 0
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+            isinstance(v, float) and not v.is_integer()) or (unsigned and v < 0):
+        _json_type_error(struct, key, v, "uint64" if unsigned else "int")
+    return int(v)
+
+
+def j_str(body, key, struct):
+    v = body.get(key)
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        _json_type_error(struct, key, v, "string")
+    return v
+
+
+def j_str_list(body, key, struct):
+    v = body.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        _json_type_error(struct, key, v, "[]string")
+    return list(v)
+
+
+def j_body(body):
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise OptionsError("json: cannot unmarshal %s into Go value" % type(body).__name__)
+    return body
+
+
+# ---- output formatting shared by the endpoints ----
+
+def now_rfc3339(ts):
+    """Unix time -> RFC 3339 UTC with nanoseconds trimmed like Go's time.Time JSON."""
+    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
+    frac = ("%09d" % (int(round((ts % 1) * 1e9)) % 1000000000)).rstrip("0")
+    return dt.strftime("%Y-%m-%dT%H:%M:%S") + ("." + frac if frac else "") + "Z"
+
+
+def my_uptime(seconds):
+    """nats-server's myUptime: 1y2d3h4m5s, leading zero units dropped."""
+    tsecs = max(0, int(seconds))
+    tmins, thrs = tsecs // 60, tsecs // 3600
+    tdays = thrs // 24
+    tyrs = tdays // 365
+    if tyrs > 0:
+        return "%dy%dd%dh%dm%ds" % (tyrs, tdays % 365, thrs % 24, tmins % 60, tsecs % 60)
+    if tdays > 0:
+        return "%dd%dh%dm%ds" % (tdays, thrs % 24, tmins % 60, tsecs % 60)
+    if thrs > 0:
+        return "%dh%dm%ds" % (thrs, tmins % 60, tsecs % 60)
+    if tmins > 0:
+        return "%dm%ds" % (tmins, tsecs % 60)
+    return "%ds" % tsecs
+
+
+def _fmt_frac(v, prec):
+    """Go's fmtFrac: v in units of 10**-prec, trailing zeros dropped."""
+    digits = ""
+    printed = False
+    for _ in range(prec):
+        d = v % 10
+        printed = printed or d != 0
+        if printed:
+            digits = str(d) + digits
+        v //= 10
+    return ("." + digits if printed else ""), v
+
+
+def go_duration(nanos):
+    """time.Duration.String(): 0s, 487µs, 1.227311ms, 1m2.5s, 1h0m0s."""
+    nanos = int(nanos)
+    if nanos == 0:
+        return "0s"
+    neg = nanos < 0
+    u = -nanos if neg else nanos
+    if u < 1000000000:
+        if u < 1000:
+            s = "%dns" % u
+        elif u < 1000000:
+            frac, whole = _fmt_frac(u, 3)
+            s = "%d%sµs" % (whole, frac)
+        else:
+            frac, whole = _fmt_frac(u, 6)
+            s = "%d%sms" % (whole, frac)
+    else:
+        frac, whole = _fmt_frac(u, 9)
+        s = "%d%ss" % (whole % 60, frac)
+        whole //= 60
+        if whole > 0:
+            s = "%dm" % (whole % 60) + s
+            whole //= 60
+            if whole > 0:
+                s = "%dh" % whole + s
+    return "-" + s if neg else s
+
+
+def rtt_string(seconds):
+    """A connection's RTT as nats-server prints it (µs-truncated below 1ms)."""
+    n = int(seconds * 1e9) if seconds else 0
+    if 1000 < n < 1000000:
+        n -= n % 1000
+    return go_duration(n)
+
+
+def paginate(items, offset, limit):
+    n = len(items)
+    lo = min(max(offset, 0), n)
+    return items[lo:lo + min(limit, n - lo)]

@@ -1,0 +1,168 @@
+"""Fixtures for the monitoring tests: natsd and nats-server started with the same flags and
+driven by the same nats-py workload, whose connections stay open for the module."""
+import asyncio
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.conftest import nats_server_cmd, natsd_cmd, poll, start_server
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def http_get(port, path, timeout=5):
+    """(status, content type, body text) of a GET on the monitoring port."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=timeout) as r:
+            return r.status, r.headers.get("Content-Type"), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type"), e.read().decode()
+
+
+def get_json(port, path):
+    status, ctype, body = http_get(port, path)
+    assert status == 200, (path, status, body)
+    assert ctype.startswith("application/json"), (path, ctype)
+    return json.loads(body)
+
+
+class Loop:
+    """An asyncio loop in a thread, so nats-py connections outlive a single test."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro, timeout=20):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self):
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+class Workload:
+    """alpha (3 subs, receives 8 msgs), beta (1 sub, publishes 7), charlie (2 subs, publishes 1),
+    gamma (connects and leaves: a closed connection). Connected in that order."""
+
+    def __init__(self, server, user=None):
+        self.server = server
+        self.user = user or {}
+        self.loop = Loop()
+        self.conns = {}
+        self.loop.run(self._run())
+
+    async def _connect(self, name):
+        import nats
+        creds = self.user.get(name)
+        url = "nats://%s127.0.0.1:%d" % ("%s:%s@" % creds if creds else "", self.server.port)
+        return await nats.connect(url, name=name, allow_reconnect=False)
+
+    async def _run(self):
+        async def cb(msg):
+            pass
+        a = self.conns["alpha"] = await self._connect("alpha")
+        await a.subscribe("foo.*", cb=cb)
+        await a.subscribe("bar", queue="q", cb=cb)
+        await a.subscribe("baz", cb=cb)
+        await a.flush()
+        b = self.conns["beta"] = await self._connect("beta")
+        await b.subscribe("foo.x", cb=cb)
+        await b.flush()
+        c = self.conns["charlie"] = await self._connect("charlie")
+        await c.subscribe("c.1", cb=cb)
+        await c.subscribe("c.2", cb=cb)
+        await c.flush()
+        for _ in range(5):
+            await b.publish("foo.y", b"hello")
+        for _ in range(2):
+            await b.publish("bar", b"hello")
+        await b.flush()
+        await c.publish("foo.x", b"hello")
+        await c.flush()
+        g = await self._connect("gamma")
+        await g.flush()
+        await g.close()
+        await asyncio.sleep(0.2)
+        for conn in (a, b, c):
+            await conn.flush()
+
+    def close(self):
+        async def _close():
+            for conn in self.conns.values():
+                try:
+                    await conn.close()
+                except Exception:
+                    pass
+        try:
+            self.loop.run(_close(), timeout=10)
+        finally:
+            self.loop.stop()
+
+
+class Pair:
+    def __init__(self, natsd, ref, nw, rw):
+        self.natsd, self.ref = natsd, ref
+        self.natsd_work, self.ref_work = nw, rw
+
+    def both(self, path):
+        return get_json(self.natsd.http_port, path), get_json(self.ref.http_port, path)
+
+
+def _start_pair(args, users=None):
+    ref_cmd = nats_server_cmd()
+    if ref_cmd is None:
+        pytest.skip("nats-server is not installed")
+    started, works = [], []
+    try:
+        n = start_server(natsd_cmd(), *args)
+        started.append(n)
+        r = start_server(ref_cmd, *args)
+        started.append(r)
+        assert n.http_port and r.http_port, "monitoring port not logged"
+        nw = Workload(n, users)
+        works.append(nw)
+        rw = Workload(r, users)
+        works.append(rw)
+        for srv in (n, r):           # the closed connection is recorded on both
+            assert poll(lambda: get_json(srv.http_port, "/connz?state=closed")["total"] >= 1)
+        return Pair(n, r, nw, rw), started, works
+    except BaseException:
+        for w in works:
+            w.close()
+        for p in started:
+            p.kill()
+        raise
+
+
+def _pair_fixture(args, users=None):
+    pair, started, works = _start_pair(args, users)
+    try:
+        yield pair
+    finally:
+        for w in works:
+            w.close()
+        for p in started:
+            p.kill()
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """natsd and nats-server, no auth, random client and monitoring ports (`-m -1`)."""
+    yield from _pair_fixture(["-m", "-1"])
+
+
+ACCOUNTS_CONF = os.path.join(HERE, "accounts.conf")
+ACCOUNT_USERS = {"alpha": ("a", "a"), "beta": ("b", "b"), "charlie": ("a2", "a2"),
+                 "gamma": ("a", "a")}
+
+
+@pytest.fixture(scope="module")
+def acc_pair():
+    """Both servers with accounts A and B (exports, imports, mappings) and user auth."""
+    yield from _pair_fixture(["-m", "-1", "-c", ACCOUNTS_CONF], ACCOUNT_USERS)
