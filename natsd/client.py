@@ -22,6 +22,13 @@ log = logging.getLogger("natsd")
 NO_RESPONDERS_HDR = b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n"
 
 
+def _int(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return 0
+
+
 class ClientState:
     """What the Python side knows about one client connection."""
     __slots__ = ("host", "port", "start", "name", "lang", "version", "user", "account",
@@ -133,10 +140,20 @@ class ClientProtocol:
             st.nkey = result.nkey
             self._set_permissions(c, result.permissions)
         c.connected = True
+        c.connect_info_due = _int(info.get("protocol")) >= 1
         if account.max_payload > 0:
             c.max_payload = min(c.max_payload, account.max_payload)
         self._ok(c)
         self.server.client_connected(c)
+
+    def send_connect_info(self, c):
+        """After the first PONG, protocol-1 clients learn their account (as nats-server does)."""
+        info = self.server.info_dict(c)
+        acc = c.state.account
+        info["remote_account"] = acc.name if acc is not None else ""
+        info["acc_is_sys"] = acc is not None and acc.is_system
+        info["connect_info"] = True
+        c.send_bytes(b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n")
 
     def _auth_failed(self, c, info):
         user = info.get("user") or info.get("nkey") or ""

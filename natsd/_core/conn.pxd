@@ -31,6 +31,7 @@ cdef class Connection:
     cdef public bint no_responders
     cdef public bint connected          # CONNECT processed
     cdef public bint trace              # -V: parser reports each op to the handler
+    cdef public bint connect_info_due   # send INFO{connect_info} after the first PONG (protocol 1)
 
     # permissions: None when unrestricted; else subject(bytes) -> bool, filled by the handler
     cdef public dict pub_allowed

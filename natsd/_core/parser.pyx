@@ -209,12 +209,16 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
                 reply = NULL
                 rlen = 0
             if c.pedantic and not literal_subject_ok(a.p[0], a.len[0]):
+                # nats-server reports the bad subject and still delivers the message
                 c.handler.send_err(c, "Invalid Publish Subject")
-            elif rlen > 3 and c.kind == 0 and reserved_reply(reply, rlen):
+            if rlen > 3 and c.kind == 0 and reserved_reply(reply, rlen):
                 c.handler.reserved_reply(c, to_bytes(reply, rlen))
-            elif c.pub_allowed is not None and not _pub_allowed(c, a.p[0], a.len[0]):
-                pass
-            elif c.has_mappings:
+                continue
+            if c.pub_allowed is not None and not _pub_allowed(c, a.p[0], a.len[0]):
+                continue
+            if c.verbose:
+                c.write("+OK\r\n", 5)           # nats-server acknowledges before delivering
+            if c.has_mappings:
                 c.handler.publish_mapped(c, to_bytes(a.p[0], a.len[0]),
                                          to_bytes(reply, rlen) if rlen else None,
                                          to_bytes(buf + pstart, hsize) if hsize else None,
@@ -225,13 +229,14 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
                                             buf + pstart, hsize, size) == 0:
                     if rlen and c.no_responders:
                         c.handler.no_responders(c, to_bytes(a.p[0], a.len[0]), to_bytes(reply, rlen))
-            if c.verbose:
-                c.write("+OK\r\n", 5)
             continue
 
         i = lend + 1
         if op == c'P' and op_is(line, clen, "PING", 4):
             c.write("PONG\r\n", 6)
+            if c.connect_info_due:
+                c.connect_info_due = False
+                c.handler.send_connect_info(c)
         elif op == c'P' and op_is(line, clen, "PONG", 4):
             c.pings_out = 0
         elif op == c'S' and op_is(line, clen, "SUB", 3):
@@ -242,15 +247,17 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
                           to_bytes(a.p[1], a.len[1]) if a.n == 3 else None,
                           to_bytes(a.p[a.n - 1], a.len[a.n - 1]))
         elif op == c'U' and op_is(line, clen, "UNSUB", 5):
-            if split_args(line + 6, clen - 6, &a) < 0 or a.n < 1 or a.n > 2:
+            if clen <= 6 or split_args(line + 6, clen - 6, &a) < 0 or a.n < 1:
+                protocol_error(c, "Unknown Protocol Operation", True)
+                return n
+            if a.n > 2:
                 protocol_error(c, "processUnsub Parse Error: %r" % to_bytes(line + 6, clen - 6).decode("utf-8", "replace"), False)
                 return n
             size = 0
             if a.n == 2:
                 size = parse_size(a.p[1], a.len[1])
                 if size < 0:
-                    protocol_error(c, "processUnsub Parse Error: %r" % to_bytes(line + 6, clen - 6).decode("utf-8", "replace"), False)
-                    return n
+                    size = 0                    # nats-server: a bad max means "unsubscribe now"
             c.handler.unsub(c, to_bytes(a.p[0], a.len[0]), size)
         elif op == c'C' and op_is(line, clen, "CONNECT", 7):
             c.handler.connect(c, to_bytes(line + 8, clen - 8) if clen > 8 else b"")

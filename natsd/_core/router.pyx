@@ -140,8 +140,8 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
 
 
 cdef inline int _after_delivery(Subscription sub) except -1:
+    sub.delivered += 1
     if sub.max_msgs > 0:
-        sub.delivered += 1
         if sub.delivered >= sub.max_msgs:
             sub.closed = True
             if sub.conn is not None:

@@ -213,7 +213,8 @@ cdef class Sublist:
         cdef list psubs = []
         cdef dict groups = {}
         cdef list tokens = subject.split(b".")
-        _match_level(self.root, tokens, 0, psubs, groups)
+        if b"" not in tokens:               # an empty token matches nothing, as in nats-server
+            _match_level(self.root, tokens, 0, psubs, groups)
         cdef SublistResult r
         if not psubs and not groups:
             r = EMPTY_RESULT

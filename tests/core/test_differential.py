@@ -197,18 +197,7 @@ SCRIPTS = {
 
 
 # Differences that live in natsd/_core (the Cython parser/router); strict, so a fix is noticed.
-XFAIL = {
-    "pedantic_wildcard_publish": "nats-server sends -ERR 'Invalid Publish Subject' and still delivers; "
-                                 "natsd drops the message (_core/parser.pyx)",
-    "verbose_ok_ordering": "nats-server sends +OK for a PUB before delivering it; natsd after (_core/parser.pyx)",
-    "verbose_before_connect": "nats-server sends +OK for a PUB before delivering it; natsd after (_core/parser.pyx)",
-    "unsub_max_already_reached": "natsd counts deliveries only once max_msgs is set, so UNSUB <sid> <n> after "
-                                 "n deliveries does not remove the subscription (_core/router.pyx)",
-    "unsub_bad_max": "nats-server treats a non-numeric UNSUB max as 'unsubscribe now'; natsd closes the "
-                     "connection (_core/parser.pyx)",
-    "unsub_no_args": "nats-server answers 'UNSUB' without arguments with -ERR 'Unknown Protocol Operation'; "
-                     "natsd closes silently (_core/parser.pyx)",
-}
+XFAIL = {}
 
 
 def _params(scripts):
@@ -245,10 +234,6 @@ AUTH_SCRIPTS = {
 }
 
 
-XFAIL["perm_verbose_violation"] = ("natsd sends +OK after a PUB denied by permissions; nats-server only "
-                                   "the -ERR (_core/parser.pyx)")
-
-
 @pytest.mark.parametrize("name", _params(AUTH_SCRIPTS))
 def test_auth_script(auth_servers, name):
     steps = AUTH_SCRIPTS[name]
@@ -283,9 +268,6 @@ def test_info_values_match(servers):
         assert info["server_id"] == info["server_name"]
 
 
-@pytest.mark.xfail(reason="nats-server 2.15 follows the first PONG of a protocol-1 client with an INFO "
-                          "carrying connect_info:true (and remote_account); natsd writes PONG in "
-                          "_core/parser.pyx and never sends it", strict=True)
 def test_info_after_first_pong_for_protocol_1(servers):
     got = {}
     for k, s in servers.items():
@@ -297,3 +279,29 @@ def test_info_after_first_pong_for_protocol_1(servers):
             got[k] = json.loads(line[5:])
             assert got[k].get("connect_info") is True
     assert set(got["natsd"]) >= set(got["nats-server"]) - INFO_OPTIONAL
+
+
+# ---- differential fuzz: random valid command streams, same bytes back from both servers ----
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+DIFF_COMMANDS = [
+    b"SUB foo 1\r\n", b"SUB foo.* 2\r\n", b"SUB > 3\r\n", b"SUB foo.bar q 4\r\n", b"SUB bar 5\r\n",
+    b"SUB _INBOX.> 6\r\n", b"SUB foo..x 7\r\n",
+    b"UNSUB 1\r\n", b"UNSUB 3\r\n", b"UNSUB 2 2\r\n", b"UNSUB 5 1\r\n", b"UNSUB 42\r\n",
+    b"PUB foo 2\r\nhi\r\n", b"PUB foo.bar r 3\r\nabc\r\n", b"PUB bar 0\r\n\r\n",
+    b"PUB nobody _INBOX.a 1\r\nx\r\n", b"PUB x.y.z 4\r\n1234\r\n",
+    b"HPUB foo 12 14\r\nNATS/1.0\r\n\r\nhi\r\n", b"HPUB foo.bar 22 27\r\nNATS/1.0\r\nA: b\r\nA: c\r\n\r\nhello\r\n",
+    b"PING\r\n", b"PONG\r\n", b"sub baz 8\r\npub baz 1\r\n!\r\n",
+]
+
+
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(cmds=st.lists(st.sampled_from(DIFF_COMMANDS), min_size=1, max_size=15),
+       headers=st.booleans(), no_responders=st.booleans())
+def test_differential_random_streams(servers, cmds, headers, no_responders):
+    hello = connect(headers=headers, no_responders=no_responders and headers)
+    steps = [(0, hello + b"".join(cmds))]
+    got = {k: run_script(s.port, steps) for k, s in servers.items()}
+    assert got["natsd"] == got["nats-server"], cmds
