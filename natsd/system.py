@@ -16,6 +16,8 @@ from natsd._core.conn import totals
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.imports import random_token
+from natsd.monitor.jsz import SkipResponse
+from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import rfc3339
 
 log = logging.getLogger("natsd")
@@ -109,7 +111,10 @@ class SystemServices:
         if endpoint in ("STATSZ", "STATZ"):
             self.reply(self.account.sublist, reply, "statsz", self.statsz())
             return
-        data, error = self.endpoint_data(endpoint, payload, None)
+        try:
+            data, error = self.endpoint_data(endpoint, payload, None)
+        except SkipResponse:
+            return                      # e.g. JSZ leader-only on a non-leader: stay silent
         self.reply(self.account.sublist, reply, "data", data, error)
 
     def _account_request(self, sub, subject, reply, hdr, payload, origin):
@@ -138,7 +143,10 @@ class SystemServices:
             self.reply(sublist, reply, "data", self.account_conns(acc))
             return
         ep = "ACCOUNTZ" if endpoint == "INFO" else endpoint
-        data, error = self.endpoint_data(ep, payload, acc)
+        try:
+            data, error = self.endpoint_data(ep, payload, acc)
+        except SkipResponse:
+            return
         self.reply(sublist, reply, "data", data, error)
 
     def _user_info(self, sub, subject, reply, hdr, payload, origin):
@@ -166,6 +174,10 @@ class SystemServices:
             return None, {"code": 404, "description": "endpoint not found"}
         try:
             return fn(self.server, body, account), None
+        except OptionsError as e:
+            return None, {"code": 400, "description": str(e)}
+        except SkipResponse:
+            raise
         except Exception as e:
             log.exception("system request %s failed", endpoint)
             return None, {"code": 500, "description": str(e)}
