@@ -106,6 +106,7 @@ class Server:
         self.response_routers = {}          # account name -> ResponseRouter (_R_ replies)
         self.system = None                  # SystemServices when there is a system account
         self.imports = []
+        self.jetstream = None               # natsd.jetstream.engine.JetStream when enabled
 
     # ---- lifecycle ----
 
@@ -128,6 +129,11 @@ class Server:
             self.system = SystemServices(self)
             self.system.start()
             self.subsystems.append(self.system)
+        if opts.jetstream.enabled:
+            from natsd.jetstream.engine import JetStream
+            self.jetstream = JetStream(self)
+            self.jetstream.start()
+            self.subsystems.append(self.jetstream)
         self.client_listener = Listener(self.loop, opts.host, opts.port, self._accept_client)
         log.info("Listening for client connections on %s",
                  host_port(opts.host, self.client_listener.port))
@@ -217,7 +223,16 @@ class Server:
         return info
 
     def jetstream_enabled(self):
-        return False
+        return self.jetstream is not None
+
+    def jetstream_domain(self):
+        return self.jetstream.domain if self.jetstream is not None else ""
+
+    def jetstream_varz(self):
+        return self.jetstream.varz() if self.jetstream is not None else None
+
+    def jetstream_health_errors(self, query=None):
+        return self.jetstream.health_errors(query) if self.jetstream is not None else []
 
     def _accept_client(self, sock, addr):
         if self.shutting_down:
@@ -285,6 +300,8 @@ class Server:
             deadline = self.opts.write_deadline
             now = self.loop.time()
             for c in list(self.blocked):
+                if c.stall_since and now - c.stall_since > MAX_PRODUCER_STALL:
+                    c.expire_stall()
                 if c.closed:
                     self.blocked.discard(c)
                 elif c.blocked_since and now - c.blocked_since > deadline:
@@ -424,6 +441,9 @@ class Server:
                     self.client_proto._set_permissions(c, result.permissions)
         self.config_load_time = time.time()
         log.info("Reloaded server configuration")
+
+
+MAX_PRODUCER_STALL = 1.0      # seconds a subscriber may pause its publishers before it is on its own
 
 
 def stall_limit(max_pending):

@@ -1,0 +1,1 @@
+"""JetStream: engine (enable, limits, accounts), API, streams, consumers and stores."""

@@ -1,0 +1,581 @@
+"""The JetStream API: `$JS.API.>` (and `$JS.<domain>.API.>`) request dispatch and the
+account/stream handlers (INFO, STREAM.*, DIRECT.GET). CONSUMER.* requests are routed to
+natsd.jetstream.api_consumer.handle(jsa, op_tokens, subject, reply, hdr, payload).
+
+Replies are JSON exactly as nats-server writes them (errors.api_response); every request is
+counted in the account's api.total, every error reply in api.errors.
+"""
+import base64
+import logging
+
+from natsd._core.router import publish
+from natsd.jetstream import errors as E
+from natsd.jetstream import storeadapter as S
+from natsd.jetstream.stream import build_headers, parse_headers, parse_rfc3339, rfc3339
+from natsd.jetstream.streamconfig import (API_LEVEL, check_config, check_update, config_json,
+                                          decode_request, decode_stream_config, is_valid_name)
+from natsd.subject import is_valid_subject, subjects_overlap
+
+log = logging.getLogger("natsd")
+
+NAMES_LIMIT = 1024
+LIST_LIMIT = 256
+SUBJECTS_LIMIT = 100000
+
+_NAMES_REQ = {"offset": ("int", "int"), "subject": ("string", "str")}
+_INFO_REQ = {"deleted_details": ("bool", "bool"), "subjects_filter": ("string", "str"),
+             "offset": ("int", "int")}
+_PURGE_REQ = {"filter": ("string", "str"), "seq": ("uint64", "uint"), "keep": ("uint64", "uint")}
+_DELETE_REQ = {"seq": ("uint64", "uint"), "no_erase": ("bool", "bool")}
+_GET_REQ = {"seq": ("uint64", "uint"), "last_by_subj": ("string", "str"),
+            "next_by_subj": ("string", "str"), "batch": ("int", "int"), "max_bytes": ("int", "int"),
+            "start_time": ("time.Time", "time"), "multi_last": ("[]string", "strlist"),
+            "up_to_seq": ("uint64", "uint"), "up_to_time": ("time.Time", "time"),
+            "no_hdr": ("bool", "bool")}
+
+# op -> response type name
+TYPES = {
+    "INFO": "account_info_response",
+    "STREAM.CREATE": "stream_create_response",
+    "STREAM.UPDATE": "stream_update_response",
+    "STREAM.DELETE": "stream_delete_response",
+    "STREAM.INFO": "stream_info_response",
+    "STREAM.LIST": "stream_list_response",
+    "STREAM.NAMES": "stream_names_response",
+    "STREAM.PURGE": "stream_purge_response",
+    "STREAM.MSG.GET": "stream_msg_get_response",
+    "STREAM.MSG.DELETE": "stream_msg_delete_response",
+    "STREAM.SNAPSHOT": "stream_snapshot_response",
+    "STREAM.RESTORE": "stream_restore_response",
+    "STREAM.LEADER.STEPDOWN": "stream_leader_stepdown_response",
+    "STREAM.PEER.REMOVE": "stream_remove_peer_response",
+    "META.LEADER.STEPDOWN": "meta_leader_stepdown_response",
+    "SERVER.REMOVE": "meta_server_remove_response",
+    "ACCOUNT.PURGE": "account_purge_response",
+    "ACCOUNT.STREAM.MOVE": "account_stream_move_response",
+    "ACCOUNT.STREAM.CANCEL_MOVE": "account_stream_cancel_move_response",
+    "STREAM.CANCEL_MOVE": "stream_cancel_move_response",
+    "STREAM.TEMPLATE": "stream_template_response",
+    "CONSUMER.CREATE": "consumer_create_response",
+    "CONSUMER.DURABLE.CREATE": "consumer_create_response",
+    "CONSUMER.INFO": "consumer_info_response",
+    "CONSUMER.DELETE": "consumer_delete_response",
+    "CONSUMER.NAMES": "consumer_names_response",
+    "CONSUMER.LIST": "consumer_list_response",
+    "CONSUMER.PAUSE": "consumer_pause_response",
+    "CONSUMER.UNPIN": "consumer_unpin_response",
+    "CONSUMER.RESET": "consumer_reset_response",
+    "CONSUMER.LEADER.STEPDOWN": "consumer_leader_stepdown_response",
+}
+
+# extra zero fields nats-server includes in some error replies (embedded paging / counters)
+ERROR_EXTRAS = {
+    "STREAM.INFO": {"total": 0, "offset": 0, "limit": 0},
+    "STREAM.PURGE": {"purged": 0},
+}
+
+
+def _op_of(tokens):
+    """The op key (as in TYPES) and the argument tokens after it."""
+    if not tokens:
+        return None, []
+    for n in (3, 2, 1):
+        key = ".".join(tokens[:n])
+        if key in TYPES or key in ("DIRECT.GET",):
+            return key, tokens[n:]
+    return None, tokens
+
+
+class ApiHandler:
+    def __init__(self, engine):
+        self.engine = engine
+        self.server = engine.server
+        self.domain = engine.domain
+        self.dprefix = ("$JS.%s.API." % self.domain).encode() if self.domain else None
+
+    # ---- dispatch ----
+
+    def on_request(self, sub, subject, reply, hdr, payload, origin=None):
+        acc, jsa = sub.data
+        if subject.startswith(b"$JS.API."):
+            rest = subject[8:]
+        elif self.dprefix and subject.startswith(self.dprefix):
+            rest = subject[len(self.dprefix):]
+        else:
+            return
+        try:
+            tokens = rest.decode().split(".")
+        except UnicodeDecodeError:
+            return
+        op, args = _op_of(tokens)
+        if op is None:
+            return
+        if op == "DIRECT.GET":
+            if jsa is not None and reply:
+                jsa.api_total += 1
+                self.direct_get(jsa, args, reply, hdr, payload)
+            return
+        ctx = Request(self, acc, jsa, op, args, subject, reply, hdr, payload)
+        if jsa is not None:
+            jsa.api_total += 1
+        if jsa is None:
+            if reply:
+                ctx.send(E.JSNotEnabledForAccountErr())
+            return
+        if hdr and _required_level(hdr) > API_LEVEL:
+            ctx.send(E.JSRequiredApiLevelErr())
+            return
+        if op.startswith("CONSUMER."):
+            try:
+                from natsd.jetstream import api_consumer
+            except ImportError:
+                ctx.send(E.ApiError(501, 10003, "consumer API not implemented"))
+                return
+            try:
+                api_consumer.handle(jsa, tokens, subject, reply, hdr, payload)
+            except E.ApiError as err:
+                ctx.send(err)
+            except Exception:
+                log.exception("consumer API request %s failed", subject)
+            return
+        fn = getattr(self, "op_" + op.replace(".", "_").lower(), None)
+        try:
+            if fn is None:
+                raise E.JSClusterNotActiveErr()
+            result = fn(ctx)
+        except E.ApiError as err:
+            ctx.send(err)
+            return
+        except Exception as exc:
+            log.exception("JetStream API request %s failed", subject)
+            ctx.send(E.ApiError(500, 10003, str(exc) or "internal error"))
+            return
+        if result is not None:
+            ctx.send(result)
+
+    # ---- account ----
+
+    def op_info(self, r):
+        return r.jsa.account_info()
+
+    # ---- streams ----
+
+    def _stream_name(self, r):
+        if len(r.args) != 1 or not r.args[0]:
+            raise E.JSBadRequestErr()
+        return r.args[0]
+
+    def _stream(self, r):
+        st = r.jsa.streams.get(self._stream_name(r))
+        if st is None:
+            raise E.JSStreamNotFoundErr()
+        return st
+
+    def _empty(self, r):
+        if r.payload and r.payload.strip():
+            raise E.JSNotEmptyRequestErr()
+
+    def op_stream_create(self, r):
+        name = self._stream_name(r)
+        req = decode_stream_config(r.payload, self.engine.strict)
+        if req.get("name", "") != name:
+            raise E.JSStreamMismatchErr()
+        pedantic = req.pop("pedantic", False)
+        jsa = r.jsa
+        cfg = check_config(req, pedantic, self._lookup_cfg(jsa), jsa)
+        existing = jsa.streams.get(name)
+        if existing is not None:
+            if _same_config(existing.config, cfg):
+                return existing.info()
+            raise E.JSStreamNameExistErr()
+        if cfg["num_replicas"] > 1 and not self._clustered():
+            raise E.JSStreamReplicasNotSupportedErr()
+        if cfg.get("mirror") is not None or cfg.get("sources"):
+            if not self._sources_supported():
+                raise E.JSStreamInvalidConfigF(err="stream mirrors and sources are not supported by this server yet")
+        self._check_overlap(jsa, cfg, None)
+        jsa.check_limits(cfg)
+        st = jsa.add_stream(cfg)
+        info = st.info()
+        info["did_create"] = True
+        return info
+
+    def op_stream_update(self, r):
+        name = self._stream_name(r)
+        req = decode_stream_config(r.payload, self.engine.strict)
+        if req.get("name", "") != name:
+            raise E.JSStreamMismatchErr()
+        pedantic = req.pop("pedantic", False)
+        jsa = r.jsa
+        st = jsa.streams.get(name)
+        if st is None:
+            raise E.JSStreamNotFoundErr()
+        cfg = check_update(st.config, req, pedantic, self._lookup_cfg(jsa), jsa, self._clustered())
+        self._check_overlap(jsa, cfg, st)
+        jsa.check_limits(cfg, st)
+        st.update_config(cfg)
+        info = st.info()
+        info.pop("cluster", None)
+        return info
+
+    def op_stream_delete(self, r):
+        self._empty(r)
+        st = self._stream(r)
+        r.jsa.delete_stream(st.name)
+        return {"success": True}
+
+    def op_stream_info(self, r):
+        st = self._stream(r)
+        req = decode_request(r.payload, _INFO_REQ, "JSApiStreamInfoRequest", self.engine.strict) \
+            if r.payload and r.payload.strip() else {}
+        sf = req.get("subjects_filter", "")
+        info = st.info(req.get("deleted_details", False), sf or None)
+        out = {"total": 0, "offset": 0, "limit": 0}
+        if sf:
+            subs = info["state"].get("subjects") or {}
+            off = req.get("offset", 0)
+            keys = sorted(subs)
+            out = {"total": len(keys), "offset": off, "limit": SUBJECTS_LIMIT}
+            if off or len(keys) > SUBJECTS_LIMIT:
+                page = keys[off:off + SUBJECTS_LIMIT]
+                info["state"]["subjects"] = {k: subs[k] for k in page}
+                if not page:
+                    info["state"].pop("subjects", None)
+        out.update(info)
+        return out
+
+    def _names_request(self, r):
+        if r.payload and r.payload.strip():
+            return decode_request(r.payload, _NAMES_REQ, "JSApiStreamNamesRequest", self.engine.strict)
+        return {}
+
+    def _filtered_streams(self, jsa, subj):
+        streams = sorted(jsa.streams.values(), key=lambda s: s.name)
+        if subj:
+            streams = [s for s in streams if any(subjects_overlap(subj, x)
+                                                 for x in s.config.get("subjects") or [])]
+        return streams
+
+    def op_stream_names(self, r):
+        req = self._names_request(r)
+        off = max(req.get("offset", 0), 0)
+        streams = self._filtered_streams(r.jsa, req.get("subject", ""))
+        names = [s.name for s in streams]
+        return {"total": len(names), "offset": off, "limit": NAMES_LIMIT,
+                "streams": names[off:off + NAMES_LIMIT]}
+
+    def op_stream_list(self, r):
+        req = self._names_request(r)
+        off = max(req.get("offset", 0), 0)
+        streams = self._filtered_streams(r.jsa, req.get("subject", ""))
+        infos = [s.info(with_cluster=False) for s in streams[off:off + LIST_LIMIT]]
+        return {"total": len(streams), "offset": off, "limit": LIST_LIMIT, "streams": infos}
+
+    def op_stream_purge(self, r):
+        st = self._stream(r)
+        req = {}
+        if r.payload and r.payload.strip():
+            req = decode_request(r.payload, _PURGE_REQ, "JSApiStreamPurgeRequest", self.engine.strict)
+        if st.config.get("sealed"):
+            raise E.JSStreamSealedErr()
+        if st.config.get("deny_purge"):
+            raise E.JSStreamPurgeFailedF(err="stream purge not permitted")
+        filt = req.get("filter", "")
+        seq = req.get("seq", 0)
+        keep = req.get("keep", 0)
+        if seq and keep:
+            raise E.JSBadRequestErr()
+        if filt and not is_valid_subject(filt):
+            raise E.JSStreamPurgeFailedF(err="invalid subject")
+        n = st.purge(filt or None, seq, keep)
+        return {"success": True, "purged": n}
+
+    def op_stream_msg_delete(self, r):
+        if not r.payload or not r.payload.strip():
+            raise E.JSBadRequestErr()
+        req = decode_request(r.payload, _DELETE_REQ, "JSApiMsgDeleteRequest", self.engine.strict)
+        st = self._stream(r)
+        if st.config.get("sealed"):
+            raise E.JSStreamSealedErr()
+        if st.config.get("deny_delete"):
+            raise E.JSStreamMsgDeleteFailedF(err="message delete not permitted")
+        seq = req.get("seq", 0)
+        if not st.delete_msg(seq, not req.get("no_erase", False)):
+            raise E.JSStreamMsgDeleteFailedF(err="no message found")
+        return {"success": True}
+
+    def op_stream_msg_get(self, r):
+        if not r.payload or not r.payload.strip():
+            raise E.JSBadRequestErr()
+        req = decode_request(r.payload, _GET_REQ, "JSApiMsgGetRequest", self.engine.strict)
+        if req.get("batch", 0) > 0 or req.get("max_bytes", 0) > 0:
+            raise E.JSBadRequestErr()
+        seq, last, nxt, start = (req.get("seq", 0), req.get("last_by_subj", ""),
+                                 req.get("next_by_subj", ""), req.get("start_time"))
+        if (seq and last) or (not seq and not last and not nxt and start is None) or \
+                (seq and start is not None) or (start is not None and last) or (last and nxt):
+            raise E.JSBadRequestErr()
+        st = self._stream(r)
+        if start is not None:
+            seq = _seq_from_time(st, start)
+        if seq and not nxt:
+            m = S.load(st.store, seq)
+            rec = (seq,) + m if m else None
+        elif nxt:
+            rec = S.load_next(st.store, seq, nxt)
+        else:
+            rec = S.load_last(st.store, last)
+        if rec is None:
+            raise E.JSNoMessageFoundErr()
+        rseq, subj, hdr, data, ts = rec
+        msg = {"subject": subj.decode(), "seq": rseq}
+        if hdr:
+            msg["hdrs"] = base64.b64encode(hdr).decode()
+        if data:
+            msg["data"] = base64.b64encode(data).decode()
+        msg["time"] = rfc3339(ts)
+        return {"message": msg}
+
+    def op_stream_snapshot(self, r):
+        self._stream(r)
+        raise E.JSStreamSnapshotErrF(err="snapshots are not supported by this server yet")
+
+    def op_stream_restore(self, r):
+        raise E.JSStreamRestoreErrF(err="restores are not supported by this server yet")
+
+    def op_stream_leader_stepdown(self, r):
+        self._stream(r)
+        raise E.JSClusterNotActiveErr()
+
+    def op_stream_peer_remove(self, r):
+        self._stream(r)
+        raise E.JSClusterNotActiveErr()
+
+    # ---- direct get ----
+
+    def direct_get(self, jsa, args, reply, hdr, payload):
+        if not args:
+            return
+        st = jsa.streams.get(args[0])
+        if st is None or not (st.config.get("allow_direct") or st.config.get("mirror_direct")):
+            return
+        send = lambda h, d=b"": publish(jsa.sublist, reply, None, h, d)   # noqa: E731
+        if hdr and _required_level(hdr) > API_LEVEL:
+            send(b"NATS/1.0 412 Required Api Level\r\n\r\n")
+            return
+        if len(args) > 1:
+            key = ".".join(args[1:])
+            req = {}
+            if payload:
+                try:
+                    req = decode_request(payload, _GET_REQ, "JSApiMsgGetRequest", False)
+                except E.ApiError:
+                    send(b"NATS/1.0 408 Malformed Request\r\n\r\n")
+                    return
+            if any(req.get(k) for k in ("last_by_subj", "next_by_subj", "multi_last", "seq", "batch",
+                                        "start_time", "up_to_seq", "up_to_time")):
+                send(b"NATS/1.0 408 Bad Request\r\n\r\n")
+                return
+            req["last_by_subj"] = key
+        else:
+            if not payload:
+                send(b"NATS/1.0 408 Empty Request\r\n\r\n")
+                return
+            try:
+                req = decode_request(payload, _GET_REQ, "JSApiMsgGetRequest", False)
+            except E.ApiError:
+                send(b"NATS/1.0 408 Malformed Request\r\n\r\n")
+                return
+            seq, last, nxt = req.get("seq", 0), req.get("last_by_subj", ""), req.get("next_by_subj", "")
+            multi, start, batch = req.get("multi_last") or [], req.get("start_time"), req.get("batch", 0)
+            if not seq and not last and not nxt and not multi and start is None:
+                send(b"NATS/1.0 408 Empty Request\r\n\r\n")
+                return
+            if (seq and last) or (seq and start is not None) or (start is not None and last) or \
+                    (last and nxt) or (last and batch > 0) or (last and multi) or (nxt and multi) or \
+                    (req.get("up_to_seq") and req.get("up_to_time")):
+                send(b"NATS/1.0 408 Bad Request\r\n\r\n")
+                return
+        if req.get("multi_last"):
+            self._direct_multi(st, req, send)
+        else:
+            self._direct_get(st, req, send)
+
+    def _hdr(self, st, rec, req, extra=()):
+        rseq, subj, hdr, data, ts = rec
+        if req.get("no_hdr"):
+            return None
+        pairs = [("Nats-Stream", st.name), ("Nats-Subject", subj.decode()), ("Nats-Sequence", rseq),
+                 ("Nats-Time-Stamp", rfc3339(ts))] + list(extra)
+        return build_headers(pairs, hdr)
+
+    def _direct_get(self, st, req, send):
+        store = st.store
+        seq = req.get("seq", 0)
+        if req.get("start_time") is not None:
+            seq = _seq_from_time(st, req["start_time"])
+        nxt = req.get("next_by_subj", "")
+        batch = req.get("batch", 0)
+        is_batch = batch > 0
+        batch = batch or 1
+        np = lseq = 0
+        if is_batch:
+            np = S.num_pending(store, max(seq, 1), nxt or None)
+        mb = req.get("max_bytes", 0) or self.server.opts.max_pending
+        sent = 0
+        for i in range(batch):
+            if seq > 0 and not nxt:
+                if i == 0 and not is_batch:
+                    m = S.load(store, seq)
+                    rec = (seq,) + m if m else None
+                else:
+                    rec = S.load_next(store, seq, None)
+                    if rec is not None:
+                        seq = rec[0]
+                seq += 1
+            elif nxt:
+                rec = S.load_next(store, seq, nxt)
+                if rec is not None:
+                    seq = rec[0]
+                seq += 1
+            else:
+                rec = S.load_last(store, req.get("last_by_subj", ""))
+            if rec is None:
+                if is_batch and i > 0:
+                    break
+                send(b"NATS/1.0 404 Message Not Found\r\n\r\n")
+                return
+            extra = ()
+            if is_batch:
+                if np > 0:
+                    np -= 1
+                extra = (("Nats-Num-Pending", np), ("Nats-Last-Sequence", lseq))
+            send(self._hdr(st, rec, req, extra), rec[3])
+            lseq = rec[0]
+            sent += len(rec[1]) + len(rec[2] or b"") + len(rec[3])
+            if sent >= mb:
+                break
+        if is_batch:
+            np = S.num_pending(store, seq, nxt or None) if seq <= S.state(store)["last_seq"] else 0
+            send(build_headers([("Nats-Num-Pending", np), ("Nats-Last-Sequence", lseq)], status="204 EOB"))
+
+    def _direct_multi(self, st, req, send):
+        store = st.store
+        up_to = req.get("up_to_seq", 0)
+        if req.get("up_to_time"):
+            up_to = max(_seq_from_time(st, req["up_to_time"]) - 1, 0)
+        last_seq = S.state(store)["last_seq"]
+        if not up_to or up_to > last_seq:
+            up_to = last_seq
+        found = {}
+        for filt in req["multi_last"]:
+            for subj in S.subjects(store, filt):
+                r = S.load_prev_filtered(store, up_to, subj)
+                if r is not None:
+                    found[r[0]] = r
+        if not found:
+            send(b"NATS/1.0 404 No Results\r\n\r\n")
+            return
+        batch = req.get("batch", 0)
+        seqs = sorted(found)
+        if batch and len(seqs) > batch:
+            send(b"NATS/1.0 413 Too Many Results\r\n\r\n")
+            return
+        np = len(seqs)
+        lseq = 0
+        for s in seqs:
+            np -= 1
+            rec = found[s]
+            send(self._hdr(st, rec, req, (("Nats-Num-Pending", np), ("Nats-Last-Sequence", lseq))), rec[3])
+            lseq = s
+        send(build_headers([("Nats-Num-Pending", 0), ("Nats-Last-Sequence", lseq),
+                            ("Nats-UpTo-Sequence", up_to)], status="204 EOB"))
+
+    # ---- helpers ----
+
+    def _lookup_cfg(self, jsa):
+        def lookup(name):
+            st = jsa.streams.get(name)
+            return st.config if st else None
+        return lookup
+
+    def _clustered(self):
+        f = getattr(self.server, "jetstream_clustered", None)
+        return bool(f and f())
+
+    def _sources_supported(self):
+        try:
+            from natsd.jetstream import sourcing  # noqa: F401
+            return True
+        except ImportError:
+            return False
+
+    def _check_overlap(self, jsa, cfg, existing):
+        for other in jsa.streams.values():
+            if other is existing or other.name == cfg["name"]:
+                continue
+            for a in cfg.get("subjects") or []:
+                for b in other.config.get("subjects") or []:
+                    if subjects_overlap(a, b):
+                        raise E.JSStreamSubjectOverlapErr()
+
+
+class Request:
+    __slots__ = ("h", "acc", "jsa", "op", "args", "subject", "reply", "hdr", "payload")
+
+    def __init__(self, h, acc, jsa, op, args, subject, reply, hdr, payload):
+        self.h, self.acc, self.jsa, self.op, self.args = h, acc, jsa, op, args
+        self.subject, self.reply, self.hdr, self.payload = subject, reply, hdr, payload
+
+    def send(self, result):
+        if isinstance(result, E.ApiError):
+            if self.jsa is not None:
+                self.jsa.api_errors += 1
+            if self.h.engine.strict is not None and result.err_code == 10025:
+                log.warning("Invalid JetStream request '%s > %s': %s", self.acc.name,
+                            self.subject.decode(errors="replace"), result.description)
+            out = {"error": result.to_dict()}
+            extra = ERROR_EXTRAS.get(self.op)
+            if extra:
+                out.update(extra)
+            data = E.dumps(dict({"type": "io.nats.jetstream.api.v1." + TYPES.get(self.op, "error_response")},
+                                **out))
+        else:
+            data = E.api_response(TYPES.get(self.op, "error_response"), result)
+        if self.reply:
+            publish(self.acc.sublist, self.reply, None, None, data)
+
+
+def _required_level(hdr):
+    v = parse_headers(hdr).get("Nats-Required-Api-Level")
+    if v is None:
+        return 0
+    try:
+        return int(v)
+    except ValueError:
+        return 1 << 30
+
+
+def _seq_from_time(st, t):
+    try:
+        ns = parse_rfc3339(t)
+    except ValueError:
+        raise E.JSBadRequestErr()
+    seq = S.state(st.store)["first_seq"]
+    while True:
+        r = S.load_next(st.store, seq, None)
+        if r is None:
+            return S.state(st.store)["last_seq"] + 1
+        if r[4] >= ns:
+            return r[0]
+        seq = r[0] + 1
+
+
+def _same_config(a, b):
+    ca, cb = dict(a), dict(b)
+    for c in (ca, cb):
+        md = dict(c.get("metadata") or {})
+        for k in ("_nats.req.level", "_nats.ver", "_nats.level"):
+            md.pop(k, None)
+        c["metadata"] = md
+    return config_json(ca, False) == config_json(cb, False)

@@ -1,0 +1,690 @@
+"""Stream: ingest (PubAck, dedup, expected-* headers, rollup, TTL), limits, retention, purge,
+expiry timers, republish, durability (group commit) and the info/state JSON.
+
+Owns the contract with consumers: a Stream exposes `name, account (JsAccount), server, config
+(dict, API JSON), store, consumers (name -> Consumer), created (ns)`; it calls
+`consumer.on_stored(seq, subject)` after each stored message, `consumer.on_purged()` after a
+purge and `consumer.stop()` when the stream is deleted; consumers call `stream.ack_removal(seq,
+consumer)` (workqueue: delete on ack; interest: delete once no consumer `needs(seq, subject)`)
+and `stream.consumer_removed(consumer)`.
+"""
+import heapq
+import json
+import logging
+import os
+import time
+
+from natsd._core.router import publish
+from natsd._core.sublist import Subscription
+from natsd.jetstream import errors as E
+from natsd.jetstream import storeadapter as S
+from natsd.jetstream.streamconfig import config_json
+from natsd.subject import subject_matches
+
+log = logging.getLogger("natsd")
+
+ZERO_TIME = "0001-01-01T00:00:00Z"
+MAX_HDR = 64 * 1024
+NS = 1_000_000_000
+
+
+def rfc3339(ns):
+    """RFC 3339 UTC with nanoseconds like Go's time.Time JSON (trailing zeros trimmed)."""
+    if not ns:
+        return ZERO_TIME
+    secs, frac = divmod(int(ns), NS)
+    base = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    if frac:
+        base += ("." + "%09d" % frac).rstrip("0")
+    return base + "Z"
+
+
+def parse_rfc3339(s):
+    """RFC 3339 -> ns since the epoch (0 for Go's zero time)."""
+    import calendar
+    import re
+    m = re.match(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)$", s or "")
+    if not m:
+        raise ValueError("bad time %r" % s)
+    y, mo, d, h, mi, se = (int(x) for x in m.groups()[:6])
+    if y <= 1:
+        return 0
+    secs = calendar.timegm((y, mo, d, h, mi, se, 0, 0, 0))
+    frac = int((m.group(7) or "0")[:9].ljust(9, "0"))
+    tz = m.group(8)
+    if tz not in ("Z", "z"):
+        sign = 1 if tz[0] == "+" else -1
+        secs -= sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
+    return secs * NS + frac
+
+
+def parse_headers(hdr):
+    """NATS/1.0 header block -> dict of the first value per key (keys as sent)."""
+    out = {}
+    if not hdr:
+        return out
+    lines = hdr.split(b"\r\n")
+    for line in lines[1:]:
+        if not line:
+            continue
+        i = line.find(b":")
+        if i <= 0:
+            continue
+        k = line[:i].decode("utf-8", "replace").strip()
+        if k not in out:
+            out[k] = line[i + 1:].strip().decode("utf-8", "replace")
+    return out
+
+
+def build_headers(pairs, base=None, status=None):
+    """Encode headers; `base` is an existing header block whose entries come first."""
+    if base:
+        head = base[:-2] if base.endswith(b"\r\n\r\n") else base + b"\r\n"
+        if not head.endswith(b"\r\n"):
+            head += b"\r\n"
+    else:
+        head = b"NATS/1.0" + ((" " + status).encode() if status else b"") + b"\r\n"
+    for k, v in pairs:
+        head += k.encode() + b": " + str(v).encode() + b"\r\n"
+    return head + b"\r\n"
+
+
+_GO_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "ms": 1_000_000, "s": NS, "m": 60 * NS, "h": 3600 * NS}
+
+
+def parse_go_duration(s):
+    """Go time.ParseDuration -> ns; ValueError when malformed."""
+    import re
+    s = s.strip()
+    if s in ("0",):
+        return 0
+    m = re.fullmatch(r"([+-]?)((?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h))+", s)
+    if not m:
+        raise ValueError(s)
+    total = 0.0
+    for num, unit in re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)", s):
+        total += float(num) * _GO_UNITS[unit]
+    return int(-total if s.startswith("-") else total)
+
+
+def parse_ttl(v):
+    """Nats-TTL header value -> seconds (-1 = never); ValueError when invalid."""
+    v = v.strip()
+    if v.lower() == "never":
+        return -1
+    try:
+        n = int(v)
+    except ValueError:
+        n = parse_go_duration(v) // NS
+        if n < 1:
+            raise ValueError(v)
+        return n
+    if n < 1:
+        raise ValueError(v)
+    return n
+
+
+class Stream:
+    def __init__(self, jsa, config, created_ns, store, directory=None):
+        self.jsa = self.account = jsa
+        self.engine = jsa.engine
+        self.server = jsa.engine.server
+        self.loop = self.server.loop
+        self.name = config["name"]
+        self.config = config
+        self.created = created_ns
+        self.store = store
+        self.dir = directory
+        self.consumers = {}
+        self.subs = []
+        self.dedup = {}                 # msg id -> (seq, ts)
+        self.dedup_order = []           # (ts, msg id) FIFO
+        self.last_msg_id = ""
+        self.age_timer = None
+        self.ttl_heap = []              # (expire ns, seq)
+        self.ttl_timer = None
+        self.closed = False
+        self.pending_acks = []          # (reply, bytes) waiting for the group sync
+        self.transform = None
+        self.republish = None
+        self._configure()
+
+    # ---- configuration ----
+
+    def _configure(self):
+        from natsd.transform import SubjectTransform
+        cfg = self.config
+        st = cfg.get("subject_transform")
+        self.transform = SubjectTransform.compile(st.get("src") or ">", st["dest"]) if st and st.get("dest") else None
+        rp = cfg.get("republish")
+        self.republish = SubjectTransform.compile(rp.get("src") or ">", rp["dest"]) if rp and rp.get("dest") else None
+        self.file = cfg.get("storage", "file") == "file"
+        self.dup_window = cfg.get("duplicate_window", 0) or 0
+
+    def start(self):
+        self._subscribe()
+        self._schedule_age()
+        self._schedule_ttl()
+
+    def _subscribe(self):
+        for s in self.subs:
+            s.closed = True
+            self.jsa.sublist.remove(s)
+        self.subs = []
+        for subj in self.config.get("subjects") or []:
+            s = Subscription(None, subj.encode(), b"", None, self._on_msg)
+            s.data = self
+            self.jsa.sublist.insert(s)
+            self.subs.append(s)
+
+    def update_config(self, cfg):
+        old = self.config
+        self.config = cfg
+        self._configure()
+        if old.get("subjects") != cfg.get("subjects"):
+            self._subscribe()
+        self.enforce_limits()
+        self._schedule_age()
+        self.save_meta()
+
+    def save_meta(self):
+        if not self.dir:
+            return
+        path = os.path.join(self.dir, "meta.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"config": self.config, "created": self.created}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    # ---- ingest ----
+
+    def _on_msg(self, sub, subject, reply, hdr, payload, origin=None):
+        if self.closed:
+            return
+        try:
+            ack = self.process(subject, reply, hdr, payload)
+        except E.ApiError as err:
+            if reply and not self.config.get("no_ack"):
+                self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
+            return
+        except Exception as exc:    # a store failure must not kill the loop
+            log.exception("JetStream ingest failed on '%s > %s'", self.jsa.name, self.name)
+            if reply and not self.config.get("no_ack"):
+                err = E.JSStreamStoreFailedF(err=str(exc))
+                self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
+            return
+        if reply and ack is not None and not self.config.get("no_ack"):
+            if self.file and ack[1] and self.engine.group_commit:
+                self.pending_acks.append((reply, ack[0]))
+                self.engine.want_sync(self)
+            else:
+                self._reply(reply, ack[0])
+
+    def _reply(self, reply, data):
+        publish(self.jsa.sublist, reply, None, None, data)
+
+    def flush_acks(self):
+        """Called once per loop iteration by the engine: one sync covers every pending ack."""
+        acks, self.pending_acks = self.pending_acks, []
+        if not acks:
+            return
+
+        def done():
+            for reply, data in acks:
+                self._reply(reply, data)
+
+        def failed(exc):
+            err = E.JSStreamStoreFailedF(err=str(exc))
+            data = E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
+            for reply, _ in acks:
+                self._reply(reply, data)
+        S.sync_async(self.store, self.engine.submit, done, failed)
+
+    def _puback(self, seq, duplicate=False):
+        d = {"stream": self.name, "seq": seq}
+        dom = self.engine.domain
+        if dom:
+            d["domain"] = dom
+        if duplicate:
+            d["duplicate"] = True
+        return E.dumps(d)
+
+    def process(self, subject, reply, hdr, payload):
+        """Store one message; returns (puback bytes, needs_sync) or raises ApiError."""
+        cfg = self.config
+        if cfg.get("sealed"):
+            raise E.JSStreamSealedErr()
+        if self.transform is not None:
+            mapped = self.transform.apply(subject.decode())
+            if mapped:
+                subject = mapped.encode()
+        size = len(payload) + (len(hdr) if hdr else 0)
+        mms = cfg.get("max_msg_size", -1)
+        if 0 <= mms < size and mms != -1:
+            raise E.JSStreamMessageExceedsMaximumErr()
+        if hdr and len(hdr) > MAX_HDR:
+            raise E.JSStreamHeaderExceedsMaximumErr()
+        h = parse_headers(hdr) if hdr else {}
+        ttl = 0
+        msg_id = ""
+        rollup = ""
+        if h:
+            es = h.get("Nats-Expected-Stream")
+            if es is not None and es != self.name:
+                raise E.JSStreamNotMatchErr()
+            msg_id = h.get("Nats-Msg-Id", "")
+            if msg_id:
+                d = self._dedup_lookup(msg_id)
+                if d is not None:
+                    return self._puback(d, True), False
+            elm = h.get("Nats-Expected-Last-Msg-Id")
+            if elm is not None and elm != self.last_msg_id:
+                raise E.JSStreamWrongLastMsgIDErrF(id=self.last_msg_id)
+            els = h.get("Nats-Expected-Last-Sequence")
+            if els is not None:
+                last = S.state(self.store)["last_seq"]
+                try:
+                    want = int(els)
+                except ValueError:
+                    want = -1
+                if want != last:
+                    raise E.JSStreamWrongLastSequenceErrF(seq=last)
+            elss = h.get("Nats-Expected-Last-Subject-Sequence")
+            if elss is not None:
+                filt = h.get("Nats-Expected-Last-Subject-Sequence-Subject") or subject.decode()
+                r = S.load_last(self.store, filt)
+                last = r[0] if r else 0
+                try:
+                    want = int(elss)
+                except ValueError:
+                    want = -1
+                if want != last:
+                    raise E.JSStreamWrongLastSequenceErrF(seq=last)
+            rollup = h.get("Nats-Rollup", "")
+            if rollup:
+                if not cfg.get("allow_rollup_hdrs"):
+                    raise E.JSStreamRollupFailedF(err="rollup not permitted")
+                if rollup not in ("sub", "all"):
+                    raise E.JSStreamRollupFailedF(err='rollup value invalid: "%s"' % rollup)
+            tv = h.get("Nats-TTL")
+            if tv is not None:
+                if not cfg.get("allow_msg_ttl"):
+                    raise E.JSMessageTTLDisabledErr()
+                try:
+                    ttl = parse_ttl(tv)
+                except ValueError:
+                    raise E.JSMessageTTLInvalidErr()
+        if cfg.get("discard") == "new" and not rollup:
+            self._check_discard_new(subject, hdr, payload)
+        seq, ts = S.store_msg(self.store, subject, hdr, payload, ttl if ttl > 0 else 0)
+        if msg_id:
+            self._dedup_add(msg_id, seq, ts)
+            self.last_msg_id = msg_id
+        if ttl > 0:
+            heapq.heappush(self.ttl_heap, (ts + ttl * NS, seq))
+            self._schedule_ttl()
+        if rollup == "all":
+            S.compact(self.store, seq)
+        elif rollup == "sub":
+            S.purge(self.store, subject.decode(), seq, 0)
+        self.enforce_limits(subject)
+        if self.age_timer is None:
+            self._schedule_age()
+        if self.republish is not None:
+            self._republish(subject, hdr, payload, seq, ts)
+        for c in list(self.consumers.values()):
+            try:
+                c.on_stored(seq, subject)
+            except Exception:
+                log.exception("consumer on_stored failed")
+        if cfg.get("retention") == "interest":
+            self._check_interest(seq, subject)
+        return self._puback(seq), True
+
+    def _check_discard_new(self, subject, hdr, payload):
+        cfg = self.config
+        st = S.state(self.store)
+        mm = cfg.get("max_msgs", -1)
+        if mm > 0 and st["messages"] + 1 > mm:
+            raise E.JSStreamStoreFailedF(err="maximum messages exceeded")
+        mb = cfg.get("max_bytes", -1)
+        if mb > 0 and st["bytes"] + S.record_size(self.store, subject, hdr, payload) > mb:
+            raise E.JSStreamStoreFailedF(err="maximum bytes exceeded")
+        mps = cfg.get("max_msgs_per_subject", -1)
+        if mps > 0 and cfg.get("discard_new_per_subject"):
+            if S.subject_count(self.store, subject.decode()) + 1 > mps:
+                raise E.JSStreamStoreFailedF(err="maximum messages per subject exceeded")
+
+    def enforce_limits(self, subject=None):
+        """Discard-old limits after a store (and after a config update)."""
+        cfg = self.config
+        st = S.state(self.store)
+        mps = cfg.get("max_msgs_per_subject", -1)
+        if mps > 0:
+            if subject is not None:
+                n = S.subject_count(self.store, subject.decode())
+                if n > mps:
+                    S.purge(self.store, subject.decode(), 0, mps)
+            else:
+                for subj, n in S.subjects(self.store, ">").items():
+                    if n > mps:
+                        S.purge(self.store, subj, 0, mps)
+            st = S.state(self.store)
+        mm = cfg.get("max_msgs", -1)
+        if mm > 0 and st["messages"] > mm:
+            excess = st["messages"] - mm
+            self._remove_first(excess)
+            st = S.state(self.store)
+        mb = cfg.get("max_bytes", -1)
+        if mb > 0 and st["bytes"] > mb:
+            while st["bytes"] > mb and st["messages"] > 0:
+                self._remove_first(1)
+                st = S.state(self.store)
+
+    def _remove_first(self, n):
+        seq = S.state(self.store)["first_seq"]
+        removed = 0
+        while removed < n:
+            r = S.load_next(self.store, seq, None)
+            if r is None:
+                break
+            S.remove(self.store, r[0])
+            seq = r[0] + 1
+            removed += 1
+
+    # ---- dedup ----
+
+    def _dedup_lookup(self, msg_id):
+        d = self.dedup.get(msg_id)
+        if d is None:
+            return None
+        if self.dup_window and time.time_ns() - d[1] > self.dup_window:
+            return None
+        return d[0]
+
+    def _dedup_add(self, msg_id, seq, ts):
+        if not self.dup_window:
+            return
+        self.dedup[msg_id] = (seq, ts)
+        self.dedup_order.append((ts, msg_id))
+        if len(self.dedup_order) > 64 and self.dedup_order[0][0] < time.time_ns() - self.dup_window:
+            cutoff = time.time_ns() - self.dup_window
+            i = 0
+            while i < len(self.dedup_order) and self.dedup_order[i][0] < cutoff:
+                t, mid = self.dedup_order[i]
+                if self.dedup.get(mid, (0, None))[1] == t:
+                    del self.dedup[mid]
+                i += 1
+            del self.dedup_order[:i]
+
+    def rebuild_dedup(self):
+        """After recovery: msg ids stored within the window, and the last msg id."""
+        st = S.state(self.store)
+        if not st["messages"]:
+            return
+        cutoff = time.time_ns() - self.dup_window
+        seq = st["last_seq"]
+        found = []
+        while seq >= st["first_seq"]:
+            r = S.load_prev(self.store, seq)
+            if r is None:
+                break
+            rseq, subj, hdr, msg, ts = r
+            if ts < cutoff and (self.last_msg_id or not hdr):
+                break
+            if hdr:
+                mid = parse_headers(hdr).get("Nats-Msg-Id")
+                if mid:
+                    if not self.last_msg_id:
+                        self.last_msg_id = mid
+                    if ts >= cutoff:
+                        found.append((ts, mid, rseq))
+            if ts < cutoff and self.last_msg_id:
+                break
+            seq = rseq - 1
+        for ts, mid, rseq in reversed(found):
+            self.dedup[mid] = (rseq, ts)
+            self.dedup_order.append((ts, mid))
+
+    # ---- republish ----
+
+    def _republish(self, subject, hdr, payload, seq, ts):
+        dest = self.republish.apply(subject.decode())
+        if not dest:
+            return
+        last = S.load_prev(self.store, seq - 1) if seq > 1 else None
+        pairs = [("Nats-Stream", self.name), ("Nats-Subject", subject.decode()),
+                 ("Nats-Sequence", seq), ("Nats-Time-Stamp", rfc3339(ts)),
+                 ("Nats-Last-Sequence", last[0] if last else 0)]
+        body = payload
+        if self.config["republish"].get("headers_only"):
+            pairs.append(("Nats-Msg-Size", len(payload)))
+            body = b""
+        publish(self.jsa.sublist, dest.encode(), None, build_headers(pairs, hdr), body)
+
+    # ---- expiry ----
+
+    def _schedule_age(self):
+        if self.age_timer is not None:
+            self.age_timer.cancel()
+            self.age_timer = None
+        max_age = self.config.get("max_age", 0)
+        if not max_age or self.closed:
+            return
+        st = S.state(self.store)
+        if not st["messages"]:
+            return
+        first_ts = st["first_ts"]
+        delay = max(0.0, (first_ts + max_age - time.time_ns()) / NS)
+        self.age_timer = self.loop.call_later(delay + 0.001, self._expire_age)
+
+    def _expire_age(self):
+        self.age_timer = None
+        if self.closed:
+            return
+        cutoff = time.time_ns() - self.config.get("max_age", 0)
+        seq = S.state(self.store)["first_seq"]
+        markers = []
+        sdm = self.config.get("subject_delete_marker_ttl", 0)
+        while True:
+            r = S.load_next(self.store, seq, None)
+            if r is None or r[4] > cutoff:
+                break
+            S.remove(self.store, r[0])
+            if sdm and S.subject_count(self.store, r[1].decode()) == 0:
+                markers.append(r[1])
+            seq = r[0] + 1
+        for subj in markers:
+            self._place_marker(subj, "MaxAge")
+        self._schedule_age()
+
+    def _place_marker(self, subject, reason):
+        ttl = self.config.get("subject_delete_marker_ttl", 0) // NS
+        hdr = build_headers([("Nats-Marker-Reason", reason), ("Nats-TTL", "%ds" % ttl)])
+        try:
+            self.process(subject, None, hdr, b"")
+        except E.ApiError:
+            pass
+
+    def _schedule_ttl(self):
+        if self.ttl_timer is not None or not self.ttl_heap or self.closed:
+            return
+        delay = max(0.0, (self.ttl_heap[0][0] - time.time_ns()) / NS)
+        self.ttl_timer = self.loop.call_later(delay + 0.001, self._expire_ttl)
+
+    def _expire_ttl(self):
+        self.ttl_timer = None
+        now = time.time_ns()
+        while self.ttl_heap and self.ttl_heap[0][0] <= now:
+            _, seq = heapq.heappop(self.ttl_heap)
+            S.remove(self.store, seq)
+        self._schedule_ttl()
+
+    def rebuild_ttls(self):
+        if not self.config.get("allow_msg_ttl"):
+            return
+        seq = S.state(self.store)["first_seq"]
+        while True:
+            r = S.load_next(self.store, seq, None)
+            if r is None:
+                break
+            if r[2]:
+                v = parse_headers(r[2]).get("Nats-TTL")
+                if v:
+                    try:
+                        t = parse_ttl(v)
+                    except ValueError:
+                        t = 0
+                    if t > 0:
+                        heapq.heappush(self.ttl_heap, (r[4] + t * NS, r[0]))
+            seq = r[0] + 1
+
+    # ---- retention (consumer contract) ----
+
+    def ack_removal(self, seq, consumer=None):
+        ret = self.config.get("retention")
+        if ret == "workqueue":
+            S.remove(self.store, seq)
+        elif ret == "interest":
+            r = S.load(self.store, seq)
+            if r is None:
+                return
+            self._check_interest(seq, r[0])
+
+    def _check_interest(self, seq, subject):
+        for c in self.consumers.values():
+            try:
+                if c.needs(seq, subject):
+                    return
+            except Exception:
+                log.exception("consumer needs() failed")
+                return
+        S.remove(self.store, seq)
+
+    def consumer_removed(self, consumer=None):
+        """Interest streams: drop messages no remaining consumer needs."""
+        if self.config.get("retention") != "interest":
+            return
+        seq = S.state(self.store)["first_seq"]
+        while True:
+            r = S.load_next(self.store, seq, None)
+            if r is None:
+                break
+            self._check_interest(r[0], r[1])
+            seq = r[0] + 1
+
+    wants_ack_removal = property(lambda self: self.config.get("retention") in ("workqueue", "interest"))
+
+    # ---- operations ----
+
+    def purge(self, subject=None, seq=0, keep=0):
+        n = S.purge(self.store, subject, seq, keep)
+        for c in list(self.consumers.values()):
+            try:
+                c.on_purged()
+            except Exception:
+                log.exception("consumer on_purged failed")
+        self._schedule_age()
+        return n
+
+    def delete_msg(self, seq, erase=True):
+        ok = S.remove(self.store, seq, erase)
+        if ok and self.config.get("subject_delete_marker_ttl"):
+            pass
+        return ok
+
+    def stop(self, delete=False):
+        self.closed = True
+        for s in self.subs:
+            s.closed = True
+            self.jsa.sublist.remove(s)
+        self.subs = []
+        for t in (self.age_timer, self.ttl_timer):
+            if t is not None:
+                t.cancel()
+        for c in list(self.consumers.values()):
+            try:
+                c.stop(delete) if delete else c.stop()
+            except TypeError:
+                c.stop()
+            except Exception:
+                log.exception("consumer stop failed")
+        if delete:
+            self.consumers.clear()
+        if self.pending_acks:
+            try:
+                S.sync(self.store)
+            except Exception:
+                pass
+            acks, self.pending_acks = self.pending_acks, []
+            for reply, data in acks:
+                self._reply(reply, data)
+        try:
+            if delete:
+                S.delete(self.store)
+            else:
+                S.close(self.store)
+        except Exception:
+            log.exception("closing the store of %s failed", self.name)
+
+    # ---- info ----
+
+    def state(self, deleted_details=False, subjects_filter=None):
+        st = S.state(self.store)
+        out = {"messages": st["messages"], "bytes": st["bytes"], "first_seq": st["first_seq"],
+               "first_ts": rfc3339(st["first_ts"]), "last_seq": st["last_seq"],
+               "last_ts": rfc3339(st["last_ts"])}
+        if st.get("num_subjects"):
+            out["num_subjects"] = st["num_subjects"]
+        if subjects_filter:
+            subs = S.subjects(self.store, subjects_filter)
+            if subs:
+                out["subjects"] = subs
+        if st.get("num_deleted"):
+            out["num_deleted"] = st["num_deleted"]
+        if deleted_details:
+            d = S.deleted(self.store)
+            if d:
+                out["deleted"] = d
+        out["consumer_count"] = len([c for c in self.consumers.values()
+                                     if not getattr(c, "internal", False)])
+        return out
+
+    def cluster_info(self):
+        ci = {}
+        name = self.engine.cluster_name()
+        if name:
+            ci["name"] = name
+        ci["leader"] = self.server.name
+        return ci
+
+    def info(self, deleted_details=False, subjects_filter=None, with_cluster=True):
+        out = {"config": config_json(self.config), "created": rfc3339(self.created),
+               "state": self.state(deleted_details, subjects_filter)}
+        if self.engine.domain:
+            out["domain"] = self.engine.domain
+        if with_cluster:
+            out["cluster"] = self.cluster_info()
+        if self.config.get("mirror"):
+            out["mirror"] = self._source_info(self.config["mirror"])
+        if self.config.get("sources"):
+            out["sources"] = [self._source_info(s) for s in self.config["sources"]]
+        out["ts"] = rfc3339(time.time_ns())
+        return out
+
+    def _source_info(self, src):
+        si = {"name": src["name"]}
+        if src.get("external"):
+            si["external"] = src["external"]
+        si["lag"] = 0
+        si["active"] = -1
+        if src.get("filter_subject"):
+            si["filter_subject"] = src["filter_subject"]
+        if src.get("subject_transforms"):
+            si["subject_transforms"] = src["subject_transforms"]
+        return si
+
+    def matches(self, subject):
+        return any(subject_matches(s, subject) for s in self.config.get("subjects") or [])
