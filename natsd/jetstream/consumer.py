@@ -1,0 +1,1189 @@
+"""Consumer: one JetStream consumer of a stream — delivery, acks, redelivery, pull requests.
+
+Owns: the consumer's position (next stream sequence `sseq`, next delivery sequence `dseq`), ack
+state (`pending` sseq -> [dseq, deliver time ns], ack floors, redelivery counts, the redelivery
+queue), push delivery (interest, deliver_group, flow control, idle heartbeats, rate limit,
+replay original, headers_only), pull delivery (the waiting-request queue in `pull.py`), the ack
+protocol on `$JS.ACK.<stream>.<consumer>.>` (+ACK, -NAK [delay], +WPI, +NXT, +TERM, AckSync),
+max_deliver + advisories, ephemeral inactivity deletion, ConsumerInfo, and the on-disk state
+(`meta.json`, `state.json` in the consumer's directory; see `persist.py`).
+
+Everything runs on the server loop. Delivery is batched: events (new message, ack, pull
+request, timer) only *schedule* `_run` with `call_soon`; `_run` then delivers as much as it may.
+The stream drives us through `on_stored(seq, subject)`, `on_purged()`, `on_removed(seq)` and
+`stop()`, and asks `needs(seq, subject)` for interest retention.
+"""
+import heapq
+import json
+import logging
+import os
+import random
+import time
+
+from natsd._core.router import deliver_to
+from natsd._core.sublist import Subscription
+from natsd.jetstream import consumerconfig as cc
+from natsd.jetstream import persist
+from natsd.jetstream.pull import PullQueue, parse_next_request, status_hdr
+from natsd.subject import subject_matches
+
+log = logging.getLogger("natsd")
+
+NS = 1_000_000_000
+FC_MAX_PENDING = 32 * 1024 * 1024
+RUN_BUDGET = 2048
+ADV = "$JS.EVENT.ADVISORY.CONSUMER."
+
+
+def now_ns():
+    return time.time_ns()
+
+
+def _nuid():
+    return "".join(random.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") for _ in range(22))
+
+
+def _ephemeral_name():
+    a = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    return "".join(a[b % 62] for b in os.urandom(8))
+
+
+def account_of(stream):
+    """The natsd Account (with .sublist) the stream lives in."""
+    for cand in (getattr(stream, "account", None), getattr(stream, "jsa", None)):
+        if cand is None:
+            continue
+        if hasattr(cand, "sublist"):
+            return cand
+        inner = getattr(cand, "account", None)
+        if inner is not None and hasattr(inner, "sublist"):
+            return inner
+    raise RuntimeError("stream has no account with a sublist")
+
+
+def store_first_last(store):
+    st = store.state()
+    if isinstance(st, dict):
+        return int(st.get("first_seq") or 0), int(st.get("last_seq") or 0), int(st.get("msgs", st.get("messages", 0)) or 0)
+    return (int(getattr(st, "first_seq", 0) or 0), int(getattr(st, "last_seq", 0) or 0),
+            int(getattr(st, "msgs", getattr(st, "messages", 0)) or 0))
+
+
+def _num(v):
+    if isinstance(v, (tuple, list)):
+        return int(v[0])
+    return int(v or 0)
+
+
+class Consumer:
+    def __init__(self, stream, name, cfg, created_ns=None):
+        self.stream = stream
+        self.server = stream.server
+        self.loop = self.server.loop
+        self.account = account_of(stream)
+        self.name = name
+        self.cfg = cfg
+        self.created = created_ns or now_ns()
+        self.closed = False
+        self.filters = cc.filters(cfg)
+        self.sseq = 1                   # next stream sequence to consider
+        self.dseq = 1                   # next delivery (consumer) sequence
+        self.adflr = 0                  # ack floor, consumer sequence
+        self.asflr = 0                  # ack floor, stream sequence
+        self.pending = {}               # sseq -> [dseq, deliver/ack-wait base time ns]
+        self.rdc = {}                   # sseq -> delivery count (only when redelivered)
+        self.rdq = []                   # heap of sseqs to redeliver
+        self.rdq_set = set()
+        self.npc = 0                    # matching messages at or after sseq not yet delivered
+        self.lss = None                 # last-per-subject skip list: [seqs], resume
+        self.lss_resume = 0
+        self.last_delivered_ns = None
+        self.last_ack_ns = None
+        self.waiting = PullQueue(self, cfg["max_waiting"]) if not cc.is_push(cfg) else None
+        self.active = False             # push: deliver subject has interest
+        self._scheduled = False
+        self._ptimer = None             # ack-wait timer
+        self._ptimer_at = None
+        self._hbtimer = None
+        self._wtimer = None             # pull requests expiry/heartbeat timer
+        self._dtimer = None             # inactivity deletion timer
+        self._ipoll = None              # push interest poll while inactive
+        self._ptimer_cb = None
+        self._delay_timer = None        # replay/rate-limit/pause wake-up
+        self._save_scheduled = False
+        self.last_activity = self.loop.time()
+        # flow control
+        self.pblimit = FC_MAX_PENDING if cfg["flow_control"] else 0
+        self.maxpb = max(1, FC_MAX_PENDING // 16) if cfg["flow_control"] else 0
+        self.pbytes = 0
+        self.fcid = None
+        self.fcsz = 0
+        # rate limit / replay
+        self.rl_next = 0.0
+        self.replay = cfg["replay_policy"] == "original"
+        self.replay_lseq = 0
+        self.replay_last = None         # (loop time, msg ts) of the previous delivery
+        self.sample = _parse_sample(cfg["sample_freq"])
+        self.directory = None
+        self.subs = []
+        self.dthresh = self._dthresh()
+        self.internal = bool(cfg["direct"])
+
+    # ---- identity ----
+
+    @property
+    def stream_name(self):
+        return self.stream.name
+
+    def is_durable(self):
+        return bool(self.cfg["durable_name"])
+
+    def is_push(self):
+        return bool(self.cfg["deliver_subject"])
+
+    def _dthresh(self):
+        it = self.cfg["inactive_threshold"]
+        if it <= 0:
+            return 0.0
+        return it / NS + (0.1 + random.random() * 0.9 if not self.is_push() else 0.0)
+
+    # ---- lifecycle ----
+
+    def start(self, recovered_state=None):
+        """Select the starting position (or apply recovered state) and subscribe."""
+        if recovered_state is not None:
+            persist.apply_state(self, recovered_state)
+        else:
+            self._select_start()
+        self.npc = self._calc_num_pending()
+        if self.replay:
+            self.replay_lseq = store_first_last(self.stream.store)[1]
+        sn, on = self.stream.name, self.name
+        self._sub("$JS.ACK.%s.%s.>" % (sn, on), self._on_ack)
+        if not self.is_push():
+            self._sub("$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (sn, on), self._on_next)
+        if self.is_push():
+            if self.cfg["flow_control"]:
+                self._sub("$JS.FC.%s.%s.*" % (sn, on), self._on_fc)
+            self.active = self._has_interest()
+            if self.cfg["idle_heartbeat"]:
+                self._hbtimer = self.loop.call_later(self.cfg["idle_heartbeat"] / NS, self._hb)
+        if self.dthresh:
+            self._dtimer = self.loop.call_later(self.dthresh, self._check_inactive)
+        self._check_paused()
+        self.kick()
+
+    def _on_next(self, sub, subject, reply, hdr, payload, origin):
+        if self.closed or not reply:
+            return
+        self.waiting.request(reply.decode(), payload, hdr)
+
+    def _sub(self, subject, handler):
+        s = Subscription(None, subject.encode(), b"", None, handler)
+        self.account.sublist.insert(s)
+        self.subs.append(s)
+
+    def stop(self, delete=False, advisory=False):
+        """Stream delete/shutdown: stop everything; optional DELETED advisory, remove state."""
+        delete_state = delete
+        if self.closed:
+            return
+        if not delete_state:
+            self.save_now()
+        self.closed = True
+        for s in self.subs:
+            s.closed = True
+            self.account.sublist.remove(s)
+        self.subs = []
+        for t in (self._ptimer, self._hbtimer, self._wtimer, self._dtimer, self._ipoll,
+                  self._delay_timer):
+            if t is not None:
+                t.cancel()
+        if self.waiting is not None:
+            self.waiting.close()
+        if advisory:
+            self.advisory("DELETED", "io.nats.jetstream.advisory.v1.consumer_action",
+                          action="delete")
+        if delete_state and self.directory:
+            persist.remove_dir(self.directory)
+
+    def delete(self):
+        """API delete / inactivity: remove from the stream, advisory, forget state."""
+        if self.closed:
+            return
+        consumers = getattr(self.stream, "consumers", None)
+        if consumers is not None and consumers.get(self.name) is self:
+            del consumers[self.name]
+        self.stop(delete=True, advisory=True)
+        hook = getattr(self.stream, "consumer_removed", None)
+        if hook is not None:
+            try:
+                hook(self)
+            except Exception:
+                log.exception("stream consumer_removed hook failed")
+
+    # ---- starting position ----
+
+    def _select_start(self):
+        store = self.stream.store
+        first, last, msgs = store_first_last(store)
+        cfg = self.cfg
+        dp = cfg["deliver_policy"]
+        if cfg["opt_start_seq"]:
+            sseq = cfg["opt_start_seq"]
+        elif dp == "all":
+            sseq = first
+        elif dp == "last":
+            if not self.filters:
+                sseq = last
+            else:
+                sseq = 0
+                for f in self.filters:
+                    m = _load_last(store, f)
+                    if m is not None and m.seq > sseq:
+                        sseq = m.seq
+                if sseq == 0:
+                    sseq = last + 1
+        elif dp == "last_per_subject":
+            seqs = self._last_per_subject_seqs()
+            if seqs:
+                self.lss = seqs
+                self.lss_resume = last + 1
+                sseq = seqs[0]
+            else:
+                sseq = last + 1
+        elif dp == "by_start_time":
+            sseq = self._seq_from_time(cfg["opt_start_time"][1], first, last)
+        else:                                           # new
+            sseq = last + 1
+        if first == 0 and msgs == 0 and not cfg["opt_start_seq"]:
+            sseq = last + 1 if last else 1
+        elif sseq > last and not cfg["opt_start_seq"]:
+            sseq = last + 1
+        elif sseq < first:
+            sseq = first
+        self.sseq = max(1, sseq)
+        self.dseq = 1
+        self.adflr = 0
+        self.asflr = self.sseq - 1
+
+    def _last_per_subject_seqs(self):
+        store = self.stream.store
+        if hasattr(store, "subjects") and hasattr(store, "subject_state"):
+            seqs = set()
+            for f in self.filters or [">"]:
+                for subj in store.subjects(f.encode()):
+                    st = store.subject_state(subj)
+                    last = st[2] if isinstance(st, tuple) else getattr(st, "last", 0)
+                    if last:
+                        seqs.add(last)
+            return sorted(seqs)
+        last = {}
+        for sm in self._iter_from(1):
+            last[sm.subject] = sm.seq
+        return sorted(last.values())
+
+    def _seq_from_time(self, ts, first, last):
+        fn = getattr(self.stream.store, "seq_from_time", None)
+        if fn is not None:
+            return fn(ts)
+        for sm in self._iter_from(first):
+            if sm.ts >= ts:
+                return sm.seq
+        return last + 1
+
+    def _iter_from(self, seq):
+        store = self.stream.store
+        while True:
+            sm = store.load_next(seq, None)
+            if sm is None:
+                return
+            if self._matches(sm.subject):
+                yield sm
+            seq = sm.seq + 1
+
+    def _matches(self, subject):
+        if not self.filters:
+            return True
+        if isinstance(subject, bytes):
+            subject = subject.decode()
+        for f in self.filters:
+            if f == subject or subject_matches(f, subject):
+                return True
+        return False
+
+    def _calc_num_pending(self):
+        store = self.stream.store
+        if self.lss:
+            n = len(self.lss)
+            return n + self._store_pending(self.lss_resume)
+        return self._store_pending(self.sseq)
+
+    def _store_pending(self, start):
+        store = self.stream.store
+        if not self.filters:
+            return _num(store.num_pending(start, None, False))
+        return sum(_num(store.num_pending(start, f, False)) for f in self.filters)
+
+    # ---- stream events ----
+
+    def on_stored(self, seq, subject):
+        if self.closed:
+            return
+        if seq >= self.sseq and self._matches(subject):
+            self.npc += 1
+            self.kick()
+
+    def on_removed(self, seq, subject=None):
+        if self.closed:
+            return
+        if seq >= self.sseq and (subject is None or self._matches(subject)) and self.npc > 0:
+            self.npc -= 1
+
+    def on_purged(self):
+        if self.closed:
+            return
+        first, last, _ = store_first_last(self.stream.store)
+        if self.sseq < first:
+            self.sseq = first
+            if self.asflr < first - 1:
+                self.asflr = first - 1
+        for seq in [s for s in self.pending if s < first]:
+            del self.pending[seq]
+            self.rdc.pop(seq, None)
+        self.rdq = [s for s in self.rdq if s >= first]
+        heapq.heapify(self.rdq)
+        self.rdq_set = set(self.rdq)
+        if self.lss:
+            self.lss = [s for s in self.lss if s >= first] or None
+        if not self.pending:
+            self.adflr = self.dseq - 1
+            self.asflr = max(self.asflr, self.sseq - 1)
+        self.npc = self._calc_num_pending()
+        self.schedule_save()
+        self.kick()
+
+    def needs(self, seq, subject=None):
+        """Interest retention: does this consumer still need message `seq`?"""
+        if subject is not None and not self._matches(subject):
+            return False
+        ap = self.cfg["ack_policy"]
+        if ap == "none":
+            return seq >= self.sseq
+        if seq <= self.asflr:
+            return False
+        if seq >= self.sseq:
+            return True
+        if ap == "all":
+            return True
+        return seq in self.pending
+
+    # ---- scheduling ----
+
+    def kick(self):
+        if not self._scheduled and not self.closed:
+            self._scheduled = True
+            self.loop.call_soon(self._run)
+
+    def _later(self, delay):
+        if self._delay_timer is not None:
+            self._delay_timer.cancel()
+        self._delay_timer = self.loop.call_later(max(0.0, delay), self._delay_fire)
+
+    def _delay_fire(self):
+        self._delay_timer = None
+        self.kick()
+
+    def _has_interest(self):
+        return self.account.sublist.match(self.cfg["deliver_subject"].encode()).total > 0
+
+    def _paused_for(self):
+        pu = self.cfg["pause_until"]
+        if pu is None:
+            return 0.0
+        rem = (pu[1] - now_ns()) / NS
+        return rem if rem > 0 else 0.0
+
+    def _check_paused(self):
+        rem = self._paused_for()
+        if rem > 0:
+            self._later(rem + 0.001)
+
+    # ---- delivery ----
+
+    def _run(self):
+        self._scheduled = False
+        if self.closed:
+            return
+        budget = RUN_BUDGET
+        push = self.is_push()
+        eos = False
+        while budget > 0:
+            if self._paused_for() > 0:
+                break
+            if push:
+                if not self.active:
+                    self.active = self._has_interest()
+                    if not self.active:
+                        self._watch_interest()
+                        break
+                    self.last_activity = self.loop.time()
+                if self.maxpb and self.pbytes > self.maxpb:
+                    break
+            elif not self.waiting.has_requests():
+                break
+            got = self._next_msg()
+            if got is None:
+                eos = True
+                break
+            if got is False:            # max ack pending
+                break
+            sm, dc = got
+            if dc == 1:
+                self.npc = max(0, self.npc - 1)
+            reply = "$JS.ACK.%s.%s.%d.%d.%d.%d.%d" % (self.stream.name, self.name, dc, sm.seq,
+                                                     self.dseq, sm.ts, self.npc)
+            hdr, payload = sm.hdr, sm.msg
+            if self.cfg["headers_only"]:
+                hdr, payload = _headers_only(hdr, payload), b""
+            subj = sm.subject if isinstance(sm.subject, str) else sm.subject.decode()
+            sz = len(subj) + len(reply) + len(hdr or b"") + len(payload or b"")
+            delay = self._delay_needed(sm, sz)
+            if delay > 0:
+                self._unget(sm, dc)
+                self._later(delay)
+                break
+            wr = None
+            if push:
+                target = self.cfg["deliver_subject"]
+            else:
+                wr = self.waiting.next_for(sz)
+                if wr is None:
+                    self._unget(sm, dc)
+                    break
+                target = wr.reply
+            self._deliver(target, subj, reply, hdr, payload, sm, dc, sz)
+            if wr is not None:
+                self.waiting.after_delivery(wr)
+            budget -= 1
+        else:
+            self.kick()
+        if eos:
+            first, last, _ = store_first_last(self.stream.store)
+            if self.sseq > last and self.npc:
+                self.npc = 0
+        if not push:
+            self.waiting.process(eos=eos)
+
+    def _watch_interest(self):
+        if self._ipoll is None and not self.closed:
+            self._ipoll = self.loop.call_later(0.05, self._poll_interest)
+
+    def _poll_interest(self):
+        self._ipoll = None
+        if self.closed:
+            return
+        if self._has_interest():
+            self.active = True
+            self.last_activity = self.loop.time()
+            self.kick()
+        else:
+            self._ipoll = self.loop.call_later(0.1, self._poll_interest)
+
+    def _next_msg(self):
+        """(StoredMsg, delivery count) | None at end of stream | False when stalled."""
+        store = self.stream.store
+        maxdc = self.cfg["max_deliver"]
+        while self.rdq:
+            seq = heapq.heappop(self.rdq)
+            self.rdq_set.discard(seq)
+            if seq not in self.pending:
+                continue
+            dc = self.rdc.get(seq, 1) + 1
+            if maxdc > 0 and dc > maxdc:
+                if dc == maxdc + 1:
+                    self._notify_max_deliveries(seq, dc - 1)
+                self._drop_pending(seq)
+                continue
+            sm = _load(store, seq)
+            if sm is None:
+                self._drop_pending(seq)
+                continue
+            self.rdc[seq] = dc
+            return sm, dc
+        mp = self.cfg["max_ack_pending"]
+        if mp > 0 and len(self.pending) >= mp:
+            return False
+        if self.lss:
+            seq = self.lss.pop(0)
+            if not self.lss:
+                self.lss = None
+                self.sseq = self.lss_resume
+            else:
+                self.sseq = seq + 1
+            sm = _load(store, seq)
+            if sm is None:
+                return self._next_msg()
+            if self.lss is None:
+                pass
+            return sm, 1
+        sm = self._load_next(self.sseq)
+        if sm is None:
+            first, last, _ = store_first_last(store)
+            if self.sseq <= last:
+                self.sseq = last + 1
+            return None
+        self.sseq = sm.seq + 1
+        return sm, 1
+
+    def _load_next(self, seq):
+        store = self.stream.store
+        if len(self.filters) <= 1:
+            return store.load_next(seq, self.filters[0] if self.filters else None)
+        best = None
+        for f in self.filters:
+            sm = store.load_next(seq, f)
+            if sm is not None and (best is None or sm.seq < best.seq):
+                best = sm
+        return best
+
+    def _unget(self, sm, dc):
+        if dc > 1:
+            self.rdc[sm.seq] = dc - 1
+            if self.rdc[sm.seq] <= 1:
+                self.rdc.pop(sm.seq, None)
+            if sm.seq not in self.rdq_set:
+                heapq.heappush(self.rdq, sm.seq)
+                self.rdq_set.add(sm.seq)
+        elif self.lss is not None or (self.cfg["deliver_policy"] == "last_per_subject"
+                                      and self.sseq == self.lss_resume and sm.seq < self.sseq - 1):
+            if self.lss is None:
+                self.lss = [sm.seq]
+            else:
+                self.lss.insert(0, sm.seq)
+            self.sseq = sm.seq
+            self.npc += 1
+        else:
+            self.sseq = sm.seq
+            self.npc += 1
+
+    def _delay_needed(self, sm, sz):
+        now = self.loop.time()
+        if self.replay and sm.seq <= self.replay_lseq:
+            if self.replay_last is not None:
+                lt, lts = self.replay_last
+                due = lt + max(0, sm.ts - lts) / NS
+                if due - now > 0.001:
+                    return due - now
+        elif self.replay:
+            self.replay = False
+        bps = self.cfg["rate_limit_bps"]
+        if bps:
+            if self.rl_next > now + 0.0005:
+                return self.rl_next - now
+        return 0.0
+
+    def _deliver(self, target, subj, reply, hdr, payload, sm, dc, sz):
+        dseq = self.dseq
+        self.dseq += 1
+        ts = now_ns()
+        self.last_delivered_ns = ts
+        if self.cfg["ack_policy"] == "none":
+            self.adflr, self.asflr = dseq, sm.seq
+        else:
+            p = self.pending.get(sm.seq)
+            if p is None:
+                self.pending[sm.seq] = [dseq, ts]
+            else:
+                p[0], p[1] = dseq, ts
+            self._arm_ptimer(self._deadline(sm.seq) / NS)
+        if self.replay:
+            self.replay_last = (self.loop.time(), sm.ts)
+        bps = self.cfg["rate_limit_bps"]
+        if bps:
+            self.rl_next = max(self.rl_next, self.loop.time()) + sz * 8.0 / bps
+        self._send(target.encode(), subj.encode(), reply.encode(), hdr, payload)
+        self.last_activity = self.loop.time()
+        if self.maxpb:
+            self.pbytes += sz
+            if self.fcid is None and self.pbytes > self.maxpb // 2:
+                self._send_fc()
+            elif self.fcid is not None and self.pbytes - self.fcsz >= self.maxpb:
+                self.fcsz += sz
+        if self._hbtimer is not None:
+            self._hbtimer.cancel()
+            self._hbtimer = self.loop.call_later(self.cfg["idle_heartbeat"] / NS, self._hb)
+        if self.cfg["ack_policy"] == "none" and self.stream.config.get("retention", "limits") != "limits":
+            self._ack_removal(sm.seq)
+        self.schedule_save()
+
+    def _send(self, target, subject, reply, hdr, payload):
+        """Deliver to subscribers of `target` with the message's own subject on the wire."""
+        res = self.account.sublist.match(target)
+        if res.total == 0:
+            return 0
+        n = 0
+        group = self.cfg["deliver_group"] if self.is_push() else ""
+        if not group:
+            for s in res.psubs:
+                n += deliver_to(s, target if s.conn is None else subject, reply, hdr, payload)
+        for members in res.qsubs:
+            if not members:
+                continue
+            if group and members[0].queue != group.encode():
+                continue
+            start = random.randrange(len(members))
+            for i in range(len(members)):
+                s = members[(start + i) % len(members)]
+                if deliver_to(s, target if s.conn is None else subject, reply, hdr, payload):
+                    n += 1
+                    break
+        return n
+
+    def send_status(self, target, hdr):
+        """Status-only message (no payload) to a reply/deliver subject."""
+        if isinstance(target, str):
+            target = target.encode()
+        res = self.account.sublist.match(target)
+        for s in res.psubs:
+            deliver_to(s, target, None, hdr, b"")
+        for members in res.qsubs:
+            if members:
+                deliver_to(random.choice(members), target, None, hdr, b"")
+
+    def _send_fc(self):
+        a = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+        rnd = "".join(random.choice(a) for _ in range(4))
+        self.fcid = "$JS.FC.%s.%s.%s" % (self.stream.name, self.name, rnd)
+        self.fcsz = self.pbytes
+        res = self.account.sublist.match(self.cfg["deliver_subject"].encode())
+        target = self.cfg["deliver_subject"].encode()
+        hdr = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
+        for s in res.psubs:
+            deliver_to(s, target, self.fcid.encode(), hdr, b"")
+        for members in res.qsubs:
+            if members:
+                deliver_to(random.choice(members), target, self.fcid.encode(), hdr, b"")
+
+    def _on_fc(self, sub, subject, reply, hdr, payload, origin):
+        if self.closed or self.fcid is None or subject.decode() != self.fcid:
+            return
+        if self.maxpb < self.pblimit:
+            self.maxpb = min(self.maxpb * 2, self.pblimit)
+        self.pbytes = max(0, self.pbytes - self.fcsz)
+        self.fcid, self.fcsz = None, 0
+        self.kick()
+
+    def _hb(self):
+        self._hbtimer = None
+        if self.closed:
+            return
+        if self.active or self._has_interest():
+            h = "NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n" % (
+                self.dseq - 1, self.sseq - 1)
+            if self.fcid:
+                h += "Nats-Consumer-Stalled: %s\r\n" % self.fcid
+            self.send_status(self.cfg["deliver_subject"], (h + "\r\n").encode())
+        self._hbtimer = self.loop.call_later(self.cfg["idle_heartbeat"] / NS, self._hb)
+
+    # ---- ack wait / redelivery ----
+
+    def _deadline(self, seq):
+        bo = self.cfg["backoff"]
+        if bo:
+            dc = self.rdc.get(seq, 1)
+            return bo[min(dc - 1, len(bo) - 1)]
+        return self.cfg["ack_wait"]
+
+    def _arm_ptimer(self, delay):
+        if self.cfg["ack_wait"] <= 0 and not self.cfg["backoff"]:
+            return
+        at = self.loop.time() + delay + 0.001
+        if self._ptimer is not None and self._ptimer_at is not None and self._ptimer_at <= at:
+            return
+        if self._ptimer is not None:
+            self._ptimer.cancel()
+        self._ptimer_at = at
+        self._ptimer = self.loop.call_later(max(0.0, at - self.loop.time()), self._check_pending)
+
+    def _check_pending(self):
+        self._ptimer = None
+        self._ptimer_at = None
+        if self.closed or not self.pending:
+            return
+        now = now_ns()
+        first = store_first_last(self.stream.store)[0]
+        nxt = None
+        expired = []
+        maxdc = self.cfg["max_deliver"]
+        for seq, p in list(self.pending.items()):
+            if seq < first:
+                del self.pending[seq]
+                self.rdc.pop(seq, None)
+                continue
+            deadline = self._deadline(seq)
+            elapsed = now - p[1]
+            if elapsed >= deadline:
+                if seq in self.rdq_set:
+                    continue
+                dc = self.rdc.get(seq, 1)
+                if maxdc > 0 and dc >= maxdc:
+                    self._notify_max_deliveries(seq, dc)
+                    self._drop_pending(seq)
+                    continue
+                expired.append(seq)
+            else:
+                left = deadline - elapsed
+                if nxt is None or left < nxt:
+                    nxt = left
+        if expired:
+            for seq in expired:
+                heapq.heappush(self.rdq, seq)
+                self.rdq_set.add(seq)
+            self.kick()
+        if not self.pending:
+            self.adflr, self.asflr = self.dseq - 1, max(self.asflr, self.sseq - 1)
+            self.schedule_save()
+        elif nxt is not None:
+            self._arm_ptimer(nxt / NS)
+        else:
+            self._arm_ptimer(self._deadline(min(self.pending)) / NS)
+
+    def _drop_pending(self, seq):
+        p = self.pending.pop(seq, None)
+        self.rdq_set.discard(seq)
+        if p is not None:
+            self._move_ack_floor(p[0], seq)
+            mp = self.cfg["max_ack_pending"]
+            if mp > 0 and len(self.pending) == mp - 1:
+                self.kick()
+        self.schedule_save()
+
+    def _notify_max_deliveries(self, seq, dc):
+        self.advisory("MAX_DELIVERIES", "io.nats.jetstream.advisory.v1.max_deliver",
+                      stream_seq=seq, deliveries=dc)
+
+    # ---- acks ----
+
+    def _on_ack(self, sub, subject, reply, hdr, payload, origin):
+        if self.closed:
+            return
+        toks = subject.split(b".")
+        if len(toks) < 9:
+            return
+        try:
+            dc, sseq, dseq = int(toks[4]), int(toks[5]), int(toks[6])
+        except ValueError:
+            return
+        self.last_ack_ns = now_ns()
+        self.last_activity = self.loop.time()
+        body = payload.strip() if payload else b""
+        send_reply = True
+        if body == b"" or body == b"+ACK" or body == b"+OK" or body.startswith(b"+ACK "):
+            self.process_ack(sseq, dseq, dc)
+        elif body.startswith(b"+NXT"):
+            self.process_ack(sseq, dseq, dc)
+            if reply and self.waiting is not None:
+                self.waiting.request(reply.decode(), body[4:].strip(), hdr)
+            send_reply = False
+        elif body.startswith(b"-NAK"):
+            self._process_nak(sseq, dseq, dc, body[4:].strip())
+        elif body == b"+WPI":
+            p = self.pending.get(sseq)
+            if p is not None:
+                p[1] = now_ns()
+                self._arm_ptimer(self._deadline(sseq) / NS)
+        elif body.startswith(b"+TERM"):
+            reason = body[5:].strip().decode("utf-8", "replace")
+            self.process_ack(sseq, dseq, dc, sample=False)
+            self.advisory("MSG_TERMINATED", "io.nats.jetstream.advisory.v1.terminated",
+                          consumer_seq=dseq, stream_seq=sseq, deliveries=dc,
+                          reason=reason or None)
+        else:
+            send_reply = False
+        if reply and send_reply:
+            self.send_status(reply, None)
+
+    def process_ack(self, sseq, dseq, dc, sample=True):
+        if sseq >= self.sseq and not self.lss:
+            return
+        ap = self.cfg["ack_policy"]
+        acked = []
+        if ap == "explicit":
+            p = self.pending.pop(sseq, None)
+            if p is not None:
+                if sample and self.sample:
+                    self._sample_ack(sseq, p[0], dc)
+                self._move_ack_floor(p[0], sseq)
+                acked.append(sseq)
+                mp = self.cfg["max_ack_pending"]
+                if mp > 0 and len(self.pending) == mp - 1:
+                    self.kick()
+            self.rdc.pop(sseq, None)
+            self.rdq_set.discard(sseq)
+        elif ap in ("all", "flow_control"):
+            if dseq <= self.adflr or sseq <= self.asflr:
+                return
+            was_full = self.cfg["max_ack_pending"] > 0 and len(self.pending) >= self.cfg["max_ack_pending"]
+            self.adflr, self.asflr = dseq, sseq
+            for seq in [s for s in self.pending if s <= sseq]:
+                del self.pending[seq]
+                self.rdc.pop(seq, None)
+                self.rdq_set.discard(seq)
+                acked.append(seq)
+            if not self.pending:
+                self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
+            if was_full:
+                self.kick()
+        else:
+            return
+        if acked and self.stream.config.get("retention", "limits") != "limits":
+            for seq in acked:
+                self._ack_removal(seq)
+        self.schedule_save()
+
+    def _ack_removal(self, seq):
+        fn = getattr(self.stream, "ack_removal", None)
+        if fn is not None:
+            try:
+                fn(seq, self)
+            except Exception:
+                log.exception("stream ack_removal failed")
+
+    def _move_ack_floor(self, dseq, sseq):
+        if not self.pending:
+            self.adflr = self.dseq - 1
+            self.asflr = self.sseq - 1
+            if self.lss:
+                self.asflr = min(self.asflr, self.lss[0] - 1)
+            return
+        low = min(self.pending)
+        if low > sseq:
+            p = self.pending[low]
+            nd, ns_ = p[0] - 1, low - 1
+            if dseq == self.adflr + 1 or sseq == self.asflr + 1 or nd >= self.adflr:
+                self.adflr = max(self.adflr, min(nd, self.dseq - 1))
+                self.asflr = max(self.asflr, ns_)
+
+    def _process_nak(self, sseq, dseq, dc, arg):
+        if dseq <= self.adflr or dseq >= self.dseq:
+            return
+        p = self.pending.get(sseq)
+        if p is None:
+            return
+        self.advisory("MSG_NAKED", "io.nats.jetstream.advisory.v1.nak",
+                      consumer_seq=dseq, stream_seq=sseq, deliveries=dc)
+        if arg:
+            delay = None
+            try:
+                if arg.startswith(b"{"):
+                    delay = int(json.loads(arg).get("delay") or 0)
+                else:
+                    delay = _parse_go_duration(arg.decode())
+            except Exception:
+                delay = None
+            if delay is not None:
+                if sseq in self.rdq_set:
+                    self.rdq_set.discard(sseq)
+                    self.rdq = [s for s in self.rdq if s != sseq]
+                    heapq.heapify(self.rdq)
+                p[1] = now_ns() - self._deadline(sseq) + delay
+                if self._ptimer is not None:
+                    self._ptimer.cancel()
+                    self._ptimer = None
+                self._arm_ptimer(max(0, delay) / NS if delay < self._deadline(sseq) else 0.01)
+                return
+        if sseq not in self.rdq_set:
+            heapq.heappush(self.rdq, sseq)
+            self.rdq_set.add(sseq)
+        self.kick()
+
+    def _sample_ack(self, sseq, dseq, dc):
+        if random.randint(1, 100) > self.sample:
+            return
+        p_ts = self.last_delivered_ns or now_ns()
+        self.publish_event("$JS.EVENT.METRIC.CONSUMER.ACK.%s.%s" % (self.stream.name, self.name), {
+            "type": "io.nats.jetstream.metric.v1.consumer_ack", "id": _nuid(),
+            "timestamp": cc.format_time(now_ns()), "stream": self.stream.name,
+            "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
+            "ack_time": max(0, now_ns() - p_ts), "deliveries": dc})
+
+    # ---- inactivity ----
+
+    def _check_inactive(self):
+        self._dtimer = None
+        if self.closed or not self.dthresh:
+            return
+        now = self.loop.time()
+        if self.is_push():
+            interest = self._has_interest()
+            if interest:
+                self.last_activity = now
+                if not self.active:
+                    self.active = True
+                    self.kick()
+        else:
+            if self.waiting.has_requests():
+                self.last_activity = now
+        idle = now - self.last_activity
+        if idle >= self.dthresh:
+            log.debug("JetStream consumer %s > %s deleted for inactivity", self.stream.name,
+                      self.name)
+            self.delete()
+            return
+        self._dtimer = self.loop.call_later(max(0.05, min(1.0, self.dthresh - idle)),
+                                            self._check_inactive)
+
+    def update_inactive_threshold(self):
+        self.dthresh = self._dthresh()
+        if self._dtimer is not None:
+            self._dtimer.cancel()
+            self._dtimer = None
+        if self.dthresh:
+            self._dtimer = self.loop.call_later(min(1.0, self.dthresh), self._check_inactive)
+
+    # ---- config update ----
+
+    def update_config(self, new):
+        old = self.cfg
+        self.cfg = new
+        if new["deliver_subject"] != old["deliver_subject"]:
+            for seq in list(self.pending):
+                if seq not in self.rdq_set:
+                    heapq.heappush(self.rdq, seq)
+                    self.rdq_set.add(seq)
+            self.active = False
+        if new["filter_subject"] != old["filter_subject"] or new["filter_subjects"] != old["filter_subjects"]:
+            self.filters = cc.filters(new)
+            self.npc = self._calc_num_pending()
+        if new["inactive_threshold"] != old["inactive_threshold"]:
+            self.update_inactive_threshold()
+        if new["rate_limit_bps"] != old["rate_limit_bps"]:
+            self.rl_next = 0.0
+        self.sample = _parse_sample(new["sample_freq"])
+        if self.waiting is not None:
+            self.waiting.max = new["max_waiting"]
+        self._check_paused()
+        self.save_meta()
+        self.kick()
+
+    def set_pause(self, pause):
+        self.cfg["pause_until"] = pause
+        cc.set_static_metadata(self.cfg)
+        self.save_meta()
+        self._check_paused()
+        self.kick()
+
+    # ---- info ----
+
+    def num_pending_fast(self):
+        return self.npc
+
+    def num_pending(self):
+        try:
+            self.npc = self._calc_num_pending()
+        except Exception:
+            pass
+        return self.npc
+
+    def info(self, initial=False, dynamic_metadata=True):
+        now = now_ns()
+        delivered = {"consumer_seq": self.dseq - 1, "stream_seq": self.sseq - 1}
+        if self.lss:
+            delivered["stream_seq"] = max(0, self.lss[0] - 1) if self.dseq == 1 else self.sseq - 1
+        if self.last_delivered_ns:
+            delivered["last_active"] = cc.format_time(self.last_delivered_ns)
+        floor = {"consumer_seq": self.adflr, "stream_seq": self.asflr}
+        if self.last_ack_ns and self.adflr:
+            floor["last_active"] = cc.format_time(self.last_ack_ns)
+        if self.dseq == 1 and self.asflr == self.sseq - 1 and not self.lss:
+            delivered["stream_seq"] = self.asflr
+        if self.dseq == 1:
+            floor["stream_seq"] = delivered["stream_seq"]
+        out = {
+            "stream_name": self.stream.name,
+            "name": self.name,
+            "created": cc.format_time(self.created),
+            "config": cc.to_json(self.cfg, dynamic_metadata=dynamic_metadata),
+            "delivered": delivered,
+            "ack_floor": floor,
+            "num_ack_pending": len(self.pending),
+            "num_redelivered": sum(1 for s in self.rdc if s in self.pending),
+            "num_waiting": self.waiting.count() if self.waiting is not None else 0,
+            "num_pending": self.num_pending(),
+        }
+        cluster = self._cluster_info()
+        if cluster is not None and not initial:
+            out["cluster"] = cluster
+        if self.is_push() and self.active and self._has_interest():
+            out["push_bound"] = True
+        rem = self._paused_for()
+        if rem > 0:
+            out["paused"] = True
+            out["pause_remaining"] = int(rem * NS)
+        out["ts"] = cc.format_time(now)
+        return out
+
+    def _cluster_info(self):
+        engine = getattr(self.stream, "engine", None)
+        try:
+            if engine is None or not engine.cluster_name():
+                return None
+        except Exception:
+            return None
+        fn = getattr(self.stream, "cluster_info", None)
+        if fn is not None:
+            try:
+                return fn()
+            except Exception:
+                return None
+        return None
+
+    # ---- advisories ----
+
+    def advisory(self, kind, type_name, **fields):
+        ev = {"type": type_name, "id": _nuid(), "timestamp": cc.format_time(now_ns()),
+              "stream": self.stream.name, "consumer": self.name}
+        for k, v in fields.items():
+            if v is not None:
+                ev[k] = v
+        domain = self._domain()
+        if domain:
+            ev["domain"] = domain
+        self.publish_event(ADV + "%s.%s.%s" % (kind, self.stream.name, self.name), ev)
+
+    def _domain(self):
+        engine = getattr(self.stream, "engine", None)
+        return getattr(engine, "domain", "") or ""
+
+    def publish_event(self, subject, obj):
+        from natsd._core.router import publish
+        from natsd.jetstream.errors import dumps
+        try:
+            publish(self.account.sublist, subject.encode(), None, None, dumps(obj))
+        except Exception:
+            log.exception("advisory publish failed")
+
+    # ---- persistence ----
+
+    def schedule_save(self):
+        if self.directory and not self._save_scheduled and not self.closed:
+            self._save_scheduled = True
+            self.loop.call_soon(self._save)
+
+    def _save(self):
+        self._save_scheduled = False
+        if self.closed or not self.directory:
+            return
+        persist.write_state(self.directory, persist.state_of(self))
+
+    def save_now(self):
+        if self.directory and not self.closed:
+            self._save_scheduled = False
+            persist.write_state(self.directory, persist.state_of(self))
+
+    def save_meta(self):
+        if self.directory and not self.closed:
+            persist.write_meta(self.directory, self)
+
+    @classmethod
+    def recover(cls, stream, directory):
+        """Rebuild a consumer from `<dir>/meta.json` + `state.json`; None if unreadable."""
+        meta = persist.read_json(os.path.join(directory, "meta.json"))
+        if not meta:
+            return None
+        try:
+            cfg = cc.decode_config(meta.get("config") or {})
+        except Exception:
+            log.warning("JetStream consumer state in %s is unreadable", directory)
+            return None
+        name = meta.get("name") or cfg["durable_name"] or cfg["name"] or os.path.basename(directory)
+        created = meta.get("created_ns") or None
+        o = cls(stream, name, cfg, created)
+        o.directory = directory
+        o.start(recovered_state=persist.read_json(os.path.join(directory, "state.json")) or {})
+        return o
+
+
+def _load(store, seq):
+    try:
+        return store.load(seq)
+    except Exception:
+        return None
+
+
+def _load_last(store, f):
+    fn = getattr(store, "load_last", None)
+    if fn is None:
+        return None
+    try:
+        return fn(f)
+    except Exception:
+        return None
+
+
+def _headers_only(hdr, payload):
+    size = len(payload or b"")
+    if hdr:
+        h = hdr[:-2] if hdr.endswith(b"\r\n\r\n") else hdr
+        return h + b"Nats-Msg-Size: %d\r\n\r\n" % size
+    return b"NATS/1.0\r\nNats-Msg-Size: %d\r\n\r\n" % size
+
+
+def _parse_sample(s):
+    if not s:
+        return 0
+    try:
+        return int(s.rstrip("%"))
+    except ValueError:
+        return 0
+
+
+_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "ms": 1_000_000, "s": NS, "m": 60 * NS,
+          "h": 3600 * NS}
+
+
+def _parse_go_duration(s):
+    import re
+    if not s:
+        raise ValueError(s)
+    total = 0
+    pos = 0
+    for m in re.finditer(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", s):
+        if m.start() != pos:
+            raise ValueError(s)
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos = m.end()
+    if pos != len(s):
+        raise ValueError(s)
+    return int(total)
+
+
+def consumer_dir(stream, name):
+    """`<stream dir>/consumers/<name>`, or None for memory streams / no store dir."""
+    fn = getattr(stream, "consumer_dir", None)
+    if fn is not None:
+        return fn(name)
+    base = getattr(stream, "dir", None)
+    if not base:
+        return None
+    return os.path.join(base, "consumers", name)
+
+
+def recover_consumers(stream):
+    """Engine hook: rebuild every consumer persisted under the stream's directory."""
+    base = getattr(stream, "dir", None)
+    if not base:
+        return
+    cdir = os.path.join(base, "consumers")
+    if not os.path.isdir(cdir):
+        return
+    for name in sorted(os.listdir(cdir)):
+        d = os.path.join(cdir, name)
+        try:
+            o = Consumer.recover(stream, d)
+        except Exception:
+            log.exception("JetStream could not recover consumer %s > %s", stream.name, name)
+            continue
+        if o is not None:
+            stream.consumers[o.name] = o

@@ -1,0 +1,116 @@
+"""Consumer persistence: `<stream dir>/consumers/<name>/meta.json` and `state.json`.
+
+Owns the on-disk format of a durable consumer:
+
+meta.json  {"name": str, "created": RFC 3339, "created_ns": int, "config": ConsumerConfig JSON}
+state.json {"delivered": {"consumer_seq", "stream_seq"},   last delivered (next-1)
+            "ack_floor": {"consumer_seq", "stream_seq"},
+            "pending": {"<sseq>": [dseq, ts_ns], ...},       delivered, not yet acked
+            "redelivered": {"<sseq>": delivery_count, ...},
+            "last_per_subject": [seqs...], "lps_resume": seq  (only while replaying last-per-subject)}
+
+Files are written to `<file>.tmp` then renamed, so a crash leaves the old or the new version.
+The consumer coalesces writes (one per loop iteration, see Consumer.schedule_save).
+"""
+import json
+import logging
+import os
+import shutil
+
+from natsd.jetstream import consumerconfig as cc
+
+log = logging.getLogger("natsd")
+
+
+def read_json(path):
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read() or b"null")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        log.warning("JetStream could not read %s: %s", path, e)
+        return None
+
+
+def _write(path, obj):
+    tmp = path + ".tmp"
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        log.error("JetStream could not write %s: %s", path, e)
+
+
+def write_meta(directory, o):
+    os.makedirs(directory, exist_ok=True)
+    _write(os.path.join(directory, "meta.json"), {
+        "name": o.name,
+        "created": cc.format_time(o.created),
+        "created_ns": o.created,
+        "config": cc.to_json(o.cfg),
+    })
+
+
+def state_of(o):
+    st = {
+        "delivered": {"consumer_seq": o.dseq - 1, "stream_seq": o.sseq - 1},
+        "ack_floor": {"consumer_seq": o.adflr, "stream_seq": o.asflr},
+        "pending": {str(s): [p[0], p[1]] for s, p in o.pending.items()},
+        "redelivered": {str(s): dc for s, dc in o.rdc.items()},
+    }
+    if o.lss:
+        st["last_per_subject"] = list(o.lss)
+        st["lps_resume"] = o.lss_resume
+    if o.last_delivered_ns:
+        st["last_delivered_ns"] = o.last_delivered_ns
+    if o.last_ack_ns:
+        st["last_ack_ns"] = o.last_ack_ns
+    return st
+
+
+def write_state(directory, state):
+    os.makedirs(directory, exist_ok=True)
+    _write(os.path.join(directory, "state.json"), state)
+
+
+def apply_state(o, st):
+    """Restore a consumer's position from state.json (an empty dict = fresh start)."""
+    if not st:
+        o._select_start()
+        return
+    d = st.get("delivered") or {}
+    a = st.get("ack_floor") or {}
+    o.dseq = int(d.get("consumer_seq", 0)) + 1
+    o.sseq = int(d.get("stream_seq", 0)) + 1
+    o.adflr = int(a.get("consumer_seq", 0))
+    o.asflr = int(a.get("stream_seq", 0))
+    o.pending = {int(k): [int(v[0]), int(v[1])] for k, v in (st.get("pending") or {}).items()}
+    o.rdc = {int(k): int(v) for k, v in (st.get("redelivered") or {}).items()}
+    if st.get("last_per_subject"):
+        o.lss = [int(x) for x in st["last_per_subject"]]
+        o.lss_resume = int(st.get("lps_resume") or o.sseq)
+    o.last_delivered_ns = st.get("last_delivered_ns")
+    o.last_ack_ns = st.get("last_ack_ns")
+    # Messages that left the stream while we were down.
+    from natsd.jetstream.consumer import store_first_last
+    first, last, _ = store_first_last(o.stream.store)
+    if first and o.sseq < first:
+        o.sseq = first
+    for seq in [s for s in o.pending if first and s < first]:
+        del o.pending[seq]
+        o.rdc.pop(seq, None)
+    if o.pending:
+        # Redeliver on the usual schedule, counted from now.
+        o._arm_ptimer(min(o._deadline(s) for s in o.pending) / 1e9)
+
+
+def remove_dir(directory):
+    try:
+        shutil.rmtree(directory)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        log.warning("JetStream could not remove %s: %s", directory, e)

@@ -1,0 +1,266 @@
+"""Pull requests of a pull consumer: parse `$JS.API.CONSUMER.MSG.NEXT` bodies, queue, expire.
+
+Owns: the request body forms (empty = 1, a decimal batch, JSON `{batch, expires, no_wait,
+max_bytes, idle_heartbeat, ...}`), the request limits (409 Exceeded MaxRequestBatch /
+MaxRequestExpires / MaxRequestMaxBytes / MaxWaiting), the waiting queue (served in turn, a
+request with batch left moves to the back as in nats-server), `max_bytes` accounting (409
+Message Size Exceeds MaxBytes, 409 Batch Completed), expiry (408 Request Timeout with
+Nats-Pending-Messages / Nats-Pending-Bytes), `no_wait` at end of stream (404 No Messages),
+per-request idle heartbeats and 409 Consumer Deleted when the consumer goes away.
+"""
+import collections
+import json
+
+NS = 1_000_000_000
+
+
+def status_hdr(code, text, pending=None):
+    h = "NATS/1.0 %d %s\r\n" % (code, text)
+    if pending is not None:
+        h += "Nats-Pending-Messages: %d\r\nNats-Pending-Bytes: %d\r\n" % pending
+    return (h + "\r\n").encode()
+
+
+class BadRequest(Exception):
+    pass
+
+
+def parse_next_request(body):
+    """-> dict(batch, expires_ns, max_bytes, no_wait, hb_ns, group) or raise BadRequest."""
+    req = body.strip() if body else b""
+    out = {"batch": 1, "expires": 0, "max_bytes": 0, "no_wait": False, "hb": 0, "group": None}
+    if not req:
+        return out
+    if req[:1] == b"{":
+        try:
+            d = json.loads(req)
+        except ValueError as e:
+            raise BadRequest(_go_json_error(req, e))
+        if not isinstance(d, dict):
+            raise BadRequest("json: cannot unmarshal into Go value")
+        for key, kind in (("batch", int), ("expires", int), ("max_bytes", int),
+                          ("idle_heartbeat", int), ("no_wait", bool)):
+            v = d.get(key)
+            if v is None:
+                continue
+            if kind is int and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise BadRequest("json: cannot unmarshal %s into Go struct field "
+                                 "JSApiConsumerGetNextRequest.%s" % (type(v).__name__, key))
+            if kind is bool and not isinstance(v, bool):
+                raise BadRequest("json: cannot unmarshal %s into Go struct field "
+                                 "JSApiConsumerGetNextRequest.%s of type bool"
+                                 % (type(v).__name__, key))
+        out["batch"] = int(d.get("batch") or 0)
+        out["expires"] = int(d.get("expires") or 0)
+        out["max_bytes"] = int(d.get("max_bytes") or 0)
+        out["no_wait"] = bool(d.get("no_wait") or False)
+        out["hb"] = int(d.get("idle_heartbeat") or 0)
+        out["group"] = d.get("group")
+        if out["hb"] > 0 and out["hb"] * 2 > out["expires"]:
+            raise BadRequest("heartbeat value too large")
+        return out
+    try:
+        out["batch"] = int(req)
+    except ValueError:
+        pass
+    return out
+
+
+def _go_json_error(req, e):
+    msg = getattr(e, "msg", str(e))
+    pos = getattr(e, "pos", 0)
+    if msg.startswith("Expecting property name"):
+        ch = req[pos:pos + 1].decode("latin-1") or "EOF"
+        return "invalid character '%s' looking for beginning of object key string" % ch
+    if msg.startswith("Expecting value"):
+        ch = req[pos:pos + 1].decode("latin-1")
+        if not ch:
+            return "unexpected end of JSON input"
+        return "invalid character '%s' looking for beginning of value" % ch
+    return msg
+
+
+class WaitingRequest:
+    __slots__ = ("reply", "n", "d", "b", "expires", "no_wait", "hb", "hbt", "received")
+
+    def __init__(self, reply, n, b, expires, no_wait, hb, now):
+        self.reply = reply
+        self.n = n
+        self.d = 0
+        self.b = b
+        self.expires = expires          # loop time or None
+        self.no_wait = no_wait
+        self.hb = hb                    # seconds or 0
+        self.hbt = now + hb if hb else None
+        self.received = now
+
+
+class PullQueue:
+    def __init__(self, consumer, max_waiting):
+        self.o = consumer
+        self.max = max_waiting
+        self.q = collections.deque()
+        self.timer = None
+        self.timer_at = None
+
+    def count(self):
+        self._expire()
+        return len(self.q)
+
+    def has_requests(self):
+        return bool(self.q)
+
+    # ---- new requests ----
+
+    def request(self, reply, body, hdr=None):
+        o = self.o
+        cfg = o.cfg
+        loop = o.loop
+        try:
+            r = parse_next_request(body)
+        except BadRequest as e:
+            o.send_status(reply, status_hdr(400, "Bad Request - %s" % e))
+            return
+        batch, expires, max_bytes, no_wait = r["batch"], r["expires"], r["max_bytes"], r["no_wait"]
+        from natsd.jetstream.consumerconfig import go_duration
+        if cfg["max_batch"] > 0 and batch > cfg["max_batch"]:
+            o.send_status(reply, status_hdr(409, "Exceeded MaxRequestBatch of %d" % cfg["max_batch"]))
+            return
+        if expires > 0 and cfg["max_expires"] > 0 and expires > cfg["max_expires"]:
+            o.send_status(reply, status_hdr(409, "Exceeded MaxRequestExpires of %s"
+                                            % go_duration(cfg["max_expires"])))
+            return
+        if max_bytes > 0 and cfg["max_bytes"] > 0 and max_bytes > cfg["max_bytes"]:
+            o.send_status(reply, status_hdr(409, "Exceeded MaxRequestMaxBytes of %d" % cfg["max_bytes"]))
+            return
+        now = loop.time()
+        o.last_activity = now
+        if len(self.q) >= self.max:
+            self._expire()
+        if no_wait:
+            pending = o.num_pending_fast() + len(o.rdq_set)
+            if pending == 0 and expires == 0:
+                o.send_status(reply, status_hdr(404, "No Messages"))
+                return
+        if len(self.q) >= self.max:
+            if not r["hb"]:
+                o.send_status(reply, status_hdr(409, "Exceeded MaxWaiting"))
+            return
+        wr = WaitingRequest(reply, batch, max_bytes, now + expires / NS if expires > 0 else None,
+                            no_wait, r["hb"] / NS, now)
+        self.q.append(wr)
+        self._arm()
+        o.kick()
+
+    # ---- serving ----
+
+    def next_for(self, sz):
+        """The request to receive a message of `sz` bytes (batch accounted), or None."""
+        o = self.o
+        now = o.loop.time()
+        sl = o.account.sublist
+        while self.q:
+            wr = self.q[0]
+            if wr.expires is not None and now >= wr.expires:
+                self.q.popleft()
+                o.send_status(wr.reply, status_hdr(408, "Request Timeout", (wr.n, wr.b)))
+                continue
+            if wr.b > 0:
+                if sz <= wr.b:
+                    wr.b -= sz
+                    if wr.b == 0:
+                        wr.n = 1
+                else:
+                    self.q.popleft()
+                    o.send_status(wr.reply, status_hdr(409, "Message Size Exceeds MaxBytes",
+                                                       (wr.n, wr.b)))
+                    continue
+            if sl.match(wr.reply.encode()).total == 0:
+                self.q.popleft()
+                continue
+            wr.d += 1
+            wr.n -= 1
+            if wr.n > 0 and len(self.q) > 1:
+                self.q.popleft()
+                self.q.append(wr)
+            elif wr.n <= 0:
+                self.q.popleft()
+            if wr.n > 0 and wr.hb:
+                wr.hbt = now + wr.hb
+            return wr
+        return None
+
+    def after_delivery(self, wr):
+        if wr.n <= 0 and wr.b > 0:
+            self.o.send_status(wr.reply, status_hdr(409, "Batch Completed", (wr.n, wr.b)))
+
+    # ---- housekeeping ----
+
+    def _expire(self):
+        now = self.o.loop.time()
+        if not self.q:
+            return
+        keep = collections.deque()
+        for wr in self.q:
+            if wr.expires is not None and now >= wr.expires:
+                self.o.send_status(wr.reply, status_hdr(408, "Request Timeout", (wr.n, wr.b)))
+            else:
+                keep.append(wr)
+        self.q = keep
+
+    def process(self, eos=False):
+        """Expire, answer no_wait requests at end of stream, heartbeats; re-arm the timer."""
+        o = self.o
+        now = o.loop.time()
+        sl = o.account.sublist
+        keep = collections.deque()
+        for wr in self.q:
+            expired = wr.expires is not None and now >= wr.expires
+            if expired:
+                o.send_status(wr.reply, status_hdr(408, "Request Timeout", (wr.n, wr.b)))
+                continue
+            if eos and wr.no_wait and (wr.expires is None or wr.d > 0):
+                o.send_status(wr.reply, status_hdr(404, "No Messages"))
+                continue
+            if sl.match(wr.reply.encode()).total == 0:
+                continue
+            if wr.hbt is not None and now >= wr.hbt:
+                o.send_status(wr.reply, ("NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: %d\r\n"
+                                         "Nats-Last-Stream: %d\r\n\r\n" % (o.dseq - 1, o.sseq - 1)).encode())
+                wr.hbt = now + wr.hb
+            keep.append(wr)
+        self.q = keep
+        if keep:
+            o.last_activity = now
+        self._arm()
+
+    def _arm(self):
+        nxt = None
+        for wr in self.q:
+            for t in (wr.expires, wr.hbt):
+                if t is not None and (nxt is None or t < nxt):
+                    nxt = t
+        if nxt is None:
+            return
+        if self.timer is not None and self.timer_at is not None and self.timer_at <= nxt:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer_at = nxt
+        self.timer = self.o.loop.call_later(max(0.0, nxt - self.o.loop.time()) + 0.001, self._fire)
+
+    def _fire(self):
+        self.timer = None
+        self.timer_at = None
+        if self.o.closed:
+            return
+        self.process(eos=False)
+        self.o.kick()
+
+    def close(self):
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        for wr in self.q:
+            self.o.send_status(wr.reply, status_hdr(409, "Consumer Deleted"))
+        self.q.clear()
