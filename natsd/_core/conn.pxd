@@ -63,6 +63,8 @@ cdef class Connection:
     cdef public Py_ssize_t stall_limit  # queued bytes past which publishers to us are paused
     cdef public bint stalled            # we stopped reading this connection (back-pressure)
     cdef public list waiters            # publishers paused until our queue drains
+    cdef public double stall_since      # when we first paused a publisher (0: none paused)
+    cdef public bint stall_expired      # paused too long: stop pausing until we drain
 
     # statistics
     cdef public long long in_msgs

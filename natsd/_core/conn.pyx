@@ -134,6 +134,7 @@ cdef class Connection:
         if left == 0:
             self.ostart = self.olen = 0
             self.blocked_since = 0
+            self.stall_expired = False
             if self.ocap > KEEP_OBUF:
                 free(self.obuf)
                 self.obuf = NULL
@@ -174,12 +175,21 @@ cdef class Connection:
         pub.stalled = True
         if self.waiters is None:
             self.waiters = []
+            self.stall_since = now_mono()
         self.waiters.append(pub)
+
+    def expire_stall(self):
+        """Paused publishers waited long enough: let them go; if we still do not drain we
+        pass max_pending and are cut as a slow consumer, as nats-server does."""
+        self.stall_expired = True
+        if self.waiters is not None:
+            self.release_waiters()
 
     cdef void release_waiters(self):
         cdef Connection w
         waiters = self.waiters
         self.waiters = None
+        self.stall_since = 0
         for w in waiters:
             if w.stalled:
                 w.stalled = False

@@ -49,6 +49,7 @@ cdef class Log:
     cdef readonly int64_t last_ts
     cdef int64_t first_ts_cache
     cdef uint64_t first_ts_seq
+    cdef uint64_t floor                # recovery: highest FIRST record seen
 
     cdef dict sid_of                   # subject bytes -> sid
     cdef list subjects                 # sid -> subject bytes
@@ -83,3 +84,25 @@ cdef class Log:
     cdef uint64_t _scan_back(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
                              const uint8_t* bm, Py_ssize_t bmlen) nogil
     cdef int _advance_first(self) except -1
+    cdef uint64_t _count(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
+                         const uint8_t* bm, Py_ssize_t bmlen) nogil
+    cdef uint64_t _subj_first(self, uint32_t sid)
+    cdef uint64_t _subj_last(self, uint32_t sid)
+    cdef uint64_t _unindex_range(self, uint64_t lo, uint64_t hi)
+    cdef uint64_t _first_record_above(self, Block b, uint64_t seq)
+    cdef uint64_t _scan_image(self, Block b, bytes img) except? 0
+    cdef _free_chunks_below(self, uint64_t seq)
+    cdef tuple _filter(self, filt)
+    cdef _new_block(self, int num)
+    cdef _rotate(self)
+    cdef _compress(self, Block b)
+    cdef bytes _image(self, Block b)
+    cdef Block _block_of(self, uint64_t seq)
+    cdef _drop_front_blocks(self)
+    cdef bytes _read_raw(self, uint64_t seq, nlog_entry* e)
+    cdef _tombstone(self, bytes packed)
+    cdef _erase(self, uint64_t seq, nlog_entry* e)
+    cdef _decompress_in_place(self, Block b)
+    cdef _synced_to(self, uint64_t target)
+    cdef _start_sync(self, executor_submit)
+    cdef _reset(self)

@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: language_level=3, boundscheck=False, wraparound=True, cdivision=True
 """The segmented append-only log: JetStream's FileStore is built on it (and the Raft log will be).
 
 It owns the block files, the in-memory index, the per-subject table, recovery and group commit.
@@ -66,7 +66,7 @@ cdef extern from *:
     """
     /* XXH64 (public domain algorithm by Yann Collet), little-endian only; tests check it
        against the xxhash package. Inline so checksums need neither the GIL nor a library. */
-    #define XP1 11400714785092588743ULL
+    #define XP1 0x9E3779B185EBCA87ULL
     #define XP2 14029467366897019727ULL
     #define XP3 1609587929392839161ULL
     #define XP4 9650029242287828579ULL
@@ -115,7 +115,9 @@ cdef extern from *:
     static inline void nlog_wr64(char* p, uint64_t v) { memcpy(p, &v, 8); }
     static inline void nlog_wr32(char* p, uint32_t v) { memcpy(p, &v, 4); }
     static inline void nlog_wr16(char* p, uint16_t v) { memcpy(p, &v, 2); }
+    #define HDR_BIT 0x80000000u
     """
+    const uint32_t HDR_BIT
     uint64_t nlog_xxh64(const void* data, size_t len, uint64_t seed) nogil
     int nlog_match(const char* p, Py_ssize_t pl, const char* s, Py_ssize_t sl) nogil
     uint64_t nlog_rd64(const char* p) nogil
@@ -133,7 +135,6 @@ DEF REC_MIN = 43            # REC_HDR + checksum
 DEF VERSION = 1
 DEF CHUNK_BITS = 16
 DEF CHUNK = 65536
-DEF HDR_BIT = 0x80000000
 DEF SIZE_MASK = 0x7fffffff
 DEF MAX_BLOCK = 0x7fff0000
 
@@ -1201,4 +1202,238 @@ cdef class Log:
                 close((<Block>b).fd)
                 (<Block>b).fd = -1
 
-    include "log_recover.pxi"
+    # ---------------------------------------------------------------- recovery
+
+    cdef _reset(self):
+        cdef Py_ssize_t i
+        for b in self.blocks:
+            if (<Block>b).fd >= 0:
+                close((<Block>b).fd)
+        if self.chunks != NULL:
+            for i in range(self.nchunks):
+                free(self.chunks[i])
+            free(self.chunks)
+        self.chunks = NULL
+        self.nchunks = 0
+        self.chunk_lo = 0
+        self.blocks, self.mblocks, self.mfirst, self.raw_lru = [], [], [], []
+        self.subjects, self.sid_of, self.wc_cache, self.ttl_heap = [], {}, {}, []
+        self.active = None
+        self.first = self.last = self.msgs = self.bytes = 0
+        self.last_ts = 0
+        self.nsubj_live = 0
+
+    def _block_files(self):
+        nums = []
+        for name in os.listdir(self.dir):
+            if name.endswith(".tmp"):
+                os.unlink(os.path.join(self.dir, name))     # an interrupted compression
+            elif name.endswith(".blk") and name[:-4].isdigit():
+                nums.append(int(name[:-4]))
+        return sorted(nums)
+
+    def _rebuild(self):
+        """Rebuild the index by scanning every block; cut a bad tail at the last good record."""
+        cdef Block b
+        cdef uint64_t good
+        nums = self._block_files()
+        for num in nums:
+            path = os.path.join(self.dir, f"{num}.blk")
+            b = Block(num, path)
+            b.fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            hdr = os.pread(b.fd, BLK_HDR, 0)
+            if len(hdr) < BLK_HDR and num == nums[-1]:
+                # Crashed while creating the block: it holds nothing yet.
+                log.warning("%s: incomplete block header, reinitialized", path)
+                os.ftruncate(b.fd, 0)
+                os.pwrite(b.fd, b"NLOG" + bytes([VERSION, 0, 0, 0]) + bytes(8), 0)
+                hdr = os.pread(b.fd, BLK_HDR, 0)
+            if hdr[:4] != b"NLOG" or hdr[4] != VERSION:
+                log.warning("%s: not a version %d natsd log block, ignored", path, VERSION)
+                close(b.fd)
+                continue
+            b.compressed = bool(hdr[5] & 1)
+            try:
+                img = self._image(b) if b.compressed else os.pread(b.fd, os.fstat(b.fd).st_size, 0)
+            except Exception as e:
+                log.warning("%s: cannot decompress block (%s), its messages are lost", path, e)
+                img = bytes(BLK_HDR)
+            self.blocks.append(b)
+            good = self._scan_image(b, img)
+            if good < <uint64_t>len(img):
+                log.warning("%s: truncated or corrupt record at offset %d, %d bytes dropped",
+                            path, good, len(img) - good)
+                if b.compressed:
+                    self._decompress_in_place(b)
+                os.ftruncate(b.fd, good)
+            b.size = good
+        if self.blocks and not (<Block>self.blocks[-1]).compressed:
+            self.active = self.blocks[-1]
+        elif self.blocks:
+            self._new_block((<Block>self.blocks[-1]).num + 1)
+        self._advance_first()
+        self._free_chunks_below(self.first)
+        self._drop_front_blocks()
+
+    cdef uint64_t _scan_image(self, Block b, bytes img) except? 0:
+        cdef const char* p = PyBytes_AS_STRING(img)
+        cdef uint64_t n = PyBytes_GET_SIZE(img), off = BLK_HDR, seq, s, i
+        cdef uint32_t rl, slen, hlen, sid = 0, size
+        cdef const char* lsubj = NULL
+        cdef uint32_t lslen = 0
+        cdef int64_t ts, ttl
+        cdef int t
+        cdef nlog_entry* e
+        while off + REC_MIN <= n:
+            rl = nlog_rd32(p + off)
+            if rl < REC_MIN or off + rl > n:
+                break
+            if nlog_xxh64(p + off, rl - 8, 0) != nlog_rd64(p + off + rl - 8):
+                break
+            seq = nlog_rd64(p + off + 4)
+            ts = <int64_t>nlog_rd64(p + off + 12)
+            t = <uint8_t>p[off + 20]
+            slen = nlog_rd16(p + off + 21)
+            hlen = nlog_rd32(p + off + 23)
+            ttl = <int64_t>nlog_rd64(p + off + 27)
+            if REC_MIN + <uint64_t>slen + hlen > rl:
+                break
+            if (t & 0x0f) == T_MSG:
+                if seq > self.last and (t & F_ERASED):
+                    self.last = seq
+                elif not (t & F_ERASED) and seq >= self.floor:
+                    if lsubj == NULL or lslen != slen or memcmp(lsubj, p + off + REC_HDR, slen) != 0:
+                        # Most consecutive records share a subject: skip the dict lookup then.
+                        sid = self._sid(PyBytes_FromStringAndSize(p + off + REC_HDR, slen))
+                        lsubj = p + off + REC_HDR
+                        lslen = slen
+                    size = rl | (HDR_BIT if hlen else 0)
+                    self._index_msg(seq, ts, <uint32_t>off, size, sid, b)
+                    if ttl > 0:
+                        heapq.heappush(self.ttl_heap, (ts + ttl * 1000000000, seq))
+            elif (t & 0x0f) == T_TOMBS:
+                for i in range(slen + hlen, rl - REC_MIN - 7, 8):
+                    s = nlog_rd64(p + off + REC_HDR + i)
+                    e = self._entry(s)
+                    if e != NULL and e.size:
+                        self._unindex(s, e)
+            elif (t & 0x0f) == T_FIRST:
+                if self.msgs and seq > 1:
+                    self._unindex_range(1 if self.first == 0 else self.first, seq - 1)
+                if seq > self.floor:
+                    self.floor = seq
+                if seq > self.last + 1:
+                    self.last = seq - 1
+                if self.msgs == 0 or self.first < seq:
+                    self.first = seq
+            elif (t & 0x0f) == T_SKIP:
+                if seq > self.last:
+                    self.last = seq
+            off += rl
+        return off
+
+    def _write_snapshot(self):
+        cdef Block b, lastb = self.blocks[-1]
+        cdef Py_ssize_t k
+        blocks = [(b.num, b.size, b.first_seq, b.last_seq, b.compressed, os.fstat(b.fd).st_size)
+                  for b in self.blocks]
+        disk = blocks[-1][5]
+        chunks = []
+        for k in range(self.nchunks):
+            if self.chunks[k] != NULL:
+                chunks.append((k + self.chunk_lo,
+                               nlog_xxh64(self.chunks[k], CHUNK * sizeof(nlog_entry), 0)))
+        meta = dict(v=SNAP_VERSION, first=self.first, last=self.last, last_ts=self.last_ts,
+                    msgs=self.msgs, bytes=self.bytes, nsubj=self.nsubj_live,
+                    subjects=self.subjects, ttl=self.ttl_heap, blocks=blocks, chunks=chunks,
+                    sstats=PyBytes_FromStringAndSize(<char*>self.sstats,
+                                                     len(self.subjects) * sizeof(nlog_sstat)),
+                    tail=os.pread(lastb.fd, 8, disk - 8) if disk >= 8 else b"")
+        m = pickle.dumps(meta, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp = os.path.join(self.dir, "index.snap.tmp")
+        with open(tmp, "wb") as f:
+            f.write(b"NSNP" + len(m).to_bytes(8, "little") + nlog_xxh64(<char*>m, len(m), 0).to_bytes(8, "little"))
+            f.write(m)
+            for c, _ in chunks:
+                k = c - self.chunk_lo
+                f.write(PyBytes_FromStringAndSize(<char*>self.chunks[k], CHUNK * sizeof(nlog_entry)))
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(tmp, os.path.join(self.dir, "index.snap"))
+
+    def _load_snapshot(self):
+        """Use index.snap if it matches the blocks exactly; it is removed either way."""
+        path = os.path.join(self.dir, "index.snap")
+        if not os.path.exists(path):
+            return False
+        try:
+            ok = self._apply_snapshot(path)
+        except Exception as e:
+            ok = False
+            log.warning("%s: unusable index snapshot (%s), rescanning blocks", path, e)
+        if not ok:
+            self._reset()
+        os.unlink(path)
+        return ok
+
+    def _apply_snapshot(self, path):
+        cdef Block b
+        cdef nlog_entry* ce
+        cdef bytes data, ss
+        cdef Py_ssize_t n
+        with open(path, "rb") as f:
+            h = f.read(20)
+            if len(h) != 20 or h[:4] != b"NSNP":
+                return False
+            m = f.read(int.from_bytes(h[4:12], "little"))
+            if nlog_xxh64(<char*>m, len(m), 0) != int.from_bytes(h[12:20], "little"):
+                return False
+            meta = pickle.loads(m)
+            if meta.get("v") != SNAP_VERSION or not meta["blocks"]:
+                return False
+            if [bl[0] for bl in meta["blocks"]] != self._block_files():
+                return False
+            for num, size, fseq, lseq, comp, disk in meta["blocks"]:
+                bpath = os.path.join(self.dir, f"{num}.blk")
+                if os.path.getsize(bpath) != disk:
+                    return False
+            with open(bpath, "rb") as lf:
+                lf.seek(max(0, disk - 8))
+                if lf.read(8) != meta["tail"]:
+                    return False
+            for num, size, fseq, lseq, comp, disk in meta["blocks"]:
+                b = Block(num, os.path.join(self.dir, f"{num}.blk"))
+                b.fd = os.open(b.path, os.O_RDWR | os.O_CLOEXEC)
+                b.size, b.first_seq, b.last_seq, b.compressed = size, fseq, lseq, comp
+                self.blocks.append(b)
+                if fseq:
+                    self.mblocks.append(b)
+                    self.mfirst.append(fseq)
+            for s in meta["subjects"]:
+                self._sid(s)
+            ss = meta["sstats"]
+            if len(ss) != len(self.subjects) * sizeof(nlog_sstat):
+                return False
+            if len(ss):
+                memcpy(self.sstats, PyBytes_AS_STRING(ss), len(ss))
+            for c, hsum in meta["chunks"]:
+                data = f.read(CHUNK * sizeof(nlog_entry))
+                if len(data) != CHUNK * sizeof(nlog_entry) or nlog_xxh64(<char*>data, len(data), 0) != hsum:
+                    return False
+                ce = self._entry_alloc(<uint64_t>c << CHUNK_BITS)
+                memcpy(ce, PyBytes_AS_STRING(data), len(data))
+        self.first, self.last, self.last_ts = meta["first"], meta["last"], meta["last_ts"]
+        self.msgs, self.bytes, self.nsubj_live = meta["msgs"], meta["bytes"], meta["nsubj"]
+        self.ttl_heap = meta["ttl"]
+        b = self.blocks[-1]
+        if not b.compressed:
+            self.active = b
+        return True
+
+
+cdef bint _rec_ok(bytes data, uint64_t seq):
+    cdef const char* p = PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    if n < REC_MIN or nlog_rd32(p) != n or nlog_rd64(p + 4) != seq:
+        return False
+    return nlog_xxh64(p, n - 8, 0) == nlog_rd64(p + n - 8)

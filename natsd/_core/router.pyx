@@ -90,7 +90,8 @@ cdef int write_msg(Connection c, Connection pub, bytes sid, const char* subj, Py
     totals.out_msgs += 1
     totals.out_bytes += tlen
     c.mark_dirty()
-    if c.olen - c.ostart > c.stall_limit and pub is not None and pub is not c and not pub.stalled:
+    if (c.olen - c.ostart > c.stall_limit and pub is not None and pub is not c
+            and not pub.stalled and not c.stall_expired):
         c.stall_publisher(pub)
     if c.trace:
         c.handler.trace_out(c, PyBytes_FromStringAndSize(start, p - start - tlen - 4))

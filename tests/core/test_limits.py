@@ -147,10 +147,6 @@ def _varz(srv):
         return json.loads(r.read())
 
 
-@pytest.mark.xfail(reason="natsd stalls publishers at max_pending/8 queued bytes until the slow consumer "
-                          "drains or hits the write deadline, so it is cut by WriteDeadline; nats-server "
-                          "stalls a few ms at most and cuts it at MaxPending (_core back-pressure)",
-                   strict=True)
 def test_slow_consumer_cut_at_max_pending(natsd, tmp_path):
     srv = natsd("-c", config(tmp_path, 'max_pending: 1MB\nwrite_deadline: "3s"\n'))
     slow = socket.socket()
