@@ -1,0 +1,1 @@
+"""Tests for JetStream: stores (and later streams, consumers, API)."""
