@@ -117,7 +117,7 @@ class ApiHandler:
             return
         ctx = Request(self, acc, jsa, op, args, subject, reply, hdr, payload)
         if jsa is not None:
-            jsa.api_total += 1
+            self.server.loop.call_soon(_count, jsa)
         if jsa is None:
             if reply:
                 ctx.send(E.JSNotEnabledForAccountErr())
@@ -146,6 +146,8 @@ class ApiHandler:
         except E.ApiError as err:
             ctx.send(err)
             return
+        except NoReply:
+            return
         except Exception as exc:
             log.exception("JetStream API request %s failed", subject)
             ctx.send(E.ApiError(500, 10003, str(exc) or "internal error"))
@@ -162,7 +164,7 @@ class ApiHandler:
 
     def _stream_name(self, r):
         if len(r.args) != 1 or not r.args[0]:
-            raise E.JSBadRequestErr()
+            raise NoReply()
         return r.args[0]
 
     def _stream(self, r):
@@ -183,6 +185,8 @@ class ApiHandler:
         pedantic = req.pop("pedantic", False)
         jsa = r.jsa
         cfg = check_config(req, pedantic, self._lookup_cfg(jsa), jsa)
+        if cfg.get("sealed"):
+            raise E.JSStreamInvalidConfigF(err="stream configuration for create can not be sealed")
         existing = jsa.streams.get(name)
         if existing is not None:
             if _same_config(existing.config, cfg):
@@ -520,6 +524,10 @@ class ApiHandler:
                         raise E.JSStreamSubjectOverlapErr()
 
 
+class NoReply(Exception):
+    """nats-server ignores the request (e.g. a stream name that is not one token)."""
+
+
 class Request:
     __slots__ = ("h", "acc", "jsa", "op", "args", "subject", "reply", "hdr", "payload")
 
@@ -544,6 +552,10 @@ class Request:
             data = E.api_response(TYPES.get(self.op, "error_response"), result)
         if self.reply:
             publish(self.acc.sublist, self.reply, None, None, data)
+
+
+def _count(jsa):
+    jsa.api_total += 1
 
 
 def _required_level(hdr):

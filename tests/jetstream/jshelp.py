@@ -1,0 +1,40 @@
+"""Shared helpers for the JetStream end-to-end tests (natsd and the reference via nats-py)."""
+import asyncio
+import functools
+import json
+
+import nats
+
+
+def run(coro_fn):
+    """Run an async test on a fresh event loop (no pytest-asyncio here)."""
+    @functools.wraps(coro_fn)
+    def wrapper(*args, **kw):
+        return asyncio.run(asyncio.wait_for(coro_fn(*args, **kw), 90))
+    return wrapper
+
+
+async def api(nc, subject, body=b"", timeout=3, headers=None):
+    """A JetStream API request; returns the decoded JSON reply."""
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body).encode()
+    elif isinstance(body, str):
+        body = body.encode()
+    m = await nc.request(subject, body, timeout=timeout, headers=headers)
+    return json.loads(m.data)
+
+
+async def wait_until(cond, timeout=5.0):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        v = await cond() if asyncio.iscoroutinefunction(cond) else cond()
+        if v:
+            return v
+        if loop.time() > deadline:
+            return v
+        await asyncio.sleep(0.02)
+
+
+async def connect(server):
+    return await nats.connect(server.url, reconnect_time_wait=0.1, max_reconnect_attempts=2)
