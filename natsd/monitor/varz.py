@@ -44,7 +44,7 @@ def _seconds_number(v):
 def varz(server, query):
     opts = server.opts
     now = time.time()
-    js = server.jetstream_varz() if hasattr(server, "jetstream_varz") else {}
+    js = (server.jetstream_varz() if hasattr(server, "jetstream_varz") else None) or {}
     sys_acc = server.accounts.system
     v = {
         "server_id": server.id,

@@ -32,7 +32,7 @@ def _can_connect(port):
         with RawClient(port) as c:
             c.connect()
             return True
-    except AssertionError:
+    except (AssertionError, OSError):      # refused or closed while slots are still taken
         return False
 
 
