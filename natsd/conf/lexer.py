@@ -134,6 +134,12 @@ class Lexer:
                     self.error('unexpected end of file, expected "}" to close the map')
                 return
             if ch == "}":
+                if top and self.tokens and not self.s[self.i + 1:].strip():
+                    # nats-server ignores one stray `}` ending the file (seed 003's
+                    # `orders.> orders.central.>}` + `}` mapping example loads there).
+                    self.advance()
+                    self.skip_space()
+                    return
                 if top:
                     self.error('unexpected "}" with no map to close')
                 line, col = self.line, self.col()
@@ -320,6 +326,17 @@ class Lexer:
         escaped = False
         while True:
             ch = self.peek()
+            if ch == "{" and self.peek(1) == "{":
+                # `{{wildcard(1)}}` in an unquoted mapping destination (seed 003's
+                # whitespace form): keep the template whole instead of letting its `}}`
+                # close the enclosing map, as long as it ends on this line.
+                end = self.s.find("}}", self.i + 2)
+                nl = min((j for j in (self.s.find("\n", self.i), self.s.find("\r", self.i)) if j >= 0),
+                         default=len(self.s))
+                if 0 <= end < nl:
+                    while self.i < end + 2:
+                        self.advance()
+                    continue
             if ch == "" or ch in WS or ch in NL or ch in ";,]}'":
                 break
             if ch == "\\":

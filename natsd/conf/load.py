@@ -17,6 +17,7 @@ from ..options import (
     Permissions, RemoteLeafOpts, ResponsePermission, ServiceLatency, SubjectPermission, User,
 )
 from .errors import ConfigError
+from ..subject import subject_is_subset, subjects_overlap
 from .lexer import LexError
 from .parser import Node, config_digest, parse_string
 
@@ -147,6 +148,8 @@ class _Loader:
         self.usernames: dict[str, Node] = {}
         self.imports: list[tuple[AccountOpts, ImportOpts, Node]] = []
         self.export_accounts: list[tuple[ExportOpts, Node]] = []
+        self._svc_import_subjects: dict[int, dict[str, list[ImportOpts]]] = {}
+        self._added_imports: dict[str, list[ImportOpts]] = {}
 
     # -- reporting / typed access ------------------------------------------
     def err(self, n: Node | tuple, msg: str):
@@ -878,8 +881,19 @@ class _Loader:
             if im.to and im.subject:
                 bad = _wildcards_used(im.subject, im.to)
                 if bad:
-                    self.err(imn, f'Error adding {im.kind} import "{im.subject}": invalid mapping '
-                                  f'destination: {bad}')
+                    frm, to = (im.subject, im.to) if im.kind == "stream" else (im.to, im.subject)
+                    self.err(imn, f'Error adding {im.kind} import "{im.subject}": failed to create mapping '
+                                  f'transform for {im.kind} import subject from "{frm}" to "{to}": '
+                                  f'invalid mapping destination: {bad}')
+            if im.kind == "service" and im.account and im.subject:
+                local = im.to or im.subject
+                seen = self._svc_import_subjects.setdefault(id(acc), {}).setdefault(local, [])
+                dup = next((d for d in seen if d.account == im.account), None)
+                if dup is not None:
+                    self.err(imn, f'Duplicate service import subject "{local}", previously used in import '
+                                  f'for account "{dup.account}", subject "{dup.subject}"')
+                    continue
+                seen.append(im)
             if im.kind == "service" and im.prefix:
                 self.err(imn, '"prefix" is only for stream imports, use "to"')
             acc.imports.append(im)
@@ -1280,7 +1294,12 @@ class _Loader:
             for an in ex.accounts or []:
                 if an not in accs:
                     self.err(v, f'"{an}" account not defined for {ex.kind} export')
-        for acc, im, node in self.imports:
+        # nats-server adds every stream import, then every service import, refusing any
+        # that would close a cycle (accounts.go serviceImportFormsCycle/streamImportFormsCycle).
+        self._added_imports = {}
+        ordered = ([x for x in self.imports if x[1].kind == "stream"] +
+                   [x for x in self.imports if x[1].kind == "service"])
+        for acc, im, node in ordered:
             target = accs.get(im.account)
             if target is None:
                 self.err(node, f'"{im.account}" account not defined for {im.kind} import')
@@ -1291,6 +1310,11 @@ class _Loader:
             if not ok:
                 self.err(node, f'Error adding {im.kind} import "{im.subject}": {im.kind} import not authorized '
                                f'(account "{im.account}" has no matching {im.kind} export)')
+                continue
+            if self._import_forms_cycle(acc, im):
+                self.err(node, f'Error adding {im.kind} import "{im.subject}": import forms a cycle')
+                continue
+            self._added_imports.setdefault(acc.name, []).append(im)
         for r, node in getattr(self, "remote_nodes", []):
             if r.account and r.account != "$G" and r.account not in accs:
                 self.err(node, f'leafnode remote account "{r.account}" is not defined in "accounts"')
@@ -1302,6 +1326,62 @@ class _Loader:
             if o.no_auth_user not in names:
                 self.err(self.no_auth_node, f'no_auth_user: "{o.no_auth_user}" not present as user or nkey '
                                             "in authorization block or account configuration")
+
+
+def _stream_local(im: ImportOpts) -> str:
+    if im.prefix:
+        return f"{im.prefix.rstrip('.')}.{im.subject}"
+    return im.to or im.subject
+
+
+def _import_forms_cycle(self, acc, im: ImportOpts) -> bool:
+    """Would adding `im` to `acc` close an import cycle? (checks imports added so far)"""
+    accs = self.o.accounts
+    added = self._added_imports
+
+    def svc(name: str, frm: str, visited: set[str], depth: int = 0) -> bool:
+        if depth > 1024:
+            return True
+        for si in added.get(name, ()):
+            if si.kind != "service" or not subjects_overlap(frm, si.subject):
+                continue
+            if si.account in visited:
+                return True
+            visited.add(name)
+            f = si.to or si.subject
+            nf = f if subject_is_subset(f, frm) else frm
+            if svc(si.account, nf, visited, depth + 1):
+                return True
+        return False
+
+    def stream(name: str, to: str, visited: set[str], depth: int = 0) -> bool:
+        if depth > 1024:
+            return True
+        a = accs.get(name)
+        if a is None or not any(ex.kind == "stream" and subject_is_subset(to, ex.subject)
+                                for ex in a.exports):
+            return False
+        for si in added.get(name, ()):
+            sto = _stream_local(si) if si.kind == "stream" else None
+            if sto is None or not subjects_overlap(to, sto):
+                continue
+            if si.account in visited:
+                return True
+            visited.add(name)
+            if stream(si.account, sto if subject_is_subset(sto, to) else to, visited, depth + 1):
+                return True
+        return False
+
+    if im.kind == "service":
+        frm = im.to or im.subject
+        if "*" in im.subject or ">" in im.subject:     # transformUntokenize the local subject
+            frm = re.sub(r"\$\d+|\{\{\s*wildcard\s*\(\s*\d+\s*\)\s*\}\}", "*", frm)
+        return svc(im.account, frm, {acc.name})
+    return (stream(im.account, _stream_local(im), {acc.name})
+            or stream(im.account, im.subject, {acc.name}))
+
+
+_Loader._import_forms_cycle = _import_forms_cycle
 
 
 def _raise(loader: _Loader):
