@@ -160,8 +160,7 @@ class Consumer:
             self.replay_lseq = store_first_last(self.stream.store)[1]
         sn, on = self.stream.name, self.name
         self._sub("$JS.ACK.%s.%s.>" % (sn, on), self._on_ack)
-        if not self.is_push():
-            self._sub("$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (sn, on), self._on_next)
+        self._sub("$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (sn, on), self._on_next)
         if self.is_push():
             if self.cfg["flow_control"]:
                 self._sub("$JS.FC.%s.%s.*" % (sn, on), self._on_fc)
@@ -175,6 +174,9 @@ class Consumer:
 
     def _on_next(self, sub, subject, reply, hdr, payload, origin):
         if self.closed or not reply:
+            return
+        if self.waiting is None:
+            self.send_status(reply, status_hdr(409, "Consumer is push based"))
             return
         self.waiting.request(reply.decode(), payload, hdr)
 
