@@ -23,8 +23,8 @@ On disk, directory `<dir>/`:
 
 Deletes are tombstone records in the active block rather than rewrites, so appends stay
 sequential. A tombstone may name a message in any earlier block, so blocks are only ever
-deleted from the front (when all their messages are below `first`): a tombstone can never
-outlive... be lost while its message survives. Erase overwrites the message in place (zero hdr
+deleted from the front (when all their messages are below `first`): a tombstone is never
+lost while the message it deletes is still on disk. Erase overwrites the message in place (zero hdr
 and msg, ERASED flag, new checksum) after its tombstone is written.
 
 In memory, per sequence, one 12-byte entry (offset, size|hdr-bit, subject id) in 64K-entry
