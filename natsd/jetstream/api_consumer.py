@@ -12,8 +12,6 @@ addConsumerWithAssignment (consumer.go); error codes are nats-server's (errors.p
 """
 import json
 import logging
-import os
-import time
 
 from natsd._core.router import publish
 from natsd.jetstream import consumerconfig as cc

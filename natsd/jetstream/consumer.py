@@ -6,7 +6,9 @@ queue), push delivery (interest, deliver_group, flow control, idle heartbeats, r
 replay original, headers_only), pull delivery (the waiting-request queue in `pull.py`), the ack
 protocol on `$JS.ACK.<stream>.<consumer>.>` (+ACK, -NAK [delay], +WPI, +NXT, +TERM, AckSync),
 max_deliver + advisories, ephemeral inactivity deletion, ConsumerInfo, and the on-disk state
-(`meta.json`, `state.json` in the consumer's directory; see `persist.py`).
+(`meta.json`, `state.json` in the consumer's directory; see `persist.py`). The ack protocol and
+redelivery live in the `AckState` mixin (ackstate.py), push fan-out, flow control and
+heartbeats in `PushDelivery` (delivery.py), pull requests in `PullQueue` (pull.py).
 
 Everything runs on the server loop. Delivery is batched: events (new message, ack, pull
 request, timer) only *schedule* `_run` with `call_soon`; `_run` then delivers as much as it may.
@@ -14,17 +16,17 @@ The stream drives us through `on_stored(seq, subject)`, `on_purged()`, `on_remov
 `stop()`, and asks `needs(seq, subject)` for interest retention.
 """
 import heapq
-import json
 import logging
 import os
 import random
 import time
 
-from natsd._core.router import deliver_to
 from natsd._core.sublist import Subscription
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import persist
-from natsd.jetstream.pull import PullQueue, parse_next_request, status_hdr
+from natsd.jetstream.ackstate import AckState
+from natsd.jetstream.delivery import PushDelivery
+from natsd.jetstream.pull import PullQueue, status_hdr
 from natsd.subject import subject_matches
 
 log = logging.getLogger("natsd")
@@ -75,7 +77,7 @@ def _num(v):
     return int(v or 0)
 
 
-class Consumer:
+class Consumer(AckState, PushDelivery):
     def __init__(self, stream, name, cfg, created_ns=None):
         self.stream = stream
         self.server = stream.server
@@ -619,297 +621,6 @@ class Consumer:
             self._ack_removal(sm.seq)
         self.schedule_save()
 
-    def _send(self, target, subject, reply, hdr, payload):
-        """Deliver to subscribers of `target` with the message's own subject on the wire."""
-        res = self.account.sublist.match(target)
-        if res.total == 0:
-            return 0
-        n = 0
-        group = self.cfg["deliver_group"] if self.is_push() else ""
-        if not group:
-            for s in res.psubs:
-                n += deliver_to(s, target if s.conn is None else subject, reply, hdr, payload)
-        for members in res.qsubs:
-            if not members:
-                continue
-            if group and members[0].queue != group.encode():
-                continue
-            start = random.randrange(len(members))
-            for i in range(len(members)):
-                s = members[(start + i) % len(members)]
-                if deliver_to(s, target if s.conn is None else subject, reply, hdr, payload):
-                    n += 1
-                    break
-        return n
-
-    def send_status(self, target, hdr):
-        """Status-only message (no payload) to a reply/deliver subject."""
-        if isinstance(target, str):
-            target = target.encode()
-        res = self.account.sublist.match(target)
-        for s in res.psubs:
-            deliver_to(s, target, None, hdr, b"")
-        for members in res.qsubs:
-            if members:
-                deliver_to(random.choice(members), target, None, hdr, b"")
-
-    def _send_fc(self):
-        a = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-        rnd = "".join(random.choice(a) for _ in range(4))
-        self.fcid = "$JS.FC.%s.%s.%s" % (self.stream.name, self.name, rnd)
-        self.fcsz = self.pbytes
-        res = self.account.sublist.match(self.cfg["deliver_subject"].encode())
-        target = self.cfg["deliver_subject"].encode()
-        hdr = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
-        for s in res.psubs:
-            deliver_to(s, target, self.fcid.encode(), hdr, b"")
-        for members in res.qsubs:
-            if members:
-                deliver_to(random.choice(members), target, self.fcid.encode(), hdr, b"")
-
-    def _on_fc(self, sub, subject, reply, hdr, payload, origin):
-        if self.closed or self.fcid is None or subject.decode() != self.fcid:
-            return
-        if self.maxpb < self.pblimit:
-            self.maxpb = min(self.maxpb * 2, self.pblimit)
-        self.pbytes = max(0, self.pbytes - self.fcsz)
-        self.fcid, self.fcsz = None, 0
-        self.kick()
-
-    def _hb(self):
-        self._hbtimer = None
-        if self.closed:
-            return
-        if self.active or self._has_interest():
-            h = "NATS/1.0 100 Idle Heartbeat\r\nNats-Last-Consumer: %d\r\nNats-Last-Stream: %d\r\n" % (
-                self.dseq - 1, self.sseq - 1)
-            if self.fcid:
-                h += "Nats-Consumer-Stalled: %s\r\n" % self.fcid
-            self.send_status(self.cfg["deliver_subject"], (h + "\r\n").encode())
-        self._hbtimer = self.loop.call_later(self.cfg["idle_heartbeat"] / NS, self._hb)
-
-    # ---- ack wait / redelivery ----
-
-    def _deadline(self, seq):
-        bo = self.cfg["backoff"]
-        if bo:
-            dc = self.rdc.get(seq, 1)
-            return bo[min(dc - 1, len(bo) - 1)]
-        return self.cfg["ack_wait"]
-
-    def _arm_ptimer(self, delay):
-        if self.cfg["ack_wait"] <= 0 and not self.cfg["backoff"]:
-            return
-        at = self.loop.time() + delay + 0.001
-        if self._ptimer is not None and self._ptimer_at is not None and self._ptimer_at <= at:
-            return
-        if self._ptimer is not None:
-            self._ptimer.cancel()
-        self._ptimer_at = at
-        self._ptimer = self.loop.call_later(max(0.0, at - self.loop.time()), self._check_pending)
-
-    def _check_pending(self):
-        self._ptimer = None
-        self._ptimer_at = None
-        if self.closed or not self.pending:
-            return
-        now = now_ns()
-        first = store_first_last(self.stream.store)[0]
-        nxt = None
-        expired = []
-        maxdc = self.cfg["max_deliver"]
-        for seq, p in list(self.pending.items()):
-            if seq < first:
-                del self.pending[seq]
-                self.rdc.pop(seq, None)
-                continue
-            deadline = self._deadline(seq)
-            elapsed = now - p[1]
-            if elapsed >= deadline:
-                if seq in self.rdq_set:
-                    continue
-                dc = self.rdc.get(seq, 1)
-                if maxdc > 0 and dc >= maxdc:
-                    self._notify_max_deliveries(seq, dc)
-                    self._drop_pending(seq)
-                    continue
-                expired.append(seq)
-            else:
-                left = deadline - elapsed
-                if nxt is None or left < nxt:
-                    nxt = left
-        if expired:
-            for seq in expired:
-                heapq.heappush(self.rdq, seq)
-                self.rdq_set.add(seq)
-            self.kick()
-        if not self.pending:
-            self.adflr, self.asflr = self.dseq - 1, max(self.asflr, self.sseq - 1)
-            self.schedule_save()
-        elif nxt is not None:
-            self._arm_ptimer(nxt / NS)
-        else:
-            self._arm_ptimer(self._deadline(min(self.pending)) / NS)
-
-    def _drop_pending(self, seq):
-        p = self.pending.pop(seq, None)
-        self.rdq_set.discard(seq)
-        if p is not None:
-            self._move_ack_floor(p[0], seq)
-            mp = self.cfg["max_ack_pending"]
-            if mp > 0 and len(self.pending) == mp - 1:
-                self.kick()
-        self.schedule_save()
-
-    def _notify_max_deliveries(self, seq, dc):
-        self.advisory("MAX_DELIVERIES", "io.nats.jetstream.advisory.v1.max_deliver",
-                      stream_seq=seq, deliveries=dc)
-
-    # ---- acks ----
-
-    def _on_ack(self, sub, subject, reply, hdr, payload, origin):
-        if self.closed:
-            return
-        toks = subject.split(b".")
-        if len(toks) < 9:
-            return
-        try:
-            dc, sseq, dseq = int(toks[4]), int(toks[5]), int(toks[6])
-        except ValueError:
-            return
-        self.last_ack_ns = now_ns()
-        self.last_activity = self.loop.time()
-        body = payload.strip() if payload else b""
-        send_reply = True
-        if body == b"" or body == b"+ACK" or body == b"+OK" or body.startswith(b"+ACK "):
-            self.process_ack(sseq, dseq, dc)
-        elif body.startswith(b"+NXT"):
-            self.process_ack(sseq, dseq, dc)
-            if reply and self.waiting is not None:
-                self.waiting.request(reply.decode(), body[4:].strip(), hdr)
-            send_reply = False
-        elif body.startswith(b"-NAK"):
-            self._process_nak(sseq, dseq, dc, body[4:].strip())
-        elif body == b"+WPI":
-            p = self.pending.get(sseq)
-            if p is not None:
-                p[1] = now_ns()
-                self._arm_ptimer(self._deadline(sseq) / NS)
-        elif body.startswith(b"+TERM"):
-            reason = body[5:].strip().decode("utf-8", "replace")
-            self.process_ack(sseq, dseq, dc, sample=False)
-            self.advisory("MSG_TERMINATED", "io.nats.jetstream.advisory.v1.terminated",
-                          consumer_seq=dseq, stream_seq=sseq, deliveries=dc,
-                          reason=reason or None)
-        else:
-            send_reply = False
-        if reply and send_reply:
-            self.send_status(reply, None)
-
-    def process_ack(self, sseq, dseq, dc, sample=True):
-        if sseq >= self.sseq and not self.lss:
-            return
-        ap = self.cfg["ack_policy"]
-        acked = []
-        if ap == "explicit":
-            p = self.pending.pop(sseq, None)
-            if p is not None:
-                if sample and self.sample:
-                    self._sample_ack(sseq, p[0], dc)
-                self._move_ack_floor(p[0], sseq)
-                acked.append(sseq)
-                mp = self.cfg["max_ack_pending"]
-                if mp > 0 and len(self.pending) == mp - 1:
-                    self.kick()
-            self.rdc.pop(sseq, None)
-            self.rdq_set.discard(sseq)
-        elif ap in ("all", "flow_control"):
-            if dseq <= self.adflr or sseq <= self.asflr:
-                return
-            was_full = self.cfg["max_ack_pending"] > 0 and len(self.pending) >= self.cfg["max_ack_pending"]
-            self.adflr, self.asflr = dseq, sseq
-            for seq in [s for s in self.pending if s <= sseq]:
-                del self.pending[seq]
-                self.rdc.pop(seq, None)
-                self.rdq_set.discard(seq)
-                acked.append(seq)
-            if not self.pending:
-                self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
-            if was_full:
-                self.kick()
-        else:
-            return
-        if acked and self.stream.config.get("retention", "limits") != "limits":
-            for seq in acked:
-                self._ack_removal(seq)
-        self.schedule_save()
-
-    def _ack_removal(self, seq):
-        fn = getattr(self.stream, "ack_removal", None)
-        if fn is not None:
-            try:
-                fn(seq, self)
-            except Exception:
-                log.exception("stream ack_removal failed")
-
-    def _move_ack_floor(self, dseq, sseq):
-        if not self.pending:
-            self.adflr = self.dseq - 1
-            self.asflr = self.sseq - 1
-            if self.lss:
-                self.asflr = min(self.asflr, self.lss[0] - 1)
-            return
-        low = min(self.pending)
-        if low > sseq:
-            p = self.pending[low]
-            nd, ns_ = p[0] - 1, low - 1
-            if dseq == self.adflr + 1 or sseq == self.asflr + 1 or nd >= self.adflr:
-                self.adflr = max(self.adflr, min(nd, self.dseq - 1))
-                self.asflr = max(self.asflr, ns_)
-
-    def _process_nak(self, sseq, dseq, dc, arg):
-        if dseq <= self.adflr or dseq >= self.dseq:
-            return
-        p = self.pending.get(sseq)
-        if p is None:
-            return
-        self.advisory("MSG_NAKED", "io.nats.jetstream.advisory.v1.nak",
-                      consumer_seq=dseq, stream_seq=sseq, deliveries=dc)
-        if arg:
-            delay = None
-            try:
-                if arg.startswith(b"{"):
-                    delay = int(json.loads(arg).get("delay") or 0)
-                else:
-                    delay = _parse_go_duration(arg.decode())
-            except Exception:
-                delay = None
-            if delay is not None:
-                if sseq in self.rdq_set:
-                    self.rdq_set.discard(sseq)
-                    self.rdq = [s for s in self.rdq if s != sseq]
-                    heapq.heapify(self.rdq)
-                p[1] = now_ns() - self._deadline(sseq) + delay
-                if self._ptimer is not None:
-                    self._ptimer.cancel()
-                    self._ptimer = None
-                self._arm_ptimer(max(0, delay) / NS if delay < self._deadline(sseq) else 0.01)
-                return
-        if sseq not in self.rdq_set:
-            heapq.heappush(self.rdq, sseq)
-            self.rdq_set.add(sseq)
-        self.kick()
-
-    def _sample_ack(self, sseq, dseq, dc):
-        if random.randint(1, 100) > self.sample:
-            return
-        p_ts = self.last_delivered_ns or now_ns()
-        self.publish_event("$JS.EVENT.METRIC.CONSUMER.ACK.%s.%s" % (self.stream.name, self.name), {
-            "type": "io.nats.jetstream.metric.v1.consumer_ack", "id": _nuid(),
-            "timestamp": cc.format_time(now_ns()), "stream": self.stream.name,
-            "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
-            "ack_time": max(0, now_ns() - p_ts), "deliveries": dc})
-
     # ---- inactivity ----
 
     def _check_inactive(self):
@@ -1139,26 +850,6 @@ def _parse_sample(s):
         return int(s.rstrip("%"))
     except ValueError:
         return 0
-
-
-_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "ms": 1_000_000, "s": NS, "m": 60 * NS,
-          "h": 3600 * NS}
-
-
-def _parse_go_duration(s):
-    import re
-    if not s:
-        raise ValueError(s)
-    total = 0
-    pos = 0
-    for m in re.finditer(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", s):
-        if m.start() != pos:
-            raise ValueError(s)
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(s):
-        raise ValueError(s)
-    return int(total)
 
 
 def consumer_dir(stream, name):
