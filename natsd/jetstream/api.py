@@ -190,7 +190,9 @@ class ApiHandler:
         existing = jsa.streams.get(name)
         if existing is not None:
             if _same_config(existing.config, cfg):
-                return existing.info()
+                info = existing.info(with_cluster=False)
+                info["did_create"] = True
+                return info
             raise E.JSStreamNameExistErr()
         if cfg["num_replicas"] > 1 and not self._clustered():
             raise E.JSStreamReplicasNotSupportedErr()
@@ -200,7 +202,7 @@ class ApiHandler:
         self._check_overlap(jsa, cfg, None)
         jsa.check_limits(cfg)
         st = jsa.add_stream(cfg)
-        info = st.info()
+        info = st.info(with_cluster=False)
         info["did_create"] = True
         return info
 
@@ -218,9 +220,7 @@ class ApiHandler:
         self._check_overlap(jsa, cfg, st)
         jsa.check_limits(cfg, st)
         st.update_config(cfg)
-        info = st.info()
-        info.pop("cluster", None)
-        return info
+        return st.info(with_cluster=False)
 
     def op_stream_delete(self, r):
         self._empty(r)
@@ -272,7 +272,7 @@ class ApiHandler:
         req = self._names_request(r)
         off = max(req.get("offset", 0), 0)
         streams = self._filtered_streams(r.jsa, req.get("subject", ""))
-        infos = [s.info(with_cluster=False) for s in streams[off:off + LIST_LIMIT]]
+        infos = [s.info(with_cluster=False, dynamic=False) for s in streams[off:off + LIST_LIMIT]]
         return {"total": len(streams), "offset": off, "limit": LIST_LIMIT, "streams": infos}
 
     def op_stream_purge(self, r):

@@ -660,8 +660,8 @@ class Stream:
         ci["leader"] = self.server.name
         return ci
 
-    def info(self, deleted_details=False, subjects_filter=None, with_cluster=True):
-        out = {"config": config_json(self.config), "created": rfc3339(self.created),
+    def info(self, deleted_details=False, subjects_filter=None, with_cluster=True, dynamic=True):
+        out = {"config": config_json(self.config, dynamic), "created": rfc3339(self.created),
                "state": self.state(deleted_details, subjects_filter)}
         if self.engine.domain:
             out["domain"] = self.engine.domain
