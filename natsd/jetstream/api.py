@@ -304,6 +304,8 @@ class ApiHandler:
         if st.config.get("deny_delete"):
             raise E.JSStreamMsgDeleteFailedF(err="message delete not permitted")
         seq = req.get("seq", 0)
+        if seq > S.state(st.store)["last_seq"]:
+            raise E.JSStreamMsgDeleteFailedF(err="stream store EOF")
         if not st.delete_msg(seq, not req.get("no_erase", False)):
             raise E.JSStreamMsgDeleteFailedF(err="no message found")
         return {"success": True}

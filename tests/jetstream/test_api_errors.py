@@ -1,0 +1,89 @@
+"""API error replies (code / err_code / description) of natsd, each one checked against what
+nats-server v2.15.1 answers for the same request (values recorded from the reference and also
+compared live when it is installed)."""
+import json
+
+import pytest
+
+from tests.jetstream.jshelp import connect, run
+
+SETUP = [
+    ("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"]}),
+    ("$JS.API.STREAM.CREATE.DD", {"name": "DD", "subjects": ["dd"], "deny_delete": True, "deny_purge": True}),
+]
+
+CASES = [
+    ("$JS.API.STREAM.INFO.NOPE", "", (404, 10059, "stream not found")),
+    ("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["x"]},
+     (400, 10058, "stream name already in use with a different configuration")),
+    ("$JS.API.STREAM.CREATE.T", {"name": "T", "subjects": ["s.a"]},
+     (400, 10065, "subjects overlap with an existing stream")),
+    ("$JS.API.STREAM.CREATE.T", {"name": "U"}, (400, 10056, "stream name in subject does not match request")),
+    ("$JS.API.STREAM.CREATE.T", "{bad",
+     (400, 10025, "invalid JSON: invalid character 'b' looking for beginning of object key string at offset 2")),
+    ("$JS.API.STREAM.CREATE.T", {"name": "T", "x": 1}, (400, 10025, 'invalid JSON: json: unknown field "x"')),
+    ("$JS.API.STREAM.CREATE.T", {"name": "T", "num_replicas": 2},
+     (500, 10074, "replicas > 1 not supported in non-clustered mode")),
+    ("$JS.API.STREAM.CREATE.T", {"name": "T", "max_age": 1}, (500, 10052, "max age needs to be >= 100ms")),
+    ("$JS.API.STREAM.CREATE.T", {"name": "T", "sealed": True},
+     (500, 10052, "stream configuration for create can not be sealed")),
+    ("$JS.API.STREAM.CREATE.T", {"name": "T", "discard_new_per_subject": True},
+     (500, 10052, "discard new per subject requires discard new policy to be set")),
+    ("$JS.API.STREAM.DELETE.S", "junk", (400, 10038, "expected an empty request payload")),
+    ("$JS.API.STREAM.MSG.GET.S", {"seq": 5}, (404, 10037, "no message found")),
+    ("$JS.API.STREAM.MSG.GET.S", {}, (400, 10003, "bad request")),
+    ("$JS.API.STREAM.MSG.DELETE.S", {"seq": 5}, (500, 10057, "stream store EOF")),
+    ("$JS.API.STREAM.MSG.DELETE.DD", {"seq": 1}, (500, 10057, "message delete not permitted")),
+    ("$JS.API.STREAM.PURGE.DD", "", (500, 10110, "stream purge not permitted")),
+    ("$JS.API.STREAM.PURGE.S", {"seq": 3, "keep": 1}, (400, 10003, "bad request")),
+    ("$JS.API.STREAM.UPDATE.S", {"name": "S", "subjects": ["s.>"], "storage": "memory"},
+     (500, 10052, "stream configuration update can not change storage type")),
+    ("$JS.API.STREAM.UPDATE.DD", {"name": "DD", "subjects": ["dd"], "deny_purge": True},
+     (500, 10052, "stream configuration update can not cancel deny message deletes")),
+]
+
+
+async def collect(server):
+    nc = await connect(server)
+    for subj, body in SETUP:
+        await nc.request(subj, json.dumps(body).encode(), timeout=2)
+    await nc.request("dd", b"x", timeout=2)
+    out = []
+    for subj, body, _ in CASES:
+        data = json.dumps(body).encode() if isinstance(body, dict) else body.encode()
+        m = await nc.request(subj, data, timeout=2)
+        e = json.loads(m.data).get("error") or {}
+        out.append((e.get("code"), e.get("err_code"), e.get("description")))
+    await nc.close()
+    return out
+
+
+def test_error_catalogue_natsd(natsd, tmp_path):
+    got = run(collect)(natsd("-js", "-sd", str(tmp_path)))
+    for (subj, body, want), have in zip(CASES, got):
+        assert have == want, (subj, body)
+
+
+def test_error_catalogue_reference(reference, tmp_path):
+    """The expectations above are what nats-server itself answers."""
+    got = run(collect)(reference("-js", "-sd", str(tmp_path)))
+    for (subj, body, want), have in zip(CASES, got):
+        assert have == want, (subj, body)
+
+
+def test_publish_errors_and_not_enabled(natsd, tmp_path):
+    from natsd.jetstream import errors as E
+    assert E.JSStreamNotFoundErr().to_dict() == {"code": 404, "err_code": 10059, "description": "stream not found"}
+    assert E.JSStreamWrongLastSequenceErrF(seq=3).description == "wrong last sequence: 3"
+    assert E.api_response("stream_delete_response", {"success": True}) == \
+        b'{"type":"io.nats.jetstream.api.v1.stream_delete_response","success":true}'
+    srv = natsd()        # no JetStream at all: no responders
+
+    @run
+    async def scenario():
+        import nats.errors
+        nc = await connect(srv)
+        with pytest.raises(nats.errors.NoRespondersError):
+            await nc.request("$JS.API.INFO", b"", timeout=1)
+        await nc.close()
+    scenario()
