@@ -19,6 +19,7 @@ from natsd._core import conn as _conn_module
 cdef Totals totals = _conn_module.totals
 
 DEF MAX_ARGS = 6
+cdef list NO_QUEUES = []                # queue filter that selects no queue group
 
 cdef struct Args:
     int n
@@ -45,6 +46,31 @@ cdef inline bint op_is(const char* p, Py_ssize_t n, const char* name, Py_ssize_t
         if upper(p[i]) != name[i]:
             return False
     return n == k or is_space(p[k])
+
+
+cdef const char* CLIENT_OPS[10]
+CLIENT_OPS[:] = [b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"CONNECT", b"INFO",
+                 b"+OK", b"-ERR"]
+cdef const char* LEAF_OPS[4]
+LEAF_OPS[:] = [b"LS+", b"LS-", b"LMSG", b"HMSG"]
+
+
+cdef bint op_prefix_ok(const char* p, Py_ssize_t n, int kind):
+    """Could these bytes (a command without its line end yet) still become a valid op?
+    Lets garbage be refused at once, as nats-server's byte-wise parser does."""
+    cdef Py_ssize_t k = 0, j
+    cdef const char* name
+    cdef int i
+    while k < n and not is_space(p[k]):
+        k += 1
+    for i in range(10 + (4 if kind != 0 else 0)):
+        name = CLIENT_OPS[i] if i < 10 else LEAF_OPS[i - 10]
+        j = 0
+        while j < k and name[j] != 0 and upper(p[j]) == name[j]:
+            j += 1
+        if j == k and (k == n or name[j] == 0):
+            return True
+    return False
 
 
 cdef inline int split_args(const char* p, Py_ssize_t n, Args* a):
@@ -131,6 +157,9 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
         if nl == NULL:
             if n - i > c.max_control_line:
                 c.handler.control_line_exceeded(c)
+                return n
+            if not op_prefix_ok(buf + i, n - i, c.kind):
+                protocol_error(c, "Unknown Protocol Operation", True)
                 return n
             return i
         lend = nl - buf
@@ -338,16 +367,21 @@ cdef Py_ssize_t remote_op(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, c
     c.in_bytes += size
     totals.in_msgs += 1
     totals.in_bytes += size
+    if c.pub_allowed is not None and not _pub_allowed(c, a.p[0], a.len[0]):
+        return need                             # denied import (deny_imports, JetStream domains)
     if c.has_mappings:
-        c.handler.publish_mapped(c, to_bytes(a.p[0], a.len[0]),
+        # the handler maps the subject and applies the queue filter itself
+        c.handler.remote_message(c, to_bytes(a.p[0], a.len[0]),
                                  to_bytes(reply, rlen) if rlen else None,
                                  to_bytes(buf + pstart, hsize) if hsize else None,
-                                 to_bytes(buf + pstart + hsize, size - hsize))
+                                 to_bytes(buf + pstart + hsize, size - hsize), queues)
     else:
         res = c.lookup(a.p[0], a.len[0])
         if res.total:
+            # no queue names: the sender already served queue groups itself (nats-server
+            # delivers such a message to plain subscribers only)
             route_queues(c, res, a.p[0], a.len[0], reply, rlen, buf + pstart, hsize, size,
-                         queues, False)
+                         queues if queues is not None else NO_QUEUES, False)
     return need
 
 
