@@ -256,7 +256,7 @@ class JetStream:
         self.sync_interval = o.sync_interval if explicit else DEFAULT_SYNC_INTERVAL
         self.max_memory = o.max_memory if o.max_memory is not None and o.max_memory >= 0 else -1
         self.max_store = o.max_store if o.max_store is not None and o.max_store >= 0 else -1
-        self.accounts = {}              # name -> JsAccount
+        self.jsas = {}                  # name -> JsAccount
         self.subs = []
         self.sync_wanted = set()
         self.flush_scheduled = False
@@ -304,11 +304,11 @@ class JetStream:
         from natsd.jetstream import api
         self.api_handler = api.ApiHandler(self)
         for acc in self._js_accounts():
-            self.accounts[acc.name] = JsAccount(self, acc)
+            self.jsas[acc.name] = JsAccount(self, acc)
         for acc in self.server.accounts:
-            jsa = self.accounts.get(acc.name)
+            jsa = self.jsas.get(acc.name)
             self._install_api(acc, jsa)
-        for jsa in self.accounts.values():
+        for jsa in self.jsas.values():
             jsa.recover()
         if not self.group_commit and not self.sync_always:
             self.sync_timer = self.server.loop.call_later(self.sync_interval, self._sync_tick)
@@ -339,7 +339,7 @@ class JetStream:
         for sl, s in self.subs:
             s.closed = True
             sl.remove(s)
-        for jsa in self.accounts.values():
+        for jsa in self.jsas.values():
             for st in list(jsa.streams.values()):
                 try:
                     st.stop()
@@ -347,7 +347,7 @@ class JetStream:
                     log.exception("stopping stream %s failed", st.name)
 
     def enabled_for(self, account):
-        return account.name in self.accounts
+        return account.name in self.jsas
 
     # ---- durability ----
 
@@ -365,7 +365,7 @@ class JetStream:
                 st.flush_acks()
 
     def _sync_tick(self):
-        for jsa in self.accounts.values():
+        for jsa in self.jsas.values():
             for st in jsa.streams.values():
                 if st.file:
                     try:
@@ -393,7 +393,7 @@ class JetStream:
     def totals(self):
         mem = store = streams = consumers = msgs = nbytes = 0
         total = errors = 0
-        for jsa in self.accounts.values():
+        for jsa in self.jsas.values():
             m, s = jsa.usage()
             mem += m
             store += s
@@ -421,43 +421,62 @@ class JetStream:
     def stats_dict(self):
         t = self.totals()
         mem_r = store_r = 0
-        for jsa in self.accounts.values():
+        for jsa in self.jsas.values():
             m, s = jsa.reserved()
             mem_r += m
             store_r += s
         return {"memory": t["memory"], "storage": t["storage"], "reserved_memory": mem_r,
-                "reserved_storage": store_r, "accounts": len(self.accounts), "ha_assets": 0,
+                "reserved_storage": store_r, "accounts": len(self.jsas), "ha_assets": 0,
                 "api": {"level": API_LEVEL, "total": t["api_total"], "errors": t["api_errors"]}}
 
     def varz(self):
-        return {"config": self.config_dict(), "stats": self.stats_dict(), "limits": {}}
+        return {"config": self.config_dict(), "stats": self.stats_dict(),
+                "limits": {"default_max_consumers": 1000}}
+
+    # ---- the interface natsd/monitor/jsz.py (and /metrics) reads ----
+
+    enabled = True
+
+    def is_leader(self):
+        return True
+
+    def config(self):
+        return self.config_dict()
+
+    def limits(self):
+        return {"default_max_consumers": 1000}
+
+    def usage(self):
+        return self.stats_dict()
+
+    def meta_cluster(self):
+        return None
+
+    def accounts(self):
+        return [_JszAccount(j) for j in self.jsas.values()]
+
+    def account(self, name):
+        return self.jsas.get(name)
 
     def health_errors(self, query=None):
         return []
 
     def jsz(self, options=None):
-        """Data for /jsz. options: dict with accounts, streams, consumer, config, acc, offset, limit."""
+        """Data for /jsz (same keys and order as nats-server). options: accounts, streams,
+        consumer, config, acc, offset, limit."""
         o = options or {}
         t = self.totals()
-        mem_r = store_r = 0
-        for jsa in self.accounts.values():
-            m, s = jsa.reserved()
-            mem_r += m
-            store_r += s
-        out = {"server_id": self.server.id, "now": rfc3339(time.time_ns()),
-               "config": self.config_dict(),
-               "limits": {}, "memory": t["memory"], "storage": t["storage"],
-               "reserved_memory": mem_r, "reserved_storage": store_r,
-               "accounts": len(self.accounts), "ha_assets": 0,
-               "api": {"level": API_LEVEL, "total": t["api_total"], "errors": t["api_errors"]},
-               "streams": t["streams"], "consumers": t["consumers"], "messages": t["messages"],
-               "bytes": t["bytes"]}
-        if self.domain:
-            out["config"]["domain"] = self.domain
+        out = self.stats_dict()
+        out.pop("api")
+        out["api"] = {"level": API_LEVEL, "total": t["api_total"], "errors": t["api_errors"]}
+        out.update({"server_id": self.server.id, "now": rfc3339(time.time_ns()),
+                    "config": self.config_dict(), "limits": {"default_max_consumers": 1000},
+                    "streams": t["streams"], "consumers": t["consumers"], "messages": t["messages"],
+                    "bytes": t["bytes"]})
         want_acc = o.get("accounts") or o.get("streams") or o.get("consumer") or o.get("acc")
         if want_acc:
             details = []
-            for jsa in self.accounts.values():
+            for jsa in self.jsas.values():
                 if o.get("acc") and o["acc"] != jsa.name:
                     continue
                 details.append(self.account_detail(jsa, o))
@@ -465,6 +484,7 @@ class JetStream:
             off = int(o.get("offset") or 0)
             lim = int(o.get("limit") or 1024)
             out["account_details"] = details[off:off + lim]
+            out["total"] = len(details)
         return out
 
     def account_detail(self, jsa, o=None):
@@ -473,8 +493,8 @@ class JetStream:
         rmem, rstore = jsa.reserved()
         d = {"name": jsa.name, "id": jsa.name, "memory": mem, "storage": store,
              "reserved_memory": rmem, "reserved_storage": rstore,
-             "accounts": 1, "ha_assets": 0,
-             "api": {"level": API_LEVEL, "total": jsa.api_total, "errors": jsa.api_errors}}
+             "accounts": 0, "ha_assets": 0,
+             "api": {"level": 0, "total": jsa.api_total, "errors": jsa.api_errors}}
         if o.get("streams") or o.get("consumer"):
             sd = []
             for st in sorted(jsa.streams.values(), key=lambda s: s.name):
@@ -499,3 +519,45 @@ class JetStream:
             if sd:
                 d["stream_detail"] = sd
         return d
+
+
+class _JszAccount:
+    """A JsAccount as natsd/monitor/jsz.py reads it."""
+
+    def __init__(self, jsa):
+        self.jsa = jsa
+        self.name = jsa.name
+
+    def usage(self):
+        mem, store = self.jsa.usage()
+        rmem, rstore = self.jsa.reserved()
+        return {"memory": mem, "storage": store, "reserved_memory": rmem, "reserved_storage": rstore,
+                "accounts": 0, "ha_assets": 0,
+                "api": {"level": 0, "total": self.jsa.api_total, "errors": self.jsa.api_errors}}
+
+    def streams(self):
+        return [_JszStream(s) for s in sorted(self.jsa.streams.values(), key=lambda s: s.name)]
+
+
+class _JszStream:
+    """A Stream as natsd/monitor/jsz.py reads it (created in unix seconds, config() a method)."""
+
+    def __init__(self, st):
+        self.st = st
+        self.name = st.name
+        self.created = st.created / 1e9
+
+    def config(self):
+        return config_json(self.st.config)
+
+    def state(self):
+        return self.st.state()
+
+    def cluster_info(self):
+        return self.st.cluster_info()
+
+    def consumers(self):
+        return [c for c in self.st.consumers.values() if not getattr(c, "internal", False)]
+
+    def is_leader(self):
+        return True
