@@ -246,8 +246,7 @@ def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False)
     else:
         name = _ephemeral_name()
         while name in stream.consumers:
-            name = _ephemeral_name()
-        cfg["name"] = name
+            name = _ephemeral_name()       # not stamped into the config (as nats-server)
     if not cc.valid_asset_name(name):
         raise E.error("JSConsumerBadDurableNameErr")
     o = Consumer(stream, name, cfg, now_ns())
@@ -340,6 +339,7 @@ def _names(jsa, sname, reply, payload, names_only):
         return None
     names = sorted(n for n, c in stream.consumers.items() if not getattr(c, "internal", False))
     limit = NAMES_LIMIT if names_only else LIST_LIMIT
+    offset = min(offset, len(names))
     page = names[offset:offset + limit]
     out = {"total": len(names), "offset": offset, "limit": limit}
     if names_only:

@@ -1,0 +1,216 @@
+"""Consumer API replies and pull statuses, natsd vs the reference nats-server: the same request
+sequence against both, comparing JSON key sets, error codes/descriptions and status headers
+(timestamps, generated names and ack-reply timestamps are masked)."""
+import asyncio
+import json
+import re
+
+import nats
+import pytest
+
+from tests.jetstream.jshelp import run
+
+CREATE = "$JS.API.CONSUMER.CREATE.S"
+
+# (subject, body) — each reply is compared after masking volatile values.
+API_SCRIPT = [
+    ("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"]}),
+    (CREATE + ".d", {"stream_name": "S", "config": {"durable_name": "d"}}),
+    (CREATE + ".e", {"stream_name": "S", "config": {"durable_name": "e", "ack_policy": "explicit",
+                                                      "filter_subject": "s.a", "metadata": {"x": "y"}}}),
+    (CREATE + ".p", {"stream_name": "S", "config": {"name": "p", "deliver_subject": "dp",
+                                                      "flow_control": True, "ack_policy": "none",
+                                                      "idle_heartbeat": 1_000_000_000}}),
+    (CREATE, {"stream_name": "S", "config": {"deliver_subject": "x", "ack_policy": "explicit"}}),
+    (CREATE, {"stream_name": "S"}),
+    ("$JS.API.CONSUMER.INFO.S.e", ""),
+    ("$JS.API.CONSUMER.INFO.S.e", "x"),
+    ("$JS.API.CONSUMER.INFO.S.zz", ""),
+    ("$JS.API.CONSUMER.INFO.X.e", ""),
+    ("$JS.API.CONSUMER.NAMES.S", ""),
+    ("$JS.API.CONSUMER.NAMES.S", {"offset": 10}),
+    (CREATE + ".e", {"stream_name": "S", "config": {"durable_name": "e", "ack_policy": "explicit",
+                                                      "filter_subject": "s.b"}, "action": "create"}),
+    (CREATE + ".e", {"stream_name": "S", "config": {"durable_name": "e", "ack_policy": "explicit",
+                                                      "filter_subject": "s.a", "metadata": {"x": "y"}},
+                      "action": "create"}),
+    (CREATE + ".f", {"stream_name": "S", "config": {"durable_name": "f"}, "action": "update"}),
+    (CREATE + ".e", {"stream_name": "S", "config": {"durable_name": "e", "ack_policy": "all"}}),
+    (CREATE + ".e", {"stream_name": "S", "config": {"durable_name": "e", "ack_policy": "explicit",
+                                                      "deliver_policy": "new"}}),
+    (CREATE + ".e", {"stream_name": "S", "config": {"durable_name": "e", "ack_policy": "explicit",
+                                                      "filter_subject": "s.c", "description": "upd",
+                                                      "max_ack_pending": 5}}),
+    (CREATE + ".a", {"stream_name": "S", "config": {"durable_name": "a", "bogus": 1}}),
+    (CREATE + ".a", {"stream_name": "S", "config": {"durable_name": "a", "deliver_subject": "x.*"}}),
+    (CREATE + ".a", {"stream_name": "S", "config": {"durable_name": "a", "deliver_subject": "x",
+                                                      "idle_heartbeat": 5_000_000}}),
+    (CREATE + ".a", {"stream_name": "S", "config": {"durable_name": "a", "flow_control": True}}),
+    (CREATE + ".a", {"stream_name": "S", "config": {"durable_name": "a", "idle_heartbeat": 1_000_000_000}}),
+    (CREATE + ".a", {"stream_name": "S", "config": {"durable_name": "a", "deliver_subject": "x",
+                                                      "flow_control": True}}),
+    (CREATE + ".a", {"stream_name": "S", "config": {"durable_name": "a", "ack_policy": "explicit",
+                                                      "backoff": [1_000_000_000, 2_000_000_000],
+                                                      "max_deliver": 1}}),
+    (CREATE + ".a", {"stream_name": "S", "config": {"durable_name": "a", "ack_policy": "explicit",
+                                                      "backoff": [1_000_000_000, 2_000_000_000],
+                                                      "max_deliver": 5, "ack_wait": 7}}),
+    (CREATE + ".b", {"stream_name": "S", "config": {"durable_name": "b", "filter_subject": "s.a",
+                                                      "filter_subjects": ["s.b"]}}),
+    (CREATE + ".b", {"stream_name": "S", "config": {"durable_name": "b", "filter_subjects": ["s.>", "s.b"]}}),
+    (CREATE + ".b", {"stream_name": "S", "config": {"durable_name": "b", "filter_subjects": [""]}}),
+    (CREATE + ".b", {"stream_name": "S", "config": {"durable_name": "b", "name": "c"}}),
+    (CREATE + ".b", {"stream_name": "S", "config": {"durable_name": "b", "rate_limit_bps": 100}}),
+    (CREATE + ".b", {"stream_name": "S", "config": {"durable_name": "b", "deliver_policy": "by_start_sequence"}}),
+    (CREATE + ".b", {"stream_name": "S", "config": {"durable_name": "b", "deliver_policy": "last_per_subject"}}),
+    (CREATE + ".b", {"stream_name": "S", "config": {"durable_name": "b", "deliver_policy": "all",
+                                                      "opt_start_seq": 3}}),
+    (CREATE + ".b", {"stream_name": "S", "config": {"durable_name": "b", "deliver_policy": "bogus"}}),
+    (CREATE + ".b", {"stream_name": "S", "config": {"durable_name": "b", "sample_freq": "x%"}}),
+    (CREATE + ".b", {"stream_name": "T", "config": {"durable_name": "b"}}),
+    (CREATE + ".b", {"stream_name": "S", "config": {"durable_name": "c"}}),
+    (CREATE + ".b.s.x", {"stream_name": "S", "config": {"durable_name": "b"}}),
+    (CREATE + ".b.s.x", {"stream_name": "S", "config": {"durable_name": "b", "filter_subjects": ["s.x"]}}),
+    (CREATE + ".g.s.x", {"stream_name": "S", "config": {"durable_name": "g", "filter_subject": "s.x"}}),
+    ("$JS.API.CONSUMER.DURABLE.CREATE.S.z", {"stream_name": "S", "config": {"durable_name": "y"}}),
+    ("$JS.API.CONSUMER.DURABLE.CREATE.S.z", {"stream_name": "S", "config": {}}),
+    ("$JS.API.CONSUMER.DURABLE.CREATE.S.z", {"stream_name": "S", "config": {"durable_name": "z"}}),
+    (CREATE, {"stream_name": "S", "config": {"durable_name": "y"}}),
+    (CREATE, {"stream_name": "S", "config": {"name": "a.b"}}),
+    (CREATE + ".n", {"stream_name": "S", "config": {"name": "n", "num_replicas": 3}}),
+    (CREATE + ".n", {"stream_name": "S", "config": {"name": "n", "deliver_subject": "q", "max_waiting": 3}}),
+    (CREATE + ".n", {"stream_name": "S", "config": {"name": "n", "deliver_subject": "q",
+                                                      "max_ack_pending": 3}}),
+    (CREATE + ".n", "{bad"),
+    (CREATE + ".n", {"stream_name": "S", "config": {"name": "n"}, "action": "bogus"}),
+    ("$JS.API.CONSUMER.PAUSE.S.e", {"pause_until": "2099-01-01T00:00:00Z"}),
+    ("$JS.API.CONSUMER.PAUSE.S.e", ""),
+    ("$JS.API.CONSUMER.PAUSE.S.nope", ""),
+    ("$JS.API.CONSUMER.LIST.S", ""),
+    ("$JS.API.CONSUMER.DELETE.S.d", ""),
+    ("$JS.API.CONSUMER.DELETE.S.d", ""),
+    ("$JS.API.STREAM.CREATE.W", {"name": "W", "subjects": ["w.>"], "retention": "workqueue"}),
+    ("$JS.API.CONSUMER.CREATE.W.w1", {"stream_name": "W", "config": {"durable_name": "w1"}}),
+    ("$JS.API.CONSUMER.CREATE.W.w1", {"stream_name": "W", "config": {"durable_name": "w1",
+                                                                     "ack_policy": "explicit",
+                                                                     "deliver_policy": "new"}}),
+    ("$JS.API.CONSUMER.CREATE.W.w1", {"stream_name": "W", "config": {"durable_name": "w1",
+                                                                     "ack_policy": "explicit"}}),
+    ("$JS.API.CONSUMER.CREATE.W.w2", {"stream_name": "W", "config": {"durable_name": "w2",
+                                                                     "ack_policy": "explicit"}}),
+]
+
+_TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+
+
+def mask(obj, key=None):
+    if isinstance(obj, dict):
+        return {k: mask(v, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        if key == "consumers" and all(isinstance(v, str) for v in obj):
+            return sorted(mask(v, "name") for v in obj)
+        if key == "consumers":
+            return sorted((mask(v) for v in obj), key=lambda c: str(sorted(c.items())))
+        return [mask(v) for v in obj]
+    if isinstance(obj, str) and _TS.match(obj) and not obj.startswith("2099"):
+        return "<time>"
+    if key == "name" and isinstance(obj, str) and len(obj) == 8 and obj.isalnum():
+        return "<generated>"
+    if key in ("pause_remaining",):
+        return "<dur>"
+    if key == "_nats.ver":
+        return "<ver>"
+    return obj
+
+
+async def run_script(url):
+    nc = await nats.connect(url)
+    out = []
+    for subj, body in API_SCRIPT:
+        data = json.dumps(body).encode() if isinstance(body, dict) else body.encode()
+        m = await nc.request(subj, data, timeout=3)
+        out.append((subj, mask(json.loads(m.data))))
+    await nc.close()
+    return out
+
+
+def test_consumer_api_replies_match(natsd, reference, tmp_path):
+    ours = asyncio.run(run_script(natsd("-js", "-sd", str(tmp_path / "a")).url))
+    theirs = asyncio.run(run_script(reference("-js", "-sd", str(tmp_path / "b")).url))
+    for (subj, a), (_, b) in zip(ours, theirs):
+        if subj.startswith("$JS.API.STREAM."):
+            assert ("error" in a) == ("error" in b), subj
+            continue
+        if "error" in b:
+            assert a.get("error") == b["error"], (subj, a, b)
+        else:
+            assert a == b, (subj, a, b)
+
+
+PULL_SCRIPT = ["", "2", '{"batch":2,"no_wait":true}', '{"batch":2,"expires":200000000}',
+               '{"batch":10}', '{"batch":2,"expires":100000000000}', '{"batch":2,"max_bytes":5000}',
+               '{"batch":1,"no_wait":true,"expires":100000000}', '{bad', "ACK1", "NAK2",
+               '{"batch":1,"no_wait":true}', "PUB2", '{"batch":3,"max_bytes":700,"no_wait":true}',
+               '{"batch":1,"max_bytes":100,"no_wait":true}', '{"batch":5,"max_bytes":900}',
+               "INFO"]
+
+
+async def run_pull(url):
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="P", subjects=["p.>"])
+    for i in range(3):
+        await js.publish("p.a", b"hello%d" % i)
+    await nc.request("$JS.API.CONSUMER.CREATE.P.c", json.dumps({"stream_name": "P", "config": {
+        "durable_name": "c", "ack_policy": "explicit", "max_batch": 5,
+        "max_expires": 10_000_000_000, "max_bytes": 1000}}).encode())
+    inbox = nc.new_inbox()
+    got, data = [], []
+
+    async def cb(m):
+        got.append(m)
+        if not (m.headers and "Status" in m.headers):
+            data.append(m)
+    s = await nc.subscribe(inbox, cb=cb)
+    out = []
+    for step in PULL_SCRIPT:
+        if step == "ACK1":
+            r = await nc.request(data[0].reply, b"+ACK", timeout=1)
+            out.append(("acksync", r.data))
+            continue
+        if step == "NAK2":
+            await nc.publish(data[1].reply, b"-NAK")
+            await asyncio.sleep(0.1)        # nats-server processes acks asynchronously
+            continue
+        if step == "PUB2":
+            await js.publish("p.a", b"x" * 600)
+            await js.publish("p.a", b"y" * 600)
+            continue
+        if step == "INFO":
+            m = await nc.request("$JS.API.CONSUMER.INFO.P.c", b"")
+            info = mask(json.loads(m.data))
+            out.append(("info", {k: info[k] for k in ("delivered", "ack_floor", "num_ack_pending",
+                                                      "num_redelivered", "num_waiting", "num_pending")}))
+            continue
+        got.clear()
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.P.c", step.encode(), reply=inbox)
+        await asyncio.sleep(0.35)
+        seen = []
+        for m in got:
+            if m.headers and "Status" in m.headers:
+                seen.append(("status", dict(m.headers)))
+            else:
+                toks = m.reply.split(".")
+                toks[7] = "<ts>"
+                seen.append((m.subject, ".".join(toks), len(m.data)))
+        out.append((step, seen))
+    await s.unsubscribe()
+    await nc.close()
+    return out
+
+
+def test_pull_statuses_match(natsd, reference, tmp_path):
+    ours = asyncio.run(run_pull(natsd("-js", "-sd", str(tmp_path / "a")).url))
+    theirs = asyncio.run(run_pull(reference("-js", "-sd", str(tmp_path / "b")).url))
+    for a, b in zip(ours, theirs):
+        assert str(a) == str(b)
