@@ -107,6 +107,9 @@ class Server:
         self.system = None                  # SystemServices when there is a system account
         self.imports = []
         self.jetstream = None               # natsd.jetstream.engine.JetStream when enabled
+        self.leafnodes = None               # natsd.leafnode.LeafNodes when leafnodes{} is configured
+        self.leafs = {}                     # cid -> registered leaf Connection (not in clients)
+        self.leafs_pending = {}             # cid -> leaf Connection before CONNECT/INFO finished
 
     # ---- lifecycle ----
 
@@ -134,6 +137,11 @@ class Server:
             self.jetstream = JetStream(self)
             self.jetstream.start()
             self.subsystems.append(self.jetstream)
+        if opts.leafnode.port or opts.leafnode.remotes:
+            from natsd.leafnode import LeafNodes
+            self.leafnodes = LeafNodes(self)
+            self.leafnodes.start()
+            self.subsystems.append(self.leafnodes)
         self.client_listener = Listener(self.loop, opts.host, opts.port, self._accept_client)
         log.info("Listening for client connections on %s",
                  host_port(opts.host, self.client_listener.port))
@@ -221,6 +229,19 @@ class Server:
         if self.lame_duck:
             info["ldm"] = True
         return info
+
+    def cluster_name(self):
+        """The cluster name; a server with leaf remotes and no cluster{} uses its server name."""
+        name = getattr(self.opts.cluster, "name", "") or ""
+        if not name and self.opts.leafnode.remotes:
+            name = self.name
+        return name
+
+    def leafnode_count(self):
+        return len(self.leafs)
+
+    def leaf_varz(self):
+        return self.leafnodes.varz() if self.leafnodes is not None else {}
 
     def jetstream_enabled(self):
         return self.jetstream is not None

@@ -1,0 +1,1078 @@
+"""Leaf node connections: the accept side (`leafnodes { port }`), the solicit side
+(`leafnodes { remotes: [...] }`), interest propagation (LS+/LS-), JetStream domain
+suppression, loop detection and keepalive.
+
+Messages (LMSG/HMSG) are parsed and routed in C (natsd/_core/parser.pyx `remote_op`,
+router.pyx `flush_remote`); this module handles the control side of a leaf connection,
+following nats-server's leafnode.go:
+
+- A leaf connection is bound to one account on each side. Its remote interest lives in that
+  account's sublist as Subscriptions whose `conn` is the leaf Connection (sid = the LS+ key
+  `subject[ queue]`, `weight` = the queue weight).
+- The interest we send is kept in a per-connection `smap` (key -> count) fed by the account
+  sublist's `on_change` hook: the first subscription on a key sends `LS+`, the last removal
+  `LS-`; queue keys send every weight change.
+- Denied subjects (deny_imports / deny_exports and the JetStream domain denies) filter both
+  the interest and the messages: `deny_out` (what we may send: "publish" permissions) and
+  `deny_in` (what we may receive: "subscribe" permissions).
+"""
+import errno
+import json
+import logging
+import os
+import random
+import socket
+import time
+from urllib.parse import urlsplit, unquote
+
+from natsd import VERSION, PROTO
+from natsd._core.conn import Connection
+from natsd._core.router import route_remote
+from natsd._core.sublist import Sublist, Subscription
+from natsd.client import ClientState
+from natsd.imports import random_token
+from natsd.logger import TRACE
+from natsd.subject import subject_is_subset, subject_matches, subjects_overlap
+
+log = logging.getLogger("natsd")
+
+KIND_LEAF = 1
+LDS_PREFIX = "$LDS."
+LOOP_DELAY = 30.0                       # reconnect delay after a loop was detected
+PERM_VIOLATION_DELAY = 30.0
+FIRST_PING = 1.0                        # nats-server: firstPingInterval for non-clients
+CONNECT_PROCESS_TIMEOUT = 2.0
+DIAL_TIMEOUT = 2.0
+
+DENY_ALL_CLIENT_JS = ["$JS.API.>", "$KV.>", "$OBJ.>"]
+DENY_ALL_JS = ["$JSC.>", "$NRG.>", "$JS.API.>", "$KV.>", "$OBJ.>"]
+
+ERR_LEAF_PORT = "attempted to connect to leaf node port"
+ERR_WRONG_PORT = "attempted to connect to wrong port"
+_EMPTY_SUBLIST = Sublist()
+
+
+def go_quote(s):
+    return json.dumps(s, ensure_ascii=False)
+
+
+def go_duration(seconds):
+    if seconds == int(seconds):
+        return "%ds" % int(seconds)
+    return "%gs" % seconds
+
+
+class LeafState(ClientState):
+    """What the Python side knows about one leaf connection (monitoring reads it too)."""
+    __slots__ = ("remote", "remote_server", "remote_domain", "remote_cluster", "remote_account",
+                 "is_spoke", "isolated", "compression", "smap", "deny_out", "deny_in",
+                 "info_received", "finished", "connect_timer", "leaf_url", "solicited")
+
+    def __init__(self, host, port, remote=None):
+        super().__init__(host, port)
+        self.kind = "Leafnode"
+        self.remote = remote            # RemoteLeaf for connections we solicited
+        self.solicited = remote is not None
+        self.remote_server = ""
+        self.remote_domain = ""
+        self.remote_cluster = ""
+        self.remote_account = ""
+        self.is_spoke = remote is not None and not remote.opts.hub
+        self.isolated = False
+        self.compression = ""
+        self.smap = None                # key -> count, set once interest is exchanged
+        self.deny_out = []              # subjects we never send to the remote
+        self.deny_in = []               # subjects we never take from the remote nor ask for
+        self.info_received = False
+        self.finished = False
+        self.connect_timer = None
+        self.leaf_url = ""
+
+
+class RemoteLeaf:
+    """One configured remote: its URLs, the local account, reconnect state."""
+
+    def __init__(self, opts):
+        self.opts = opts
+        self.urls = [u if "://" in u else "nats-leaf://" + u for u in opts.urls]
+        self.index = -1
+        self.account = opts.account or ""
+        self.delay = 0.0                # extra delay before the next attempt (loop detected...)
+        self.conn = None
+        self.timer = None
+        self.attempts = 0
+        self.first_connect = True
+        self.dialer = None
+        self.current = None             # SplitResult of the URL in use
+
+    def next_url(self):
+        if not self.urls:
+            return None
+        self.index = (self.index + 1) % len(self.urls)
+        return urlsplit(self.urls[self.index])
+
+
+class _Dialer:
+    """A non-blocking outbound TCP connect on the loop."""
+
+    def __init__(self, leafnodes, remote, sock, host_label):
+        self.leafnodes = leafnodes
+        self.remote = remote
+        self.sock = sock
+        self.host_label = host_label
+        self.fd = sock.fileno()
+        self.done = False
+        self.timer = leafnodes.loop.call_later(DIAL_TIMEOUT, self._timeout)
+
+    def on_event(self, events):
+        if self.done:
+            return
+        err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        self._finish(err)
+
+    def _timeout(self):
+        if not self.done:
+            self._finish(errno.ETIMEDOUT)
+
+    def _finish(self, err):
+        self.done = True
+        self.timer.cancel()
+        ln = self.leafnodes
+        try:
+            ln.loop.remove_handler(self.fd)
+        except (OSError, KeyError):
+            pass
+        self.remote.dialer = None
+        if err:
+            self.sock.close()
+            ln.dial_failed(self.remote, self.host_label, os.strerror(err) if isinstance(err, int) else str(err))
+        else:
+            ln.dial_succeeded(self.remote, self.sock)
+
+    def cancel(self):
+        if not self.done:
+            self.done = True
+            self.timer.cancel()
+            try:
+                self.leafnodes.loop.remove_handler(self.fd)
+            except (OSError, KeyError):
+                pass
+            self.sock.close()
+
+
+class LeafNodes:
+    """The leaf node subsystem of one Server."""
+
+    def __init__(self, server):
+        self.server = server
+        self.loop = server.loop
+        self.opts = server.opts.leafnode
+        self.listener = None
+        self.proto = LeafProtocol(self)
+        self.remotes = [RemoteLeaf(r) for r in self.opts.remotes if not r.disabled]
+        self.by_account = {}            # account name -> set of leaf Connections with an smap
+        self.lds = {}                   # account name -> loop detection subject
+        self.hooked = set()
+        self.stopped = False
+
+    # ---- lifecycle ----
+
+    def start(self):
+        from natsd.server import Listener, host_port
+        for acc in self.server.accounts:
+            self._hook(acc)
+        if self.opts.port:
+            port = 0 if self.opts.port < 0 else self.opts.port
+            self.listener = Listener(self.loop, self.opts.host, port, self._accept)
+            log.info("Listening for leafnode connections on %s",
+                     host_port(self.opts.host, self.listener.port))
+        for r in self.remotes:
+            self.loop.call_soon(self.connect, r)
+
+    def shutdown(self):
+        self.stopped = True
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
+        for r in self.remotes:
+            if r.timer is not None:
+                r.timer.cancel()
+            if r.dialer is not None:
+                r.dialer.cancel()
+        for c in list(self.server.leafs.values()):
+            c.schedule_close("Server Shutdown")
+
+    @property
+    def port(self):
+        return self.listener.port if self.listener is not None else 0
+
+    def _hook(self, acc):
+        if acc.name in self.hooked:
+            return
+        self.hooked.add(acc.name)
+        prev = acc.sublist.on_change
+
+        def on_change(sub, added, acc=acc, prev=prev):
+            if prev is not None:
+                prev(sub, added)
+            conns = self.by_account.get(acc.name)
+            if conns:
+                self.propagate(acc, sub, self.sub_delta(sub) if added else -self.sub_delta(sub))
+        acc.sublist.on_change = on_change
+
+    def lds_subject(self, acc):
+        s = self.lds.get(acc.name)
+        if s is None:
+            s = self.lds[acc.name] = LDS_PREFIX + random_token(22)
+        return s
+
+    # ---- connections common to both sides ----
+
+    def _new_conn(self, fd, host, port, remote=None):
+        server = self.server
+        server.next_cid += 1
+        c = Connection(fd, KIND_LEAF)
+        c.cid = server.next_cid
+        c.handler = self.proto
+        c.state = LeafState(host, port, remote)
+        sopts = server.opts
+        c.max_payload = sopts.max_payload
+        c.max_control_line = sopts.max_control_line
+        c.max_pending = max(sopts.max_pending, 64 * 1024 * 1024)
+        c.stall_limit = 1 << 62         # never pause publishers because of a leaf
+        c.trace = sopts.trace
+        c.echo = False
+        c.verbose = False
+        c.pedantic = False
+        c.headers = not sopts.no_header_support
+        c.sublist = _EMPTY_SUBLIST
+        self.loop.add_handler(fd, c)
+        server.total_connections += 1
+        return c
+
+    def prefix(self, c):
+        st = c.state
+        return "%s - lid:%d - " % (_hp(st.host, st.port), c.cid)
+
+    # ---- accept side ----
+
+    def _accept(self, sock, addr):
+        server = self.server
+        if server.shutting_down or self.stopped:
+            sock.close()
+            return
+        sock.setblocking(False)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+        try:
+            local = sock.getsockname()
+        except OSError:
+            local = (self.opts.host, self.port)
+        fd = sock.detach()
+        c = self._new_conn(fd, addr[0], addr[1])
+        st = c.state
+        st.nonce = _nonce()
+        st.leaf_url = _hp(local[0], local[1])
+        server.leafs_pending[c.cid] = c
+        log.info("%sLeafnode connection created ", self.prefix(c))
+        info = self.info_dict()
+        info["client_id"] = c.cid
+        info["nonce"] = st.nonce
+        info["leafnode_urls"] = [st.leaf_url]
+        _send_info(c, info)
+        timeout = self.opts.auth_timeout or max(server.opts.auth_timeout or 0, 2.0)
+        st.auth_timer = self.loop.call_later(timeout, self._auth_timeout, c)
+
+    def info_dict(self):
+        s = self.server
+        sopts = s.opts
+        info = {"server_id": s.id, "server_name": s.name, "version": VERSION, "proto": PROTO,
+                "go": "python", "host": self.opts.host, "port": self.port,
+                "headers": not sopts.no_header_support, "auth_required": True,
+                "max_payload": sopts.max_payload}
+        if s.jetstream_enabled():
+            info["jetstream"] = True
+        domain = s.jetstream_domain() if hasattr(s, "jetstream_domain") else ""
+        if domain:
+            info["domain"] = domain
+        cluster = s.cluster_name() if hasattr(s, "cluster_name") else ""
+        if cluster:
+            info["cluster"] = cluster
+        info["info_on_connect"] = True
+        return info
+
+    def _auth_timeout(self, c):
+        if not c.connected and not c.closed and not c.closing:
+            log.error("%sAuthentication Timeout", self.prefix(c))
+            self.proto.fail(c, "Authentication Timeout", "Authentication Timeout")
+
+    def authenticate(self, connect, nonce):
+        """The account name a leaf CONNECT binds to, or False when it is refused."""
+        lo = self.opts
+        if lo.users or lo.username:
+            user = connect.get("user") or ""
+            pw = connect.get("pass") or ""
+            if lo.users:
+                for u in lo.users:
+                    if u.username == user and self.server.authenticator._check_secret(u.password or "", pw):
+                        return u.account or lo.account or None
+                return False
+            if user == lo.username and self.server.authenticator._check_secret(lo.password, pw):
+                return lo.account or None
+            return False
+        auth = self.server.authenticator
+        if not auth.auth_required:
+            return lo.account or None
+        result = auth.authenticate(connect, nonce, kind="LEAF")
+        if result is None:
+            return False
+        return result.account or lo.account or None
+
+    # ---- solicit side ----
+
+    def connect(self, remote):
+        if self.stopped or self.server.shutting_down or remote.conn is not None or remote.dialer:
+            return
+        remote.timer = None
+        if remote.delay > 0:
+            d, remote.delay = remote.delay, 0.0
+            remote.timer = self.loop.call_later(d, self.connect, remote)
+            return
+        u = remote.next_url()
+        if u is None:
+            return
+        remote.current = u
+        host = u.hostname or "127.0.0.1"
+        port = u.port or 7422
+        label = _hp(host, port) if ":" not in host else "[%s]:%d" % (host, port)
+        dial = host
+        if host in ("0.0.0.0", ""):
+            dial = "127.0.0.1"
+        elif host == "::":
+            dial = "::1"
+        log.debug("Trying to connect as leafnode to remote server on %s", go_quote(label))
+        try:
+            infos = socket.getaddrinfo(dial, port, 0, socket.SOCK_STREAM)
+            family, stype, proto, _, addr = infos[0]
+            sock = socket.socket(family, stype, proto)
+            sock.setblocking(False)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+            err = sock.connect_ex(addr)
+        except OSError as e:
+            self.dial_failed(remote, label, e.strerror or str(e))
+            return
+        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+            sock.close()
+            self.dial_failed(remote, label, os.strerror(err))
+            return
+        d = remote.dialer = _Dialer(self, remote, sock, label)
+        self.loop.add_handler(d.fd, d, True)
+
+    def dial_failed(self, remote, label, reason):
+        remote.attempts += 1
+        n = remote.attempts
+        if n == 1 or (remote.first_connect and n % 3600 == 0) or (not remote.first_connect and n % 60 == 0):
+            log.error("Error trying to connect as leafnode to remote server %s (attempt %d): dial tcp %s: %s",
+                      go_quote(label), n, label, _go_err(reason))
+        else:
+            log.debug("Error trying to connect as leafnode to remote server %s (attempt %d): %s",
+                      go_quote(label), n, reason)
+        self.schedule_reconnect(remote)
+
+    def schedule_reconnect(self, remote):
+        if self.stopped or self.server.shutting_down:
+            return
+        base = self.opts.reconnect_delay or 1.0
+        delay = base + random.random() * base * 0.1 if remote.delay <= 0 else remote.delay
+        remote.delay = 0.0
+        remote.timer = self.loop.call_later(delay, self.connect, remote)
+
+    def dial_succeeded(self, remote, sock):
+        remote.attempts = 0
+        try:
+            peer = sock.getpeername()
+        except OSError:
+            peer = (remote.current.hostname, remote.current.port or 7422)
+        fd = sock.detach()
+        acc = self.server.accounts.get(remote.account)
+        c = self._new_conn(fd, peer[0], peer[1], remote)
+        remote.conn = c
+        c.connected = True              # our own connection: no CONNECT expected from the hub
+        if acc is None:
+            log.error("Unable to lookup account %s for solicited leafnode connection: account not found",
+                      remote.account)
+            c.schedule_close("Missing Account")
+            return
+        c.state.account = acc
+        c.sublist = acc.sublist
+        self.server.leafs_pending[c.cid] = c
+        log.info("%sLeafnode connection created for account: %s ", self.prefix(c), acc.name)
+        st = c.state
+        st.connect_timer = self.loop.call_later(CONNECT_PROCESS_TIMEOUT * 2, self._no_info, c)
+
+    def _no_info(self, c):
+        if not c.closed and not c.closing and not c.state.finished:
+            self.proto.fail(c, "Stale Leaf Node Connection - Closing", "Stale Connection")
+
+    def send_connect(self, c):
+        st = c.state
+        remote = st.remote
+        s = self.server
+        acc = st.account
+        info = {"version": VERSION}
+        u = remote.current
+        if u is not None and u.username is not None:
+            info["user"] = unquote(u.username)
+            if u.password is not None:
+                info["pass"] = unquote(u.password)
+            else:
+                info["auth_token"] = info["user"]
+        info["server_id"] = s.id
+        domain = s.jetstream_domain() if hasattr(s, "jetstream_domain") else ""
+        if domain:
+            info["domain"] = domain
+        info["name"] = s.name
+        if remote.opts.hub:
+            info["is_hub"] = True
+        cluster = s.cluster_name() if hasattr(s, "cluster_name") else ""
+        if cluster:
+            info["cluster"] = cluster
+        if c.headers:
+            info["headers"] = True
+        if _account_has_js(s, acc):
+            info["jetstream"] = True
+        if remote.opts.deny_imports:
+            info["deny_pub"] = list(remote.opts.deny_imports)
+        if remote.opts.extra.get("request_isolation"):
+            info["isolate"] = True
+        info["remote_account"] = acc.name
+        info["protocol"] = PROTO
+        c.send_bytes(b"CONNECT " + json.dumps(info, separators=(",", ":")).encode() + b"\r\n")
+
+    # ---- registration (both sides) ----
+
+    def register(self, c):
+        """CONNECT accepted (hub side) or the hub's connect_info INFO received (leaf side)."""
+        st = c.state
+        s = self.server
+        acc = st.account
+        st.finished = True
+        if st.connect_timer is not None:
+            st.connect_timer.cancel()
+            st.connect_timer = None
+        s.leafs_pending.pop(c.cid, None)
+        s.leafs[c.cid] = c
+        acc.clients.add(c)
+        c.sublist = acc.sublist
+        c.has_mappings = bool(acc.mappings)
+        c.forget_lookup()
+        self._hook(acc)
+        if st.remote is not None:
+            st.remote.first_connect = False
+            st.deny_out.extend(st.remote.opts.deny_exports or [])
+            st.deny_in.extend(st.remote.opts.deny_imports or [])
+        self._domain_denies(c)
+        if st.deny_in:
+            c.pub_allowed = {}
+        self.init_smap(c)
+        st.ping_timer = self.loop.call_later(FIRST_PING + random.random() * 0.2, self._ping, c)
+        if s.system is not None and hasattr(s.system, "leaf_connected"):
+            try:
+                s.system.leaf_connected(c)
+            except Exception:
+                log.exception("leafnode connect event failed")
+
+    def _domain_denies(self, c):
+        st = c.state
+        s = self.server
+        acc = st.account
+        sys_acc = s.accounts.system
+        domain = s.jetstream_domain() if hasattr(s, "jetstream_domain") else ""
+        js = s.jetstream_enabled()
+        name = st.remote_server
+        decorated = "%s/%s" % (name, st.remote_cluster) if st.remote_cluster else name
+        block_outgoing = False
+        if domain != st.remote_domain or not js and not domain or sys_acc is None or acc is None:
+            if acc is sys_acc and acc is not None:
+                log.info("%sSystem account connected from %s", self.prefix(c), decorated)
+                log.info("%sJetStream not extended, domains differ", self.prefix(c))
+                self._deny_both(st, DENY_ALL_JS)
+            else:
+                log.info('%sJetStream using domains: local %s, remote %s', self.prefix(c),
+                         go_quote(domain), go_quote(st.remote_domain))
+                self._deny_both(st, DENY_ALL_CLIENT_JS)
+            block_outgoing = True
+        elif acc is sys_acc:
+            log.info("Extending JetStream domain %s as System Account connected from server %s",
+                     go_quote(st.remote_domain), decorated)
+        else:
+            self._deny_both(st, DENY_ALL_CLIENT_JS)
+        if domain and js and acc is not None and block_outgoing:
+            st.deny_out.append("$JS.%s.API.>" % domain)
+
+    @staticmethod
+    def _deny_both(st, subjects):
+        for subj in subjects:
+            if subj not in st.deny_out:
+                st.deny_out.append(subj)
+            if subj not in st.deny_in:
+                st.deny_in.append(subj)
+
+    # ---- interest ----
+
+    @staticmethod
+    def sub_delta(sub):
+        if sub.queue is not None and sub.conn is not None and sub.conn.kind == KIND_LEAF:
+            return max(sub.weight, 1)
+        return 1
+
+    def wants(self, c, sub):
+        """Should the subscription `sub` be advertised to leaf connection `c`?"""
+        other = sub.conn
+        if other is c:
+            return False
+        st = c.state
+        if other is not None and other.kind == KIND_LEAF:
+            if st.isolated:
+                return False
+            # a spoke sends only local interest and interest of leafs that connect to us
+            if st.is_spoke and other.state.is_spoke:
+                return False
+        return True
+
+    def can_send_interest(self, st, subject):
+        if not st.deny_in:
+            return True
+        if subject.startswith(LDS_PREFIX):
+            return True
+        for d in st.deny_in:
+            if subject_is_subset(subject, d):
+                return False
+        return True
+
+    def init_smap(self, c):
+        st = c.state
+        acc = st.account
+        smap = {}
+        for sub in acc.sublist.all_subscriptions():
+            if sub.closed or not self.wants(c, sub):
+                continue
+            subj = sub.subject.decode("utf-8", "replace")
+            if not self.can_send_interest(st, subj):
+                continue
+            key = subj if sub.queue is None else subj + " " + sub.queue.decode("utf-8", "replace")
+            smap[key] = smap.get(key, 0) + self.sub_delta(sub)
+        if acc.mappings:
+            for src in acc.mappings.sources():
+                if st.is_spoke and not self.can_send_interest(st, src):
+                    continue
+                smap[src] = smap.get(src, 0) + 1
+        lds = self.lds_subject(acc)
+        smap[lds] = smap.get(lds, 0) + 1
+        st.smap = smap
+        self.by_account.setdefault(acc.name, set()).add(c)
+        out = []
+        for key, n in smap.items():
+            out.append(_ls(key, n))
+        if out:
+            data = "".join(out).encode()
+            c.send_bytes(data)
+            if c.trace:
+                for line in out:
+                    log.log(TRACE, "%s->> [%s]", self.prefix(c), line.rstrip("\r\n"))
+
+    def propagate(self, acc, sub, delta):
+        conns = self.by_account.get(acc.name)
+        if not conns:
+            return
+        subj = sub.subject.decode("utf-8", "replace")
+        key = None
+        is_lds = subj.startswith(LDS_PREFIX)
+        for c in list(conns):
+            if c.closed or c.closing:
+                continue
+            st = c.state
+            if st.smap is None:
+                continue
+            if not is_lds and not self.wants(c, sub):
+                continue
+            if sub.conn is c:
+                continue
+            if delta > 0 and not self.can_send_interest(st, subj):
+                continue
+            if key is None:
+                key = subj if sub.queue is None else subj + " " + sub.queue.decode("utf-8", "replace")
+            n = st.smap.get(key)
+            if delta < 0 and n is None:
+                continue
+            n = n or 0
+            update = sub.queue is not None or (n <= 0 < n + delta) or (n > 0 >= n + delta)
+            n += delta
+            if n > 0:
+                st.smap[key] = n
+            else:
+                st.smap.pop(key, None)
+            if update:
+                if delta > 0 and not self.can_send_interest(st, subj):
+                    continue
+                line = _ls(key, n)
+                c.send_bytes(line.encode())
+                if c.trace:
+                    log.log(TRACE, "%s->> [%s]", self.prefix(c), line.rstrip("\r\n"))
+
+    # ---- keepalive ----
+
+    def _ping(self, c):
+        if c.closed or c.closing:
+            return
+        sopts = self.server.opts
+        if c.pings_out + 1 > sopts.ping_max:
+            self.server.stale_connections += 1
+            log.debug("%sStale Client Connection - Closing", self.prefix(c))
+            self.proto.fail(c, "Stale Connection", "Stale Connection")
+            return
+        c.pings_out += 1
+        c.send_bytes(b"PING\r\n")
+        c.state.ping_timer = self.loop.call_later(sopts.ping_interval, self._ping, c)
+
+    # ---- closing ----
+
+    def closed(self, c):
+        s = self.server
+        st = c.state
+        if c.closed:
+            return
+        self.loop.remove_handler(c.fd)
+        c.mark_closed()
+        os.close(c.fd)
+        for t in (st.auth_timer, st.ping_timer, st.connect_timer):
+            if t is not None:
+                t.cancel()
+        acc = st.account
+        conns = self.by_account.get(acc.name) if acc is not None else None
+        if conns is not None:
+            conns.discard(c)
+        st.smap = None
+        for sub in list(c.subs.values()):
+            sub.closed = True
+            c.sublist.remove(sub)
+        c.subs.clear()
+        s.leafs.pop(c.cid, None)
+        s.leafs_pending.pop(c.cid, None)
+        if acc is not None:
+            acc.clients.discard(c)
+        st.stop = time.time()
+        st.reason = c.close_reason or ""
+        if st.remote_server:
+            log.info("%sLeafnode connection closed: %s - Remote: %s", self.prefix(c), st.reason,
+                     st.remote_server)
+        else:
+            log.info("%sLeafnode connection closed: %s", self.prefix(c), st.reason)
+        s.closed_clients.append(c)
+        if len(s.closed_clients) > s.opts.max_closed_clients:
+            del s.closed_clients[: len(s.closed_clients) - s.opts.max_closed_clients]
+        remote = st.remote
+        if remote is not None and remote.conn is c:
+            remote.conn = None
+            self.schedule_reconnect(remote)
+
+    # ---- monitoring ----
+
+    def varz(self):
+        lo = self.opts
+        v = {}
+        if lo.port:
+            v["host"] = lo.host
+            v["port"] = self.port
+            v["auth_timeout"] = lo.auth_timeout or 0
+            v["tls_timeout"] = 2
+        if self.remotes:
+            v["remotes"] = [{"local_account": r.account or "$G",
+                             "urls": [_strip_userinfo(u) for u in r.urls]} for r in self.remotes]
+        return v
+
+
+class LeafProtocol:
+    """Control operations of leaf connections, called from the Cython parser and router."""
+
+    def __init__(self, leafnodes):
+        self.ln = leafnodes
+        self.server = leafnodes.server
+
+    def _prefix(self, c):
+        return self.ln.prefix(c)
+
+    def send_err(self, c, text):
+        c.send_bytes(b"-ERR '" + text.encode() + b"'\r\n")
+        if c.trace:
+            log.log(TRACE, "%s->> [-ERR '%s']", self._prefix(c), text)
+
+    def fail(self, c, text, reason):
+        self.send_err(c, text)
+        c.schedule_close(reason)
+
+    # ---- parser calls ----
+
+    def auth_pending(self, c):
+        """Accept side: anything but CONNECT first is an authorization violation."""
+        log.error("%sAuthorization Error", self._prefix(c))
+        self.fail(c, "Authorization Violation", "Authentication Failure")
+        return True
+
+    def connect(self, c, payload):
+        st = c.state
+        if st.solicited:
+            return                          # a hub never sends CONNECT to us
+        try:
+            info = json.loads(payload)
+            if not isinstance(info, dict):
+                raise ValueError("CONNECT must be a JSON object")
+        except ValueError as e:
+            log.error("%s%s", self._prefix(c), e)
+            c.schedule_close("Protocol Violation")
+            return
+        if c.connected:
+            return
+        st.connect = info
+        if info.get("lang"):
+            log.error("%s%s", self._prefix(c), ERR_LEAF_PORT)
+            self.fail(c, ERR_LEAF_PORT, "Wrong Port")
+            return
+        cluster = str(info.get("cluster") or "")
+        if " " in cluster:
+            text = "cluster name cannot contain spaces or new lines"
+            log.error("%s%s", self._prefix(c), text)
+            self.fail(c, text, "Protocol Violation")
+            return
+        my_cluster = self.server.cluster_name() if hasattr(self.server, "cluster_name") else ""
+        if my_cluster and cluster == my_cluster:
+            text = "remote leafnode has same cluster name"
+            log.error("%s%s", self._prefix(c), text)
+            self.fail(c, text, "Cluster Names Identical")
+            return
+        if info.get("gateway"):
+            text = "Rejecting connection from gateway %s on the leafnode port" % go_quote(info["gateway"])
+            log.error("%s%s", self._prefix(c), text)
+            self.fail(c, text, "Wrong Gateway")
+            return
+        acc_name = self.ln.authenticate(info, st.nonce)
+        account = self.server.accounts.get(acc_name) if acc_name is not False else None
+        if account is None:
+            user = info.get("user") or info.get("nkey") or ""
+            if user:
+                log.error('%sauthentication error - User %s', self._prefix(c), go_quote(user))
+            else:
+                log.error("%sauthentication error", self._prefix(c))
+            self.fail(c, "Authorization Violation", "Authentication Failure")
+            if self.server.system is not None:
+                try:
+                    self.server.system.auth_error(st.host, st.port, c.cid, "Authentication Failure")
+                except Exception:
+                    pass
+            return
+        if 0 <= account.max_leafnodes <= sum(1 for x in account.clients if x.kind == KIND_LEAF):
+            log.error("%sMaximum leafnode connections exceeded", self._prefix(c))
+            self.fail(c, "Maximum Account Leafnode Connections Exceeded", "Max Leafnodes Exceeded")
+            return
+        if st.auth_timer is not None:
+            st.auth_timer.cancel()
+            st.auth_timer = None
+        st.user = str(info.get("user") or "")
+        st.account = account
+        st.name = str(info.get("name") or "")
+        st.version = str(info.get("version") or "")
+        st.remote_server = st.name
+        st.remote_account = str(info.get("remote_account") or "")
+        st.remote_cluster = cluster
+        st.remote_domain = str(info.get("domain") or "")
+        st.is_spoke = bool(info.get("is_hub"))
+        st.isolated = bool(self.ln.opts.isolate_leafnode_interest or info.get("isolate"))
+        st.compression = "not supported"
+        c.headers = bool(info.get("headers")) and not self.server.opts.no_header_support
+        c.connected = True
+        deny_pub = info.get("deny_pub") or []
+        if isinstance(deny_pub, list):
+            st.deny_out.extend(str(x) for x in deny_pub)
+        # let the remote know which account it is bound to (nats-server: sendPermsAndAccountInfo)
+        out = self.ln.info_dict()
+        out["client_id"] = c.cid
+        out["connect_info"] = True
+        out["remote_account"] = account.name
+        if account.is_system:
+            out["acc_is_sys"] = True
+        out["leafnode_urls"] = [st.leaf_url]
+        _send_info(c, out)
+        self.ln.register(c)
+
+    def info(self, c, payload):
+        st = c.state
+        try:
+            info = json.loads(payload)
+        except ValueError:
+            return
+        if not isinstance(info, dict) or not st.solicited:
+            return
+        first = not st.info_received
+        if first:
+            st.info_received = True
+            if not info.get("client_id") or info.get("leafnode_urls") is None:
+                log.error("%s%s", self._prefix(c), ERR_WRONG_PORT)
+                c.schedule_close("Wrong Port")
+                return
+            st.nonce = info.get("nonce")
+            c.headers = bool(info.get("headers")) and not self.server.opts.no_header_support
+            st.remote_server = info.get("server_name") or info.get("server_id") or ""
+            st.name = st.remote_server
+            st.remote_domain = str(info.get("domain") or "")
+            st.remote_cluster = str(info.get("cluster") or "")
+            st.version = str(info.get("version") or "")
+            st.compression = "not supported"
+            self.ln.send_connect(c)
+            if st.connect_timer is not None:
+                st.connect_timer.cancel()
+            st.connect_timer = self.server.loop.call_later(CONNECT_PROCESS_TIMEOUT, self.ln._no_info, c)
+            if not info.get("info_on_connect"):
+                self.ln.register(c)
+                return
+        elif info.get("remote_account"):
+            st.remote_account = info["remote_account"]
+        if info.get("connect_info") and not st.finished:
+            st.remote_account = str(info.get("remote_account") or "")
+            self.ln.register(c)
+
+    def leaf_sub(self, c, subject, queue, weight):
+        st = c.state
+        if st.account is None or not c.connected:
+            self.fail(c, "Authorization Violation", "Protocol Violation")
+            return
+        subj = subject.decode("utf-8", "replace")
+        if subj.startswith(LDS_PREFIX) and subj == self.ln.lds.get(st.account.name):
+            self.handle_loop(c, True)
+            return
+        key = subject if queue is None else subject + b" " + queue
+        old = c.subs.get(key)
+        if old is not None:
+            if queue is not None:
+                w = max(weight, 1)
+                delta = w - old.weight
+                old.weight = w
+                if delta:
+                    self.ln.propagate(st.account, old, delta)
+            return
+        if st.deny_out and not subj.startswith(LDS_PREFIX):
+            deny_filter = False
+            for d in st.deny_out:
+                if subject_is_subset(subj, d):
+                    log.debug("%sNot permitted to deliver to %s", self._prefix(c), go_quote(subj))
+                    return
+                if subjects_overlap(subj, d):
+                    deny_filter = True
+        else:
+            deny_filter = False
+        limit = self.server.opts.max_subscriptions
+        if limit > 0 and len(c.subs) >= limit:
+            log.error("%sMaximum Subscriptions Exceeded", self._prefix(c))
+            self.send_err(c, "maximum subscriptions exceeded")
+            return
+        s = Subscription(c, subject, key, queue)
+        if queue is not None:
+            s.weight = max(weight, 1)
+        s.deny_filter = deny_filter
+        c.subs[key] = s
+        c.sublist.insert(s)
+
+    def leaf_unsub(self, c, subject, queue):
+        key = subject if queue is None else subject + b" " + queue
+        s = c.subs.pop(key, None)
+        if s is None:
+            return
+        s.closed = True
+        c.sublist.remove(s)
+
+    def handle_loop(self, c, send_err):
+        st = c.state
+        acc = st.account.name if st.account is not None else ""
+        delay = LOOP_DELAY
+        if st.remote is not None:
+            st.remote.delay = delay
+        text = "Loop detected for leafnode account=%s. Delaying attempt to reconnect for %s" % (
+            go_quote(acc), go_duration(delay))
+        if send_err:
+            self.send_err(c, text)
+        log.error("%s%s", self._prefix(c), text)
+        c.schedule_close("Protocol Violation")
+
+    def remote_message(self, c, subject, reply, hdr, payload, queues):
+        """A leaf message the C path hands over: subject mapping, deny checks, many queues."""
+        st = c.state
+        if c.pub_allowed is not None and not self.check_publish(c, subject):
+            return
+        acc = st.account
+        if acc is None:
+            return
+        target = subject
+        if acc.mappings:
+            mapped = acc.mappings.map(subject.decode("utf-8", "replace"))
+            if mapped == "":
+                return
+            if mapped is not None:
+                target = mapped.encode()
+                if not queues:
+                    queues = None           # mapped interest: local queue groups take part
+        if queues is not None or target is subject:
+            queues = queues if queues else []
+        route_remote(c, c.sublist, target, reply, hdr, payload, queues)
+
+    def check_publish(self, c, subject):
+        """May a message on `subject` come in from this leaf (deny_imports, domain denies)?"""
+        st = c.state
+        subj = subject.decode("utf-8", "replace")
+        ok = True
+        if not (subj.startswith("_R_.") or subj.startswith("$JS.ACK.")):
+            for d in st.deny_in:
+                if subject_matches(d, subj):
+                    ok = False
+                    break
+        if c.pub_allowed is not None:
+            if len(c.pub_allowed) > 4096:
+                c.pub_allowed.clear()
+            c.pub_allowed[subject] = ok
+        return ok
+
+    def sub(self, c, subject, queue, sid):
+        self.protocol_error(c, "Unknown Protocol Operation", True)
+
+    def unsub(self, c, sid, max_msgs):
+        self.protocol_error(c, "Unknown Protocol Operation", True)
+
+    def client_error(self, c, text):
+        t = text.decode("utf-8", "replace")
+        log.error("%sLeafnode Error %s", self._prefix(c), t)
+        if "Loop detected" in t:
+            self.handle_loop(c, False)
+        elif "same cluster name" in t and c.state.remote is not None:
+            c.state.remote.delay = 30.0
+            log.error("%sLeafnode connection dropped with same cluster name error. "
+                      "Delaying attempt to reconnect for 30s", self._prefix(c))
+        c.schedule_close("Client Closed")
+
+    def protocol_error(self, c, text, send_err):
+        log.error("%s%s", self._prefix(c), text)
+        if send_err:
+            self.send_err(c, text)
+        c.schedule_close("Protocol Violation")
+
+    def control_line_exceeded(self, c):
+        log.error("%smaximum control line exceeded", self._prefix(c))
+        self.fail(c, "maximum control line exceeded", "Maximum Control Line Exceeded")
+
+    def max_payload_exceeded(self, c, size):
+        log.error("%sMaximum Payload Violation", self._prefix(c))
+        self.fail(c, "Maximum Payload Violation", "Maximum Payload Exceeded")
+
+    def reserved_reply(self, c, reply):
+        pass
+
+    def publish_mapped(self, c, subject, reply, hdr, payload):
+        self.remote_message(c, subject, reply, hdr, payload, None)
+
+    def no_responders(self, c, subject, reply):
+        pass
+
+    def send_connect_info(self, c):
+        pass
+
+    def delivery_denied(self, c, sub, subject):
+        subj = subject.decode("utf-8", "replace")
+        for d in c.state.deny_out:
+            if subject_matches(d, subj):
+                return True
+        return False
+
+    def allow_reply(self, c, reply):
+        pass
+
+    def auto_unsubscribed(self, c, s):
+        pass
+
+    # ---- tracing ----
+
+    def trace_in(self, c, line):
+        log.log(TRACE, '%s<<- [%s]', self._prefix(c), line.decode("utf-8", "replace"))
+
+    def trace_payload(self, c, payload):
+        log.log(TRACE, '%s<<- MSG_PAYLOAD: ["%s"]', self._prefix(c),
+                payload[:self.server.opts.max_traced_msg_len or None].decode("utf-8", "replace"))
+
+    def trace_out(self, c, line):
+        log.log(TRACE, '%s->> [%s]', self._prefix(c), line.rstrip(b"\r\n").decode("utf-8", "replace"))
+
+    # ---- connection calls ----
+
+    def want_write(self, c, on):
+        self.server.loop.set_writable(c.fd, on)
+
+    def slow_consumer(self, c):
+        log.info("%sSlow Consumer Detected: MaxPending of %d Exceeded", self._prefix(c), c.max_pending)
+        c.schedule_close("Slow Consumer (Pending Bytes)")
+
+    def close(self, c):
+        self.ln.closed(c)
+
+    def forward(self, c, sub, subject, reply, hdr, payload):
+        raise NotImplementedError("leaf connections frame messages in C")
+
+
+# ---- helpers ----
+
+def _hp(host, port):
+    return "[%s]:%d" % (host, port) if ":" in str(host) else "%s:%d" % (host, port)
+
+
+def _nonce():
+    import base64
+    return base64.urlsafe_b64encode(os.urandom(11)).decode().rstrip("=")
+
+
+def _send_info(c, info):
+    c.send_bytes(b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n")
+
+
+def _ls(key, n):
+    if n > 0:
+        if " " in key:
+            return "LS+ %s %d\r\n" % (key, n)
+        return "LS+ %s\r\n" % key
+    return "LS- %s\r\n" % key
+
+
+def _account_has_js(server, acc):
+    js = getattr(server, "jetstream", None)
+    if js is None or acc is None:
+        return False
+    try:
+        return bool(js.enabled_for(acc))
+    except Exception:
+        return False
+
+
+def _strip_userinfo(url):
+    u = urlsplit(url)
+    if u.username is None:
+        return url
+    netloc = u.hostname + (":%d" % u.port if u.port else "")
+    return u._replace(netloc=netloc).geturl()
+
+
+def _go_err(reason):
+    r = reason.lower()
+    if "refused" in r:
+        return "connect: connection refused"
+    if "timed out" in r:
+        return "i/o timeout"
+    return r
