@@ -486,3 +486,58 @@ def test_restart_recovers_durable_state(natsd, tmp_path):
     assert after.ack_floor.stream_seq == 1 and after.num_pending == 2
     assert after.created == before.created
     assert [m.metadata.sequence.stream for m in msgs] == [4, 5]
+
+
+@run
+async def test_deliver_group_queue_subscribers(js_server):
+    nc, js = await setup(js_server, 0)
+    got = {1: [], 2: []}
+    await js.subscribe("o.>", queue="workers", cb=lambda m: got[1].append(m.data) or m.ack())
+    await js.subscribe("o.>", queue="workers", cb=lambda m: got[2].append(m.data) or m.ack())
+    ci = await js.consumer_info("O", "workers")
+    assert ci.config.deliver_group == "workers"
+    for i in range(40):
+        await js.publish("o.1", b"%d" % i)
+    assert await wait_until(lambda: len(got[1]) + len(got[2]) == 40)
+    assert got[1] and got[2]
+    assert sorted(got[1] + got[2], key=int) == [b"%d" % i for i in range(40)]
+    await nc.close()
+
+
+@run
+async def test_ordered_consumer_flow_control_large(js_server):
+    nc, js = await setup(js_server, 0)
+    payload = b"x" * 4096
+    for i in range(1200):                                   # ~5 MB: several flow control rounds
+        await js.publish("o.big", payload)
+    sub = await js.subscribe("o.big", ordered_consumer=True)
+    n = 0
+    for _ in range(1200):
+        m = await sub.next_msg(3)
+        n += 1
+        assert m.metadata.sequence.stream == n
+    ci = await sub.consumer_info()
+    assert ci.num_pending == 0 and ci.delivered.stream_seq == 1200
+    await nc.close()
+
+
+@run
+async def test_fetch_with_heartbeat_and_push_interest_loss(js_server):
+    nc, js = await setup(js_server, 2)
+    sub = await js.pull_subscribe("o.>", durable="hb")
+    msgs = await sub.fetch(5, timeout=1.5, heartbeat=0.2)
+    assert [m.data for m in msgs] == [b"m0", b"m1"]
+    # an ephemeral push consumer goes away after its subscriber does (inactive_threshold)
+    r = await api(nc, "$JS.API.CONSUMER.CREATE.O", {"stream_name": "O", "config": {
+        "deliver_subject": "gone.inbox", "inactive_threshold": 300_000_000}})
+    nc2 = await connect(js_server)
+    s = await nc2.subscribe("gone.inbox")
+    await nc2.flush()
+    info = await api(nc, "$JS.API.CONSUMER.INFO.O.%s" % r["name"])
+    assert "error" not in info
+    await nc2.close()
+    async def gone():
+        i = await api(nc, "$JS.API.CONSUMER.INFO.O.%s" % r["name"])
+        return i.get("error", {}).get("err_code") == 10014
+    assert await wait_until(gone, 4)
+    await nc.close()
