@@ -1,0 +1,1 @@
+"""spark/: PySpark jobs over natsd's benchmark results (see spark/throughput.py)."""
