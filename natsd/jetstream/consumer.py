@@ -533,9 +533,6 @@ class Consumer(AckState, PushDelivery):
             return sm, 1
         sm = self._load_next(self.sseq)
         if sm is None:
-            first, last, _ = store_first_last(store)
-            if self.sseq <= last:
-                self.sseq = last + 1
             return None
         self.sseq = sm.seq + 1
         return sm, 1

@@ -214,3 +214,54 @@ def test_pull_statuses_match(natsd, reference, tmp_path):
     theirs = asyncio.run(run_pull(reference("-js", "-sd", str(tmp_path / "b")).url))
     for a, b in zip(ours, theirs):
         assert str(a) == str(b)
+
+
+DELIVER_CASES = [
+    ("all", {}), ("new", {"deliver_policy": "new"}), ("last", {"deliver_policy": "last"}),
+    ("lastf", {"deliver_policy": "last", "filter_subject": "dp.1"}),
+    ("lps", {"deliver_policy": "last_per_subject", "filter_subject": "dp.*"}),
+    ("seq", {"deliver_policy": "by_start_sequence", "opt_start_seq": 4, "filter_subject": "dp.2"}),
+    ("seq0", {"deliver_policy": "by_start_sequence", "opt_start_seq": 1}),
+    ("seqbig", {"deliver_policy": "by_start_sequence", "opt_start_seq": 100}),
+]
+
+
+async def run_deliver_policies(url):
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="DP", subjects=["dp.>"], max_msgs_per_subject=3)
+    for i in range(9):
+        await js.publish("dp.%d" % (i % 3), b"m%d" % i)
+    await js.publish("dp.0", b"x")                      # drops seq 1 (per-subject limit)
+    out = []
+    for name, c in DELIVER_CASES:
+        c = dict(c, durable_name=name, ack_policy="explicit")
+        r = json.loads((await nc.request("$JS.API.CONSUMER.CREATE.DP." + name, json.dumps(
+            {"stream_name": "DP", "config": c}).encode())).data)
+        out.append((name, r.get("delivered"), r.get("ack_floor"), r.get("num_pending")))
+        inbox = nc.new_inbox()
+        s = await nc.subscribe(inbox)
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.DP." + name, b'{"batch":2,"no_wait":true}',
+                         reply=inbox)
+        for _ in range(3):
+            try:
+                m = await s.next_msg(0.3)
+            except nats.errors.TimeoutError:
+                break
+            if m.headers and "Status" in m.headers:
+                out.append(("status", m.headers["Status"]))
+            else:
+                toks = m.reply.split(".")
+                toks[7] = "<ts>"
+                out.append((m.subject, ".".join(toks)))
+        r = json.loads((await nc.request("$JS.API.CONSUMER.INFO.DP." + name, b"")).data)
+        out.append(({k: {kk: vv for kk, vv in r[k].items() if kk != "last_active"}
+                     for k in ("delivered", "ack_floor")}, r["num_pending"], r["num_ack_pending"]))
+    await nc.close()
+    return out
+
+
+def test_deliver_policies_match(natsd, reference, tmp_path):
+    ours = asyncio.run(run_deliver_policies(natsd("-js", "-sd", str(tmp_path / "a")).url))
+    theirs = asyncio.run(run_deliver_policies(reference("-js", "-sd", str(tmp_path / "b")).url))
+    assert ours == theirs
