@@ -1,0 +1,158 @@
+"""Fixtures for leaf node tests: the seed-000 `accounts.conf`/`hub.conf`/`leaf.conf` written to
+tmp_path with free ports, and a `pair` factory that starts a hub and a leaf, each either natsd
+or the reference nats-server, and waits until both leaf connections (SYS and ACC) are up."""
+import json
+import os
+import socket
+import urllib.request
+
+import pytest
+
+from tests.conftest import ROOT, nats_server_cmd, poll, start_server
+
+ACCOUNTS_CONF = """accounts {
+    SYS: {
+        users: [{user: admin, password: admin}]
+    },
+    ACC: {
+        users: [{user: acc, password: acc}],
+        jetstream: enabled
+    }
+}
+system_account: SYS
+"""
+
+HUB_CONF = """port: %(port)d
+server_name: hub-server
+%(js)sleafnodes {
+    port: %(leaf_port)d
+}
+include ./accounts.conf
+"""
+
+HUB_JS = """jetstream {
+    store_dir="./store_server"
+    domain=hub
+}
+"""
+
+LEAF_CONF = """port: %(port)d
+server_name: leaf-server
+%(js)sleafnodes {
+    remotes = [
+        {
+            urls: ["nats-leaf://admin:%(sys_pass)s@0.0.0.0:%(leaf_port)d"]
+            account: "SYS"
+        },
+        {
+            urls: ["nats-leaf://acc:%(acc_pass)s@0.0.0.0:%(leaf_port)d"]
+            account: "ACC"
+        }
+    ]
+}
+include ./accounts.conf
+"""
+
+LEAF_JS = """jetstream {
+    store_dir="./store_leaf"
+    domain=leaf
+}
+"""
+
+
+ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def js_available():
+    try:
+        import natsd.jetstream.engine  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def http_json(port, path):
+    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
+        return json.loads(r.read().decode())
+
+
+class Pair:
+    def __init__(self, tmp_path, starters):
+        self.dir = tmp_path
+        self.starters = starters
+        self.leaf_port = free_port()
+        self.hub_client_port = free_port()
+        self.leaf_client_port = free_port()
+        self.hub = self.leaf = None
+        (tmp_path / "accounts.conf").write_text(ACCOUNTS_CONF)
+
+    def write(self, js=False, sys_pass="admin", acc_pass="acc"):
+        (self.dir / "hub.conf").write_text(HUB_CONF % {
+            "port": self.hub_client_port, "leaf_port": self.leaf_port, "js": HUB_JS if js else ""})
+        (self.dir / "leaf.conf").write_text(LEAF_CONF % {
+            "port": self.leaf_client_port, "leaf_port": self.leaf_port, "js": LEAF_JS if js else "",
+            "sys_pass": sys_pass, "acc_pass": acc_pass})
+
+    def start_hub(self, kind, *extra):
+        self.hub = self.starters[kind]("-c", "hub.conf", "-p", str(self.hub_client_port),
+                                       "-a", "127.0.0.1", "-m", str(free_port()), *extra,
+                                       cwd=str(self.dir), env=ENV)
+        self.hub.kind = kind
+        return self.hub
+
+    def start_leaf(self, kind, *extra):
+        self.leaf = self.starters[kind]("-c", "leaf.conf", "-p", str(self.leaf_client_port),
+                                        "-a", "127.0.0.1", "-m", str(free_port()), *extra,
+                                        cwd=str(self.dir), env=ENV)
+        self.leaf.kind = kind
+        return self.leaf
+
+    def wait_linked(self, n=2, timeout=10):
+        for srv in (self.hub, self.leaf):
+            ok = poll(lambda: http_json(srv.http_port, "/varz").get("leafnodes") == n, timeout)
+            assert ok, "leafnodes never reached %d on %s:\n%s" % (n, srv.argv, srv.log)
+
+    def url(self, srv, user="acc"):
+        return "nats://%s:%s@127.0.0.1:%d" % (user, user, srv.port)
+
+
+@pytest.fixture
+def pair(tmp_path, natsd, request):
+    """pair(hub_kind, leaf_kind, js=False) -> a linked Pair ("natsd" or "nats-server")."""
+    starters = {"natsd": natsd}
+
+    def reference_factory(*args, **kw):
+        cmd = nats_server_cmd()
+        if cmd is None:
+            pytest.skip("nats-server is not installed")
+        p = start_server(cmd, *args, **kw)
+        started.append(p)
+        return p
+    started = []
+    starters["nats-server"] = reference_factory
+
+    def factory(hub_kind, leaf_kind, js=False, link=True):
+        if js and "natsd" in (hub_kind, leaf_kind) and not js_available():
+            pytest.skip("natsd JetStream (natsd.jetstream.engine) is not available")
+        p = Pair(tmp_path, starters)
+        p.write(js=js)
+        p.start_hub(hub_kind)
+        p.start_leaf(leaf_kind)
+        if link:
+            p.wait_linked()
+        return p
+    yield factory
+    for p in started:
+        p.kill()
+
+
+COMBOS = [("natsd", "natsd"), ("nats-server", "natsd"), ("natsd", "nats-server")]
+COMBO_IDS = ["natsd-hub+natsd-leaf", "ref-hub+natsd-leaf", "natsd-hub+ref-leaf"]
