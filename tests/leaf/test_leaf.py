@@ -292,3 +292,78 @@ async def wait_for(cond, timeout=5.0):
             return True
         await asyncio.sleep(0.02)
     return cond()
+
+
+# ---- JetStream domains (seed 000) ----
+
+async def gather(nc, subject, payload=b"", wait=0.6):
+    inbox = nc.new_inbox()
+    _, got = await collect(nc, inbox)
+    await nc.flush()
+    await nc.publish(subject, payload, reply=inbox)
+    await nc.flush()
+    await asyncio.sleep(wait)
+    return [json.loads(m.data) for m in got]
+
+
+@pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
+def test_jetstream_domains(pair, hub_kind, leaf_kind):
+    p = pair(hub_kind, leaf_kind, js=True)
+    p.leaf.wait_log(r'JetStream using domains: local "leaf", remote "hub"')
+    p.hub.wait_log(r'JetStream using domains: local "hub", remote "leaf"')
+
+    async def main():
+        hub = await nats.connect(p.url(p.hub))
+        leaf = await nats.connect(p.url(p.leaf))
+        await settle(hub, leaf)
+        # $JS.API.* does not cross: each side's clients get their local JetStream only
+        for nc, domain in ((hub, "hub"), (leaf, "leaf")):
+            replies = await gather(nc, "$JS.API.INFO")
+            assert [r.get("domain") for r in replies] == [domain]
+        # $JS.<domain>.API.* reaches the right JetStream, once
+        for nc in (hub, leaf):
+            for domain in ("hub", "leaf"):
+                replies = await gather(nc, "$JS.%s.API.INFO" % domain)
+                assert [r.get("domain") for r in replies] == [domain], (nc, domain, replies)
+        await hub.close()
+        await leaf.close()
+        # the system account link: one JSZ ping is answered by both servers
+        sysc = await nats.connect(p.url(p.hub, "admin"))
+        await settle(sysc)
+        replies = await gather(sysc, "$SYS.REQ.SERVER.PING.JSZ", b"{}")
+        names = sorted(r["server"]["name"] for r in replies)
+        assert names == ["hub-server", "leaf-server"]
+        by_name = {r["server"]["name"]: r["server"] for r in replies}
+        assert by_name["leaf-server"].get("domain") == "leaf"
+        assert by_name["hub-server"].get("domain") == "hub"
+        assert by_name["leaf-server"].get("cluster") == "leaf-server"
+        await sysc.close()
+    run(main())
+
+
+@pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
+def test_streams_in_both_domains_store_a_hub_publish(pair, hub_kind, leaf_kind):
+    """000:165-245: stream `test` in domain hub and in domain leaf, created from the hub; one
+    publish on the hub is stored by both (regular message flow is not restricted)."""
+    p = pair(hub_kind, leaf_kind, js=True)
+
+    async def main():
+        hub = await nats.connect(p.url(p.hub))
+        await settle(hub)
+        js_hub = hub.jetstream()
+        js_leaf = hub.jetstream(domain="leaf")
+        await js_hub.add_stream(name="test", subjects=["test"])
+        await js_leaf.add_stream(name="test", subjects=["test"])
+        await asyncio.sleep(0.3)            # the leaf's stream interest crosses (LS+ test)
+        await hub.publish("test", b"hello world")     # `nats pub`: both streams ack, no js publish
+        await hub.flush()
+        for js in (js_hub, js_leaf):
+            for _ in range(50):
+                info = await js.stream_info("test")
+                if info.state.messages == 1:
+                    break
+                await asyncio.sleep(0.05)
+            assert info.state.messages == 1
+            assert info.state.bytes == 45
+        await hub.close()
+    run(main())
