@@ -124,7 +124,7 @@ class AckState:
         body = payload.strip() if payload else b""
         send_reply = True
         if body == b"" or body == b"+ACK" or body == b"+OK" or body.startswith(b"+ACK "):
-            self.process_ack(sseq, dseq, dc)
+            send_reply = self.process_ack(sseq, dseq, dc)
         elif body.startswith(b"+NXT"):
             self.process_ack(sseq, dseq, dc)
             if reply and self.waiting is not None:
@@ -139,7 +139,7 @@ class AckState:
                 self._arm_ptimer(self._deadline(sseq) / NS)
         elif body.startswith(b"+TERM"):
             reason = body[5:].strip().decode("utf-8", "replace")
-            self.process_ack(sseq, dseq, dc, sample=False)
+            send_reply = self.process_ack(sseq, dseq, dc, sample=False)
             self.advisory("MSG_TERMINATED", "io.nats.jetstream.advisory.v1.terminated",
                           consumer_seq=dseq, stream_seq=sseq, deliveries=dc,
                           reason=reason or None)
@@ -149,8 +149,10 @@ class AckState:
             self.send_status(reply, None)
 
     def process_ack(self, sseq, dseq, dc, sample=True):
+        """Apply an ack; False when nats-server would not answer an AckSync (ack policy none,
+        a sequence never delivered)."""
         if sseq >= self.sseq and not self.lss:
-            return
+            return False
         ap = self.cfg["ack_policy"]
         acked = []
         if ap == "explicit":
@@ -167,7 +169,7 @@ class AckState:
             self.rdq_set.discard(sseq)
         elif ap in ("all", "flow_control"):
             if dseq <= self.adflr or sseq <= self.asflr:
-                return
+                return True
             was_full = self.cfg["max_ack_pending"] > 0 and len(self.pending) >= self.cfg["max_ack_pending"]
             self.adflr, self.asflr = dseq, sseq
             for seq in [s for s in self.pending if s <= sseq]:
@@ -180,11 +182,12 @@ class AckState:
             if was_full:
                 self.kick()
         else:
-            return
+            return False
         if acked and self.stream.config.get("retention", "limits") != "limits":
             for seq in acked:
                 self._ack_removal(seq)
         self.schedule_save()
+        return True
 
     def _ack_removal(self, seq):
         fn = getattr(self.stream, "ack_removal", None)

@@ -422,6 +422,8 @@ class Consumer(AckState, PushDelivery):
         budget = RUN_BUDGET
         push = self.is_push()
         eos = False
+        if push:
+            self.active = self._has_interest()
         while budget > 0:
             if self._paused_for() > 0:
                 break
@@ -445,6 +447,10 @@ class Consumer(AckState, PushDelivery):
             sm, dc = got
             if dc == 1:
                 self.npc = max(0, self.npc - 1)
+                if self.npc <= 8:
+                    # Removals by limits are not signalled: be exact near the tail, where
+                    # clients look at it (KV watchers wait for pending == 0).
+                    self.npc = self._calc_num_pending()
             reply = "$JS.ACK.%s.%s.%d.%d.%d.%d.%d" % (self.stream.name, self.name, dc, sm.seq,
                                                      self.dseq, sm.ts, self.npc)
             hdr, payload = sm.hdr, sm.msg
@@ -527,9 +533,8 @@ class Consumer(AckState, PushDelivery):
                 self.sseq = seq + 1
             sm = _load(store, seq)
             if sm is None:
+                self.npc = max(0, self.npc - 1)
                 return self._next_msg()
-            if self.lss is None:
-                pass
             return sm, 1
         sm = self._load_next(self.sseq)
         if sm is None:

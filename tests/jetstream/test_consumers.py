@@ -541,3 +541,33 @@ async def test_fetch_with_heartbeat_and_push_interest_loss(js_server):
         return i.get("error", {}).get("err_code") == 10014
     assert await wait_until(gone, 4)
     await nc.close()
+
+
+@run
+async def test_replay_original_and_rate_limit(js_server):
+    nc, js = await setup(js_server, 0)
+    for i in range(3):
+        await js.publish("o.r", b"%d" % i)
+        await asyncio.sleep(0.25)
+    loop = asyncio.get_running_loop()
+    inbox = nc.new_inbox()
+    s = await nc.subscribe(inbox)
+    await api(nc, "$JS.API.CONSUMER.CREATE.O.rp", {"stream_name": "O", "config": {
+        "name": "rp", "deliver_subject": inbox, "replay_policy": "original"}})
+    times = []
+    for _ in range(3):
+        await s.next_msg(2)
+        times.append(loop.time())
+    assert times[1] - times[0] > 0.18 and times[2] - times[1] > 0.18
+    # 8000 bps = 1000 bytes/s: three ~100-byte messages need a few hundred ms
+    inbox2 = nc.new_inbox()
+    s2 = await nc.subscribe(inbox2)
+    for i in range(3):
+        await js.publish("o.rl", b"x" * 90)
+    t0 = loop.time()
+    await api(nc, "$JS.API.CONSUMER.CREATE.O.rl", {"stream_name": "O", "config": {
+        "name": "rl", "deliver_subject": inbox2, "filter_subject": "o.rl", "rate_limit_bps": 8000}})
+    for _ in range(3):
+        await s2.next_msg(2)
+    assert loop.time() - t0 > 0.15
+    await nc.close()
