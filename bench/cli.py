@@ -250,12 +250,11 @@ def run_args(a, out=None, stop=None):
     pr = Printer(out)
     pr.log(report.banner(kind, o.params))
     stop = stop or threading.Event()
-    if not (mode.startswith("js-") or mode.startswith("kv-")):
-        try:                # fail fast, before any per-client line, when the server is down
-            fc.RawConn(a.server, timeout=min(a.timeout, 5.0)).close()
-        except fc.BenchError as e:
-            o.error = str(e)
-            return o
+    try:                    # fail fast, before any per-client line, when the server is down
+        fc.RawConn(a.server, timeout=min(a.timeout, 5.0)).close()
+    except fc.BenchError as e:
+        o.error = str(e)
+        return o
     if mode == "serve":
         return _serve(a, o, pr, stop)
     counts = [a.msgs] * a.clients if mode in FANOUT else msgs_per_client(a.msgs, a.clients)

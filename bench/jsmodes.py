@@ -26,9 +26,10 @@ async def _connect(url, name="natsd-bench"):
     import nats
     from nats.errors import NoServersError
     try:
-        return await nats.connect(url, name=name, connect_timeout=CONNECT_TIMEOUT, allow_reconnect=False,
-                                  max_reconnect_attempts=0, error_cb=_quiet, disconnected_cb=_quiet_nc,
-                                  closed_cb=_quiet_nc, pending_size=64 * 1024 * 1024)
+        return await asyncio.wait_for(nats.connect(
+            url, name=name, connect_timeout=CONNECT_TIMEOUT, allow_reconnect=False, max_reconnect_attempts=0,
+            error_cb=_quiet, disconnected_cb=_quiet_nc, closed_cb=_quiet_nc, pending_size=64 * 1024 * 1024),
+            CONNECT_TIMEOUT + 1)
     except (NoServersError, OSError, asyncio.TimeoutError) as e:
         raise BenchError("cannot connect to %s: %s" % (url, e or type(e).__name__)) from None
 
