@@ -121,7 +121,8 @@ class Consumer(AckState, PushDelivery):
         self.fcid = None
         self.fcsz = 0
         # rate limit / replay
-        self.rl_next = 0.0
+        self.rl_tokens = None
+        self.rl_last = 0.0
         self.replay = cfg["replay_policy"] == "original"
         self.replay_lseq = 0
         self.replay_last = None         # (loop time, msg ts) of the previous delivery
@@ -585,9 +586,25 @@ class Consumer(AckState, PushDelivery):
             self.replay = False
         bps = self.cfg["rate_limit_bps"]
         if bps:
-            if self.rl_next > now + 0.0005:
-                return self.rl_next - now
+            # token bucket as nats-server: bytes/s = bps/8, burst = max msg size / max payload
+            rate = bps / 8.0
+            burst = self._rl_burst()
+            if self.rl_tokens is None:
+                self.rl_tokens, self.rl_last = float(burst), now
+            self.rl_tokens = min(float(burst), self.rl_tokens + (now - self.rl_last) * rate)
+            self.rl_last = now
+            if self.rl_tokens < sz:
+                return (sz - self.rl_tokens) / rate
         return 0.0
+
+    def _rl_burst(self):
+        mms = int(self.stream.config.get("max_msg_size") or -1)
+        if mms > 0:
+            return mms
+        acc_max = getattr(getattr(self.account, "account", self.account), "max_payload", -1) or -1
+        if acc_max > 0:
+            return acc_max
+        return getattr(getattr(self.server, "opts", None), "max_payload", 1024 * 1024)
 
     def _deliver(self, target, subj, reply, hdr, payload, sm, dc, sz):
         dseq = self.dseq
@@ -605,9 +622,8 @@ class Consumer(AckState, PushDelivery):
             self._arm_ptimer(self._deadline(sm.seq) / NS)
         if self.replay:
             self.replay_last = (self.loop.time(), sm.ts)
-        bps = self.cfg["rate_limit_bps"]
-        if bps:
-            self.rl_next = max(self.rl_next, self.loop.time()) + sz * 8.0 / bps
+        if self.cfg["rate_limit_bps"] and self.rl_tokens is not None:
+            self.rl_tokens -= sz
         self._send(target.encode(), subj.encode(), reply.encode(), hdr, payload)
         self.last_activity = self.loop.time()
         if self.maxpb:
@@ -674,7 +690,7 @@ class Consumer(AckState, PushDelivery):
         if new["inactive_threshold"] != old["inactive_threshold"]:
             self.update_inactive_threshold()
         if new["rate_limit_bps"] != old["rate_limit_bps"]:
-            self.rl_next = 0.0
+            self.rl_tokens = None
         self.sample = _parse_sample(new["sample_freq"])
         if self.waiting is not None:
             self.waiting.max = new["max_waiting"]

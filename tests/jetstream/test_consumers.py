@@ -559,14 +559,16 @@ async def test_replay_original_and_rate_limit(js_server):
         await s.next_msg(2)
         times.append(loop.time())
     assert times[1] - times[0] > 0.18 and times[2] - times[1] > 0.18
-    # 8000 bps = 1000 bytes/s: three ~100-byte messages need a few hundred ms
+    # 8000 bps = 1000 bytes/s with a burst of max_msg_size (200): three ~130-byte messages
+    # need about 0.2 s
+    await js.add_stream(name="RL", subjects=["rl.>"], max_msg_size=200)
     inbox2 = nc.new_inbox()
     s2 = await nc.subscribe(inbox2)
     for i in range(3):
-        await js.publish("o.rl", b"x" * 90)
+        await js.publish("rl.x", b"x" * 90)
     t0 = loop.time()
-    await api(nc, "$JS.API.CONSUMER.CREATE.O.rl", {"stream_name": "O", "config": {
-        "name": "rl", "deliver_subject": inbox2, "filter_subject": "o.rl", "rate_limit_bps": 8000}})
+    await api(nc, "$JS.API.CONSUMER.CREATE.RL.rl", {"stream_name": "RL", "config": {
+        "name": "rl", "deliver_subject": inbox2, "rate_limit_bps": 8000}})
     for _ in range(3):
         await s2.next_msg(2)
     assert loop.time() - t0 > 0.15
