@@ -22,9 +22,15 @@ from natsd.monitor.varz import rfc3339
 
 log = logging.getLogger("natsd")
 
-STATSZ_INTERVAL = 10.0
+STATSZ_INTERVAL = 10.0                  # nats-server statsHBInterval
+STATSZ_FIRST = 0.25                     # first STATSZ after 250ms, doubling up to the interval
+# nats-server 2.15's merged JetStream feature flags, carried in every ServerInfo
+FEATURE_FLAGS = {"js_ack_fc_v2": False, "js_api_reply_v2": False, "js_raft_delete_range": True,
+                 "js_snapshot_sources": False}
 SERVER_ENDPOINTS = ("VARZ", "CONNZ", "SUBSZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "ACCOUNTZ",
                     "JSZ", "HEALTHZ", "STATSZ", "IDZ", "EXPVARZ", "IPQUEUESZ", "RAFTZ", "PROFILEZ")
+# `$SYS.REQ.ACCOUNT.<acc>.<EP>` services (nats-server events.go monAccSrvc)
+ACCOUNT_ENDPOINTS = ("SUBSZ", "CONNZ", "LEAFZ", "JSZ", "INFO", "STATZ", "CONNS")
 
 
 def _json(obj):
@@ -38,6 +44,7 @@ class SystemServices:
         self.seq = 0
         self.subs = []
         self.timer = None
+        self.statsz_delay = STATSZ_FIRST
 
     # ---- setup ----
 
@@ -45,17 +52,26 @@ class SystemServices:
         sid = self.server.id
         sys_sl = self.account.sublist
         self._sub(sys_sl, "$SYS.REQ.SERVER.PING", self._server_ping)
-        self._sub(sys_sl, "$SYS.REQ.SERVER.PING.*", self._server_ping)
-        self._sub(sys_sl, "$SYS.REQ.SERVER.%s.*" % sid, self._server_ping)
-        self._sub(sys_sl, "$SYS.REQ.ACCOUNT.*.*", self._account_request)
+        # one subscription per known endpoint: anything else finds no responders, as there
+        for ep in SERVER_ENDPOINTS:
+            self._sub(sys_sl, "$SYS.REQ.SERVER.PING.%s" % ep, self._server_ping)
+            self._sub(sys_sl, "$SYS.REQ.SERVER.%s.%s" % (sid, ep), self._server_ping)
+        for ep in ACCOUNT_ENDPOINTS:
+            self._sub(sys_sl, "$SYS.REQ.ACCOUNT.*.%s" % ep, self._account_request)
         self._sub(sys_sl, "$SYS.REQ.USER.INFO", self._user_info)
+        # In the system account itself, ACCOUNT.PING.STATZ covers every account in use
+        # (nats-server's accPingReqSubj STATZ service); CONNZ is the system account's own.
+        self._sub(sys_sl, "$SYS.REQ.ACCOUNT.PING.STATZ", self._account_ping_statz)
+        self._sub(sys_sl, "$SYS.REQ.ACCOUNT.PING.CONNZ", self._scoped_request, self.account)
         for acc in self.server.accounts:
             if acc is self.account:
                 continue
-            self._sub(acc.sublist, "$SYS.REQ.USER.INFO", self._user_info)
-            self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.*", self._scoped_request, acc)
+            # what nats-server imports into every account from the system account
+            self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.CONNZ", self._scoped_request, acc)
+            self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.STATZ", self._scoped_request, acc)
             self._sub(acc.sublist, "$SYS.REQ.SERVER.PING.CONNZ", self._scoped_request, acc)
-        self.timer = self.server.loop.call_later(STATSZ_INTERVAL, self._statsz_tick)
+            self._sub(acc.sublist, "$SYS.REQ.USER.INFO", self._user_info)
+        self.timer = self.server.loop.call_later(self.statsz_delay, self._statsz_tick)
 
     def _sub(self, sublist, subject, handler, account=None):
         s = Subscription(None, subject.encode(), b"", None, handler)
@@ -80,7 +96,8 @@ class SystemServices:
         domain = s.jetstream_domain() if hasattr(s, "jetstream_domain") else ""
         if domain:
             info["domain"] = domain
-        info.update({"ver": VERSION, "jetstream": s.jetstream_enabled(), "flags": 0,
+        info.update({"ver": VERSION, "feature_flags": dict(FEATURE_FLAGS),
+                     "jetstream": s.jetstream_enabled(), "flags": 0,
                      "seq": self.seq, "time": rfc3339(time.time())})
         if s.opts.server_tags:
             info["tags"] = list(s.opts.server_tags)
@@ -91,6 +108,8 @@ class SystemServices:
     def reply(self, sublist, reply, key, data, error=None):
         env = {"server": self.server_info()}
         if error is not None:
+            if error.get("code") == 500:
+                env[key] = None         # nats-server: the endpoint's typed nil result is kept
             env["error"] = error
         else:
             env[key] = data
@@ -123,31 +142,102 @@ class SystemServices:
         _, _, _, acc_name, endpoint = subject.decode().split(".", 4)
         if acc_name == "PING":
             return                      # account-level PINGs are answered per account
-        acc = self.server.accounts.get(acc_name)
+        acc = self.server.accounts.accounts.get(acc_name)
         if acc is None:
-            self.reply(self.account.sublist, reply, "data", None,
-                       {"code": 404, "description": 'account "%s" not found' % acc_name})
+            self._unknown_account(acc_name, endpoint, payload, reply)
             return
         self._answer_for_account(self.account.sublist, acc, endpoint, payload, reply)
+
+    def _unknown_account(self, name, endpoint, payload, reply):
+        """nats-server treats an unknown account as a filter that matches nothing."""
+        sl = self.account.sublist
+        if endpoint in ("STATZ", "CONNS"):
+            return                      # nothing to report: no reply
+        if endpoint == "INFO":
+            self.reply(sl, reply, "data", None,
+                       {"code": 500, "description": "Account %s does not exist" % name})
+            return
+        if endpoint == "JSZ" and not self.server.jetstream_enabled():
+            self.reply(sl, reply, "data", None, {"code": 500, "description": "jetstream not enabled"})
+            return
+        if endpoint == "CONNZ":         # nats-server's (empty) Connz for a missing account
+            self.reply(sl, reply, "data", {"server_id": "", "now": rfc3339(time.time()),
+                                           "num_connections": 0, "total": 0, "offset": 0,
+                                           "limit": 1024, "connections": None})
+            return
+        try:
+            data, error = self.endpoint_data(endpoint, payload, name)
+        except SkipResponse:
+            return
+        self.reply(sl, reply, "data", data, error)
 
     def _scoped_request(self, sub, subject, reply, hdr, payload, origin):
         if reply:
             endpoint = subject.decode().rsplit(".", 1)[1]
             self._answer_for_account(sub.data.sublist, sub.data, endpoint, payload, reply)
 
+    def _account_ping_statz(self, sub, subject, reply, hdr, payload, origin):
+        if not reply:
+            return
+        from natsd.monitor.accountz import account_stat
+        stats = [account_stat(self.server, a) for a in self.server.accounts if a.clients]
+        if stats:                       # nats-server skips the reply when no account is in use
+            self.reply(self.account.sublist, reply, "data",
+                       {"server_id": self.server.id, "now": rfc3339(time.time()),
+                        "account_statz": stats})
+
     def _answer_for_account(self, sublist, acc, endpoint, payload, reply):
         if endpoint in ("STATZ", "STATSZ"):
             self.reply(sublist, reply, "data", self.account_statz(acc))
             return
-        if endpoint in ("CONNS",):
-            self.reply(sublist, reply, "data", self.account_conns(acc))
+        if endpoint == "CONNS":
+            # nats-server answers CONNS with the bare account_connections advisory
+            ev = self._advisory("account_connections")
+            ev.update(self.account_conns(acc))
+            publish(sublist, reply, None, None, _json(ev))
             return
-        ep = "ACCOUNTZ" if endpoint == "INFO" else endpoint
+        if endpoint == "INFO":
+            from natsd.monitor.accountz import account_info
+            self.reply(sublist, reply, "data", self.account_detail(acc, account_info))
+            return
+        if endpoint == "JSZ" and not self.server.jetstream_enabled():
+            self.reply(sublist, reply, "data", None,
+                       {"code": 500, "description": "jetstream not enabled"})
+            return
+        if endpoint == "SUBSZ":         # nats-server forces the subscription list on
+            try:
+                body = json.loads(payload) if payload and payload.strip() else {}
+            except ValueError:
+                body = None
+            if isinstance(body, dict):
+                payload = _json(dict(body, subscriptions=True))
         try:
-            data, error = self.endpoint_data(ep, payload, acc)
+            data, error = self.endpoint_data(endpoint, payload, acc)
         except SkipResponse:
             return
         self.reply(sublist, reply, "data", data, error)
+
+    def account_detail(self, acc, account_info):
+        """`$SYS.REQ.ACCOUNT.<acc>.INFO`: the account detail, listing (as nats-server does)
+        the services every account imports from the system account."""
+        info = account_info(self.server, acc)
+        if acc is not self.account and self.account is not None:
+            sysimp = [(c, "$SYS.REQ.ACCOUNT.%s.%s" % (acc.name, e), local, share)
+                      for c, e, local, share in
+                      ((0, "CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ", False),
+                       (1, "CONNZ", "$SYS.REQ.SERVER.PING.CONNZ", False),
+                       (2, "STATZ", "$SYS.REQ.ACCOUNT.PING.STATZ", False))]
+            imports = list(info.get("imports", ()))
+            for _, subj, local, share in sysimp:
+                imports.append({"subject": subj, "account": self.account.name, "to": local,
+                                "local_subject": local, "type": "service", "invalid": False,
+                                "share": share, "tracking": False})
+            imports.append({"subject": "$SYS.REQ.USER.%s.INFO" % acc.name,
+                            "account": self.account.name, "to": "$SYS.REQ.USER.INFO",
+                            "local_subject": "$SYS.REQ.USER.INFO", "type": "service",
+                            "invalid": False, "share": True, "tracking": False})
+            info["imports"] = imports
+        return info
 
     def _user_info(self, sub, subject, reply, hdr, payload, origin):
         if not reply or origin is None:
@@ -175,7 +265,10 @@ class SystemServices:
         try:
             return fn(self.server, body, account), None
         except OptionsError as e:
-            return None, {"code": 400, "description": str(e)}
+            # nats-server (zReq): options that fail to decode are 400; options the endpoint
+            # itself rejects (bad sort, unknown account, ...) are 500
+            code = 400 if str(e).startswith(("json:", "Error decoding")) else 500
+            return None, {"code": code, "description": str(e)}
         except SkipResponse:
             raise
         except Exception as e:
@@ -198,7 +291,12 @@ class SystemServices:
             "subscriptions": sum(a.sublist.count for a in s.accounts),
             "sent": {"msgs": totals.out_msgs, "bytes": totals.out_bytes},
             "received": {"msgs": totals.in_msgs, "bytes": totals.in_bytes},
+            # no routes/gateways/leaf traffic counted apart yet: client traffic is all of it
+            "received_from_clients": {"msgs": totals.in_msgs, "bytes": totals.in_bytes},
+            "sent_to_clients": {"msgs": totals.out_msgs, "bytes": totals.out_bytes},
             "slow_consumers": totals.slow_consumers,
+            "active_servers": 1,
+            "gomaxprocs": os.cpu_count(),
         }
 
     def account_statz(self, acc):
@@ -206,14 +304,15 @@ class SystemServices:
                 "account_statz": [self.account_conns(acc)]}
 
     def account_conns(self, acc):
-        return {"acc": acc.name, "name": acc.name, "conns": len(acc.clients),
-                "leafnodes": sum(1 for c in acc.clients if getattr(c.state, "kind", "") == "Leafnode"),
-                "total_conns": len(acc.clients), "num_subscriptions": acc.sublist.count}
+        from natsd.monitor.accountz import account_stat
+        return account_stat(self.server, acc)
 
     def _statsz_tick(self):
         self.send_event("$SYS.SERVER.%s.STATSZ" % self.server.id, None, key="statsz",
                         data=self.statsz())
-        self.timer = self.server.loop.call_later(STATSZ_INTERVAL, self._statsz_tick)
+        # nats-server sends the first one after 250ms and doubles the gap up to 10s
+        self.statsz_delay = min(self.statsz_delay * 2, STATSZ_INTERVAL)
+        self.timer = self.server.loop.call_later(self.statsz_delay, self._statsz_tick)
 
     # ---- events ----
 
@@ -242,17 +341,20 @@ class SystemServices:
         client = {"start": rfc3339(st.start), "host": st.host, "id": c.cid, "acc": acc.name,
                   "user": st.user, "name": st.name, "lang": st.lang, "ver": st.version,
                   "name_tag": acc.name, "kind": st.kind, "client_type": "nats"}
+        if st.rtt:
+            client["rtt"] = int(st.rtt * 1e9)   # Go time.Duration: nanoseconds
         if connected:
             ev = self._advisory("client_connect")
             ev["client"] = client
             self.send_event("$SYS.ACCOUNT.%s.CONNECT" % acc.name, ev)
         else:
             client["stop"] = rfc3339(st.stop or time.time())
-            client["reason"] = st.reason
             ev = self._advisory("client_disconnect")
             ev["client"] = client
-            ev["sent"] = {"msgs": c.out_msgs, "bytes": c.out_bytes}
-            ev["received"] = {"msgs": c.in_msgs, "bytes": c.in_bytes}
+            # from the client's side, as nats-server reports them: what it sent us, and
+            # what we delivered to it
+            ev["sent"] = {"msgs": c.in_msgs, "bytes": c.in_bytes}
+            ev["received"] = {"msgs": c.out_msgs, "bytes": c.out_bytes}
             ev["reason"] = st.reason
             self.send_event("$SYS.ACCOUNT.%s.DISCONNECT" % acc.name, ev)
         conns = self._advisory("account_connections")
@@ -263,7 +365,24 @@ class SystemServices:
         if not self.listening("$SYS.SERVER.%s.CLIENT.AUTH.ERR" % self.server.id):
             return
         ev = self._advisory("client_disconnect")
-        ev["client"] = {"host": host, "id": cid, "kind": "Client", "client_type": "nats"}
+        client = {"host": host, "id": cid}
+        c = self.server.clients.get(cid)    # still registered: the close is only scheduled
+        st = getattr(c, "state", None)
+        if st is not None:
+            info = st.connect or {}
+            # nats-server reports the failed client as bound to $G, with what CONNECT said
+            client = {"start": rfc3339(st.start), "host": host, "id": cid, "acc": "$G",
+                      "user": str(info.get("user") or info.get("nkey") or ""),
+                      "name": str(info.get("name") or ""), "lang": str(info.get("lang") or ""),
+                      "ver": str(info.get("version") or "")}
+            client = {k: v for k, v in client.items() if v != ""}
+            if st.rtt:
+                client["rtt"] = int(st.rtt * 1e9)
+            client.update({"stop": rfc3339(time.time()), "name_tag": "$G"})
+        client.update({"kind": "Client", "client_type": "nats"})
+        ev["client"] = client
+        ev["sent"] = {"msgs": 0, "bytes": 0}
+        ev["received"] = {"msgs": 0, "bytes": 0}
         ev["reason"] = reason
         self.send_event("$SYS.SERVER.%s.CLIENT.AUTH.ERR" % self.server.id, ev)
 
