@@ -356,6 +356,8 @@ class Consumer(AckState, PushDelivery):
         for seq in [s for s in self.pending if s < first]:
             del self.pending[seq]
             self.rdc.pop(seq, None)
+        for seq in [s for s in self.rdc if s < first]:
+            del self.rdc[seq]
         self.rdq = [s for s in self.rdq if s >= first]
         heapq.heapify(self.rdq)
         self.rdq_set = set(self.rdq)
@@ -517,8 +519,9 @@ class Consumer(AckState, PushDelivery):
                 self._drop_pending(seq)
                 continue
             sm = _load(store, seq)
-            if sm is None:
+            if sm is None:                  # gone from the stream meanwhile
                 self._drop_pending(seq)
+                self.rdc.pop(seq, None)
                 continue
             self.rdc[seq] = dc
             return sm, dc
@@ -739,7 +742,7 @@ class Consumer(AckState, PushDelivery):
             "delivered": delivered,
             "ack_floor": floor,
             "num_ack_pending": len(self.pending),
-            "num_redelivered": sum(1 for s in self.rdc if s in self.pending),
+            "num_redelivered": len(self.rdc) if self.cfg["max_deliver"] != 1 else 0,
             "num_waiting": self.waiting.count() if self.waiting is not None else 0,
             "num_pending": self.num_pending(),
         }
