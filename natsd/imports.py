@@ -117,8 +117,14 @@ class ServiceImport:
                           else DEFAULT_RESPONSE_THRESHOLD)
         self.transform = renaming(local, remote)
         self.sub = Subscription(None, local.encode(), b"", None, self._on_request)
+        # A self-import (nats-server accepts one) would see its own republish again and loop
+        # forever (internal deliveries are queued, each one re-importing the last): it only
+        # takes messages from connections, not from internal publishes.
+        self.self_import = importer is exporter
 
     def _on_request(self, sub, subject, reply, hdr, payload, origin):
+        if origin is None and self.self_import:
+            return
         requested = subject
         if self.transform is not None:
             mapped = self.transform.apply(subject.decode())
@@ -143,8 +149,11 @@ class StreamImport:
         self.subject = subject
         self.transform = renaming(subject, local)
         self.sub = Subscription(None, subject.encode(), b"", None, self._on_message)
+        self.self_import = importer is exporter     # see ServiceImport.self_import
 
     def _on_message(self, sub, subject, reply, hdr, payload, origin):
+        if origin is None and self.self_import:
+            return
         if self.transform is not None:
             mapped = self.transform.apply(subject.decode())
             if mapped is None:

@@ -287,3 +287,33 @@ def test_allow_responses_across_import(srv):
         await resp.close()
         await imp.close()
     run(main())
+
+
+SELF_IMPORT_CONF = """
+accounts {
+  A: { users: [{user: a, password: a}]
+       exports: [ {service: "foo"}, {stream: "s"} ]
+       imports: [ {service: {account: A, subject: foo}}, {stream: {account: A, subject: s}} ] }
+}
+"""
+
+
+def test_self_import_does_not_loop(any_server, tmp_path):
+    """nats-server accepts self-imports and delivers each message twice (once directly,
+    once through the import); natsd used to re-import its own republish forever."""
+    path = tmp_path / "self.conf"
+    path.write_text(SELF_IMPORT_CONF)
+    srv = any_server("-c", str(path))
+
+    async def main():
+        nc = await connect(srv, "a")
+        got = Collector()
+        await nc.subscribe(">", cb=got.cb)
+        await nc.flush()
+        await nc.publish("s", b"x")
+        await nc.publish("foo", b"y")
+        await settle(nc)
+        await asyncio.sleep(0.3)
+        assert got.subjects() == ["foo", "foo", "s", "s"]
+        await nc.close()
+    run(main())
