@@ -63,7 +63,7 @@ cdef class Log:
 
     cdef readonly uint64_t appended    # records written (the group-commit clock)
     cdef readonly uint64_t synced      # records known durable
-    cdef bint inflight
+    cdef int inflight                  # fdatasyncs running in workers
     cdef uint64_t inflight_target
     cdef list waiters                  # [(target, callback, on_error)]
     cdef bint dir_dirty

@@ -41,6 +41,8 @@ Group commit: appends are `pwrite`s at once (the kernel has them); `sync_async` 
 without the GIL; appends that arrive while it runs wait for the next round, which covers all
 of them with one fdatasync. Sealing a block fdatasyncs it, so only the active block is dirty.
 """
+DEF MAX_INFLIGHT = 3      # concurrent fdatasyncs per log (the kernel joins them in one journal commit)
+
 import bisect
 import heapq
 import logging
@@ -1139,14 +1141,16 @@ cdef class Log:
                 w[1]()
 
     def sync_async(self, executor_submit, callback, on_error=None):
-        """Call callback() once everything appended so far is durable. One fdatasync runs at a
-        time (in a worker, via executor_submit(fn, done)); requests arriving meanwhile are
-        batched into the next one."""
+        """Call callback() once everything appended so far is durable. Up to MAX_INFLIGHT
+        fdatasyncs run at once (in workers, via executor_submit(fn, done)): a batch written
+        while one is in flight starts its own at once instead of waiting a whole sync for its
+        turn, so a publisher with a bounded ack window loses one sync latency, not two.
+        Requests beyond that are batched into the next one that starts."""
         if self.appended <= self.synced:
             callback()
             return
         self.waiters.append((self.appended, callback, on_error))
-        if not self.inflight:
+        if self.inflight < MAX_INFLIGHT and self.appended > self.inflight_target:
             self._start_sync(executor_submit)
 
     cdef _start_sync(self, executor_submit):
@@ -1156,7 +1160,7 @@ cdef class Log:
         if self.dir_dirty:
             self.dir_dirty = False
             dirfd = os.open(self.dir, os.O_RDONLY)
-        self.inflight = True
+        self.inflight += 1
         self.inflight_target = target
         log_ref = self
 
@@ -1165,7 +1169,7 @@ cdef class Log:
         executor_submit(lambda: _sync_fds(fd, dirfd), done)
 
     def _sync_done(self, uint64_t target, exc, executor_submit):
-        self.inflight = False
+        self.inflight -= 1
         if exc is not None:
             failed = [w for w in self.waiters if w[0] <= target]
             self.waiters = [w for w in self.waiters if w[0] > target]
@@ -1175,7 +1179,8 @@ cdef class Log:
                     w[2](exc)
         else:
             self._synced_to(target)
-        if self.waiters and not self.closed:
+        if (self.waiters and not self.closed and self.inflight < MAX_INFLIGHT
+                and self.appended > self.inflight_target):
             self._start_sync(executor_submit)
 
     # ---------------------------------------------------------------- open / close

@@ -171,7 +171,7 @@ cdef class Loop:
     def run_in_worker(self, fn, done, *args):
         """Run fn(*args) on a worker thread; done(result, exc) runs on the loop afterwards."""
         if self.executor is None:
-            self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="natsd-worker")
+            self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="natsd-worker")
 
         def finished(fut, loop=self):
             exc = fut.exception()

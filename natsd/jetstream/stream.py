@@ -137,6 +137,7 @@ class Stream:
         self.dir = directory
         self.consumers = {}
         self.subs = []
+        self._ack_template = None       # (domain, prefix, suffix) of this stream's PubAck JSON
         self.dedup = {}                 # msg id -> (seq, ts)
         self.dedup_order = []           # (ts, msg id) FIFO
         self.last_msg_id = ""
@@ -243,13 +244,15 @@ class Stream:
         S.sync_async(self.store, self.engine.submit, done, failed)
 
     def _puback(self, seq, duplicate=False):
-        d = {"stream": self.name, "seq": seq}
-        dom = self.engine.domain
-        if dom:
-            d["domain"] = dom
-        if duplicate:
-            d["duplicate"] = True
-        return E.dumps(d)
+        """`{"stream":..,"seq":..[,"domain":..][,"duplicate":true]}` from a per-stream template
+        (this runs once per stored message)."""
+        tpl = self._ack_template
+        if tpl is None or tpl[0] != self.engine.domain:
+            dom = self.engine.domain
+            prefix = E.dumps({"stream": self.name})[:-1] + b',"seq":'
+            suffix = (b',"domain":' + E.dumps(dom) if dom else b"")
+            tpl = self._ack_template = (dom, prefix, suffix)
+        return b"%s%d%s%s}" % (tpl[1], seq, tpl[2], b',"duplicate":true' if duplicate else b"")
 
     def process(self, subject, reply, hdr, payload):
         """Store one message; returns (puback bytes, needs_sync) or raises ApiError."""
@@ -360,8 +363,10 @@ class Stream:
     def enforce_limits(self, subject=None):
         """Discard-old limits after a store (and after a config update)."""
         cfg = self.config
-        st = S.state(self.store)
         mps = cfg.get("max_msgs_per_subject", -1)
+        if mps <= 0 and cfg.get("max_msgs", -1) <= 0 and cfg.get("max_bytes", -1) <= 0:
+            return                      # no count limits: nothing to read per message
+        st = S.state(self.store)
         if mps > 0:
             if subject is not None:
                 n = S.subject_count(self.store, subject.decode())
