@@ -204,13 +204,26 @@ class AckState:
             if self.lss:
                 self.asflr = min(self.asflr, self.lss[0] - 1)
             return
-        low = min(self.pending)
+        low = self._low_pending()
         if low > sseq:
             p = self.pending[low]
             nd, ns_ = p[0] - 1, low - 1
             if dseq == self.adflr + 1 or sseq == self.asflr + 1 or nd >= self.adflr:
                 self.adflr = max(self.adflr, min(nd, self.dseq - 1))
                 self.asflr = max(self.asflr, ns_)
+
+    def _low_pending(self):
+        """Lowest pending stream sequence: a heap with lazy deletion (pending is non-empty)."""
+        h = self._pheap
+        if len(h) > 2 * len(self.pending) + 64:
+            h[:] = list(self.pending)
+            heapq.heapify(h)
+        while h and h[0] not in self.pending:
+            heapq.heappop(h)
+        if not h:
+            h[:] = list(self.pending)
+            heapq.heapify(h)
+        return h[0]
 
     def _process_nak(self, sseq, dseq, dc, arg):
         if dseq <= self.adflr or dseq >= self.dseq:

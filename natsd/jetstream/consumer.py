@@ -27,7 +27,7 @@ from natsd.jetstream import persist
 from natsd.jetstream.ackstate import AckState
 from natsd.jetstream.delivery import PushDelivery
 from natsd.jetstream.pull import PullQueue, status_hdr
-from natsd.subject import subject_matches
+from natsd.subject import has_wildcard, subject_matches
 
 log = logging.getLogger("natsd")
 
@@ -88,11 +88,13 @@ class Consumer(AckState, PushDelivery):
         self.created = created_ns or now_ns()
         self.closed = False
         self.filters = cc.filters(cfg)
+        self._literal_filters = bool(self.filters) and not any(has_wildcard(f) for f in self.filters)
         self.sseq = 1                   # next stream sequence to consider
         self.dseq = 1                   # next delivery (consumer) sequence
         self.adflr = 0                  # ack floor, consumer sequence
         self.asflr = 0                  # ack floor, stream sequence
         self.pending = {}               # sseq -> [dseq, deliver/ack-wait base time ns]
+        self._pheap = []                # pending sseqs (heap, lazily cleaned)
         self.rdc = {}                   # sseq -> delivery count (only when redelivered)
         self.rdq = []                   # heap of sseqs to redeliver
         self.rdq_set = set()
@@ -450,10 +452,13 @@ class Consumer(AckState, PushDelivery):
             sm, dc = got
             if dc == 1:
                 self.npc = max(0, self.npc - 1)
-                if self.npc <= 8:
-                    # Removals by limits are not signalled: be exact near the tail, where
-                    # clients look at it (KV watchers wait for pending == 0).
-                    self.npc = self._calc_num_pending()
+                if self.npc:
+                    # Removals by limits are not signalled, so the count can run high: be exact
+                    # at the tail, where clients look at it (KV watchers wait for pending 0).
+                    if sm.seq >= store_first_last(self.stream.store)[1]:
+                        self.npc = 0
+                    elif self.npc <= 2 and self._literal_filters:
+                        self.npc = self._calc_num_pending()
             reply = "$JS.ACK.%s.%s.%d.%d.%d.%d.%d" % (self.stream.name, self.name, dc, sm.seq,
                                                      self.dseq, sm.ts, self.npc)
             hdr, payload = sm.hdr, sm.msg
@@ -620,6 +625,7 @@ class Consumer(AckState, PushDelivery):
             p = self.pending.get(sm.seq)
             if p is None:
                 self.pending[sm.seq] = [dseq, ts]
+                heapq.heappush(self._pheap, sm.seq)
             else:
                 p[0], p[1] = dseq, ts
             self._arm_ptimer(self._deadline(sm.seq) / NS)
@@ -689,6 +695,7 @@ class Consumer(AckState, PushDelivery):
             self.active = False
         if new["filter_subject"] != old["filter_subject"] or new["filter_subjects"] != old["filter_subjects"]:
             self.filters = cc.filters(new)
+            self._literal_filters = bool(self.filters) and not any(has_wildcard(f) for f in self.filters)
             self.npc = self._calc_num_pending()
         if new["inactive_threshold"] != old["inactive_threshold"]:
             self.update_inactive_threshold()
