@@ -166,6 +166,8 @@ class Consumer(AckState, PushDelivery):
         sn, on = self.stream.name, self.name
         self._sub("$JS.ACK.%s.%s.>" % (sn, on), self._on_ack)
         self._sub("$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (sn, on), self._on_next)
+        if self._domain():
+            self._sub("$JS.%s.API.CONSUMER.MSG.NEXT.%s.%s" % (self._domain(), sn, on), self._on_next)
         if self.is_push():
             if self.cfg["flow_control"]:
                 self._sub("$JS.FC.%s.%s.*" % (sn, on), self._on_fc)

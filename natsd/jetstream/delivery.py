@@ -16,7 +16,9 @@ NS = 1_000_000_000
 
 class PushDelivery:
     def _send(self, target, subject, reply, hdr, payload):
-        """Deliver to subscribers of `target` with the message's own subject on the wire."""
+        """Deliver to subscribers of `target`. Client connections see the message's own subject
+        on the wire; internal subscriptions (imports) and leaf/route links get `target`, the
+        subject they route by."""
         res = self.account.sublist.match(target)
         if res.total == 0:
             return 0
@@ -24,7 +26,7 @@ class PushDelivery:
         group = self.cfg["deliver_group"] if self.is_push() else ""
         if not group:
             for s in res.psubs:
-                n += deliver_to(s, target if s.conn is None else subject, reply, hdr, payload)
+                n += deliver_to(s, subject if _is_client(s) else target, reply, hdr, payload)
         for members in res.qsubs:
             if not members:
                 continue
@@ -33,7 +35,7 @@ class PushDelivery:
             start = random.randrange(len(members))
             for i in range(len(members)):
                 s = members[(start + i) % len(members)]
-                if deliver_to(s, target if s.conn is None else subject, reply, hdr, payload):
+                if deliver_to(s, subject if _is_client(s) else target, reply, hdr, payload):
                     n += 1
                     break
         return n
@@ -83,3 +85,8 @@ class PushDelivery:
                 h += "Nats-Consumer-Stalled: %s\r\n" % self.fcid
             self.send_status(self.cfg["deliver_subject"], (h + "\r\n").encode())
         self._hbtimer = self.loop.call_later(self.cfg["idle_heartbeat"] / NS, self._hb)
+
+
+def _is_client(sub):
+    c = sub.conn
+    return c is not None and c.kind == 0

@@ -573,3 +573,22 @@ async def test_replay_original_and_rate_limit(js_server):
         await s2.next_msg(2)
     assert loop.time() - t0 > 0.15
     await nc.close()
+
+
+def test_domain_prefixed_pull_and_push(natsd, tmp_path):
+    conf = tmp_path / "js.conf"
+    conf.write_text('jetstream { domain: hub, store_dir: "%s" }\n' % (tmp_path / "data"))
+    srv = natsd("-c", str(conf))
+
+    async def go():
+        nc = await connect(srv)
+        js = nc.jetstream(domain="hub")
+        await js.add_stream(name="D", subjects=["d.>"])
+        await js.publish("d.1", b"one")
+        sub = await js.pull_subscribe("d.>", durable="dd")
+        msgs = await sub.fetch(1, timeout=1)
+        await msgs[0].ack_sync()
+        ci = await js.consumer_info("D", "dd")
+        await nc.close()
+        return msgs[0].data, ci.ack_floor.stream_seq
+    assert asyncio.run(go()) == (b"one", 1)
