@@ -112,6 +112,7 @@ class Consumer(AckState, PushDelivery):
         self._wtimer = None             # pull requests expiry/heartbeat timer
         self._dtimer = None             # inactivity deletion timer
         self._ipoll = None              # push interest poll while inactive
+        self._ipoll_delay = 0.02
         self._ptimer_cb = None
         self._delay_timer = None        # replay/rate-limit/pause wake-up
         self._save_scheduled = False
@@ -496,8 +497,10 @@ class Consumer(AckState, PushDelivery):
             self.waiting.process(eos=eos)
 
     def _watch_interest(self):
+        """Poll for a subscriber on the deliver subject (20 ms, backing off to 500 ms)."""
         if self._ipoll is None and not self.closed:
-            self._ipoll = self.loop.call_later(0.05, self._poll_interest)
+            self._ipoll_delay = 0.02
+            self._ipoll = self.loop.call_later(self._ipoll_delay, self._poll_interest)
 
     def _poll_interest(self):
         self._ipoll = None
@@ -508,7 +511,8 @@ class Consumer(AckState, PushDelivery):
             self.last_activity = self.loop.time()
             self.kick()
         else:
-            self._ipoll = self.loop.call_later(0.1, self._poll_interest)
+            self._ipoll_delay = min(0.5, self._ipoll_delay * 2)
+            self._ipoll = self.loop.call_later(self._ipoll_delay, self._poll_interest)
 
     def _next_msg(self):
         """(StoredMsg, delivery count) | None at end of stream | False when stalled."""

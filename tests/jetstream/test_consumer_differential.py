@@ -98,6 +98,18 @@ API_SCRIPT = [
                                                                      "ack_policy": "explicit"}}),
     ("$JS.API.CONSUMER.CREATE.W.w2", {"stream_name": "W", "config": {"durable_name": "w2",
                                                                      "ack_policy": "explicit"}}),
+    ("$JS.API.CONSUMER.CREATE.W.w3", {"stream_name": "W", "config": {"durable_name": "w3",
+                                                                     "ack_policy": "explicit",
+                                                                     "filter_subject": "w.a"}}),
+    ("$JS.API.STREAM.CREATE.M", {"name": "M", "subjects": ["m.>"], "max_consumers": 1}),
+    ("$JS.API.CONSUMER.CREATE.M.m1", {"stream_name": "M", "config": {"durable_name": "m1"}}),
+    ("$JS.API.CONSUMER.CREATE.M.m2", {"stream_name": "M", "config": {"durable_name": "m2"}}),
+    ("$JS.API.CONSUMER.CREATE.M.m1", {"stream_name": "M", "config": {"durable_name": "m1",
+                                                                     "max_deliver": 3}}),
+    ("$JS.API.CONSUMER.CREATE.M.m1", {"stream_name": "M", "config": {"durable_name": "m1",
+                                                                     "deliver_subject": "m1.in"}}),
+    ("$JS.API.STREAM.DELETE.M", ""),
+    ("$JS.API.CONSUMER.INFO.M.m1", ""),
 ]
 
 _TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
