@@ -202,16 +202,12 @@ def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False)
     if not cfg["durable_name"] and cfg["inactive_threshold"] <= 0:
         cfg["inactive_threshold"] = cc.DEFAULT_INACTIVE
     cc.check(cfg, scfg)
-    if scfg.get("sealed"):
-        raise E.error("JSStreamSealedErr")
     retention = scfg.get("retention", "limits")
     if eo is not None:
         if action == "create" and cfg != eo.cfg:
             raise E.error("JSConsumerAlreadyExists")
         if retention == "workqueue" and not _partition_unique(stream, existing_name, cc.filters(cfg)):
             raise E.error("JSConsumerWQConsumerNotUniqueErr")
-        if cfg["durable_name"] == "" and eo.cfg["durable_name"] == "" and cfg["inactive_threshold"] == cc.DEFAULT_INACTIVE:
-            pass
         err = cc.check_update(eo.cfg, cfg, eo.is_push() and eo._has_interest())
         if err is not None:
             raise err

@@ -109,6 +109,11 @@ API_SCRIPT = [
     ("$JS.API.CONSUMER.CREATE.M.m1", {"stream_name": "M", "config": {"durable_name": "m1",
                                                                      "deliver_subject": "m1.in"}}),
     ("$JS.API.STREAM.DELETE.M", ""),
+    ("$JS.API.STREAM.UPDATE.W", {"name": "W", "subjects": ["w.>"], "retention": "workqueue",
+                                 "sealed": True}),
+    ("$JS.API.CONSUMER.CREATE.W.w4", {"stream_name": "W", "config": {"durable_name": "w4",
+                                                                     "ack_policy": "explicit",
+                                                                     "filter_subject": "w.b"}}),
     ("$JS.API.CONSUMER.INFO.M.m1", ""),
 ]
 
