@@ -150,38 +150,57 @@ def list_inputs(corpus):
     return [f for f in files if os.path.isfile(f)]
 
 
-def load_rows(spark, corpus):
-    """Rows from every input, and the counts of what was skipped. Corpus lines are parsed on the
-    executors (an RDD over the text files); pytest-benchmark files on the driver."""
+def corpus_schema():
+    """The corpus line schema as Spark's JSON reader sees it (+ the corrupt-record column)."""
+    from pyspark.sql import types as T
+    lat = T.StructType([T.StructField(k, T.DoubleType()) for k in ("p50", "p90", "p99", "max")])
+    host = T.StructType([T.StructField("cores", T.LongType()), T.StructField("kernel", T.StringType())])
+    return T.StructType([
+        T.StructField("session", T.StringType()), T.StructField("implementation", T.StringType()),
+        T.StructField("scenario", T.StringType()), T.StructField("size", T.LongType()),
+        T.StructField("clients", T.LongType()), T.StructField("msgs", T.LongType()), T.StructField("rep", T.LongType()),
+        T.StructField("revision", T.StringType()), T.StructField("revision_time", T.StringType()),
+        T.StructField("timestamp", T.StringType()), T.StructField("msgs_per_sec", T.DoubleType()),
+        T.StructField("mb_per_sec", T.DoubleType()), T.StructField("latency_us", lat),
+        T.StructField("server_cpu_pct", T.DoubleType()), T.StructField("server_rss_mb", T.DoubleType()),
+        T.StructField("host", host), T.StructField("partial", T.BooleanType()), T.StructField("error", T.StringType()),
+        T.StructField("_corrupt", T.StringType()),
+    ])
+
+
+def load_runs(spark, corpus):
+    """The runs DataFrame from every input, and the counts of what was skipped.
+
+    Corpus lines are parsed by Spark's JSON reader (PERMISSIVE: a line that is not JSON or has a
+    field of the wrong type lands in `_corrupt` and is counted, never raised); lines without
+    implementation/scenario, or without msgs_per_sec while not partial, count as incomplete.
+    pytest-benchmark files are small and read on the driver."""
+    from pyspark.sql import functions as F
     files = list_inputs(corpus)
     jsonl = [f for f in files if not f.endswith(".json")]
     bench = [f for f in files if f.endswith(".json")]
     stats = {"files": len(files), "lines": 0, "corrupt": 0, "incomplete": 0, "bench_files_bad": 0}
-    rows = []
+    parts = []
     if jsonl:
-        sc = spark.sparkContext
-        lines = sc.union([sc.textFile(f).map(lambda s, f=f: (os.path.basename(f), s)) for f in jsonl])
-
-        def parse(pair):
-            src, s = pair
-            if not s.strip():
-                return ("blank", None)
-            try:
-                d = json.loads(s)
-            except ValueError:
-                return ("corrupt", None)
-            r = corpus_row(d, src)
-            return ("ok", r) if r is not None else ("incomplete", None)
-
-        parsed = lines.map(parse).collect()
-        for tag, r in parsed:
-            if tag == "blank":
-                continue
-            stats["lines"] += 1
-            if tag == "ok":
-                rows.append(r)
-            else:
-                stats[tag] += 1
+        raw = (spark.read.schema(corpus_schema()).option("mode", "PERMISSIVE")
+               .option("columnNameOfCorruptRecord", "_corrupt").json(jsonl)
+               .withColumn("source", F.element_at(F.split(F.input_file_name(), "/"), -1))).cache()
+        ok = F.col("_corrupt").isNull()
+        complete = (F.col("implementation").isNotNull() & (F.col("implementation") != "") &
+                    F.col("scenario").isNotNull() & (F.col("scenario") != "") &
+                    (F.col("msgs_per_sec").isNotNull() | F.coalesce(F.col("partial"), F.lit(False))))
+        c = raw.agg(F.count("*").alias("n"), F.sum(F.when(~ok, 1).otherwise(0)).alias("bad"),
+                    F.sum(F.when(ok & ~complete, 1).otherwise(0)).alias("inc")).collect()[0]
+        stats.update(lines=c["n"] or 0, corrupt=c["bad"] or 0, incomplete=c["inc"] or 0)
+        parts.append(raw.where(ok & complete).select(
+            "source", F.coalesce("session", F.lit("")).alias("session"), "implementation", "scenario", "size",
+            "clients", "msgs", "rep", F.coalesce("revision", F.lit("unknown")).alias("revision"), "revision_time",
+            "timestamp", "msgs_per_sec", "mb_per_sec", F.col("latency_us.p50").alias("lat_p50_us"),
+            F.col("latency_us.p90").alias("lat_p90_us"), F.col("latency_us.p99").alias("lat_p99_us"),
+            "server_cpu_pct", "server_rss_mb", F.col("host.cores").alias("host_cores"),
+            F.col("host.kernel").alias("host_kernel"), F.coalesce("partial", F.lit(False)).alias("partial"),
+            "error"))
+    rows = []
     for f in bench:
         try:
             with open(f) as fh:
@@ -189,7 +208,12 @@ def load_rows(spark, corpus):
             rows.extend(benchmark_rows(doc, os.path.basename(f)))
         except (OSError, ValueError, AttributeError, TypeError):
             stats["bench_files_bad"] += 1
-    return rows, stats
+    if rows or not parts:
+        parts.append(spark.createDataFrame(rows, schema=runs_schema()))
+    df = parts[0]
+    for p in parts[1:]:
+        df = df.unionByName(p)
+    return df, stats
 
 
 def aggregates(spark, runs_df, threshold=10.0):
@@ -345,7 +369,8 @@ def write_report(out, corpus, stats, n_runs, n_partial, pct_rows, ratio_rows, re
         f.write("\n".join(lines))
 
 
-def make_spark(master, app="natsd-throughput"):
+def make_spark(master, app="natsd-throughput", quick_jvm=False):
+    """A SparkSession; quick_jvm (tests, tiny corpora) trades peak JIT speed for start-up time."""
     from pyspark.sql import SparkSession
     pp = os.environ.get("PYTHONPATH", "")
     if ROOT not in pp.split(os.pathsep):
@@ -355,9 +380,13 @@ def make_spark(master, app="natsd-throughput"):
     b = (SparkSession.builder.appName(app)
          .config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "4")
+         .config("spark.sql.shuffle.partitions", "2")
          .config("spark.sql.session.timeZone", "UTC")
          .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"]))
+    if quick_jvm:
+        b = (b.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xshare:auto")
+             .config("spark.sql.adaptive.enabled", "false")
+             .config("spark.default.parallelism", "1"))
     if master:
         b = b.master(master)
     spark = b.getOrCreate()
@@ -369,13 +398,14 @@ def analyze(spark, corpus, out, threshold=10.0):
     """Run the whole analysis; returns a summary dict (also used by the tests)."""
     from pyspark.sql import functions as F
     os.makedirs(out, exist_ok=True)
-    rows, stats = load_rows(spark, corpus)
-    df = _fill_keys(spark.createDataFrame(rows, schema=runs_schema()))
-    df = df.cache()
-    n_partial = df.where(F.col("partial")).count()
-    n_runs = df.count() - n_partial
+    df, stats = load_runs(spark, corpus)
+    df = _fill_keys(df).cache()
+    c = df.agg(F.count("*").alias("n"), F.sum(F.col("partial").cast("int")).alias("p")).collect()[0]
+    n_partial = c["p"] or 0
+    n_runs = c["n"] - n_partial
     (df.write.mode("overwrite").partitionBy("implementation", "scenario").parquet(os.path.join(out, "runs")))
     pct, ratios, reg = aggregates(spark, df, threshold)
+    pct, ratios, reg = pct.cache(), ratios.cache(), reg.cache()
     pct_rows = [r.asDict() for r in pct.collect()]
     ratio_rows = [r.asDict() for r in ratios.collect()]
     reg_rows = [r.asDict() for r in reg.collect()]
