@@ -266,8 +266,10 @@ def run_args(a, out=None, stop=None):
             o.error = str(e)
             return o
     verb = VERBS.get(mode, "expecting")
-    for i, n in enumerate(counts, 1):
-        pr.log("[%d] Starting %s, %s %s messages" % (i, kind, verb, report.commas(n)))
+    starts = ["[%d] Starting %s, %s %s messages" % (i, kind, verb, report.commas(n)) for i, n in enumerate(counts, 1)]
+    if mode != "sub":       # subscribers print theirs once every subscription is registered
+        for line in starts:
+            pr.log(line)
     running = {"kv-put": "Putting", "js-pub-sync": "Publishing"}.get(mode, "Running")
     prog = report.Progress(a.clients, counts, running=running, width=60 if mode == "sub" else 64,
                            enabled=a.progress and out is not None, out=out)
@@ -280,9 +282,19 @@ def run_args(a, out=None, stop=None):
         o.results = fc.run_threads(fc.run_publisher, kw)
     elif mode == "sub":
         subj = a.subject + ".*" if a.multisubject else a.subject
-        kw = [dict(url=a.server, client=i + 1, subject=subj, count=n, progress=prog.update, stop=stop)
-              for i, n in enumerate(counts)]
-        o.results = fc.run_threads(fc.run_subscriber, kw)
+        ready = threading.Semaphore(0)
+        kw = [dict(url=a.server, client=i + 1, subject=subj, count=n, progress=prog.update, stop=stop,
+                   ready=lambda _c: ready.release()) for i, n in enumerate(counts)]
+        box = {}
+        t = threading.Thread(target=lambda: box.setdefault("r", fc.run_threads(fc.run_subscriber, kw)), daemon=True)
+        t.start()
+        for _ in counts:
+            ready.acquire()
+        for line in starts:
+            pr.log(line)
+        while t.is_alive():
+            t.join(0.2)
+        o.results = box["r"]
     elif mode == "request":
         start = threading.Event()
         kw = [dict(url=a.server, client=i + 1, subject=a.subject, count=n, size=a.size, sleep=a.sleep,

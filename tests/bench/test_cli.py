@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -34,9 +35,43 @@ def bench(*args, timeout=60, **kw):
                           text=True, timeout=timeout, **kw)
 
 
+class Bench:
+    """natsd-bench in the background; its stdout is collected line by line."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.cli"] + list(args), cwd=ROOT,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        self.reader.start()
+
+    def wait_for(self, pattern, count=1, timeout=20):
+        """Wait until `count` stdout lines match (start lines are printed once the client is ready)."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if sum(1 for l in list(self.lines) if rx.search(l)) >= count:
+                return
+            if self.proc.poll() is not None and not self.reader.is_alive():
+                break
+            time.sleep(0.05)
+        raise AssertionError("no %r in %s" % (pattern, "".join(self.lines)))
+
+    def send_signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def communicate(self, timeout):
+        self.proc.wait(timeout)
+        self.reader.join(5)
+        return "".join(self.lines), self.proc.stderr.read()
+
+    @property
+    def returncode(self):
+        return self.proc.returncode
+
+
 def start_bench(*args):
-    return subprocess.Popen([sys.executable, "-m", "bench.cli"] + list(args), cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return Bench(*args)
 
 
 def banner(out):
@@ -67,7 +102,7 @@ def test_pub_output_format(natsd):
 def test_sub_fanout_and_pub_clients_aggregated(natsd):
     s = natsd()
     sub = start_bench("sub", "fan", "--clients", "2", "--msgs", "6000", "--size", "1kb", "-s", s.url)
-    time.sleep(1.5)         # both subscriptions registered (the subscriber waits for a PONG)
+    sub.wait_for(r"Starting Core NATS subscriber, expecting", 2)    # printed once subscribed
     pub = bench("pub", "fan", "--clients", "3", "--msgs", "6000", "--size", "1KB", "--no-progress", "-s", s.url)
     out, err = sub.communicate(timeout=30)
     assert pub.returncode == 0, pub.stderr
@@ -91,7 +126,7 @@ def test_sub_fanout_and_pub_clients_aggregated(natsd):
 def test_service_serve_and_request(natsd, tmp_path):
     s = natsd()
     srv = start_bench("service", "serve", "svc", "--clients", "2", "-s", s.url)
-    time.sleep(1.5)
+    srv.wait_for(r"Starting Core NATS service server, serving", 2)
     csv = tmp_path / "req.csv"
     r = bench("service", "request", "svc", "--msgs", "300", "--clients", "2", "--size", "16", "--csv", str(csv),
               "-s", s.url)
@@ -114,7 +149,7 @@ def test_service_serve_and_request(natsd, tmp_path):
 def test_multisubject(natsd):
     s = natsd()
     sub = start_bench("sub", "ms", "--multisubject", "--msgs", "500", "--no-progress", "-s", s.url)
-    time.sleep(1.5)
+    sub.wait_for(r"Starting Core NATS subscriber")
     pub = bench("pub", "ms", "--multisubject", "--multisubjectmax", "7", "--msgs", "500", "-s", s.url)
     out, err = sub.communicate(timeout=30)
     assert pub.returncode == 0 and sub.returncode == 0, (pub.stderr, err)
@@ -139,7 +174,8 @@ def test_server_down_clear_message():
 def test_server_goes_away_mid_run(natsd):
     s = natsd()
     p = start_bench("pub", "away", "--msgs", "2000", "--sleep", "5ms", "--size", "64", "-s", s.url)
-    time.sleep(2.0)
+    p.wait_for(r"Starting Core NATS publisher, publishing")
+    time.sleep(1.5)
     s.kill()
     out, err = p.communicate(timeout=30)
     assert p.returncode == 1, (out, err)
