@@ -282,3 +282,69 @@ def test_deliver_policies_match(natsd, reference, tmp_path):
     ours = asyncio.run(run_deliver_policies(natsd("-js", "-sd", str(tmp_path / "a")).url))
     theirs = asyncio.run(run_deliver_policies(reference("-js", "-sd", str(tmp_path / "b")).url))
     assert ours == theirs
+
+
+async def run_acks(url):
+    """Push consumers: push_bound, AckSync answers (+ACK, double ack, never-delivered seq,
+    +TERM, +WPI, -NAK), redelivery order, ack policies none and all."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    out = []
+
+    def show(r):
+        return (r.get("push_bound"), r["num_pending"], r["num_ack_pending"], r["num_redelivered"],
+                {k: {kk: vv for kk, vv in r[k].items() if kk != "last_active"}
+                 for k in ("delivered", "ack_floor")})
+
+    async def ack(reply, body):
+        try:
+            return (await nc.request(reply, body, timeout=0.5)).data
+        except nats.errors.TimeoutError:
+            return "timeout"
+
+    async def info(name):
+        return show(json.loads((await nc.request("$JS.API.CONSUMER.INFO.Q." + name, b"")).data))
+
+    await js.add_stream(name="Q", subjects=["q.>"])
+    for i in range(4):
+        await js.publish("q.a", b"%d" % i)
+    inbox = nc.new_inbox()
+    s = await nc.subscribe(inbox)
+    r = json.loads((await nc.request("$JS.API.CONSUMER.CREATE.Q.pp", json.dumps({
+        "stream_name": "Q", "config": {"durable_name": "pp", "deliver_subject": inbox,
+                                       "ack_policy": "explicit", "ack_wait": 400_000_000}}).encode())).data)
+    out.append(show(r))
+    ms = [await s.next_msg(1) for _ in range(4)]
+    out.append(await info("pp"))
+    out.append(await ack(ms[1].reply, b"+ACK"))
+    out.append(await ack(ms[1].reply, b"+ACK"))
+    out.append(await ack(ms[1].reply.replace(".1.2.2.", ".1.9.9."), b"+ACK"))
+    out.append(await ack(ms[2].reply, b"+TERM bad"))
+    out.append(await ack(ms[3].reply, b"+WPI"))
+    out.append(await ack(ms[3].reply, b"-NAK"))
+    for _ in range(2):
+        out.append((await s.next_msg(1)).reply.split(".")[4:7])
+    await s.unsubscribe()
+    await asyncio.sleep(0.2)
+    out.append(await info("pp"))
+    inbox2 = nc.new_inbox()
+    s2 = await nc.subscribe(inbox2)
+    await nc.request("$JS.API.CONSUMER.CREATE.Q.an", json.dumps({"stream_name": "Q", "config": {
+        "durable_name": "an", "deliver_subject": inbox2, "ack_policy": "none"}}).encode())
+    out.append(await ack((await s2.next_msg(1)).reply, b"+ACK"))
+    inbox3 = nc.new_inbox()
+    s3 = await nc.subscribe(inbox3)
+    await nc.request("$JS.API.CONSUMER.CREATE.Q.aa", json.dumps({"stream_name": "Q", "config": {
+        "durable_name": "aa", "deliver_subject": inbox3, "ack_policy": "all"}}).encode())
+    ms = [await s3.next_msg(1) for _ in range(4)]
+    out.append(await ack(ms[2].reply, b"+ACK"))
+    out.append(await ack(ms[1].reply, b"+ACK"))
+    out.append(await info("aa"))
+    await nc.close()
+    return out
+
+
+def test_acks_match(natsd, reference, tmp_path):
+    ours = asyncio.run(run_acks(natsd("-js", "-sd", str(tmp_path / "a")).url))
+    theirs = asyncio.run(run_acks(reference("-js", "-sd", str(tmp_path / "b")).url))
+    assert ours == theirs
