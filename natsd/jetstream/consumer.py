@@ -165,7 +165,8 @@ class Consumer(AckState, PushDelivery):
         if self.replay:
             self.replay_lseq = store_first_last(self.stream.store)[1]
         sn, on = self.stream.name, self.name
-        self._sub("$JS.ACK.%s.%s.>" % (sn, on), self._on_ack)
+        if self.cfg["ack_policy"] not in ("none", "flow_control"):
+            self._sub("$JS.ACK.%s.%s.>" % (sn, on), self._on_ack)    # as nats-server
         self._sub("$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (sn, on), self._on_next)
         if self._domain():
             self._sub("$JS.%s.API.CONSUMER.MSG.NEXT.%s.%s" % (self._domain(), sn, on), self._on_next)

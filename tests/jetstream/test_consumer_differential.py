@@ -301,6 +301,8 @@ async def run_acks(url):
             return (await nc.request(reply, body, timeout=0.5)).data
         except nats.errors.TimeoutError:
             return "timeout"
+        except nats.errors.NoRespondersError:
+            return "no responders"
 
     async def info(name):
         return show(json.loads((await nc.request("$JS.API.CONSUMER.INFO.Q." + name, b"")).data))
