@@ -24,9 +24,17 @@ class PushDelivery:
             return 0
         n = 0
         group = self.cfg["deliver_group"] if self.is_push() else ""
+        # Push deliveries to non-client subscribers (mirror/source subscriptions, leaf/route
+        # links) carry the original subject after '@' in the $JS.ACK reply, as nats-server does
+        # (client.go jsAckDeliverIdx): the receiving side restores it.
+        xreply = reply + b"@" + subject if (reply and self.is_push()
+                                              and reply.startswith(b"$JS.ACK.")) else reply
         if not group:
             for s in res.psubs:
-                n += deliver_to(s, subject if _is_client(s) else target, reply, hdr, payload)
+                if _is_client(s):
+                    n += deliver_to(s, subject, reply, hdr, payload)
+                else:
+                    n += deliver_to(s, target, xreply, hdr, payload)
         for members in res.qsubs:
             if not members:
                 continue
@@ -35,7 +43,8 @@ class PushDelivery:
             start = random.randrange(len(members))
             for i in range(len(members)):
                 s = members[(start + i) % len(members)]
-                if deliver_to(s, subject if _is_client(s) else target, reply, hdr, payload):
+                if deliver_to(s, subject, reply, hdr, payload) if _is_client(s) else \
+                        deliver_to(s, target, xreply, hdr, payload):
                     n += 1
                     break
         return n
@@ -73,6 +82,19 @@ class PushDelivery:
         self.pbytes = max(0, self.pbytes - self.fcsz)
         self.fcid, self.fcsz = None, 0
         self.kick()
+        if self.cfg["ack_policy"] == "flow_control" and hdr:
+            # the FC reply acknowledges everything up to the sequences it carries
+            vals = {}
+            for line in hdr.split(b"\r\n")[1:]:
+                k, _, v = line.partition(b":")
+                vals[k.strip().lower()] = v.strip()
+            try:
+                lsseq = int(vals.get(b"nats-last-stream", b"0"))
+                ldseq = max(0, int(vals.get(b"nats-last-consumer", b"0")))
+            except ValueError:
+                return
+            if lsseq > 0:
+                self.process_ack(lsseq, ldseq, 1, sample=False)
 
     def _hb(self):
         self._hbtimer = None
