@@ -63,6 +63,17 @@ def store_msg(st, subject, hdr, msg, ttl=0):
     return st.store_msg(subject, hdr, msg, ttl=ttl) if ttl else st.store_msg(subject, hdr, msg)
 
 
+def store_raw(st, seq, ts, subject, hdr, msg, ttl=0):
+    """Store under a given sequence and time (mirrors); a gap leaves deleted sequences."""
+    fn = getattr(st, "store_raw", None)
+    if fn is None:
+        raise NotImplementedError("store has no store_raw")
+    if ttl:
+        fn(seq, ts, subject, hdr, msg, ttl)
+    else:
+        fn(seq, ts, subject, hdr, msg)
+
+
 def load(st, seq):
     r = _norm(seq, st.load(seq))
     return None if r is None else r[1:]            # (subject, hdr, msg, ts)

@@ -148,6 +148,7 @@ class Stream:
         self.pending_acks = []          # (reply, bytes) waiting for the group sync
         self.transform = None
         self.republish = None
+        self.sourcing = None            # natsd.jetstream.sourcing.Sourcing (mirror/sources)
         self._configure()
 
     # ---- configuration ----
@@ -166,6 +167,12 @@ class Stream:
         self._subscribe()
         self._schedule_age()
         self._schedule_ttl()
+        self._start_sourcing()
+
+    def _start_sourcing(self):
+        if self.config.get("mirror") or self.config.get("sources"):
+            from natsd.jetstream import sourcing
+            self.sourcing = sourcing.attach(self)
 
     def _subscribe(self):
         for s in self.subs:
@@ -187,6 +194,14 @@ class Stream:
         self.enforce_limits()
         self._schedule_age()
         self.save_meta()
+        if self.sourcing is not None:
+            if cfg.get("mirror") or cfg.get("sources"):
+                self.sourcing.update()
+            else:
+                self.sourcing.stop()
+                self.sourcing = None
+        else:
+            self._start_sourcing()
 
     def save_meta(self):
         if not self.dir:
@@ -254,8 +269,24 @@ class Stream:
             tpl = self._ack_template = (dom, prefix, suffix)
         return b"%s%d%s%s}" % (tpl[1], seq, tpl[2], b',"duplicate":true' if duplicate else b"")
 
-    def process(self, subject, reply, hdr, payload):
-        """Store one message; returns (puback bytes, needs_sync) or raises ApiError."""
+    def store_sourced(self, subject, hdr, payload, seq=None, ts=None):
+        """Store a message copied by a mirror (origin `seq`/`ts`, byte-for-byte) or a source
+        (new local sequence). Returns False when it could not be stored."""
+        if self.closed:
+            return False
+        try:
+            r = self.process(subject, None, hdr, payload, raw=(seq, ts) if seq else None)
+        except E.ApiError as err:
+            log.debug("sourced message for '%s > %s' not stored: %s", self.jsa.name, self.name,
+                      err.description)
+            return False
+        if r is not None and r[1] and self.file and self.engine.group_commit:
+            self.engine.want_sync(self)
+        return True
+
+    def process(self, subject, reply, hdr, payload, raw=None):
+        """Store one message; returns (puback bytes, needs_sync) or raises ApiError.
+        `raw` = (seq, ts): a mirrored message stored under the origin's sequence and time."""
         cfg = self.config
         if cfg.get("sealed"):
             raise E.JSStreamSealedErr()
@@ -278,7 +309,7 @@ class Stream:
             if es is not None and es != self.name:
                 raise E.JSStreamNotMatchErr()
             msg_id = h.get("Nats-Msg-Id", "")
-            if msg_id:
+            if msg_id and raw is None:
                 d = self._dedup_lookup(msg_id)
                 if d is not None:
                     return self._puback(d, True), False
@@ -312,6 +343,8 @@ class Stream:
                 if rollup not in ("sub", "all"):
                     raise E.JSStreamRollupFailedF(err='rollup value invalid: "%s"' % rollup)
             tv = h.get("Nats-TTL")
+            if tv is not None and raw is not None and not cfg.get("allow_msg_ttl"):
+                tv = None               # a mirror keeps the message, without expiring it
             if tv is not None:
                 if not cfg.get("allow_msg_ttl"):
                     raise E.JSMessageTTLDisabledErr()
@@ -321,7 +354,11 @@ class Stream:
                     raise E.JSMessageTTLInvalidErr()
         if cfg.get("discard") == "new" and not rollup:
             self._check_discard_new(subject, hdr, payload)
-        seq, ts = S.store_msg(self.store, subject, hdr, payload, ttl if ttl > 0 else 0)
+        if raw is not None:
+            seq, ts = raw
+            S.store_raw(self.store, seq, ts, subject, hdr, payload, ttl if ttl > 0 else 0)
+        else:
+            seq, ts = S.store_msg(self.store, subject, hdr, payload, ttl if ttl > 0 else 0)
         if msg_id:
             self._dedup_add(msg_id, seq, ts)
             self.last_msg_id = msg_id
@@ -602,6 +639,8 @@ class Stream:
 
     def stop(self, delete=False):
         self.closed = True
+        if self.sourcing is not None:
+            self.sourcing.stop()
         for s in self.subs:
             s.closed = True
             self.jsa.sublist.remove(s)
@@ -673,13 +712,17 @@ class Stream:
         if with_cluster:
             out["cluster"] = self.cluster_info()
         if self.config.get("mirror"):
-            out["mirror"] = self._source_info(self.config["mirror"])
+            out["mirror"] = self._source_info(self.config["mirror"], True)
         if self.config.get("sources"):
             out["sources"] = [self._source_info(s) for s in self.config["sources"]]
         out["ts"] = rfc3339(time.time_ns())
         return out
 
-    def _source_info(self, src):
+    def _source_info(self, src, mirror=False):
+        if self.sourcing is not None:
+            si = self.sourcing.info(src, mirror)
+            if si is not None:
+                return si
         si = {"name": src["name"]}
         if src.get("external"):
             si["external"] = src["external"]
