@@ -592,3 +592,28 @@ def test_domain_prefixed_pull_and_push(natsd, tmp_path):
         await nc.close()
         return msgs[0].data, ci.ack_floor.stream_seq
     assert asyncio.run(go()) == (b"one", 1)
+
+
+@run
+async def test_kv_empty_bucket_and_rapid_updates(js_server):
+    nc = await connect(js_server)
+    js = nc.jetstream()
+    kv = await js.create_key_value(bucket="empty")
+    with pytest.raises(nats.js.errors.NoKeysError):
+        await kv.keys()
+    w = await kv.watchall()
+    assert await asyncio.wait_for(w.updates(), 2) is None         # initial values done marker
+    for i in range(20):                                            # history 1: older revisions go
+        await kv.put("k", b"%d" % i)
+    last = None
+    while True:
+        e = await asyncio.wait_for(w.updates(), 2)
+        last = e
+        if e.value == b"19":
+            break
+    assert last.delta == 0
+    w2 = await kv.watchall()
+    e = await asyncio.wait_for(w2.updates(), 2)
+    assert (e.key, e.value, e.delta) == ("k", b"19", 0)
+    assert await asyncio.wait_for(w2.updates(), 2) is None
+    await nc.close()
