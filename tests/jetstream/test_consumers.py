@@ -16,10 +16,10 @@ from tests.jetstream.jshelp import api, connect, run, wait_until
 
 
 @pytest.fixture
-def js_server(natsd, reference, tmp_path):
+def js_server(request, natsd, tmp_path):
     """natsd; NATSD_TEST_REFERENCE=1 runs the same scenarios against nats-server."""
     if os.environ.get("NATSD_TEST_REFERENCE"):
-        return reference("-js", "-sd", str(tmp_path))
+        return request.getfixturevalue("reference")("-js", "-sd", str(tmp_path))
     return natsd("-js", "-sd", str(tmp_path))
 
 
