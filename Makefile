@@ -29,7 +29,7 @@ run: build
 	$(VENV)/bin/natsd -p 4222 -m 8222
 
 test: build
-	$(PY) -m pytest -q -x --durations=15
+	$(PY) -m pytest -q --durations=15
 
 BENCH_JSON ?= bench-results.json
 BASELINE   ?= bench-baseline.json
