@@ -777,7 +777,7 @@ class LeafProtocol:
             return
         if 0 <= account.max_leafnodes <= sum(1 for x in account.clients if x.kind == KIND_LEAF):
             log.error("%sMaximum leafnode connections exceeded", self._prefix(c))
-            self.fail(c, "Maximum Account Leafnode Connections Exceeded", "Max Leafnodes Exceeded")
+            self.fail(c, "maximum account active connections exceeded", "Max Account Connections Exceeded")
             return
         if st.auth_timer is not None:
             st.auth_timer.cancel()

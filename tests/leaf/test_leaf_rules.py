@@ -65,3 +65,26 @@ def test_loop_detected(tmp_path, natsd):
         except AssertionError:
             continue
     assert m is not None
+
+
+def test_account_max_leafnodes(tmp_path, natsd, reference):
+    """`limits { max_leafnodes: 1 }`: a second leaf into the account is refused with
+    nats-server's error, and the first one keeps working. Both hubs behave the same."""
+    for hub_kind in ("natsd", "nats-server"):
+        leaf_port = free_port()
+        d = tmp_path / hub_kind
+        d.mkdir()
+        (d / "hub.conf").write_text(
+            "leafnodes { port: %d }\n"
+            "accounts { A: { users: [{user: a, password: a}], limits: { max_leafnodes: 1 } } }\n"
+            % leaf_port)
+        (d / "leaf.conf").write_text(
+            'leafnodes { remotes: [ { url: "nats://a:a@127.0.0.1:%d" } ] }\n' % leaf_port)
+        start = natsd if hub_kind == "natsd" else reference
+        hub = start("-c", "hub.conf", "-m", str(free_port()), cwd=str(d), env=ENV)
+        first = natsd("-c", "leaf.conf", cwd=str(d), env=ENV)
+        assert poll(lambda: http_json(hub.http_port, "/varz")["leafnodes"] == 1, 10)
+        second = natsd("-c", "leaf.conf", cwd=str(d), env=ENV)
+        second.wait_log(r"maximum account active connections exceeded", timeout=10)
+        assert http_json(hub.http_port, "/varz")["leafnodes"] == 1
+        assert first.proc.poll() is None and second.proc.poll() is None
