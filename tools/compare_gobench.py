@@ -2,18 +2,26 @@
 """tools/compare_gobench.py: natsd vs nats-server on the gobench scenarios, in one run.
 
 Owns: the side-by-side throughput/latency comparison quoted in the README. For each rep and
-each scenario (pub16, pub128, pubsub128, fanout4_128, reqrep128) it starts a fresh nats-server,
+each scenario (pub16, pub128, pubsub128, fanout4_128, reqrep128, and the JetStream scenarios
+jspub128 / jspull128) it starts a fresh nats-server,
 runs the scenario with `--server-pid` (so gobench reports the server's CPU), stops it by PID,
 then does the same with a fresh natsd. Servers get a free port each time and are considered up
 once "Server is ready" appears in their log. Prints a table of medians and the ratio
 natsd/nats-server; `--json OUT` writes every raw run. Server logs are scanned for `[ERR]`,
 `[FTL]` and Python tracebacks, which are reported verbatim.
 
+JetStream scenarios (jspub128: async file-storage publish, 128 B, max-pending 256, purge;
+jspull128: pull consumer Fetch(100) with explicit acks; gobench fills the stream first) start
+both servers with `-js -sd <fresh temp dir>`, removed after the run. `--natsd-extra ARGS` is
+appended to the natsd command line (e.g. `-c lazy.conf` with `jetstream { sync_interval: "1m" }`
+for the lazy-sync figure: natsd acks after fsync (group commit) unless a sync interval other
+than the 2m default is configured, see natsd/jetstream/engine.py).
+
 usage:
   python tools/compare_gobench.py [--reps 3] [--only pub128,reqrep128] [--json OUT]
       [--natsd-cmd '{python} -m natsd -a 127.0.0.1 -p {port}']
       [--nats-server-cmd 'nats-server -a 127.0.0.1 -p {port}']
-      [--gobench /tmp/gobench/gobench] [--logdir DIR]
+      [--gobench /tmp/gobench/gobench] [--logdir DIR] [--natsd-extra '-c lazy.conf']
 """
 import argparse
 import json
@@ -41,8 +49,14 @@ SCENARIOS = [
                      "--max-time", "10s"], "sub_rate", "msgs/s recv"),
     ("reqrep128", ["request", "bench.rr", "--pub", "1", "--sub", "1", "--msgs", "50000", "--size", "128",
                    "--max-time", "10s"], "pub_rate", "req/s"),
+    ("jspub128", ["js", "pub", "bench.js", "--msgs", "200000", "--size", "128", "--purge",
+                  "--max-pending", "256", "--storage", "file", "--max-time", "20s"], "pub_rate", "msgs/s"),
+    ("jspull128", ["js", "pull", "bench.js", "--msgs", "200000", "--size", "128", "--batch", "100",
+                   "--ack", "explicit", "--max-time", "20s"], "sub_rate", "msgs/s recv"),
 ]
-EXTRA = {"reqrep128": ["lat_p50_us", "lat_p99_us"], "pubsub128": ["pub_rate"], "fanout4_128": ["pub_rate"]}
+JS_SCENARIOS = {"jspub128", "jspull128"}
+EXTRA = {"reqrep128": ["lat_p50_us", "lat_p99_us"], "pubsub128": ["pub_rate"], "fanout4_128": ["pub_rate"],
+         "jspub128": ["rss_end_mb"]}
 
 BAD_LINE = re.compile(r"\[(ERR|FTL)\]|Traceback \(most recent call last\)|^\S*Error: |Exception", re.M)
 
@@ -68,10 +82,15 @@ def busy_pct(window=0.5):
 
 
 class Server:
-    def __init__(self, kind, tmpl, logdir, tag):
+    def __init__(self, kind, tmpl, logdir, tag, js=False):
         self.kind = kind
         self.port = free_port()
-        self.cmd = tmpl.format(port=self.port, python=sys.executable)
+        self.sd = None
+        if js:
+            # a fresh store per run: no state carried between servers or reps
+            self.sd = tempfile.mkdtemp(prefix=f"{tag}-{kind}-sd-", dir=logdir)
+            tmpl = tmpl + " -js -sd {sd}"
+        self.cmd = tmpl.format(port=self.port, python=sys.executable, sd=self.sd)
         self.logpath = os.path.join(logdir, f"{tag}-{kind}.log")
         self.log = open(self.logpath, "wb")
         self.proc = subprocess.Popen(shlex.split(self.cmd), stdout=self.log, stderr=subprocess.STDOUT,
@@ -109,6 +128,8 @@ class Server:
                 os.kill(self.pid, signal.SIGKILL)
                 self.proc.wait()
         self.log.close()
+        if self.sd:
+            shutil.rmtree(self.sd, ignore_errors=True)
         return self.proc.returncode
 
     def log_text(self):
@@ -150,7 +171,7 @@ def parse_result(out):
 
 def run_one(a, kind, tmpl, name, argv, rep, logdir):
     tag = f"rep{rep}-{name}"
-    srv = Server(kind, tmpl, logdir, tag)
+    srv = Server(kind, tmpl, logdir, tag, js=name in JS_SCENARIOS)
     res = {"server": kind, "scenario": name, "rep": rep, "server_cmd": srv.cmd}
     try:
         srv.wait_ready()
@@ -197,6 +218,7 @@ def main():
     ap.add_argument("--json", dest="json_out", default=None, help="write raw results (a JSON list) here")
     ap.add_argument("--natsd-cmd", default="{python} -m natsd -a 127.0.0.1 -p {port}")
     ap.add_argument("--nats-server-cmd", default=(shutil.which("nats-server") or "nats-server") + " -a 127.0.0.1 -p {port}")
+    ap.add_argument("--natsd-extra", default="", help="appended to the natsd command (e.g. '-c lazy.conf')")
     ap.add_argument("--gobench", default=GOBENCH)
     ap.add_argument("--logdir", default=None, help="server logs (default: a new temp dir)")
     ap.add_argument("--timeout", type=float, default=120.0, help="per gobench run")
@@ -209,7 +231,8 @@ def main():
         sys.exit(f"unknown scenario in {only}; known: {[s[0] for s in SCENARIOS]}")
     logdir = a.logdir or tempfile.mkdtemp(prefix="compare-gobench-")
     os.makedirs(logdir, exist_ok=True)
-    servers = [("nats-server", a.nats_server_cmd), ("natsd", a.natsd_cmd)]
+    natsd_cmd = a.natsd_cmd + (" " + a.natsd_extra if a.natsd_extra else "")
+    servers = [("nats-server", a.nats_server_cmd), ("natsd", natsd_cmd)]
     print(f"logs: {logdir}", flush=True)
 
     rows = []
