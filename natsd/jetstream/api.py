@@ -9,6 +9,7 @@ import base64
 import logging
 
 from natsd._core.router import publish
+from natsd.jetstream import advisories, snapshot
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.stream import build_headers, parse_headers, parse_rfc3339, rfc3339
@@ -115,7 +116,7 @@ class ApiHandler:
                 jsa.api_total += 1
                 self.direct_get(jsa, args, reply, hdr, payload)
             return
-        ctx = Request(self, acc, jsa, op, args, subject, reply, hdr, payload)
+        ctx = Request(self, acc, jsa, op, args, subject, reply, hdr, payload, origin)
         if jsa is not None:
             self.server.loop.call_soon(_count, jsa)
         if jsa is None:
@@ -132,7 +133,10 @@ class ApiHandler:
                 ctx.send(E.ApiError(501, 10003, "consumer API not implemented"))
                 return
             try:
+                jsa.last_api_response = None
                 api_consumer.handle(jsa, tokens, subject, reply, hdr, payload)
+                if acc.sublist.match(advisories.API_AUDIT.encode()).total:
+                    ctx.audit_consumer()
             except E.ApiError as err:
                 ctx.send(err)
             except Exception:
@@ -202,6 +206,7 @@ class ApiHandler:
         self._check_overlap(jsa, cfg, None)
         jsa.check_limits(cfg)
         st = jsa.add_stream(cfg)
+        advisories.stream_action(st, "create")
         info = st.info(with_cluster=False)
         info["did_create"] = True
         return info
@@ -216,16 +221,20 @@ class ApiHandler:
         st = jsa.streams.get(name)
         if st is None:
             raise E.JSStreamNotFoundErr()
+        if getattr(st, "snapshotting", False):
+            raise E.JSStreamUpdateErrF(err="stream update not permitted while a snapshot is in progress")
         cfg = check_update(st.config, req, pedantic, self._lookup_cfg(jsa), jsa, self._clustered())
         self._check_overlap(jsa, cfg, st)
         jsa.check_limits(cfg, st)
         st.update_config(cfg)
+        advisories.stream_action(st, "modify")
         return st.info(with_cluster=False)
 
     def op_stream_delete(self, r):
         self._empty(r)
         st = self._stream(r)
         r.jsa.delete_stream(st.name)
+        advisories.stream_action(st, "delete")
         return {"success": True}
 
     def op_stream_info(self, r):
@@ -343,11 +352,10 @@ class ApiHandler:
         return {"message": msg}
 
     def op_stream_snapshot(self, r):
-        self._stream(r)
-        raise E.JSStreamSnapshotErrF(err="snapshots are not supported by this server yet")
+        return snapshot.handle_snapshot(self, r)
 
     def op_stream_restore(self, r):
-        raise E.JSStreamRestoreErrF(err="restores are not supported by this server yet")
+        return snapshot.handle_restore(self, r)
 
     def op_stream_leader_stepdown(self, r):
         self._stream(r)
@@ -531,11 +539,20 @@ class NoReply(Exception):
 
 
 class Request:
-    __slots__ = ("h", "acc", "jsa", "op", "args", "subject", "reply", "hdr", "payload")
+    __slots__ = ("h", "acc", "jsa", "op", "args", "subject", "reply", "hdr", "payload", "origin")
 
-    def __init__(self, h, acc, jsa, op, args, subject, reply, hdr, payload):
+    def __init__(self, h, acc, jsa, op, args, subject, reply, hdr, payload, origin=None):
         self.h, self.acc, self.jsa, self.op, self.args = h, acc, jsa, op, args
         self.subject, self.reply, self.hdr, self.payload = subject, reply, hdr, payload
+        self.origin = origin
+
+    def audit_consumer(self):
+        """API audit for a CONSUMER.* request (api_consumer replies itself and leaves its
+        response in jsa.last_api_response)."""
+        resp = getattr(self.jsa, "last_api_response", None)
+        if resp is None:
+            return
+        advisories.api_audit(self.jsa, self.acc, self.origin, self.subject, self.payload, resp)
 
     def send(self, result):
         if isinstance(result, E.ApiError):
@@ -554,6 +571,7 @@ class Request:
             data = E.api_response(TYPES.get(self.op, "error_response"), result)
         if self.reply:
             publish(self.acc.sublist, self.reply, None, None, data)
+        advisories.api_audit(self.jsa, self.acc, self.origin, self.subject, self.payload, data)
 
 
 def _count(jsa):

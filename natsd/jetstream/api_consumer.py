@@ -26,6 +26,7 @@ LIST_LIMIT = 256
 
 
 def _send(jsa, reply, data):
+    jsa.last_api_response = data        # read by the API audit advisory (api.py)
     if reply:
         if isinstance(reply, str):
             reply = reply.encode()

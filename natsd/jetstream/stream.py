@@ -650,7 +650,10 @@ class Stream:
                 t.cancel()
         for c in list(self.consumers.values()):
             try:
-                c.stop(delete) if delete else c.stop()
+                if delete:      # stream delete: consumer DELETED advisories first, as nats-server
+                    c.stop(delete, advisory=not getattr(c, "internal", False))
+                else:
+                    c.stop()
             except TypeError:
                 c.stop()
             except Exception:

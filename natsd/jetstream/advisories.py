@@ -1,0 +1,181 @@
+"""JetStream advisories: the one helper every JetStream event goes through, plus the stream,
+snapshot/restore and API-audit advisories.
+
+Owns:
+  * `send(sublist, subject, type_name, domain, **fields)` — publish
+    `{"type","id","timestamp",<fields...>,"domain"}` on `subject` in the account, building the
+    JSON only when someone listens (`sublist.match(subject).total > 0`), as nats-server's
+    publishAdvisory checks `sl.HasInterest` first. Consumer advisories (consumer.py
+    `Consumer.advisory`) use it too.
+  * `stream_action(stream, action)` — `$JS.EVENT.ADVISORY.STREAM.{CREATED,DELETED,UPDATED}.<s>`
+    (`io.nats.jetstream.advisory.v1.stream_action`, action create|delete|modify).
+  * `api_audit(jsa|None, account, origin, subject, request, response)` —
+    `$JS.EVENT.ADVISORY.API` (`io.nats.jetstream.advisory.v1.api_audit`: server, client,
+    subject, request, response, domain).
+  * `client_info(origin, account)` — nats-server's ClientInfo (`forAdvisory`: no jwt/alts) of
+    the connection a request came from.
+  * `snapshot_create / snapshot_complete / restore_create / restore_complete` —
+    `$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE|SNAPSHOT_COMPLETE|RESTORE_CREATE|RESTORE_COMPLETE.<s>`.
+"""
+import logging
+import os
+import time
+
+from natsd._core.router import publish
+from natsd.jetstream.errors import dumps
+
+log = logging.getLogger("natsd")
+
+PREFIX = "$JS.EVENT.ADVISORY."
+API_AUDIT = PREFIX + "API"
+STREAM = PREFIX + "STREAM."
+_ACTION_SUBJ = {"create": "CREATED", "delete": "DELETED", "modify": "UPDATED"}
+_NUID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def nuid():
+    """A 22-character random id (nats-server uses nuid.Next())."""
+    return "".join(_NUID_ALPHABET[b % 62] for b in os.urandom(22))
+
+
+def now():
+    from natsd.jetstream.stream import rfc3339
+    return rfc3339(time.time_ns())
+
+
+def listening(sublist, subject):
+    if isinstance(subject, str):
+        subject = subject.encode()
+    return sublist.match(subject).total > 0
+
+
+def send(sublist, subject, type_name, domain="", **fields):
+    """Publish one advisory if anyone listens; fields whose value is None are left out.
+    `fields` may also be a callable per value (evaluated only when sent). Returns True if sent."""
+    bsubj = subject.encode() if isinstance(subject, str) else subject
+    try:
+        if sublist.match(bsubj).total == 0:
+            return False
+        ev = {"type": type_name, "id": nuid(), "timestamp": now()}
+        for k, v in fields.items():
+            if callable(v):
+                v = v()
+            if v is not None:
+                ev[k] = v
+        if domain:
+            ev["domain"] = domain
+        publish(sublist, bsubj, None, None, dumps(ev))
+        return True
+    except Exception:
+        log.exception("advisory %s could not be sent", subject)
+        return False
+
+
+def _domain(jsa):
+    return getattr(getattr(jsa, "engine", None), "domain", "") or ""
+
+
+# ---- streams ----
+
+def stream_action(stream, action):
+    """CREATED / DELETED / UPDATED advisory for `stream` (action create|delete|modify)."""
+    jsa = stream.jsa
+    send(jsa.sublist, STREAM + "%s.%s" % (_ACTION_SUBJ[action], stream.name),
+         "io.nats.jetstream.advisory.v1.stream_action", _domain(jsa),
+         stream=stream.name, action=action)
+
+
+# ---- client info ----
+
+def client_info(origin, account, server=None):
+    """ClientInfo of the connection `origin` (None for internal requests -> None)."""
+    st = getattr(origin, "state", None)
+    if origin is None or st is None:
+        return None
+    from natsd.jetstream.stream import rfc3339
+    acc = getattr(st, "account", None) or account
+    ci = {}
+    start = getattr(st, "start", None)
+    if start:
+        ci["start"] = rfc3339(int(start * 1e9))
+    for key, attr in (("host", "host"),):
+        v = getattr(st, attr, None)
+        if v:
+            ci[key] = v
+    cid = getattr(origin, "cid", 0)
+    if cid:
+        ci["id"] = cid
+    if acc is not None:
+        ci["acc"] = acc.name
+    for key, attr in (("user", "user"), ("name", "name"), ("lang", "lang"), ("ver", "version")):
+        v = getattr(st, attr, None)
+        if v:
+            ci[key] = v
+    rtt = getattr(st, "rtt", 0)
+    if rtt:
+        ci["rtt"] = int(rtt * 1e9)
+    if server is not None:
+        ci["server"] = server.name
+    if acc is not None:
+        ci["name_tag"] = acc.name
+    kind = getattr(st, "kind", None)
+    ci["kind"] = kind if isinstance(kind, str) and kind else "Client"
+    ci["client_type"] = "nats"
+    return ci
+
+
+# ---- API audit ----
+
+def api_audit(jsa, account, origin, subject, request, response):
+    """`$JS.EVENT.ADVISORY.API` for one API request and its response (bytes or str)."""
+    sl = account.sublist
+    if sl.match(API_AUDIT.encode()).total == 0:
+        return
+    server = getattr(jsa, "server", None) if jsa is not None else None
+    if server is None:
+        server = getattr(account, "server", None)
+
+    def text(b):
+        if b is None:
+            return None
+        return b.decode("utf-8", "replace") if isinstance(b, (bytes, bytearray)) else b
+
+    send(sl, API_AUDIT, "io.nats.jetstream.advisory.v1.api_audit",
+         _domain(jsa) if jsa is not None else "",
+         server=getattr(server, "name", "") if server is not None else "",
+         client=lambda: client_info(origin, account, server),
+         subject=text(subject),
+         request=text(request) or None,
+         response=text(response) or "")
+
+
+# ---- snapshot / restore ----
+
+def snapshot_create(jsa, name, state, ci):
+    send(jsa.sublist, STREAM + "SNAPSHOT_CREATE." + name,
+         "io.nats.jetstream.advisory.v1.snapshot_create", _domain(jsa),
+         stream=name, state=state, client=ci)
+
+
+def snapshot_complete(jsa, name, start_ns, end_ns, ci, error=""):
+    from natsd.jetstream.stream import rfc3339
+    fields = dict(stream=name, start=rfc3339(start_ns), end=rfc3339(end_ns), client=ci)
+    dom = _domain(jsa)
+    if dom:                                 # nats-server's field order: domain before error
+        fields["domain"] = dom
+    if error:
+        fields["error"] = error
+    send(jsa.sublist, STREAM + "SNAPSHOT_COMPLETE." + name,
+         "io.nats.jetstream.advisory.v1.snapshot_complete", "", **fields)
+
+
+def restore_create(jsa, name, ci):
+    send(jsa.sublist, STREAM + "RESTORE_CREATE." + name,
+         "io.nats.jetstream.advisory.v1.restore_create", _domain(jsa), stream=name, client=ci)
+
+
+def restore_complete(jsa, name, start_ns, end_ns, nbytes, ci):
+    from natsd.jetstream.stream import rfc3339
+    send(jsa.sublist, STREAM + "RESTORE_COMPLETE." + name,
+         "io.nats.jetstream.advisory.v1.restore_complete", _domain(jsa),
+         stream=name, start=rfc3339(start_ns), end=rfc3339(end_ns), bytes=nbytes, client=ci)
