@@ -369,8 +369,10 @@ cdef Py_ssize_t remote_op(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, c
     totals.in_bytes += size
     if c.pub_allowed is not None and not _pub_allowed(c, a.p[0], a.len[0]):
         return need                             # denied import (deny_imports, JetStream domains)
-    if c.has_mappings:
-        # the handler maps the subject and applies the queue filter itself
+    if c.has_mappings or (rlen > 8 and memcmp(reply, "$JS.ACK.", 8) == 0
+                          and memchr(reply, c'@', rlen) != NULL):
+        # the handler maps the subject and applies the queue filter itself; it also strips a
+        # JetStream '@<original subject>' ack reply suffix (nats-server jsAckDeliverIdx)
         c.handler.remote_message(c, to_bytes(a.p[0], a.len[0]),
                                  to_bytes(reply, rlen) if rlen else None,
                                  to_bytes(buf + pstart, hsize) if hsize else None,

@@ -40,6 +40,8 @@ from natsd.jetstream import storeadapter as S
 
 log = logging.getLogger("natsd")
 
+JS_SOURCING = "jetstream-sourcing"     # = natsd.leafnode.JS_SOURCING
+
 NS = 1_000_000_000
 DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -303,6 +305,7 @@ class Link:
         self.dseq = 0
         self.sip = True
         self.dsub = self._sub(dsubj, self._on_msg)
+        self.dsub.data = JS_SOURCING        # leaf links hand it the '@<subject>' ack reply
         self.rsub = self._sub(reply, self._on_reply)
         body = json.dumps({"stream_name": src["name"], "config": cfg}).encode()
         self.timer = self.stream.loop.call_later(CREATE_TIMEOUT, self._timeout)

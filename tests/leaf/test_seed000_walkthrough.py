@@ -250,8 +250,11 @@ async def step_import(p):
     # "hello world 2" published on the hub reaches the leaf client (000:606-625)
     await acc.publish("test", b"hello world 2")
     await acc.flush()
-    msg = await until(fetch1, 20)
-    assert msg is not None and msg.data == b"hello world 2"
+    msg = await until(fetch1, 40)
+    if msg is None:
+        info = await acc.request("$JS.hub.API.STREAM.INFO.aggregate-test-leaf", b"", timeout=5)
+        raise AssertionError("hello world 2 never arrived: %s" % info.data)
+    assert msg.data == b"hello world 2"
     assert msg.headers.get("Nats-Stream-Source") == "test:mSx7q4yJ 2 > > test"
     await msg.ack()
     await cl.flush()
@@ -270,9 +273,11 @@ async def check_all(p, n_test, extended=True):
     nc = await connect(p, p.hub, "acc")
     js_hub = nc.jetstream(domain="hub")
     js_leaf = nc.jetstream(domain="leaf")
+    # nats-server (as hub) may take a while to notice a restarted origin: 10 s stall checks,
+    # 30 s create-request timeouts while the link is down
     leaf_st = await wait_state(js_leaf, "test", n_test)
-    await wait_state(js_hub, "backup-test-leaf", n_test, leaf_st.bytes)
-    agg = await wait_state(js_hub, "aggregate-test-leaf", n_test)
+    await wait_state(js_hub, "backup-test-leaf", n_test, leaf_st.bytes, 90)
+    agg = await wait_state(js_hub, "aggregate-test-leaf", n_test, None, 90)
     seqs = []
     for seq in range(1, n_test + 1):
         m = await js_hub.get_msg("aggregate-test-leaf", seq)
@@ -281,7 +286,7 @@ async def check_all(p, n_test, extended=True):
     if extended:
         imp = await connect(p, p.hub, "import_mirror")
         js_imp = imp.jetstream(domain="hub")
-        await wait_state(js_imp, "aggregate-test-leaf-from-acc", n_test, agg.bytes)
+        await wait_state(js_imp, "aggregate-test-leaf-from-acc", n_test, agg.bytes, 90)
         await imp.close()
     await nc.close()
 
