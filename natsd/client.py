@@ -13,7 +13,7 @@ from natsd import auth as auth_mod
 from natsd._core.conn import Connection, monotonic
 from natsd._core.router import deliver_to
 from natsd._core.sublist import Subscription
-from natsd.logger import TRACE
+from natsd.protocol import ProtocolHandler
 from natsd.permissions import SYS_QUEUE_GROUP
 from natsd.subject import is_valid_subject, is_valid_queue, subject_matches
 
@@ -55,11 +55,11 @@ class ClientState:
         self.label = ""
 
 
-class ClientProtocol:
+class ClientProtocol(ProtocolHandler):
     """Control operations of client connections, called from the Cython parser and router."""
 
     def __init__(self, server):
-        self.server = server
+        super().__init__(server)
         self.opts = server.opts
 
     # ---- helpers ----
@@ -68,19 +68,9 @@ class ClientProtocol:
         st = c.state
         return "%s:%d - cid:%d - " % (st.host, st.port, c.cid)
 
-    def send_err(self, c, text):
-        c.send_bytes(b"-ERR '" + text.encode() + b"'\r\n")
-        if log.isEnabledFor(TRACE):
-            log.log(TRACE, "%s->> [-ERR '%s']", self._prefix(c), text)
-
     def _ok(self, c):
         if c.verbose:
             c.send_bytes(b"+OK\r\n")
-
-    def fail(self, c, text, reason):
-        """-ERR then close: the error reaches the client before the socket goes."""
-        self.send_err(c, text)
-        c.schedule_close(reason)
 
     # ---- calls from the parser ----
 
@@ -230,20 +220,6 @@ class ClientProtocol:
         log.error("%sClient Error %s", self._prefix(c), text.decode("utf-8", "replace"))
         c.schedule_close("Parse Error")
 
-    def protocol_error(self, c, text, send_err):
-        log.error("%s%s", self._prefix(c), text)
-        if send_err:
-            self.send_err(c, text)
-        c.schedule_close("Protocol Violation")
-
-    def control_line_exceeded(self, c):
-        log.error("%smaximum control line exceeded", self._prefix(c))
-        self.fail(c, "maximum control line exceeded", "Maximum Control Line Exceeded")
-
-    def max_payload_exceeded(self, c, size):
-        log.error("%sMaximum Payload Violation", self._prefix(c))
-        self.fail(c, "Maximum Payload Violation", "Maximum Payload Exceeded")
-
     def check_publish(self, c, subject):
         """Slow path of a publish permission check; allowed subjects are cached in C."""
         st = c.state
@@ -305,32 +281,6 @@ class ClientProtocol:
 
     def publish_mapped(self, c, subject, reply, hdr, payload):
         self.server.publish_mapped(c, subject, reply, hdr, payload)
-
-    # ---- tracing (-V) ----
-
-    def trace_in(self, c, line):
-        log.log(TRACE, '%s<<- [%s]', self._prefix(c), line.decode("utf-8", "replace"))
-
-    def trace_payload(self, c, payload):
-        log.log(TRACE, '%s<<- MSG_PAYLOAD: ["%s"]', self._prefix(c),
-                payload[:self.opts.max_traced_msg_len or None].decode("utf-8", "replace"))
-
-    def trace_out(self, c, line):
-        log.log(TRACE, '%s->> [%s]', self._prefix(c), line.rstrip(b"\r\n").decode("utf-8", "replace"))
-
-    # ---- calls from the connection ----
-
-    def want_write(self, c, on):
-        self.server.loop.set_writable(c.fd, on)
-        if on:
-            self.server.blocked.add(c)
-        else:
-            self.server.blocked.discard(c)
-
-    def slow_consumer(self, c):
-        pending = c.pending_bytes()
-        log.info("%sSlow Consumer Detected: MaxPending of %d Exceeded", self._prefix(c), c.max_pending)
-        c.schedule_close("Slow Consumer (Pending Bytes)")
 
     def close(self, c):
         self.server.close_connection(c)

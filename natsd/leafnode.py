@@ -32,6 +32,7 @@ from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
 from natsd.imports import random_token
 from natsd.logger import TRACE
+from natsd.protocol import ProtocolHandler
 from natsd.subject import subject_is_subset, subject_matches, subjects_overlap
 
 log = logging.getLogger("natsd")
@@ -698,24 +699,15 @@ class LeafNodes:
         return v
 
 
-class LeafProtocol:
+class LeafProtocol(ProtocolHandler):
     """Control operations of leaf connections, called from the Cython parser and router."""
 
     def __init__(self, leafnodes):
+        super().__init__(leafnodes.server)
         self.ln = leafnodes
-        self.server = leafnodes.server
 
     def _prefix(self, c):
         return self.ln.prefix(c)
-
-    def send_err(self, c, text):
-        c.send_bytes(b"-ERR '" + text.encode() + b"'\r\n")
-        if c.trace:
-            log.log(TRACE, "%s->> [-ERR '%s']", self._prefix(c), text)
-
-    def fail(self, c, text, reason):
-        self.send_err(c, text)
-        c.schedule_close(reason)
 
     # ---- parser calls ----
 
@@ -971,20 +963,6 @@ class LeafProtocol:
                       "Delaying attempt to reconnect for 30s", self._prefix(c))
         c.schedule_close("Client Closed")
 
-    def protocol_error(self, c, text, send_err):
-        log.error("%s%s", self._prefix(c), text)
-        if send_err:
-            self.send_err(c, text)
-        c.schedule_close("Protocol Violation")
-
-    def control_line_exceeded(self, c):
-        log.error("%smaximum control line exceeded", self._prefix(c))
-        self.fail(c, "maximum control line exceeded", "Maximum Control Line Exceeded")
-
-    def max_payload_exceeded(self, c, size):
-        log.error("%sMaximum Payload Violation", self._prefix(c))
-        self.fail(c, "Maximum Payload Violation", "Maximum Payload Exceeded")
-
     def reserved_reply(self, c, reply):
         pass
 
@@ -1009,27 +987,6 @@ class LeafProtocol:
 
     def auto_unsubscribed(self, c, s):
         pass
-
-    # ---- tracing ----
-
-    def trace_in(self, c, line):
-        log.log(TRACE, '%s<<- [%s]', self._prefix(c), line.decode("utf-8", "replace"))
-
-    def trace_payload(self, c, payload):
-        log.log(TRACE, '%s<<- MSG_PAYLOAD: ["%s"]', self._prefix(c),
-                payload[:self.server.opts.max_traced_msg_len or None].decode("utf-8", "replace"))
-
-    def trace_out(self, c, line):
-        log.log(TRACE, '%s->> [%s]', self._prefix(c), line.rstrip(b"\r\n").decode("utf-8", "replace"))
-
-    # ---- connection calls ----
-
-    def want_write(self, c, on):
-        self.server.loop.set_writable(c.fd, on)
-
-    def slow_consumer(self, c):
-        log.info("%sSlow Consumer Detected: MaxPending of %d Exceeded", self._prefix(c), c.max_pending)
-        c.schedule_close("Slow Consumer (Pending Bytes)")
 
     def close(self, c):
         self.ln.closed(c)
