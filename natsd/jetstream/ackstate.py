@@ -12,8 +12,6 @@ import json
 import logging
 import random
 
-from natsd.jetstream import consumerconfig as cc
-
 log = logging.getLogger("natsd")
 
 NS = 1_000_000_000
@@ -22,10 +20,6 @@ NS = 1_000_000_000
 def now_ns():
     import time
     return time.time_ns()
-
-
-def _nuid():
-    return "".join(random.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") for _ in range(22))
 
 
 class AckState:
@@ -262,11 +256,12 @@ class AckState:
         if random.randint(1, 100) > self.sample:
             return
         p_ts = self.last_delivered_ns or now_ns()
-        self.publish_event("$JS.EVENT.METRIC.CONSUMER.ACK.%s.%s" % (self.stream.name, self.name), {
-            "type": "io.nats.jetstream.metric.v1.consumer_ack", "id": _nuid(),
-            "timestamp": cc.format_time(now_ns()), "stream": self.stream.name,
-            "consumer": self.name, "consumer_seq": dseq, "stream_seq": sseq,
-            "ack_time": max(0, now_ns() - p_ts), "deliveries": dc})
+        from natsd.jetstream import advisories      # built only when someone listens
+        advisories.send(self.account.sublist,
+                        "$JS.EVENT.METRIC.CONSUMER.ACK.%s.%s" % (self.stream.name, self.name),
+                        "io.nats.jetstream.metric.v1.consumer_ack", self._domain(),
+                        stream=self.stream.name, consumer=self.name, consumer_seq=dseq,
+                        stream_seq=sseq, ack_time=max(0, now_ns() - p_ts), deliveries=dc)
 
 
 _UNITS = {"ns": 1, "us": 1000, "µs": 1000, "ms": 1_000_000, "s": NS, "m": 60 * NS,

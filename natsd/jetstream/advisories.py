@@ -49,7 +49,7 @@ def listening(sublist, subject):
     return sublist.match(subject).total > 0
 
 
-def send(sublist, subject, type_name, domain="", **fields):
+def send(sublist, subject, type_name, domain="", /, **fields):
     """Publish one advisory if anyone listens; fields whose value is None are left out.
     `fields` may also be a callable per value (evaluated only when sent). Returns True if sent."""
     bsubj = subject.encode() if isinstance(subject, str) else subject
@@ -116,8 +116,6 @@ def client_info(origin, account, server=None):
         ci["rtt"] = int(rtt * 1e9)
     if server is not None:
         ci["server"] = server.name
-    if acc is not None:
-        ci["name_tag"] = acc.name
     kind = getattr(st, "kind", None)
     ci["kind"] = kind if isinstance(kind, str) and kind else "Client"
     ci["client_type"] = "nats"
@@ -128,6 +126,13 @@ def client_info(origin, account, server=None):
 
 def api_audit(jsa, account, origin, subject, request, response):
     """`$JS.EVENT.ADVISORY.API` for one API request and its response (bytes or str)."""
+    try:
+        _api_audit(jsa, account, origin, subject, request, response)
+    except Exception:
+        log.exception("API audit advisory failed")
+
+
+def _api_audit(jsa, account, origin, subject, request, response):
     sl = account.sublist
     if sl.match(API_AUDIT.encode()).total == 0:
         return
