@@ -108,6 +108,21 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
     if sub.handler is not None:
         if pub is not None and sub.conn is pub and not pub.echo:
             return 0
+        if sub.batched:
+            # one handler call per loop iteration; the sub itself marks the batch's place in
+            # internal_queue (at its first message), so order against other internal work holds
+            item = (PyBytes_FromStringAndSize(subj, slen),
+                    PyBytes_FromStringAndSize(reply, rlen) if rlen else None,
+                    PyBytes_FromStringAndSize(msg, hlen) if hlen else None,
+                    PyBytes_FromStringAndSize(msg + hlen, tlen - hlen), pub)
+            if sub.batch is None:
+                sub.batch = [item]
+                internal_queue.append(sub)
+            else:
+                sub.batch.append(item)
+            totals.out_msgs += 1
+            totals.out_bytes += tlen
+            return _after_delivery(sub)
         internal_queue.append((sub, PyBytes_FromStringAndSize(subj, slen),
                                PyBytes_FromStringAndSize(reply, rlen) if rlen else None,
                                PyBytes_FromStringAndSize(msg, hlen) if hlen else None,
@@ -267,6 +282,21 @@ def publish(Sublist sl, bytes subject, bytes reply=None, bytes hdr=None, bytes p
                  PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
 
 
+def publish_many(Sublist sl, list pairs):
+    """Publish (subject, payload) pairs without reply or headers: a batch of PubAcks after one
+    group-commit sync, in one call from Python. Each goes through route(), so imports, leaf
+    nodes and permissions see it as a publish() would."""
+    cdef bytes subject, payload
+    cdef SublistResult res
+    cdef Py_ssize_t n = 0
+    for subject, payload in pairs:
+        res = sl.match_cached(subject)
+        if res.total:
+            n += route(None, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject), NULL, 0,
+                       PyBytes_AS_STRING(payload), 0, PyBytes_GET_SIZE(payload))
+    return n
+
+
 def route_remote(Connection pub, Sublist sl, bytes subject, bytes reply, bytes hdr, bytes payload,
                  list queues=None):
     """Route a message that came from a leaf/route connection (queue-group rules applied)."""
@@ -302,6 +332,17 @@ cdef int run_internal() except -1:
         batch = internal_queue
         internal_queue = []
         for item in batch:
+            if type(item) is Subscription:
+                sub = <Subscription>item
+                msgs = sub.batch
+                sub.batch = None
+                if not sub.closed and msgs:
+                    try:
+                        sub.handler(sub, msgs)
+                    except Exception:
+                        import logging
+                        logging.getLogger("natsd").exception("internal subscription handler failed")
+                continue
             sub = <Subscription>item[0]
             if not sub.closed:
                 try:

@@ -13,6 +13,11 @@ cdef class Subscription:
     cdef public bint closed
     cdef public int weight           # queue weight (leaf/route interest), 1 for clients
     cdef public object data          # free slot for the owner
+    # Batched internal subscriptions (JetStream ingest, acks): deliveries queue
+    # (subject, reply, hdr, payload, origin) tuples in `batch` and the handler is called once per
+    # loop iteration as handler(sub, batch) (DESIGN.md principle 2: Python once per batch).
+    cdef public bint batched
+    cdef public list batch           # None while nothing is queued
 
 
 cdef class SublistResult:

@@ -6,6 +6,9 @@ The cache is dropped whenever the generation id moves (any insert or remove), so
 result is always exact. Matching a cached subject costs one dict lookup.
 """
 
+from libc.string cimport memcmp
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+
 cdef Py_ssize_t CACHE_MAX = 4096
 cdef bytes STAR = b"*"
 cdef bytes GT = b">"
@@ -204,8 +207,12 @@ cdef class Sublist:
 
     cdef SublistResult match_cached(self, bytes subject):
         cdef object hit
+        # `_INBOX.` subjects are one-off reply subjects (PubAcks, pull/request replies, each
+        # unique): caching them only evicts the hot entries (the cache is dropped when full).
+        cdef bint cacheable = self.cache_enabled and not (
+            PyBytes_GET_SIZE(subject) > 7 and memcmp(PyBytes_AS_STRING(subject), b"_INBOX.", 7) == 0)
         self.matches += 1
-        if self.cache_enabled:
+        if cacheable:
             hit = self.cache.get(subject)
             if hit is not None:
                 self.cache_hits += 1
@@ -223,7 +230,7 @@ cdef class Sublist:
             r.psubs = psubs
             r.qsubs = list(groups.values())
             r.total = len(psubs) + len(groups)
-        if self.cache_enabled:
+        if cacheable:
             if len(self.cache) >= CACHE_MAX:
                 self.cache.clear()
             self.cache[subject] = r

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 
-from natsd._core.router import publish
+from natsd._core.router import publish, publish_many
 from natsd._core.sublist import Subscription
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
@@ -162,6 +162,15 @@ class Stream:
         self.republish = SubjectTransform.compile(rp.get("src") or ">", rp["dest"]) if rp and rp.get("dest") else None
         self.file = cfg.get("storage", "file") == "file"
         self.dup_window = cfg.get("duplicate_window", 0) or 0
+        # Header-less messages to a stream without transforms, count/byte limits, discard-new,
+        # republish or interest/work-queue retention take _on_batch's short path (store,
+        # notify consumers, PubAck); anything else goes through process().
+        simple = (self.transform is None and self.republish is None and not cfg.get("sealed")
+                  and cfg.get("discard", "old") != "new"
+                  and cfg.get("retention", "limits") == "limits"
+                  and cfg.get("max_msgs", -1) <= 0 and cfg.get("max_bytes", -1) <= 0
+                  and cfg.get("max_msgs_per_subject", -1) <= 0)
+        self._fast_cfg = cfg if simple else None
 
     def start(self):
         self._subscribe()
@@ -180,7 +189,8 @@ class Stream:
             self.jsa.sublist.remove(s)
         self.subs = []
         for subj in self.config.get("subjects") or []:
-            s = Subscription(None, subj.encode(), b"", None, self._on_msg)
+            s = Subscription(None, subj.encode(), b"", None, self._on_batch)
+            s.batched = True            # one Python call per loop iteration (_on_batch)
             s.data = self
             self.jsa.sublist.insert(s)
             self.subs.append(s)
@@ -216,6 +226,59 @@ class Stream:
 
     # ---- ingest ----
 
+    def _on_batch(self, sub, msgs):
+        """Ingest every message the loop read for this stream in one iteration (the router's
+        batched mode): header-less messages to a simple stream are stored inline, the rest go
+        through _on_msg; PubAcks of file storage wait for one group-commit sync together."""
+        if self.closed:
+            return
+        cfg = self.config
+        no_ack = cfg.get("no_ack")
+        group = self.file and self.engine.group_commit
+        fast = self._fast_cfg is cfg and not self.closed
+        acks = self.pending_acks
+        n_acks = len(acks)
+        if fast:
+            store_msg = self.store.store_msg
+            mms = cfg.get("max_msg_size", -1)
+            consumers = list(self.consumers.values()) if self.consumers else None
+            tpl = self._ack_template
+            if tpl is None or tpl[0] != self.engine.domain:
+                self._puback(0)
+                tpl = self._ack_template
+            prefix, suffix = tpl[1], tpl[2] + b"}"
+        for subject, reply, hdr, payload, origin in msgs:
+            if not fast or hdr is not None or (0 <= mms < len(payload)) or self.closed:
+                if group and len(acks) > n_acks:
+                    self.engine.want_sync(self)
+                self._on_msg(sub, subject, reply, hdr, payload, origin)
+                acks = self.pending_acks
+                n_acks = len(acks)
+                continue
+            try:
+                seq = store_msg(subject, None, payload)[0]
+            except Exception as exc:    # a store failure must not kill the loop
+                log.exception("JetStream ingest failed on '%s > %s'", self.jsa.name, self.name)
+                if reply and not no_ack:
+                    err = E.JSStreamStoreFailedF(err=str(exc))
+                    self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
+                continue
+            if consumers is not None:
+                for c in consumers:
+                    try:
+                        c.on_stored(seq, subject)
+                    except Exception:
+                        log.exception("consumer on_stored failed")
+            if reply and not no_ack:
+                if group:
+                    acks.append((reply, b"%s%d%s" % (prefix, seq, suffix)))
+                else:
+                    self._reply(reply, b"%s%d%s" % (prefix, seq, suffix))
+        if fast and self.age_timer is None:
+            self._schedule_age()
+        if group and len(acks) > n_acks:
+            self.engine.want_sync(self)
+
     def _on_msg(self, sub, subject, reply, hdr, payload, origin=None):
         if self.closed:
             return
@@ -248,8 +311,7 @@ class Stream:
             return
 
         def done():
-            for reply, data in acks:
-                self._reply(reply, data)
+            publish_many(self.jsa.sublist, acks)    # one call into Cython for the batch
 
         def failed(exc):
             err = E.JSStreamStoreFailedF(err=str(exc))
