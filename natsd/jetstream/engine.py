@@ -212,7 +212,10 @@ class JsAccount:
             except (OSError, ValueError) as e:
                 log.warning("  Error unmarshalling stream metafile %r: %s", path, e)
                 continue
-            cfg = meta["config"]
+            cfg = meta.get("config") if isinstance(meta, dict) else None
+            if not isinstance(cfg, dict) or not cfg.get("name"):
+                log.warning("  Error unmarshalling stream metafile %r: no stream configuration", path)
+                continue
             t0 = time.monotonic()
             log.info("  Starting restore for stream '%s > %s'", self.name, cfg["name"])
             try:
@@ -459,7 +462,16 @@ class JetStream:
         return self.jsas.get(name)
 
     def health_errors(self, query=None):
-        return []
+        """Streams whose store reported a disk error (Stream.store_error)."""
+        out = []
+        for jsa in self.jsas.values():
+            for st in jsa.streams.values():
+                se = getattr(st, "store_error", None)
+                if se:
+                    out.append({"type": "STREAM", "account": jsa.name, "stream": st.name,
+                                "error": "JetStream stream '%s > %s' store failure at %s: %s"
+                                         % (jsa.name, st.name, se[0], se[1])})
+        return out
 
     def jsz(self, options=None):
         """Data for /jsz (same keys and order as nats-server). options: accounts, streams,

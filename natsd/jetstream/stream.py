@@ -258,7 +258,7 @@ class Stream:
             try:
                 seq = store_msg(subject, None, payload)[0]
             except Exception as exc:    # a store failure must not kill the loop
-                log.exception("JetStream ingest failed on '%s > %s'", self.jsa.name, self.name)
+                self.store_failed(exc)
                 if reply and not no_ack:
                     err = E.JSStreamStoreFailedF(err=str(exc))
                     self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
@@ -289,7 +289,7 @@ class Stream:
                 self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
             return
         except Exception as exc:    # a store failure must not kill the loop
-            log.exception("JetStream ingest failed on '%s > %s'", self.jsa.name, self.name)
+            self.store_failed(exc)
             if reply and not self.config.get("no_ack"):
                 err = E.JSStreamStoreFailedF(err=str(exc))
                 self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
@@ -304,6 +304,21 @@ class Stream:
     def _reply(self, reply, data):
         publish(self.jsa.sublist, reply, None, None, data)
 
+    store_error = None              # (path, text) of the last disk error (kept until restart)
+
+    def store_failed(self, exc):
+        """A write to this stream's store failed (disk full, EFBIG, EIO, ...): mark the stream and
+        log the path; the store is unchanged, later publishes try again."""
+        path = getattr(exc, "path", None)
+        if path is None:
+            log.exception("JetStream ingest failed on '%s > %s'", self.jsa.name, self.name)
+            return
+        text = getattr(exc, "text", str(exc))
+        if self.store_error != (path, text):
+            log.error("JetStream store write failed for stream '%s > %s' at %s: %s",
+                      self.jsa.name, self.name, path, text)
+        self.store_error = (path, text)
+
     def flush_acks(self):
         """Called once per loop iteration by the engine: one sync covers every pending ack."""
         acks, self.pending_acks = self.pending_acks, []
@@ -314,6 +329,7 @@ class Stream:
             publish_many(self.jsa.sublist, acks)    # one call into Cython for the batch
 
         def failed(exc):
+            self.store_failed(exc)
             err = E.JSStreamStoreFailedF(err=str(exc))
             data = E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
             for reply, _ in acks:
