@@ -26,7 +26,7 @@ natsd/_core/.built: $(STAMP) $(CORE) setup.py
 build: natsd/_core/.built
 
 run: build
-	$(VENV)/bin/natsd -p 4222 -m 8222
+	$(VENV)/bin/natsd -p 4222 -m 8222 -js -sd ./data
 
 test: build
 	$(PY) -m pytest -q --durations=15
