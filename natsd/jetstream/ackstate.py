@@ -103,6 +103,46 @@ class AckState:
 
     # ---- acks ----
 
+    def _on_acks(self, sub, msgs):
+        """Every ack the loop read for this consumer in one iteration (router batched mode).
+        A plain +ACK without a reply under the explicit policy (the bulk of a pull consumer's
+        traffic) is applied inline; anything else goes through _on_ack."""
+        if self.closed:
+            return
+        explicit = self.cfg["ack_policy"] == "explicit" and not self.sample and not self.lss
+        pending = self.pending
+        mp = self.cfg["max_ack_pending"]
+        limits = self.stream.config.get("retention", "limits") == "limits"
+        n = 0
+        for subject, reply, hdr, payload, origin in msgs:
+            if self.closed:
+                return
+            if (not explicit or reply is not None or not limits
+                    or not (payload == b"" or payload == b"+ACK")):
+                self._on_ack(sub, subject, reply, hdr, payload, origin)
+                continue
+            toks = subject.split(b".")
+            if len(toks) < 9:
+                continue
+            try:
+                sseq, dseq = int(toks[5]), int(toks[6])
+            except ValueError:
+                continue
+            n += 1
+            if sseq >= self.sseq:
+                continue
+            p = pending.pop(sseq, None)
+            if p is not None:
+                self._move_ack_floor(p[0], sseq)
+                if mp > 0 and len(pending) == mp - 1:
+                    self.kick()
+            self.rdc.pop(sseq, None)
+            self.rdq_set.discard(sseq)
+        if n:
+            self.last_ack_ns = now_ns()
+            self.last_activity = self.loop.time()
+            self.schedule_save()
+
     def _on_ack(self, sub, subject, reply, hdr, payload, origin):
         if self.closed:
             return

@@ -72,6 +72,12 @@ def store_first_last(store):
             int(getattr(st, "msgs", getattr(st, "messages", 0)) or 0))
 
 
+def store_last_seq(store):
+    """The stream's last sequence without building the whole state (once per delivery)."""
+    f = getattr(store, "_last", None)
+    return f() if f is not None else store_first_last(store)[1]
+
+
 def _num(v):
     if isinstance(v, (tuple, list)):
         return int(v[0])
@@ -168,7 +174,7 @@ class Consumer(AckState, PushDelivery):
             self.replay_lseq = store_first_last(self.stream.store)[1]
         sn, on = self.stream.name, self.name
         if self.cfg["ack_policy"] not in ("none", "flow_control"):
-            self._sub("$JS.ACK.%s.%s.>" % (sn, on), self._on_ack)    # as nats-server
+            self._sub("$JS.ACK.%s.%s.>" % (sn, on), self._on_acks, batched=True)  # as nats-server
         self._sub("$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (sn, on), self._on_next)
         if self._domain():
             self._sub("$JS.%s.API.CONSUMER.MSG.NEXT.%s.%s" % (self._domain(), sn, on), self._on_next)
@@ -191,8 +197,9 @@ class Consumer(AckState, PushDelivery):
             return
         self.waiting.request(reply.decode(), payload, hdr)
 
-    def _sub(self, subject, handler):
+    def _sub(self, subject, handler, batched=False):
         s = Subscription(None, subject.encode(), b"", None, handler)
+        s.batched = batched             # handler(sub, [(subject, reply, hdr, payload, origin)])
         self.account.sublist.insert(s)
         self.subs.append(s)
 
@@ -461,7 +468,7 @@ class Consumer(AckState, PushDelivery):
                 if self.npc:
                     # Removals by limits are not signalled, so the count can run high: be exact
                     # at the tail, where clients look at it (KV watchers wait for pending 0).
-                    if sm.seq >= store_first_last(self.stream.store)[1]:
+                    if sm.seq >= store_last_seq(self.stream.store):
                         self.npc = 0
                     elif self.npc <= 2 and self._literal_filters:
                         self.npc = self._calc_num_pending()
