@@ -313,13 +313,20 @@ def route_remote(Connection pub, Sublist sl, bytes subject, bytes reply, bytes h
 
 def deliver_to(Subscription sub, bytes subject, bytes reply=None, bytes hdr=None,
                bytes payload=b""):
-    """Deliver one message to one subscription (no-responders status, direct replies)."""
+    """Deliver one message to one subscription (no-responders status, direct replies).
+    A leaf/route subscriber is framed at once (deliver() only queues such targets)."""
+    global route_stamp
     cdef bytes msg = (hdr + payload) if hdr else payload
     cdef Py_ssize_t hlen = PyBytes_GET_SIZE(hdr) if hdr else 0
     cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply) if reply else 0
-    return deliver(sub, None, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
-                   PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
-                   PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
+    cdef const char* r = PyBytes_AS_STRING(reply) if rlen else NULL
+    route_stamp += 1
+    n = deliver(sub, None, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject), r, rlen,
+                PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
+    if remote_targets:
+        flush_remote(PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject), r, rlen,
+                     PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
+    return n
 
 
 cdef int run_internal() except -1:
