@@ -9,9 +9,7 @@ flow control requests (`NATS/1.0 100 FlowControl Request`, reply `$JS.FC.<stream
 """
 import random
 
-from natsd._core.router import deliver_to as _deliver_to
-from natsd._core.router import publish as _publish
-from natsd._core.sublist import Sublist
+from natsd._core.router import deliver_to     # frames client and leaf/route subscribers alike
 
 NS = 1_000_000_000
 
@@ -114,15 +112,3 @@ class PushDelivery:
 def _is_client(sub):
     c = sub.conn
     return c is not None and c.kind == 0
-
-
-def deliver_to(sub, subject, reply=None, hdr=None, payload=b""):
-    """router.deliver_to, except for leaf/route links: the C deliver() only records them as
-    remote targets that route() frames afterwards, so a direct deliver_to() never reaches the
-    wire. Those go through route() on a one-subscription sublist."""
-    c = sub.conn
-    if c is not None and c.kind != 0 and getattr(sub, "handler", None) is None:
-        sl = Sublist()
-        sl.insert(sub)
-        return _publish(sl, subject, reply, hdr, payload)
-    return _deliver_to(sub, subject, reply, hdr, payload)
