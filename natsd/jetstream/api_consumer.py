@@ -178,6 +178,10 @@ def _create(jsa, tokens, reply, hdr, payload, legacy_durable):
     if cfg["num_replicas"] > 1:
         _respond(jsa, reply, rtype, E.error("JSStreamReplicasNotSupportedErr"))
         return None
+    if cfg.get("direct") and cfg.get("sourcing") and cfg["name"]:
+        # a mirror/source elsewhere asks with a stable name; like nats-server, make each
+        # create unique so a retry never collides with the consumer it replaces
+        cfg["name"] = "%s-%s" % (cfg["name"], _ephemeral_name())
     stream = _stream(jsa, stream_name)
     if stream is None:
         _respond(jsa, reply, rtype, E.error("JSStreamNotFoundErr"))
