@@ -162,8 +162,10 @@ SCRIPTS = {
     "reserved_reply_js_ack": [(0, connect() + b"SUB foo 1\r\nPUB foo $JS.ACK.x.y 1\r\nx\r\n")],
     "queue_sys": [(0, connect() + b"SUB foo _sys_ 1\r\n" + HELLO)],
     # one member per group: the choice among several members is random on both servers
-    "queue_groups": [(0, connect() + b"SUB foo q 1\r\nSUB foo r 3\r\n"), (1, connect() + b"SUB foo q 7\r\n"
-                     b"SUB foo 8\r\nUNSUB 7\r\n"), (2, connect() + HELLO)],
+    # one group per receiving client: the order in which a message reaches two groups of the
+    # same connection is random in both servers
+    "queue_groups": [(0, connect() + b"SUB foo q 1\r\n"), (1, connect() + b"SUB foo r 3\r\n"),
+                     (2, connect() + b"SUB foo q 7\r\nSUB foo 8\r\nUNSUB 7\r\n"), (3, connect() + HELLO)],
     "connect_bad_json": [(0, b"CONNECT {bad json\r\n")],
     "connect_not_object": [(0, b"CONNECT [1,2]\r\n")],
     "connect_twice": [(0, connect() + connect(verbose=True) + b"SUB foo 1\r\n")],
