@@ -133,6 +133,7 @@ class JetStreamOpts:
     domain: str = ""
     sync_interval: float | str = 120.0   # seconds, or "always"
     sync_always: bool = False
+    sync_interval_set: bool = False      # `sync_interval` given in the config: lazy (timer) sync
     strict: bool = True
     unique_tag: str = ""
     max_buffered_msgs: int = 10000

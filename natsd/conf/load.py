@@ -991,6 +991,7 @@ class _Loader:
                     js.sync_interval, js.sync_always = "always", True
                 else:
                     js.sync_interval = self.duration(mv, mk, 120.0)
+                    js.sync_interval_set = True
             elif lk in ("max_memory_store", "max_mem_store", "max_mem", "max_file_store", "max_file",
                         "max_outstanding_catchup", "max_buffered_size"):
                 try:

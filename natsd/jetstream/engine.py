@@ -252,8 +252,11 @@ class JetStream:
         self.domain = o.domain or ""
         self.strict = o.strict
         self.sync_always = bool(o.sync_always) or o.sync_interval == "always"
+        # natsd acks only durable writes (group commit) unless the config asks for
+        # nats-server's lazy mode by setting sync_interval explicitly
         explicit = (not self.sync_always and isinstance(o.sync_interval, (int, float))
-                    and o.sync_interval != DEFAULT_SYNC_INTERVAL)
+                    and (getattr(o, "sync_interval_set", False)
+                         or o.sync_interval != DEFAULT_SYNC_INTERVAL))
         # group commit (ack after fsync) unless a sync interval was chosen explicitly
         self.group_commit = not self.sync_always and not explicit
         self.sync_interval = o.sync_interval if explicit else DEFAULT_SYNC_INTERVAL

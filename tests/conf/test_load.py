@@ -374,3 +374,14 @@ def test_differential_valid_invalid_agrees_with_nats_server(name, tmp_path):
     except ConfigError:
         ours = False
     assert ours == (ref.returncode == 0), ref.stderr.decode() + ref.stdout.decode()
+
+
+def test_sync_interval_marks_lazy_mode_even_at_the_default_value():
+    """`sync_interval: "2m"` equals the default but is still the user asking for lazy sync."""
+    from natsd.conf import load_string
+    lazy = load_string('jetstream { sync_interval: "2m" }\n').jetstream
+    assert lazy.sync_interval == 120.0 and lazy.sync_interval_set and not lazy.sync_always
+    default = load_string("jetstream {}\n").jetstream
+    assert not default.sync_interval_set
+    always = load_string("jetstream { sync_interval: always }\n").jetstream
+    assert always.sync_always
