@@ -46,3 +46,36 @@ async def test_object_overwrite_and_seal(js_server):
     with pytest.raises(Exception):
         await ob.put("y", b"nope")
     await nc.close()
+
+
+@run
+async def test_object_watch_and_links(js_server):
+    """watch() sees puts and deletes as they happen; a link (meta with options.link, what
+    `nats object` and nats.go write) is followed by nats-py's get to the linked object."""
+    import base64
+    import json
+
+    nc = await connect(js_server)
+    js = nc.jetstream()
+    ob = await js.create_object_store("w")
+    await ob.put("first", b"one")
+    watcher = await ob.watch()
+    seen = []
+    async def drain(n):
+        while len(seen) < n:
+            e = await watcher.updates(timeout=5)
+            if e is not None:
+                seen.append((e.name, bool(e.deleted)))
+    await drain(1)                                   # the initial value
+    await ob.put("second", b"two")
+    await ob.delete("first")
+    await drain(3)
+    assert seen == [("first", False), ("second", False), ("first", True)]
+
+    link = {"name": "alias", "bucket": "w", "nuid": "LINKNUID", "size": 0, "chunks": 0,
+            "digest": "", "options": {"link": {"bucket": "w", "name": "second"}}}
+    subject = "$O.w.M." + base64.urlsafe_b64encode(b"alias").decode()
+    await js.publish(subject, json.dumps(link).encode(), headers={"Nats-Rollup": "sub"})
+    assert (await ob.get_info("alias")).is_link()
+    assert (await ob.get("alias")).data == b"two"
+    await nc.close()
