@@ -6,6 +6,8 @@ cdef extern from *:
     """
     typedef struct { uint32_t off; uint32_t size; uint32_t sid; } nlog_entry;
     typedef struct { uint64_t count; uint64_t first; uint64_t last; } nlog_sstat;
+    typedef struct { const char* subj; Py_ssize_t slen; const char* msg; Py_ssize_t hlen;
+                     Py_ssize_t tlen; int64_t ts; } nlog_rec;
     """
     ctypedef struct nlog_entry:
         uint32_t off      # offset of the record in its block's (uncompressed) image
@@ -15,6 +17,13 @@ cdef extern from *:
         uint64_t count    # live messages on this subject
         uint64_t first    # lower bound of the first live seq (made exact lazily)
         uint64_t last     # upper bound of the last live seq (made exact lazily)
+    ctypedef struct nlog_rec:
+        const char* subj  # a message as batch_rec() returns it: pointers into Log's read window
+        Py_ssize_t slen
+        const char* msg   # hdr followed by payload (contiguous, as MSG/HMSG framing wants)
+        Py_ssize_t hlen   # 0 without headers
+        Py_ssize_t tlen   # hdr + payload
+        int64_t ts
 
 
 cdef class Block:
@@ -70,6 +79,18 @@ cdef class Log:
     cdef readonly list ttl_heap        # [(expires_ns, seq)] for messages stored with a TTL
     cdef bint closed
 
+    # batched reads (batch_begin / batch_next / batch_rec): the resolved filter and a read-ahead
+    # window over one block, valid until the next batch_begin (no writes happen in between)
+    cdef int bmode
+    cdef uint32_t bsid
+    cdef object bbm                    # bytearray bitmap for wildcard filters
+    cdef char* rbuf
+    cdef Py_ssize_t rcap
+    cdef Block rblk                    # block the window holds (None: empty window)
+    cdef uint64_t roff                 # block offset of rbuf[0]
+    cdef Py_ssize_t rlen               # valid bytes in rbuf
+    cdef object rimg                   # compressed block: its image (bytes) instead of rbuf
+
     cdef nlog_entry* _entry(self, uint64_t seq) nogil
     cdef nlog_entry* _entry_alloc(self, uint64_t seq) except NULL
     cdef int _write_record(self, int rtype, uint64_t seq, int64_t ts, int64_t ttl,
@@ -106,3 +127,7 @@ cdef class Log:
     cdef _synced_to(self, uint64_t target)
     cdef _start_sync(self, executor_submit)
     cdef _reset(self)
+    cdef int batch_begin(self, filt) except -1
+    cdef uint64_t batch_next(self, uint64_t seq)
+    cdef int batch_rec(self, uint64_t seq, nlog_rec* out) except -1
+    cdef void batch_end(self)

@@ -21,6 +21,8 @@ import os
 import random
 import time
 
+from natsd._core.jsdeliver import client_target, pull_batch
+from natsd._core.log import Log
 from natsd._core.sublist import Subscription
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import persist
@@ -456,6 +458,16 @@ class Consumer(AckState, PushDelivery):
                     break
             elif not self.waiting.has_requests():
                 break
+            else:
+                fast = self._pull_fast(budget)
+                if fast is not None:
+                    n, at_end = fast
+                    if n:
+                        budget -= n
+                        continue
+                    if at_end:
+                        eos = True
+                        break
             got = self._next_msg()
             if got is None:
                 eos = True
@@ -505,6 +517,60 @@ class Consumer(AckState, PushDelivery):
                 self.npc = 0
         if not push:
             self.waiting.process(eos=eos)
+
+    def _pull_fast(self, budget):
+        """Serve the pull request at the head of the queue with one C call per batch
+        (natsd/_core/jsdeliver.pyx) instead of once per message: -> (delivered, at_end), or
+        None when the per-message path must serve - several waiting requests (they take turns
+        per message), redeliveries, last-per-subject starts, replay/rate limits, headers_only,
+        max_bytes, an expired request, ack policy none, memory storage, several filters, or a
+        reply subject that is not exactly one client subscription (imports, leaf nodes, queue
+        groups, several matches). The wire format, pending map and num_pending match _run's."""
+        q = self.waiting.q
+        if len(q) != 1 or self.rdq or self.lss is not None or self.replay or self.maxpb \
+                or self._hbtimer is not None or len(self.filters) > 1:
+            return None
+        cfg = self.cfg
+        if cfg["ack_policy"] not in ("explicit", "all") or cfg["rate_limit_bps"] or cfg["headers_only"]:
+            return None
+        lg = getattr(self.stream.store, "log", None)
+        if not isinstance(lg, Log):
+            return None
+        wr = q[0]
+        if wr.b > 0 or wr.n <= 0:
+            return None
+        loop = self.loop
+        if wr.expires is not None and loop.time() >= wr.expires:
+            return None
+        k = min(wr.n, budget)
+        mp = cfg["max_ack_pending"]
+        if mp > 0:
+            k = min(k, mp - len(self.pending))
+            if k <= 0:
+                return None
+        sub = client_target(self.account.sublist, wr.reply.encode())
+        if sub is None:
+            return None
+        ts = now_ns()
+        n, self.sseq, self.npc, at_end = pull_batch(
+            lg, sub, self.filters[0] if self.filters else None, self.sseq, k,
+            ("$JS.ACK.%s.%s.1." % (self.stream.name, self.name)).encode(), self.dseq, self.npc,
+            self._literal_filters, ts, self.pending, self._pheap)
+        if n:
+            self.dseq += n
+            self.last_delivered_ns = ts
+            # one ack-wait timer per batch: a first delivery's deadline does not depend on seq
+            self._arm_ptimer(self._deadline(self.sseq - 1) / NS)
+            wr.d += n
+            wr.n -= n
+            now = loop.time()
+            if wr.n <= 0:
+                q.popleft()
+            elif wr.hb:
+                wr.hbt = now + wr.hb
+            self.last_activity = now
+            self.schedule_save()
+        return n, at_end
 
     def _watch_interest(self):
         """Poll for a subscriber on the deliver subject (20 ms, backing off to 500 ms)."""
