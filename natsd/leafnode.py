@@ -30,6 +30,7 @@ from natsd._core.conn import Connection
 from natsd._core.router import deliver_to, route_remote
 from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
+from natsd.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.imports import random_token
 from natsd.logger import TRACE
 from natsd.protocol import ProtocolHandler
@@ -189,6 +190,10 @@ class LeafNodes:
             log.info("Listening for leafnode connections on %s",
                      host_port(self.opts.host, self.listener.port))
         for r in self.remotes:
+            if r.opts.credentials:
+                err = check_creds(expand_path(r.opts.credentials))
+                if err:
+                    log.error("%s", err)
             self.loop.call_soon(self.connect, r)
 
     def shutdown(self):
@@ -427,6 +432,18 @@ class LeafNodes:
         s = self.server
         acc = st.account
         info = {"version": VERSION}
+        ropts = remote.opts
+        if ropts.credentials or ropts.nkey:
+            if ropts.credentials:
+                log.debug('%sAuthenticating with credentials file %s', self.prefix(c),
+                          go_quote(expand_path(ropts.credentials)))
+            try:
+                info.update(leaf_connect_auth(ropts.credentials, ropts.nkey, st.nonce))
+            except CredsError as e:
+                log.error("%s%s", self.prefix(c), e)
+                c.schedule_close("Write Error")
+                return False
+        # In addition (auth callout), user/password or token from the URL, as nats-server does.
         u = remote.current
         if u is not None and u.username is not None:
             info["user"] = unquote(u.username)
@@ -455,6 +472,7 @@ class LeafNodes:
         info["remote_account"] = acc.name
         info["protocol"] = PROTO
         c.send_bytes(b"CONNECT " + json.dumps(info, separators=(",", ":")).encode() + b"\r\n")
+        return True
 
     # ---- registration (both sides) ----
 
@@ -825,7 +843,8 @@ class LeafProtocol(ProtocolHandler):
             st.remote_cluster = str(info.get("cluster") or "")
             st.version = str(info.get("version") or "")
             st.compression = "not supported"
-            self.ln.send_connect(c)
+            if not self.ln.send_connect(c):
+                return
             if st.connect_timer is not None:
                 st.connect_timer.cancel()
             st.connect_timer = self.server.loop.call_later(CONNECT_PROCESS_TIMEOUT, self.ln._no_info, c)
