@@ -48,6 +48,34 @@ cdef inline char* put_int(char* p, Py_ssize_t v):
     return p
 
 
+cdef inline char* put_sizes_and_payload(char* p, Py_ssize_t hlen, const char* msg, Py_ssize_t tlen):
+    """The common end of every message frame: `[hdr-size ]total-size\r\n<msg>\r\n`."""
+    if hlen > 0:
+        p = put_int(p, hlen)
+        p[0] = c' '
+        p += 1
+    p = put_int(p, tlen)
+    p[0] = c'\r'
+    p[1] = c'\n'
+    p = put(p + 2, msg, tlen)
+    p[0] = c'\r'
+    p[1] = c'\n'
+    return p + 2
+
+
+cdef inline int commit_frame(Connection c, char* start, char* end, Py_ssize_t tlen) except -1:
+    """Account a frame written at start..end of c's buffer and schedule the flush."""
+    c.olen += end - start
+    c.out_msgs += 1
+    c.out_bytes += tlen
+    totals.out_msgs += 1
+    totals.out_bytes += tlen
+    c.mark_dirty()
+    if c.trace:
+        c.handler.trace_out(c, PyBytes_FromStringAndSize(start, end - start - tlen - 4))
+    return 0
+
+
 cdef int write_msg(Connection c, Connection pub, bytes sid, const char* subj, Py_ssize_t slen,
                    const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
                    Py_ssize_t tlen) except -1:
@@ -73,28 +101,11 @@ cdef int write_msg(Connection c, Connection pub, bytes sid, const char* subj, Py
         p = put(p, reply, rlen)
         p[0] = c' '
         p += 1
-    if with_hdr:
-        p = put_int(p, hlen)
-        p[0] = c' '
-        p += 1
-    p = put_int(p, tlen)
-    p[0] = c'\r'
-    p[1] = c'\n'
-    p = put(p + 2, msg, tlen)
-    p[0] = c'\r'
-    p[1] = c'\n'
-    p += 2
-    c.olen += p - start
-    c.out_msgs += 1
-    c.out_bytes += tlen
-    totals.out_msgs += 1
-    totals.out_bytes += tlen
-    c.mark_dirty()
+    p = put_sizes_and_payload(p, hlen if with_hdr else 0, msg, tlen)
+    commit_frame(c, start, p, tlen)
     if (c.olen - c.ostart > c.stall_limit and pub is not None and pub is not c
             and not pub.stalled and not c.stall_expired):
         c.stall_publisher(pub)
-    if c.trace:
-        c.handler.trace_out(c, PyBytes_FromStringAndSize(start, p - start - tlen - 4))
     return 0
 
 
@@ -245,26 +256,9 @@ cdef int flush_remote(const char* subj, Py_ssize_t slen, const char* reply, Py_s
             p = put(p, reply, rlen)
             p[0] = c' '
             p += 1
-        if hlen > 0:
-            p = put_int(p, hlen)
-            p[0] = c' '
-            p += 1
-        p = put_int(p, tlen)
-        p[0] = c'\r'
-        p[1] = c'\n'
-        p = put(p + 2, msg, tlen)
-        p[0] = c'\r'
-        p[1] = c'\n'
-        p += 2
-        c.olen += p - start
-        c.out_msgs += 1
-        c.out_bytes += tlen
-        totals.out_msgs += 1
-        totals.out_bytes += tlen
+        p = put_sizes_and_payload(p, hlen, msg, tlen)
         c.route_queues = None
-        c.mark_dirty()
-        if c.trace:
-            c.handler.trace_out(c, PyBytes_FromStringAndSize(start, p - start - tlen - 4))
+        commit_frame(c, start, p, tlen)
     return 0
 
 
