@@ -17,25 +17,9 @@ from natsd._core.log cimport Log, nlog_rec
 from natsd._core.conn cimport Connection, KIND_CLIENT
 from natsd._core.sublist cimport Subscription, SublistResult, Sublist
 from natsd._core.router cimport write_msg
+from natsd._core.fmt cimport put_int
 
 from heapq import heappush
-
-
-cdef inline char* put_u64(char* p, uint64_t v):
-    cdef char tmp[24]
-    cdef int i = 0
-    if v == 0:
-        p[0] = c'0'
-        return p + 1
-    while v > 0:
-        tmp[i] = <char>(c'0' + v % 10)
-        v //= 10
-        i += 1
-    while i > 0:
-        i -= 1
-        p[0] = tmp[i]
-        p += 1
-    return p
 
 
 def client_target(Sublist sl, bytes subject):
@@ -103,13 +87,13 @@ def pull_batch(Log lg, Subscription sub, filt, uint64_t seq, Py_ssize_t k, bytes
                     nn = 0
                 elif nn <= 2 and literal:
                     break               # _run recounts num_pending here: leave s to it
-            p = put_u64(buf + plen, s)
+            p = put_int(buf + plen, s)
             p[0] = c'.'
-            p = put_u64(p + 1, dseq)
+            p = put_int(p + 1, dseq)
             p[0] = c'.'
-            p = put_u64(p + 1, <uint64_t>r.ts)
+            p = put_int(p + 1, <uint64_t>r.ts)
             p[0] = c'.'
-            p = put_u64(p + 1, nn)
+            p = put_int(p + 1, nn)
             write_msg(c, None, sid, r.subj, r.slen, buf, p - buf, r.msg, r.hlen, r.tlen)
             sub.delivered += 1
             pending[s] = [dseq, now]

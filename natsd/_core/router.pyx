@@ -5,10 +5,10 @@ Client subscribers get `MSG`/`HMSG` appended to their outbound buffer with one m
 payload. Internal subscriptions (JetStream, system services, imports) are queued and their
 Python handlers run once per loop iteration, after all sockets were read.
 """
-from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from natsd._core.conn cimport Connection, Totals, KIND_CLIENT, KIND_LEAF, KIND_ROUTE
 from natsd._core.sublist cimport Subscription, SublistResult, Sublist
+from natsd._core.fmt cimport put, put_int
 from natsd._core import conn as _conn_module
 
 cdef Totals totals = _conn_module.totals
@@ -24,28 +24,6 @@ cdef inline unsigned long long next_random():
     rng_state ^= rng_state >> 7
     rng_state ^= rng_state << 17
     return rng_state
-
-
-cdef inline char* put(char* p, const char* s, Py_ssize_t n):
-    memcpy(p, s, n)
-    return p + n
-
-
-cdef inline char* put_int(char* p, Py_ssize_t v):
-    cdef char tmp[24]
-    cdef int i = 0
-    if v == 0:
-        p[0] = c'0'
-        return p + 1
-    while v > 0:
-        tmp[i] = <char>(c'0' + v % 10)
-        v //= 10
-        i += 1
-    while i > 0:
-        i -= 1
-        p[0] = tmp[i]
-        p += 1
-    return p
 
 
 cdef inline char* put_sizes_and_payload(char* p, Py_ssize_t hlen, const char* msg, Py_ssize_t tlen):
@@ -265,15 +243,21 @@ cdef int flush_remote(const char* subj, Py_ssize_t slen, const char* reply, Py_s
 def publish(Sublist sl, bytes subject, bytes reply=None, bytes hdr=None, bytes payload=b"",
             Connection origin=None):
     """Publish from Python (internal clients, imports). Returns the number of deliveries."""
+    return publish_bytes(origin, sl, subject, reply, hdr, payload, None)
+
+
+cdef int publish_bytes(Connection origin, Sublist sl, bytes subject, bytes reply, bytes hdr,
+                       bytes payload, list queues) except -1:
+    """The Python-object entry into route_queues() shared by publish() and route_remote()."""
     cdef bytes msg = (hdr + payload) if hdr else payload
     cdef Py_ssize_t hlen = PyBytes_GET_SIZE(hdr) if hdr else 0
     cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply) if reply else 0
     cdef SublistResult res = sl.match_cached(subject)
     if res.total == 0:
         return 0
-    return route(origin, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
-                 PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
-                 PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
+    return route_queues(origin, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
+                        PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
+                        PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg), queues, False)
 
 
 def publish_many(Sublist sl, list pairs):
@@ -294,15 +278,7 @@ def publish_many(Sublist sl, list pairs):
 def route_remote(Connection pub, Sublist sl, bytes subject, bytes reply, bytes hdr, bytes payload,
                  list queues=None):
     """Route a message that came from a leaf/route connection (queue-group rules applied)."""
-    cdef bytes msg = (hdr + payload) if hdr else payload
-    cdef Py_ssize_t hlen = PyBytes_GET_SIZE(hdr) if hdr else 0
-    cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply) if reply else 0
-    cdef SublistResult res = sl.match_cached(subject)
-    if res.total == 0:
-        return 0
-    return route_queues(pub, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
-                        PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
-                        PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg), queues, False)
+    return publish_bytes(pub, sl, subject, reply, hdr, payload, queues)
 
 
 def deliver_to(Subscription sub, bytes subject, bytes reply=None, bytes hdr=None,
