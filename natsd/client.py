@@ -6,11 +6,10 @@ else. One ClientProtocol serves every client connection; per-connection Python s
 """
 import json
 import logging
-import os
 import time
 
 from natsd import auth as auth_mod
-from natsd._core.conn import Connection, monotonic
+from natsd._core.conn import monotonic
 from natsd._core.router import deliver_to
 from natsd._core.sublist import Subscription
 from natsd.protocol import ProtocolHandler
@@ -84,13 +83,8 @@ class ClientProtocol(ProtocolHandler):
 
     def connect(self, c, payload):
         st = c.state
-        try:
-            info = json.loads(payload)      # "CONNECT" without JSON closes, like nats-server
-            if not isinstance(info, dict):
-                raise ValueError("CONNECT must be a JSON object")
-        except ValueError as e:
-            log.error("%s%s", self._prefix(c), e)
-            c.schedule_close("Protocol Violation")
+        info = self.parse_json_op(c, payload)  # "CONNECT" without JSON closes, like nats-server
+        if info is None:
             return
         st.connect = info
         # nats-server's defaults for fields a CONNECT leaves out: verbose and pedantic on

@@ -33,7 +33,7 @@ from natsd.client import ClientState
 from natsd.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.imports import random_token
 from natsd.logger import TRACE
-from natsd.protocol import ProtocolHandler
+from natsd.protocol import ProtocolHandler, prepare_accepted
 from natsd.subject import subject_is_subset, subject_matches, subjects_overlap
 
 log = logging.getLogger("natsd")
@@ -268,11 +268,7 @@ class LeafNodes:
         if server.shutting_down or self.stopped:
             sock.close()
             return
-        sock.setblocking(False)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
+        prepare_accepted(sock)
         try:
             local = sock.getsockname()
         except OSError:
@@ -739,15 +735,8 @@ class LeafProtocol(ProtocolHandler):
         st = c.state
         if st.solicited:
             return                          # a hub never sends CONNECT to us
-        try:
-            info = json.loads(payload)
-            if not isinstance(info, dict):
-                raise ValueError("CONNECT must be a JSON object")
-        except ValueError as e:
-            log.error("%s%s", self._prefix(c), e)
-            c.schedule_close("Protocol Violation")
-            return
-        if c.connected:
+        info = self.parse_json_op(c, payload)
+        if info is None or c.connected:
             return
         st.connect = info
         if info.get("lang"):

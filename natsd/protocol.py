@@ -4,7 +4,9 @@ The Cython parser and router call a handler object per connection kind (clients 
 natsd/client.py, leaf nodes in natsd/leafnode.py). Error replies, protocol violations,
 tracing and write-readiness are identical for all kinds and live here.
 """
+import json
 import logging
+import socket
 
 from natsd.logger import TRACE
 
@@ -27,6 +29,19 @@ class ProtocolHandler:
         """-ERR then close: the error reaches the peer before the socket goes."""
         self.send_err(c, text)
         c.schedule_close(reason)
+
+    def parse_json_op(self, c, payload, op="CONNECT"):
+        """The JSON object of a CONNECT/INFO line, or None after closing the connection with
+        nats-server's reaction to bad JSON (logged, closed, no -ERR)."""
+        try:
+            info = json.loads(payload)
+            if not isinstance(info, dict):
+                raise ValueError("%s must be a JSON object" % op)
+            return info
+        except ValueError as e:
+            log.error("%s%s", self._prefix(c), e)
+            c.schedule_close("Protocol Violation")
+            return None
 
     def protocol_error(self, c, text, send_err):
         log.error("%s%s", self._prefix(c), text)
@@ -67,3 +82,12 @@ class ProtocolHandler:
     def slow_consumer(self, c):
         log.info("%sSlow Consumer Detected: MaxPending of %d Exceeded", self._prefix(c), c.max_pending)
         c.schedule_close("Slow Consumer (Pending Bytes)")
+
+
+def prepare_accepted(sock):
+    """An accepted socket as the loop wants it: non-blocking, Nagle off."""
+    sock.setblocking(False)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except OSError:
+        pass

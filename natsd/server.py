@@ -21,6 +21,7 @@ from natsd.accounts import AccountRegistry
 from natsd.imports import ResponseRouter, install_imports
 from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT
 from natsd.client import ClientProtocol, ClientState
+from natsd.protocol import prepare_accepted
 
 log = logging.getLogger("natsd")
 
@@ -259,11 +260,7 @@ class Server:
         if self.shutting_down:
             sock.close()
             return
-        sock.setblocking(False)
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError:
-            pass
+        prepare_accepted(sock)
         fd = sock.detach()
         self.next_cid += 1
         c = Connection(fd)

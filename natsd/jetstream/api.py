@@ -14,7 +14,7 @@ from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.stream import build_headers, parse_headers, parse_rfc3339, rfc3339
 from natsd.jetstream.streamconfig import (API_LEVEL, check_config, check_update, config_json,
-                                          decode_request, decode_stream_config, is_valid_name)
+                                          decode_request, decode_stream_config)
 from natsd.subject import is_valid_subject, subjects_overlap
 
 log = logging.getLogger("natsd")
@@ -200,9 +200,6 @@ class ApiHandler:
             raise E.JSStreamNameExistErr()
         if cfg["num_replicas"] > 1 and not self._clustered():
             raise E.JSStreamReplicasNotSupportedErr()
-        if cfg.get("mirror") is not None or cfg.get("sources"):
-            if not self._sources_supported():
-                raise E.JSStreamInvalidConfigF(err="stream mirrors and sources are not supported by this server yet")
         self._check_overlap(jsa, cfg, None)
         jsa.check_limits(cfg)
         st = jsa.add_stream(cfg)
@@ -516,13 +513,6 @@ class ApiHandler:
     def _clustered(self):
         f = getattr(self.server, "jetstream_clustered", None)
         return bool(f and f())
-
-    def _sources_supported(self):
-        try:
-            from natsd.jetstream import sourcing  # noqa: F401
-            return True
-        except ImportError:
-            return False
 
     def _check_overlap(self, jsa, cfg, existing):
         for other in jsa.streams.values():

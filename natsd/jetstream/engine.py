@@ -13,7 +13,6 @@ import shutil
 import tempfile
 import time
 
-from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S

@@ -7,7 +7,6 @@ sockets and h11 and routes a path to an endpoint handler. Handlers return a JSON
 """
 import json
 import logging
-import socket
 from urllib.parse import parse_qs, urlsplit
 
 import h11
