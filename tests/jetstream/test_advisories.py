@@ -31,7 +31,12 @@ async def scenario(srv):
     assert "error" not in r, r
     await api(nc, "$JS.API.STREAM.DELETE.ADV")
     await nc.flush()
-    await asyncio.sleep(0.3)
+    # nats-server publishes advisories from a queue: wait (bounded) for the last one
+    deadline = asyncio.get_running_loop().time() + 5
+    while (sum(1 for s, _ in events if s == "$JS.EVENT.ADVISORY.STREAM.DELETED.ADV") < 2
+           and asyncio.get_running_loop().time() < deadline):
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.1)
     await nc.close()
     return events
 
