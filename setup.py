@@ -5,7 +5,7 @@ from setuptools import Extension, setup
 CORE = ["sublist", "conn", "router", "parser", "loop", "log", "jsdeliver"]
 
 extensions = [
-    Extension(f"natsd._core.{name}", [f"natsd/_core/{name}.pyx"],
+    Extension(f"natsd._core.{name}", [f"natsd/_core/{name}.pyx"], include_dirs=["natsd/_core"],
               extra_compile_args=["-O2", "-Wno-unused-function", "-Wno-unreachable-code"])
     for name in CORE
 ]
