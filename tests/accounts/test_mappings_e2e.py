@@ -181,8 +181,6 @@ def test_invalid_mapping_texts_match(tmp_path, rule, message):
     assert str(ei.value) == message
 
 
-@pytest.mark.xfail(reason="natsd.conf loader rejects unquoted {{...}} values that "
-                          "nats-server accepts (seed 003 whitespace form)", strict=False)
 def test_seed_whitespace_form_loads(tmp_path):
     conf = tmp_path / "seed.conf"
     conf.write_text("mappings {\n  orders.flush  orders.central.flush \n"
