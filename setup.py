@@ -2,7 +2,7 @@
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-CORE = ["sublist", "conn", "router", "parser", "loop", "log", "jsdeliver"]
+CORE = ["sublist", "conn", "router", "parser", "loop", "log", "logsnap", "jsdeliver"]
 
 extensions = [
     Extension(f"natsd._core.{name}", [f"natsd/_core/{name}.pyx"], include_dirs=["natsd/_core"],

@@ -26,6 +26,11 @@ cdef extern from *:
         int64_t ts
 
 
+cdef enum:
+    CHUNK_BITS = 16                    # the index is kept in chunks of 2**16 sequences
+    CHUNK = 65536
+
+
 cdef class Block:
     cdef public int num
     cdef public int fd

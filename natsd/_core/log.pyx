@@ -47,7 +47,6 @@ import bisect
 import heapq
 import logging
 import os
-import pickle
 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
@@ -81,8 +80,6 @@ DEF BLK_HDR = 16
 DEF REC_HDR = 35            # u32 len, u64 seq, i64 ts, u8 type, u16 slen, u32 hlen, i64 ttl
 DEF REC_MIN = 43            # REC_HDR + checksum
 DEF VERSION = 1
-DEF CHUNK_BITS = 16
-DEF CHUNK = 65536
 DEF SIZE_MASK = 0x7fffffff
 DEF MAX_BLOCK = 0x7fff0000
 
@@ -92,7 +89,6 @@ DEF T_FIRST = 2
 DEF T_SKIP = 3
 DEF F_HDR = 0x10            # hdr was given (None vs b"" round-trips)
 DEF F_ERASED = 0x20
-DEF SNAP_VERSION = 1
 DEF RAW_CACHE = 2           # decompressed images of compressed blocks kept in memory
 
 # mode of a resolved filter
@@ -209,7 +205,8 @@ cdef class Log:
         if self.wbuf == NULL:
             raise MemoryError()
         os.makedirs(self.dir, exist_ok=True)
-        if not self._load_snapshot():
+        from natsd._core.logsnap import load_snapshot
+        if not load_snapshot(self):
             self._rebuild()
         if self.active is None:
             self._new_block(self.blocks[-1].num + 1 if self.blocks else 1)
@@ -1247,8 +1244,9 @@ cdef class Log:
         if self.closed:
             return
         self.sync()
+        from natsd._core.logsnap import write_snapshot
         try:
-            self._write_snapshot()
+            write_snapshot(self)
         except OSError as e:
             log.warning("%s: cannot write index snapshot: %s", self.dir, e)
         self.closed = True
@@ -1394,104 +1392,6 @@ cdef class Log:
                     self.last = seq
             off += rl
         return off
-
-    def _write_snapshot(self):
-        cdef Block b, lastb = self.blocks[-1]
-        cdef Py_ssize_t k
-        blocks = [(b.num, b.size, b.first_seq, b.last_seq, b.compressed, os.fstat(b.fd).st_size)
-                  for b in self.blocks]
-        disk = blocks[-1][5]
-        chunks = []
-        for k in range(self.nchunks):
-            if self.chunks[k] != NULL:
-                chunks.append((k + self.chunk_lo,
-                               nlog_xxh64(self.chunks[k], CHUNK * sizeof(nlog_entry), 0)))
-        meta = dict(v=SNAP_VERSION, first=self.first, last=self.last, last_ts=self.last_ts,
-                    msgs=self.msgs, bytes=self.bytes, nsubj=self.nsubj_live,
-                    subjects=self.subjects, ttl=self.ttl_heap, blocks=blocks, chunks=chunks,
-                    sstats=PyBytes_FromStringAndSize(<char*>self.sstats,
-                                                     len(self.subjects) * sizeof(nlog_sstat)),
-                    tail=os.pread(lastb.fd, 8, disk - 8) if disk >= 8 else b"")
-        m = pickle.dumps(meta, protocol=pickle.HIGHEST_PROTOCOL)
-        tmp = os.path.join(self.dir, "index.snap.tmp")
-        with open(tmp, "wb") as f:
-            f.write(b"NSNP" + len(m).to_bytes(8, "little") + nlog_xxh64(<char*>m, len(m), 0).to_bytes(8, "little"))
-            f.write(m)
-            for c, _ in chunks:
-                k = c - self.chunk_lo
-                f.write(PyBytes_FromStringAndSize(<char*>self.chunks[k], CHUNK * sizeof(nlog_entry)))
-            f.flush()
-            os.fsync(f.fileno())
-        os.rename(tmp, os.path.join(self.dir, "index.snap"))
-
-    def _load_snapshot(self):
-        """Use index.snap if it matches the blocks exactly; it is removed either way."""
-        path = os.path.join(self.dir, "index.snap")
-        if not os.path.exists(path):
-            return False
-        try:
-            ok = self._apply_snapshot(path)
-        except Exception as e:
-            ok = False
-            log.warning("%s: unusable index snapshot (%s), rescanning blocks", path, e)
-        if not ok:
-            self._reset()
-        os.unlink(path)
-        return ok
-
-    def _apply_snapshot(self, path):
-        cdef Block b
-        cdef nlog_entry* ce
-        cdef bytes data, ss
-        cdef Py_ssize_t n
-        with open(path, "rb") as f:
-            h = f.read(20)
-            if len(h) != 20 or h[:4] != b"NSNP":
-                return False
-            m = f.read(int.from_bytes(h[4:12], "little"))
-            if nlog_xxh64(<char*>m, len(m), 0) != int.from_bytes(h[12:20], "little"):
-                return False
-            meta = pickle.loads(m)
-            if meta.get("v") != SNAP_VERSION or not meta["blocks"]:
-                return False
-            if [bl[0] for bl in meta["blocks"]] != self._block_files():
-                return False
-            for num, size, fseq, lseq, comp, disk in meta["blocks"]:
-                bpath = os.path.join(self.dir, f"{num}.blk")
-                if os.path.getsize(bpath) != disk:
-                    return False
-            with open(bpath, "rb") as lf:
-                lf.seek(max(0, disk - 8))
-                if lf.read(8) != meta["tail"]:
-                    return False
-            for num, size, fseq, lseq, comp, disk in meta["blocks"]:
-                b = Block(num, os.path.join(self.dir, f"{num}.blk"))
-                b.fd = os.open(b.path, os.O_RDWR | os.O_CLOEXEC)
-                b.size, b.first_seq, b.last_seq, b.compressed = size, fseq, lseq, comp
-                self.blocks.append(b)
-                if fseq:
-                    self.mblocks.append(b)
-                    self.mfirst.append(fseq)
-            for s in meta["subjects"]:
-                self._sid(s)
-            ss = meta["sstats"]
-            if len(ss) != len(self.subjects) * sizeof(nlog_sstat):
-                return False
-            if len(ss):
-                memcpy(self.sstats, PyBytes_AS_STRING(ss), len(ss))
-            for c, hsum in meta["chunks"]:
-                data = f.read(CHUNK * sizeof(nlog_entry))
-                if len(data) != CHUNK * sizeof(nlog_entry) or nlog_xxh64(<char*>data, len(data), 0) != hsum:
-                    return False
-                ce = self._entry_alloc(<uint64_t>c << CHUNK_BITS)
-                memcpy(ce, PyBytes_AS_STRING(data), len(data))
-        self.first, self.last, self.last_ts = meta["first"], meta["last"], meta["last_ts"]
-        self.msgs, self.bytes, self.nsubj_live = meta["msgs"], meta["bytes"], meta["nsubj"]
-        self.ttl_heap = meta["ttl"]
-        b = self.blocks[-1]
-        if not b.compressed:
-            self.active = b
-        return True
 
 
 cdef bint _rec_ok(bytes data, uint64_t seq):

@@ -1,0 +1,126 @@
+# cython: language_level=3, boundscheck=False, wraparound=True
+"""The index snapshot of a Log (`index.snap`): written on clean close, used on the next open
+when it matches the block files exactly (sizes and the last block's tail), so a big store opens
+without rescanning its blocks. Anything unusable is ignored and the blocks are scanned.
+
+Format: `NSNP` + u64 meta length + u64 xxhash64 of the meta, the pickled meta (counters,
+subjects, per-subject stats, TTL heap, block table, chunk checksums), then each index chunk.
+"""
+import logging
+import os
+import pickle
+
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from libc.stdint cimport uint64_t
+from libc.string cimport memcpy
+from natsd._core.log cimport Log, Block, nlog_entry, nlog_sstat, CHUNK, CHUNK_BITS
+
+cdef extern from "nlog.h":
+    uint64_t nlog_xxh64(const void* data, size_t len, uint64_t seed) nogil
+
+log = logging.getLogger("natsd")
+
+DEF SNAP_VERSION = 1
+
+
+
+def write_snapshot(Log self):
+    """Write index.snap on clean close: the in-memory index, so the next open skips the scan."""
+    cdef Block b, lastb = self.blocks[-1]
+    cdef Py_ssize_t k
+    blocks = [(b.num, b.size, b.first_seq, b.last_seq, b.compressed, os.fstat(b.fd).st_size)
+              for b in self.blocks]
+    disk = blocks[-1][5]
+    chunks = []
+    for k in range(self.nchunks):
+        if self.chunks[k] != NULL:
+            chunks.append((k + self.chunk_lo,
+                           nlog_xxh64(self.chunks[k], CHUNK * sizeof(nlog_entry), 0)))
+    meta = dict(v=SNAP_VERSION, first=self.first, last=self.last, last_ts=self.last_ts,
+                msgs=self.msgs, bytes=self.bytes, nsubj=self.nsubj_live,
+                subjects=self.subjects, ttl=self.ttl_heap, blocks=blocks, chunks=chunks,
+                sstats=PyBytes_FromStringAndSize(<char*>self.sstats,
+                                                 len(self.subjects) * sizeof(nlog_sstat)),
+                tail=os.pread(lastb.fd, 8, disk - 8) if disk >= 8 else b"")
+    m = pickle.dumps(meta, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp = os.path.join(self.dir, "index.snap.tmp")
+    with open(tmp, "wb") as f:
+        f.write(b"NSNP" + len(m).to_bytes(8, "little") + nlog_xxh64(<char*>m, len(m), 0).to_bytes(8, "little"))
+        f.write(m)
+        for c, _ in chunks:
+            k = c - self.chunk_lo
+            f.write(PyBytes_FromStringAndSize(<char*>self.chunks[k], CHUNK * sizeof(nlog_entry)))
+        f.flush()
+        os.fsync(f.fileno())
+    os.rename(tmp, os.path.join(self.dir, "index.snap"))
+
+
+def load_snapshot(Log self):
+    """Use index.snap if it matches the blocks exactly; it is removed either way."""
+    path = os.path.join(self.dir, "index.snap")
+    if not os.path.exists(path):
+        return False
+    try:
+        ok = _apply_snapshot(self, path)
+    except Exception as e:
+        ok = False
+        log.warning("%s: unusable index snapshot (%s), rescanning blocks", path, e)
+    if not ok:
+        self._reset()
+    os.unlink(path)
+    return ok
+
+
+cdef bint _apply_snapshot(Log self, path) except -1:
+    cdef Block b
+    cdef nlog_entry* ce
+    cdef bytes data, ss
+    cdef Py_ssize_t n
+    with open(path, "rb") as f:
+        h = f.read(20)
+        if len(h) != 20 or h[:4] != b"NSNP":
+            return False
+        m = f.read(int.from_bytes(h[4:12], "little"))
+        if nlog_xxh64(<char*>m, len(m), 0) != int.from_bytes(h[12:20], "little"):
+            return False
+        meta = pickle.loads(m)
+        if meta.get("v") != SNAP_VERSION or not meta["blocks"]:
+            return False
+        if [bl[0] for bl in meta["blocks"]] != self._block_files():
+            return False
+        for num, size, fseq, lseq, comp, disk in meta["blocks"]:
+            bpath = os.path.join(self.dir, f"{num}.blk")
+            if os.path.getsize(bpath) != disk:
+                return False
+        with open(bpath, "rb") as lf:
+            lf.seek(max(0, disk - 8))
+            if lf.read(8) != meta["tail"]:
+                return False
+        for num, size, fseq, lseq, comp, disk in meta["blocks"]:
+            b = Block(num, os.path.join(self.dir, f"{num}.blk"))
+            b.fd = os.open(b.path, os.O_RDWR | os.O_CLOEXEC)
+            b.size, b.first_seq, b.last_seq, b.compressed = size, fseq, lseq, comp
+            self.blocks.append(b)
+            if fseq:
+                self.mblocks.append(b)
+                self.mfirst.append(fseq)
+        for s in meta["subjects"]:
+            self._sid(s)
+        ss = meta["sstats"]
+        if len(ss) != len(self.subjects) * sizeof(nlog_sstat):
+            return False
+        if len(ss):
+            memcpy(self.sstats, PyBytes_AS_STRING(ss), len(ss))
+        for c, hsum in meta["chunks"]:
+            data = f.read(CHUNK * sizeof(nlog_entry))
+            if len(data) != CHUNK * sizeof(nlog_entry) or nlog_xxh64(<char*>data, len(data), 0) != hsum:
+                return False
+            ce = self._entry_alloc(<uint64_t>c << CHUNK_BITS)
+            memcpy(ce, PyBytes_AS_STRING(data), len(data))
+    self.first, self.last, self.last_ts = meta["first"], meta["last"], meta["last_ts"]
+    self.msgs, self.bytes, self.nsubj_live = meta["msgs"], meta["bytes"], meta["nsubj"]
+    self.ttl_heap = meta["ttl"]
+    b = self.blocks[-1]
+    if not b.compressed:
+        self.active = b
+    return True
