@@ -29,13 +29,16 @@ import os
 import re
 import shlex
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+from tools.serverproc import ServerProcess, free_port  # noqa: E402
 
 GOBENCH = os.environ.get("GOBENCH", "/tmp/gobench/gobench")
 
@@ -61,14 +64,6 @@ EXTRA = {"reqrep128": ["lat_p50_us", "lat_p99_us"], "pubsub128": ["pub_rate"], "
 BAD_LINE = re.compile(r"\[(ERR|FTL)\]|Traceback \(most recent call last\)|^\S*Error: |Exception", re.M)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def busy_pct(window=0.5):
     """Machine busy time over `window`, in percent of one core."""
     def rd():
@@ -81,33 +76,16 @@ def busy_pct(window=0.5):
     return 100.0 * (os.cpu_count() or 1) * (b1 - b0) / max(t1 - t0, 1)
 
 
-class Server:
+class Server(ServerProcess):
     def __init__(self, kind, tmpl, logdir, tag, js=False):
-        self.kind = kind
         self.port = free_port()
         self.sd = None
         if js:
             # a fresh store per run: no state carried between servers or reps
             self.sd = tempfile.mkdtemp(prefix=f"{tag}-{kind}-sd-", dir=logdir)
             tmpl = tmpl + " -js -sd {sd}"
-        self.cmd = tmpl.format(port=self.port, python=sys.executable, sd=self.sd)
-        self.logpath = os.path.join(logdir, f"{tag}-{kind}.log")
-        self.log = open(self.logpath, "wb")
-        self.proc = subprocess.Popen(shlex.split(self.cmd), stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        self.pid = self.proc.pid
-
-    def wait_ready(self, timeout=20.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with open(self.logpath, "rb") as f:
-                if b"Server is ready" in f.read():
-                    return
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.kind} exited rc={self.proc.returncode}: {self.cmd}\n{self.log_text()}")
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"{self.kind} not ready after {timeout}s: {self.cmd}\n{self.log_text()}")
+        super().__init__(kind, tmpl.format(port=self.port, python=sys.executable, sd=self.sd),
+                         os.path.join(logdir, f"{tag}-{kind}.log"))
 
     def rss_mb(self):
         try:
@@ -120,39 +98,10 @@ class Server:
         return None
 
     def stop(self):
-        if self.proc.poll() is None:
-            os.kill(self.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
+        rc = super().stop(10)
         if self.sd:
             shutil.rmtree(self.sd, ignore_errors=True)
-        return self.proc.returncode
-
-    def log_text(self):
-        with open(self.logpath, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def bad_lines(self):
-        """[ERR]/[FTL] lines and whole tracebacks, verbatim."""
-        text = self.log_text()
-        out, lines, i = [], text.splitlines(), 0
-        while i < len(lines):
-            ln = lines[i]
-            if ln.startswith("Traceback (most recent call last)"):
-                j = i + 1
-                while j < len(lines) and (lines[j].startswith(" ") or not lines[j].strip()):
-                    j += 1
-                out.append("\n".join(lines[i:j + 1]))
-                i = j + 1
-                continue
-            if "[ERR]" in ln or "[FTL]" in ln:
-                out.append(ln)
-            i += 1
-        return out
+        return rc
 
 
 def parse_result(out):

@@ -39,16 +39,9 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from bench.scenarios import MODES, run_scenario  # noqa: E402
+from tools.serverproc import free_port  # noqa: E402
 
 SCHEMA = 1
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def nats_server_path():

@@ -19,16 +19,18 @@ import json
 import os
 import resource
 import selectors
-import shlex
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 
 import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+from tools.serverproc import ServerProcess, free_port  # noqa: E402
 
 IDLE_TARGET_MB = 40.0
 CONNS_TARGET_MB = 150.0
@@ -43,75 +45,19 @@ def raise_nofile(n):
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def mb(n):
     return n / (1024.0 * 1024.0)
 
 
-class Server:
+class Server(ServerProcess):
     def __init__(self, kind, tmpl, nofile, logdir):
-        self.kind = kind
         self.port = free_port()
-        self.cmd = tmpl.format(port=self.port, python=sys.executable)
-        self.logpath = os.path.join(logdir, f"{kind}.log")
-        self.log = open(self.logpath, "wb")
-        self.proc = subprocess.Popen(shlex.split(self.cmd), stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True,
-                                     preexec_fn=lambda: raise_nofile(nofile))
-        self.pid = self.proc.pid
+        super().__init__(kind, tmpl.format(port=self.port, python=sys.executable),
+                         os.path.join(logdir, f"{kind}.log"), preexec_fn=lambda: raise_nofile(nofile))
         self.ps = psutil.Process(self.pid)
-
-    def wait_ready(self, timeout=20.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with open(self.logpath, "rb") as f:
-                if b"Server is ready" in f.read():
-                    return
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.kind} exited: {self.cmd}\n{self.log_text()}")
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"{self.kind} not ready after {timeout}s")
 
     def rss(self):
         return self.ps.memory_info().rss
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.kill(self.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
-
-    def log_text(self):
-        with open(self.logpath, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-
-    def bad_lines(self):
-        out, lines, i = [], self.log_text().splitlines(), 0
-        while i < len(lines):
-            if lines[i].startswith("Traceback (most recent call last)"):
-                j = i + 1
-                while j < len(lines) and (lines[j].startswith(" ") or not lines[j].strip()):
-                    j += 1
-                out.append("\n".join(lines[i:j + 1]))
-                i = j + 1
-                continue
-            if "[ERR]" in lines[i] or "[FTL]" in lines[i]:
-                out.append(lines[i])
-            i += 1
-        return out
 
 
 class Clients:
