@@ -348,21 +348,35 @@ def scan_msgs(buf, pos, on_msg=None, on_control=None):
     return pos, n, nbytes, last
 
 
-def run_subscriber(url, client, subject, count, ready=None, progress=None, idle_timeout=None, name="natsd-bench",
-                   stop=None, queue=None):
-    """Receive `count` messages on subject; timing starts at the first message."""
-    res = ClientResult(client, count)
+def _subscribed(url, client, subject, queue, name, ready, res):
+    """Connect and subscribe for a receiving client, then signal `ready`; on a connection
+    failure record it in `res`, signal `ready` anyway (the run must not wait) and return None."""
     try:
         conn = RawConn(url, name=name)
     except BenchError as e:
         res.fail(e)
         if ready is not None:
             ready(client)
-        return res
+        return None
     try:
         _Sub(conn, subject, queue=queue)
-        if ready is not None:
-            ready(client)
+    except (BenchError, OSError) as e:
+        res.fail(e)
+        conn.close()
+        conn = None
+    if ready is not None:
+        ready(client)
+    return conn
+
+
+def run_subscriber(url, client, subject, count, ready=None, progress=None, idle_timeout=None, name="natsd-bench",
+                   stop=None, queue=None):
+    """Receive `count` messages on subject; timing starts at the first message."""
+    res = ClientResult(client, count)
+    conn = _subscribed(url, client, subject, queue, name, ready, res)
+    if conn is None:
+        return res
+    try:
         buf = conn.buf
         conn.buf = b""
         got = 0
@@ -479,17 +493,10 @@ def run_server(url, client, subject, size=None, ready=None, stop=None, name="nat
     """A queue-group responder: answers every request on subject until stop is set or the
     connection ends. Replies echo the request payload (or `size` bytes when given)."""
     res = ClientResult(client, 0)
-    try:
-        conn = RawConn(url, name=name)
-    except BenchError as e:
-        res.fail(e)
-        if ready is not None:
-            ready(client)
+    conn = _subscribed(url, client, subject, queue, name, ready, res)
+    if conn is None:
         return res
     try:
-        _Sub(conn, subject, queue=queue)
-        if ready is not None:
-            ready(client)
         sock = conn.sock
         buf = conn.buf
         conn.buf = b""
