@@ -421,13 +421,15 @@ def analyze(spark, corpus, out, threshold=10.0):
 
 # ------------------------------------------------------------------------------- --generate
 def _code_zip():
-    """bench/ and tools/corpus.py as a zip for the executors (sc.addPyFile)."""
+    """bench/ and the corpus tool (tools/corpus.py and what it imports) as a zip for the
+    executors (sc.addPyFile)."""
     path = os.path.join(tempfile.mkdtemp(prefix="natsd-bench-code-"), "natsd_bench_code.zip")
     with zipfile.ZipFile(path, "w") as z:
         for f in glob.glob(os.path.join(ROOT, "bench", "*.py")):
             if not os.path.basename(f).startswith(("test_", "conftest")):
                 z.write(f, os.path.join("bench", os.path.basename(f)))
-        z.write(os.path.join(ROOT, "tools", "corpus.py"), os.path.join("tools", "corpus.py"))
+        for name in ("corpus.py", "serverproc.py"):
+            z.write(os.path.join(ROOT, "tools", name), os.path.join("tools", name))
         z.writestr(os.path.join("tools", "__init__.py"), "")
     return path
 

@@ -275,7 +275,17 @@ def test_seed_000_accounts_conf_core_imports(seed_server):
             acks.append(m.subject)
         await acc.subscribe("$JS.ACK.aggregate-test-leaf.dur.>", cb=on_ack)
         await acc.flush()
-        r = await mirror.request("JS.acc@hub.API.CONSUMER.CREATE.foo", b"{}", timeout=2)
+        # nats-server may take a moment under load before a new export-side subscription
+        # answers through the import: retry no-responders within a deadline
+        deadline = asyncio.get_running_loop().time() + 5
+        while True:
+            try:
+                r = await mirror.request("JS.acc@hub.API.CONSUMER.CREATE.foo", b"{}", timeout=2)
+                break
+            except nats.errors.NoRespondersError:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
         assert r.data == b'{"subject":"$JS.hub.API.CONSUMER.CREATE.foo"}'
         r = await client.request("JS.acc@hub.API.CONSUMER.MSG.NEXT.aggregate-test-leaf.dur", b"", timeout=2)
         assert r.data == b"next $JS.hub.API.CONSUMER.MSG.NEXT.aggregate-test-leaf.dur"

@@ -68,17 +68,22 @@ def test_advisory_subjects_and_fields_match_reference(natsd, reference, tmp_path
         r_client = set(tuple(k for k in c if k != "rtt") for _, c in ref[subj])
         o_client = set(c for _, c in ours[subj])
         assert o_client == r_client, subj
-        assert len(ours[subj]) == len(ref[subj]), subj
+        if subj == "$JS.EVENT.ADVISORY.STREAM.DELETED.ADV":
+            # two deletes happen; nats-server now and then sends only one of their advisories
+            # (the restored stream's), so natsd is held to the two and the reference to >= 1
+            assert len(ours[subj]) == 2 and len(ref[subj]) >= 1, subj
+        else:
+            assert len(ours[subj]) == len(ref[subj]), subj
     # same number of API audits, same requests in the same order
     ra = [(e["subject"], e.get("request")) for s, e in got["ref"] if s == "$JS.EVENT.ADVISORY.API"]
     oa = [(e["subject"], e.get("request")) for s, e in got["natsd"] if s == "$JS.EVENT.ADVISORY.API"]
     assert [s for s, _ in oa] == [s for s, _ in ra]
     # values that must agree (publication order across subjects may differ: nats-server sends
     # stream/consumer advisories through a queue)
-    def values(evs):
-        return sorted((s, e["type"], tuple(str(e.get(k)) for k in ("stream", "consumer", "action",
-                                                                      "subject")))
-                      for s, e in evs)
+    def values(evs):           # distinct values: counts are checked above
+        return sorted({(s, e["type"], tuple(str(e.get(k)) for k in ("stream", "consumer", "action",
+                                                                       "subject")))
+                       for s, e in evs})
     assert values(got["natsd"]) == values(got["ref"])
 
 
