@@ -15,7 +15,7 @@ import logging
 import os
 import string
 
-from natsd._core.router import publish
+from natsd._core.router import publish, publish_delivery, split_delivery
 from natsd._core.sublist import Subscription
 
 log = logging.getLogger("natsd")
@@ -58,6 +58,7 @@ class ResponseRouter:
         self.prefix = "_R_.%s." % random_token(6)
         self.entries = {}               # reply token (bytes) -> _Response
         self.sub = Subscription(None, (self.prefix + ">").encode(), b"", None, self._on_response)
+        self.sub.forwarder = True
         account.sublist.insert(self.sub)
         self.sweeper = None
 
@@ -117,6 +118,7 @@ class ServiceImport:
                           else DEFAULT_RESPONSE_THRESHOLD)
         self.transform = renaming(local, remote)
         self.sub = Subscription(None, local.encode(), b"", None, self._on_request)
+        self.sub.forwarder = True
         # A self-import (nats-server accepts one) would see its own republish again and loop
         # forever (internal deliveries are queued, each one re-importing the last): it only
         # takes messages from connections, not from internal publishes.
@@ -131,11 +133,16 @@ class ServiceImport:
             if mapped is None:
                 return
             subject = mapped.encode()
+        reply, delivered_as = split_delivery(reply)
         new_reply = None
         if reply:
             router = self.server.response_router(self.exporter)
             new_reply = router.register(self.importer, reply, self.response_type, self.threshold)
-        delivered = publish(self.exporter.sublist, subject, new_reply, hdr, payload)
+        if delivered_as is not None:
+            delivered = publish_delivery(self.exporter.sublist, subject, delivered_as, new_reply,
+                                         hdr, payload)
+        else:
+            delivered = publish(self.exporter.sublist, subject, new_reply, hdr, payload)
         if not delivered and reply and origin is not None and origin.no_responders:
             origin.handler.no_responders(origin, requested, reply)
 
@@ -149,6 +156,7 @@ class StreamImport:
         self.subject = subject
         self.transform = renaming(subject, local)
         self.sub = Subscription(None, subject.encode(), b"", None, self._on_message)
+        self.sub.forwarder = True
         self.self_import = importer is exporter     # see ServiceImport.self_import
 
     def _on_message(self, sub, subject, reply, hdr, payload, origin):

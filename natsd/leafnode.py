@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, unquote
 
 from natsd import VERSION, PROTO
 from natsd._core.conn import Connection
-from natsd._core.router import deliver_to, route_remote
+from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
 from natsd.creds import CredsError, check_creds, expand_path, leaf_connect_auth
@@ -46,7 +46,6 @@ FIRST_PING = 1.0                        # nats-server: firstPingInterval for non
 CONNECT_PROCESS_TIMEOUT = 2.0
 DIAL_TIMEOUT = 2.0
 
-JS_SOURCING = "jetstream-sourcing"     # Subscription.data of mirror/source deliver subscriptions
 DENY_ALL_CLIENT_JS = ["$JS.API.>", "$KV.>", "$OBJ.>"]
 DENY_ALL_JS = ["$JSC.>", "$NRG.>", "$JS.API.>", "$KV.>", "$OBJ.>"]
 
@@ -927,15 +926,6 @@ class LeafProtocol(ProtocolHandler):
                     queues = None           # mapped interest: local queue groups take part
         if queues is not None or target is subject:
             queues = queues if queues else []
-        if reply and reply.startswith(b"$JS.ACK.") and b"@" in reply:
-            # a JetStream delivery carrying its original subject after '@' (nats-server
-            # client.go jsAckDeliverIdx): mirror/source subscriptions get it as is, everyone
-            # else the plain ack reply
-            full, reply = reply, reply[:reply.index(b"@")]
-            res = c.sublist.match(target)
-            for s in res.psubs:
-                if s.data == JS_SOURCING:
-                    deliver_to(s, target, full, hdr, payload)
         route_remote(c, c.sublist, target, reply, hdr, payload, queues)
 
     def check_publish(self, c, subject):

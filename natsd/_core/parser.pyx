@@ -10,6 +10,7 @@ PUB/HPUB, PING and PONG never leave C. CONNECT, SUB, UNSUB, INFO and -ERR go to 
 connection's Python handler: they are control operations.
 """
 from libc.string cimport memchr, memcmp
+from libc.stdlib cimport malloc, free
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from natsd._core.conn cimport Connection, Totals
 from natsd._core.sublist cimport SublistResult
@@ -303,16 +304,20 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
     return i
 
 
+cdef struct RemoteArgs:
+    const char* subj
+    Py_ssize_t slen
+    const char* reply
+    Py_ssize_t rlen
+    Py_ssize_t hsize
+    Py_ssize_t size                # -1 after a protocol error
+
+
 cdef Py_ssize_t remote_op(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, const char* line,
                           Py_ssize_t clen, Py_ssize_t lend, char op) except? -1:
     """Leaf-node dialect: LS+/LS- interest and LMSG/HMSG messages.
     Returns the new offset, -2 after a fatal error, or -(i+3) when more bytes are needed."""
     cdef Args a
-    cdef Py_ssize_t size, hsize = 0, pstart, need, k, first_q, nq
-    cdef const char* reply = NULL
-    cdef Py_ssize_t rlen = 0
-    cdef list queues = None
-    cdef SublistResult res
     if op_is(line, clen, "LS+", 3) or op_is(line, clen, "LS-", 3):
         if split_args(line + 4, clen - 4, &a) < 0 or a.n < 1 or a.n > 3:
             protocol_error(c, "processLeafSub Parse Error: %r" % to_bytes(line + 4, clen - 4).decode("utf-8", "replace"), False)
@@ -329,93 +334,108 @@ cdef Py_ssize_t remote_op(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, c
     if not with_hdr and not op_is(line, clen, "LMSG", 4):
         protocol_error(c, "Unknown Protocol Operation", True)
         return -2
-    if split_args(line + 5, clen - 5, &a) < 0:
-        # many queue names: fall back to Python splitting (rare)
-        return remote_msg_slow(c, buf, n, i, line, clen, lend, with_hdr)
-    k = a.n - (2 if with_hdr else 1)           # index of the first size argument
-    if k < 1:
-        protocol_error(c, "processLeafMsgArgs Parse Error: %r" % to_bytes(line + 5, clen - 5).decode("utf-8", "replace"), False)
+    # `subject [reply] sizes` or `subject +|| [reply] queue... sizes`: as many arguments as the
+    # control line holds (each at least one byte and a space)
+    cdef RemoteArgs ra
+    cdef list queues = remote_msg_args(c, line + 5, clen - 5, with_hdr, &ra)
+    if ra.size < 0:
         return -2
-    size = parse_size(a.p[a.n - 1], a.len[a.n - 1])
-    if with_hdr:
-        hsize = parse_size(a.p[a.n - 2], a.len[a.n - 2])
-    if size < 0 or hsize < 0 or hsize > size:
-        protocol_error(c, "processLeafMsgArgs Bad or Missing Size: %r" % to_bytes(line + 5, clen - 5).decode("utf-8", "replace"), False)
-        return -2
-    if k == 2:
-        reply = a.p[1]
-        rlen = a.len[1]
-    elif k > 2:
-        if a.len[1] != 1 or (a.p[1][0] != c'+' and a.p[1][0] != c'|'):
-            protocol_error(c, "processLeafMsgArgs Bad or Missing Reply Indicator: %r" % to_bytes(a.p[1], a.len[1]).decode("utf-8", "replace"), False)
-            return -2
-        first_q = 2
-        if a.p[1][0] == c'+':
-            reply = a.p[2]
-            rlen = a.len[2]
-            first_q = 3
-        queues = [to_bytes(a.p[nq], a.len[nq]) for nq in range(first_q, k)]
+    return remote_msg(c, buf, n, i, lend, &ra, queues)
+
+
+cdef list remote_msg_args(Connection c, const char* p, Py_ssize_t n, bint with_hdr, RemoteArgs* ra):
+    """Split an LMSG/HMSG control line into ra; returns its queue names (None: no queue part).
+    ra.size is -1 after a protocol error."""
+    cdef Py_ssize_t cap = n // 2 + 1, k, first_q, q, size
+    cdef const char** ptrs = <const char**>malloc(cap * sizeof(const char*))
+    cdef Py_ssize_t* lens = <Py_ssize_t*>malloc(cap * sizeof(Py_ssize_t))
+    cdef Py_ssize_t i = 0, start, na = 0
+    if ptrs == NULL or lens == NULL:
+        free(ptrs)
+        free(lens)
+        raise MemoryError()
+    try:
+        while i < n:
+            while i < n and is_space(p[i]):
+                i += 1
+            if i >= n:
+                break
+            start = i
+            while i < n and not is_space(p[i]):
+                i += 1
+            ptrs[na] = p + start
+            lens[na] = i - start
+            na += 1
+        ra.size = -1
+        k = na - (2 if with_hdr else 1)            # index of the first size argument
+        if k < 1:
+            protocol_error(c, "processLeafMsgArgs Parse Error: %r" % to_bytes(p, n).decode("utf-8", "replace"), False)
+            return None
+        size = parse_size(ptrs[na - 1], lens[na - 1])
+        ra.hsize = parse_size(ptrs[na - 2], lens[na - 2]) if with_hdr else 0
+        if size < 0 or ra.hsize < 0 or ra.hsize > size:
+            protocol_error(c, "processLeafMsgArgs Bad or Missing Size: %r" % to_bytes(p, n).decode("utf-8", "replace"), False)
+            return None
+        ra.subj = ptrs[0]
+        ra.slen = lens[0]
+        ra.reply = NULL
+        ra.rlen = 0
+        if k == 2:
+            ra.reply = ptrs[1]
+            ra.rlen = lens[1]
+        elif k > 2:
+            if lens[1] != 1 or (ptrs[1][0] != c'+' and ptrs[1][0] != c'|'):
+                protocol_error(c, "processLeafMsgArgs Bad or Missing Reply Indicator: %r" % to_bytes(ptrs[1], lens[1]).decode("utf-8", "replace"), False)
+                return None
+            first_q = 2
+            if ptrs[1][0] == c'+':
+                ra.reply = ptrs[2]
+                ra.rlen = lens[2]
+                first_q = 3
+            ra.size = size
+            return [to_bytes(ptrs[q], lens[q]) for q in range(first_q, k)]
+        ra.size = size
+        return None
+    finally:
+        free(ptrs)
+        free(lens)
+
+
+cdef Py_ssize_t remote_msg(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, Py_ssize_t lend,
+                           RemoteArgs* ra, list queues) except? -1:
+    """Route one LMSG/HMSG whose arguments are in ra (its payload follows the control line)."""
+    cdef SublistResult res
+    cdef Py_ssize_t size = ra.size, hsize = ra.hsize
+    cdef Py_ssize_t pstart = lend + 1
+    cdef Py_ssize_t need = pstart + size + 2
     if size > c.max_payload:
         c.handler.max_payload_exceeded(c, size)
         return -2
-    pstart = lend + 1
-    need = pstart + size + 2
     if need > n:
         c.rneed = need - i
         return -(i + 3)
+    if buf[pstart + size] != c'\r' or buf[pstart + size + 1] != c'\n':
+        protocol_error(c, "Unknown Protocol Operation", True)
+        return -2
     c.in_msgs += 1
     c.in_bytes += size
     totals.in_msgs += 1
     totals.in_bytes += size
-    if c.pub_allowed is not None and not _pub_allowed(c, a.p[0], a.len[0]):
+    if c.pub_allowed is not None and not _pub_allowed(c, ra.subj, ra.slen):
         return need                             # denied import (deny_imports, JetStream domains)
-    if c.has_mappings or (rlen > 8 and memcmp(reply, "$JS.ACK.", 8) == 0
-                          and memchr(reply, c'@', rlen) != NULL):
-        # the handler maps the subject and applies the queue filter itself; it also strips a
-        # JetStream '@<original subject>' ack reply suffix (nats-server jsAckDeliverIdx)
-        c.handler.remote_message(c, to_bytes(a.p[0], a.len[0]),
-                                 to_bytes(reply, rlen) if rlen else None,
+    if c.has_mappings:
+        # the handler maps the subject and applies the queue filter itself
+        c.handler.remote_message(c, to_bytes(ra.subj, ra.slen),
+                                 to_bytes(ra.reply, ra.rlen) if ra.rlen else None,
                                  to_bytes(buf + pstart, hsize) if hsize else None,
                                  to_bytes(buf + pstart + hsize, size - hsize), queues)
     else:
-        res = c.lookup(a.p[0], a.len[0])
+        res = c.lookup(ra.subj, ra.slen)
         if res.total:
             # no queue names: the sender already served queue groups itself (nats-server
             # delivers such a message to plain subscribers only)
-            route_queues(c, res, a.p[0], a.len[0], reply, rlen, buf + pstart, hsize, size,
+            route_queues(c, res, ra.subj, ra.slen, ra.reply, ra.rlen, buf + pstart, hsize, size,
                          queues if queues is not None else NO_QUEUES, False)
-    return need
-
-
-cdef Py_ssize_t remote_msg_slow(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i,
-                                const char* line, Py_ssize_t clen, Py_ssize_t lend,
-                                bint with_hdr) except? -1:
-    """LMSG/HMSG with more queue names than the fast path splits."""
-    args = to_bytes(line + 5, clen - 5).split()
-    nsizes = 2 if with_hdr else 1
-    try:
-        size = int(args[-1])
-        hsize = int(args[-2]) if with_hdr else 0
-        subject = args[0]
-        if args[1] == b"+":
-            reply, queues = args[2], args[3:len(args) - nsizes]
-        else:
-            reply, queues = None, args[2:len(args) - nsizes]
-    except (ValueError, IndexError):
-        protocol_error(c, "processLeafMsgArgs Parse Error", False)
-        return -2
-    if size > c.max_payload:
-        c.handler.max_payload_exceeded(c, size)
-        return -2
-    pstart = lend + 1
-    need = pstart + size + 2
-    if need > n:
-        c.rneed = need - i
-        return -(i + 3)
-    c.in_msgs += 1
-    c.in_bytes += size
-    c.handler.remote_message(c, subject, reply, to_bytes(buf + pstart, hsize) if hsize else None,
-                             to_bytes(buf + pstart + hsize, size - hsize), list(queues))
     return need
 
 

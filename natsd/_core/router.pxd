@@ -9,8 +9,8 @@ cdef int route(Connection pub, SublistResult res, const char* subj, Py_ssize_t s
                const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
                Py_ssize_t tlen) except -1
 cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t slen,
-                 const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
-                 Py_ssize_t tlen) except -1
+                 const char* dsubj, Py_ssize_t dlen, const char* reply, Py_ssize_t rlen,
+                 const char* msg, Py_ssize_t hlen, Py_ssize_t tlen) except -1
 cdef int route_queues(Connection pub, SublistResult res, const char* subj, Py_ssize_t slen,
                       const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
                       Py_ssize_t tlen, list only_queues, bint no_plain) except -1

@@ -5,6 +5,7 @@ Client subscribers get `MSG`/`HMSG` appended to their outbound buffer with one m
 payload. Internal subscriptions (JetStream, system services, imports) are queued and their
 Python handlers run once per loop iteration, after all sockets were read.
 """
+from libc.string cimport memcmp
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from natsd._core.conn cimport Connection, Totals, KIND_CLIENT, KIND_LEAF, KIND_ROUTE
 from natsd._core.sublist cimport Subscription, SublistResult, Sublist
@@ -88,20 +89,34 @@ cdef int write_msg(Connection c, Connection pub, bytes sid, const char* subj, Py
 
 
 cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t slen,
-                 const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
-                 Py_ssize_t tlen) except -1:
-    """Deliver to one subscription. Returns 1 if delivered, 0 if skipped."""
+                 const char* dsubj, Py_ssize_t dlen, const char* reply, Py_ssize_t rlen,
+                 const char* msg, Py_ssize_t hlen, Py_ssize_t tlen) except -1:
+    """Deliver to one subscription. Returns 1 if delivered, 0 if skipped.
+
+    `subj` is the subject the message was matched (routed) by; `dsubj`, when not NULL, the
+    subject its receivers see (a JetStream delivery: the subject it was stored under)."""
     cdef Connection c
+    cdef bytes isubj, ireply
     if sub.closed:
         return 0
     if sub.handler is not None:
         if pub is not None and sub.conn is pub and not pub.echo:
             return 0
+        if dsubj == NULL:
+            isubj = PyBytes_FromStringAndSize(subj, slen)
+            ireply = PyBytes_FromStringAndSize(reply, rlen) if rlen else None
+        elif sub.forwarder:
+            # imports and response routing republish elsewhere: they route by `subj` and carry
+            # the delivered subject on, in the reply as a remote link does
+            isubj = PyBytes_FromStringAndSize(subj, slen)
+            ireply = encoded_reply(reply, rlen, dsubj, dlen)
+        else:
+            isubj = PyBytes_FromStringAndSize(dsubj, dlen)
+            ireply = PyBytes_FromStringAndSize(reply, rlen) if rlen else None
         if sub.batched:
             # one handler call per loop iteration; the sub itself marks the batch's place in
             # internal_queue (at its first message), so order against other internal work holds
-            item = (PyBytes_FromStringAndSize(subj, slen),
-                    PyBytes_FromStringAndSize(reply, rlen) if rlen else None,
+            item = (isubj, ireply,
                     PyBytes_FromStringAndSize(msg, hlen) if hlen else None,
                     PyBytes_FromStringAndSize(msg + hlen, tlen - hlen), pub)
             if sub.batch is None:
@@ -112,8 +127,7 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
             totals.out_msgs += 1
             totals.out_bytes += tlen
             return _after_delivery(sub)
-        internal_queue.append((sub, PyBytes_FromStringAndSize(subj, slen),
-                               PyBytes_FromStringAndSize(reply, rlen) if rlen else None,
+        internal_queue.append((sub, isubj, ireply,
                                PyBytes_FromStringAndSize(msg, hlen) if hlen else None,
                                PyBytes_FromStringAndSize(msg + hlen, tlen - hlen), pub))
         totals.out_msgs += 1
@@ -124,6 +138,9 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
         return 0
     if c.closed:
         return 0
+    if c.kind == KIND_CLIENT and dsubj != NULL:
+        subj = dsubj                    # clients see the delivered subject
+        slen = dlen
     if sub.deny_filter and c.handler.delivery_denied(c, sub, PyBytes_FromStringAndSize(subj, slen)):
         return 0
     if c.kind != KIND_CLIENT:
@@ -161,11 +178,67 @@ cdef int route(Connection pub, SublistResult res, const char* subj, Py_ssize_t s
     return route_queues(pub, res, subj, slen, reply, rlen, msg, hlen, tlen, None, False)
 
 
+cdef inline Py_ssize_t js_deliver_idx(const char* reply, Py_ssize_t rlen) noexcept:
+    """Offset of the '@' in `$JS.ACK.<8 tokens>@<delivered subject>`, or -1 (nats-server
+    jsAckDeliverIdx: names may contain '@', so only one after the eighth dot counts)."""
+    cdef Py_ssize_t i
+    cdef int dots = 0
+    if rlen <= 8 or memcmp(reply, "$JS.ACK.", 8) != 0:
+        return -1
+    for i in range(rlen):
+        if reply[i] == c'.':
+            dots += 1
+        elif reply[i] == c'@' and dots >= 8:
+            return i
+    return -1
+
+
+def split_delivery(bytes reply):
+    """`$JS.ACK...@<subject>` -> (`$JS.ACK...`, `<subject>`); any other reply -> (reply, None)."""
+    if reply is None:
+        return None, None
+    cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply)
+    cdef Py_ssize_t at = js_deliver_idx(PyBytes_AS_STRING(reply), rlen)
+    if 0 <= at < rlen - 1:
+        return reply[:at], reply[at + 1:]
+    return reply, None
+
+
+cdef bytes encoded_reply(const char* reply, Py_ssize_t rlen, const char* dsubj, Py_ssize_t dlen):
+    """`<reply>@<delivered subject>`: how a JetStream delivery crosses a link or an import."""
+    if rlen == 0:
+        return None
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, rlen + 1 + dlen)
+    cdef char* p = PyBytes_AS_STRING(out)
+    p = put(p, reply, rlen)
+    p[0] = c'@'
+    put(p + 1, dsubj, dlen)
+    return out
+
+
 cdef int route_queues(Connection pub, SublistResult res, const char* subj, Py_ssize_t slen,
                       const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
                       Py_ssize_t tlen, list only_queues, bint no_plain) except -1:
     """route() with the leaf-node rules: `only_queues` limits which queue groups take part
-    (a message a remote already routed to those groups), `no_plain` skips plain subscribers."""
+    (a message a remote already routed to those groups), `no_plain` skips plain subscribers.
+
+    A reply in the `$JS.ACK...@<subject>` form (a JetStream delivery that came over a link or
+    through an import) is split: receivers see `<subject>` and the plain ack reply."""
+    cdef Py_ssize_t at
+    if rlen > 8 and reply[0] == c'$':
+        at = js_deliver_idx(reply, rlen)
+        if 0 <= at < rlen - 1:
+            return route_deliver(pub, res, subj, slen, reply + at + 1, rlen - at - 1, reply, at,
+                                 msg, hlen, tlen, only_queues, no_plain)
+    return route_deliver(pub, res, subj, slen, NULL, 0, reply, rlen, msg, hlen, tlen,
+                         only_queues, no_plain)
+
+
+cdef int route_deliver(Connection pub, SublistResult res, const char* subj, Py_ssize_t slen,
+                       const char* dsubj, Py_ssize_t dlen, const char* reply, Py_ssize_t rlen,
+                       const char* msg, Py_ssize_t hlen, Py_ssize_t tlen, list only_queues,
+                       bint no_plain) except -1:
+    """Routing by `subj`, delivering as `dsubj` when that is not NULL (see deliver())."""
     global route_stamp
     cdef Subscription sub
     cdef list group
@@ -174,7 +247,7 @@ cdef int route_queues(Connection pub, SublistResult res, const char* subj, Py_ss
     route_stamp += 1
     if not no_plain:
         for sub in res.psubs:
-            delivered += deliver(sub, pub, subj, slen, reply, rlen, msg, hlen, tlen)
+            delivered += deliver(sub, pub, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
     for group in res.qsubs:
         n = len(group)
         if only_queues is not None and (<Subscription>group[0]).queue not in only_queues:
@@ -182,24 +255,27 @@ cdef int route_queues(Connection pub, SublistResult res, const char* subj, Py_ss
         start = <Py_ssize_t>(next_random() % <unsigned long long>n)
         for i in range(n):
             sub = <Subscription>group[(start + i) % n]
-            if deliver(sub, pub, subj, slen, reply, rlen, msg, hlen, tlen):
+            if deliver(sub, pub, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen):
                 delivered += 1
                 break
     if remote_targets:
-        flush_remote(subj, slen, reply, rlen, msg, hlen, tlen)
+        flush_remote(subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
     return delivered
 
 
-cdef int flush_remote(const char* subj, Py_ssize_t slen, const char* reply, Py_ssize_t rlen,
-                      const char* msg, Py_ssize_t hlen, Py_ssize_t tlen) except -1:
+cdef int flush_remote(const char* subj, Py_ssize_t slen, const char* dsubj, Py_ssize_t dlen,
+                      const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
+                      Py_ssize_t tlen) except -1:
     """Frame the current message once for every leaf connection it reached:
     `LMSG subj [reply] size`, `LMSG subj + reply q1 q2 size`, `LMSG subj | q1 size`
-    (HMSG with `hdr total` sizes when there are headers)."""
+    (HMSG with `hdr total` sizes when there are headers). A delivered subject different from
+    the routing one travels after '@' in the reply, as nats-server sends it."""
     global remote_targets
     cdef list targets = remote_targets
     cdef Connection c
     cdef bytes q
     cdef Py_ssize_t qlen
+    cdef Py_ssize_t xlen = dlen + 1 if dsubj != NULL and rlen > 0 else 0
     cdef char* p
     cdef char* start
     remote_targets = []
@@ -208,7 +284,7 @@ cdef int flush_remote(const char* subj, Py_ssize_t slen, const char* reply, Py_s
         if c.route_queues is not None:
             for q in c.route_queues:
                 qlen += PyBytes_GET_SIZE(q) + 1
-        c.reserve(slen + rlen + qlen + tlen + 64)
+        c.reserve(slen + rlen + xlen + qlen + tlen + 64)
         p = c.obuf + c.olen
         start = p
         if hlen > 0:
@@ -219,21 +295,19 @@ cdef int flush_remote(const char* subj, Py_ssize_t slen, const char* reply, Py_s
         p[0] = c' '
         p += 1
         if c.route_queues is not None:
-            if rlen > 0:
-                p = put(p, "+ ", 2)
-                p = put(p, reply, rlen)
-                p[0] = c' '
-                p += 1
-            else:
-                p = put(p, "| ", 2)
+            p = put(p, "+ ", 2) if rlen > 0 else put(p, "| ", 2)
+        if rlen > 0:
+            p = put(p, reply, rlen)
+            if xlen:
+                p[0] = c'@'
+                p = put(p + 1, dsubj, dlen)
+            p[0] = c' '
+            p += 1
+        if c.route_queues is not None:
             for q in c.route_queues:
                 p = put(p, PyBytes_AS_STRING(q), PyBytes_GET_SIZE(q))
                 p[0] = c' '
                 p += 1
-        elif rlen > 0:
-            p = put(p, reply, rlen)
-            p[0] = c' '
-            p += 1
         p = put_sizes_and_payload(p, hlen, msg, tlen)
         c.route_queues = None
         commit_frame(c, start, p, tlen)
@@ -258,6 +332,25 @@ cdef int publish_bytes(Connection origin, Sublist sl, bytes subject, bytes reply
     return route_queues(origin, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
                         PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
                         PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg), queues, False)
+
+
+def publish_delivery(Sublist sl, bytes target, bytes subject, bytes reply=None, bytes hdr=None,
+                     bytes payload=b"", bytes group=None):
+    """A JetStream delivery: routed by `target` (a deliver or reply subject), seen by clients
+    as `subject` (the stored subject; on links and imports it travels as `reply@subject`).
+    With `group` only that queue group takes part (a push consumer's deliver_group).
+    Returns the number of deliveries."""
+    cdef bytes msg = (hdr + payload) if hdr else payload
+    cdef Py_ssize_t hlen = PyBytes_GET_SIZE(hdr) if hdr else 0
+    cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply) if reply else 0
+    cdef SublistResult res = sl.match_cached(target)
+    if res.total == 0:
+        return 0
+    return route_deliver(None, res, PyBytes_AS_STRING(target), PyBytes_GET_SIZE(target),
+                         PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
+                         PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
+                         PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg),
+                         [group] if group else None, group is not None)
 
 
 def publish_many(Sublist sl, list pairs):
@@ -291,10 +384,10 @@ def deliver_to(Subscription sub, bytes subject, bytes reply=None, bytes hdr=None
     cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply) if reply else 0
     cdef const char* r = PyBytes_AS_STRING(reply) if rlen else NULL
     route_stamp += 1
-    n = deliver(sub, None, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject), r, rlen,
+    n = deliver(sub, None, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject), NULL, 0, r, rlen,
                 PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
     if remote_targets:
-        flush_remote(PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject), r, rlen,
+        flush_remote(PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject), NULL, 0, r, rlen,
                      PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
     return n
 

@@ -18,6 +18,10 @@ cdef class Subscription:
     # loop iteration as handler(sub, batch) (DESIGN.md principle 2: Python once per batch).
     cdef public bint batched
     cdef public list batch           # None while nothing is queued
+    # Internal subscriptions that republish what they receive (imports, response routing) get
+    # a JetStream delivery as a link does: the routing subject, and the delivered subject
+    # after '@' in the reply (router.deliver); others get what a client would see.
+    cdef public bint forwarder
 
 
 cdef class SublistResult:

@@ -9,70 +9,33 @@ flow control requests (`NATS/1.0 100 FlowControl Request`, reply `$JS.FC.<stream
 """
 import random
 
-from natsd._core.router import deliver_to     # frames client and leaf/route subscribers alike
+from natsd._core.router import publish, publish_delivery
 
 NS = 1_000_000_000
 
 
 class PushDelivery:
     def _send(self, target, subject, reply, hdr, payload):
-        """Deliver to subscribers of `target`. Client connections see the message's own subject
-        on the wire; internal subscriptions (imports) and leaf/route links get `target`, the
-        subject they route by."""
-        res = self.account.sublist.match(target)
-        if res.total == 0:
-            return 0
-        n = 0
+        """Deliver to subscribers of `target` (the deliver or reply subject); they see the
+        message's own `subject`, as nats-server delivers it. Only the `deliver_group` takes
+        part when one is set."""
         group = self.cfg["deliver_group"] if self.is_push() else ""
-        # Push deliveries to non-client subscribers (mirror/source subscriptions, leaf/route
-        # links) carry the original subject after '@' in the $JS.ACK reply, as nats-server does
-        # (client.go jsAckDeliverIdx): the receiving side restores it.
-        xreply = reply + b"@" + subject if (reply and self.is_push()
-                                              and reply.startswith(b"$JS.ACK.")) else reply
-        if not group:
-            for s in res.psubs:
-                if _is_client(s):
-                    n += deliver_to(s, subject, reply, hdr, payload)
-                else:
-                    n += deliver_to(s, target, xreply, hdr, payload)
-        for members in res.qsubs:
-            if not members:
-                continue
-            if group and members[0].queue != group.encode():
-                continue
-            start = random.randrange(len(members))
-            for i in range(len(members)):
-                s = members[(start + i) % len(members)]
-                if deliver_to(s, subject, reply, hdr, payload) if _is_client(s) else \
-                        deliver_to(s, target, xreply, hdr, payload):
-                    n += 1
-                    break
-        return n
+        return publish_delivery(self.account.sublist, target, subject, reply, hdr, payload,
+                                group.encode() if group else None)
 
     def send_status(self, target, hdr):
         """Status-only message (no payload) to a reply/deliver subject."""
         if isinstance(target, str):
             target = target.encode()
-        res = self.account.sublist.match(target)
-        for s in res.psubs:
-            deliver_to(s, target, None, hdr, b"")
-        for members in res.qsubs:
-            if members:
-                deliver_to(random.choice(members), target, None, hdr, b"")
+        publish(self.account.sublist, target, None, hdr, b"")
 
     def _send_fc(self):
         a = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
         rnd = "".join(random.choice(a) for _ in range(4))
         self.fcid = "$JS.FC.%s.%s.%s" % (self.stream.name, self.name, rnd)
         self.fcsz = self.pbytes
-        res = self.account.sublist.match(self.cfg["deliver_subject"].encode())
-        target = self.cfg["deliver_subject"].encode()
-        hdr = b"NATS/1.0 100 FlowControl Request\r\n\r\n"
-        for s in res.psubs:
-            deliver_to(s, target, self.fcid.encode(), hdr, b"")
-        for members in res.qsubs:
-            if members:
-                deliver_to(random.choice(members), target, self.fcid.encode(), hdr, b"")
+        publish(self.account.sublist, self.cfg["deliver_subject"].encode(), self.fcid.encode(),
+                b"NATS/1.0 100 FlowControl Request\r\n\r\n", b"")
 
     def _on_fc(self, sub, subject, reply, hdr, payload, origin):
         if self.closed or self.fcid is None or subject.decode() != self.fcid:
@@ -107,8 +70,3 @@ class PushDelivery:
                 h += "Nats-Consumer-Stalled: %s\r\n" % self.fcid
             self.send_status(self.cfg["deliver_subject"], (h + "\r\n").encode())
         self._hbtimer = self.loop.call_later(self.cfg["idle_heartbeat"] / NS, self._hb)
-
-
-def _is_client(sub):
-    c = sub.conn
-    return c is not None and c.kind == 0

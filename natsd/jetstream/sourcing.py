@@ -10,8 +10,9 @@ link) and across accounts (an import-renamed prefix such as `JS.acc@hub.API`):
   publishes a consumer-create request to `<api>.CONSUMER.CREATE.<origin>` (the short form when
   unfiltered; `<api>.CONSUMER.CREATE.<origin>.<name>.<filter>` with one filter) for a direct,
   ack-none, flow-controlled push consumer with 1 s heartbeats;
-- messages carry the 9-token `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.<pending>`
-  reply (v2 12-token form accepted), optionally followed by `@<original subject>`;
+- messages arrive under their origin subject (the router restores it when a delivery crossed a
+  link or an import) with the 9-token `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>.<dseq>.<ts>.
+  <pending>` reply (v2 12-token form accepted);
 - a mirror stores each message byte-for-byte under the origin's sequence and timestamp; a source
   stores it under a new local sequence with `Nats-Stream-Source: <stream>[:<getHash(api)>]
   <origin seq> <filter|>> <dest|>> <original subject>`;
@@ -40,7 +41,6 @@ from natsd.jetstream import storeadapter as S
 
 log = logging.getLogger("natsd")
 
-JS_SOURCING = "jetstream-sourcing"     # = natsd.leafnode.JS_SOURCING
 
 NS = 1_000_000_000
 DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -92,14 +92,9 @@ def iname(src):
 
 
 def parse_ack_reply(reply):
-    """$JS.ACK reply -> (stream, consumer, dc, sseq, dseq, ts, pending, original subject|None)."""
+    """$JS.ACK reply -> (stream, consumer, dc, sseq, dseq, ts, pending)."""
     if isinstance(reply, bytes):
         reply = reply.decode("utf-8", "replace")
-    orig = None
-    at = reply.find("@")
-    if at >= 0:
-        orig = reply[at + 1:] or None
-        reply = reply[:at]
     t = reply.split(".")
     if len(t) < 9 or t[0] != "$JS" or t[1] != "ACK":
         return None
@@ -108,7 +103,7 @@ def parse_ack_reply(reply):
         return None
     try:
         return (t[off], t[off + 1], int(t[off + 2]), int(t[off + 3]), int(t[off + 4]),
-                int(t[off + 5]), int(t[off + 6]), orig)
+                int(t[off + 5]), int(t[off + 6]))
     except (ValueError, IndexError):
         return None
 
@@ -305,7 +300,6 @@ class Link:
         self.dseq = 0
         self.sip = True
         self.dsub = self._sub(dsubj, self._on_msg)
-        self.dsub.data = JS_SOURCING        # leaf links hand it the '@<subject>' ack reply
         self.rsub = self._sub(reply, self._on_reply)
         body = json.dumps({"stream_name": src["name"], "config": cfg}).encode()
         self.timer = self.stream.loop.call_later(CREATE_TIMEOUT, self._timeout)
@@ -403,12 +397,12 @@ class Link:
         r = parse_ack_reply(reply) if reply else None
         if r is None:
             return
-        _stream, cname, dc, sseq, dseq, ts, pending, orig = r
+        _stream, cname, dc, sseq, dseq, ts, pending = r
         if self.cname and cname != self.cname:
             return                      # an older consumer
         if dc > 1:
             return
-        subj = (orig.encode() if orig else bytes(subject))
+        subj = bytes(subject)
         if self.mirror:
             self._mirror_msg(cname, subj, hdr, payload, sseq, dseq, ts, pending)
         else:

@@ -45,8 +45,8 @@ def test_helpers():
     assert iname({"name": "test", "external": {"api": "$JS.leaf.API"}}) == "test:mSx7q4yJ > >"
     assert iname({"name": "O", "filter_subject": "a.*"}) == "O a.* >"
     assert iname({"name": "O", "subject_transforms": [{"src": "a.*", "dest": "b.$1"}]}) == "O a.* b.$1"
-    assert parse_ack_reply("$JS.ACK.S.C.1.5.3.1700000000000000000.2@foo.bar") == \
-        ("S", "C", 1, 5, 3, 1700000000000000000, 2, "foo.bar")
+    assert parse_ack_reply("$JS.ACK.S.C.1.5.3.1700000000000000000.2") == \
+        ("S", "C", 1, 5, 3, 1700000000000000000, 2)
     assert parse_ack_reply("$JS.ACK.dom.hash.S.C.1.5.3.17.0.rnd")[:7] == ("S", "C", 1, 5, 3, 17, 0)
     assert parse_ack_reply("$JS.ACK.S.C.1") is None
 

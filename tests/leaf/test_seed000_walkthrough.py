@@ -19,6 +19,7 @@ natsd leaf and natsd hub + nats-server leaf:
 """
 import asyncio
 import json
+import re
 import time
 
 import nats
@@ -90,6 +91,9 @@ def source_hdr(value):
 TEST_BYTES = record_size("test", HELLO)                                     # 45 (000:232)
 AGG_BYTES = record_size("test", HELLO, source_hdr(SOURCE_HDR))              # 107 (98 in 000:362,
 #                                                                             old 2-field header)
+
+
+ACK_RE = re.compile(r"^\$JS\.ACK\.[^.@]+\.[^.@]+\.\d+\.\d+\.\d+\.\d+\.\d+$")   # no '@' suffix
 
 
 def run(coro):
@@ -207,6 +211,37 @@ async def step_basic(p):
     await nc.close()
 
 
+async def step_push_across_link(p):
+    """A push consumer in the hub whose deliver subject a leaf client subscribes to: the leaf
+    client sees the stored subject and the plain ack reply, and its ack crosses back."""
+    hub = await connect(p, p.hub, "acc")
+    js_hub = hub.jetstream(domain="hub")
+    cl = await connect(p, p.leaf, "acc")
+    got = asyncio.Queue()
+
+    async def cb(m):
+        await got.put(m)
+    await cl.subscribe("push.to.leaf", cb=cb)
+    await cl.flush()
+    await asyncio.sleep(0.3)                  # the LS+ crosses to the hub
+    await js_hub.add_consumer("test", ConsumerConfig(
+        durable_name="pusher", deliver_subject="push.to.leaf", ack_policy="explicit",
+        deliver_policy="all"))
+    m = await asyncio.wait_for(got.get(), 10)
+    assert (m.subject, m.data, m.headers) == ("test", HELLO, None)
+    assert ACK_RE.match(m.reply) and m.reply.startswith("$JS.ACK.test.pusher.1.1.1."), m.reply
+    await m.ack()
+    await cl.flush()
+
+    async def acked():
+        c = await js_hub.consumer_info("test", "pusher")
+        return c.ack_floor.stream_seq == 1 and c.num_ack_pending == 0
+    assert await until(acked, 10)
+    await js_hub.delete_consumer("test", "pusher")
+    for n in (hub, cl):
+        await n.close()
+
+
 async def step_import(p):
     """000:375-640 with the extended accounts.conf."""
     imp = await connect(p, p.hub, "import_mirror")
@@ -235,8 +270,10 @@ async def step_import(p):
         return (await psub.fetch(1, timeout=2))[0]
     msg = await until(fetch1, 20)
     assert msg is not None, "no message through JS.acc@hub.API from the leaf"
-    assert msg.data == HELLO
-    assert msg.headers.get("Nats-Stream-Source") == SOURCE_HDR
+    # as nats-server delivers it: the stored subject, the plain ack reply, the stored headers
+    assert (msg.subject, msg.data, msg.headers) == ("test", HELLO, {"Nats-Stream-Source": SOURCE_HDR})
+    assert ACK_RE.match(msg.reply), msg.reply
+    assert msg.reply.startswith("$JS.ACK.aggregate-test-leaf.dur.1.1.1.")
     md = msg.metadata
     assert (md.sequence.stream, md.sequence.consumer, md.num_delivered) == (1, 1, 1)
     await msg.ack()
@@ -254,8 +291,9 @@ async def step_import(p):
     if msg is None:
         info = await acc.request("$JS.hub.API.STREAM.INFO.aggregate-test-leaf", b"", timeout=5)
         raise AssertionError("hello world 2 never arrived: %s" % info.data)
-    assert msg.data == b"hello world 2"
-    assert msg.headers.get("Nats-Stream-Source") == "test:mSx7q4yJ 2 > > test"
+    assert (msg.subject, msg.data, msg.headers) == (
+        "test", b"hello world 2", {"Nats-Stream-Source": "test:mSx7q4yJ 2 > > test"})
+    assert ACK_RE.match(msg.reply) and msg.reply.startswith("$JS.ACK.aggregate-test-leaf.dur.1.2.2."), msg.reply
     await msg.ack()
     await cl.flush()
 
@@ -295,6 +333,7 @@ async def check_all(p, n_test, extended=True):
 def test_seed000_walkthrough(pair, hub_kind, leaf_kind):
     p = pair(hub_kind, leaf_kind, js=True)
     run(step_basic(p))
+    run(step_push_across_link(p))
 
     # the extended accounts.conf; "the servers have been restarted or reloaded" (000:440)
     (p.dir / "accounts.conf").write_text(EXTENDED_ACCOUNTS_CONF)
