@@ -9,6 +9,7 @@ import binascii
 import json
 import logging
 import os
+import random
 import socket
 import struct
 import time
@@ -205,7 +206,7 @@ class Server:
 
     # ---- client connections ----
 
-    def info_dict(self, c=None):
+    def info_dict(self, c=None, with_nonce=True):
         opts = self.opts
         info = {
             "server_id": self.id,
@@ -225,10 +226,8 @@ class Server:
         if c is not None:
             info["client_id"] = c.cid
             info["client_ip"] = c.state.host
-            if c.state.nonce:
+            if c.state.nonce and with_nonce:
                 info["nonce"] = c.state.nonce
-        if self.lame_duck:
-            info["ldm"] = True
         return info
 
     def cluster_name(self):
@@ -377,40 +376,52 @@ class Server:
     # ---- lame duck mode ----
 
     def enter_lame_duck_mode(self):
-        """Stop accepting, tell clients (INFO ldm), then close them gradually and exit."""
-        if self.lame_duck or self.shutting_down:
+        """nats-server's lame duck mode: stop accepting, stop JetStream, tell clients (a full
+        INFO with "ldm": true), wait the grace period, then close the clients one by one over
+        what is left of lame_duck_duration (at most a second apart) and shut down. A second
+        signal while in lame duck mode is ignored."""
+        if self.lame_duck or self.shutting_down or self.client_listener is None:
             return
         self.lame_duck = True
         opts = self.opts
         log.info("Entering lame duck mode, stop accepting new clients")
-        if self.client_listener:
-            self.client_listener.close()
-            self.client_listener = None
-        info = b"INFO " + json.dumps({"ldm": True}).encode() + b" \r\n"
-        for c in self.clients.values():
-            if c.connected:
-                c.send_bytes(info)
-        grace = min(opts.lame_duck_grace_period, opts.lame_duck_duration)
-        self.loop.call_later(grace, self._lame_duck_evict, opts.lame_duck_duration - grace)
-
-    def _lame_duck_evict(self, duration):
+        if self.system is not None:
+            self.system.lame_duck_event()
+        self.client_listener.close()
+        self.client_listener = None
+        if self.jetstream is not None:
+            self.jetstream.shutdown()
         clients = list(self.clients.values())
         if not clients:
             self.shutdown()
             return
-        log.info("Closing existing clients")
-        step = duration / len(clients) if duration > 0 else 0
-        batch = max(1, int(len(clients) * 0.01)) if step < 0.001 else 1
-        self._evict_next(clients, 0, batch, step * batch)
+        grace = abs(opts.lame_duck_grace_period)
+        spread = opts.lame_duck_duration - grace
+        if spread <= 0:
+            spread = 1.0
+        interval = min(spread / len(clients), 1.0)
+        for c in clients:
+            if c.connected and not c.connect_info_due and _int(c.state.connect, "protocol") >= 1:
+                info = self.info_dict(c, with_nonce=False)
+                info["ldm"] = True
+                c.send_bytes(b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n")
+        self.loop.call_later(grace, self._lame_duck_evict, clients, interval)
 
-    def _evict_next(self, clients, i, batch, delay):
-        for c in clients[i:i + batch]:
-            c.schedule_close("Server Shutdown")
-        i += batch
-        if i < len(clients):
-            self.loop.call_later(delay, self._evict_next, clients, i, batch, delay)
+    def _lame_duck_evict(self, clients, interval):
+        if self.shutting_down:
+            return
+        log.info("Closing existing clients")
+        self._evict_next(clients, 0, interval)
+
+    def _evict_next(self, clients, i, interval):
+        if self.shutting_down:
+            return
+        clients[i].schedule_close("Server Shutdown")
+        if i + 1 < len(clients):
+            delay = max(interval / 2, random.random() * interval)
+            self.loop.call_later(delay, self._evict_next, clients, i + 1, interval)
         else:
-            self.loop.call_later(0, self.shutdown)
+            self.loop.call_soon(self.shutdown)
 
     # ---- interest hooks (leaf nodes and imports attach here) ----
 
@@ -467,6 +478,13 @@ MAX_PRODUCER_STALL = 1.0      # seconds a subscriber may pause its publishers be
 def stall_limit(max_pending):
     """Queued bytes past which a subscriber pauses its publishers (a fraction of max_pending)."""
     return max(256 * 1024, min(max_pending // 8, 8 * 1024 * 1024))
+
+
+def _int(d, key):
+    try:
+        return int((d or {}).get(key) or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _go_duration(seconds):

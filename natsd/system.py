@@ -82,7 +82,16 @@ class SystemServices:
     def shutdown(self):
         if self.timer is not None:
             self.timer.cancel()
-        self.send_event("$SYS.SERVER.%s.SHUTDOWN" % self.server.id, None)
+        self._server_event("SHUTDOWN")
+
+    def lame_duck_event(self):
+        self._server_event("LAMEDUCK")
+
+    def _server_event(self, kind):
+        """$SYS.SERVER.<id>.SHUTDOWN / LAMEDUCK: the server's info itself is the payload."""
+        subject = "$SYS.SERVER.%s.%s" % (self.server.id, kind)
+        if self.listening(subject):
+            publish(self.account.sublist, subject.encode(), None, None, _json(self.server_info()))
 
     # ---- envelope ----
 

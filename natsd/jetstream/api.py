@@ -97,6 +97,8 @@ class ApiHandler:
     # ---- dispatch ----
 
     def on_request(self, sub, subject, reply, hdr, payload, origin=None):
+        if self.engine.stopped:
+            return
         acc, jsa = sub.data
         if subject.startswith(b"$JS.API."):
             rest = subject[8:]

@@ -262,10 +262,10 @@ class JetStream:
         self.max_memory = o.max_memory if o.max_memory is not None and o.max_memory >= 0 else -1
         self.max_store = o.max_store if o.max_store is not None and o.max_store >= 0 else -1
         self.jsas = {}                  # name -> JsAccount
-        self.subs = []
         self.sync_wanted = set()
         self.flush_scheduled = False
         self.sync_timer = None
+        self.stopped = False
         self.started = time.time()
         self.api_handler = None
 
@@ -336,14 +336,21 @@ class JetStream:
             s = Subscription(None, p.encode(), b"", None, self.api_handler.on_request)
             s.data = (acc, jsa)
             acc.sublist.insert(s)
-            self.subs.append((acc.sublist, s))
 
     def shutdown(self):
+        """Stop every stream (lame duck mode and server shutdown; the second call is a no-op).
+        The API subscriptions stay: as with nats-server, requests to a JetStream that has shut
+        down go unanswered (no 503 "no responders")."""
+        if self.stopped:
+            return
+        self.stopped = True
+        log.info("Initiating JetStream Shutdown...")
+        self._stop_streams()
+        log.info("JetStream Shutdown")
+
+    def _stop_streams(self):
         if self.sync_timer is not None:
             self.sync_timer.cancel()
-        for sl, s in self.subs:
-            s.closed = True
-            sl.remove(s)
         for jsa in self.jsas.values():
             for st in list(jsa.streams.values()):
                 try:

@@ -1,12 +1,10 @@
-"""Process lifecycle of natsd: startup lines, signals, reload, lame duck, flags, monitoring."""
+"""Process lifecycle of natsd: startup lines, signals, reload, flags, monitoring (lame duck mode:
+test_lame_duck.py)."""
 import json
-import os
 import re
 import signal
 import socket
 import subprocess
-import sys
-import time
 import urllib.request
 
 import pytest
@@ -119,29 +117,6 @@ def test_sighup_reload_users(natsd, tmp_path):
         assert carol.sync() == b""
     alice.close()
     assert srv.proc.poll() is None
-
-
-def test_lame_duck_mode(natsd, tmp_path):
-    conf = write(tmp_path, "ldm.conf", 'lame_duck_duration: "30s"\nlame_duck_grace_period: "1s"\n')
-    srv = natsd("-c", conf)
-    with RawClient(srv.port).connect() as c:
-        srv.signal(signal.SIGUSR2)
-        line = c.read_until(re.compile(rb"INFO [^\r]*\r\n"), timeout=10)
-        info = json.loads(line.split(b"INFO ", 1)[1])
-        assert info.get("ldm") is True
-        # new clients are refused while in lame duck mode
-        assert poll(lambda: not _connects(srv.port), timeout=5)
-        assert c.is_closed(20)
-    assert exited(srv, 20)
-    assert srv.proc.returncode == 0
-
-
-def _connects(port):
-    try:
-        with RawClient(port, timeout=1):
-            return True
-    except (OSError, AssertionError):
-        return False
 
 
 def run_cli(*args, timeout=20):
