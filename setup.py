@@ -1,14 +1,34 @@
-"""Build natsd's Cython extensions (natsd/_core). Everything else is in pyproject.toml."""
+"""Build natsd's Cython extensions. Everything else is in pyproject.toml.
+
+Every .pyx under natsd/ is an extension module named after its path (natsd/_core/log.pyx ->
+natsd._core.log): adding a .pyx file is enough, there is no list here to forget to update.
+"""
+import glob
+import os
+
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-CORE = ["sublist", "conn", "router", "parser", "loop", "log", "logsnap", "jsdeliver"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORE_DIR = os.path.join("natsd", "_core")      # nlog.h and the shared .pxd files live here
 
-extensions = [
-    Extension(f"natsd._core.{name}", [f"natsd/_core/{name}.pyx"], include_dirs=["natsd/_core"],
-              extra_compile_args=["-O2", "-Wno-unused-function", "-Wno-unreachable-code"])
-    for name in CORE
-]
+
+def pyx_sources():
+    """natsd/**/*.pyx, relative to the project root (setuptools wants relative paths)."""
+    found = glob.glob(os.path.join(HERE, "natsd", "**", "*.pyx"), recursive=True)
+    return sorted(os.path.relpath(p, HERE) for p in found)
+
+
+def extension(path):
+    name = os.path.splitext(path)[0].replace(os.sep, ".")
+    include = [CORE_DIR] + ([os.path.dirname(path)] if os.path.dirname(path) != CORE_DIR else [])
+    return Extension(name, [path], include_dirs=include,
+                     extra_compile_args=["-O2", "-Wno-unused-function", "-Wno-unreachable-code"])
+
+
+extensions = [extension(p) for p in pyx_sources()]
+if not extensions:
+    raise SystemExit("setup.py: no natsd/**/*.pyx found (run it from the project root)")
 
 setup(ext_modules=cythonize(
     extensions,
