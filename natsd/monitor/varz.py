@@ -10,6 +10,77 @@ from natsd._core.conn import totals
 
 _process = psutil.Process(os.getpid())
 
+# nats-server 2.15.1's feature flags (`feature_flags`, also in every $SYS ServerInfo), at the
+# values that describe what natsd does: v1 `$JS.ACK`/`$JS.FC` subjects and API replies; the
+# other two concern clustered (Raft) streams, which natsd does not have, and keep the default.
+# A `feature_flags {}` block in the configuration is accepted but cannot switch natsd to
+# another behaviour, so it is not echoed.
+FEATURE_FLAGS = {"js_ack_fc_v2": False, "js_api_reply_v2": False, "js_raft_delete_range": True,
+                 "js_snapshot_sources": False}
+
+
+def _git_commit():
+    """The natsd commit this process runs (7 hex digits, as nats-server's formatRevision), read
+    from the source checkout's .git; "" (and no `git_commit` key, as an unstamped nats-server
+    build) when natsd does not run from a git checkout."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    git = os.path.join(root, ".git")
+    try:
+        if os.path.isfile(git):                 # a worktree: "gitdir: <path>"
+            with open(git) as f:
+                git = os.path.join(root, f.read().split(":", 1)[1].strip())
+        with open(os.path.join(git, "HEAD")) as f:
+            head = f.read().strip()
+        if not head.startswith("ref:"):
+            return head[:7]
+        ref = head[4:].strip()
+        common = git
+        if os.path.isfile(os.path.join(git, "commondir")):
+            with open(os.path.join(git, "commondir")) as f:
+                common = os.path.join(git, f.read().strip())
+        for base in (git, common):
+            path = os.path.join(base, ref)
+            if os.path.isfile(path):
+                with open(path) as f:
+                    return f.read().strip()[:7]
+        with open(os.path.join(common, "packed-refs")) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 2 and parts[1] == ref:
+                    return parts[0][:7]
+    except (OSError, IndexError):
+        pass
+    return ""
+
+
+GIT_COMMIT = _git_commit()
+
+
+# The endpoints nats-server counts in `http_req_stats` (/subscriptionsz counts as /subsz);
+# /stacksz, /ipqueuesz, /raftz, /debug/vars (and natsd's /metrics) are not counted there.
+COUNTED_PATHS = {"/", "/varz", "/connz", "/routez", "/gatewayz", "/leafz", "/subsz",
+                 "/accountz", "/accstatz", "/jsz", "/healthz"}
+
+
+def http_req_stats(server):
+    out = {}
+    if server.monitor is not None:
+        for path, n in server.monitor.requests.items():
+            path = "/subsz" if path == "/subscriptionsz" else path
+            if path in COUNTED_PATHS:
+                out[path] = out.get(path, 0) + n
+    return out
+
+
+def disk_io_wait_stats(server):
+    """nats-server's DiskIOWaitStats: contention on its disk I/O semaphore (file operations
+    waiting for one of a bounded number of slots). natsd writes its message stores on the event
+    loop thread, one operation after another, with nothing to wait for; only fsyncs go to the
+    loop's pool of 4 worker threads (at most one per stream at a time), and that pool (in
+    natsd/_core/loop.pyx) does not count waits. So the figures are 0: no semaphore waits exist,
+    and the fsync queue is not measured."""
+    return {"waiters": 0, "waits": 0, "wait_time": 0, "max_wait_time": 0}
+
 
 def rfc3339(ts):
     """Unix time -> RFC 3339 UTC with nanoseconds, as Go prints time.Time."""
@@ -51,6 +122,7 @@ def varz(server, query):
         "server_name": server.name,
         "version": VERSION,
         "proto": PROTO,
+        "git_commit": GIT_COMMIT or None,
         "go": "python",
         "host": opts.host,
         "port": server.port,
@@ -101,16 +173,18 @@ def varz(server, query):
         "stale_connections": server.stale_connections,
         "stalled_clients": 0,
         "subscriptions": sum(a.sublist.count for a in server.accounts),
-        "http_req_stats": dict(server.monitor.requests) if server.monitor else {},
+        "http_req_stats": http_req_stats(server),
         "config_load_time": rfc3339(server.config_load_time),
         "config_digest": getattr(opts, "config_digest", "") or "",
         "tags": list(opts.server_tags) if opts.server_tags else None,
         "metadata": dict(opts.server_metadata) if opts.server_metadata else None,
+        "feature_flags": dict(FEATURE_FLAGS),
         "system_account": sys_acc.name if sys_acc else "",
         "slow_consumer_stats": {"clients": totals.slow_consumers, "routes": 0, "gateways": 0,
                                 "leafs": 0},
         "stale_connection_stats": {"clients": server.stale_connections, "routes": 0,
                                    "gateways": 0, "leafs": 0},
+        "disk_io_wait_stats": disk_io_wait_stats(server),
     })
     return {k: val for k, val in v.items() if val is not None}
 
