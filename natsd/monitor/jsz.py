@@ -87,28 +87,47 @@ def jetstream(server):
     return js
 
 
+# Metadata nats-server adds to stream and consumer configs only in JetStream API replies
+# (setDynamicStreamMetadata); /jsz shows the stored config without them.
+DYNAMIC_METADATA = ("_nats.ver", "_nats.level")
+
+
+def stored_config(cfg):
+    meta = cfg.get("metadata") if isinstance(cfg, dict) else None
+    if not meta or not any(k in meta for k in DYNAMIC_METADATA):
+        return cfg
+    cfg = dict(cfg)
+    meta = {k: v for k, v in meta.items() if k not in DYNAMIC_METADATA}
+    if meta:
+        cfg["metadata"] = meta
+    else:
+        del cfg["metadata"]
+    return cfg
+
+
+def _consumer_info(con, opts):
+    info = dict(con.info())
+    if not opts.config:
+        info.pop("config", None)
+    elif "config" in info:
+        info["config"] = stored_config(info["config"])
+    return info
+
+
 def _stream_detail(server, stream, opts):
     sd = {"name": stream.name, "created": P.now_rfc3339(stream.created)}
     ci = stream.cluster_info() if hasattr(stream, "cluster_info") else None
     if ci:
         sd["cluster"] = ci
     if opts.config:
-        sd["config"] = stream.config()
+        sd["config"] = stored_config(stream.config())
     sd["state"] = stream.state()
     if opts.consumer:
-        cons = []
-        for con in stream.consumers():
-            info = dict(con.info())
-            if not opts.config:
-                info.pop("config", None)
-            cons.append(info)
+        cons = [_consumer_info(con, opts) for con in stream.consumers()]
         if cons:
             sd["consumer_detail"] = cons
         if opts.direct_consumer and hasattr(stream, "direct_consumers"):
-            direct = [dict(c.info()) for c in stream.direct_consumers()]
-            if not opts.config:
-                for d in direct:
-                    d.pop("config", None)
+            direct = [_consumer_info(c, opts) for c in stream.direct_consumers()]
             if direct:
                 sd["direct_consumer_detail"] = direct
     for key, attr in (("mirror", "mirror_info"), ("sources", "sources_info")):
@@ -180,6 +199,20 @@ def handler(server, opts):
         out["account_details"] = [account_detail(server, a, opts) for a in chosen]
     out["total"] = len(accounts)
     return out
+
+
+def account_handler(server, opts):
+    """`$SYS.REQ.ACCOUNT.<acc>.JSZ`: that account's AccountDetail alone (nats-server's
+    JszAccount); `streams` lists the streams, `consumer` and `config` add to them."""
+    js = jetstream(server)
+    if js is None:
+        raise P.OptionsError("jetstream not enabled")
+    if server.accounts.accounts.get(opts.account) is None:
+        raise P.OptionsError('account "%s" not found' % opts.account)
+    jsa = next((a for a in js.accounts() if a.name == opts.account), None)
+    if jsa is None:
+        raise P.OptionsError('account "%s" not jetstream enabled' % opts.account)
+    return account_detail(server, jsa, opts)
 
 
 def query_handler(server, query):
