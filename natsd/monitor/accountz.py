@@ -1,8 +1,8 @@
 """`/accountz` and `/accstatz` (and `$SYS.REQ.SERVER.PING.ACCOUNTZ`, `$SYS.REQ.ACCOUNT.PING.STATZ`).
 
 `/accountz` lists account names, or with `acc=<name>` one account's detail (connections,
-subscriptions, configured exports/imports/mappings, sublist statistics) in nats-server's
-`AccountInfo` shape. `/accstatz` gives each account's connection/subscription/message
+subscriptions, configured exports/imports/mappings and those that reach the system account's
+services (sysexports.py), sublist statistics) in nats-server's `AccountInfo` shape. `/accstatz` gives each account's connection/subscription/message
 figures (`AccountStat`), only accounts in use unless `unused=1`; `accs=A,B` restricts the list
 (the JSON option `accounts`; nats-server's HTTP handler ignores `accs`).
 
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from natsd.monitor import params as P
 from natsd.monitor.connz import kind_of
 from natsd.monitor.subsz import SublistStats
+from natsd.monitor.sysexports import system_exports, system_imports
 
 GLOBAL = "$G"
 
@@ -131,11 +132,13 @@ def account_info(server, acc):
     if mappings:
         info["mappings"] = mappings
     exports = [_export_json(e) for e in (getattr(cfg, "exports", None) or ())]
+    exports += system_exports(server, acc)
     if exports:
         info["exports"] = exports
     imports = sorted((getattr(cfg, "imports", None) or ()), key=lambda i: i.kind != "stream")
+    imports = [_import_json(server, acc, i) for i in imports] + system_imports(server, acc)
     if imports:
-        info["imports"] = [_import_json(server, acc, i) for i in imports]
+        info["imports"] = imports
     info["name_tag"] = acc.name
     info["sublist_stats"] = SublistStats.of(acc.sublist).to_json()
     return info
