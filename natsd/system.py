@@ -18,15 +18,13 @@ from natsd._core.sublist import Subscription
 from natsd.imports import random_token
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
-from natsd.monitor.varz import rfc3339
+from natsd.monitor.varz import FEATURE_FLAGS, rfc3339
 
 log = logging.getLogger("natsd")
 
 STATSZ_INTERVAL = 10.0                  # nats-server statsHBInterval
 STATSZ_FIRST = 0.25                     # first STATSZ after 250ms, doubling up to the interval
-# nats-server 2.15's merged JetStream feature flags, carried in every ServerInfo
-FEATURE_FLAGS = {"js_ack_fc_v2": False, "js_api_reply_v2": False, "js_raft_delete_range": True,
-                 "js_snapshot_sources": False}
+JETSTREAM_ENABLED_FLAG = 1             # ServerInfo.flags capability bits: natsd has only this one
 SERVER_ENDPOINTS = ("VARZ", "CONNZ", "SUBSZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "ACCOUNTZ",
                     "JSZ", "HEALTHZ", "STATSZ", "IDZ", "EXPVARZ", "IPQUEUESZ", "RAFTZ", "PROFILEZ")
 # `$SYS.REQ.ACCOUNT.<acc>.<EP>` services (nats-server events.go monAccSrvc)
@@ -45,6 +43,7 @@ class SystemServices:
         self.subs = []
         self.timer = None
         self.statsz_delay = STATSZ_FIRST
+        self.in_progress = 0            # requests being answered now (/ipqueuesz "System recvQ")
 
     # ---- setup ----
 
@@ -59,10 +58,11 @@ class SystemServices:
         for ep in ACCOUNT_ENDPOINTS:
             self._sub(sys_sl, "$SYS.REQ.ACCOUNT.*.%s" % ep, self._account_request)
         self._sub(sys_sl, "$SYS.REQ.USER.INFO", self._user_info)
+        self._sub(sys_sl, "$SYS.DEBUG.SUBSCRIBERS", self._debug_subscribers)
         # In the system account itself, ACCOUNT.PING.STATZ covers every account in use
-        # (nats-server's accPingReqSubj STATZ service); CONNZ is the system account's own.
+        # (nats-server's accPingReqSubj STATZ service); ACCOUNT.PING.CONNZ is, as there, the
+        # ACCOUNT.<acc>.CONNZ service asked about an account named "PING".
         self._sub(sys_sl, "$SYS.REQ.ACCOUNT.PING.STATZ", self._account_ping_statz)
-        self._sub(sys_sl, "$SYS.REQ.ACCOUNT.PING.CONNZ", self._scoped_request, self.account)
         for acc in self.server.accounts:
             if acc is self.account:
                 continue
@@ -74,7 +74,13 @@ class SystemServices:
         self.timer = self.server.loop.call_later(self.statsz_delay, self._statsz_tick)
 
     def _sub(self, sublist, subject, handler, account=None):
-        s = Subscription(None, subject.encode(), b"", None, handler)
+        def counted(*args):
+            self.in_progress += 1
+            try:
+                handler(*args)
+            finally:
+                self.in_progress -= 1
+        s = Subscription(None, subject.encode(), b"", None, counted)
         s.data = account
         sublist.insert(s)
         self.subs.append((sublist, s))
@@ -105,8 +111,9 @@ class SystemServices:
         domain = s.jetstream_domain() if hasattr(s, "jetstream_domain") else ""
         if domain:
             info["domain"] = domain
+        js = s.jetstream_enabled()
         info.update({"ver": VERSION, "feature_flags": dict(FEATURE_FLAGS),
-                     "jetstream": s.jetstream_enabled(), "flags": 0,
+                     "jetstream": js, "flags": JETSTREAM_ENABLED_FLAG if js else 0,
                      "seq": self.seq, "time": rfc3339(time.time())})
         if s.opts.server_tags:
             info["tags"] = list(s.opts.server_tags)
@@ -149,8 +156,8 @@ class SystemServices:
         if not reply:
             return
         _, _, _, acc_name, endpoint = subject.decode().split(".", 4)
-        if acc_name == "PING":
-            return                      # account-level PINGs are answered per account
+        if acc_name == "PING" and endpoint in ("STATZ", "CONNS"):
+            return                      # STATZ: _account_ping_statz; CONNS: only real accounts
         acc = self.server.accounts.accounts.get(acc_name)
         if acc is None:
             self._unknown_account(acc_name, endpoint, payload, reply)
@@ -227,26 +234,9 @@ class SystemServices:
         self.reply(sublist, reply, "data", data, error)
 
     def account_detail(self, acc, account_info):
-        """`$SYS.REQ.ACCOUNT.<acc>.INFO`: the account detail, listing (as nats-server does)
-        the services every account imports from the system account."""
-        info = account_info(self.server, acc)
-        if acc is not self.account and self.account is not None:
-            sysimp = [(c, "$SYS.REQ.ACCOUNT.%s.%s" % (acc.name, e), local, share)
-                      for c, e, local, share in
-                      ((0, "CONNZ", "$SYS.REQ.ACCOUNT.PING.CONNZ", False),
-                       (1, "CONNZ", "$SYS.REQ.SERVER.PING.CONNZ", False),
-                       (2, "STATZ", "$SYS.REQ.ACCOUNT.PING.STATZ", False))]
-            imports = list(info.get("imports", ()))
-            for _, subj, local, share in sysimp:
-                imports.append({"subject": subj, "account": self.account.name, "to": local,
-                                "local_subject": local, "type": "service", "invalid": False,
-                                "share": share, "tracking": False})
-            imports.append({"subject": "$SYS.REQ.USER.%s.INFO" % acc.name,
-                            "account": self.account.name, "to": "$SYS.REQ.USER.INFO",
-                            "local_subject": "$SYS.REQ.USER.INFO", "type": "service",
-                            "invalid": False, "share": True, "tracking": False})
-            info["imports"] = imports
-        return info
+        """`$SYS.REQ.ACCOUNT.<acc>.INFO`: the account detail, as /accountz?acc=<acc> (which
+        lists the imports that reach this module's services, natsd/monitor/sysexports.py)."""
+        return account_info(self.server, acc)
 
     def _user_info(self, sub, subject, reply, hdr, payload, origin):
         if not reply or origin is None:
@@ -259,6 +249,41 @@ class SystemServices:
             data["permissions"] = perms_json(perms)
         sublist = st.account.sublist if st.account is not None else self.account.sublist
         self.reply(sublist, reply, "data", data)
+
+    def _debug_subscribers(self, sub, subject, reply, hdr, payload, origin):
+        """`$SYS.DEBUG.SUBSCRIBERS`: how many client (and hub-side leaf) subscriptions in the
+        requester's account match "<subject> [<queue>]" (nats-server's debugSubscribers; a
+        wildcard subject counts the subscriptions it contains)."""
+        if not reply:
+            return
+        from natsd.monitor.connz import kind_of
+        from natsd.subject import has_wildcard, subject_is_subset
+        acc = getattr(getattr(origin, "state", None), "account", None) or self.account
+        args = (payload or b"").decode("utf-8", "replace").split()
+        n = 0
+        if args:
+            tsubj, queue = args[0], (args[1].encode() if len(args) > 1 else None)
+
+            def counts(s):
+                if queue is not None and s.queue != queue:
+                    return False
+                c = s.conn
+                if c is None:
+                    return False
+                kind = kind_of(c)
+                return kind == "Client" or (kind == "Leafnode" and
+                                            not getattr(c.state, "is_spoke", False))
+            if has_wildcard(tsubj):
+                n = sum(1 for s in acc.sublist.all_subscriptions()
+                        if counts(s) and subject_is_subset(s.subject.decode("utf-8", "replace"),
+                                                           tsubj))
+            else:
+                r = acc.sublist.match(tsubj.encode())
+                subs = [] if queue is not None else list(r.psubs)
+                for group in r.qsubs:
+                    subs.extend(group)
+                n = sum(1 for s in subs if counts(s))
+        publish(self.account.sublist, reply, None, None, _json(n))
 
     def endpoint_data(self, endpoint, payload, account):
         """Run a monitoring endpoint for a $SYS request: (data, error)."""
@@ -289,7 +314,7 @@ class SystemServices:
     def statsz(self):
         s = self.server
         from natsd.monitor.varz import _process
-        return {
+        out = {
             "start": rfc3339(s.start_time),
             "mem": _process.memory_info().rss,
             "cores": os.cpu_count(),
@@ -304,9 +329,23 @@ class SystemServices:
             "received_from_clients": {"msgs": totals.in_msgs, "bytes": totals.in_bytes},
             "sent_to_clients": {"msgs": totals.out_msgs, "bytes": totals.out_bytes},
             "slow_consumers": totals.slow_consumers,
-            "active_servers": 1,
-            "gomaxprocs": os.cpu_count(),
         }
+        # as nats-server: the per-kind figures only once one of them is not 0
+        if totals.slow_consumers:
+            out["slow_consumer_stats"] = {"clients": totals.slow_consumers, "routes": 0,
+                                          "gateways": 0, "leafs": 0}
+        if s.stale_connections:
+            out["stale_connections"] = s.stale_connections
+            out["stale_connection_stats"] = {"clients": s.stale_connections, "routes": 0,
+                                             "gateways": 0, "leafs": 0}
+        out["active_servers"] = 1
+        js = s.jetstream_varz() if s.jetstream_enabled() else None
+        if js:
+            js = dict(js)
+            js["config"] = {k: v for k, v in js.get("config", {}).items() if k != "store_dir"}
+            out["jetstream"] = js
+        out["gomaxprocs"] = os.cpu_count()
+        return out
 
     def account_statz(self, acc):
         return {"server_id": self.server.id, "now": rfc3339(time.time()),
