@@ -6,6 +6,9 @@ Each `Endpoint` couples a path with three functions: `from_query(query: dict[str
 `(status, dict)` pair, or `(status, bytes, content type)` for /metrics). Malformed options
 raise `params.OptionsError` (an `HttpError` with status 400 and nats-server's text);
 `jsz.SkipResponse` (a subclass) means "filtered: a $SYS responder sends nothing".
+An endpoint may answer HTTP with its own `http_handler` (/raftz, /debug/vars), account-scoped
+`$SYS` requests with an `account_handler` (ACCOUNT.<acc>.JSZ), or have no HTTP path at all
+(PROFILEZ).
 
 For `$SYS` requests use `sys_handler(name)` -> `fn(server, body, account=None)`: it decodes
 the JSON body, scopes the options to `account` for account requests
@@ -14,7 +17,8 @@ the JSON body, scopes the options to `account` for account requests
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from natsd.monitor import (accountz, connz, healthz, jsz, leafz, metrics, routez, subsz, varz)
+from natsd.monitor import (accountz, connz, expvarz, healthz, ipqueuesz, jsz, leafz, metrics,
+                           profilez, raftz, routez, stacksz, subsz, varz)
 
 
 def _query_passthrough(q):
@@ -43,14 +47,16 @@ def _varz(server, q):
 @dataclass(frozen=True)
 class Endpoint:
     name: str                           # lower-case; $SYS name is name.upper()
-    path: str
+    path: Optional[str]                 # None: a $SYS service only
     from_query: Callable
     from_json: Callable
     handler: Callable                   # handler(server, options)
     account_field: Optional[str] = None  # option set to the account for account-scoped $SYS
+    http_handler: Optional[Callable] = None     # HTTP answer, when it differs from handler's
+    account_handler: Optional[Callable] = None  # account-scoped $SYS answer, when it differs
 
     def http(self, server, query):
-        return self.handler(server, self.from_query(query))
+        return (self.http_handler or self.handler)(server, self.from_query(query))
 
 
 def _scope_accstatz(opts, account):
@@ -75,10 +81,20 @@ ENDPOINTS = [
     Endpoint("accstatz", "/accstatz", accountz.accstatz_options_from_query,
              accountz.accstatz_options_from_json, accountz.accstatz_handler, "accounts"),
     Endpoint("jsz", "/jsz", jsz.options_from_query, jsz.options_from_json, jsz.handler,
-             "account"),
+             "account", account_handler=jsz.account_handler),
     Endpoint("healthz", "/healthz", _query_passthrough, _json_as_query, _healthz),
     Endpoint("metrics", "/metrics", metrics.options_from_query, metrics.options_from_json,
              metrics.handler),
+    Endpoint("expvarz", "/debug/vars", expvarz.options_from_query, expvarz.options_from_json,
+             expvarz.handler, http_handler=expvarz.http_handler),
+    Endpoint("stacksz", "/stacksz", stacksz.options_from_query, stacksz.options_from_json,
+             stacksz.handler),
+    Endpoint("ipqueuesz", "/ipqueuesz", ipqueuesz.options_from_query,
+             ipqueuesz.options_from_json, ipqueuesz.handler),
+    Endpoint("raftz", "/raftz", raftz.options_from_query, raftz.options_from_json,
+             raftz.handler, http_handler=raftz.http_handler),
+    Endpoint("profilez", None, profilez.options_from_query, profilez.options_from_json,
+             profilez.handler),
 ]
 BY_NAME = {e.name: e for e in ENDPOINTS}
 # nats-server also serves these paths as aliases
@@ -97,13 +113,15 @@ def sys_handler(name):
 
     def run(server, body, account=None):
         opts = ep.from_json(body if body is not None else {})
+        handler = ep.handler
         if account is not None and ep.account_field:
             acc_name = getattr(account, "name", account)
             if ep.name == "accstatz":
                 _scope_accstatz(opts, acc_name)
             else:
                 setattr(opts, ep.account_field, acc_name)
-        result = ep.handler(server, opts)
+            handler = ep.account_handler or handler
+        result = handler(server, opts)
         if isinstance(result, tuple):
             result = result[1]
         if ep.name == "healthz" and "status_code" not in result:
@@ -113,7 +131,8 @@ def sys_handler(name):
 
 
 def routes(server):
-    table = {e.path: (lambda q, e=e: e.http(server, q)) for e in ENDPOINTS}
+    expvarz.install()
+    table = {e.path: (lambda q, e=e: e.http(server, q)) for e in ENDPOINTS if e.path}
     for alias, name in ALIASES.items():
         table[alias] = table[BY_NAME[name].path]
     listed = sorted(p for p in table if p not in ALIASES)
