@@ -1,66 +1,20 @@
 """Monitoring endpoints of natsd against nats-server 2.15.1: same workload, same flags, then
-key sets (recursively), the values that must agree, query options and malformed options."""
+key sets and value types (recursively, keycheck.py), the values that must agree, query options
+and malformed options. test_key_coverage.py covers every endpoint and $SYS service on a
+JetStream server with a system account."""
 import json
 
 import pytest
 
 from tests.conftest import poll
 from tests.monitor.conftest import get_json, http_get
-
-# Keys nats-server has that natsd does not, with the reason. Paths are dotted; "[]" = list item.
-KEY_EXCEPTIONS = {
-    # nats-server gives every account service imports from $SYS (ACCOUNT.PING.CONNZ, ...);
-    # natsd answers those requests with internal subscriptions, not configured imports.
-    "account_detail.imports",
-}
-
-
-def missing_keys(ref, mine, path=""):
-    """Paths of keys present in `ref` and absent in `mine` (lists: union of item keys)."""
-    out = []
-    if isinstance(ref, dict) and isinstance(mine, dict):
-        for k, v in ref.items():
-            p = "%s.%s" % (path, k) if path else k
-            if k not in mine:
-                out.append(p)
-            else:
-                out.extend(missing_keys(v, mine[k], p))
-    elif isinstance(ref, list) and isinstance(mine, list) and ref and mine:
-        if all(isinstance(x, dict) for x in ref + mine):
-            merged_ref, merged_mine = {}, {}
-            for x in ref:
-                merged_ref.update(x)
-            for x in mine:
-                merged_mine.update(x)
-            out.extend(missing_keys(merged_ref, merged_mine, path + "[]"))
-    return out
-
-
-def assert_same_keys(ref, mine, exceptions=()):
-    missing = [p for p in missing_keys(ref, mine)
-               if p not in KEY_EXCEPTIONS and p not in exceptions]
-    assert not missing, "natsd lacks keys nats-server has: %s" % missing
-
-
-def assert_same_types(ref, mine, path=""):
-    """Values nats-server and natsd both have are of the same JSON type."""
-    if isinstance(ref, dict) and isinstance(mine, dict):
-        for k in ref.keys() & mine.keys():
-            assert_same_types(ref[k], mine[k], "%s.%s" % (path, k))
-    elif ref is not None and mine is not None:
-        num = (int, float)
-        ok = (isinstance(ref, bool) == isinstance(mine, bool) and
-              (type(ref) is type(mine) or isinstance(ref, num) and isinstance(mine, num)))
-        assert ok, "%s: %r vs %r" % (path, ref, mine)
-        if isinstance(ref, list) and ref and mine:
-            assert_same_types(ref[0], mine[0], path + "[0]")
-
+from tests.monitor.keycheck import assert_same_shape
 
 def by_name(connz):
     return {c.get("name"): c for c in connz["connections"]}
 
 
-COMMON_PATHS = ["/connz", "/connz?subs=1", "/connz?subs=detail&auth=1", "/connz?state=closed",
+COMMON_PATHS = ["/varz", "/connz", "/connz?subs=1", "/connz?subs=detail&auth=1", "/connz?state=closed",
                 "/connz?state=any&subs=detail", "/subsz", "/subsz?subs=1", "/subsz?subs=1&test=foo.x",
                 "/accountz", "/accountz?acc=$G", "/accstatz", "/accstatz?unused=1", "/routez",
                 "/routez?subs=detail", "/gatewayz", "/gatewayz?accs=1", "/leafz", "/leafz?subs=1",
@@ -70,8 +24,7 @@ COMMON_PATHS = ["/connz", "/connz?subs=1", "/connz?subs=detail&auth=1", "/connz?
 @pytest.mark.parametrize("path", COMMON_PATHS)
 def test_key_sets_match_nats_server(pair, path):
     mine, ref = pair.both(path)
-    assert_same_keys(ref, mine)
-    assert_same_types(ref, mine, path)
+    assert_same_shape(ref, mine, what=path)
 
 
 def test_connz_values(pair):
@@ -264,8 +217,7 @@ def test_empty_subsystems(pair):
                                   "/accountz?acc=B", "/accstatz?unused=1", "/subsz?subs=1&acc=A"])
 def test_accounts_key_sets(acc_pair, path):
     mine, ref = acc_pair.both(path)
-    assert_same_keys(ref, mine)
-    assert_same_types(ref, mine, path)
+    assert_same_shape(ref, mine, what=path)
 
 
 def test_connz_auth_fields(acc_pair):

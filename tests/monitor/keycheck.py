@@ -1,0 +1,62 @@
+"""Comparing a natsd monitoring answer with nats-server's: keys and JSON value types.
+
+`differences(ref, mine)` lists, as dotted paths ("[]" stands for a list item):
+  - "missing: p"  keys nats-server returns that natsd does not (lists of objects: the union of
+    the items' keys on each side is compared),
+  - "type: p ..." values present on both sides whose JSON types differ (string, number, bool,
+    list, object, null); lists compare their first items when both are non-empty (lists of
+    objects: the union of the items' keys, each with the last item's value).
+`allow` is a set of paths to leave out (each caller documents why).
+"""
+
+
+def json_type(v):
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "list"
+    if isinstance(v, dict):
+        return "object"
+    return type(v).__name__
+
+
+def _merged(items):
+    out = {}
+    for x in items:
+        out.update(x)
+    return out
+
+
+def differences(ref, mine, allow=(), path=""):
+    out = []
+    if path in allow:
+        return out
+    tr, tm = json_type(ref), json_type(mine)
+    if tr != tm:
+        return ["type: %s nats-server %s %.80r, natsd %s %.80r" % (path or ".", tr, ref, tm, mine)]
+    if tr == "object":
+        for k, v in ref.items():
+            p = "%s.%s" % (path, k) if path else k
+            if p in allow:
+                continue
+            if k not in mine:
+                out.append("missing: " + p)
+            else:
+                out.extend(differences(v, mine[k], allow, p))
+    elif tr == "list" and ref and mine:
+        if all(isinstance(x, dict) for x in ref + mine):
+            out.extend(differences(_merged(ref), _merged(mine), allow, path + "[]"))
+        else:
+            out.extend(differences(ref[0], mine[0], allow, path + "[]"))
+    return out
+
+
+def assert_same_shape(ref, mine, allow=(), what=""):
+    diffs = differences(ref, mine, allow)
+    assert not diffs, "%s: natsd differs from nats-server:\n  %s" % (what, "\n  ".join(diffs))
