@@ -48,6 +48,8 @@ class SystemServices:
     # ---- setup ----
 
     def start(self):
+        from natsd.monitor import expvarz
+        expvarz.install()               # EXPVARZ's garbage collection figures from now on
         sid = self.server.id
         sys_sl = self.account.sublist
         self._sub(sys_sl, "$SYS.REQ.SERVER.PING", self._server_ping)
