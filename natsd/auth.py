@@ -38,26 +38,27 @@ import nacl.exceptions
 import nacl.signing
 import nkeys
 
+from natsd.gofmt import go_quote
 from natsd.permissions import Permissions
 
 # -ERR texts, exactly as nats-server sends them (verified in
-# tests/auth/test_reference_texts.py).
+# tests/auth/test_reference_texts.py); subjects are quoted as Go's %q quotes them.
 ERR_AUTH_VIOLATION = "Authorization Violation"
 ERR_AUTH_TIMEOUT = "Authentication Timeout"
 
 
-def pub_violation(subject: str) -> str:
-    return f'Permissions Violation for Publish to "{subject}"'
+def pub_violation(subject) -> str:
+    return f'Permissions Violation for Publish to {go_quote(subject)}'
 
 
-def sub_violation(subject: str, queue: str | None = None) -> str:
+def sub_violation(subject, queue=None) -> str:
     if queue:
-        return f'Permissions Violation for Subscription to "{subject}" using queue "{queue}"'
-    return f'Permissions Violation for Subscription to "{subject}"'
+        return f'Permissions Violation for Subscription to {go_quote(subject)} using queue {go_quote(queue)}'
+    return f'Permissions Violation for Subscription to {go_quote(subject)}'
 
 
-def reply_violation(reply: str) -> str:
-    return f'Permissions Violation for Publish with Reply of "{reply}"'
+def reply_violation(reply) -> str:
+    return f'Permissions Violation for Publish with Reply of {go_quote(reply)}'
 
 
 # Reply prefixes the server uses internally (service imports, JetStream acks,

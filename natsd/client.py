@@ -4,15 +4,13 @@ The Cython parser handles PUB/HPUB/PING/PONG itself and calls this handler for e
 else. One ClientProtocol serves every client connection; per-connection Python state lives in
 `conn.state` (a ClientState).
 """
-import json
 import logging
 import time
 
 from natsd import auth as auth_mod
-from natsd._core.conn import monotonic
 from natsd._core.router import deliver_to
 from natsd._core.sublist import Subscription
-from natsd.protocol import ProtocolHandler
+from natsd.protocol import ProtocolHandler, info_line
 from natsd.permissions import SYS_QUEUE_GROUP
 from natsd.subject import is_valid_subject, is_valid_queue, subject_matches
 
@@ -137,7 +135,7 @@ class ClientProtocol(ProtocolHandler):
         info["remote_account"] = acc.name if acc is not None else ""
         info["acc_is_sys"] = acc is not None and acc.is_system
         info["connect_info"] = True
-        c.send_bytes(b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n")
+        c.send_bytes(info_line(info))
 
     def _auth_failed(self, c, info):
         user = info.get("user") or info.get("nkey") or ""
@@ -158,8 +156,8 @@ class ClientProtocol(ProtocolHandler):
 
     def sub(self, c, subject, queue, sid):
         st = c.state
-        subj = subject.decode("utf-8", "replace")
-        q = queue.decode("utf-8", "replace") if queue is not None else None
+        subj = subject.decode("utf-8", "surrogateescape")
+        q = queue.decode("utf-8", "surrogateescape") if queue is not None else None
         if not is_valid_subject(subj) or (q is not None and not is_valid_queue(q)):
             self.send_err(c, "Invalid Subject")
             return
@@ -217,42 +215,18 @@ class ClientProtocol(ProtocolHandler):
     def check_publish(self, c, subject):
         """Slow path of a publish permission check; allowed subjects are cached in C."""
         st = c.state
-        subj = subject.decode("utf-8", "replace")
+        subj = subject.decode("utf-8", "surrogateescape")
         if st.perms.can_publish(subj):
             if len(c.pub_allowed) > 4096:
                 c.pub_allowed.clear()
             c.pub_allowed[subject] = True
             return True
-        if st.replies and self._use_reply(st, subject):
+        if st.replies and self.use_reply(st, subject):
             return True
         text = auth_mod.pub_violation(subj)
         log.error("%sPublish Violation - %s", self._prefix(c), text)
         self.send_err(c, text)
         return False
-
-    def _use_reply(self, st, subject):
-        entry = st.replies.get(subject)
-        if entry is None:
-            return False
-        remaining, expires = entry
-        if expires and monotonic() > expires:
-            del st.replies[subject]
-            return False
-        if remaining <= 1:
-            del st.replies[subject]
-        else:
-            entry[0] = remaining - 1
-        return True
-
-    def allow_reply(self, c, reply):
-        st = c.state
-        resp = st.perms.response
-        if st.replies is None:
-            st.replies = {}
-        if len(st.replies) > 65536:
-            st.replies.clear()
-        expires = monotonic() + resp.expires if resp.expires else 0
-        st.replies[reply] = [resp.max_msgs or 1, expires]
 
     def delivery_denied(self, c, sub, subject):
         q = sub.queue.decode() if sub.queue is not None else None
@@ -269,7 +243,7 @@ class ClientProtocol(ProtocolHandler):
 
     def reserved_reply(self, c, reply):
         """Clients may not publish with the server's own reply prefixes (_R_., $JS.ACK., _GR_.)."""
-        text = auth_mod.reply_violation(reply.decode("utf-8", "replace"))
+        text = auth_mod.reply_violation(reply)
         log.error("%sPublish Violation - %s", self._prefix(c), text)
         self.send_err(c, text)
 

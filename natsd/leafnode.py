@@ -12,9 +12,10 @@ following nats-server's leafnode.go:
 - The interest we send is kept in a per-connection `smap` (key -> count) fed by the account
   sublist's `on_change` hook: the first subscription on a key sends `LS+`, the last removal
   `LS-`; queue keys send every weight change.
-- Denied subjects (deny_imports / deny_exports and the JetStream domain denies) filter both
-  the interest and the messages: `deny_out` (what we may send: "publish" permissions) and
-  `deny_in` (what we may receive: "subscribe" permissions).
+- What may cross the link (natsd/linkperms.py): the leaf user's permissions on the hub side,
+  those the hub announced on the spoke side, deny_imports / deny_exports and the JetStream
+  domain denies filter both the interest and the messages in each direction (`st.perms.send`,
+  `st.perms.recv`). A hub closes a link whose leaf breaks its user's permissions.
 """
 import errno
 import json
@@ -30,11 +31,14 @@ from natsd._core.conn import Connection
 from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
+from natsd.gofmt import go_json, go_quote
 from natsd.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.imports import random_token
 from natsd.logger import TRACE
-from natsd.protocol import ProtocolHandler, prepare_accepted
-from natsd.subject import subject_is_subset, subject_matches, subjects_overlap
+from natsd.linkperms import LinkPerms, internal_interest, internal_message, is_literal
+from natsd.permissions import Permissions
+from natsd.protocol import ProtocolHandler, info_line, prepare_accepted
+from natsd.subject import subject_is_subset
 
 log = logging.getLogger("natsd")
 
@@ -54,10 +58,6 @@ ERR_WRONG_PORT = "attempted to connect to wrong port"
 _EMPTY_SUBLIST = Sublist()
 
 
-def go_quote(s):
-    return json.dumps(s, ensure_ascii=False)
-
-
 def go_duration(seconds):
     if seconds == int(seconds):
         return "%ds" % int(seconds)
@@ -67,8 +67,8 @@ def go_duration(seconds):
 class LeafState(ClientState):
     """What the Python side knows about one leaf connection (monitoring reads it too)."""
     __slots__ = ("remote", "remote_server", "remote_domain", "remote_cluster", "remote_account",
-                 "is_spoke", "isolated", "compression", "smap", "deny_out", "deny_in",
-                 "info_received", "finished", "connect_timer", "leaf_url", "solicited")
+                 "is_spoke", "isolated", "compression", "smap", "info_received", "finished",
+                 "connect_timer", "leaf_url", "solicited", "hub_info")
 
     def __init__(self, host, port, remote=None):
         super().__init__(host, port)
@@ -83,8 +83,8 @@ class LeafState(ClientState):
         self.isolated = False
         self.compression = ""
         self.smap = None                # key -> count, set once interest is exchanged
-        self.deny_out = []              # subjects we never send to the remote
-        self.deny_in = []               # subjects we never take from the remote nor ask for
+        self.perms = LinkPerms()        # what may cross this link, each way (linkperms.py)
+        self.hub_info = None            # spoke side: the hub's INFO that finished the connect
         self.info_received = False
         self.finished = False
         self.connect_timer = None
@@ -311,26 +311,28 @@ class LeafNodes:
             self.proto.fail(c, "Authentication Timeout", "Authentication Timeout")
 
     def authenticate(self, connect, nonce):
-        """The account name a leaf CONNECT binds to, or False when it is refused."""
+        """What a leaf CONNECT binds to: (account name or None, the user's permissions or
+        None), or False when it is refused."""
         lo = self.opts
+        auth = self.server.authenticator
         if lo.users or lo.username:
             user = connect.get("user") or ""
             pw = connect.get("pass") or ""
             if lo.users:
                 for u in lo.users:
-                    if u.username == user and self.server.authenticator._check_secret(u.password or "", pw):
-                        return u.account or lo.account or None
+                    if u.username == user and auth._check_secret(u.password or "", pw):
+                        return (u.account or lo.account or None,
+                                Permissions.from_config(getattr(u, "permissions", None)))
                 return False
-            if user == lo.username and self.server.authenticator._check_secret(lo.password, pw):
-                return lo.account or None
+            if user == lo.username and auth._check_secret(lo.password, pw):
+                return lo.account or None, None
             return False
-        auth = self.server.authenticator
         if not auth.auth_required:
-            return lo.account or None
+            return lo.account or None, None
         result = auth.authenticate(connect, nonce, kind="LEAF")
         if result is None:
             return False
-        return result.account or lo.account or None
+        return result.account or lo.account or None, result.permissions
 
     # ---- solicit side ----
 
@@ -466,7 +468,7 @@ class LeafNodes:
             info["isolate"] = True
         info["remote_account"] = acc.name
         info["protocol"] = PROTO
-        c.send_bytes(b"CONNECT " + json.dumps(info, separators=(",", ":")).encode() + b"\r\n")
+        c.send_bytes(b"CONNECT " + go_json(info) + b"\r\n")
         return True
 
     # ---- registration (both sides) ----
@@ -489,11 +491,12 @@ class LeafNodes:
         self._hook(acc)
         if st.remote is not None:
             st.remote.first_connect = False
-            st.deny_out.extend(st.remote.opts.deny_exports or [])
-            st.deny_in.extend(st.remote.opts.deny_imports or [])
+            st.perms.apply_info(st.hub_info or {}, st.remote.opts.deny_exports or (),
+                                st.remote.opts.deny_imports or ())
         self._domain_denies(c)
-        if st.deny_in:
+        if not st.perms.recv.open:
             c.pub_allowed = {}
+        c.track_replies = st.perms.response is not None
         self.init_smap(c)
         st.ping_timer = self.loop.call_later(FIRST_PING + random.random() * 0.2, self._ping, c)
         if s.system is not None and hasattr(s.system, "leaf_connected"):
@@ -501,6 +504,17 @@ class LeafNodes:
                 s.system.leaf_connected(c)
             except Exception:
                 log.exception("leafnode connect event failed")
+
+    def update_permissions(self, c, info):
+        """Spoke side: the hub announced new permissions (a reload on its side)."""
+        st = c.state
+        remote = st.remote.opts
+        st.perms = LinkPerms()
+        st.perms.apply_info(info, remote.deny_exports or (), remote.deny_imports or ())
+        self._domain_denies(c)
+        c.pub_allowed = None if st.perms.recv.open else {}
+        for sub in c.subs.values():
+            sub.deny_filter = st.perms.needs_delivery_check(sub.subject.decode("utf-8", "surrogateescape"))
 
     def _domain_denies(self, c):
         st = c.state
@@ -528,15 +542,11 @@ class LeafNodes:
         else:
             self._deny_both(st, DENY_ALL_CLIENT_JS)
         if domain and js and acc is not None and block_outgoing:
-            st.deny_out.append("$JS.%s.API.>" % domain)
+            st.perms.send.add_deny(["$JS.%s.API.>" % domain])
 
     @staticmethod
     def _deny_both(st, subjects):
-        for subj in subjects:
-            if subj not in st.deny_out:
-                st.deny_out.append(subj)
-            if subj not in st.deny_in:
-                st.deny_in.append(subj)
+        st.perms.deny_both(subjects)
 
     # ---- interest ----
 
@@ -561,14 +571,8 @@ class LeafNodes:
         return True
 
     def can_send_interest(self, st, subject):
-        if not st.deny_in:
-            return True
-        if subject.startswith(LDS_PREFIX):
-            return True
-        for d in st.deny_in:
-            if subject_is_subset(subject, d):
-                return False
-        return True
+        """Advertise our interest in `subject`? Only for what we would take from the remote."""
+        return internal_interest(subject) or st.perms.recv.may_subscribe(subject)
 
     def init_smap(self, c):
         st = c.state
@@ -755,12 +759,12 @@ class LeafProtocol(ProtocolHandler):
             self.fail(c, text, "Cluster Names Identical")
             return
         if info.get("gateway"):
-            text = "Rejecting connection from gateway %s on the leafnode port" % go_quote(info["gateway"])
+            text = "Rejecting connection from gateway %s on the leafnode port" % go_quote(str(info["gateway"]))
             log.error("%s%s", self._prefix(c), text)
             self.fail(c, text, "Wrong Gateway")
             return
-        acc_name = self.ln.authenticate(info, st.nonce)
-        account = self.server.accounts.get(acc_name) if acc_name is not False else None
+        bound = self.ln.authenticate(info, st.nonce)
+        account = self.server.accounts.get(bound[0]) if bound is not False else None
         if account is None:
             user = info.get("user") or info.get("nkey") or ""
             if user:
@@ -794,12 +798,14 @@ class LeafProtocol(ProtocolHandler):
         st.compression = "not supported"
         c.headers = bool(info.get("headers")) and not self.server.opts.no_header_support
         c.connected = True
+        st.perms = LinkPerms.for_user(bound[1])
         deny_pub = info.get("deny_pub") or []
         if isinstance(deny_pub, list):
-            st.deny_out.extend(str(x) for x in deny_pub)
-        # let the remote know which account it is bound to (nats-server: sendPermsAndAccountInfo)
+            st.perms.send.add_deny(str(x) for x in deny_pub)
+        # let the remote know its account and permissions (nats-server: sendPermsAndAccountInfo)
         out = self.ln.info_dict()
         out["client_id"] = c.cid
+        out.update(st.perms.info_fields())
         out["connect_info"] = True
         out["remote_account"] = account.name
         if account.is_system:
@@ -823,6 +829,12 @@ class LeafProtocol(ProtocolHandler):
                 log.error("%s%s", self._prefix(c), ERR_WRONG_PORT)
                 c.schedule_close("Wrong Port")
                 return
+            if info.get("tls_required"):
+                # never send the CONNECT (credentials) in clear to a hub that asked for TLS
+                log.error("%sLeafnode remote requires TLS, which natsd does not support yet: "
+                          "not sending credentials in clear", self._prefix(c))
+                c.schedule_close("TLS Handshake Failure")
+                return
             st.nonce = info.get("nonce")
             c.headers = bool(info.get("headers")) and not self.server.opts.no_header_support
             st.remote_server = info.get("server_name") or info.get("server_id") or ""
@@ -843,14 +855,17 @@ class LeafProtocol(ProtocolHandler):
             st.remote_account = info["remote_account"]
         if info.get("connect_info") and not st.finished:
             st.remote_account = str(info.get("remote_account") or "")
+            st.hub_info = info
             self.ln.register(c)
+        elif st.finished and ("import" in info or "export" in info):
+            self.ln.update_permissions(c, info)
 
     def leaf_sub(self, c, subject, queue, weight):
         st = c.state
         if st.account is None or not c.connected:
             self.fail(c, "Authorization Violation", "Protocol Violation")
             return
-        subj = subject.decode("utf-8", "replace")
+        subj = subject.decode("utf-8", "surrogateescape")
         if subj.startswith(LDS_PREFIX) and subj == self.ln.lds.get(st.account.name):
             self.handle_loop(c, True)
             return
@@ -864,16 +879,20 @@ class LeafProtocol(ProtocolHandler):
                 if delta:
                     self.ln.propagate(st.account, old, delta)
             return
-        if st.deny_out and not subj.startswith(LDS_PREFIX):
-            deny_filter = False
-            for d in st.deny_out:
-                if subject_is_subset(subj, d):
-                    log.debug("%sNot permitted to deliver to %s", self._prefix(c), go_quote(subj))
+        deny_filter = False
+        if not internal_interest(subj):
+            send = st.perms.send
+            if is_literal(subj) and not send.allows(subj):
+                user = st.perms.user_send
+                if user is not None and not user.allows(subj) and not st.solicited:
+                    self.permission_violation(c, False, subject)
                     return
-                if subjects_overlap(subj, d):
-                    deny_filter = True
-        else:
-            deny_filter = False
+                log.debug("%sNot permitted to deliver to %s", self._prefix(c), go_quote(subject))
+                return
+            if any(subject_is_subset(subj, d) for d in send.deny):
+                log.debug("%sNot permitted to deliver to %s", self._prefix(c), go_quote(subject))
+                return
+            deny_filter = st.perms.needs_delivery_check(subj)
         limit = self.server.opts.max_subscriptions
         if limit > 0 and len(c.subs) >= limit:
             log.error("%sMaximum Subscriptions Exceeded", self._prefix(c))
@@ -929,20 +948,33 @@ class LeafProtocol(ProtocolHandler):
         route_remote(c, c.sublist, target, reply, hdr, payload, queues)
 
     def check_publish(self, c, subject):
-        """May a message on `subject` come in from this leaf (deny_imports, domain denies)?"""
+        """May a message on `subject` come in from this leaf? A hub closes the link of a leaf
+        that publishes what its user may not (a reply it was asked for excepted: allow_responses);
+        deny_imports and the domain denies drop the message without a word."""
         st = c.state
-        subj = subject.decode("utf-8", "replace")
-        ok = True
-        if not (subj.startswith("_R_.") or subj.startswith("$JS.ACK.")):
-            for d in st.deny_in:
-                if subject_matches(d, subj):
-                    ok = False
-                    break
-        if c.pub_allowed is not None:
-            if len(c.pub_allowed) > 4096:
-                c.pub_allowed.clear()
-            c.pub_allowed[subject] = ok
+        subj = subject.decode("utf-8", "surrogateescape")
+        if internal_message(subj):
+            return True
+        user = st.perms.user_recv
+        if user is not None and not user.allows(subj):
+            if st.replies and self.use_reply(st, subject):
+                return True
+            if not st.solicited:
+                self.permission_violation(c, True, subject)
+            return False
+        ok = st.perms.recv.allows(subj)
+        if len(c.pub_allowed) > 4096:
+            c.pub_allowed.clear()
+        c.pub_allowed[subject] = ok
         return ok
+
+    def permission_violation(self, c, publish, subject):
+        """nats-server leafPermViolation: -ERR, an error log line, the link closed."""
+        action = "Publish" if publish else "Subscription"
+        self.send_err(c, "Permissions Violation for %s to %s" % (action, go_quote(subject)))
+        log.error("%s%s Violation on %s - Check other side configuration", self._prefix(c), action,
+                  go_quote(subject))
+        c.schedule_close("Protocol Violation")
 
     def sub(self, c, subject, queue, sid):
         self.protocol_error(c, "Unknown Protocol Operation", True)
@@ -974,14 +1006,7 @@ class LeafProtocol(ProtocolHandler):
         pass
 
     def delivery_denied(self, c, sub, subject):
-        subj = subject.decode("utf-8", "replace")
-        for d in c.state.deny_out:
-            if subject_matches(d, subj):
-                return True
-        return False
-
-    def allow_reply(self, c, reply):
-        pass
+        return not c.state.perms.send.allows(subject.decode("utf-8", "surrogateescape"))
 
     def auto_unsubscribed(self, c, s):
         pass
@@ -1005,7 +1030,7 @@ def _nonce():
 
 
 def _send_info(c, info):
-    c.send_bytes(b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n")
+    c.send_bytes(info_line(info))
 
 
 def _ls(key, n):

@@ -98,6 +98,8 @@ class Permissions:
             None if sub_allow is None else tuple(sub_allow))
         self.sub_deny: tuple[tuple[str, str | None], ...] = tuple(sub_deny)
         self.response = response
+        # False when pub_allow is only what allow_responses implies (not what was configured)
+        self.pub_allow_configured = pub_allow is not None
         self._pub_cache: dict[str, bool] = {}
         self._sub_cache: dict[tuple[str, str | None], bool] = {}
         self._deliver_cache: dict[tuple[str, str | None], bool] = {}
@@ -148,7 +150,9 @@ class Permissions:
         if (pub_allow is None and not pub_deny and sub_allow is None
                 and not sub_deny and response is None):
             return None
-        return cls(pub_allow, pub_deny, sub_allow, sub_deny, response)
+        perms = cls(pub_allow, pub_deny, sub_allow, sub_deny, response)
+        perms.pub_allow_configured = bool(pub_allow_cfg)
+        return perms
 
     # -- checks -----------------------------------------------------------
 

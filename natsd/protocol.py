@@ -8,6 +8,8 @@ import json
 import logging
 import socket
 
+from natsd._core.conn import monotonic
+from natsd.gofmt import go_json
 from natsd.logger import TRACE
 
 log = logging.getLogger("natsd")
@@ -57,6 +59,36 @@ class ProtocolHandler:
         log.error("%sMaximum Payload Violation", self._prefix(c))
         self.fail(c, "Maximum Payload Violation", "Maximum Payload Exceeded")
 
+    # ---- allow_responses: replies a connection may publish to once it got a request ----
+
+    def allow_reply(self, c, reply):
+        """A message with `reply` was delivered to c, whose permissions have allow_responses:
+        c may publish to `reply` (max_msgs times, until expires), as nats-server tracks it."""
+        st = c.state
+        resp = st.perms.response
+        if st.replies is None:
+            st.replies = {}
+        if len(st.replies) > 65536:
+            st.replies.clear()
+        expires = monotonic() + resp.expires if resp.expires else 0
+        st.replies[reply] = [resp.max_msgs or 1, expires]
+
+    @staticmethod
+    def use_reply(st, subject):
+        """Publishing to `subject` uses one tracked response permission; False if none."""
+        entry = st.replies.get(subject)
+        if entry is None:
+            return False
+        remaining, expires = entry
+        if expires and monotonic() > expires:
+            del st.replies[subject]
+            return False
+        if remaining <= 1:
+            del st.replies[subject]
+        else:
+            entry[0] = remaining - 1
+        return True
+
     # ---- tracing (-V) ----
 
     def trace_in(self, c, line):
@@ -82,6 +114,26 @@ class ProtocolHandler:
     def slow_consumer(self, c):
         log.info("%sSlow Consumer Detected: MaxPending of %d Exceeded", self._prefix(c), c.max_pending)
         c.schedule_close("Slow Consumer (Pending Bytes)")
+
+
+# The order of nats-server's Info struct fields, which is the order of keys in every INFO it
+# sends (clients, leaf nodes, routes).
+INFO_KEYS = (
+    "server_id", "server_name", "version", "proto", "git_commit", "go", "host", "port",
+    "headers", "auth_required", "tls_required", "tls_verify", "tls_available", "max_payload",
+    "jetstream", "ip", "client_id", "client_ip", "nonce", "cluster", "cluster_dynamic",
+    "domain", "connect_urls", "ws_connect_urls", "ldm", "compression", "connect_info",
+    "remote_account", "acc_is_sys", "api_lvl", "import", "export", "lnoc", "lnocu",
+    "info_on_connect", "route_pool_size", "route_pool_idx", "route_account",
+    "route_acc_add_reqid", "gossip_mode", "gateway", "gateway_urls", "gateway_url",
+    "gateway_cmd", "gateway_cmd_payload", "gateway_nrp", "gateway_iom", "leafnode_urls", "xkey")
+_INFO_RANK = {k: i for i, k in enumerate(INFO_KEYS)}
+
+
+def info_line(info):
+    """An INFO protocol line: keys in nats-server's order, JSON as its json.Marshal writes it."""
+    ordered = dict(sorted(info.items(), key=lambda kv: _INFO_RANK.get(kv[0], len(INFO_KEYS))))
+    return b"INFO " + go_json(ordered) + b" \r\n"
 
 
 def prepare_accepted(sock):

@@ -22,7 +22,7 @@ from natsd.accounts import AccountRegistry
 from natsd.imports import ResponseRouter, install_imports
 from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT
 from natsd.client import ClientProtocol, ClientState
-from natsd.protocol import prepare_accepted
+from natsd.protocol import info_line, prepare_accepted
 
 log = logging.getLogger("natsd")
 
@@ -279,7 +279,7 @@ class Server:
         if self.authenticator.nonce_required:
             st.nonce = new_nonce()
         log.debug("%s:%d - cid:%d - Client connection created", st.host, st.port, c.cid)
-        c.send_bytes(b"INFO " + json.dumps(self.info_dict(c), separators=(",", ":")).encode() + b" \r\n")
+        c.send_bytes(info_line(self.info_dict(c)))
         if len(self.clients) > opts.max_connections:
             log.error("%s:%d - cid:%d - Maximum Connections Exceeded", st.host, st.port, c.cid)
             self.client_proto.fail(c, "maximum connections exceeded", "Maximum Connections Exceeded")
@@ -404,7 +404,7 @@ class Server:
             if c.connected and not c.connect_info_due and _int(c.state.connect, "protocol") >= 1:
                 info = self.info_dict(c, with_nonce=False)
                 info["ldm"] = True
-                c.send_bytes(b"INFO " + json.dumps(info, separators=(",", ":")).encode() + b" \r\n")
+                c.send_bytes(info_line(info))
         self.loop.call_later(grace, self._lame_duck_evict, clients, interval)
 
     def _lame_duck_evict(self, clients, interval):

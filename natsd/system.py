@@ -15,6 +15,7 @@ from natsd import VERSION
 from natsd._core.conn import totals
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
+from natsd.gofmt import go_json
 from natsd.imports import random_token
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
@@ -32,7 +33,7 @@ ACCOUNT_ENDPOINTS = ("SUBSZ", "CONNZ", "LEAFZ", "JSZ", "INFO", "STATZ", "CONNS")
 
 
 def _json(obj):
-    return json.dumps(obj, separators=(",", ":")).encode()
+    return go_json(obj)
 
 
 class SystemServices:

@@ -154,6 +154,8 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
                 c.route_queues = [sub.queue]
             else:
                 c.route_queues.append(sub.queue)
+        if rlen and c.track_replies:
+            c.handler.allow_reply(c, PyBytes_FromStringAndSize(reply, rlen))
         return 1
     write_msg(c, pub, sub.sid, subj, slen, reply, rlen, msg, hlen, tlen)
     if rlen and c.track_replies:

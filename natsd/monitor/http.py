@@ -5,11 +5,12 @@ sockets and h11 and routes a path to an endpoint handler. Handlers return a JSON
 (or raise HttpError), or `(status, body bytes, content type)` for non-JSON bodies such as
 /metrics; JSON responses are pretty-printed JSON like nats-server's, with JSONP support.
 """
-import json
 import logging
 from urllib.parse import parse_qs, urlsplit
 
 import h11
+
+from natsd.gofmt import go_json
 
 log = logging.getLogger("natsd")
 
@@ -78,9 +79,9 @@ class MonitorServer:
             body = result.encode() if isinstance(result, str) else result
             return status, body, "text/html; charset=utf-8"
         if path in COMPACT_PATHS:
-            body = json.dumps(result, separators=(",", ":")).encode()
+            body = go_json(result)
         else:
-            body = json.dumps(result, indent=2).encode()
+            body = go_json(result, indent=2)
         callback = query.get("callback")
         if callback:
             return status, b"%s(%s)" % (callback.encode(), body), "application/javascript"
