@@ -63,3 +63,34 @@ def test_lmsg_js_reply_suffix_is_restored_for_clients(hub):
     assert got == b"MSG orders.eu 1 " + ack + b" 2\r\nhi\r\n"
     sub.close()
     leaf.close()
+
+
+def test_no_credentials_in_clear_to_a_hub_requiring_tls(natsd, tmp_path):
+    """A hub whose INFO says tls_required never gets the leaf's CONNECT (credentials) in clear."""
+    import socket
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(1)
+    lsock.settimeout(10)
+    conf = tmp_path / "leaf.conf"
+    conf.write_text('leafnodes { remotes: [ { url: "nats-leaf://u:secret@127.0.0.1:%d" } ] }\n'
+                    % lsock.getsockname()[1])
+    leaf = natsd("-c", str(conf))
+    conn, _ = lsock.accept()
+    conn.sendall(b'INFO {"server_id":"NFAKE","server_name":"hub","version":"2.15.1","proto":1,'
+                 b'"headers":true,"auth_required":true,"tls_required":true,"max_payload":1048576,'
+                 b'"client_id":3,"nonce":"abc","leafnode_urls":["127.0.0.1:1"]} \r\n')
+    conn.settimeout(5)
+    got = b""
+    try:
+        while True:
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    except socket.timeout:
+        pass
+    conn.close()
+    lsock.close()
+    assert b"CONNECT" not in got and b"secret" not in got, got
+    leaf.wait_log("requires TLS", 5)
