@@ -34,6 +34,18 @@ def new_seed(prefix):
     return nkeys.encode_seed(os.urandom(32), prefix)
 
 
+def corrupt_seed(seed):
+    """The seed with one base32 character in the middle of the key replaced: 5 data bits change
+    (a seed is 58 characters for 36 bytes, so the last character carries 2 padding bits and
+    changing it may change nothing), and CRC16 catches every error burst up to 16 bits, so the
+    checksum can never match."""
+    i = len(seed) // 2                                  # inside the 32 key bytes, not the prefix
+    broken = seed[:i] + (b"B" if seed[i:i + 1] == b"A" else b"A") + seed[i + 1:]
+    pad = lambda s: base64.b32decode(s + b"=" * (-len(s) % 8))
+    assert pad(broken)[:-2] != pad(seed)[:-2] and pad(broken)[-2:] == pad(seed)[-2:]
+    return broken
+
+
 def pub_of(seed):
     return nkeys.from_seed(bytearray(seed)).public_key.decode()
 
@@ -134,8 +146,8 @@ def test_creds_errors(tmp_path, monkeypatch):
     with pytest.raises(CredsError, match="^Credentials file malformed$"):
         leaf_connect_auth(str(bad), "", "n")
     assert check_creds(str(bad)) == 'LeafNode Remote Credentials file "%s" malformed' % bad
-    user = new_seed(nkeys.PREFIX_BYTE_USER)
-    broken = user[:-1] + (b"A" if user[-1:] != b"A" else b"B")      # CRC mismatch
+    user = nkeys.encode_seed(bytes(range(32)), nkeys.PREFIX_BYTE_USER)  # fixed: reproducible
+    broken = corrupt_seed(user)                                          # CRC mismatch
     bad.write_text(creds_text(user_jwt(new_seed(nkeys.PREFIX_BYTE_ACCOUNT), user, "u"), broken))
     with pytest.raises(CredsError, match="malformed seed"):
         leaf_connect_auth(str(bad), "", "n")
