@@ -61,6 +61,37 @@ def reply_violation(reply) -> str:
     return f'Permissions Violation for Publish with Reply of {go_quote(reply)}'
 
 
+def auth_user_label(connect: dict) -> str:
+    """How nats-server's log lines name a connection's credentials (client.go getAuthUser);
+    '' when it sent none."""
+    for key, label in (("nkey", "Nkey"), ("user", "User")):
+        v = connect.get(key)
+        if v:
+            return "%s %s" % (label, go_quote(str(v)))
+    if connect.get("auth_token"):
+        return 'Token "[REDACTED]"'
+    return ""
+
+
+def log_label(connect: dict, account: str) -> str:
+    """What nats-server adds to a client's log prefix once it is connected:
+    `"v<version>:<lang>:<name>" - "<account>/<user:u|nkey:k|token>"`, each part when known."""
+    parts = [str(connect.get(k) or "") for k in ("version", "lang", "name")]
+    if parts[0]:
+        parts[0] = "v" + parts[0]
+    ncs = ":".join(p for p in parts if p)
+    if connect.get("nkey"):
+        user = "nkey:%s" % connect["nkey"]
+    elif connect.get("user"):
+        user = "user:%s" % connect["user"]
+    elif connect.get("auth_token"):
+        user = "token"
+    else:
+        user = ""
+    acs = "%s/%s" % (account, user) if user else ""
+    return " - ".join(go_quote(x) for x in (ncs, acs) if x)
+
+
 # Reply prefixes the server uses internally (service imports, JetStream acks,
 # gateways); a client PUB with such a reply gets reply_violation, whatever
 # its permissions (client.go isReservedReply).
@@ -152,6 +183,16 @@ class Authenticator:
             return  # first definition wins; nats-server refuses duplicates at load time
         table[name] = _Principal(name, secret, account, Permissions.from_config(perms_cfg),
                                  conn_types, bool(nkey))
+
+    def knows_user(self, connect: dict) -> bool:
+        """False when the CONNECT names a user or nkey this configuration does not have
+        (nats-server treats such a client on reload as moved to another account)."""
+        user, nkey = connect.get("user"), connect.get("nkey")
+        if nkey and isinstance(nkey, str):
+            return nkey in self.nkeys
+        if user and isinstance(user, str) and self.users:
+            return user in self.users
+        return True
 
     # -- authentication -----------------------------------------------------
 

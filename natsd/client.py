@@ -10,6 +10,7 @@ import time
 from natsd import auth as auth_mod
 from natsd._core.router import deliver_to
 from natsd._core.sublist import Subscription
+from natsd.gofmt import go_quote
 from natsd.protocol import ProtocolHandler, info_line
 from natsd.permissions import SYS_QUEUE_GROUP
 from natsd.subject import is_valid_subject, is_valid_queue, subject_matches
@@ -63,6 +64,8 @@ class ClientProtocol(ProtocolHandler):
 
     def _prefix(self, c):
         st = c.state
+        if st.label:
+            return "%s:%d - cid:%d - %s - " % (st.host, st.port, c.cid, st.label)
         return "%s:%d - cid:%d - " % (st.host, st.port, c.cid)
 
     def _ok(self, c):
@@ -122,6 +125,7 @@ class ClientProtocol(ProtocolHandler):
             st.nkey = result.nkey
             self._set_permissions(c, result.permissions)
         c.connected = True
+        st.label = auth_mod.log_label(info, account.name)
         c.connect_info_due = _int(info.get("protocol")) >= 1
         if account.max_payload > 0:
             c.max_payload = min(c.max_payload, account.max_payload)
@@ -138,8 +142,11 @@ class ClientProtocol(ProtocolHandler):
         c.send_bytes(info_line(info))
 
     def _auth_failed(self, c, info):
-        user = info.get("user") or info.get("nkey") or ""
-        log.error('%s"%s" - authentication error', self._prefix(c), user) if user else \
+        """nats-server authViolation: the log line names the user, the client gets -ERR."""
+        user = auth_mod.auth_user_label(info)
+        if user:
+            log.error("%sauthentication error - %s", self._prefix(c), user)
+        else:
             log.error("%sauthentication error", self._prefix(c))
         self.fail(c, auth_mod.ERR_AUTH_VIOLATION, "Authentication Failure")
         if self.server.system is not None:
@@ -204,6 +211,49 @@ class ClientProtocol(ProtocolHandler):
             del c.subs[s.sid]
         if c.sublist.remove(s):
             self.server.interest_removed(c.state.account, s)
+
+    def reauthorize(self, c):
+        """After a config reload (nats-server reloadAuthorization): a client whose credentials
+        no longer pass is cut with 'Authorization Violation', one bound to another account now
+        is closed, and subscriptions its new permissions forbid are removed with an -ERR each."""
+        st = c.state
+        auth = self.server.authenticator
+        connect = st.connect or {}
+        if not auth.knows_user(connect):
+            c.schedule_close("Client Closed")       # the user is gone: as if it moved away
+            return
+        result = auth.authenticate(connect, st.nonce)
+        if result is None and auth.auth_required:
+            self._auth_failed(c, connect)
+            return
+        account = self.server.accounts.get(result.account if result is not None else None)
+        if account is None or account is not st.account:
+            c.schedule_close("Client Closed")
+            return
+        self._set_permissions(c, result.permissions if result is not None else None)
+        perms = st.perms
+        if perms is None:
+            for s in c.subs.values():
+                s.deny_filter = False
+            return
+        for s in list(c.subs.values()):
+            subj = s.subject.decode("utf-8", "surrogateescape")
+            q = s.queue.decode("utf-8", "surrogateescape") if s.queue is not None else None
+            if perms.can_subscribe(subj, q):
+                s.deny_filter = perms.needs_delivery_filter(subj, q)
+                continue
+            self._remove_sub(c, s)
+            who = auth_mod.auth_user_label(st.connect or {}) or 'User "N/A"'
+            if q is not None:
+                self.send_err(c, "Permissions Violation for Subscription to %s using queue %s (sid %s)"
+                              % (go_quote(s.subject), go_quote(s.queue), go_quote(s.sid)))
+                log.info("Removed sub %s using queue %s (sid %s) for %s - not authorized",
+                         go_quote(s.subject), go_quote(s.queue), go_quote(s.sid), who)
+            else:
+                self.send_err(c, "Permissions Violation for Subscription to %s (sid %s)"
+                              % (go_quote(s.subject), go_quote(s.sid)))
+                log.info("Removed sub %s (sid %s) for %s - not authorized", go_quote(s.subject),
+                         go_quote(s.sid), who)
 
     def info(self, c, payload):
         pass                            # clients may echo INFO; nats-server ignores it

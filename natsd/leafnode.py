@@ -212,6 +212,34 @@ class LeafNodes:
     def port(self):
         return self.listener.port if self.listener is not None else 0
 
+    def reload(self, new_opts):
+        """A config reload: accepted leaf connections are checked against the new
+        authorization. Failing credentials get 'Authorization Violation'; a link bound to
+        another account or whose user's permissions changed is closed (the leaf reconnects and
+        gets the new ones, interest included)."""
+        lo = new_opts.leafnode
+        lo.port, lo.host = self.opts.port, self.opts.host
+        self.opts = lo
+        for c in list(self.server.leafs.values()):
+            st = c.state
+            if st.solicited or c.closing or c.closed:
+                continue
+            bound = self.authenticate(st.connect or {}, st.nonce)
+            if bound is False:
+                user = st.connect.get("user") if st.connect else None
+                log.error("%sauthentication error%s", self.prefix(c),
+                          " - User %s" % go_quote(str(user)) if user else "")
+                self.proto.fail(c, "Authorization Violation", "Authentication Failure")
+                continue
+            account = self.server.accounts.get(bound[0])
+            if account is not st.account:
+                c.schedule_close("Client Closed")
+                continue
+            if LinkPerms.for_user(bound[1]).user_key() != st.perms.user_key():
+                log.info("%sLeafnode permissions changed by the configuration reload, closing",
+                         self.prefix(c))
+                c.schedule_close("Client Closed")
+
     def _hook(self, acc):
         if acc.name in self.hooked:
             return

@@ -74,9 +74,15 @@ class LinkFilter:
         return not any(subjects_overlap(subject, d) for d in self.deny)
 
     def may_subscribe(self, subject):
-        """May interest on `subject` be registered (nats-server canSubscribe semantics: a
-        wildcard is checked literally, so allow `a.>` admits `a.*` but not `>`)?"""
-        return self.allows(subject)
+        """May interest on `subject` be advertised? nats-server's canSubscribe for leaf links:
+        the subject checked literally against the entries, and a wildcard also when some allow
+        entry lies within it (`>` with allow `a.>`: deliveries are pruned per message)."""
+        if self.allows(subject):
+            return True
+        if self.allow is None or not has_wildcard(subject):
+            return False
+        return (any(subject_matches(subject, a) for a in self.allow)
+                and not any(subject_matches(d, subject) for d in self.deny))
 
     def as_info(self):
         """The SubjectPermission JSON nats-server puts in INFO `import`/`export`."""
@@ -136,6 +142,12 @@ class LinkPerms:
         if not export.open:
             lp.announced["export"] = export.as_info()
         return lp
+
+    def user_key(self):
+        """What identifies the user's own permissions (to see if a reload changed them)."""
+        def f(flt):
+            return None if flt is None else (flt.allow, flt.deny)
+        return f(self.user_send), f(self.user_recv), self.response is not None, self.announced
 
     def apply_info(self, info, deny_exports=(), deny_imports=()):
         """Spoke side: the hub's INFO `export`/`import` plus our remote's own denies."""

@@ -454,20 +454,13 @@ class Server:
         self.opts = new_opts
         self.client_proto.opts = new_opts
         logger.configure(new_opts)
-        was_required = self.authenticator.auth_required
         self.authenticator = Authenticator(new_opts)
         for c in list(self.clients.values()):
             c.trace = new_opts.trace
-            if not c.connected:
-                continue
-            st = c.state
-            if self.authenticator.auth_required or was_required:
-                result = self.authenticator.authenticate(st.connect or {}, st.nonce)
-                if result is None and self.authenticator.auth_required:
-                    self.client_proto.fail(c, "Authorization Violation", "Authentication Failure")
-                    continue
-                if result is not None:
-                    self.client_proto._set_permissions(c, result.permissions)
+            if c.connected and not c.closing:
+                self.client_proto.reauthorize(c)
+        if self.leafnodes is not None:
+            self.leafnodes.reload(new_opts)
         self.config_load_time = time.time()
         log.info("Reloaded server configuration")
 

@@ -189,3 +189,48 @@ def test_invalid_bytes_in_violation_text_escaped_as_go(hub):
     c.send(b"LMSG b.\xff 2\r\nno\r\n")
     out = c.read_until_eof(5)
     assert out.endswith(b"-ERR 'Permissions Violation for Publish to \"b.\\xff\"'\r\n"), out
+
+
+@pytest.mark.parametrize("leaf_kind", ["natsd", "nats-server"])
+def test_hub_reload_revokes_leaf_permissions(starters, tmp_path, leaf_kind):
+    """natsd hub: a reload that narrows the leaf user's permissions takes effect on the link
+    (natsd closes it; the leaf reconnects under the new permissions)."""
+    import signal
+    leaf_port = free_port()
+    hub_port = free_port()
+    wide = HUB.replace('{user: a, password: a, permissions: {publish: "a.>", subscribe: "a.>"}}',
+                       '{user: a, password: a}')
+    path = tmp_path / "hub.conf"
+    path.write_text(wide % {"port": hub_port, "leaf": leaf_port})
+    hub = starters["natsd"]("-c", str(path), "-p", str(hub_port), "-m", str(free_port()),
+                            cwd=str(tmp_path), env=ENV)
+    leaf = start(leaf_kind, starters, tmp_path, "leaf", LEAF, leaf=leaf_port, user="a")
+    linked(hub, leaf)
+
+    async def deliveries():
+        other = await nats.connect("nats://other:other@127.0.0.1:%d" % hub.port)
+        lc = await nats.connect("nats://l:l@127.0.0.1:%d" % leaf.port)
+        got = []
+
+        async def cb(m):
+            got.append(m.subject)
+        await lc.subscribe(">", cb=cb)
+        await interest_crossed(lc, ">")
+        await other.publish("secret.x", b"1")
+        await other.publish("a.x", b"2")
+        await other.flush()
+        for _ in range(100):
+            if "a.x" in got:
+                break
+            await asyncio.sleep(0.02)
+        await other.close()
+        await lc.close()
+        return got
+    assert asyncio.run(deliveries()) == ["secret.x", "a.x"]
+    path.write_text(HUB % {"port": hub_port, "leaf": leaf_port})
+    hub.signal(signal.SIGHUP)
+    hub.wait_log("Reloaded server configuration", 10)
+    hub.wait_log("Leafnode permissions changed by the configuration reload", 5)
+    linked(hub, leaf)
+    res = []
+    assert poll(lambda: res.append(asyncio.run(deliveries())) or res[-1] == ["a.x"], 15), (res[-3:], leaf.log[-3000:])
