@@ -290,7 +290,7 @@ class Options:
     server_metadata: dict[str, str] = field(default_factory=dict)
     config_digest: str = ""
 
-    # --tls* flags (accepted, TLS is not implemented yet)
+    # --tls* flags (refused: TLS is not implemented yet, see natsd.conf.unsupported)
     tls: bool = False
     tls_verify: bool = False
     tls_cert: str = ""
@@ -302,3 +302,7 @@ class Options:
     # Config warnings (e.g. "ping_interval should be converted to a duration");
     # nats-server logs them, and `-t` treats them as failures.
     warnings: list[str] = field(default_factory=list)
+    # Config keys asking for what natsd cannot serve yet: [(key path, "file:line:col:
+    # <feature> is not supported by natsd yet")] (natsd.conf.unsupported); the command
+    # line refuses to start or check such a config.
+    unsupported: list[tuple[str, str]] = field(default_factory=list)

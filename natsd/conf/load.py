@@ -3,26 +3,37 @@
 Owns the meaning of every config key nats-server accepts (same names, aliases
 and units), collects ALL errors before raising one ConfigError, and checks what
 can be checked without a running server (unknown fields, accounts referenced by
-imports/remotes, duplicate users, bad durations and sizes).  Keys nats-server
-accepts but natsd does not implement are stored (Options.extra / raw blocks).
+imports/remotes, duplicate users, bad durations and sizes, TLS certificate files,
+operator JWT files, trusted keys), with nats-server's texts and positions.  Keys
+nats-server accepts but natsd does not implement are stored (Options.extra / raw
+blocks); those asking for what natsd cannot serve are listed in Options.unsupported
+(natsd.conf.unsupported) for the command line to refuse.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from urllib.parse import urlsplit
 from typing import Any, Callable
+
+import nkeys
 
 from ..options import (
     AccountLimits, AccountOpts, ExportOpts, ImportOpts, MappingDest, NkeyUser, Options,
     Permissions, RemoteLeafOpts, ResponsePermission, ServiceLatency, SubjectPermission, User,
 )
-from .errors import ConfigError
+from .errors import ConfigError, go_position, go_read_error, go_syntax_error
+from . import unsupported
 from ..subject import subject_is_subset, subjects_overlap
 from .lexer import LexError
 from .parser import Node, config_digest, parse_string
 
 _KIND_NAME = {"string": "a string", "integer": "an integer", "float": "a float", "bool": "a boolean",
               "datetime": "a datetime", "array": "an array", "map": "a map"}
+# The Go types nats-server's config values have (its type-assertion panics name them).
+_GO_TYPE = {"string": "string", "integer": "int64", "float": "float64", "bool": "bool",
+            "datetime": "time.Time", "array": "[]interface {}", "map": "map[string]interface {}"}
 
 # -- units ------------------------------------------------------------------
 _DUR_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -45,7 +56,7 @@ def parse_duration(s: str | int | float) -> float:
     if text == "0":
         return 0.0
     if not text:
-        raise ValueError(f"invalid duration {s!r}")
+        raise ValueError(f'time: invalid duration "{s}"')
     total, pos = 0.0, 0
     for m in _DUR_RE.finditer(text):
         if m.start() != pos:
@@ -56,8 +67,10 @@ def parse_duration(s: str | int | float) -> float:
         m = re.match(r"[\d.]*([^\d.]*)", text[pos:])
         unit = m.group(1) if m else ""
         if unit and pos < len(text) and text[pos:pos + 1].isdigit():
-            raise ValueError(f'unknown unit "{unit}" in duration "{s}"')
-        raise ValueError(f'invalid duration "{s}"')
+            raise ValueError(f'time: unknown unit "{unit}" in duration "{s}"')
+        if not unit and text[pos:pos + 1].isdigit():
+            raise ValueError(f'time: missing unit in duration "{s}"')
+        raise ValueError(f'time: invalid duration "{s}"')
     return sign * total
 
 
@@ -82,6 +95,71 @@ def parse_size(v: str | int) -> int:
     if mult is None:
         raise ValueError("sizes defined as strings must end in K, M, G, T")
     return num << mult
+
+
+# -- TLS blocks, as nats-server's parseTLS / GenTLSConfig check them -------------------------
+_TLS_BOOLS = {"insecure", "verify", "verify_and_map", "verify_cert_and_check_known_urls",
+              "allow_insecure_cipher_suites"}
+_TLS_OTHER = {"cipher_suites", "curve_preferences", "timeout", "connection_rate_limit", "pinned_certs",
+              "cert_store", "cert_match_by", "cert_match", "ca_certs_match", "handshake_first", "first",
+              "immediate", "cert_match_skip_invalid", "ocsp_peer", "min_version"}
+_WEBSOCKET_FIELDS = {"listen", "port", "host", "net", "advertise", "no_tls", "same_origin", "allowed_origins",
+                     "allowed_origin", "allow_origins", "allow_origin", "origins", "origin", "handshake_timeout",
+                     "compress", "compression", "authorization", "authentication", "jwt_cookie", "user_cookie",
+                     "pass_cookie", "token_cookie", "no_auth_user", "headers", "ping_interval"}
+_MQTT_FIELDS = {"listen", "port", "host", "net", "authorization", "authentication", "no_auth_user", "ack_wait",
+                "ackwait", "js_api_timeout", "api_timeout", "max_ack_pending", "max_pending", "max_inflight",
+                "js_domain", "stream_replicas", "consumer_replicas", "consumer_memory_storage",
+                "consumer_inactive_threshold", "consumer_auto_cleanup", "reject_qos2_publish",
+                "downgrade_qos2_subscribe"}
+
+
+def _read_pem(path: str) -> tuple[bytes | None, str | None]:
+    try:
+        with open(path, "rb") as f:
+            return f.read(), None
+    except OSError as e:
+        return None, go_read_error(path, e)
+
+
+def gen_tls_error(cert_file: str, key_file: str, ca_file: str) -> str | None:
+    """What nats-server's GenTLSConfig says about these files, or None.
+
+    The files are read as nats-server reads them (relative to the working directory).
+    Only what can be told without a TLS stack is checked: presence, readability, PEM
+    data; a certificate that does not parse is left to the refusal of TLS itself."""
+    if cert_file and not key_file:
+        return "missing 'key_file' in TLS configuration"
+    if key_file and not cert_file:
+        return "missing 'cert_file' in TLS configuration"
+    if cert_file:
+        cert, err = _read_pem(cert_file)
+        if err is None:
+            key, err = _read_pem(key_file)
+        if err is None and b"-----BEGIN" not in cert:
+            err = "tls: failed to find any PEM data in certificate input"
+        if err is None and b"-----BEGIN" not in key:
+            err = "tls: failed to find any PEM data in key input"
+        if err:
+            return f"error parsing X509 certificate/key pair: {err}"
+    if ca_file:
+        pem, err = _read_pem(ca_file)
+        if err:
+            return err
+        if b"-----BEGIN CERTIFICATE-----" not in pem:
+            return "failed to parse root ca certificate"
+    return None
+
+
+def _valid_operator_key(key: str) -> bool:
+    """nkeys.IsValidPublicOperatorKey: base32, operator prefix 'O', CRC16."""
+    try:
+        raw = base64.b32decode(key + "=" * (-len(key) % 8))
+    except (binascii.Error, ValueError):
+        return False
+    if len(raw) != 35 or raw[0] != nkeys.PREFIX_BYTE_OPERATOR:
+        return False
+    return nkeys.crc16(bytearray(raw[:33])) == int.from_bytes(raw[33:], "little")
 
 
 def _subject_is_subset(sub: str, pattern: str) -> bool:
@@ -153,12 +231,20 @@ class _Loader:
 
     # -- reporting / typed access ------------------------------------------
     def err(self, n: Node | tuple, msg: str):
-        pos = n.pos if isinstance(n, Node) else n
+        pos = self.go_pos(n) if isinstance(n, Node) else n
         self.errors.append((pos, msg))
 
     def warn(self, n: Node, msg: str):
+        self.warnings.append(f"{go_position(*self.go_pos(n))}: {msg}")
+
+    @staticmethod
+    def go_pos(n: Node) -> tuple[str, int, int]:
+        """Where nats-server points: a map entry's key; a quoted string that is not a map
+        entry (an array item) at its first character inside the quotes."""
         f, l, c = n.pos
-        self.warnings.append(f"{f}:{l}:{c}: {msg}")
+        if n.key is None and n.kind == "string" and n.quoted:
+            c += 1
+        return f, l, c
 
     def unknown(self, key: str, n: Node):
         if not n.used_variable:
@@ -167,6 +253,10 @@ class _Loader:
     def want(self, n: Node, kinds: tuple[str, ...], what: str) -> bool:
         if n.kind in kinds:
             return True
+        if len(kinds) == 1:
+            # nats-server type-asserts the value and reports the panic.
+            self.err(n, f"interface conversion: interface {{}} is {_GO_TYPE[n.kind]}, not {_GO_TYPE[kinds[0]]}")
+            return False
         exp = " or ".join(_KIND_NAME[k] for k in kinds)
         self.err(n, f'expected {exp} for "{what}", got {_KIND_NAME[n.kind]} ({self.show(n)})')
         return False
@@ -413,7 +503,7 @@ class _Loader:
             "max_sub_tokens": max_sub_tokens,
             "ping_interval": lambda k, n: setattr(o, "ping_interval", self.duration(n, k, o.ping_interval)),
             "ping_max": attr("ping_max", self.i),
-            "tls": raw_block("tls_config"),
+            "tls": lambda k, n: self.tls(n) is not None and raw_block("tls_config")(k, n),
             "write_deadline": lambda k, n: setattr(o, "write_deadline", self.duration(n, k, o.write_deadline)),
             "write_timeout": write_timeout,
             "lame_duck_duration": lame("lame_duck_duration", 30.0),
@@ -424,8 +514,8 @@ class _Loader:
             "no_header_support": attr("no_header_support", self.b),
             "connect_error_reports": attr("connect_error_reports", self.i),
             "reconnect_error_reports": attr("reconnect_error_reports", self.i),
-            "websocket": raw_block("websocket"),
-            "mqtt": raw_block("mqtt"),
+            "websocket": lambda k, n: self.listener_block(n, "websocket") and raw_block("websocket")(k, n),
+            "mqtt": lambda k, n: self.listener_block(n, "mqtt") and raw_block("mqtt")(k, n),
             "server_tags": tags,
             "server_metadata": metadata,
             "max_closed_clients": attr("max_closed_clients", self.i),
@@ -438,6 +528,14 @@ class _Loader:
                    "no_sys_acc": "no_system_account", "ws": "websocket"}
         for a, target in aliases.items():
             h[a] = h[target]
+
+        def operator(k, n):
+            self.operators(n)
+            extra(k, n)
+
+        def trusted(k, n):
+            self.trusted_keys(n)
+            extra(k, n)
         # Accepted and stored, not implemented by natsd (yet).
         for k in ("default_sentinel", "prof_block_rate", "proxy_protocol", "ocsp", "allow_non_tls",
                   "operator", "operators", "roots", "root", "root_operators", "root_operator",
@@ -445,6 +543,9 @@ class _Loader:
                   "resolver_pinned_accounts", "trusted", "trusted_keys", "feature_flags",
                   "default_js_domain", "ocsp_cache", "no_fast_producer_stall", "proxies"):
             h[k] = extra
+        for k in ("operator", "operators", "roots", "root", "root_operators", "root_operator"):
+            h[k] = operator
+        h["trusted"] = h["trusted_keys"] = trusted
         return h
 
     # -- authorization / users / permissions ----------------------------------
@@ -1086,8 +1187,7 @@ class _Loader:
             elif lk in ("reconnect", "reconnect_delay", "reconnect_interval"):
                 ln.reconnect_delay = self.duration(mv, "reconnect", ln.reconnect_delay)
             elif lk == "tls":
-                ln.tls = mv.plain() if mv.kind == "map" else None
-                self.want(mv, ("map",), mk)
+                ln.tls = mv.plain() if self.tls(mv) is not None else None
             elif lk in ("leafnode_advertise", "advertise"):
                 ln.advertise = self.s(mv, mk)
             elif lk == "no_advertise":
@@ -1186,7 +1286,7 @@ class _Loader:
                     if r.credentials:
                         self.err(v, "Remote leafnode can not have both creds and nkey defined")
                 elif lk == "tls":
-                    r.tls = v.plain() if self.want(v, ("map",), k) else None
+                    r.tls = v.plain() if self.tls(v) is not None else None
                 elif lk == "hub":
                     r.hub = self.b(v, k)
                 elif lk in ("deny_imports", "deny_import"):
@@ -1255,7 +1355,9 @@ class _Loader:
                 c.compression = mv.plain()
             elif lk == "authorization":
                 c.authorization = mv.plain() if self.want(mv, ("map",), mk) else None
-            elif lk in ("tls", "connect_backoff", "permissions", "accounts", "ping_interval", "ping_max",
+            elif lk == "tls":
+                self.tls(mv, client_ctx=False)   # kept in c.raw
+            elif lk in ("connect_backoff", "permissions", "accounts", "ping_interval", "ping_max",
                         "write_deadline", "write_timeout"):
                 pass  # kept in c.raw
             else:
@@ -1281,11 +1383,87 @@ class _Loader:
                 g.host = self.s(mv, mk)
             elif lk == "gateways":
                 g.gateways = mv.plain() if self.want(mv, ("array",), mk) else []
-            elif lk in ("authorization", "tls", "advertise", "connect_retries", "connect_backoff",
+            elif lk == "tls":
+                self.tls(mv, client_ctx=False)   # kept in g.raw
+            elif lk in ("authorization", "advertise", "connect_retries", "connect_backoff",
                         "reject_unknown", "reject_unknown_cluster", "write_deadline", "write_timeout"):
                 pass  # kept in g.raw
             else:
                 self.unknown(mk, mv)
+
+    # -- TLS, websocket, mqtt, operators (checked as nats-server checks them, not run) ----
+    def tls(self, n: Node, client_ctx: bool = True) -> dict | None:
+        """A `tls {}` block: nats-server's parseTLS field checks, then GenTLSConfig's
+        certificate checks.  Returns the block, or None after an error."""
+        if n.kind != "map":
+            self.err(n, f"interface conversion: interface {{}} is {_GO_TYPE[n.kind]}, not map[string]interface {{}}")
+            return None
+        files = {"cert_file": "", "key_file": "", "ca_file": ""}
+        certs = False
+        for k, v in n.value.items():
+            lk = k.lower()
+            if lk in files:
+                if v.kind != "string":
+                    self.err(v, f"error parsing tls config, expected '{lk}' to be filename")
+                    return None
+                files[lk] = v.value
+            elif lk in _TLS_BOOLS:
+                if v.kind != "bool":
+                    self.err(v, f"error parsing tls config, expected '{lk}' to be a boolean")
+                    return None
+                if lk == "verify_cert_and_check_known_urls" and v.value and client_ctx:
+                    self.err(v, "verify_cert_and_check_known_urls not supported in this context")
+                    return None
+            elif lk in ("certs", "certificates"):
+                certs = True
+            elif lk not in _TLS_OTHER:
+                self.err(v, f'error parsing tls config, unknown field "{k}"')
+                return None
+        if certs and files["cert_file"]:
+            self.err(n, "error parsing tls config, cannot combine 'cert_file' option with 'certs' option")
+            return None
+        problem = gen_tls_error(files["cert_file"], files["key_file"], files["ca_file"])
+        if problem:
+            self.err(n, problem)
+            return None
+        return n.value
+
+    def listener_block(self, n: Node, name: str) -> bool:
+        """`websocket {}` / `mqtt {}`: a map of known fields, its `tls {}` checked."""
+        if n.kind != "map":
+            self.err(n, f"Expected {name} to be a map, got {_GO_TYPE[n.kind]}")
+            return False
+        fields = _WEBSOCKET_FIELDS if name == "websocket" else _MQTT_FIELDS
+        for k, v in n.value.items():
+            lk = k.lower()
+            if lk == "tls":
+                self.tls(v)
+            elif lk not in fields:
+                self.unknown(k, v)
+        return True
+
+    def operators(self, n: Node):
+        """`operator: <file or JWT>` (or a list): nats-server reads each one at load time."""
+        items = n.value if n.kind == "array" else [n]
+        for it in items:
+            if it.kind != "string":
+                continue
+            name = it.value
+            if name.startswith("eyJ"):
+                continue
+            try:
+                with open(name, "rb"):
+                    pass
+            except OSError as e:
+                self.err(n, f"error parsing operator JWT: {go_read_error(name, e)}")
+
+    def trusted_keys(self, n: Node):
+        """`trusted: <key>` / `trusted_keys: [...]` must be public operator nkeys."""
+        items = n.value if n.kind == "array" else [n]
+        where = items[-1] if n.kind == "array" and items else n
+        for it in items:
+            if it.kind == "string" and not _valid_operator_key(it.value):
+                self.err(where, f'trust key "{it.value}" required to be a valid public operator nkey')
 
     # -- checks that need the whole file -------------------------------------------
     def cross_checks(self):
@@ -1386,25 +1564,32 @@ _Loader._import_forms_cycle = _import_forms_cycle
 
 
 def _raise(loader: _Loader):
-    errs = [f"{f}:{l}:{c}: {msg}" for (f, l, c), msg in loader.errors]
+    errs = [f"{go_position(f, l, c)}: {msg}" for (f, l, c), msg in loader.errors]
     raise ConfigError(errs, loader.warnings)
 
 
 def load_tree(tree: dict[str, Node], filename: str) -> Options:
+    """Options from a parsed config.  Raises ConfigError for what nats-server refuses;
+    what nats-server runs but natsd cannot serve is listed in ``Options.unsupported``
+    (natsd.conf.unsupported) for the command line to refuse."""
     ld = _Loader(tree, filename)
     opts = ld.load()
     if ld.errors:
         _raise(ld)
     opts.config_digest = config_digest(tree)
+    opts.unsupported = unsupported.config_refusals(tree)
     return opts
 
 
 def load_string(text: str, filename: str = "<string>") -> Options:
-    """Parse and load config text; raises ConfigError listing every problem."""
+    """Parse and load config text; raises ConfigError listing every problem.
+
+    A syntax error is reported as nats-server reports it (`Parse error on line N: '...'`,
+    no file name) when natsd knows nats-server's text for it."""
     try:
         tree = parse_string(text, filename)
     except LexError as e:
-        raise ConfigError([str(e)]) from None
+        raise ConfigError([go_syntax_error(e, text, filename)], plain=True) from None
     return load_tree(tree, filename)
 
 
@@ -1414,5 +1599,5 @@ def load_file(path: str) -> Options:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
-        raise ConfigError([f"error opening config file: {path}: {e.strerror or e}"]) from None
+        raise ConfigError([go_read_error(path, e)], plain=True) from None
     return load_string(text, path)

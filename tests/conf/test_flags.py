@@ -86,7 +86,7 @@ def test_config_errors_all_reported(tmp_path):
     conf.write_text("a: 1\nb: 2\n")
     with pytest.raises(ConfigError) as ei:
         parse_command_line(["-c", str(conf)])
-    assert ei.value.errors == [f'{conf}:1:1: unknown field "a"', f'{conf}:2:1: unknown field "b"']
+    assert ei.value.errors == [f'{conf}:1:0: unknown field "a"', f'{conf}:2:1: unknown field "b"']
 
 
 def test_seed_configs_via_command_line():

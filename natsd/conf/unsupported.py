@@ -1,0 +1,246 @@
+"""What natsd cannot serve yet: the one table of refused config keys and flags.
+
+nats-server accepts these and acts on them (TLS, routes, gateways, ...).  natsd must not
+start as if they were not there -- that would, for instance, serve plaintext where TLS was
+asked for, or send a leaf's credentials in clear -- so it refuses them:
+
+    natsd: server.conf:3:1: TLS is not supported by natsd yet
+    natsd: --tls: TLS is not supported by natsd yet
+
+nats-server's own errors come first: a config or flag nats-server itself refuses (a missing
+certificate file, an unknown field, ...) gets nats-server's error, in conf/load.py and
+flags.py.  Only a config nats-server would run reaches this table.
+
+When natsd learns a feature, delete its rows here (and its entry in START_CHECKS).
+
+Keys nats-server accepts with no effect for a standalone server are not refused: a
+`cluster {}` without a port or routes (a cluster `name` is used by natsd for $SYS and
+leaf INFO), `no_advertise`, `connect_retries`, `--cluster_name` without `--cluster`.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterator
+from urllib.parse import urlsplit
+
+from .errors import go_position
+from .parser import Node
+
+# -- when a key asks for the feature --------------------------------------------------
+
+
+def _always(n: Node) -> bool:
+    return True
+
+
+def _true(n: Node) -> bool:
+    return n.kind == "bool" and n.value is True
+
+
+def _nonzero(n: Node) -> bool:
+    return n.kind != "integer" or n.value != 0
+
+
+def _listen_port(n: Node) -> int:
+    """The port of a `port`/`listen` value (0 when there is none)."""
+    if n.kind == "integer":
+        return n.value
+    if n.kind == "string":
+        _, _, port = n.value.rpartition(":")
+        try:
+            return int(port)
+        except ValueError:
+            return 0
+    return 0
+
+
+def _https_port(n: Node) -> bool:
+    return _listen_port(n) != 0
+
+
+def _cluster_active(n: Node) -> bool:
+    """nats-server runs routes when the cluster block has a port (or listen) or routes."""
+    if n.kind != "map":
+        return False
+    for k, v in n.value.items():
+        lk = k.lower()
+        if lk in ("port", "listen") and _listen_port(v) != 0:
+            return True
+        if lk == "routes" and ((v.kind == "array" and v.value) or (v.kind == "string" and v.value)):
+            return True
+    return False
+
+
+def _url_scheme(*schemes: str) -> Callable[[Node], bool]:
+    def match(n: Node) -> bool:
+        items = n.value if n.kind == "array" else [n]
+        for it in items:
+            if it.kind == "string" and "://" in it.value:
+                try:
+                    if urlsplit(it.value.strip()).scheme.lower() in schemes:
+                        return True
+                except ValueError:
+                    pass
+        return False
+    return match
+
+
+# -- the table -------------------------------------------------------------------------
+# Config rows: (feature, key path, when).  A path is dot-separated keys (case-insensitive,
+# `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
+# its array.  The error points at the last key of the path.
+CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
+    ("TLS", "tls", _always),
+    ("TLS", "leafnodes|leaf.tls", _always),
+    ("TLS", "leafnodes|leaf.remotes[].tls", _always),
+    ("TLS", "leafnodes|leaf.remotes[].url|urls", _url_scheme("tls")),
+    ("HTTPS monitoring", "https_port|https", _https_port),
+    ("clustering", "cluster", _cluster_active),
+    ("gateway", "gateway", _always),
+    ("WebSocket", "websocket|ws", _always),
+    ("WebSocket", "leafnodes|leaf.remotes[].url|urls", _url_scheme("ws", "wss")),
+    ("MQTT", "mqtt", _always),
+    ("operator (JWT) mode", "operator|operators|root|roots|root_operator|root_operators", _always),
+    ("operator (JWT) mode", "trusted|trusted_keys", _always),
+    ("account resolver", "resolver|account_resolver|accounts_resolver|resolver_preload"
+                          "|resolver_tls|resolver_pinned_accounts", _always),
+    ("auth callout", "authorization.auth_callout|auth_hook", _always),
+    ("trusted proxy authentication", "proxies", _always),
+    ("trusted proxy authentication", "authorization.proxy_required", _true),
+    ("trusted proxy authentication", "authorization.users[].proxy_required", _true),
+    ("trusted proxy authentication", "accounts.*.users[].proxy_required", _true),
+    ("trusted proxy authentication", "leafnodes|leaf.authorization.proxy_required", _true),
+    ("trusted proxy authentication", "leafnodes|leaf.authorization.users[].proxy_required", _true),
+    ("leafnode nkey authorization", "leafnodes|leaf.authorization.nkey", _always),
+    ("PROXY protocol", "proxy_protocol", _true),
+    ("profiling", "prof_port", _nonzero),
+]
+
+# Flag rows: (feature, Options attributes the flags set).  A flag asks for the feature
+# when it is given with a non-empty, non-zero, non-false value.
+FLAGS: list[tuple[str, tuple[str, ...]]] = [
+    ("TLS", ("tls", "tls_verify", "tls_cert", "tls_key", "tls_ca_cert")),
+    ("HTTPS monitoring", ("https_port",)),
+    ("clustering", ("cluster_listen", "routes")),
+    ("profiling", ("prof_port",)),
+]
+
+NOT_SUPPORTED = "%s is not supported by natsd yet"
+
+
+def _walk(m: dict[str, Node], parts: list[str]) -> Iterator[Node]:
+    """Nodes at `parts` below the map `m`."""
+    head, rest = parts[0], parts[1:]
+    items = head.endswith("[]")
+    names = set(head.removesuffix("[]").split("|"))
+    for key, n in m.items():
+        if "*" not in names and key.lower() not in names:
+            continue
+        found = ([it for it in n.value] if n.kind == "array" else []) if items else [n]
+        for it in found:
+            if not rest:
+                yield it
+            elif it.kind == "map":
+                yield from _walk(it.value, rest)
+
+
+def config_refusals(tree: dict[str, Node]) -> list[tuple[str, str]]:
+    """[(path, "file:line:col: <feature> is not supported by natsd yet")] for every key of
+    the config that asks for something natsd does not serve."""
+    out: list[tuple[str, str]] = []
+    seen: set[tuple] = set()
+    for feature, path, when in CONFIG:
+        for n in _walk(tree, path.split(".")):
+            if not when(n):
+                continue
+            f, line, col = n.pos
+            if (f, line, col, feature) in seen:
+                continue
+            seen.add((f, line, col, feature))
+            out.append((path, f"{go_position(f, line, col)}: {NOT_SUPPORTED % feature}"))
+    return out
+
+
+def flag_refusals(given: list[tuple[str, str, object]]) -> list[str]:
+    """["--tls: TLS is not supported by natsd yet"] for the flags (as typed, with their
+    dashes) that ask for something natsd does not serve."""
+    features = {dest: feature for feature, dests in FLAGS for dest in dests}
+    out = []
+    for flag, dest, value in given:
+        feature = features.get(dest)
+        if feature and value not in (False, 0, "", None):
+            msg = f"{flag}: {NOT_SUPPORTED % feature}"
+            if msg not in out:
+                out.append(msg)
+    return out
+
+
+# -- nats-server's own start-up refusals for these features ----------------------------
+# nats-server validates some of these settings only when the server starts (`-t` does not
+# see them) and exits with `nats-server: <error>`.  A plain `natsd` start reports the same
+# error before its own refusal.  Each check returns nats-server's error text or None.
+
+
+def _leaf_mixed_urls(o) -> str | None:
+    for r in o.leafnode.remotes:
+        ws = [u.lower().startswith(("ws://", "wss://")) for u in r.urls]
+        if any(ws) and not all(ws):
+            quoted = " ".join('"%s"' % u for u in r.urls)
+            return f"remote leaf node configuration cannot have a mix of websocket and non-websocket urls: [{quoted}]"
+    return None
+
+
+def _gateway(o) -> str | None:
+    g = o.gateway
+    if not g.name and not g.port:
+        return None
+    if not g.name:
+        return "gateway has no name"
+    if not g.port:
+        return f'gateway "{g.name}" has no port specified (select -1 for random port)'
+    return None
+
+
+def _raw_port(block) -> int:
+    raw = block.raw if isinstance(block.raw, dict) else {}
+    port = 0
+    for k, v in raw.items():
+        if k.lower() == "port" and isinstance(v, int) and not isinstance(v, bool):
+            port = v
+        elif k.lower() == "listen":
+            port = _listen_port(Node(v, "integer" if isinstance(v, int) else "string", "", 0, 0))
+    return port
+
+
+def _raw_get(block, key):
+    raw = block.raw if isinstance(block.raw, dict) else {}
+    return next((v for k, v in raw.items() if k.lower() == key), None)
+
+
+def _mqtt(o) -> str | None:
+    if not o.mqtt.configured or _raw_port(o.mqtt) == 0:
+        return None
+    if (not o.jetstream.enabled and not o.cluster.port and not o.gateway.port
+            and not o.leafnode.port and not o.leafnode.remotes):
+        return "mqtt requires JetStream to be enabled if running in standalone mode"
+    return None
+
+
+def _websocket(o) -> str | None:
+    if not o.websocket.configured or _raw_port(o.websocket) == 0:
+        return None
+    if _raw_get(o.websocket, "tls") is None and _raw_get(o.websocket, "no_tls") is not True:
+        return "websocket requires TLS configuration"
+    return None
+
+
+# In nats-server's validateOptions order.
+START_CHECKS: list[Callable] = [_leaf_mixed_urls, _gateway, _mqtt, _websocket]
+
+
+def start_error(opts) -> str | None:
+    """The error nats-server's start-up validation gives for these features, if any."""
+    for check in START_CHECKS:
+        err = check(opts)
+        if err:
+            return err
+    return None
