@@ -1,13 +1,16 @@
 """The `natsd` command: nats-server's command line, signals, config reload, lame duck mode."""
+import errno
 import logging
 import os
 import signal
 import socket
 import sys
+import traceback
 
 from natsd import VERSION, NATSD_VERSION, logger
 from natsd.conf import ConfigError, load_file
-from natsd.flags import FlagError, HELP_TEXT, parse_command_line
+from natsd.conf.unsupported import start_error
+from natsd.flags import FlagError, FlagSyntaxError, HELP_TEXT, parse_command_line
 
 log = logging.getLogger("natsd")
 
@@ -19,18 +22,25 @@ _SIGNAL_NAMES = {signal.SIGINT: "interrupt", signal.SIGTERM: "terminated",
 
 
 def main(argv=None):
+    """Errors are printed as nats-server prints them (tools parse its stderr):
+    `nats-server: <error>` and exit 1, except Go flag-package errors (the message, then the
+    usage on stdout, exit 0).  natsd's own refusals start with `natsd: `."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         cl = parse_command_line(argv)
+    except FlagSyntaxError as e:
+        print(e, file=sys.stderr)
+        _usage()
+        return 0
     except FlagError as e:
-        print("natsd: %s" % e, file=sys.stderr)
-        print(HELP_TEXT, file=sys.stderr)
-        return 1
-    except ConfigError as e:
+        _print_warnings(e.warnings)
         print("nats-server: %s" % e, file=sys.stderr)
         return 1
+    except ConfigError as e:
+        print("nats-server: %s" % e.report(), file=sys.stderr)
+        return 1
     if cl.show_help:
-        print(HELP_TEXT)
+        _usage()
         return 0
     if cl.show_version:
         print("nats-server: v%s (natsd %s)" % (VERSION, NATSD_VERSION))
@@ -40,14 +50,41 @@ def main(argv=None):
         return 0
     opts = cl.opts
     if cl.check_config:
-        print("nats-server: configuration file %s is valid (%s)" % (opts.config_file, opts.config_digest))
+        if cl.refusals:
+            _print_refusals(cl.refusals)
+            return 1
+        print("nats-server: configuration file %s is valid (%s)" % (opts.config_file, opts.config_digest),
+              file=sys.stderr)
         return 0
     if cl.signal:
         return send_signal(cl.signal, opts)
+    _print_warnings(opts.warnings)
+    err = start_error(opts)
+    if err:
+        print("nats-server: %s" % err, file=sys.stderr)
+        return 1
+    if cl.refusals:
+        _print_refusals(cl.refusals)
+        return 1
     logger.configure(opts)
-    for flag in cl.unsupported:
-        log.warning("Flag %s is accepted but not supported by natsd yet", flag)
     return run_server(opts)
+
+
+def _usage():
+    """nats-server's usage(): the text, framed by blank lines, on stdout."""
+    print("\n" + HELP_TEXT)
+
+
+def _print_warnings(warnings):
+    """nats-server prints a config's warnings on stderr before it starts (`-t` fails on them)."""
+    if warnings:
+        sys.stderr.write("".join(w + "\n" for w in warnings))
+        sys.stderr.flush()
+
+
+def _print_refusals(refusals):
+    for r in refusals:
+        print("natsd: %s" % r, file=sys.stderr)
 
 
 def run_server(opts):
@@ -56,7 +93,7 @@ def run_server(opts):
         server = Server(opts)
         server.start()
     except OSError as e:
-        log.critical("Error listening on port: %s", e)
+        log.critical("%s", _listen_error(opts, e))
         return 1
     except Exception as e:
         log.critical("%s", e)
@@ -67,6 +104,35 @@ def run_server(opts):
     except KeyboardInterrupt:
         server.shutdown()
     return 0
+
+
+def _go_addr(host, port):
+    """net.JoinHostPort"""
+    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+
+
+def _go_listen_error(host, port, e):
+    """The text of Go's net.Listen("tcp", host:port) error."""
+    if isinstance(e, socket.gaierror):
+        return "listen tcp: lookup %s: no such host" % host
+    msg = e.strerror or str(e)
+    msg = msg[:1].lower() + msg[1:]
+    op = "bind: " if e.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL) else ""
+    return "listen tcp %s: %s%s" % (_go_addr(host, port), op, msg)
+
+
+def _listen_error(opts, e):
+    """nats-server's fatal error for the listener that failed to open (found from where
+    the error was raised: the monitor, the leafnode listener, else the client port)."""
+    files = [f.filename.replace(os.sep, "/") for f in traceback.extract_tb(e.__traceback__)]
+    if any("/monitor/" in f for f in files):
+        return "Can't start monitoring: can't listen to the monitor port: %s" % (
+            _go_listen_error(opts.http_host, opts.http_port, e))
+    if any(f.endswith("/leafnode.py") for f in files):
+        return "Error listening on leafnode port: %d - %s" % (
+            opts.leafnode.port, _go_listen_error(opts.leafnode.host, opts.leafnode.port, e))
+    return 'Error listening on port: %s, "%s"' % (
+        _go_addr(opts.host, opts.port), _go_listen_error(opts.host, opts.port, e).replace('"', '\\"'))
 
 
 def install_signal_handlers(server):
@@ -114,6 +180,9 @@ def reload_config(server):
     except OSError as e:
         log.error("Failed to reload server configuration: %s", e)
         return
+    if new.unsupported:
+        log.error("Failed to reload server configuration: %s", "\n".join(msg for _, msg in new.unsupported))
+        return
     _keep_command_line(server.opts, new)
     server.reload(new)
 
@@ -128,14 +197,18 @@ def send_signal(spec, opts):
     cmd, _, target = spec.partition("=")
     pid = None
     if target:
+        # nats-server: the contents of the file named `target` if it can be read, else
+        # `target` itself, must be a pid.
         try:
-            pid = int(target)
+            with open(target) as f:
+                target = f.read()
+        except OSError:
+            pass
+        try:
+            pid = int(target.strip())
         except ValueError:
-            try:
-                pid = int(open(target).read().strip())
-            except (OSError, ValueError) as e:
-                print("natsd: cannot read pid from %s: %s" % (target, e), file=sys.stderr)
-                return 1
+            print("nats-server: invalid pid: %s" % target, file=sys.stderr)
+            return 1
     elif opts.pid_file:
         try:
             pid = int(open(opts.pid_file).read().strip())
@@ -148,7 +221,8 @@ def send_signal(spec, opts):
     try:
         os.kill(pid, _SIGNAL_NUMBERS[cmd])
     except OSError as e:
-        print("natsd: %s" % e, file=sys.stderr)
+        msg = e.strerror or str(e)
+        print('nats-server: \nsignal "%s" %d: %s' % (cmd, pid, msg[:1].lower() + msg[1:]), file=sys.stderr)
         return 1
     return 0
 

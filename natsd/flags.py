@@ -2,13 +2,18 @@
 
 Owns flag names, aliases and Go `flag` package syntax (`-p 1`, `-p=1`, `--port 1`,
 booleans only as `-D` or `-D=false`, parsing stops at the first non-flag), the
-usage text, and which flags natsd accepts without implementing them yet.
+usage text, nats-server's own checks of flag values (--cluster URL, --tls* files,
+--routes without --cluster), and, through natsd.conf.unsupported, which flags and
+config keys ask for what natsd cannot serve yet.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from .conf import ConfigError, load_file
+from .conf.load import gen_tls_error
+from .conf.unsupported import flag_refusals
 from .options import Options
 
 HELP_TEXT = """\
@@ -81,7 +86,19 @@ SIGNALS = ("ldm", "stop", "quit", "term", "reopen", "reload")
 
 
 class FlagError(Exception):
-    """Unknown flag or bad value.  nats-server prints the message and usage (it exits 0, not 2)."""
+    """A command line nats-server refuses: it prints `nats-server: <message>` and exits 1.
+
+    ``warnings`` are the config file's warnings, which nats-server printed before it
+    got to the flag it refused."""
+
+    def __init__(self, msg: str, warnings: list[str] | None = None):
+        super().__init__(msg)
+        self.warnings = list(warnings or [])
+
+
+class FlagSyntaxError(FlagError):
+    """What Go's flag package refuses (unknown flag, bad value, missing argument):
+    nats-server prints the message alone on stderr, then its usage on stdout, and exits 0."""
 
 
 @dataclass
@@ -92,7 +109,9 @@ class CommandLine:
     show_tls_help: bool = False
     check_config: bool = False
     signal: str | None = None
-    unsupported: list[str] = field(default_factory=list)
+    # What natsd refuses to serve (natsd.conf.unsupported): "file:line:col: <feature> is
+    # not supported by natsd yet" for config keys, "--tls: ..." for flags.
+    refusals: list[str] = field(default_factory=list)
 
 
 # Flag name -> (kind, destination).  kind: bool | int | str.  The destination is
@@ -149,17 +168,13 @@ _def("int", "max_traced_msg_len", "max_traced_msg_len")
 _def("bool", "jetstream", "js", "jetstream")
 _def("str", "store_dir", "sd", "store_dir")
 
-# Accepted so command lines written for nats-server work; the server logs them
-# as not supported yet.
-_UNSUPPORTED = {"routes", "cluster_listen", "cluster_advertise", "no_advertise", "connect_retries",
-                "cluster_name", "tls", "tls_verify", "tls_cert", "tls_key", "tls_ca_cert", "prof_port"}
-
 _TRUE = {"1", "t", "T", "true", "TRUE", "True"}
 _FALSE = {"0", "f", "F", "false", "FALSE", "False"}
 
 
 def _parse_args(argv: list[str]) -> tuple[list[tuple[str, str, object]], list[str]]:
-    """Go flag.Parse: returns [(name-as-given, dest, value)] and the remaining args."""
+    """Go flag.Parse: returns [(flag as typed, with its dashes, dest, value)] and the
+    remaining args."""
     given: list[tuple[str, str, object]] = []
     i = 0
     while i < len(argv):
@@ -171,12 +186,13 @@ def _parse_args(argv: list[str]) -> tuple[list[tuple[str, str, object]], list[st
             break
         name = arg[2:] if arg.startswith("--") else arg[1:]
         if not name or name[0] in "-=":
-            raise FlagError(f"bad flag syntax: {arg}")
+            raise FlagSyntaxError(f"bad flag syntax: {arg}")
+        dashes = arg[:len(arg) - len(name)]
         value: str | None = None
         if "=" in name:
             name, value = name.split("=", 1)
         if name not in _FLAGS:
-            raise FlagError(f"flag provided but not defined: -{name}")
+            raise FlagSyntaxError(f"flag provided but not defined: -{name}")
         kind, dest = _FLAGS[name]
         i += 1
         if kind == "bool":
@@ -187,31 +203,51 @@ def _parse_args(argv: list[str]) -> tuple[list[tuple[str, str, object]], list[st
             elif value in _FALSE:
                 parsed = False
             else:
-                raise FlagError(f'invalid boolean value "{value}" for -{name}: parse error')
+                raise FlagSyntaxError(f'invalid boolean value "{value}" for -{name}: parse error')
         else:
             if value is None:
                 if i >= len(argv):
-                    raise FlagError(f"flag needs an argument: -{name}")
+                    raise FlagSyntaxError(f"flag needs an argument: -{name}")
                 value = argv[i]
                 i += 1
             if kind == "int":
                 try:
                     parsed = int(value, 0) if value.strip() == value else int("x")
                 except ValueError:
-                    raise FlagError(f'invalid value "{value}" for flag -{name}: parse error') from None
+                    raise FlagSyntaxError(f'invalid value "{value}" for flag -{name}: parse error') from None
+                if not -(1 << 63) <= parsed < (1 << 63):
+                    raise FlagSyntaxError(f'invalid value "{value}" for flag -{name}: value out of range')
             else:
                 parsed = value
-        given.append((name, dest, parsed))
+        given.append((dashes + name, dest, parsed))
     return given, argv[i:]
 
 
 def _split_hostport(url: str) -> tuple[str, int]:
-    rest = url.split("://", 1)[-1].rsplit("@", 1)[-1].split("/", 1)[0]
-    host, _, port = rest.rpartition(":")
+    """nats-server's overrideCluster: url.Parse, then net.SplitHostPort of its host."""
+    wants_random = url.endswith(":-1")
+    if wants_random:
+        url = url[:-3] + ":0"
     try:
-        return host, int(port)
+        parts = urlsplit(url)
+        netloc = parts.netloc if "://" in url else ""
+        hostport = netloc.rsplit("@", 1)[-1]
+        parts.port
     except ValueError:
-        raise FlagError(f"error parsing cluster url {url!r}: missing or bad port") from None
+        port = url.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1].rpartition(":")[2]
+        raise FlagError(f'parse "{url}": invalid port ":{port}" after host') from None
+    if parts.username is not None and parts.password is None and "@" in netloc:
+        raise FlagError("expected cluster password to be set")
+    if hostport.startswith("["):
+        host, sep, port = hostport[1:].partition("]:")
+    else:
+        host, sep, port = hostport.rpartition(":")
+    if not sep:
+        raise FlagError(f"address {hostport}: missing port in address" if hostport else "missing port in address")
+    try:
+        return host, -1 if wants_random else int(port)
+    except ValueError:
+        raise FlagError("expected integer") from None
 
 
 def _apply(o: Options, dest: str, v) -> None:
@@ -235,7 +271,8 @@ def _apply(o: Options, dest: str, v) -> None:
         o.cluster.routes = [r.strip() for r in v.split(",") if r.strip()]
     elif dest == "cluster_listen":
         o.cluster.listen = v
-        o.cluster.host, o.cluster.port = _split_hostport(v)
+        if v:
+            o.cluster.host, o.cluster.port = _split_hostport(v)
     elif dest == "cluster_advertise":
         o.cluster.advertise = v
     elif dest == "no_advertise":
@@ -277,20 +314,52 @@ def parse_command_line(argv: list[str]) -> CommandLine:
     config = values.get("config")
     if config:
         cl.opts = load_file(str(config))
-        if cl.check_config and cl.opts.warnings:
-            # nats-server -t fails on warnings too (e.g. integer ping_interval).
-            raise ConfigError(cl.opts.warnings)
+        if cl.check_config:
+            if cl.opts.warnings:
+                # nats-server -t fails on warnings too (e.g. integer ping_interval).
+                raise ConfigError(cl.opts.warnings)
+            # nats-server -t checks the file only: the other flags do not count.
+            cl.refusals = [msg for _, msg in cl.opts.unsupported]
+            return cl
     elif cl.check_config:
         raise FlagError("must specify [-c, --config] option to check configuration file syntax")
 
-    # Explicitly given flags win over the config file, in command-line order.
-    for name, dest, v in given:
+    try:
+        _apply_flags(cl, given, values)
+    except FlagError as e:
+        e.warnings = cl.opts.warnings
+        raise
+    return cl
+
+
+def _apply_flags(cl: CommandLine, given: list[tuple[str, str, object]], values: dict) -> None:
+    """Explicitly given flags win over the config file, in command-line order; then
+    nats-server's checks of them (in its order), then natsd's refusals."""
+    o = cl.opts
+    for _, dest, v in given:
         if dest in ("help", "version", "help_tls", "check", "signal", "config"):
             continue
-        _apply(cl.opts, dest, v)
-        if dest in _UNSUPPORTED and ("--" + name) not in cl.unsupported:
-            cl.unsupported.append("--" + name)
-    if cl.opts.cluster.routes and "routes" in values and not (
-            cl.opts.cluster.listen or cl.opts.cluster.host or cl.opts.cluster.port):
+        _apply(o, dest, v)
+    if "cluster_listen" in values and not o.cluster.listen:
+        o.cluster.port = 0          # `--cluster ""` turns the config's cluster listener off
+        o.unsupported = [(p, m) for p, m in o.unsupported if p != "cluster" or o.cluster.routes]
+    # nats-server: any --tls* flag turns TLS on from the flags, unless --tls=false, which
+    # turns TLS off altogether (the config file's `tls {}` too).
+    tls_off = values.get("tls") is False
+    if not tls_off and any(d in values for d in ("tls", "tls_verify", "tls_cert", "tls_key", "tls_ca_cert")):
+        if not o.tls_cert:
+            raise FlagError("TLS Server certificate must be present and valid")
+        if not o.tls_key:
+            raise FlagError("TLS Server private key must be present and valid")
+        err = gen_tls_error(o.tls_cert, o.tls_key, o.tls_ca_cert)
+        if err:
+            raise FlagError(err)
+    if "routes" in values and o.cluster.routes and not (o.cluster.listen or o.cluster.host or o.cluster.port):
         raise FlagError("solicited routes require cluster capabilities, e.g. --cluster")
-    return cl
+
+    config_refusals = o.unsupported
+    if tls_off:
+        o.tls_config.configured = False
+        config_refusals = [(path, msg) for path, msg in config_refusals if path != "tls"]
+    flags = [(flag, dest, v) for flag, dest, v in given if not (tls_off and dest.startswith("tls"))]
+    cl.refusals = [msg for _, msg in config_refusals] + flag_refusals(flags)

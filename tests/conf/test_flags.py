@@ -19,7 +19,7 @@ def test_go_flag_syntax(argv):
 
 def test_defaults_without_flags():
     cl = parse_command_line([])
-    assert cl.opts.port == 4222 and cl.opts.logtime and not cl.check_config and cl.unsupported == []
+    assert cl.opts.port == 4222 and cl.opts.logtime and not cl.check_config and cl.refusals == []
 
 
 @pytest.mark.parametrize("argv,attrs", [
@@ -122,16 +122,32 @@ def test_stop_at_first_non_flag_and_double_dash():
     assert parse_command_line(["-D", "--"]).opts.debug
 
 
-def test_unsupported_flags_are_accepted_and_listed():
+def test_unsupported_flags_are_parsed_and_refused(tmp_path):
+    pem = "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n"
+    for name in ("c.pem", "k.pem", "ca.pem"):
+        (tmp_path / name).write_text(pem)
+    c, k, ca = (str(tmp_path / n) for n in ("c.pem", "k.pem", "ca.pem"))
     cl = parse_command_line(["--cluster", "nats://0.0.0.0:6222", "--routes", "nats://a:1,nats://b:2",
-                             "--cluster_name", "c1", "--tls", "--tlscert", "c.pem", "--tlskey", "k.pem",
-                             "--tlsverify", "--tlscacert", "ca.pem", "--no_advertise", "--connect_retries", "3"])
+                             "--cluster_name", "c1", "--tls", "--tlscert", c, "-tlskey", k,
+                             "--tlsverify", "--tlscacert", ca, "--no_advertise", "--connect_retries", "3",
+                             "-ms", "8443", "--profile", "6060"])
     o = cl.opts
     assert (o.cluster.host, o.cluster.port, o.cluster.name) == ("0.0.0.0", 6222, "c1")
     assert o.cluster.routes == ["nats://a:1", "nats://b:2"] and o.cluster.no_advertise
-    assert o.tls and o.tls_verify and (o.tls_cert, o.tls_key, o.tls_ca_cert) == ("c.pem", "k.pem", "ca.pem")
-    assert set(cl.unsupported) == {"--cluster", "--routes", "--cluster_name", "--tls", "--tlscert", "--tlskey",
-                                   "--tlsverify", "--tlscacert", "--no_advertise", "--connect_retries"}
+    assert o.tls and o.tls_verify and (o.tls_cert, o.tls_key, o.tls_ca_cert) == (c, k, ca)
+    # flags as typed; --cluster_name, --no_advertise, --connect_retries do nothing without a
+    # cluster (as in nats-server) and are not refused
+    assert cl.refusals == ["--cluster: clustering is not supported by natsd yet",
+                           "--routes: clustering is not supported by natsd yet",
+                           "--tls: TLS is not supported by natsd yet",
+                           "--tlscert: TLS is not supported by natsd yet",
+                           "-tlskey: TLS is not supported by natsd yet",
+                           "--tlsverify: TLS is not supported by natsd yet",
+                           "--tlscacert: TLS is not supported by natsd yet",
+                           "-ms: HTTPS monitoring is not supported by natsd yet",
+                           "--profile: profiling is not supported by natsd yet"]
+    assert parse_command_line(["--cluster_name", "c1", "--no_advertise", "--connect_retries", "3"]).refusals == []
+    assert parse_command_line(["--tls=false", "--tlscert", c]).refusals == []   # -tls=false: TLS off
 
 
 def _flag_names(text):

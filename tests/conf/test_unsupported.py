@@ -1,0 +1,297 @@
+"""Configs and flags asking for what natsd cannot serve yet are refused (natsd.conf.unsupported).
+
+Each scenario runs the reference nats-server too: where nats-server itself refuses the config
+or flags, natsd must print exactly nats-server's error; where nats-server would run it, natsd
+must exit 1 with `natsd: file:line:col: <feature> is not supported by natsd yet` (for flags:
+`natsd: --tls: TLS is not supported by natsd yet`), for `-t` and for a plain start alike.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import nkeys
+import pytest
+
+from natsd.conf import load_string
+from natsd.conf.unsupported import CONFIG, FLAGS
+
+NATS_SERVER = os.path.join(os.path.dirname(sys.executable), "nats-server")
+if not os.path.exists(NATS_SERVER):
+    NATS_SERVER = shutil.which("nats-server")
+need_ref = pytest.mark.skipif(NATS_SERVER is None, reason="reference nats-server not found")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def natsd(*args, cwd, timeout=30):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "natsd", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def ref(*args, cwd, timeout=30):
+    return subprocess.run([NATS_SERVER, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def public_key(prefix):
+    return nkeys.from_seed(bytearray(nkeys.encode_seed(os.urandom(32), prefix))).public_key.decode()
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    """A real self-signed certificate and key (nats-server loads them at config time)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not found")
+    d = tmp_path_factory.mktemp("certs")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(d / "key.pem"),
+                    "-out", str(d / "cert.pem"), "-days", "2", "-subj", "/CN=localhost"],
+                   check=True, capture_output=True, timeout=60)
+    return str(d / "cert.pem"), str(d / "key.pem")
+
+
+OP = public_key(nkeys.PREFIX_BYTE_OPERATOR)
+USER = public_key(nkeys.PREFIX_BYTE_USER)
+ACCOUNT = public_key(nkeys.PREFIX_BYTE_ACCOUNT)
+
+# name -> (config, [refusals]); {cert}/{key} are real files; {f} is the config file name.
+REFUSED = {
+    "tls_empty": ("port: -1\ntls {}\n", ["{f}:2:1: TLS is not supported by natsd yet"]),
+    "tls_verify_only": ("port: -1\ntls {\n  verify: true\n}\n", ["{f}:2:1: TLS is not supported by natsd yet"]),
+    "tls_certs": ('port: -1\ntls {\n  cert_file: "{cert}"\n  key_file: "{key}"\n}\n',
+                  ["{f}:2:1: TLS is not supported by natsd yet"]),
+    "tls_first_line": ('tls { cert_file: "{cert}", key_file: "{key}" }\nport: -1\n',
+                       ["{f}:1:0: TLS is not supported by natsd yet"]),
+    "leafnode_tls": ("port: -1\nleafnodes {\n  port: -1\n  tls {}\n}\n",
+                     ["{f}:4:3: TLS is not supported by natsd yet"]),
+    "remote_tls_block": ('port: -1\nleafnodes {\n  remotes [ { url: "nats://127.0.0.1:7422", tls {} } ]\n}\n',
+                         ["{f}:3:45: TLS is not supported by natsd yet"]),
+    # a tls:// remote would otherwise get the leaf's credentials in clear
+    "remote_tls_url": ('port: -1\nleafnodes {\n  remotes [ { url: "tls://u:p@127.0.0.1:7422" } ]\n}\n',
+                       ["{f}:3:15: TLS is not supported by natsd yet"]),
+    "remote_tls_in_urls": ('port: -1\nleafnodes {\n  remotes [\n    { urls: ["nats://a:1", "tls://b:2"] }\n  ]\n}\n',
+                           ["{f}:4:7: TLS is not supported by natsd yet"]),
+    "remote_ws_url": ('port: -1\nleafnodes {\n  remotes [ { url: "wss://127.0.0.1:7422" } ]\n}\n',
+                      ["{f}:3:15: WebSocket is not supported by natsd yet"]),
+    "https_port": ("port: -1\nhttps_port: 8443\n", ["{f}:2:1: HTTPS monitoring is not supported by natsd yet"]),
+    "https": ("port: -1\nhttps: 8443\n", ["{f}:2:1: HTTPS monitoring is not supported by natsd yet"]),
+    "cluster_port": ("port: -1\ncluster {\n  name: c\n  port: 6222\n}\n",
+                     ["{f}:2:1: clustering is not supported by natsd yet"]),
+    "cluster_listen": ('port: -1\ncluster {\n  listen: "127.0.0.1:-1"\n}\n',
+                       ["{f}:2:1: clustering is not supported by natsd yet"]),
+    "cluster_routes": ('port: -1\ncluster {\n  routes: ["nats://127.0.0.1:6222"]\n}\n',
+                       ["{f}:2:1: clustering is not supported by natsd yet"]),
+    "gateway": ("port: -1\ngateway {\n  name: A\n  port: -1\n}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
+    "gateway_empty": ("port: -1\ngateway {}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
+    "websocket": ("port: -1\nwebsocket {\n  port: -1\n  no_tls: true\n}\n",
+                  ["{f}:2:1: WebSocket is not supported by natsd yet"]),
+    "websocket_alias": ("port: -1\nws {}\n", ["{f}:2:1: WebSocket is not supported by natsd yet"]),
+    "mqtt": ("port: -1\njetstream: enabled\nmqtt {\n  port: -1\n}\n", ["{f}:3:1: MQTT is not supported by natsd yet"]),
+    "trusted_keys": (f'port: -1\ntrusted_keys: ["{OP}"]\n',
+                     ["{f}:2:1: operator (JWT) mode is not supported by natsd yet"]),
+    "trusted": (f'port: -1\ntrusted: "{OP}"\n', ["{f}:2:1: operator (JWT) mode is not supported by natsd yet"]),
+    "resolver": ("port: -1\nresolver: MEMORY\n", ["{f}:2:1: account resolver is not supported by natsd yet"]),
+    "resolver_preload": ("port: -1\nresolver_preload {}\n",
+                         ["{f}:2:1: account resolver is not supported by natsd yet"]),
+    "auth_callout": ("port: -1\naccounts {\n  AUTH { users: [ {user: auth, password: pwd} ] }\n}\n"
+                     f'authorization {{\n  auth_callout {{\n    issuer: "{ACCOUNT}"\n'
+                     "    auth_users: [ auth ]\n    account: AUTH\n  }\n}\n",
+                     ["{f}:6:3: auth callout is not supported by natsd yet"]),
+    # natsd does not enforce these: running would let users in that nats-server keeps out
+    "proxy_required": ("port: -1\nauthorization {\n  users: [ {user: a, password: b, proxy_required: true} ]\n}\n",
+                       ["{f}:3:35: trusted proxy authentication is not supported by natsd yet"]),
+    "proxies": (f'port: -1\nproxies {{\n  trusted: [ {{key: "{USER}"}} ]\n}}\n',
+                ["{f}:2:1: trusted proxy authentication is not supported by natsd yet"]),
+    "leafnode_nkey_auth": (f'port: -1\nleafnodes {{\n  port: -1\n  authorization {{\n    nkey: "{USER}"\n  }}\n}}\n',
+                           ["{f}:5:5: leafnode nkey authorization is not supported by natsd yet"]),
+    "proxy_protocol": ("port: -1\nproxy_protocol: true\n", ["{f}:2:1: PROXY protocol is not supported by natsd yet"]),
+    "prof_port": ("port: -1\nprof_port: 6061\n", ["{f}:2:1: profiling is not supported by natsd yet"]),
+    "several": ("port: -1\ntls {}\ncluster {\n  port: -1\n}\nmqtt {}\n",
+                ["{f}:2:1: TLS is not supported by natsd yet", "{f}:3:1: clustering is not supported by natsd yet",
+                 "{f}:6:1: MQTT is not supported by natsd yet"]),
+}
+
+# nats-server accepts these and they change nothing for a standalone server: natsd runs them.
+ACCEPTED = {
+    "cluster_name_only": "port: -1\ncluster {\n  name: hub\n}\n",
+    "cluster_no_port": "port: -1\ncluster {\n  name: hub\n  no_advertise: true\n  connect_retries: 3\n  pool_size: 2\n}\n",
+    "remote_nats_url": 'port: -1\nleafnodes {\n  remotes [ { url: "nats-leaf://127.0.0.1:7422" } ]\n}\n',
+    "proxy_required_false": "port: -1\nauthorization {\n  users: [ {user: a, password: b, proxy_required: false} ]\n}\n",
+    "prof_port_zero": "port: -1\nprof_port: 0\n",
+}
+
+
+def write(tmp_path, name, text, certs=None):
+    if certs:
+        text = text.replace("{cert}", certs[0]).replace("{key}", certs[1])
+    path = tmp_path / f"{name}.conf"
+    path.write_text(text)
+    return path.name
+
+
+@need_ref
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_refused_config_check_and_start(name, tmp_path, certs):
+    text, refusals = REFUSED[name]
+    f = write(tmp_path, name, text, certs)
+    # nats-server accepts the file ...
+    r = ref("-t", "-c", f, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    # ... natsd refuses it, with -t and when starting, at the key that asks for the feature
+    expected = "".join("natsd: %s\n" % line.format(f=f) for line in refusals)
+    for args in (["-t", "-c", f], ["-c", f]):
+        r = natsd(*args, cwd=tmp_path)
+        assert (r.returncode, r.stderr, r.stdout) == (1, expected, ""), args
+
+
+@need_ref
+@pytest.mark.parametrize("name", sorted(ACCEPTED))
+def test_accepted_configs(name, tmp_path):
+    f = write(tmp_path, name, ACCEPTED[name])
+    r = ref("-t", "-c", f, cwd=tmp_path)
+    ours = natsd("-t", "-c", f, cwd=tmp_path)
+    assert (ours.returncode, ours.stderr, ours.stdout) == (0, r.stderr, r.stdout) == (0, r.stderr, "")
+    assert load_string(ACCEPTED[name], f).unsupported == []
+
+
+# nats-server refuses these first (config time, -t and start): natsd prints its error.
+REF_REFUSES = {
+    "tls_missing_cert": 'port: -1\ntls {\n  cert_file: "a.pem"\n  key_file: "b.pem"\n}\n',
+    "tls_missing_key_file_key": 'port: -1\ntls {\n  cert_file: "{cert}"\n}\n',
+    "tls_missing_cert_file_key": 'port: -1\ntls {\n  key_file: "{key}"\n}\n',
+    "tls_missing_key": 'port: -1\ntls {\n  cert_file: "{cert}"\n  key_file: "nokey.pem"\n}\n',
+    "tls_not_pem": 'port: -1\ntls {\n  cert_file: "junk.pem"\n  key_file: "junk.pem"\n}\n',
+    "tls_dir_as_cert": 'port: -1\ntls {\n  cert_file: "adir"\n  key_file: "{key}"\n}\n',
+    "tls_missing_ca": 'port: -1\ntls {\n  ca_file: "noca.pem"\n}\n',
+    "tls_unknown_field": "port: -1\ntls {\n  bogus: 1\n}\n",
+    "tls_cert_not_string": "port: -1\ntls {\n  cert_file: 5\n}\n",
+    "tls_verify_not_bool": 'port: -1\ntls {\n  verify: "yes"\n}\n',
+    "tls_not_a_map": "port: -1\ntls: true\n",
+    "leafnode_tls_missing": 'port: -1\nleafnodes {\n  tls {\n    cert_file: "a.pem"\n    key_file: "b.pem"\n  }\n}\n',
+    "remote_tls_missing_ca": ('port: -1\nleafnodes {\n  remotes [ { url: "nats://127.0.0.1:7422", '
+                              'tls { ca_file: "nope.pem" } } ]\n}\n'),
+    "cluster_tls_missing": ('port: -1\ncluster {\n  name: c\n  tls { cert_file: "a.pem", key_file: "b.pem" }\n}\n'),
+    "gateway_tls_unknown": "port: -1\ngateway {\n  name: A\n  tls { nope: 1 }\n}\n",
+    "websocket_unknown_field": "port: -1\nwebsocket {\n  port: -1\n  bogus: 1\n}\n",
+    "websocket_not_a_map": "port: -1\nwebsocket: true\n",
+    "mqtt_not_a_map": "port: -1\nmqtt: 5\n",
+    "mqtt_tls_missing": 'port: -1\nmqtt {\n  tls { cert_file: "a.pem", key_file: "b.pem" }\n}\n',
+    "operator_missing_file": 'port: -1\noperator: "op.jwt"\n',
+    "trusted_bad_key": f'port: -1\ntrusted_keys: ["{OP}", "{OP[:-1]}A"]\n',
+    "trusted_not_operator": f'port: -1\ntrusted: "{USER}"\n',
+}
+
+
+@need_ref
+@pytest.mark.parametrize("name", sorted(REF_REFUSES))
+def test_nats_server_errors_come_first(name, tmp_path, certs):
+    f = write(tmp_path, name, REF_REFUSES[name], certs)
+    (tmp_path / "junk.pem").write_text("junk\n")
+    (tmp_path / "adir").mkdir()
+    for args in (["-t", "-c", f], ["-c", f]):
+        want = ref(*args, cwd=tmp_path)
+        assert want.returncode == 1 and want.stderr.startswith("nats-server: "), want.stderr
+        got = natsd(*args, cwd=tmp_path)
+        assert (got.returncode, got.stderr, got.stdout) == (want.returncode, want.stderr, want.stdout), args
+
+
+# nats-server checks these only when it starts (not with -t): a plain start gets its error.
+REF_REFUSES_AT_START = {
+    "gateway_without_port": ("port: -1\ngateway {\n  name: A\n}\n", "gateway is not supported"),
+    "websocket_without_tls": ("port: -1\nwebsocket {\n  port: -1\n}\n", "WebSocket is not supported"),
+    "mqtt_without_jetstream": ("port: -1\nmqtt {\n  port: -1\n}\n", "MQTT is not supported"),
+    "leaf_mixed_ws_urls": ('port: -1\nleafnodes {\n  remotes [ { urls: ["nats://a:1", "ws://b:2"] } ]\n}\n',
+                           "WebSocket is not supported"),
+}
+
+
+@need_ref
+@pytest.mark.parametrize("name", sorted(REF_REFUSES_AT_START))
+def test_nats_server_start_errors_come_first(name, tmp_path):
+    text, refusal = REF_REFUSES_AT_START[name]
+    f = write(tmp_path, name, text)
+    want = ref("-c", f, cwd=tmp_path)
+    assert want.returncode == 1 and want.stderr.startswith("nats-server: "), want.stderr
+    got = natsd("-c", f, cwd=tmp_path)
+    assert (got.returncode, got.stderr, got.stdout) == (1, want.stderr, want.stdout)
+    assert ref("-t", "-c", f, cwd=tmp_path).returncode == 0
+    got = natsd("-t", "-c", f, cwd=tmp_path)
+    assert got.returncode == 1 and refusal in got.stderr and got.stderr.startswith(f"natsd: {f}:")
+
+
+# -- flags -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,refusals", [
+    (["--cluster", "nats://127.0.0.1:-1"], ["--cluster: clustering is not supported by natsd yet"]),
+    (["--cluster_listen=nats://127.0.0.1:6222"], ["--cluster_listen: clustering is not supported by natsd yet"]),
+    (["--cluster", "nats://127.0.0.1:6222", "--routes", "nats://127.0.0.1:6223"],
+     ["--cluster: clustering is not supported by natsd yet", "--routes: clustering is not supported by natsd yet"]),
+    (["-ms", "8443"], ["-ms: HTTPS monitoring is not supported by natsd yet"]),
+    (["--https_port=8443"], ["--https_port: HTTPS monitoring is not supported by natsd yet"]),
+    (["--profile", "6060"], ["--profile: profiling is not supported by natsd yet"]),
+    (["--tls", "--tlscert", "{cert}", "--tlskey", "{key}"],
+     ["--tls: TLS is not supported by natsd yet", "--tlscert: TLS is not supported by natsd yet",
+      "--tlskey: TLS is not supported by natsd yet"]),
+    (["-tlscert={cert}", "-tlskey={key}", "-tlsverify", "-tlscacert={cert}"],
+     ["-tlscert: TLS is not supported by natsd yet", "-tlskey: TLS is not supported by natsd yet",
+      "-tlsverify: TLS is not supported by natsd yet", "-tlscacert: TLS is not supported by natsd yet"]),
+])
+def test_refused_flags(args, refusals, tmp_path, certs):
+    args = [a.replace("{cert}", certs[0]).replace("{key}", certs[1]) for a in args]
+    r = natsd("-p", "-1", *args, cwd=tmp_path)
+    assert (r.returncode, r.stderr, r.stdout) == (1, "".join("natsd: %s\n" % x for x in refusals), "")
+
+
+def test_flag_refusals_follow_config_refusals(tmp_path):
+    (tmp_path / "c.conf").write_text("port: -1\ncluster {\n  port: -1\n}\n")
+    r = natsd("-c", "c.conf", "--profile", "6060", cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (1, "natsd: c.conf:2:1: clustering is not supported by natsd yet\n"
+                                           "natsd: --profile: profiling is not supported by natsd yet\n")
+
+
+@need_ref
+@pytest.mark.parametrize("args", [
+    ["--tls"], ["--tlsverify"], ["--tlscacert", "ca.pem"], ["--tlscert", "a.pem"],
+    ["--tlscert", "a.pem", "--tlskey", "b.pem"], ["--tlscert", "junk.pem", "--tlskey", "junk.pem"],
+    ["--cluster", "bad"], ["--cluster", "nats://h"], ["--cluster", "nats://h:abc"],
+    ["--cluster", "nats://u@h:1"], ["--routes", "nats://127.0.0.1:6222"],
+])
+def test_nats_server_flag_errors_come_first(args, tmp_path):
+    (tmp_path / "junk.pem").write_text("junk\n")
+    want = ref("-p", "-1", *args, cwd=tmp_path)
+    assert want.returncode == 1 and want.stderr.startswith("nats-server: "), want.stderr
+    got = natsd("-p", "-1", *args, cwd=tmp_path)
+    assert (got.returncode, got.stderr, got.stdout) == (want.returncode, want.stderr, want.stdout)
+
+
+@need_ref
+def test_check_config_ignores_flags_as_nats_server(tmp_path):
+    """`-t` checks the file: nats-server does not look at the other flags then."""
+    (tmp_path / "ok.conf").write_text("port: -1\n")
+    args = ["-t", "-c", "ok.conf", "--tls", "--cluster", "nats://127.0.0.1:6222", "--profile", "6060"]
+    want, got = ref(*args, cwd=tmp_path), natsd(*args, cwd=tmp_path)
+    assert (got.returncode, got.stderr, got.stdout) == (want.returncode, want.stderr, want.stdout) == \
+        (0, want.stderr, "")
+
+
+def test_tls_false_turns_the_config_tls_off(tmp_path):
+    """nats-server: `--tls=false` disables TLS, the config file's `tls {}` included."""
+    from natsd.flags import parse_command_line
+    conf = tmp_path / "t.conf"
+    conf.write_text("port: -1\ntls {}\n")
+    assert parse_command_line(["-c", str(conf)]).refusals == [f"{conf}:2:1: TLS is not supported by natsd yet"]
+    assert parse_command_line(["-c", str(conf), "--tls=false", "--tlscert", "x.pem"]).refusals == []
+
+
+def test_accepted_cluster_flags_do_not_start_a_cluster():
+    from natsd.flags import parse_command_line
+    cl = parse_command_line(["--cluster_name", "c", "--no_advertise", "--connect_retries", "2",
+                             "--cluster_advertise", "h:1", "--cluster="])
+    assert cl.refusals == [] and cl.opts.cluster.port == 0
+
+
+def test_table_is_the_one_place():
+    """Every row names a feature; flags point at Options attributes."""
+    from natsd.options import Options
+    assert all(feature and path and callable(when) for feature, path, when in CONFIG)
+    o = Options()
+    assert all(hasattr(o, dest) or dest in ("cluster_listen", "routes") for _, dests in FLAGS for dest in dests)
