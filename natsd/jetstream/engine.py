@@ -240,6 +240,35 @@ class JsAccount:
         return out
 
 
+class JetStreamStartError(Exception):
+    """JetStream cannot start; str() is nats-server's fatal error text."""
+
+
+def _check_store_dir(path):
+    """nats-server's enableJetStream checks of the store directory: its error text, or None."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            msg = e.strerror or str(e)
+            return "could not create storage directory - mkdir %s: %s" % (
+                e.filename or path, msg[:1].lower() + msg[1:])
+        return None
+    except OSError:
+        st = None
+    if st is None or not os.path.isdir(path):
+        return "storage directory is not a directory"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="_test_", dir=path)
+        os.close(fd)
+        os.remove(tmp)
+    except OSError:
+        return "storage directory is not writable"
+    return None
+
+
 class JetStream:
     def __init__(self, server):
         self.server = server
@@ -280,9 +309,13 @@ class JetStream:
 
     def start(self):
         log.info("Starting JetStream")
+        t_start = time.monotonic()
         if self.temp_dir:
             log.warning("Temporary storage directory used, data could be lost on system reboot")
-        os.makedirs(self.store_dir, exist_ok=True)
+        err = _check_store_dir(self.store_dir)
+        if err:
+            log.info("Took %s to start JetStream", "%.3fms" % ((time.monotonic() - t_start) * 1000))
+            raise JetStreamStartError("Can't start JetStream: " + err)
         if self.max_memory < 0:
             sm = _sys_memory()
             self.max_memory = sm // 4 * 3 if sm else 256 * 1024 * 1024

@@ -2,7 +2,8 @@
 
 Tools that launch the server parse its stderr.  Every scenario runs natsd and the reference
 nats-server side by side: invalid config files (syntax, unknown fields, bad values, includes,
-warnings), a config file that cannot be read, bad flags, and ports already in use (fatal `[FTL]` log lines, compared without the
+warnings), a config file that cannot be read, bad flags, a JetStream store directory that is
+a regular file, and ports already in use (fatal `[FTL]` log lines, compared without the
 `[pid] date time` prefix).
 """
 import os
@@ -179,6 +180,19 @@ def test_other_command_line_errors(args, tmp_path):
 def fatal(r):
     lines = [LOG_PREFIX.sub("", line) for line in r.stderr.splitlines()]
     return r.returncode, [line for line in lines if line.startswith("[FTL]")], lines[-1]
+
+
+def test_store_dir_is_a_file(tmp_path):
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "sd.conf").write_text('port: -1\njetstream { store_dir: "afile" }\n')
+    for args in (["-js", "-sd", "afile", "-p", "-1", "-a", "127.0.0.1"], ["-c", "sd.conf", "-a", "127.0.0.1"]):
+        want, got = both(*args, cwd=tmp_path)
+        assert fatal(want) == (1, ["[FTL] Can't start JetStream: storage directory is not a directory"],
+                               "[FTL] Can't start JetStream: storage directory is not a directory")
+        assert fatal(got) == fatal(want)
+        for r in (want, got):     # as nats-server: "Took ..." is logged before the fatal error
+            tail = LOG_PREFIX.sub("", r.stderr).splitlines()[-2:]
+            assert tail[0].startswith("[INF] Took ") and tail[0].endswith(" to start JetStream"), tail
 
 
 @pytest.fixture
