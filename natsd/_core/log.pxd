@@ -40,6 +40,9 @@ cdef class Block:
     cdef public uint64_t last_seq
     cdef public bint compressed
     cdef public object raw             # decompressed image while cached (compressed blocks)
+    cdef public bint encrypted         # records (or the sealed image) are AEAD-sealed
+    cdef public object aead            # the AEAD of its key (encrypted blocks)
+    cdef public uint64_t hwm           # header high-water mark: highest seq ever stored (uncompressed)
 
 
 cdef class Log:
@@ -84,6 +87,15 @@ cdef class Log:
     cdef readonly list ttl_heap        # [(expires_ns, seq)] for messages stored with a TTL
     cdef bint closed
 
+    # encryption at rest (natsd/jetstream/jscrypt.py): None = plaintext
+    cdef readonly object crypt         # the stream's key context
+    cdef object enc                    # the current key's AEAD (None: no encryption)
+    cdef int enc_kid
+    cdef char nbase[12]                # nonce = nbase + counter (random base per open)
+    cdef uint64_t nctr
+    cdef public uint64_t snap_last     # last seq an index snapshot recorded (even an unusable one)
+    cdef readonly object lost_tail     # (first, last) seqs found lost at the tail on open, or None
+
     # batched reads (batch_begin / batch_next / batch_rec): the resolved filter and a read-ahead
     # window over one block, valid until the next batch_begin (no writes happen in between)
     cdef int bmode
@@ -95,6 +107,7 @@ cdef class Log:
     cdef uint64_t roff                 # block offset of rbuf[0]
     cdef Py_ssize_t rlen               # valid bytes in rbuf
     cdef object rimg                   # compressed block: its image (bytes) instead of rbuf
+    cdef object rdec                   # encrypted block: the record batch_rec last decrypted
 
     cdef nlog_entry* _entry(self, uint64_t seq) nogil
     cdef nlog_entry* _entry_alloc(self, uint64_t seq) except NULL
@@ -116,7 +129,7 @@ cdef class Log:
     cdef uint64_t _subj_last(self, uint32_t sid)
     cdef uint64_t _unindex_range(self, uint64_t lo, uint64_t hi)
     cdef uint64_t _first_record_above(self, Block b, uint64_t seq)
-    cdef uint64_t _scan_image(self, Block b, bytes img) except? 0
+    cdef uint64_t _scan_image(self, Block b, bytes img, uint64_t pad) except? 0
     cdef _free_chunks_below(self, uint64_t seq)
     cdef tuple _filter(self, filt)
     cdef _new_block(self, int num)
@@ -128,7 +141,14 @@ cdef class Log:
     cdef bytes _read_raw(self, uint64_t seq, nlog_entry* e)
     cdef _tombstone(self, bytes packed)
     cdef _erase(self, uint64_t seq, nlog_entry* e)
-    cdef _decompress_in_place(self, Block b)
+    cdef _unseal(self, Block b, uint64_t cut)
+    cdef _reseal(self, Block b, img)
+    cdef _remap(self, Block b, dict offmap)
+    cdef bytes _nonce(self)
+    cdef bytes _enc_rec(self, const char* rec, Py_ssize_t rl)
+    cdef bytes _seal_blob(self, data, bytes aad)
+    cdef bytes _blk_header(self, int flags, uint64_t v)
+    cdef _write_hwm(self, Block b, uint64_t v)
     cdef _synced_to(self, uint64_t target)
     cdef _start_sync(self, executor_submit)
     cdef _reset(self)

@@ -6,20 +6,41 @@ store.py turns it into the stream-store interface (StoredMsg, purge semantics, s
 
 On disk, directory `<dir>/`:
 
-  `<n>.blk`   blocks, n = 1, 2, ... . A 16-byte header `NLOG` u8 version(1) u8 flags(1 = lz4)
-              u16 0 u64 image-length, then records, little-endian, back to back:
+  `<n>.blk`   blocks, n = 1, 2, ... . A 16-byte header `NLOG` u8 version(1) u8 flags(1 = lz4,
+              2 = encrypted) u16 key-id (encrypted blocks) u64 image-length (lz4 blocks) or
+              high-water mark (the others: the highest sequence the log had stored when it last
+              synced this block, so a tail lost later is detected), then records, little-endian,
+              back to back:
                  u32 length (whole record)  u64 seq  i64 ts(ns)  u8 type|flags  u16 subject-len
                  u32 hdr-len  i64 ttl(s)  subject  hdr  msg  u64 xxhash64(all of the above)
               Record types: MSG; TOMBS (payload = packed u64 seqs deleted: one record per remove,
               one per purge batch); FIRST (seq = new first sequence, everything below is gone:
-              compact/purge); SKIP (seq is used without a message: truncate keeps last_seq).
+              compact/purge); SKIP (seq is used without a message: truncate keeps last_seq, and
+              a tail lost while the store was down keeps the last sequence ever stored).
               Only the active (last) block is appended to. When it reaches `block_size` it is
               fdatasync'ed and sealed; with compression "lz4" (and "s2", which is treated as lz4
               until an s2 codec exists) a sealed block's records are rewritten as one lz4 block
               (flags=1), read back by decompressing the whole image into a small LRU.
+              Encrypted (a `crypt` key context, natsd/jetstream/jscrypt.py): every record of an
+              uncompressed block is `u32 length | 12-byte nonce | AEAD(rest of the record) | tag`
+              (28 bytes more than the plain record; the length is the associated data and stays
+              readable so blocks can be scanned); an lz4 block is `header | nonce |
+              AEAD(lz4 image) | tag` with the header as associated data: compressed first, then
+              encrypted. Nonces are a random base per open plus a counter, never reused for a
+              key. Index entries keep the plain record length (byte accounting is unchanged)
+              and the offset in the block as stored. Blocks in plaintext or under an older key
+              are rewritten under the current key when the log opens (a key added to a store,
+              key rotation); an encrypted block without its key is an error, never a rescan.
   `index.snap` written on clean close: block list, subject table, index chunks, each with a
-              checksum; used on open only if every block still has the recorded size and the last
-              block's tail checksum matches, then unlinked (a later crash means a full rescan).
+              checksum (sealed when encrypted); used on open only if every block still has the
+              recorded size and the last block's tail checksum matches, then unlinked (a later
+              crash means a full rescan). Its last sequence is a floor for the recovered one
+              even when the rest is unusable.
+
+Sequence numbers are never reused: the recovered last sequence is at least the index
+snapshot's and every block header's high-water mark; when records are missing below it (a
+truncated or damaged block) a warning says which sequences are lost and a SKIP record keeps
+the last sequence, so the next message gets a sequence above every one ever acknowledged.
 
 Deletes are tombstone records in the active block rather than rewrites, so appends stay
 sequential. A tombstone may name a message in any earlier block, so blocks are only ever
@@ -77,6 +98,10 @@ cdef extern from "nlog.h":
 log = logging.getLogger("natsd")
 
 DEF BLK_HDR = 16
+DEF F_LZ4 = 1               # block flags
+DEF F_ENC = 2
+DEF ENC_OVH = 28            # an encrypted record: plain length + nonce(12) + tag(16)
+DEF NONCE_LEN = 12
 DEF REC_HDR = 35            # u32 len, u64 seq, i64 ts, u8 type, u16 slen, u32 hlen, i64 ttl
 DEF REC_MIN = 43            # REC_HDR + checksum
 DEF VERSION = 1
@@ -165,12 +190,115 @@ def _sync_fds(int fd, int dirfd):
     return True
 
 
+cdef bytes _dec(object aead, const char* p, Py_ssize_t avail):
+    """The plain record of the encrypted record at p (avail bytes readable there), or None when
+    it is short or does not authenticate."""
+    cdef uint32_t rl
+    cdef bytes pt, out
+    if avail < REC_MIN + ENC_OVH:
+        return None
+    rl = nlog_rd32(p)
+    if rl < REC_MIN or <Py_ssize_t>rl + ENC_OVH > avail:
+        return None
+    try:
+        pt = aead.decrypt(PyBytes_FromStringAndSize(p + 4, NONCE_LEN),
+                          PyBytes_FromStringAndSize(p + 4 + NONCE_LEN, rl - 4 + ENC_OVH - NONCE_LEN),
+                          PyBytes_FromStringAndSize(p, 4))
+    except Exception:
+        return None
+    if PyBytes_GET_SIZE(pt) != rl - 4:
+        return None
+    out = PyBytes_FromStringAndSize(NULL, rl)
+    memcpy(PyBytes_AS_STRING(out), p, 4)
+    memcpy(PyBytes_AS_STRING(out) + 4, PyBytes_AS_STRING(pt), rl - 4)
+    return out
+
+
+cdef bint _plain_ok(const char* p, Py_ssize_t avail):
+    """A whole plain record at p whose checksum matches."""
+    cdef uint32_t rl
+    if avail < REC_MIN:
+        return False
+    rl = nlog_rd32(p)
+    if rl < REC_MIN or rl > avail:
+        return False
+    if REC_MIN + <uint64_t>nlog_rd16(p + 21) + nlog_rd32(p + 23) > rl:
+        return False
+    return nlog_xxh64(p, rl - 8, 0) == nlog_rd64(p + rl - 8)
+
+
+def _parse_records(bytes raw, aead):
+    """The records of an uncompressed block as read from disk: ([(offset, plain record)], end of
+    the last good one, suspect). Stops at the first record that is short, fails its checksum or
+    (aead given) does not authenticate. suspect: the first record is whole but does not
+    authenticate and more bytes follow it - a wrong key rather than a torn tail."""
+    cdef const char* p = PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), off = BLK_HDR
+    cdef uint32_t rl
+    cdef list recs = []
+    cdef bytes rec
+    suspect = False
+    while off + REC_MIN <= n:
+        rl = nlog_rd32(p + off)
+        if aead is None:
+            if not _plain_ok(p + off, n - off):
+                break
+            recs.append((off, raw[off:off + rl]))
+            off += rl
+        else:
+            rec = _dec(aead, p + off, n - off)
+            if rec is None or not _plain_ok(PyBytes_AS_STRING(rec), rl):
+                if not recs and rl >= REC_MIN and off + <Py_ssize_t>rl + ENC_OVH < n:
+                    suspect = True
+                break
+            recs.append((off, rec))
+            off += rl + ENC_OVH
+    return recs, off, suspect
+
+
+def _padded_image(bytes raw, aead):
+    """An encrypted block read from disk with each record decrypted in place (the plain record
+    at its stored offset, followed by ENC_OVH unused bytes): what _scan_image reads with
+    pad=ENC_OVH. Cut after the last good record. Returns (image, suspect)."""
+    recs, end, suspect = _parse_records(raw, aead)
+    out = bytearray(end)
+    out[:BLK_HDR] = raw[:BLK_HDR]
+    for off, rec in recs:
+        out[off:off + len(rec)] = rec
+    return bytes(out), suspect
+
+
+def _lz4_payload(bytes data, aead):
+    """The lz4 bytes of a compressed block file (decrypted with aead when encrypted)."""
+    if not (data[5] & F_ENC):
+        return data[BLK_HDR:]
+    if aead is None:
+        raise ValueError("encrypted block without its key")
+    return aead.decrypt(data[BLK_HDR:BLK_HDR + NONCE_LEN], data[BLK_HDR + NONCE_LEN:], data[:BLK_HDR])
+
+
+def _write_file(path, data):
+    """Write a whole block file through `<path>.tmp` + fsync + rename; returns the new fd."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.rename(tmp, path)
+    return fd
+
+
 cdef class Block:
     def __init__(self, int num, path):
         self.num = num
         self.path = path
         self.fd = -1
         self.size = BLK_HDR
+        self.aead = None
 
     def __repr__(self):
         return f"<Block {self.num} size={self.size} seqs={self.first_seq}..{self.last_seq}>"
@@ -183,7 +311,12 @@ cdef class Log:
         self.wbuf = NULL
         self.rbuf = NULL
 
-    def __init__(self, path, block_size=8 * 1024 * 1024, compression="none", first_seq=0):
+    def __init__(self, path, block_size=8 * 1024 * 1024, compression="none", first_seq=0,
+                 crypt=None):
+        """crypt: the stream's key context (natsd/jetstream/jscrypt.StreamCrypt: `kid`, `aead`,
+        `aead_for(kid)`, `seal`, `open`), or None for a plaintext log."""
+        cdef Block b
+        cdef uint64_t floor
         self.dir = os.fspath(path)
         self.block_size = min(max(int(block_size), 1024), MAX_BLOCK)
         compression = (compression or "none").lower()
@@ -204,12 +337,35 @@ cdef class Log:
         self.wbuf = <char*>malloc(self.wcap)
         if self.wbuf == NULL:
             raise MemoryError()
+        self.crypt = crypt
+        if crypt is not None:
+            self.enc = crypt.aead
+            self.enc_kid = crypt.kid
+            memcpy(self.nbase, PyBytes_AS_STRING(os.urandom(NONCE_LEN)), NONCE_LEN)
         os.makedirs(self.dir, exist_ok=True)
+        converted = self._convert_blocks()
         from natsd._core.logsnap import load_snapshot
-        if not load_snapshot(self):
+        if not load_snapshot(self, not converted):
             self._rebuild()
         if self.active is None:
             self._new_block(self.blocks[-1].num + 1 if self.blocks else 1)
+        # Never hand out a sequence again: the last one stored before (index snapshot, block
+        # high-water marks) is a floor even when the records at the tail are gone.
+        floor = self.snap_last
+        for b in self.blocks:
+            if b.hwm > floor:
+                floor = b.hwm
+        if floor > self.last:
+            self.lost_tail = (self.last + 1, floor)
+            log.warning("%s: the log ends at sequence %d but sequence %d was stored before: "
+                        "sequences %d..%d are lost (a truncated or damaged block); the last "
+                        "sequence stays %d and new messages get higher ones",
+                        self.dir, self.last, floor, self.last + 1, floor, floor)
+            self._write_record(T_SKIP, floor, 0, 0, NULL, 0, NULL, 0, False, NULL, 0)
+            self.last = floor
+            if self.msgs == 0:
+                self.first = floor + 1
+            self.sync()
         if first_seq and self.last == 0 and self.msgs == 0 and first_seq > 1:
             # A configured first sequence on a new store: persist it as a FIRST record.
             self._write_record(T_FIRST, first_seq, 0, 0, NULL, 0, NULL, 0, False, NULL, 0)
@@ -342,12 +498,117 @@ cdef class Log:
             ent[1] = n
         return (M_BITMAP, 0, ent[0])
 
+    # ---------------------------------------------------------------- encryption
+
+    cdef bytes _nonce(self):
+        # A random base per open plus a counter: unique for every seal under the current key.
+        cdef char n[NONCE_LEN]
+        memcpy(n, self.nbase, NONCE_LEN)
+        nlog_wr64(n + 4, nlog_rd64(n + 4) + self.nctr)
+        self.nctr += 1
+        return PyBytes_FromStringAndSize(n, NONCE_LEN)
+
+    cdef bytes _enc_rec(self, const char* rec, Py_ssize_t rl):
+        """The stored form of a plain record: length | nonce | AEAD(rest) | tag."""
+        cdef bytes nonce = self._nonce()
+        cdef bytes ct = self.enc.encrypt(nonce, PyBytes_FromStringAndSize(rec + 4, rl - 4),
+                                         PyBytes_FromStringAndSize(rec, 4))
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, rl + ENC_OVH)
+        cdef char* o = PyBytes_AS_STRING(out)
+        memcpy(o, rec, 4)
+        memcpy(o + 4, PyBytes_AS_STRING(nonce), NONCE_LEN)
+        memcpy(o + 4 + NONCE_LEN, PyBytes_AS_STRING(ct), rl - 4 + ENC_OVH - NONCE_LEN)
+        return out
+
+    cdef bytes _seal_blob(self, data, bytes aad):
+        cdef bytes nonce = self._nonce()
+        return nonce + self.enc.encrypt(nonce, data, aad)
+
+    cdef bytes _blk_header(self, int flags, uint64_t v):
+        cdef int kid = self.enc_kid if flags & F_ENC else 0
+        return (b"NLOG" + bytes([VERSION, flags]) + kid.to_bytes(2, "little")
+                + v.to_bytes(8, "little"))
+
+    cdef _write_hwm(self, Block b, uint64_t v):
+        # The high-water mark in an uncompressed block's header (made durable by the next
+        # fdatasync of that block, which is what acknowledges the messages it covers).
+        cdef char buf[8]
+        cdef int err
+        if b.compressed or b.fd < 0:
+            return
+        nlog_wr64(buf, v)
+        err = _pwrite_all(b.fd, buf, 8, 8)
+        if err:
+            raise _oserr(b.path, err)
+        b.hwm = v
+
+    def _convert_blocks(self):
+        """Before the index is built: rewrite every block that is not under the current key
+        (plaintext blocks of a store that just got a key, blocks under the previous key while
+        re-keying) through a temporary file. An encrypted block with no key for it stops the
+        open with a StoreError and is left as it is. Returns how many blocks were rewritten."""
+        cdef int converted = 0
+        cdef Py_ssize_t off
+        import lz4.block
+        for num in self._block_files():
+            path = os.path.join(self.dir, f"{num}.blk")
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                hdr = os.pread(fd, BLK_HDR, 0)
+                if len(hdr) < BLK_HDR or hdr[:4] != b"NLOG" or hdr[4] != VERSION:
+                    continue                        # the scan deals with these
+                flags = hdr[5]
+                kid = int.from_bytes(hdr[6:8], "little")
+                old = None
+                if flags & F_ENC:
+                    if self.enc is None:
+                        raise StoreError(path, "the block is encrypted and no JetStream "
+                                               "encryption key is configured")
+                    if kid == self.enc_kid:
+                        continue
+                    old = self.crypt.aead_for(kid)
+                    if old is None:
+                        raise StoreError(path, "the block is encrypted with an unknown key (id %d)" % kid)
+                elif self.enc is None:
+                    continue
+                raw = os.pread(fd, os.fstat(fd).st_size, 0)
+                if flags & F_LZ4:
+                    try:
+                        comp = _lz4_payload(raw, old)
+                    except Exception:
+                        raise StoreError(path, "cannot decrypt the block with its key")
+                    h = self._blk_header(F_LZ4 | F_ENC, int.from_bytes(hdr[8:16], "little"))
+                    data = h + self._seal_blob(comp, h)
+                else:
+                    recs, end, suspect = _parse_records(raw, old)
+                    if suspect:
+                        raise StoreError(path, "cannot decrypt the block with its key")
+                    if end < len(raw):
+                        log.warning("%s: truncated or corrupt record at offset %d, %d bytes dropped",
+                                    path, end, len(raw) - end)
+                    parts = [self._blk_header(F_ENC, int.from_bytes(hdr[8:16], "little"))]
+                    for off, rec in recs:
+                        parts.append(self._enc_rec(PyBytes_AS_STRING(rec), len(rec)))
+                    data = b"".join(parts)
+                os.close(_write_file(path, data))
+                converted += 1
+            finally:
+                os.close(fd)
+        if converted:
+            dfd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        return converted
+
     # ---------------------------------------------------------------- blocks
 
     cdef _new_block(self, int num):
         path = os.path.join(self.dir, f"{num}.blk")
         cdef Block b = Block(num, path)
-        cdef bytes hdr = b"NLOG" + bytes([VERSION, 0, 0, 0]) + bytes(8)
+        cdef bint enc = self.enc is not None
+        cdef bytes hdr = self._blk_header(F_ENC if enc else 0, self.last)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         except OSError as e:
@@ -361,6 +622,9 @@ cdef class Log:
                 pass
             raise _oserr(path, err)
         b.fd = fd
+        b.hwm = self.last
+        b.encrypted = enc
+        b.aead = self.enc
         self.blocks.append(b)
         self.active = b
         self.dir_dirty = True
@@ -381,39 +645,117 @@ cdef class Log:
                 log.warning("%s: block compression failed: %s", old.path, e)
 
     cdef _compress(self, Block b):
+        # Plain: the records as they are. Encrypted: the decrypted records back to back (the
+        # index entries of this block move to their offsets in that image), lz4, then sealed.
         import lz4.block
-        data = os.pread(b.fd, b.size - BLK_HDR, BLK_HDR)
+        cdef dict offmap = None
+        cdef uint64_t off
+        if b.encrypted:
+            recs, end, _ = _parse_records(os.pread(b.fd, b.size, 0), b.aead)
+            if end != b.size:
+                raise StoreError(b.path, "a record does not read back, block left as it is")
+            offmap = {}
+            off = BLK_HDR
+            parts = []
+            for roff, rec in recs:
+                offmap[roff] = off
+                off += len(rec)
+                parts.append(rec)
+            data = b"".join(parts)
+            n = BLK_HDR + len(data)
+        else:
+            data = os.pread(b.fd, b.size - BLK_HDR, BLK_HDR)
+            n = b.size
         comp = lz4.block.compress(data, store_size=False)
-        if len(comp) + BLK_HDR >= b.size:
+        if len(comp) + BLK_HDR >= n:
             return
-        hdr = b"NLOG" + bytes([VERSION, 1, 0, 0]) + int(b.size).to_bytes(8, "little")
-        tmp = b.path + ".tmp"
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, hdr + comp)
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            os.unlink(tmp)
-            raise
-        os.rename(tmp, b.path)
+        hdr = self._blk_header(F_LZ4 | (F_ENC if b.encrypted else 0), n)
+        fd = _write_file(b.path, hdr + (self._seal_blob(comp, hdr) if b.encrypted else comp))
         os.close(b.fd)
         b.fd = fd
         b.compressed = True
+        b.hwm = 0
+        if offmap is not None:
+            self._remap(b, offmap)
+            b.size = n
         self.dir_dirty = True
 
     cdef bytes _image(self, Block b):
-        """The uncompressed image of a compressed block (LRU-cached)."""
+        """The uncompressed (and decrypted) image of a compressed block (LRU-cached)."""
         import lz4.block
         if b.raw is not None:
             return b.raw
         data = os.pread(b.fd, os.fstat(b.fd).st_size, 0)
         n = int.from_bytes(data[8:16], "little")
-        b.raw = bytes(BLK_HDR) + lz4.block.decompress(data[BLK_HDR:], uncompressed_size=n - BLK_HDR)
+        comp = _lz4_payload(data, b.aead)
+        b.raw = bytes(BLK_HDR) + lz4.block.decompress(comp, uncompressed_size=n - BLK_HDR)
         self.raw_lru.append(b)
         while len(self.raw_lru) > RAW_CACHE:
             (<Block>self.raw_lru.pop(0)).raw = None
         return b.raw
+
+    cdef _remap(self, Block b, dict offmap):
+        # The block's records moved (sealed into / unsealed from an image): move the entries.
+        cdef uint64_t s
+        cdef nlog_entry* e
+        if b.first_seq == 0:
+            return
+        for s in range(b.first_seq, b.last_seq + 1):
+            e = self._entry(s)
+            if e != NULL and e.size:
+                no = offmap.get(e.off)
+                if no is None:
+                    log.warning("%s: seq %d at offset %d not found while rewriting the block",
+                                b.path, s, e.off)
+                else:
+                    e.off = <uint32_t>no
+
+    cdef _unseal(self, Block b, uint64_t cut):
+        """Rewrite a compressed block as an appendable one holding its image up to `cut`
+        (encrypted again record by record when it was encrypted)."""
+        cdef bytes img = self._image(b)[:cut]
+        cdef const char* p = PyBytes_AS_STRING(img)
+        cdef uint64_t off = BLK_HDR, doff = BLK_HDR, n = len(img)
+        cdef uint32_t rl
+        cdef dict offmap = None
+        if b.encrypted:
+            offmap = {}
+            parts = [self._blk_header(F_ENC, 0)]
+            while off + REC_MIN <= n:
+                rl = nlog_rd32(p + off)
+                if rl < REC_MIN or off + rl > n:
+                    break
+                offmap[off] = doff
+                parts.append(self._enc_rec(p + off, rl))
+                off += rl
+                doff += rl + ENC_OVH
+            data = b"".join(parts)
+        else:
+            data = self._blk_header(0, 0) + img[BLK_HDR:]
+        fd = _write_file(b.path, data)
+        close(b.fd)
+        b.fd = fd
+        b.compressed = False
+        b.raw = None
+        b.hwm = 0
+        b.size = len(data)
+        if b in self.raw_lru:
+            self.raw_lru.remove(b)
+        if offmap is not None:
+            self._remap(b, offmap)
+        self.dir_dirty = True
+
+    cdef _reseal(self, Block b, img):
+        """Write a compressed block again from a changed image (same length, same offsets)."""
+        import lz4.block
+        comp = lz4.block.compress(bytes(img[BLK_HDR:]), store_size=False)
+        hdr = self._blk_header(F_LZ4 | (F_ENC if b.encrypted else 0), len(img))
+        fd = _write_file(b.path, hdr + (self._seal_blob(comp, hdr) if b.encrypted else comp))
+        close(b.fd)
+        b.fd = fd
+        b.raw = None
+        if b in self.raw_lru:
+            self.raw_lru.remove(b)
 
     cdef Block _block_of(self, uint64_t seq):
         cdef Py_ssize_t i = bisect.bisect_right(self.mfirst, seq) - 1
@@ -448,14 +790,17 @@ cdef class Log:
                            bint has_hdr, const char* msg, Py_ssize_t mlen) except -1:
         """Append one record to the active block; returns its offset (rotates first if full)."""
         cdef Py_ssize_t reclen = REC_MIN + slen + hlen + mlen
+        cdef Py_ssize_t dlen = reclen + (ENC_OVH if self.enc is not None else 0)
         cdef char* p
+        cdef const char* wp
+        cdef bytes enc
         cdef Block b
         cdef int err
         if slen > 0xffff:
             raise ValueError("subject too long")
-        if reclen > MAX_BLOCK - BLK_HDR:
+        if dlen > MAX_BLOCK - BLK_HDR:
             raise ValueError("record too large")
-        if rtype == T_MSG and self.active.size > BLK_HDR and self.active.size + reclen > self.block_size:
+        if rtype == T_MSG and self.active.size > BLK_HDR and self.active.size + dlen > self.block_size:
             self._rotate()
         b = self.active
         if reclen > self.wcap:
@@ -479,14 +824,19 @@ cdef class Log:
         if mlen:
             memcpy(p + REC_HDR + slen + hlen, msg, mlen)
         nlog_wr64(p + reclen - 8, nlog_xxh64(p, reclen - 8, 0))
-        err = _pwrite_all(b.fd, p, reclen, b.size)
+        if self.enc is not None:
+            enc = self._enc_rec(p, reclen)
+            wp = PyBytes_AS_STRING(enc)
+        else:
+            wp = p
+        err = _pwrite_all(b.fd, wp, dlen, b.size)
         if err:
             # Leave the block exactly as it was so the tail stays well-formed.
             ftruncate(b.fd, b.size)
             raise _oserr(b.path, err)
         self.appended += 1
-        b.size += reclen
-        return <int>(b.size - reclen)
+        b.size += dlen
+        return <int>(b.size - dlen)
 
     cdef int _index_msg(self, uint64_t seq, int64_t ts, uint32_t off, uint32_t size,
                         uint32_t sid, Block blk) except -1:
@@ -572,12 +922,22 @@ cdef class Log:
     cdef bytes _read_raw(self, uint64_t seq, nlog_entry* e):
         cdef Block b = self._block_of(seq)
         cdef uint32_t rl = e.size & SIZE_MASK
-        cdef bytes data
+        cdef bytes data, raw
         cdef ssize_t n
         if b is None:
             return None
         if b.compressed:
             data = self._image(b)[e.off:e.off + rl]
+        elif b.encrypted:
+            raw = PyBytes_FromStringAndSize(NULL, rl + ENC_OVH)
+            n = pread(b.fd, PyBytes_AS_STRING(raw), rl + ENC_OVH, e.off)
+            if n != rl + ENC_OVH:
+                log.warning("%s: short read of seq %d at %d", b.path, seq, e.off)
+                return None
+            data = _dec(b.aead, PyBytes_AS_STRING(raw), n)
+            if data is None:
+                log.warning("%s: seq %d at offset %d does not decrypt, not served", b.path, seq, e.off)
+                return None
         else:
             data = PyBytes_FromStringAndSize(NULL, rl)
             n = pread(b.fd, PyBytes_AS_STRING(data), rl, e.off)
@@ -625,6 +985,7 @@ cdef class Log:
         self.bbm = None
         self.rblk = None
         self.rimg = None                # do not pin a decompressed image past the batch
+        self.rdec = None
 
     cdef uint64_t batch_next(self, uint64_t seq):
         """next_seq(seq, filter given to batch_begin), without resolving the filter again."""
@@ -657,8 +1018,9 @@ cdef class Log:
         cdef uint32_t rl, slen, hlen
         cdef const char* p
         cdef const char* base
-        cdef Py_ssize_t want, n
+        cdef Py_ssize_t want, n, dl
         cdef char* nb
+        cdef bytes d
         if e == NULL or e.size == 0:
             return 0
         rl = e.size & SIZE_MASK
@@ -667,6 +1029,7 @@ cdef class Log:
             b = self._block_of(seq)
             if b is None:
                 return 0
+        dl = rl + (ENC_OVH if b.encrypted and not b.compressed else 0)
         if b.compressed:
             if b is not self.rblk or self.rimg is None:
                 self.rimg = self._image(b)
@@ -676,8 +1039,8 @@ cdef class Log:
             base = PyBytes_AS_STRING(self.rimg)
         else:
             if (b is not self.rblk or self.rimg is not None or e.off < self.roff
-                    or e.off + rl > self.roff + self.rlen):
-                want = rl if rl > 65536 else 65536
+                    or e.off + dl > self.roff + self.rlen):
+                want = dl if dl > 65536 else 65536
                 if want > self.rcap:
                     nb = <char*>realloc(self.rbuf, want)
                     if nb == NULL:
@@ -687,17 +1050,24 @@ cdef class Log:
                 self.rblk = None
                 self.rimg = None
                 n = pread(b.fd, self.rbuf, want, e.off)
-                if n < <Py_ssize_t>rl:
+                if n < dl:
                     log.warning("%s: short read of seq %d at %d", b.path, seq, e.off)
                     return 0
                 self.rblk = b
                 self.roff = e.off
                 self.rlen = n
             base = self.rbuf
-        if e.off < self.roff or e.off + rl > self.roff + self.rlen:
+        if e.off < self.roff or e.off + dl > self.roff + self.rlen:
             log.warning("%s: short read of seq %d at %d", b.path, seq, e.off)
             return 0
         p = base + (e.off - self.roff)
+        if dl != rl:
+            d = _dec(b.aead, p, dl)
+            if d is None:
+                log.warning("%s: seq %d at offset %d does not decrypt, not served", b.path, seq, e.off)
+                return 0
+            self.rdec = d
+            p = PyBytes_AS_STRING(d)
         if (rl < REC_MIN or nlog_rd32(p) != rl or nlog_rd64(p + 4) != seq
                 or nlog_xxh64(p, rl - 8, 0) != nlog_rd64(p + rl - 8)):
             log.warning("%s: bad checksum for seq %d at offset %d, not served", b.path, seq, e.off)
@@ -982,6 +1352,7 @@ cdef class Log:
         cdef Block b = self._block_of(seq)
         cdef bytes data = self._read_raw(seq, e)
         cdef bytearray rec
+        cdef bytes enc
         cdef uint32_t slen, hlen, rl
         cdef int err
         if data is None or b is None:
@@ -995,21 +1366,13 @@ cdef class Log:
         if b.compressed:
             img = bytearray(self._image(b))
             img[e.off:e.off + rl] = rec
-            b.raw = None
-            os.close(b.fd)
-            fd = os.open(b.path + ".tmp", os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-            os.write(fd, bytes(img[:BLK_HDR]))
-            os.write(fd, bytes(img[BLK_HDR:]))
-            os.fsync(fd)
-            os.rename(b.path + ".tmp", b.path)
-            b.fd = fd
-            b.compressed = False
-            if b in self.raw_lru:
-                self.raw_lru.remove(b)
-            try:
-                self._compress(b)
-            except Exception as ex:
-                log.warning("%s: block compression failed: %s", b.path, ex)
+            self._reseal(b, img)
+        elif b.encrypted:
+            # a new nonce: the erased record is sealed again, never with the old keystream
+            enc = self._enc_rec(PyByteArray_AS_STRING(rec), rl)
+            err = _pwrite_all(b.fd, PyBytes_AS_STRING(enc), rl + ENC_OVH, e.off)
+            if err:
+                raise _oserr(b.path, err)
         else:
             err = _pwrite_all(b.fd, PyByteArray_AS_STRING(rec), rl, e.off)
             if err:
@@ -1094,7 +1457,6 @@ cdef class Log:
         for b in self.blocks:
             if b.last_seq > seq:
                 cut = b
-                cut_off = self._first_record_above(b, seq)
                 break
         if cut is not None:
             i = self.blocks.index(cut)
@@ -1105,7 +1467,8 @@ cdef class Log:
                     self.raw_lru.remove(b)
             del self.blocks[i + 1:]
             if cut.compressed:
-                self._decompress_in_place(cut)
+                self._unseal(cut, cut.size)
+            cut_off = self._first_record_above(cut, seq)
             os.ftruncate(cut.fd, cut_off)
             cut.size = cut_off
             self.active = cut
@@ -1124,6 +1487,9 @@ cdef class Log:
         if dels:
             self._tombstone(b"".join(s.to_bytes(8, "little") for s in dels))
         self._write_record(T_SKIP, seq, 0, 0, NULL, 0, NULL, 0, False, NULL, 0)
+        for b in self.blocks:           # an explicit truncate lowers the high-water marks
+            if b.hwm > seq:
+                self._write_hwm(b, seq)
         if self.msgs == 0:
             self.first = seq + 1
         elif self.first > seq:
@@ -1132,30 +1498,12 @@ cdef class Log:
         self.last_ts = r[3] if r is not None else 0
 
     cdef uint64_t _first_record_above(self, Block b, uint64_t seq):
-        img = self._image(b) if b.compressed else os.pread(b.fd, b.size, 0)
-        cdef const char* p = PyBytes_AS_STRING(img)
-        cdef uint64_t off = BLK_HDR, n = len(img)
-        cdef uint32_t rl
-        while off + REC_MIN <= n:
-            rl = nlog_rd32(p + off)
-            if (p[off + 20] & 0x0f) == T_MSG and nlog_rd64(p + off + 4) > seq:
+        # b is uncompressed: offset (as stored) of its first MSG record above seq, else its end
+        recs, end, _ = _parse_records(os.pread(b.fd, b.size, 0), b.aead if b.encrypted else None)
+        for off, rec in recs:
+            if (rec[20] & 0x0f) == T_MSG and int.from_bytes(rec[4:12], "little") > seq:
                 return off
-            off += rl
-        return off
-
-    cdef _decompress_in_place(self, Block b):
-        img = self._image(b)
-        tmp = b.path + ".tmp"
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        os.write(fd, b"NLOG" + bytes([VERSION, 0, 0, 0]) + bytes(8) + img[BLK_HDR:])
-        os.fsync(fd)
-        os.rename(tmp, b.path)
-        close(b.fd)
-        b.fd = fd
-        b.compressed = False
-        b.raw = None
-        if b in self.raw_lru:
-            self.raw_lru.remove(b)
+        return end
 
     def expired_ttls(self, int64_t now):
         """Pop the seqs whose per-message TTL has passed (and are still live)."""
@@ -1173,6 +1521,8 @@ cdef class Log:
         """fdatasync the active block (and the directory if blocks came or went) now."""
         cdef int rc, fd = self.active.fd
         cdef uint64_t target = self.appended
+        if self.last > self.active.hwm:
+            self._write_hwm(self.active, self.last)
         with nogil:
             rc = fdatasync(fd)
         if rc != 0:
@@ -1210,6 +1560,8 @@ cdef class Log:
 
     cdef _start_sync(self, executor_submit):
         cdef uint64_t target = self.appended
+        if self.last > self.active.hwm:
+            self._write_hwm(self.active, self.last)
         fd = os.dup(self.active.fd)
         dirfd = -1
         if self.dir_dirty:
@@ -1307,27 +1659,56 @@ cdef class Log:
                 # Crashed while creating the block: it holds nothing yet.
                 log.warning("%s: incomplete block header, reinitialized", path)
                 os.ftruncate(b.fd, 0)
-                os.pwrite(b.fd, b"NLOG" + bytes([VERSION, 0, 0, 0]) + bytes(8), 0)
+                os.pwrite(b.fd, self._blk_header(F_ENC if self.enc is not None else 0, 0), 0)
                 hdr = os.pread(b.fd, BLK_HDR, 0)
             if hdr[:4] != b"NLOG" or hdr[4] != VERSION:
                 log.warning("%s: not a version %d natsd log block, ignored", path, VERSION)
                 close(b.fd)
                 continue
-            b.compressed = bool(hdr[5] & 1)
+            b.compressed = bool(hdr[5] & F_LZ4)
+            b.encrypted = bool(hdr[5] & F_ENC)
+            if b.encrypted != (self.enc is not None) or (b.encrypted and
+                                                         int.from_bytes(hdr[6:8], "little") != self.enc_kid):
+                close(b.fd)                 # _convert_blocks made them all current: a race?
+                raise StoreError(path, "block not under the stream's current key")
+            b.aead = self.enc if b.encrypted else None
+            if not b.compressed:
+                b.hwm = int.from_bytes(hdr[8:16], "little")
+            pad = 0
             try:
-                img = self._image(b) if b.compressed else os.pread(b.fd, os.fstat(b.fd).st_size, 0)
+                if b.compressed:
+                    img = self._image(b)
+                    disk = len(img)
+                else:
+                    img = os.pread(b.fd, os.fstat(b.fd).st_size, 0)
+                    disk = len(img)
+                    if b.encrypted:
+                        img, suspect = _padded_image(img, b.aead)
+                        pad = ENC_OVH
+                        if suspect:
+                            close(b.fd)
+                            raise StoreError(path, "the block does not decrypt with the stream's key")
+            except StoreError:
+                raise
             except Exception as e:
+                if b.encrypted:             # sealed atomically: not a torn write, keep it
+                    close(b.fd)
+                    raise StoreError(path, "the block does not decrypt with the stream's key")
                 log.warning("%s: cannot decompress block (%s), its messages are lost", path, e)
                 img = bytes(BLK_HDR)
+                disk = len(img)
             self.blocks.append(b)
-            good = self._scan_image(b, img)
-            if good < <uint64_t>len(img):
+            good = self._scan_image(b, img, pad)
+            if good < <uint64_t>disk:
                 log.warning("%s: truncated or corrupt record at offset %d, %d bytes dropped",
-                            path, good, len(img) - good)
+                            path, good, disk - good)
                 if b.compressed:
-                    self._decompress_in_place(b)
-                os.ftruncate(b.fd, good)
-            b.size = good
+                    self._unseal(b, good)
+                else:
+                    os.ftruncate(b.fd, good)
+                    b.size = good
+            else:
+                b.size = good
         if self.blocks and not (<Block>self.blocks[-1]).compressed:
             self.active = self.blocks[-1]
         elif self.blocks:
@@ -1336,7 +1717,9 @@ cdef class Log:
         self._free_chunks_below(self.first)
         self._drop_front_blocks()
 
-    cdef uint64_t _scan_image(self, Block b, bytes img) except? 0:
+    cdef uint64_t _scan_image(self, Block b, bytes img, uint64_t pad) except? 0:
+        # pad: bytes after each record (ENC_OVH in the decrypted image of an encrypted block,
+        # where records sit at their stored offsets)
         cdef const char* p = PyBytes_AS_STRING(img)
         cdef uint64_t n = PyBytes_GET_SIZE(img), off = BLK_HDR, seq, s, i
         cdef uint32_t rl, slen, hlen, sid = 0, size
@@ -1347,7 +1730,7 @@ cdef class Log:
         cdef nlog_entry* e
         while off + REC_MIN <= n:
             rl = nlog_rd32(p + off)
-            if rl < REC_MIN or off + rl > n:
+            if rl < REC_MIN or off + rl + pad > n:
                 break
             if nlog_xxh64(p + off, rl - 8, 0) != nlog_rd64(p + off + rl - 8):
                 break
@@ -1390,7 +1773,7 @@ cdef class Log:
             elif (t & 0x0f) == T_SKIP:
                 if seq > self.last:
                     self.last = seq
-            off += rl
+            off += rl + pad
         return off
 
 

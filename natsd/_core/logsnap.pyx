@@ -5,6 +5,12 @@ without rescanning its blocks. Anything unusable is ignored and the blocks are s
 
 Format: `NSNP` + u64 meta length + u64 xxhash64 of the meta, the pickled meta (counters,
 subjects, per-subject stats, TTL heap, block table, chunk checksums), then each index chunk.
+Encrypted logs write `NSNE` + u64 sealed-meta length + u64 key id, the meta sealed with the
+stream's key (nonce + ciphertext + tag), then each chunk sealed the same way (each part's
+associated data names it).
+
+The meta's last sequence is kept as Log.snap_last even when the snapshot does not match the
+blocks any more (a block truncated after a clean stop): the log never goes below it.
 """
 import logging
 import os
@@ -21,6 +27,7 @@ cdef extern from "nlog.h":
 log = logging.getLogger("natsd")
 
 DEF SNAP_VERSION = 1
+DEF SEAL_OVH = 28           # nonce + tag of a sealed part
 
 
 
@@ -43,25 +50,33 @@ def write_snapshot(Log self):
                                                  len(self.subjects) * sizeof(nlog_sstat)),
                 tail=os.pread(lastb.fd, 8, disk - 8) if disk >= 8 else b"")
     m = pickle.dumps(meta, protocol=pickle.HIGHEST_PROTOCOL)
+    crypt = self.crypt
     tmp = os.path.join(self.dir, "index.snap.tmp")
     with open(tmp, "wb") as f:
-        f.write(b"NSNP" + len(m).to_bytes(8, "little") + nlog_xxh64(<char*>m, len(m), 0).to_bytes(8, "little"))
-        f.write(m)
+        if crypt is None:
+            f.write(b"NSNP" + len(m).to_bytes(8, "little") + nlog_xxh64(<char*>m, len(m), 0).to_bytes(8, "little"))
+            f.write(m)
+        else:
+            sm = crypt.seal(m, b"NSNE meta")
+            f.write(b"NSNE" + len(sm).to_bytes(8, "little") + int(crypt.kid).to_bytes(8, "little"))
+            f.write(sm)
         for c, _ in chunks:
             k = c - self.chunk_lo
-            f.write(PyBytes_FromStringAndSize(<char*>self.chunks[k], CHUNK * sizeof(nlog_entry)))
+            data = PyBytes_FromStringAndSize(<char*>self.chunks[k], CHUNK * sizeof(nlog_entry))
+            f.write(data if crypt is None else crypt.seal(data, b"NSNE chunk %d" % c))
         f.flush()
         os.fsync(f.fileno())
     os.rename(tmp, os.path.join(self.dir, "index.snap"))
 
 
-def load_snapshot(Log self):
-    """Use index.snap if it matches the blocks exactly; it is removed either way."""
+def load_snapshot(Log self, bint usable=True):
+    """Use index.snap if it matches the blocks exactly; it is removed either way. usable=False
+    (the blocks were just rewritten): only its last sequence is kept (Log.snap_last)."""
     path = os.path.join(self.dir, "index.snap")
     if not os.path.exists(path):
         return False
     try:
-        ok = _apply_snapshot(self, path)
+        ok = _apply_snapshot(self, path, usable)
     except Exception as e:
         ok = False
         log.warning("%s: unusable index snapshot (%s), rescanning blocks", path, e)
@@ -71,20 +86,31 @@ def load_snapshot(Log self):
     return ok
 
 
-cdef bint _apply_snapshot(Log self, path) except -1:
+cdef bint _apply_snapshot(Log self, path, bint usable) except -1:
     cdef Block b
     cdef nlog_entry* ce
     cdef bytes data, ss
     cdef Py_ssize_t n
+    crypt = self.crypt
     with open(path, "rb") as f:
         h = f.read(20)
-        if len(h) != 20 or h[:4] != b"NSNP":
+        if len(h) != 20 or h[:4] not in (b"NSNP", b"NSNE"):
             return False
         m = f.read(int.from_bytes(h[4:12], "little"))
-        if nlog_xxh64(<char*>m, len(m), 0) != int.from_bytes(h[12:20], "little"):
+        kid = int.from_bytes(h[12:20], "little")
+        if h[:4] == b"NSNE":
+            if crypt is None:
+                return False
+            m = crypt.open(m, b"NSNE meta", kid)
+        elif nlog_xxh64(<char*>m, len(m), 0) != int.from_bytes(h[12:20], "little"):
             return False
         meta = pickle.loads(m)
         if meta.get("v") != SNAP_VERSION or not meta["blocks"]:
+            return False
+        self.snap_last = meta["last"]
+        if not usable or (h[:4] == b"NSNE") != (crypt is not None):
+            return False
+        if crypt is not None and kid != crypt.kid:
             return False
         if [bl[0] for bl in meta["blocks"]] != self._block_files():
             return False
@@ -99,8 +125,18 @@ cdef bint _apply_snapshot(Log self, path) except -1:
         for num, size, fseq, lseq, comp, disk in meta["blocks"]:
             b = Block(num, os.path.join(self.dir, f"{num}.blk"))
             b.fd = os.open(b.path, os.O_RDWR | os.O_CLOEXEC)
-            b.size, b.first_seq, b.last_seq, b.compressed = size, fseq, lseq, comp
             self.blocks.append(b)
+            b.size, b.first_seq, b.last_seq, b.compressed = size, fseq, lseq, comp
+            bh = os.pread(b.fd, 16, 0)
+            if len(bh) != 16 or bool(bh[5] & 1) != bool(comp):
+                return False
+            b.encrypted = bool(bh[5] & 2)
+            if b.encrypted != (crypt is not None) or (
+                    b.encrypted and int.from_bytes(bh[6:8], "little") != crypt.kid):
+                return False
+            b.aead = crypt.aead if b.encrypted else None
+            if not comp:
+                b.hwm = int.from_bytes(bh[8:16], "little")
             if fseq:
                 self.mblocks.append(b)
                 self.mfirst.append(fseq)
@@ -112,7 +148,10 @@ cdef bint _apply_snapshot(Log self, path) except -1:
         if len(ss):
             memcpy(self.sstats, PyBytes_AS_STRING(ss), len(ss))
         for c, hsum in meta["chunks"]:
-            data = f.read(CHUNK * sizeof(nlog_entry))
+            if crypt is None:
+                data = f.read(CHUNK * sizeof(nlog_entry))
+            else:
+                data = crypt.open(f.read(CHUNK * sizeof(nlog_entry) + SEAL_OVH), b"NSNE chunk %d" % c, kid)
             if len(data) != CHUNK * sizeof(nlog_entry) or nlog_xxh64(<char*>data, len(data), 0) != hsum:
                 return False
             ce = self._entry_alloc(<uint64_t>c << CHUNK_BITS)

@@ -16,6 +16,8 @@ timestamps are int ns since the epoch; subjects are bytes; filters may use `*` a
     sync(callback=None) / sync_async(executor_submit, callback, on_error=None)
     expired_ttls(now_ns) -> [seq]                  live messages whose per-message TTL passed
     close() / delete()
+    lost_tail                                      (first, last) seqs found missing at the tail
+                                                   when the store opened, or None
 
 TTLs are seconds (nats-server's Nats-TTL); the store only reports expiries, the stream removes.
 """
@@ -333,9 +335,11 @@ class FileStore(_Store):
     """A stream's messages in a segmented log directory (see natsd/_core/log.pyx)."""
 
     def __init__(self, directory, block_size=8 * 1024 * 1024, compression="none", first_seq=0,
-                 sync_always=False, **_):
+                 sync_always=False, crypt=None, **_):
+        """crypt: the stream's keys (natsd/jetstream/jscrypt.StreamCrypt) to encrypt the log
+        at rest, or None."""
         self.dir = os.fspath(directory)
-        self.log = Log(self.dir, block_size, compression, first_seq or 0)
+        self.log = Log(self.dir, block_size, compression, first_seq or 0, crypt)
         self.sync_always = sync_always
         self._first_cfg = first_seq or 0
 
@@ -369,6 +373,10 @@ class FileStore(_Store):
 
     def _num_subjects(self):
         return self.log.nsubj_live
+
+    @property
+    def lost_tail(self):
+        return self.log.lost_tail
 
     # appending
     def store_msg(self, subject, hdr, msg, ts=None, ttl=0):
