@@ -19,6 +19,19 @@ log = logging.getLogger("natsd")
 
 NO_RESPONDERS_HDR = b"NATS/1.0 503\r\nNats-Subject: %s\r\n\r\n"
 
+# nats-server's ClientOpts: the Go type of each CONNECT field (a wrong type closes the client)
+CLIENT_OPTS = {
+    "echo": "bool", "verbose": "bool", "pedantic": "bool", "tls_required": "bool",
+    "nkey": "string", "jwt": "string", "sig": "string", "auth_token": "string", "user": "string",
+    "pass": "string", "name": "string", "lang": "string", "version": "string", "protocol": "int",
+    "account": "string", "new_account": "bool", "headers": "bool", "no_responders": "bool",
+    "remote_account": "string", "proxy_sig": "string"}
+
+
+def _flag(info, key, current):
+    v = info.get(key)
+    return current if v is None else v
+
 
 def _int(v):
     try:
@@ -84,16 +97,21 @@ class ClientProtocol(ProtocolHandler):
 
     def connect(self, c, payload):
         st = c.state
-        info = self.parse_json_op(c, payload)  # "CONNECT" without JSON closes, like nats-server
+        info = self.parse_json_op(c, payload, "ClientOpts", CLIENT_OPTS)
         if info is None:
             return
-        st.connect = info
-        # nats-server's defaults for fields a CONNECT leaves out: verbose and pedantic on
-        c.verbose = bool(info.get("verbose", True))
-        c.pedantic = bool(info.get("pedantic", True))
-        c.echo = bool(info.get("echo", True))
-        c.headers = bool(info.get("headers", False)) and not self.opts.no_header_support
-        c.no_responders = bool(info.get("no_responders", False))
+        # As Go unmarshals into the connection's options: a field left out (or null) keeps
+        # its value, which before the first CONNECT is nats-server's default (verbose,
+        # pedantic and echo on).
+        first = st.connect is None
+        st.connect = info if first else dict(st.connect, **{k: v for k, v in info.items()
+                                                             if v is not None})
+        c.verbose = _flag(info, "verbose", True if first else c.verbose)
+        c.pedantic = _flag(info, "pedantic", True if first else c.pedantic)
+        c.echo = _flag(info, "echo", True if first else c.echo)
+        c.headers = _flag(info, "headers", c.headers) and not self.opts.no_header_support
+        c.no_responders = _flag(info, "no_responders", c.no_responders)
+        info = st.connect
         st.name = str(info.get("name") or "")
         st.lang = str(info.get("lang") or "")
         st.version = str(info.get("version") or "")

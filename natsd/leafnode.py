@@ -766,7 +766,7 @@ class LeafProtocol(ProtocolHandler):
         st = c.state
         if st.solicited:
             return                          # a hub never sends CONNECT to us
-        info = self.parse_json_op(c, payload)
+        info = self.parse_json_op(c, payload, "leafConnectInfo")
         if info is None or c.connected:
             return
         st.connect = info

@@ -9,7 +9,7 @@ import logging
 import socket
 
 from natsd._core.conn import monotonic
-from natsd.gofmt import go_json
+from natsd.gofmt import go_json, go_quote
 from natsd.logger import TRACE
 
 log = logging.getLogger("natsd")
@@ -32,18 +32,25 @@ class ProtocolHandler:
         self.send_err(c, text)
         c.schedule_close(reason)
 
-    def parse_json_op(self, c, payload, op="CONNECT"):
+    def parse_json_op(self, c, payload, struct="ClientOpts", fields=None):
         """The JSON object of a CONNECT/INFO line, or None after closing the connection with
-        nats-server's reaction to bad JSON (logged, closed, no -ERR)."""
+        nats-server's reaction to bad JSON or a wrongly typed field (logged, closed, no -ERR).
+        `fields` gives the Go types of `struct`'s fields (see unmarshal_error)."""
         try:
             info = json.loads(payload)
+        except (ValueError, RecursionError) as e:
+            err = str(e)
+        else:
             if not isinstance(info, dict):
-                raise ValueError("%s must be a JSON object" % op)
-            return info
-        except ValueError as e:
-            log.error("%s%s", self._prefix(c), e)
-            c.schedule_close("Protocol Violation")
-            return None
+                err = "json: cannot unmarshal %s into Go value of type server.%s" % (
+                    _json_kind(info), struct)
+            else:
+                err = unmarshal_error(info, struct, fields) if fields else None
+                if err is None:
+                    return info
+        log.error("%s%s", self._prefix(c), err)
+        c.schedule_close("Protocol Violation")
+        return None
 
     def protocol_error(self, c, text, send_err):
         log.error("%s%s", self._prefix(c), text)
@@ -56,8 +63,17 @@ class ProtocolHandler:
         self.fail(c, "maximum control line exceeded", "Maximum Control Line Exceeded")
 
     def max_payload_exceeded(self, c, size):
-        log.error("%sMaximum Payload Violation", self._prefix(c))
+        log.error("%smaximum payload exceeded: %d vs %d", self._prefix(c), size, c.max_payload)
         self.fail(c, "Maximum Payload Violation", "Maximum Payload Exceeded")
+
+    def arg_error(self, c, what, arg):
+        """Malformed arguments of a command: nats-server logs `<what>: <arg>` (client ops
+        quote the arguments as Go's %q, leaf ops as '%s') and closes without an -ERR."""
+        if what.startswith("processLeaf"):
+            text = "%s: '%s'" % (what, arg.decode("utf-8", "replace"))
+        else:
+            text = "%s: %s" % (what, go_quote(arg))
+        self.protocol_error(c, text, False)
 
     # ---- allow_responses: replies a connection may publish to once it got a request ----
 
@@ -128,6 +144,39 @@ INFO_KEYS = (
     "route_acc_add_reqid", "gossip_mode", "gateway", "gateway_urls", "gateway_url",
     "gateway_cmd", "gateway_cmd_payload", "gateway_nrp", "gateway_iom", "leafnode_urls", "xkey")
 _INFO_RANK = {k: i for i, k in enumerate(INFO_KEYS)}
+
+
+def _json_kind(v):
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def unmarshal_error(obj, struct, fields):
+    """The error Go's json.Unmarshal gives for the first field of `obj` whose JSON type does
+    not fit `fields` (name -> "bool" | "string" | "int"), or None. null fits everything."""
+    for key, v in obj.items():
+        want = fields.get(key)
+        if want is None or v is None:
+            continue
+        kind = _json_kind(v)
+        if want == "int":
+            if kind == "number" and (isinstance(v, int) or float(v).is_integer()) \
+                    and -2**63 <= v < 2**63:
+                continue
+            if kind == "number":
+                kind = "number %s" % json.dumps(v)
+        elif kind == want:
+            continue
+        return "json: cannot unmarshal %s into Go struct field %s.%s of type %s" % (
+            kind, struct, key, want)
+    return None
 
 
 def info_line(info):

@@ -95,9 +95,9 @@ cdef inline int split_args(const char* p, Py_ssize_t n, Args* a):
 
 
 cdef inline Py_ssize_t parse_size(const char* p, Py_ssize_t n):
-    """A non-negative decimal, or -1."""
+    """A non-negative decimal of at most 9 digits (nats-server's parseSize), or -1."""
     cdef Py_ssize_t v = 0, i
-    if n == 0 or n > 15:
+    if n == 0 or n > 9:
         return -1
     for i in range(n):
         if p[i] < c'0' or p[i] > c'9':
@@ -136,6 +136,12 @@ cdef inline bytes to_bytes(const char* p, Py_ssize_t n):
 
 cdef int protocol_error(Connection c, str log_text, bint send_err) except -1:
     c.handler.protocol_error(c, log_text, send_err)
+    return 0
+
+
+cdef int arg_error(Connection c, str what, const char* p, Py_ssize_t n) except -1:
+    """A malformed command's arguments: logged as nats-server words it, connection closed."""
+    c.handler.arg_error(c, what, to_bytes(p, n))
     return 0
 
 
@@ -189,28 +195,31 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
         # ---- PUB / HPUB: the hot path ----
         if op == c'P' and op_is(line, clen, "PUB", 3) or op == c'H' and op_is(line, clen, "HPUB", 4):
             if op == c'H':
+                if not c.headers:
+                    protocol_error(c, "message headers not supported", False)
+                    return n
                 if split_args(line + 5, clen - 5, &a) < 0 or a.n < 3 or a.n > 4:
-                    protocol_error(c, "processHeaderPub Parse Error: %r" % to_bytes(line + 5, clen - 5).decode("utf-8", "replace"), False)
+                    arg_error(c, "processHeaderPub Parse Error", line + 5, clen - 5)
                     return n
                 hsize = parse_size(a.p[a.n - 2], a.len[a.n - 2])
                 size = parse_size(a.p[a.n - 1], a.len[a.n - 1])
-                if hsize < 0 or size < 0:
-                    protocol_error(c, "processHeaderPub Bad or Missing Size: %r" % to_bytes(line + 5, clen - 5).decode("utf-8", "replace"), False)
+                if hsize < 0:
+                    arg_error(c, "processHeaderPub Bad or Missing Header Size", line + 5, clen - 5)
+                    return n
+                if size < 0:
+                    arg_error(c, "processHeaderPub Bad or Missing Total Size", line + 5, clen - 5)
                     return n
                 if hsize > size:
-                    protocol_error(c, "processHeaderPub Header Size larger then TotalSize: %r" % to_bytes(line + 5, clen - 5).decode("utf-8", "replace"), False)
-                    return n
-                if not c.headers:
-                    protocol_error(c, "message headers not supported", False)
+                    arg_error(c, "processHeaderPub Header Size larger then TotalSize", line + 5, clen - 5)
                     return n
                 a.n -= 2
             else:
                 if split_args(line + 4, clen - 4, &a) < 0 or a.n < 2 or a.n > 3:
-                    protocol_error(c, "processPub Parse Error: %r" % to_bytes(line + 4, clen - 4).decode("utf-8", "replace"), False)
+                    arg_error(c, "processPub Parse Error", line + 4, clen - 4)
                     return n
                 size = parse_size(a.p[a.n - 1], a.len[a.n - 1])
                 if size < 0:
-                    protocol_error(c, "processPub Bad or Missing Size: %r" % to_bytes(line + 4, clen - 4).decode("utf-8", "replace"), False)
+                    arg_error(c, "processPub Bad or Missing Size", line + 4, clen - 4)
                     return n
                 hsize = 0
                 a.n -= 1
@@ -271,7 +280,7 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
             c.pings_out = 0
         elif op == c'S' and op_is(line, clen, "SUB", 3):
             if split_args(line + 4, clen - 4, &a) < 0 or a.n < 2 or a.n > 3:
-                protocol_error(c, "processSub Parse Error: %r" % to_bytes(line + 4, clen - 4).decode("utf-8", "replace"), False)
+                arg_error(c, "processSub Parse Error", line + 4, clen - 4)
                 return n
             c.handler.sub(c, to_bytes(a.p[0], a.len[0]),
                           to_bytes(a.p[1], a.len[1]) if a.n == 3 else None,
@@ -281,7 +290,7 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
                 protocol_error(c, "Unknown Protocol Operation", True)
                 return n
             if a.n > 2:
-                protocol_error(c, "processUnsub Parse Error: %r" % to_bytes(line + 6, clen - 6).decode("utf-8", "replace"), False)
+                arg_error(c, "processUnsub Parse Error", line + 6, clen - 6)
                 return n
             size = 0
             if a.n == 2:
@@ -320,7 +329,7 @@ cdef Py_ssize_t remote_op(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, c
     cdef Args a
     if op_is(line, clen, "LS+", 3) or op_is(line, clen, "LS-", 3):
         if split_args(line + 4, clen - 4, &a) < 0 or a.n < 1 or a.n > 3:
-            protocol_error(c, "processLeafSub Parse Error: %r" % to_bytes(line + 4, clen - 4).decode("utf-8", "replace"), False)
+            arg_error(c, "processLeafSub Parse Error", line + 4, clen - 4)
             return -2
         if line[2] == c'+':
             c.handler.leaf_sub(c, to_bytes(a.p[0], a.len[0]),
@@ -369,12 +378,12 @@ cdef list remote_msg_args(Connection c, const char* p, Py_ssize_t n, bint with_h
         ra.size = -1
         k = na - (2 if with_hdr else 1)            # index of the first size argument
         if k < 1:
-            protocol_error(c, "processLeafMsgArgs Parse Error: %r" % to_bytes(p, n).decode("utf-8", "replace"), False)
+            arg_error(c, "processLeafMsgArgs Parse Error", p, n)
             return None
         size = parse_size(ptrs[na - 1], lens[na - 1])
         ra.hsize = parse_size(ptrs[na - 2], lens[na - 2]) if with_hdr else 0
         if size < 0 or ra.hsize < 0 or ra.hsize > size:
-            protocol_error(c, "processLeafMsgArgs Bad or Missing Size: %r" % to_bytes(p, n).decode("utf-8", "replace"), False)
+            arg_error(c, "processLeafMsgArgs Bad or Missing Size", p, n)
             return None
         ra.subj = ptrs[0]
         ra.slen = lens[0]
@@ -385,7 +394,7 @@ cdef list remote_msg_args(Connection c, const char* p, Py_ssize_t n, bint with_h
             ra.rlen = lens[1]
         elif k > 2:
             if lens[1] != 1 or (ptrs[1][0] != c'+' and ptrs[1][0] != c'|'):
-                protocol_error(c, "processLeafMsgArgs Bad or Missing Reply Indicator: %r" % to_bytes(ptrs[1], lens[1]).decode("utf-8", "replace"), False)
+                arg_error(c, "processLeafMsgArgs Bad or Missing Reply Indicator", ptrs[1], lens[1])
                 return None
             first_q = 2
             if ptrs[1][0] == c'+':
