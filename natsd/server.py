@@ -317,8 +317,6 @@ class Server:
             deadline = self.opts.write_deadline
             now = self.loop.time()
             for c in list(self.blocked):
-                if c.stall_since and now - c.stall_since > MAX_PRODUCER_STALL:
-                    c.expire_stall()
                 if c.closed:
                     self.blocked.discard(c)
                 elif c.blocked_since and now - c.blocked_since > deadline:
@@ -463,9 +461,6 @@ class Server:
             self.leafnodes.reload(new_opts)
         self.config_load_time = time.time()
         log.info("Reloaded server configuration")
-
-
-MAX_PRODUCER_STALL = 1.0      # seconds a subscriber may pause its publishers before it is on its own
 
 
 def stall_limit(max_pending):

@@ -62,9 +62,9 @@ cdef class Connection:
     cdef public double blocked_since    # monotonic time a write first stalled, 0 if not stalled
     cdef public Py_ssize_t stall_limit  # queued bytes past which publishers to us are paused
     cdef public bint stalled            # we stopped reading this connection (back-pressure)
-    cdef public list waiters            # publishers paused until our queue drains
-    cdef public double stall_since      # when we first paused a publisher (0: none paused)
-    cdef public bint stall_expired      # paused too long: stop pausing until we drain
+    cdef public list waiters            # publishers paused because of our queue
+    cdef public double last_sent        # when the socket last took bytes from us
+    cdef public double stall_until      # as a paused publisher: read again at this time at the latest
 
     # statistics
     cdef public long long in_msgs
@@ -96,4 +96,5 @@ cdef class Connection:
 
 cdef double now_mono() noexcept nogil
 cdef list take_resumed()
+cdef double next_resume()
 cdef int flush_dirty() except -1

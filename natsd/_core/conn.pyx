@@ -20,6 +20,16 @@ cdef extern from "sys/socket.h" nogil:
 cdef list dirty_conns = []
 cdef list closing_conns = []
 cdef list resumed_conns = []        # paused publishers whose targets drained: read them again
+cdef list paused_conns = []         # publishers paused until their stall_until at the latest
+
+# Back-pressure on fast producers (nats-server's stalledWait, made to tell slow from stuck): a
+# publisher feeding a subscriber whose queue passed its stall limit is not read until that
+# queue drains to half, for STALL_MAX at most. A subscriber whose socket has taken nothing
+# for STUCK_AFTER is stuck: it no longer slows anybody, grows to max_pending and is cut as a
+# slow consumer. So a slow reader paces its publishers (nothing is lost), a stuck one costs
+# them a few tens of milliseconds, and no publisher is ever stopped.
+DEF STALL_MAX = 0.05
+DEF STUCK_AFTER = 0.05
 
 
 cdef class Totals:
@@ -129,12 +139,12 @@ cdef class Connection:
                 return 1
             self.ostart += n
             left -= n
+            self.last_sent = now_mono()
         if self.waiters is not None and left <= self.stall_limit // 2:
             self.release_waiters()
         if left == 0:
             self.ostart = self.olen = 0
             self.blocked_since = 0
-            self.stall_expired = False
             if self.ocap > KEEP_OBUF:
                 free(self.obuf)
                 self.obuf = NULL
@@ -170,26 +180,24 @@ cdef class Connection:
         closing_conns.append(self)
 
     cdef void stall_publisher(self, Connection pub):
-        """Back-pressure, like nats-server's fast-producer stall: stop reading `pub` until our
-        queue drains (or we are closed as a slow consumer after the write deadline)."""
+        """Pause reading `pub` until our queue drains to half the stall limit (STALL_MAX at
+        most), unless we are stuck."""
+        cdef double now = now_mono()
+        cdef double progress = self.last_sent if self.last_sent > self.blocked_since else self.blocked_since
+        if self.blocked_since != 0 and now - progress > STUCK_AFTER:
+            return
         pub.stalled = True
+        pub.stall_until = now + STALL_MAX
+        paused_conns.append(pub)
         if self.waiters is None:
-            self.waiters = []
-            self.stall_since = now_mono()
-        self.waiters.append(pub)
-
-    def expire_stall(self):
-        """Paused publishers waited long enough: let them go; if we still do not drain we
-        pass max_pending and are cut as a slow consumer, as nats-server does."""
-        self.stall_expired = True
-        if self.waiters is not None:
-            self.release_waiters()
+            self.waiters = [pub]
+        else:
+            self.waiters.append(pub)
 
     cdef void release_waiters(self):
         cdef Connection w
         waiters = self.waiters
         self.waiters = None
-        self.stall_since = 0
         for w in waiters:
             if w.stalled:
                 w.stalled = False
@@ -282,11 +290,36 @@ def flush_all():
 
 
 cdef list take_resumed():
-    """Publishers to read again (their targets drained or went away)."""
-    global resumed_conns
+    """Publishers to read again: their targets drained or went away, or their pause is over."""
+    global resumed_conns, paused_conns
+    cdef Connection c
+    cdef double now
+    cdef list still
     out = resumed_conns
     resumed_conns = []
+    if paused_conns:
+        now = now_mono()
+        still = []
+        for c in paused_conns:
+            if not c.stalled:
+                continue                # resumed already (listed in out)
+            if c.stall_until <= now:
+                c.stalled = False
+                out.append(c)
+            else:
+                still.append(c)
+        paused_conns = still
     return out
+
+
+cdef double next_resume():
+    """When the next paused publisher is due to be read again (0: none is paused)."""
+    cdef Connection c
+    cdef double t = 0
+    for c in paused_conns:
+        if c.stalled and (t == 0 or c.stall_until < t):
+            t = c.stall_until
+    return t
 
 
 def take_closing():

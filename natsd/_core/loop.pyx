@@ -18,7 +18,7 @@ from libc.string cimport memmove
 from libc.errno cimport errno, EINTR, EAGAIN
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject
-from natsd._core.conn cimport Connection, now_mono, flush_dirty, take_resumed
+from natsd._core.conn cimport Connection, now_mono, flush_dirty, take_resumed, next_resume
 from natsd._core.parser cimport parse
 from natsd._core.router cimport run_internal
 from natsd._core import conn as _conn_module
@@ -201,7 +201,7 @@ cdef class Loop:
         cdef int n, i, timeout, err = 0
         cdef unsigned int evs
         cdef object obj
-        cdef double delay
+        cdef double delay, due
         if self.ready or has_internal():
             timeout = 0
         elif self.timers:
@@ -209,6 +209,14 @@ cdef class Loop:
             timeout = 0 if delay <= 0 else <int>(delay * 1000.0) + 1
         else:
             timeout = -1
+        if timeout != 0:
+            due = next_resume()             # a paused publisher to read again
+            if due != 0:
+                delay = due - now_mono()
+                if delay <= 0:
+                    timeout = 0
+                elif timeout < 0 or <int>(delay * 1000.0) + 1 < timeout:
+                    timeout = <int>(delay * 1000.0) + 1
 
         with nogil:
             n = epoll_wait(self.epfd, self.events, MAX_EVENTS, timeout)

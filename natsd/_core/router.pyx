@@ -83,7 +83,7 @@ cdef int write_msg(Connection c, Connection pub, bytes sid, const char* subj, Py
     p = put_sizes_and_payload(p, hlen if with_hdr else 0, msg, tlen)
     commit_frame(c, start, p, tlen)
     if (c.olen - c.ostart > c.stall_limit and pub is not None and pub is not c
-            and not pub.stalled and not c.stall_expired):
+            and not pub.stalled):
         c.stall_publisher(pub)
     return 0
 
