@@ -15,6 +15,7 @@ import time
 
 from natsd._core.sublist import Subscription
 from natsd.jetstream import errors as E
+from natsd.jetstream import jscrypt
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.stream import Stream, rfc3339
 from natsd.jetstream.streamconfig import API_LEVEL, config_json
@@ -168,19 +169,24 @@ class JsAccount:
     def stream_dir(self, name):
         return os.path.join(self.dir, name) if self.dir else None
 
-    def add_stream(self, cfg, created=None, recovering=False):
+    def add_stream(self, cfg, created=None, recovering=False, crypt=None):
         name = cfg["name"]
         d = self.stream_dir(name)
         if d and not recovering:
             if os.path.exists(d):
                 shutil.rmtree(d, ignore_errors=True)
             os.makedirs(d, exist_ok=True)
+        if d and crypt is None and self.engine.server_key is not None:
+            crypt = jscrypt.open_stream(self.engine.server_key, self.name, name, d, create=not recovering)
         storage = cfg.get("storage", "file")
         sdir = os.path.join(d, "msgs") if d else None
         if sdir and storage == "file":
             os.makedirs(sdir, exist_ok=True)
-        store = S.make_store(storage, sdir, cfg, self.engine.sync_always)
+        store = S.make_store(storage, sdir, cfg, self.engine.sync_always, crypt)
         st = Stream(self, cfg, created or time.time_ns(), store, d)
+        if crypt is not None:
+            # the stream's meta.json is sealed like the rest of its files
+            st.save_meta = lambda: jscrypt.write_stream_meta(st, crypt)
         if not recovering:
             st.save_meta()
         else:
@@ -197,17 +203,27 @@ class JsAccount:
         st.stop(delete=True)
         if st.dir:
             shutil.rmtree(st.dir, ignore_errors=True)
+            jscrypt.forget(st.dir)
         return True
 
     def recover(self):
         if not self.dir or not os.path.isdir(self.dir):
             return
         log.info("  Recovering JetStream state for account \"%s\"", self.name)
+        skey = self.engine.server_key
         for name in sorted(os.listdir(self.dir)):
             path = os.path.join(self.dir, name, "meta.json")
+            crypt = None
             try:
-                with open(path) as f:
-                    meta = json.load(f)
+                if skey is not None and os.path.exists(path):
+                    # the keys first (nats-server: decryptMeta); a stream without meta.key is
+                    # plaintext and gets encrypted now
+                    crypt = jscrypt.open_stream(skey, self.name, name, os.path.join(self.dir, name))
+                meta = json.loads(jscrypt.read_file(path, crypt))
+            except jscrypt.EncryptionError as e:
+                log.warning("  Error decrypting our stream metafile: %s (stream '%s > %s' is not "
+                            "loaded, its files are left as they are)", e, self.name, name)
+                continue
             except (OSError, ValueError) as e:
                 log.warning("  Error unmarshalling stream metafile %r: %s", path, e)
                 continue
@@ -217,11 +233,23 @@ class JsAccount:
                 continue
             t0 = time.monotonic()
             log.info("  Starting restore for stream '%s > %s'", self.name, cfg["name"])
+            if crypt is not None and crypt.status == "encrypting":
+                log.info("  Encrypting stream '%s > %s'", self.name, cfg["name"])
+            elif crypt is not None and crypt.status == "converting":
+                log.info("  Converting to %s for stream '%s > %s'", skey.cipher_name, self.name,
+                         cfg["name"])
             try:
-                st = self.add_stream(cfg, meta.get("created"), recovering=True)
+                st = self.add_stream(cfg, meta.get("created"), recovering=True, crypt=crypt)
             except Exception as e:
                 log.warning("  Error recreating stream %r: %s", cfg.get("name"), e)
                 continue
+            if crypt is not None:
+                crypt.commit()          # every file is under the current key (re-keying done)
+            lost = getattr(st.store, "lost_tail", None)
+            if lost:
+                log.warning("  Stream '%s > %s' lost sequences %d..%d at the tail of its store; "
+                            "its last sequence stays %d", self.name, cfg["name"], lost[0], lost[1],
+                            lost[1])
             n = S.state(st.store)["messages"]
             log.info("  Restored %s messages for stream '%s > %s' in %s", "{:,}".format(n), self.name,
                      cfg["name"], "%.3fms" % ((time.monotonic() - t0) * 1000))
@@ -290,6 +318,7 @@ class JetStream:
         self.sync_interval = o.sync_interval if explicit else DEFAULT_SYNC_INTERVAL
         self.max_memory = o.max_memory if o.max_memory is not None and o.max_memory >= 0 else -1
         self.max_store = o.max_store if o.max_store is not None and o.max_store >= 0 else -1
+        self.server_key = jscrypt.ServerKey.from_opts(o)    # None: no encryption at rest
         self.jsas = {}                  # name -> JsAccount
         self.sync_wanted = set()
         self.flush_scheduled = False
@@ -336,6 +365,8 @@ class JetStream:
         log.info("  Store Directory: \"%s\"", self.store_dir)
         if self.domain:
             log.info("  Domain:          %s", self.domain)
+        if self.server_key is not None:
+            log.info("  Encryption:      %s", self.server_key.cipher_name)
         log.info("  API Level:       %d", API_LEVEL)
         log.info("-------------------------------------------")
         t0 = time.monotonic()

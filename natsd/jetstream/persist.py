@@ -11,6 +11,10 @@ state.json {"delivered": {"consumer_seq", "stream_seq"},   last delivered (next-
 
 Files are written to `<file>.tmp` then renamed, so a crash leaves the old or the new version.
 The consumer coalesces writes (one per loop iteration, see Consumer.schedule_save).
+
+With a JetStream key both files are sealed with the stream's data key (natsd/jetstream/jscrypt.py
+finds it from the stream directory above the consumer's); plaintext files from before the key
+are still read (and sealed at the stream's recovery).
 """
 import json
 import logging
@@ -18,17 +22,17 @@ import os
 import shutil
 
 from natsd.jetstream import consumerconfig as cc
+from natsd.jetstream import jscrypt
 
 log = logging.getLogger("natsd")
 
 
 def read_json(path):
     try:
-        with open(path, "rb") as f:
-            return json.loads(f.read() or b"null")
+        return json.loads(jscrypt.read_file(path) or b"null")
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, jscrypt.EncryptionError) as e:
         log.warning("JetStream could not read %s: %s", path, e)
         return None
 
@@ -36,6 +40,9 @@ def read_json(path):
 def _write(path, obj):
     tmp = path + ".tmp"
     data = json.dumps(obj, separators=(",", ":")).encode()
+    crypt = jscrypt.for_path(path)
+    if crypt is not None:
+        data = crypt.seal_file(path, data)
     try:
         with open(tmp, "wb") as f:
             f.write(data)

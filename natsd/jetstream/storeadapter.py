@@ -33,11 +33,16 @@ def _norm(seq, r):
             getattr(r, "msg", getattr(r, "data", b"")), getattr(r, "ts", 0))
 
 
-def make_store(storage, directory, cfg, sync_always=False):
+def make_store(storage, directory, cfg, sync_always=False, crypt=None):
+    """crypt: the stream's keys (natsd/jetstream/jscrypt.py) when JetStream encrypts at rest;
+    file stores seal their log with them (memory stores keep nothing on disk)."""
     if _store_mod is not None:
         if storage == "memory":
             return _store_mod.MemoryStore(**_kw(_store_mod.MemoryStore, cfg))
-        return _store_mod.FileStore(directory, **_kw(_store_mod.FileStore, cfg, sync_always))
+        kw = _kw(_store_mod.FileStore, cfg, sync_always)
+        if crypt is not None:
+            kw["crypt"] = crypt
+        return _store_mod.FileStore(directory, **kw)
     return _MemStore(cfg.get("first_seq", 0) or 0, file=storage == "file")
 
 
