@@ -113,6 +113,16 @@ def is_bcrypt(secret: str) -> bool:
     return bool(secret) and _BCRYPT_RE.match(secret) is not None
 
 
+class SlowCheck(Exception):
+    """Authentication needs a bcrypt comparison: run it off the loop (natsd/authwork.py),
+    record the verdict, and authenticate again."""
+
+    def __init__(self, configured: str, given: str):
+        super().__init__("bcrypt comparison needed")
+        self.configured = configured
+        self.given = given
+
+
 @dataclass(frozen=True)
 class AuthResult:
     """What an authenticated connection is bound to."""
@@ -152,6 +162,8 @@ class Authenticator:
         self.users: dict[str, _Principal] = {}
         self.nkeys: dict[str, _Principal] = {}
         self._bcrypt_ok: dict[tuple[str, str], bool] = {}
+        self._verdicts: dict[tuple[str, str], bool] = {}    # one-shot results from a worker
+        self._defer = False
 
         accounts = getattr(opts, "accounts", None) or {}
         account_users = set()
@@ -196,9 +208,35 @@ class Authenticator:
 
     # -- authentication -----------------------------------------------------
 
-    def authenticate(self, connect: dict, nonce: str | None, kind: str = "STANDARD") -> AuthResult | None:
+    def authenticate(self, connect: dict, nonce: str | None, kind: str = "STANDARD",
+                     defer: bool = False) -> AuthResult | None:
         """Check a CONNECT.  Returns the binding, or None -> the server sends
-        ``-ERR 'Authorization Violation'`` and closes."""
+        ``-ERR 'Authorization Violation'`` and closes.  With ``defer``, a bcrypt comparison
+        whose verdict is not known yet raises SlowCheck instead of running here."""
+        self._defer = defer
+        try:
+            return self._authenticate(connect, nonce, kind)
+        finally:
+            self._defer = False
+
+    def check_secret(self, configured: str, given: str, defer: bool = False) -> bool:
+        """A configured password/token against the given one (bcrypt aware, see authenticate)."""
+        self._defer = defer
+        try:
+            return self._check_secret(configured, given)
+        finally:
+            self._defer = False
+
+    def record_verdict(self, slow: SlowCheck, ok: bool) -> None:
+        key = (slow.configured, slow.given)
+        if ok:
+            self._remember(key)
+        else:
+            if len(self._verdicts) >= _BCRYPT_MEMO_MAX:
+                self._verdicts.clear()
+            self._verdicts[key] = False
+
+    def _authenticate(self, connect: dict, nonce: str | None, kind: str) -> AuthResult | None:
         user = _str_field(connect, "user")
         password = _str_field(connect, "pass")
         token = _str_field(connect, "auth_token")
@@ -257,17 +295,25 @@ class Authenticator:
         key = (configured, given)
         if key in self._bcrypt_ok:
             return True
+        verdict = self._verdicts.pop(key, None)
+        if verdict is not None:
+            return verdict
+        if self._defer:
+            raise SlowCheck(configured, given)
         try:
             ok = bcrypt.checkpw(given.encode(), configured.encode())
         except ValueError:  # e.g. a $2x$ hash the bcrypt package does not support
             ok = False
         if ok:
-            # bcrypt costs ~0.1-0.3 s per check; remember successes only, so
-            # wrong guesses always pay the full price.
-            if len(self._bcrypt_ok) >= _BCRYPT_MEMO_MAX:
-                self._bcrypt_ok.clear()
-            self._bcrypt_ok[key] = True
+            self._remember(key)
         return ok
+
+    def _remember(self, key) -> None:
+        # bcrypt costs ~0.1-0.3 s per check; remember successes only, so wrong guesses always
+        # pay the full price.
+        if len(self._bcrypt_ok) >= _BCRYPT_MEMO_MAX:
+            self._bcrypt_ok.clear()
+        self._bcrypt_ok[key] = True
 
 
 def _type_allowed(p: _Principal, kind: str) -> bool:

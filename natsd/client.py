@@ -121,8 +121,19 @@ class ClientProtocol(ProtocolHandler):
         if c.connected:
             self._ok(c)
             return
-        result = self.server.authenticator.authenticate(info, st.nonce)
-        if result is None and self.server.authenticator.auth_required:
+        self._authenticate(c, info)
+
+    def _authenticate(self, c, info):
+        """Check the credentials, then bind; a bcrypt comparison runs off the loop first
+        (natsd/authwork.py) and this runs again with its verdict."""
+        st = c.state
+        auth = self.server.authenticator
+        try:
+            result = auth.authenticate(info, st.nonce, defer=True)
+        except auth_mod.SlowCheck as slow:
+            self.server.auth_workers.check(c, st.host, slow, lambda: self._authenticate(c, info))
+            return
+        if result is None and auth.auth_required:
             self._auth_failed(c, info)
             return
         account_name = result.account if result is not None else None

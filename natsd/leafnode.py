@@ -31,6 +31,7 @@ from natsd._core.conn import Connection
 from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
+from natsd.auth import SlowCheck
 from natsd.gofmt import go_json, go_quote
 from natsd.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.imports import random_token
@@ -338,9 +339,10 @@ class LeafNodes:
             log.error("%sAuthentication Timeout", self.prefix(c))
             self.proto.fail(c, "Authentication Timeout", "Authentication Timeout")
 
-    def authenticate(self, connect, nonce):
+    def authenticate(self, connect, nonce, defer=False):
         """What a leaf CONNECT binds to: (account name or None, the user's permissions or
-        None), or False when it is refused."""
+        None), or False when it is refused. With `defer`, a bcrypt comparison raises
+        SlowCheck (see Authenticator.authenticate)."""
         lo = self.opts
         auth = self.server.authenticator
         if lo.users or lo.username:
@@ -348,16 +350,16 @@ class LeafNodes:
             pw = connect.get("pass") or ""
             if lo.users:
                 for u in lo.users:
-                    if u.username == user and auth._check_secret(u.password or "", pw):
+                    if u.username == user and auth.check_secret(u.password or "", pw, defer):
                         return (u.account or lo.account or None,
                                 Permissions.from_config(getattr(u, "permissions", None)))
                 return False
-            if user == lo.username and auth._check_secret(lo.password, pw):
+            if user == lo.username and auth.check_secret(lo.password, pw, defer):
                 return lo.account or None, None
             return False
         if not auth.auth_required:
             return lo.account or None, None
-        result = auth.authenticate(connect, nonce, kind="LEAF")
+        result = auth.authenticate(connect, nonce, kind="LEAF", defer=defer)
         if result is None:
             return False
         return result.account or lo.account or None, result.permissions
@@ -791,7 +793,18 @@ class LeafProtocol(ProtocolHandler):
             log.error("%s%s", self._prefix(c), text)
             self.fail(c, text, "Wrong Gateway")
             return
-        bound = self.ln.authenticate(info, st.nonce)
+        self._authenticate(c, info, cluster)
+
+    def _authenticate(self, c, info, cluster):
+        """Check the leaf's credentials and bind it; a bcrypt comparison runs off the loop first
+        (natsd/authwork.py) and this runs again with its verdict."""
+        st = c.state
+        try:
+            bound = self.ln.authenticate(info, st.nonce, defer=True)
+        except SlowCheck as slow:
+            self.server.auth_workers.check(c, st.host, slow,
+                                           lambda: self._authenticate(c, info, cluster))
+            return
         account = self.server.accounts.get(bound[0]) if bound is not False else None
         if account is None:
             user = info.get("user") or info.get("nkey") or ""

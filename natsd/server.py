@@ -21,6 +21,7 @@ from natsd._core.router import publish
 from natsd.accounts import AccountRegistry
 from natsd.imports import ResponseRouter, install_imports
 from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT
+from natsd.authwork import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
 from natsd.protocol import info_line, prepare_accepted
 
@@ -92,6 +93,7 @@ class Server:
         self.start_time = time.time()
         self.accounts = AccountRegistry(opts)
         self.authenticator = Authenticator(opts)
+        self.auth_workers = AuthWorkers(self.loop, lambda: self.authenticator)
         self.client_proto = ClientProtocol(self)
         self.clients = {}                   # cid -> Connection
         self.closed_clients = []            # recent closed connection records (/connz)
@@ -177,6 +179,7 @@ class Server:
         for c in list(self.clients.values()):
             c.schedule_close("Server Shutdown")
         self.loop.run_once_nowait()
+        self.auth_workers.shutdown()
         self._remove_pid_file()
         log.info("Server Exiting..")
         self.loop.stop()

@@ -194,6 +194,12 @@ cdef class Connection:
         else:
             self.waiters.append(pub)
 
+    def resume_reading(self):
+        """Read this connection again (it was paused, e.g. while its credentials were checked)."""
+        if self.stalled:
+            self.stalled = False
+            resumed_conns.append(self)
+
     cdef void release_waiters(self):
         cdef Connection w
         waiters = self.waiters

@@ -27,6 +27,7 @@ cdef class Loop:
     cdef public long long iterations
 
     cdef int read_conn(self, Connection c) except -1
+    cdef int parse_kept(self, Connection c) except -1
     cdef int run_once(self) except -1
     cdef void _conn_event(self, Connection c, unsigned int evs)
     cdef void _set_reading(self, Connection c, bint reading)

@@ -314,6 +314,20 @@ cdef class Loop:
         for c in take_resumed():
             if not c.stalled:
                 self._set_reading(c, True)
+                if c.rlen > 0 and not c.closing and not c.closed:
+                    self.parse_kept(c)
+
+    cdef int parse_kept(self, Connection c) except -1:
+        """Commands that arrived while the connection was paused (kept, not yet parsed)."""
+        cdef Py_ssize_t consumed = parse(c, c.rbuf, c.rlen)
+        if c.closing or c.closed:
+            c.rlen = 0
+        elif consumed > 0:
+            memmove(c.rbuf, c.rbuf + consumed, c.rlen - consumed)
+            c.rlen -= consumed
+        if c.stalled:
+            self._set_reading(c, False)
+        return 0
 
     def _run_timers(self):
         cdef double now = now_mono()

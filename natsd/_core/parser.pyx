@@ -300,6 +300,8 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
             c.handler.unsub(c, to_bytes(a.p[0], a.len[0]), size)
         elif op == c'C' and op_is(line, clen, "CONNECT", 7):
             c.handler.connect(c, to_bytes(line + 8, clen - 8) if clen > 8 else b"")
+            if c.stalled:
+                return i                # credentials being checked off the loop: wait
         elif op == c'I' and op_is(line, clen, "INFO", 4):
             c.handler.info(c, to_bytes(line + 5, clen - 5) if clen > 5 else b"")
         elif op == c'+' and op_is(line, clen, "+OK", 3):

@@ -1,0 +1,80 @@
+"""Password hashes are checked off the event loop.
+
+A bcrypt comparison costs 0.1-0.3 s of CPU; done on the loop it would stall every connection.
+When authenticating a CONNECT needs one (``natsd.auth.SlowCheck``), the connection stops being
+read, the comparison runs on a small pool of its own threads (bcrypt releases the GIL), and the
+authentication is run again on the loop with the verdict. At most PER_SOURCE comparisons per
+client address run at a time; more from the same address wait their turn, so a login storm
+from one place cannot take every worker.
+"""
+import collections
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+import bcrypt
+
+log = logging.getLogger("natsd")
+
+WORKERS = 2
+PER_SOURCE = 1
+
+
+def _compare(configured, given):
+    try:
+        return bcrypt.checkpw(given.encode(), configured.encode())
+    except ValueError:              # e.g. a $2x$ hash the bcrypt package does not support
+        return False
+
+
+class AuthWorkers:
+    def __init__(self, loop, authenticator_of):
+        self.loop = loop
+        self.authenticator_of = authenticator_of    # () -> the current Authenticator
+        self.pool = None
+        self.running = collections.Counter()        # source address -> comparisons running
+        self.waiting = collections.defaultdict(collections.deque)
+
+    def check(self, c, source, slow, then):
+        """Compare `slow` (a SlowCheck) off the loop; then() runs on the loop afterwards unless
+        the connection closed meanwhile. The connection is not read until then."""
+        c.stalled = True
+        job = (c, source, slow, then)
+        if self.running[source] >= PER_SOURCE:
+            self.waiting[source].append(job)
+        else:
+            self._start(job)
+
+    def _start(self, job):
+        c, source, slow, then = job
+        self.running[source] += 1
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="natsd-auth")
+        fut = self.pool.submit(_compare, slow.configured, slow.given)
+        fut.add_done_callback(lambda f: self.loop.call_soon_threadsafe(self._done, job, f))
+
+    def _done(self, job, fut):
+        c, source, slow, then = job
+        self.running[source] -= 1
+        if not self.running[source]:
+            del self.running[source]
+        queue = self.waiting.get(source)
+        if queue:
+            self._start(queue.popleft())
+            if not queue:
+                del self.waiting[source]
+        if c.closed or c.closing:
+            return
+        ok = fut.exception() is None and fut.result()
+        self.authenticator_of().record_verdict(slow, ok)
+        try:
+            then()
+        except Exception:
+            log.exception("finishing the authentication of cid:%s failed", c.cid)
+            c.schedule_close("Internal Error")
+        if not c.closed and not c.closing:
+            c.resume_reading()
+
+    def shutdown(self):
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
