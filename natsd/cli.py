@@ -209,15 +209,15 @@ def send_signal(spec, opts):
         except ValueError:
             print("nats-server: invalid pid: %s" % target, file=sys.stderr)
             return 1
-    elif opts.pid_file:
-        try:
-            pid = int(open(opts.pid_file).read().strip())
-        except (OSError, ValueError) as e:
-            print("natsd: cannot read pid file %s: %s" % (opts.pid_file, e), file=sys.stderr)
+    else:
+        # nats-server resolves its own processes by name: ours are `natsd` / `python -m natsd`
+        pids = natsd_pids()
+        if len(pids) != 1:
+            print("nats-server: " + ("no natsd processes running" if not pids else
+                                     "multiple natsd processes running:" +
+                                     "".join("\n%d" % p for p in pids)), file=sys.stderr)
             return 1
-    if pid is None:
-        print("natsd: no pid given: use --signal %s=<pid> or a pid file (-P)" % cmd, file=sys.stderr)
-        return 1
+        pid = pids[0]
     try:
         os.kill(pid, _SIGNAL_NUMBERS[cmd])
     except OSError as e:
@@ -225,6 +225,28 @@ def send_signal(spec, opts):
         print('nats-server: \nsignal "%s" %d: %s' % (cmd, pid, msg[:1].lower() + msg[1:]), file=sys.stderr)
         return 1
     return 0
+
+
+def natsd_pids():
+    """Pids of the running natsd servers (not this process): argv[0] is `natsd`, or a Python
+    running `-m natsd`."""
+    me = os.getpid()
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if not argv or not argv[0]:
+            continue
+        if os.path.basename(argv[0]) == b"natsd" or any(
+                argv[i] == b"-m" and argv[i + 1] == b"natsd" for i in range(len(argv) - 1)):
+            if b"--signal" not in argv and b"-sl" not in argv:
+                out.append(int(entry))
+    return sorted(out)
 
 
 class _Drain:

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from .conf import ConfigError, load_file
 from .conf.load import gen_tls_error
 from .conf.unsupported import flag_refusals
-from .options import Options
+from .options import Options, set_baseline
 
 HELP_TEXT = """\
 Usage: natsd [options]
@@ -329,6 +329,7 @@ def parse_command_line(argv: list[str]) -> CommandLine:
     except FlagError as e:
         e.warnings = cl.opts.warnings
         raise
+    set_baseline(cl.opts)
     return cl
 
 

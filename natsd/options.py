@@ -227,7 +227,7 @@ class Options:
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     client_advertise: str = ""
-    http_host: str = DEFAULT_HOST
+    http_host: str = ""                 # "": the client host (nats-server's baseline)
     http_port: int = 0
     https_port: int = 0
     http_base_path: str = ""
@@ -306,3 +306,10 @@ class Options:
     # <feature> is not supported by natsd yet")] (natsd.conf.unsupported); the command
     # line refuses to start or check such a config.
     unsupported: list[tuple[str, str]] = field(default_factory=list)
+
+
+def set_baseline(o: Options) -> None:
+    """Defaults that depend on other settings (nats-server setBaselineOptions): the monitoring
+    port listens on the client host unless told otherwise."""
+    if not o.http_host:
+        o.http_host = o.host

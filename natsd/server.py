@@ -23,6 +23,7 @@ from natsd.imports import ResponseRouter, install_imports
 from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT
 from natsd.authwork import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
+from natsd.options import set_baseline
 from natsd.protocol import info_line, prepare_accepted
 
 log = logging.getLogger("natsd")
@@ -86,6 +87,7 @@ class Listener:
 
 class Server:
     def __init__(self, opts):
+        set_baseline(opts)
         self.opts = opts
         self.loop = Loop()
         self.id = new_server_id()

@@ -170,3 +170,17 @@ system_account: SYS
     assert set(body) == {"name", "host", "id", "ver", "feature_flags", "jetstream", "flags", "seq",
                          "time"}
     assert exited(srv, 10)
+
+
+def test_signal_ldm_finds_the_server(natsd, tmp_path):
+    """`natsd --signal ldm` with no pid finds the running server by name, as nats-server does
+    for itself (run with no other natsd on the machine)."""
+    import subprocess
+    import sys
+    srv = natsd("-c", write_conf(tmp_path))
+    c = RawClient(srv.port).connect(protocol=1)
+    r = subprocess.run([sys.executable, "-m", "natsd", "--signal", "ldm"], capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    srv.wait_log("Entering lame duck mode", 5)
+    assert c.is_closed(10)
