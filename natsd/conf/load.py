@@ -1122,7 +1122,8 @@ class _Loader:
             elif lk == "cipher":
                 c = self.s(mv, mk)
                 if c.lower() not in ("chacha", "chachapoly", "aes"):
-                    self.err(mv, f"Unknown cipher type: {c!r}")
+                    from ..gofmt import go_quote
+                    self.err(mv, f"Unknown cipher type: {go_quote(c)}")   # Go's %q
                 js.cipher = c
             elif lk == "extension_hint":
                 js.extension_hint = self.s(mv, mk)

@@ -240,3 +240,34 @@ def test_kill9_while_publishing_encrypted(natsd, tmp_path, run_no):
             "acked message %d (seq %d) missing or wrong after kill -9" % (i, seq)
     top = max(acked.values())
     assert not [s for s in range(1, top + 1) if s not in stored]
+
+
+def test_key_from_environment_variable(natsd, tmp_path):
+    """`key: $VAR` takes the key from the environment (nats-server's config variables)."""
+    sd = str(tmp_path / "store")
+    path = str(tmp_path / "env.conf")
+    with open(path, "w") as f:
+        f.write("jetstream { store_dir: %s, key: $NATSD_TEST_JS_KEY }\n" % json.dumps(sd))
+    env = dict(os.environ, NATSD_TEST_JS_KEY="from-the-environment")
+    srv = natsd("-c", path, env=env)
+    run(populate)(srv)
+    assert srv.stop() == 0
+    assert grep(sd) == []
+    srv = natsd("-c", conf(tmp_path, sd, "from-the-environment"))       # the same key, literal
+    run(check_back)(srv)
+
+
+@pytest.mark.parametrize("server", ["natsd", "nats-server"])
+def test_unknown_cipher_refused(tmp_path, server):
+    import subprocess
+    import sys
+    from tests.conftest import nats_server_cmd
+    path = tmp_path / "bad.conf"
+    path.write_text('jetstream { key: "k", cipher: foo }\n')
+    cmd = [sys.executable, "-m", "natsd"] if server == "natsd" else nats_server_cmd()
+    if cmd is None:
+        pytest.skip("nats-server is not installed")
+    r = subprocess.run(cmd + ["-c", "bad.conf", "-t"], cwd=str(tmp_path), capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode != 0
+    assert 'bad.conf:1:22: Unknown cipher type: "foo"' in r.stdout + r.stderr
