@@ -119,6 +119,8 @@ def test_nothing_in_plaintext_on_disk(natsd, tmp_path, cipher):
     stopped = grep(sd)
     if key:
         assert running == [] and stopped == []
+        # the stream's and the consumer's config (subjects, filter) are sealed as well
+        assert grep(sd, (b"secret.>", b'"DUR"', b"ack_policy")) == []
         assert os.path.exists(os.path.join(stream_dir(sd), "meta.key"))
     else:
         # the grep does find what is there: payload, header and subject in the block, the
