@@ -7,7 +7,8 @@ to exactly one plain client subscription and the stream is a FileStore; everythi
 (imports, leaf/route links, several matches, queue groups, redeliveries, max_bytes, replay,
 rate limits, headers_only) takes the general per-message path. For each message it writes what
 that path would: `MSG`/`HMSG <stored subject> <sid> $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>
-.<ts>.<pending>` with the stored headers and payload, and records `pending[sseq] = [dseq, ts]`.
+.<ts>.<pending>` with the stored headers and payload, and records `pending[sseq] = (dseq, ts)`
+(Pending.put, natsd/_core/pending.pyx).
 """
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
@@ -18,8 +19,7 @@ from natsd._core.conn cimport Connection, KIND_CLIENT
 from natsd._core.sublist cimport Subscription, SublistResult, Sublist
 from natsd._core.router cimport write_msg
 from natsd._core.fmt cimport put_int
-
-from heapq import heappush
+from natsd._core.pending cimport Pending
 
 
 def client_target(Sublist sl, bytes subject):
@@ -43,8 +43,7 @@ def client_target(Sublist sl, bytes subject):
 
 
 def pull_batch(Log lg, Subscription sub, filt, uint64_t seq, Py_ssize_t k, bytes prefix,
-               uint64_t dseq, uint64_t npc, bint literal, int64_t now, dict pending,
-               list pheap):
+               uint64_t dseq, uint64_t npc, bint literal, int64_t now, Pending pending not None):
     """Deliver up to k first deliveries (delivery count 1) of messages matching `filt` from
     stream sequence `seq` on, to client subscription `sub` (from client_target). `prefix` is
     `$JS.ACK.<stream>.<consumer>.1.`; `dseq` the next delivery sequence, `npc` the consumer's
@@ -96,8 +95,7 @@ def pull_batch(Log lg, Subscription sub, filt, uint64_t seq, Py_ssize_t k, bytes
             p = put_int(p + 1, nn)
             write_msg(c, None, sid, r.subj, r.slen, buf, p - buf, r.msg, r.hlen, r.tlen)
             sub.delivered += 1
-            pending[s] = [dseq, now]
-            heappush(pheap, s)
+            pending.put(s, dseq, now)
             dseq += 1
             npc = nn
             seq = scan = s + 1

@@ -54,26 +54,35 @@ class AckState:
         nxt = None
         expired = []
         maxdc = self.cfg["max_deliver"]
-        for seq, p in list(self.pending.items()):
-            if seq < first:
-                del self.pending[seq]
-                self.rdc.pop(seq, None)
+        pending = self.pending
+        for seq in pending.remove_below(first):
+            self.rdc.pop(seq, None)
+        if self.cfg["backoff"]:
+            due = []
+            for seq, _, ts in pending.items():
+                deadline = self._deadline(seq)
+                elapsed = now - ts
+                if elapsed >= deadline:
+                    due.append(seq)
+                else:
+                    left = deadline - elapsed
+                    if nxt is None or left < nxt:
+                        nxt = left
+        else:
+            # one deadline for all: the scan runs in C (pending.pyx), Python sees the due only
+            wait = self.cfg["ack_wait"]
+            due, oldest = pending.expired(now - wait)
+            if oldest is not None:
+                nxt = wait - (now - oldest)
+        for seq in due:
+            if seq in self.rdq_set:
                 continue
-            deadline = self._deadline(seq)
-            elapsed = now - p[1]
-            if elapsed >= deadline:
-                if seq in self.rdq_set:
-                    continue
-                dc = self.rdc.get(seq, 1)
-                if maxdc > 0 and dc >= maxdc:
-                    self._notify_max_deliveries(seq, dc)
-                    self._drop_pending(seq)
-                    continue
-                expired.append(seq)
-            else:
-                left = deadline - elapsed
-                if nxt is None or left < nxt:
-                    nxt = left
+            dc = self.rdc.get(seq, 1)
+            if maxdc > 0 and dc >= maxdc:
+                self._notify_max_deliveries(seq, dc)
+                self._drop_pending(seq)
+                continue
+            expired.append(seq)
         if expired:
             for seq in expired:
                 heapq.heappush(self.rdq, seq)
@@ -85,13 +94,13 @@ class AckState:
         elif nxt is not None:
             self._arm_ptimer(nxt / NS)
         else:
-            self._arm_ptimer(self._deadline(min(self.pending)) / NS)
+            self._arm_ptimer(self._deadline(self.pending.first()) / NS)
 
     def _drop_pending(self, seq):
-        p = self.pending.pop(seq, None)
+        d = self.pending.pop(seq)
         self.rdq_set.discard(seq)
-        if p is not None:
-            self._move_ack_floor(p[0], seq)
+        if d:
+            self._move_ack_floor(d, seq)
             mp = self.cfg["max_ack_pending"]
             if mp > 0 and len(self.pending) == mp - 1:
                 self.kick()
@@ -131,9 +140,9 @@ class AckState:
             n += 1
             if sseq >= self.sseq:
                 continue
-            p = pending.pop(sseq, None)
-            if p is not None:
-                self._move_ack_floor(p[0], sseq)
+            d = pending.pop(sseq)
+            if d:
+                self._move_ack_floor(d, sseq)
                 if mp > 0 and len(pending) == mp - 1:
                     self.kick()
             self.rdc.pop(sseq, None)
@@ -167,9 +176,7 @@ class AckState:
         elif body.startswith(b"-NAK"):
             self._process_nak(sseq, dseq, dc, body[4:].strip())
         elif body == b"+WPI":
-            p = self.pending.get(sseq)
-            if p is not None:
-                p[1] = now_ns()
+            if self.pending.set_ts(sseq, now_ns()):
                 self._arm_ptimer(self._deadline(sseq) / NS)
         elif body.startswith(b"+TERM"):
             reason = body[5:].strip().decode("utf-8", "replace")
@@ -190,11 +197,11 @@ class AckState:
         ap = self.cfg["ack_policy"]
         acked = []
         if ap == "explicit":
-            p = self.pending.pop(sseq, None)
-            if p is not None:
+            d = self.pending.pop(sseq)
+            if d:
                 if sample and self.sample:
-                    self._sample_ack(sseq, p[0], dc)
-                self._move_ack_floor(p[0], sseq)
+                    self._sample_ack(sseq, d, dc)
+                self._move_ack_floor(d, sseq)
                 acked.append(sseq)
                 mp = self.cfg["max_ack_pending"]
                 if mp > 0 and len(self.pending) == mp - 1:
@@ -206,8 +213,7 @@ class AckState:
                 return True
             was_full = self.cfg["max_ack_pending"] > 0 and len(self.pending) >= self.cfg["max_ack_pending"]
             self.adflr, self.asflr = dseq, sseq
-            for seq in [s for s in self.pending if s <= sseq]:
-                del self.pending[seq]
+            for seq in self.pending.remove_upto(sseq):
                 self.rdc.pop(seq, None)
                 self.rdq_set.discard(seq)
                 acked.append(seq)
@@ -238,32 +244,21 @@ class AckState:
             if self.lss:
                 self.asflr = min(self.asflr, self.lss[0] - 1)
             return
-        low = self._low_pending()
+        low, ld = self.pending.first_item()
         if low > sseq:
-            p = self.pending[low]
-            nd, ns_ = p[0] - 1, low - 1
+            nd, ns_ = ld - 1, low - 1
             if dseq == self.adflr + 1 or sseq == self.asflr + 1 or nd >= self.adflr:
                 self.adflr = max(self.adflr, min(nd, self.dseq - 1))
                 self.asflr = max(self.asflr, ns_)
 
     def _low_pending(self):
-        """Lowest pending stream sequence: a heap with lazy deletion (pending is non-empty)."""
-        h = self._pheap
-        if len(h) > 2 * len(self.pending) + 64:
-            h[:] = list(self.pending)
-            heapq.heapify(h)
-        while h and h[0] not in self.pending:
-            heapq.heappop(h)
-        if not h:
-            h[:] = list(self.pending)
-            heapq.heapify(h)
-        return h[0]
+        """Lowest pending stream sequence (pending is non-empty)."""
+        return self.pending.first()
 
     def _process_nak(self, sseq, dseq, dc, arg):
         if dseq <= self.adflr or dseq >= self.dseq:
             return
-        p = self.pending.get(sseq)
-        if p is None:
+        if sseq not in self.pending:
             return
         self.advisory("MSG_NAKED", "io.nats.jetstream.advisory.v1.nak",
                       consumer_seq=dseq, stream_seq=sseq, deliveries=dc)
@@ -281,7 +276,7 @@ class AckState:
                     self.rdq_set.discard(sseq)
                     self.rdq = [s for s in self.rdq if s != sseq]
                     heapq.heapify(self.rdq)
-                p[1] = now_ns() - self._deadline(sseq) + delay
+                self.pending.set_ts(sseq, now_ns() - self._deadline(sseq) + delay)
                 if self._ptimer is not None:
                     self._ptimer.cancel()
                     self._ptimer = None

@@ -1,9 +1,9 @@
 """Consumer: one JetStream consumer of a stream — delivery, acks, redelivery, pull requests.
 
 Owns: the consumer's position (next stream sequence `sseq`, next delivery sequence `dseq`), ack
-state (`pending` sseq -> [dseq, deliver time ns], ack floors, redelivery counts, the redelivery
-queue), push delivery (interest, deliver_group, flow control, idle heartbeats, rate limit,
-replay original, headers_only), pull delivery (the waiting-request queue in `pull.py`), the ack
+state (`pending` sseq -> (dseq, deliver time ns), a compact natsd/_core/pending.pyx, ack floors,
+redelivery counts, the redelivery queue), push delivery (interest, deliver_group, flow
+control, idle heartbeats, rate limit, replay original, headers_only), pull delivery (the waiting-request queue in `pull.py`), the ack
 protocol on `$JS.ACK.<stream>.<consumer>.>` (+ACK, -NAK [delay], +WPI, +NXT, +TERM, AckSync),
 max_deliver + advisories, ephemeral inactivity deletion, ConsumerInfo, and the on-disk state
 (`meta.json`, `state.json` in the consumer's directory; see `persist.py`). The ack protocol and
@@ -23,6 +23,7 @@ import time
 
 from natsd._core.jsdeliver import client_target, pull_batch
 from natsd._core.log import Log
+from natsd._core.pending import Pending
 from natsd._core.sublist import Subscription
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import persist
@@ -102,8 +103,7 @@ class Consumer(AckState, PushDelivery):
         self.dseq = 1                   # next delivery (consumer) sequence
         self.adflr = 0                  # ack floor, consumer sequence
         self.asflr = 0                  # ack floor, stream sequence
-        self.pending = {}               # sseq -> [dseq, deliver/ack-wait base time ns]
-        self._pheap = []                # pending sseqs (heap, lazily cleaned)
+        self.pending = Pending()        # sseq -> (dseq, deliver/ack-wait base time ns)
         self.rdc = {}                   # sseq -> delivery count (only when redelivered)
         self.rdq = []                   # heap of sseqs to redeliver
         self.rdq_set = set()
@@ -370,8 +370,7 @@ class Consumer(AckState, PushDelivery):
             self.sseq = first
             if self.asflr < first - 1:
                 self.asflr = first - 1
-        for seq in [s for s in self.pending if s < first]:
-            del self.pending[seq]
+        for seq in self.pending.remove_below(first):
             self.rdc.pop(seq, None)
         for seq in [s for s in self.rdc if s < first]:
             del self.rdc[seq]
@@ -555,7 +554,7 @@ class Consumer(AckState, PushDelivery):
         n, self.sseq, self.npc, at_end = pull_batch(
             lg, sub, self.filters[0] if self.filters else None, self.sseq, k,
             ("$JS.ACK.%s.%s.1." % (self.stream.name, self.name)).encode(), self.dseq, self.npc,
-            self._literal_filters, ts, self.pending, self._pheap)
+            self._literal_filters, ts, self.pending)
         if n:
             self.dseq += n
             self.last_delivered_ns = ts
@@ -704,12 +703,7 @@ class Consumer(AckState, PushDelivery):
         if self.cfg["ack_policy"] == "none":
             self.adflr, self.asflr = dseq, sm.seq
         else:
-            p = self.pending.get(sm.seq)
-            if p is None:
-                self.pending[sm.seq] = [dseq, ts]
-                heapq.heappush(self._pheap, sm.seq)
-            else:
-                p[0], p[1] = dseq, ts
+            self.pending.add(sm.seq, dseq, ts)
             self._arm_ptimer(self._deadline(sm.seq) / NS)
         if self.replay:
             self.replay_last = (self.loop.time(), sm.ts)
@@ -770,7 +764,7 @@ class Consumer(AckState, PushDelivery):
         old = self.cfg
         self.cfg = new
         if new["deliver_subject"] != old["deliver_subject"]:
-            for seq in list(self.pending):
+            for seq in self.pending.keys():
                 if seq not in self.rdq_set:
                     heapq.heappush(self.rdq, seq)
                     self.rdq_set.add(seq)

@@ -5,7 +5,8 @@ Owns the on-disk format of a durable consumer:
 meta.json  {"name": str, "created": RFC 3339, "created_ns": int, "config": ConsumerConfig JSON}
 state.json {"delivered": {"consumer_seq", "stream_seq"},   last delivered (next-1)
             "ack_floor": {"consumer_seq", "stream_seq"},
-            "pending": {"<sseq>": [dseq, ts_ns], ...},       delivered, not yet acked
+            "pending": {"<sseq>": [dseq, ts_ns], ...},       delivered, not yet acked (in memory:
+                                                             natsd/_core/pending.pyx)
             "redelivered": {"<sseq>": delivery_count, ...},
             "last_per_subject": [seqs...], "lps_resume": seq  (only while replaying last-per-subject)}
 
@@ -21,6 +22,7 @@ import logging
 import os
 import shutil
 
+from natsd._core.pending import Pending
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import jscrypt
 
@@ -65,7 +67,7 @@ def state_of(o):
     st = {
         "delivered": {"consumer_seq": o.dseq - 1, "stream_seq": o.sseq - 1},
         "ack_floor": {"consumer_seq": o.adflr, "stream_seq": o.asflr},
-        "pending": {str(s): [p[0], p[1]] for s, p in o.pending.items()},
+        "pending": {str(s): [d, t] for s, d, t in o.pending.items()},
         "redelivered": {str(s): dc for s, dc in o.rdc.items()},
     }
     if o.lss:
@@ -94,7 +96,7 @@ def apply_state(o, st):
     o.sseq = int(d.get("stream_seq", 0)) + 1
     o.adflr = int(a.get("consumer_seq", 0))
     o.asflr = int(a.get("stream_seq", 0))
-    o.pending = {int(k): [int(v[0]), int(v[1])] for k, v in (st.get("pending") or {}).items()}
+    o.pending = pending_from_json(st.get("pending"))
     o.rdc = {int(k): int(v) for k, v in (st.get("redelivered") or {}).items()}
     if st.get("last_per_subject"):
         o.lss = [int(x) for x in st["last_per_subject"]]
@@ -106,12 +108,38 @@ def apply_state(o, st):
     first, last, _ = store_first_last(o.stream.store)
     if first and o.sseq < first:
         o.sseq = first
-    for seq in [s for s in o.pending if first and s < first]:
-        del o.pending[seq]
-        o.rdc.pop(seq, None)
+    if first:
+        for seq in o.pending.remove_below(first):
+            o.rdc.pop(seq, None)
     if o.pending:
         # Redeliver on the usual schedule, counted from now.
         o._arm_ptimer(min(o._deadline(s) for s in o.pending) / 1e9)
+
+
+_I64 = (1 << 63) - 1
+
+
+def pending_from_json(obj):
+    """state.json's {"<sseq>": [dseq, ts_ns], ...} (the format every natsd version wrote) ->
+    a Pending (natsd/_core/pending.pyx). Entries that could not come from a consumer (a
+    sequence below 1, not a pair of integers) are skipped; a delivery sequence below 1 counts
+    as 1 and timestamps are clamped to int64, so no entry that a consumer wrote is lost."""
+    pend = Pending()
+    rows = []
+    for k, v in (obj or {}).items():
+        try:
+            seq, d, ts = int(k), int(v[0]), int(v[1])
+        except (TypeError, ValueError, IndexError, KeyError):
+            log.warning("JetStream consumer state: skipping pending entry %r: %r", k, v)
+            continue
+        if seq < 1 or seq > (1 << 64) - 1:
+            log.warning("JetStream consumer state: skipping pending entry %r: %r", k, v)
+            continue
+        rows.append((seq, min(max(d, 1), (1 << 64) - 1), min(max(ts, -_I64 - 1), _I64)))
+    rows.sort()
+    for seq, d, ts in rows:             # ascending: appends, the structure's cheap case
+        pend.add(seq, d, ts)
+    return pend
 
 
 def remove_dir(directory):
