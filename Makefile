@@ -20,7 +20,14 @@ $(STAMP): pyproject.toml setup.py | $(PY)
 	$(PY) -m pip install -q -e '.[test,bench]'
 	touch $(STAMP)
 
-natsd/_core/.built: $(STAMP) $(CORE) setup.py
+# natsd/_core/tls.pyx compiles against OpenSSL's headers (Debian: libssl-dev)
+OPENSSL_H := /usr/include/openssl/ssl.h
+$(OPENSSL_H):
+	@echo "installing libssl-dev (OpenSSL headers for natsd's TLS)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q libssl-dev >/dev/null || \
+	  (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libssl-dev >/dev/null)
+
+natsd/_core/.built: $(STAMP) $(CORE) setup.py | $(OPENSSL_H)
 	$(PY) setup.py -q build_ext --inplace
 	touch $@
 

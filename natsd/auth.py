@@ -209,13 +209,15 @@ class Authenticator:
     # -- authentication -----------------------------------------------------
 
     def authenticate(self, connect: dict, nonce: str | None, kind: str = "STANDARD",
-                     defer: bool = False) -> AuthResult | None:
+                     defer: bool = False, cert=None) -> AuthResult | None:
         """Check a CONNECT.  Returns the binding, or None -> the server sends
         ``-ERR 'Authorization Violation'`` and closes.  With ``defer``, a bcrypt comparison
-        whose verdict is not known yet raises SlowCheck instead of running here."""
+        whose verdict is not known yet raises SlowCheck instead of running here.  ``cert`` is
+        the client certificate's identity (natsd.tls.cert_identity) when the port maps
+        certificates to users (verify_and_map)."""
         self._defer = defer
         try:
-            return self._authenticate(connect, nonce, kind)
+            return self._authenticate(connect, nonce, kind, cert)
         finally:
             self._defer = False
 
@@ -236,7 +238,7 @@ class Authenticator:
                 self._verdicts.clear()
             self._verdicts[key] = False
 
-    def _authenticate(self, connect: dict, nonce: str | None, kind: str) -> AuthResult | None:
+    def _authenticate(self, connect: dict, nonce: str | None, kind: str, cert) -> AuthResult | None:
         user = _str_field(connect, "user")
         password = _str_field(connect, "pass")
         token = _str_field(connect, "auth_token")
@@ -264,6 +266,10 @@ class Authenticator:
                     return None
                 return AuthResult(nkey, p.account, p.permissions, nkey)
 
+        if self.users and cert is not None:
+            p = self._cert_user(cert, kind)
+            return self._bind(p, kind) if p is not None else None
+
         if self.users:
             if anonymous and self.no_auth_user in self.users:
                 p = self.users[self.no_auth_user]
@@ -282,6 +288,28 @@ class Authenticator:
             if user == self.username and self._check_secret(self.password, password):
                 return AuthResult(user, None, None)
         return None
+
+    def _cert_user(self, cert, kind: str) -> _Principal | None:
+        """verify_and_map (auth.go checkClientTLSCertSubject): the first of the certificate's
+        names (e-mails, DNS names, URIs, the RFC 2253 subject) that is a user's name, else a
+        user whose name is a DN equal to the subject, in order or reordered."""
+        names, subject = cert
+        for name in names:
+            p = self.users.get(name)
+            if p is not None:
+                return p if _type_allowed(p, kind) else None
+        reordered = None
+        for p in self.users.values():
+            if not _type_allowed(p, kind):
+                continue
+            dn = parse_dn(p.name)
+            if dn is None:
+                continue
+            if dn == subject:
+                return p
+            if reordered is None and sorted(dn) == sorted(subject):
+                reordered = p
+        return reordered
 
     @staticmethod
     def _bind(p: _Principal, kind: str) -> AuthResult | None:
@@ -314,6 +342,30 @@ class Authenticator:
         if len(self._bcrypt_ok) >= _BCRYPT_MEMO_MAX:
             self._bcrypt_ok.clear()
         self._bcrypt_ok[key] = True
+
+
+def parse_dn(text: str):
+    """An RFC 4514 DN as a list of (TYPE, value) pairs, or None if it is not one."""
+    parts, cur, esc = [], [], False
+    for ch in text:
+        if esc:
+            cur.append(ch)
+            esc = False
+        elif ch == "\\":
+            esc = True
+        elif ch in ",+":
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    out = []
+    for part in parts:
+        k, sep, v = part.partition("=")
+        if not sep or not k.strip():
+            return None
+        out.append((k.strip().upper(), v.strip()))
+    return out
 
 
 def _type_allowed(p: _Principal, kind: str) -> bool:

@@ -188,8 +188,10 @@ def reload_config(server):
 
 
 def _keep_command_line(old, new):
-    """Settings that only a restart changes (listen address, ports) keep their running values."""
-    for name in ("host", "port", "http_host", "http_port", "https_port"):
+    """Settings the command line set (listen addresses, ports, --tls*) keep their values: flags win
+    over the file, as in nats-server."""
+    for name in ("host", "port", "http_host", "http_port", "https_port", "tls", "tls_verify", "tls_cert",
+                 "tls_key", "tls_ca_cert"):
         setattr(new, name, getattr(old, name))
 
 

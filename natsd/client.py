@@ -11,6 +11,7 @@ from natsd import auth as auth_mod
 from natsd._core.router import deliver_to
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
+from natsd.tls import cert_identity
 from natsd.protocol import ProtocolHandler, info_line
 from natsd.permissions import SYS_QUEUE_GROUP
 from natsd.subject import is_valid_subject, is_valid_queue, subject_matches
@@ -44,7 +45,8 @@ class ClientState:
     """What the Python side knows about one client connection."""
     __slots__ = ("host", "port", "start", "name", "lang", "version", "user", "account",
                  "perms", "nonce", "auth_timer", "ping_timer", "replies", "connect",
-                 "stop", "reason", "rtt", "kind", "nkey", "tls", "label")
+                 "stop", "reason", "rtt", "kind", "nkey", "tls", "label", "tls_timer",
+                 "info_due", "cert")
 
     def __init__(self, host, port):
         self.host = host
@@ -64,6 +66,10 @@ class ClientState:
         self.kind = "Client"
         self.nkey = None
         self.label = ""
+        self.tls = None                # what the TLS handshake established (/connz)
+        self.tls_timer = None
+        self.info_due = False          # handshake first: INFO goes out after the handshake
+        self.cert = None               # verify_and_map: the certificate's identity
 
 
 class ClientProtocol(ProtocolHandler):
@@ -129,7 +135,7 @@ class ClientProtocol(ProtocolHandler):
         st = c.state
         auth = self.server.authenticator
         try:
-            result = auth.authenticate(info, st.nonce, defer=True)
+            result = auth.authenticate(info, st.nonce, defer=True, cert=st.cert)
         except auth_mod.SlowCheck as slow:
             self.server.auth_workers.check(c, st.host, slow, lambda: self._authenticate(c, info))
             return
@@ -251,7 +257,7 @@ class ClientProtocol(ProtocolHandler):
         if not auth.knows_user(connect):
             c.schedule_close("Client Closed")       # the user is gone: as if it moved away
             return
-        result = auth.authenticate(connect, st.nonce)
+        result = auth.authenticate(connect, st.nonce, cert=st.cert)
         if result is None and auth.auth_required:
             self._auth_failed(c, connect)
             return
@@ -283,6 +289,46 @@ class ClientProtocol(ProtocolHandler):
                               % (go_quote(s.subject), go_quote(s.sid)))
                 log.info("Removed sub %s (sid %s) for %s - not authorized", go_quote(s.subject),
                          go_quote(s.sid), who)
+
+    # ---- TLS (natsd/tls.py ServerTls decides; the loop calls these) ----
+
+    def tls_not_offered(self, c):
+        """The client's first bytes are not a TLS handshake: plaintext goes on only where
+        allow_non_tls says so (and the INFO was not held back for a handshake-first)."""
+        server = self.server
+        if server.tls.allow_non_tls and not c.state.info_due:
+            c.state.tls_timer.cancel()
+            server.start_auth_timer(c)
+            return True
+        log.debug("%sTLS handshake error: tls: first record does not look like a TLS handshake",
+                  self._prefix(c))
+        c.schedule_close("TLS Handshake Error")
+        return False
+
+    def tls_failed(self, c, reason):
+        log.error("%sTLS handshake error: %s", self._prefix(c), reason)
+        c.schedule_close("TLS Handshake Error")
+
+    def tls_established(self, c):
+        st = c.state
+        server = self.server
+        st.tls_timer.cancel()
+        refused = server.tls.check_peer(c)
+        if refused:
+            log.error("%sTLS handshake error: %s", self._prefix(c), refused)
+            c.schedule_close("TLS Handshake Error")
+            return
+        st.tls = {"tls_version": c.tls.version(), "tls_cipher_suite": c.tls.cipher()}
+        if st.info_due:
+            st.tls["tls_first"] = True
+        if server.tls.settings.verify_and_map:
+            der = c.tls.peer_certificate()
+            st.cert = cert_identity(der) if der is not None else ([], [])
+        log.debug("%sTLS handshake complete", self._prefix(c))
+        log.debug("%sTLS version %s, cipher suite %s", self._prefix(c), st.tls["tls_version"],
+                  st.tls["tls_cipher_suite"])
+        server.send_due_info(c, first=True)
+        server.start_auth_timer(c)
 
     def info(self, c, payload):
         pass                            # clients may echo INFO; nats-server ignores it

@@ -228,6 +228,7 @@ class Options:
     port: int = DEFAULT_PORT
     client_advertise: str = ""
     http_host: str = ""                 # "": the client host (nats-server's baseline)
+    allow_non_tls: bool = False         # a TLS client port also takes plaintext clients
     http_port: int = 0
     https_port: int = 0
     http_base_path: str = ""

@@ -104,6 +104,7 @@ class Server:
         self.total_connections = 0
         self.stale_connections = 0
         self.client_listener = None
+        self.tls = None                     # natsd.tls.ServerTls when the client port has TLS
         self.monitor = None
         self.shutting_down = False
         self.lame_duck = False
@@ -148,6 +149,7 @@ class Server:
             self.leafnodes = LeafNodes(self)
             self.leafnodes.start()
             self.subsystems.append(self.leafnodes)
+        self.tls = client_tls(opts)
         self.client_listener = Listener(self.loop, opts.host, opts.port, self._accept_client)
         log.info("Listening for client connections on %s",
                  host_port(opts.host, self.client_listener.port))
@@ -211,7 +213,7 @@ class Server:
 
     # ---- client connections ----
 
-    def info_dict(self, c=None, with_nonce=True):
+    def info_dict(self, c=None, with_nonce=True, tls_first=False):
         opts = self.opts
         info = {
             "server_id": self.id,
@@ -225,6 +227,8 @@ class Server:
         }
         if self.authenticator.auth_required:
             info["auth_required"] = True
+        if self.tls is not None:
+            info.update(self.tls.info_fields(tls_first))
         info["max_payload"] = opts.max_payload
         if self.jetstream_enabled():
             info["jetstream"] = True
@@ -284,14 +288,48 @@ class Server:
         if self.authenticator.nonce_required:
             st.nonce = new_nonce()
         log.debug("%s:%d - cid:%d - Client connection created", st.host, st.port, c.cid)
-        c.send_bytes(info_line(self.info_dict(c)))
+        if self.tls is None or self.tls.begin(c):
+            c.send_bytes(info_line(self.info_dict(c)))
+        else:
+            st.info_due = True
+            if self.tls.settings.fallback_delay:
+                self.loop.call_later(self.tls.settings.fallback_delay, self._tls_fallback, c)
         if len(self.clients) > opts.max_connections:
             log.error("%s:%d - cid:%d - Maximum Connections Exceeded", st.host, st.port, c.cid)
             self.client_proto.fail(c, "maximum connections exceeded", "Maximum Connections Exceeded")
             return
-        if self.authenticator.auth_required:
-            st.auth_timer = self.loop.call_later(self._auth_timeout(), self._auth_timeout_expired, c)
+        if self.tls is not None:
+            st.tls_timer = self.loop.call_later(self.tls.settings.timeout, self._tls_timeout, c)
+        else:
+            self.start_auth_timer(c)
         st.ping_timer = self.loop.call_later(opts.ping_interval, self._ping, c)
+
+    def start_auth_timer(self, c):
+        """The authentication clock starts once the connection is usable (after TLS)."""
+        if self.authenticator.auth_required and not c.connected:
+            c.state.auth_timer = self.loop.call_later(self._auth_timeout(), self._auth_timeout_expired, c)
+
+    def send_due_info(self, c, first=False):
+        """The INFO a handshake-first connection was waiting for."""
+        st = c.state
+        if st.info_due and not c.closing:
+            st.info_due = False
+            c.send_bytes(info_line(self.info_dict(c, tls_first=first)))
+
+    def _tls_fallback(self, c):
+        """handshake_first with a fallback delay: the client said nothing, so it is not doing
+        TLS first; send the INFO in plaintext and expect TLS after it, as nats-server does."""
+        if c.tls_sniff and not c.closing and not c.closed:
+            self.send_due_info(c)
+
+    def _tls_timeout(self, c):
+        if c.closed or c.closing or c.tls is None or c.tls.established:
+            return
+        st = c.state
+        log.debug("%s:%d - cid:%d - TLS handshake timeout", st.host, st.port, c.cid)
+        # nats-server writes "Secure Connection - TLS Required" into the TLS connection that
+        # never came up: the client sees nothing but the close
+        c.schedule_close("TLS Handshake Error")
 
     def _auth_timeout(self):
         return self.opts.auth_timeout or 2.0
@@ -356,7 +394,7 @@ class Server:
         self.loop.remove_handler(c.fd)
         c.mark_closed()
         os.close(c.fd)
-        for t in (st.auth_timer, st.ping_timer):
+        for t in (st.auth_timer, st.ping_timer, st.tls_timer):
             if t is not None:
                 t.cancel()
         for s in list(c.subs.values()):
@@ -458,6 +496,10 @@ class Server:
         self.client_proto.opts = new_opts
         logger.configure(new_opts)
         self.authenticator = Authenticator(new_opts)
+        try:
+            self.tls = client_tls(new_opts)     # new connections; open ones keep their session
+        except Exception as e:
+            log.error("Failed to reload the TLS configuration, keeping the old one: %s", e)
         for c in list(self.clients.values()):
             c.trace = new_opts.trace
             if c.connected and not c.closing:
@@ -471,6 +513,18 @@ class Server:
 def stall_limit(max_pending):
     """Queued bytes past which a subscriber pauses its publishers (a fraction of max_pending)."""
     return max(256 * 1024, min(max_pending // 8, 8 * 1024 * 1024))
+
+
+def client_tls(opts):
+    """The client port's TLS (a config `tls {}` block or the --tls flags), or None."""
+    from natsd.tls import ServerTls, TlsSettings
+    if opts.tls or opts.tls_verify or opts.tls_cert:
+        settings = TlsSettings.from_flags(opts)
+    elif opts.tls_config.configured:
+        settings = TlsSettings(opts.tls_config.raw)
+    else:
+        return None
+    return ServerTls(settings, opts.allow_non_tls)
 
 
 def _int(d, key):

@@ -1,5 +1,6 @@
 # Connection: one socket's read buffer, outbound buffer, protocol flags and counters.
 from natsd._core.sublist cimport Sublist, SublistResult
+from natsd._core.tls cimport TlsSession
 
 cdef enum ConnKind:
     KIND_CLIENT = 0
@@ -49,6 +50,16 @@ cdef class Connection:
     cdef Py_ssize_t rcap
     cdef public Py_ssize_t rneed        # bytes needed before parsing can progress
 
+    # TLS (None for plaintext): once active, what is queued in obuf is encrypted at flush time
+    # into xbuf, the ciphertext waiting for the socket
+    cdef public TlsSession tls
+    cdef public bint tls_active         # bytes on the wire are TLS from now on (both ways)
+    cdef public bint tls_sniff          # the first byte read decides: TLS or plaintext
+    cdef char* xbuf
+    cdef Py_ssize_t xstart
+    cdef Py_ssize_t xlen
+    cdef Py_ssize_t xcap
+
     # write side
     cdef char* obuf
     cdef Py_ssize_t ostart
@@ -88,11 +99,17 @@ cdef class Connection:
     cdef int write(self, const char* p, Py_ssize_t n) except -1
     cdef inline void mark_dirty(self)
     cdef int flush(self) except -1
+    cdef int flush_tls(self) except -1
+    cdef int _sent(self, Py_ssize_t left) except -1
     cdef SublistResult lookup(self, const char* subj, Py_ssize_t slen)
     cdef int keep_unparsed(self, const char* p, Py_ssize_t n) except -1
-    cdef void discard_read(self, Py_ssize_t n)
+    cdef int keep_more(self, const char* p, Py_ssize_t n) except -1
     cdef void stall_publisher(self, Connection pub)
     cdef void release_waiters(self)
+
+cdef inline Py_ssize_t queued_bytes(Connection c):
+    """Bytes waiting for c's socket: plaintext not yet sent or encrypted, and ciphertext."""
+    return c.olen - c.ostart + c.xlen - c.xstart
 
 cdef double now_mono() noexcept nogil
 cdef list take_resumed()

@@ -73,6 +73,8 @@ cdef class Connection:
             free(self.rbuf)
         if self.obuf != NULL:
             free(self.obuf)
+        if self.xbuf != NULL:
+            free(self.xbuf)
 
     # ---- outbound ----
 
@@ -117,13 +119,15 @@ cdef class Connection:
         self.write(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
 
     def pending_bytes(self):
-        return self.olen - self.ostart
+        return queued_bytes(self)
 
     cdef int flush(self) except -1:
         """Send what is queued; keep what the kernel refused. Returns 1 if all was sent."""
         cdef Py_ssize_t left = self.olen - self.ostart
         cdef ssize_t n
         self.dirty = False
+        if self.tls is not None and self.tls_active:
+            return self.flush_tls()
         if self.closed or left == 0:
             return 1
         while left > 0:
@@ -140,15 +144,79 @@ cdef class Connection:
             self.ostart += n
             left -= n
             self.last_sent = now_mono()
-        if self.waiters is not None and left <= self.stall_limit // 2:
-            self.release_waiters()
         if left == 0:
             self.ostart = self.olen = 0
-            self.blocked_since = 0
             if self.ocap > KEEP_OBUF:
                 free(self.obuf)
                 self.obuf = NULL
                 self.ocap = 0
+        return self._sent(left)
+
+    cdef int flush_tls(self) except -1:
+        """TLS: encrypt what is queued (once the handshake is done) into xbuf, then send
+        ciphertext. Handshake messages come out of the session the same way."""
+        cdef Py_ssize_t left = self.olen - self.ostart
+        cdef Py_ssize_t k, cap
+        cdef ssize_t n
+        cdef char* p
+        if self.closed:
+            return 1
+        if left > 0 and self.tls.established:
+            self.tls.write_plain(self.obuf + self.ostart, left)
+            self.ostart = self.olen = 0
+            if self.ocap > KEEP_OBUF:
+                free(self.obuf)
+                self.obuf = NULL
+                self.ocap = 0
+        k = self.tls.pending_out()
+        if k > 0:
+            if self.xstart > 0 and self.xstart == self.xlen:
+                self.xstart = self.xlen = 0
+            if self.xlen + k > self.xcap:
+                cap = self.xcap if self.xcap else SMALL_OBUF
+                while cap < self.xlen - self.xstart + k:
+                    cap *= 2
+                if self.xstart > 0:
+                    memmove(self.xbuf, self.xbuf + self.xstart, self.xlen - self.xstart)
+                    self.xlen -= self.xstart
+                    self.xstart = 0
+                if self.xlen + k > self.xcap:
+                    p = <char*>realloc(self.xbuf, cap)
+                    if p == NULL:
+                        raise MemoryError()
+                    self.xbuf = p
+                    self.xcap = cap
+            self.xlen += self.tls.take_out(self.xbuf + self.xlen, k)
+        left = self.xlen - self.xstart
+        while left > 0:
+            with nogil:
+                n = send(self.fd, self.xbuf + self.xstart, left, MSG_NOSIGNAL | MSG_DONTWAIT)
+            if n < 0:
+                if errno == EINTR:
+                    continue
+                if errno == EAGAIN:
+                    break
+                self.schedule_close("Write Error")
+                self.xstart = self.xlen = 0
+                return 1
+            self.xstart += n
+            left -= n
+            self.last_sent = now_mono()
+        if left == 0:
+            self.xstart = self.xlen = 0
+            if self.xcap > KEEP_OBUF:
+                free(self.xbuf)
+                self.xbuf = NULL
+                self.xcap = 0
+        return self._sent(queued_bytes(self))
+
+    cdef int _sent(self, Py_ssize_t left) except -1:
+        """After a flush left `left` bytes queued: back-pressure, write readiness, slow
+        consumers."""
+        if self.waiters is not None and left <= self.stall_limit // 2:
+            self.release_waiters()
+        if left == 0:
+            self.blocked_since = 0
             if self.want_write:
                 self.want_write = False
                 self.handler.want_write(self, False)
@@ -223,6 +291,10 @@ cdef class Connection:
             free(self.rbuf)
             self.rbuf = NULL
             self.rcap = self.rlen = 0
+        if self.xbuf != NULL:
+            free(self.xbuf)
+            self.xbuf = NULL
+            self.xcap = self.xstart = self.xlen = 0
 
     def release_idle_buffers(self):
         """Give back buffers of a connection that has nothing queued (idle sweep)."""
@@ -253,8 +325,22 @@ cdef class Connection:
         self.rlen = n
         return 0
 
-    cdef void discard_read(self, Py_ssize_t n):
-        pass
+    cdef int keep_more(self, const char* p, Py_ssize_t n) except -1:
+        """Append n bytes to what is kept for the parser."""
+        cdef char* q
+        cdef Py_ssize_t cap
+        if self.rlen + n > self.rcap:
+            cap = self.rcap if self.rcap else 4096
+            while cap < self.rlen + n:
+                cap *= 2
+            q = <char*>realloc(self.rbuf, cap)
+            if q == NULL:
+                raise MemoryError()
+            self.rbuf = q
+            self.rcap = cap
+        memcpy(self.rbuf + self.rlen, p, n)
+        self.rlen += n
+        return 0
 
     # ---- publisher-side cache ----
 

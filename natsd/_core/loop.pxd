@@ -1,5 +1,6 @@
 # The epoll loop: sockets, timers, thread hand-off. One per process.
 from natsd._core.conn cimport Connection
+from natsd._core.tls cimport TlsSession
 
 cdef extern from "sys/epoll.h" nogil:
     ctypedef union epoll_data_t:
@@ -28,6 +29,8 @@ cdef class Loop:
 
     cdef int read_conn(self, Connection c) except -1
     cdef int parse_kept(self, Connection c) except -1
+    cdef int read_tls(self, Connection c) except -1
+    cdef char* tls_plain        # decrypted bytes of one TLS read
     cdef int run_once(self) except -1
     cdef void _conn_event(self, Connection c, unsigned int evs)
     cdef void _set_reading(self, Connection c, bint reading)

@@ -19,6 +19,7 @@ from libc.errno cimport errno, EINTR, EAGAIN
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject
 from natsd._core.conn cimport Connection, now_mono, flush_dirty, take_resumed, next_resume
+from natsd._core.tls cimport TlsSession
 from natsd._core.parser cimport parse
 from natsd._core.router cimport run_internal
 from natsd._core import conn as _conn_module
@@ -91,13 +92,15 @@ cdef class Loop:
         self.ready = deque()
         self.rbuf_size = SHARED_READ
         self.rbuf = <char*>malloc(SHARED_READ)
+        self.tls_plain = <char*>malloc(SHARED_READ)
         self.events = <epoll_event*>malloc(sizeof(epoll_event) * MAX_EVENTS)
-        if self.rbuf == NULL or self.events == NULL:
+        if self.rbuf == NULL or self.events == NULL or self.tls_plain == NULL:
             raise MemoryError()
         self.add_handler(self.wakefd, _WakeReader(self.wakefd))
 
     def __dealloc__(self):
         free(self.rbuf)
+        free(self.tls_plain)
         free(self.events)
         if self.epfd >= 0:
             close(self.epfd)
@@ -266,6 +269,8 @@ cdef class Loop:
         cdef ssize_t n
         cdef Py_ssize_t consumed, want
         cdef char* p
+        if c.tls is not None:
+            return self.read_tls(c)
         if c.rlen == 0:
             with nogil:
                 n = recv(c.fd, self.rbuf, self.rbuf_size, 0)
@@ -307,6 +312,69 @@ cdef class Loop:
             c.schedule_close("Client Closed")
         elif errno != EAGAIN and errno != EINTR:
             c.schedule_close("Read Error")
+        return 0
+
+    cdef int read_tls(self, Connection c) except -1:
+        """A TLS connection's socket is readable: hand the ciphertext to its session, advance
+        the handshake, and parse all the plaintext it yields."""
+        cdef ssize_t n
+        cdef Py_ssize_t m, consumed
+        cdef TlsSession tls = c.tls
+        with nogil:
+            n = recv(c.fd, self.rbuf, self.rbuf_size, 0)
+        if n == 0:
+            c.schedule_close("Client Closed")
+            return 0
+        if n < 0:
+            if errno != EAGAIN and errno != EINTR:
+                c.schedule_close("Read Error")
+            return 0
+        c.last_activity = now_mono()
+        if c.tls_sniff:
+            c.tls_sniff = False
+            if <unsigned char>self.rbuf[0] != 0x16 and not c.tls_active:
+                # not a TLS handshake record: the handler decides (plaintext allowed or not)
+                if c.handler.tls_not_offered(c):
+                    c.tls = None
+                    consumed = parse(c, self.rbuf, n)
+                    if consumed < n and not c.closing:
+                        c.keep_unparsed(self.rbuf + consumed, n - consumed)
+                return 0
+            c.tls_active = True
+        tls.feed(self.rbuf, n)
+        if not tls.established:
+            m = tls.handshake()
+            c.flush()                           # handshake messages out
+            if m < 0:
+                c.handler.tls_failed(c, tls.error)
+                return 0
+            if m == 0:
+                return 0
+            c.handler.tls_established(c)
+            if c.closing or c.closed:
+                return 0
+        while True:
+            m = tls.read_plain(self.tls_plain, SHARED_READ)
+            if m == 0:
+                break
+            if m < 0:
+                c.schedule_close("Client Closed" if tls.error == "connection closed by peer"
+                                 else "TLS Handshake Error")
+                break
+            if c.stalled or c.rlen > 0:
+                c.keep_more(self.tls_plain, m)
+            else:
+                consumed = parse(c, self.tls_plain, m)
+                if c.closing or c.closed:
+                    return 0
+                if consumed < m:
+                    c.keep_unparsed(self.tls_plain + consumed, m - consumed)
+                continue
+            if not c.stalled and c.rlen >= c.rneed:
+                self.parse_kept(c)
+                if c.closing or c.closed:
+                    return 0
+        c.flush()                               # TLS may owe the peer a record (key update)
         return 0
 
     def _resume_readers(self):

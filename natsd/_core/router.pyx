@@ -7,7 +7,7 @@ Python handlers run once per loop iteration, after all sockets were read.
 """
 from libc.string cimport memcmp
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from natsd._core.conn cimport Connection, Totals, KIND_CLIENT, KIND_LEAF, KIND_ROUTE
+from natsd._core.conn cimport Connection, Totals, KIND_CLIENT, KIND_LEAF, KIND_ROUTE, queued_bytes
 from natsd._core.sublist cimport Subscription, SublistResult, Sublist
 from natsd._core.fmt cimport put, put_int
 from natsd._core import conn as _conn_module
@@ -82,7 +82,7 @@ cdef int write_msg(Connection c, Connection pub, bytes sid, const char* subj, Py
         p += 1
     p = put_sizes_and_payload(p, hlen if with_hdr else 0, msg, tlen)
     commit_frame(c, start, p, tlen)
-    if (c.olen - c.ostart > c.stall_limit and pub is not None and pub is not c
+    if (queued_bytes(c) > c.stall_limit and pub is not None and pub is not c
             and not pub.stalled):
         c.stall_publisher(pub)
     return 0

@@ -537,7 +537,8 @@ class _Loader:
             self.trusted_keys(n)
             extra(k, n)
         # Accepted and stored, not implemented by natsd (yet).
-        for k in ("default_sentinel", "prof_block_rate", "proxy_protocol", "ocsp", "allow_non_tls",
+        h["allow_non_tls"] = attr("allow_non_tls", self.b)
+        for k in ("default_sentinel", "prof_block_rate", "proxy_protocol", "ocsp",
                   "operator", "operators", "roots", "root", "root_operators", "root_operator",
                   "resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
                   "resolver_pinned_accounts", "trusted", "trusted_keys", "feature_flags",

@@ -89,7 +89,6 @@ def _url_scheme(*schemes: str) -> Callable[[Node], bool]:
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
 # its array.  The error points at the last key of the path.
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
-    ("TLS", "tls", _always),
     ("TLS", "leafnodes|leaf.tls", _always),
     ("TLS", "leafnodes|leaf.remotes[].tls", _always),
     ("TLS", "leafnodes|leaf.remotes[].url|urls", _url_scheme("tls")),
@@ -118,7 +117,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
 # Flag rows: (feature, Options attributes the flags set).  A flag asks for the feature
 # when it is given with a non-empty, non-zero, non-false value.
 FLAGS: list[tuple[str, tuple[str, ...]]] = [
-    ("TLS", ("tls", "tls_verify", "tls_cert", "tls_key", "tls_ca_cert")),
     ("HTTPS monitoring", ("https_port",)),
     ("clustering", ("cluster_listen", "routes")),
     ("profiling", ("prof_port",)),

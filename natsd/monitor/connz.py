@@ -153,7 +153,7 @@ def conn_info(c, now, mono_now, opts, closed=False):
     tls = getattr(st, "tls", None)
     if tls and not closed:
         if isinstance(tls, dict):
-            for key in ("tls_version", "tls_cipher_suite"):
+            for key in ("tls_version", "tls_cipher_suite", "tls_first"):
                 if tls.get(key):
                     ci[key] = tls[key]
     acc = account_name(c)

@@ -1,0 +1,214 @@
+"""TLS settings as nats-server reads them, turned into OpenSSL contexts (natsd/_core/tls.pyx).
+
+Owns `TlsSettings` (one `tls {}` block, or the --tls* flags: certificates, trust, verification,
+identity mapping, pinned certificates, handshake-first and its fallback delay, timeout, cipher
+suites and curves with Go's names translated to OpenSSL's), the certificate identity a
+connection presents (`peer_identities`, in the order nats-server tries them for
+verify_and_map) and the pinned-certificate check. Contexts are rebuilt on a config reload;
+connections keep the session they have.
+"""
+import hashlib
+import logging
+
+from natsd._core.tls import TlsContext, TlsError
+
+log = logging.getLogger("natsd")
+
+DEFAULT_TIMEOUT = 2.0                   # nats-server TLS_TIMEOUT
+DEFAULT_FALLBACK_DELAY = 0.05           # DEFAULT_TLS_HANDSHAKE_FIRST_FALLBACK_DELAY
+
+# Go's cipher suite names (crypto/tls) -> OpenSSL's. TLS 1.3 suites are not configurable in
+# Go; nats-server accepts their names and they change nothing.
+_GO_CIPHERS = {
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305": "ECDHE-RSA-CHACHA20-POLY1305",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305": "ECDHE-ECDSA-CHACHA20-POLY1305",
+    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256": "AES128-SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256": "ECDHE-ECDSA-AES128-SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256": "ECDHE-RSA-AES128-SHA256",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA": "DES-CBC3-SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA": "ECDHE-RSA-DES-CBC3-SHA",
+}
+_TLS13_SUITES = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256"}
+# nats-server's default TLS 1.2 suites (crypto/tls CipherSuites(), secure ones), in Go's order
+_DEFAULT_TLS12 = ":".join([
+    "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256",
+    "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
+    "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
+    "ECDHE-ECDSA-AES128-SHA", "ECDHE-RSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA",
+    "ECDHE-RSA-AES256-SHA"])
+_GO_CURVES = {"X25519": "X25519", "CurveP256": "P-256", "CurveP384": "P-384",
+              "CurveP521": "P-521", "X25519MLKEM768": "X25519MLKEM768"}
+
+
+class TlsSettings:
+    """One TLS configuration (see the module docstring)."""
+
+    def __init__(self, cfg=None, server=True):
+        cfg = {k.lower(): v for k, v in (cfg or {}).items()}
+        self.server = server
+        self.cert_file = cfg.get("cert_file") or ""
+        self.key_file = cfg.get("key_file") or ""
+        self.ca_file = cfg.get("ca_file") or ""
+        self.certs = [(c.get("cert_file") or "", c.get("key_file") or "")
+                      for c in (cfg.get("certs") or []) if isinstance(c, dict)]
+        self.insecure = bool(cfg.get("insecure"))
+        self.verify_and_map = bool(cfg.get("verify_and_map"))
+        self.verify_known_urls = bool(cfg.get("verify_cert_and_check_known_urls"))
+        self.verify = bool(cfg.get("verify")) or self.verify_and_map or self.verify_known_urls
+        self.timeout = _seconds(cfg.get("timeout"), DEFAULT_TIMEOUT)
+        self.min_version = str(cfg.get("min_version") or "1.2")
+        self.ciphers = list(cfg.get("cipher_suites") or [])
+        self.curves = list(cfg.get("curve_preferences") or [])
+        self.pinned = {str(p).lower() for p in (cfg.get("pinned_certs") or [])}
+        self.handshake_first, self.fallback_delay = _handshake_first(
+            cfg.get("handshake_first", cfg.get("first", cfg.get("immediate"))))
+        self.server_name = cfg.get("server_name") or ""
+
+    @classmethod
+    def from_flags(cls, opts):
+        """--tls --tlscert --tlskey --tlscacert --tlsverify."""
+        return cls({"cert_file": opts.tls_cert, "key_file": opts.tls_key,
+                    "ca_file": opts.tls_ca_cert, "verify": opts.tls_verify})
+
+    def context(self):
+        """A fresh OpenSSL context for these settings (raises TlsError)."""
+        ctx = TlsContext(self.server)
+        cert_file, key_file = self.cert_file, self.key_file
+        if not cert_file and self.certs:
+            cert_file, key_file = self.certs[0]
+        if cert_file:
+            ctx.load_cert_chain(cert_file, key_file)
+        if self.server:
+            if self.ca_file:
+                ctx.load_verify_locations(self.ca_file)
+            ctx.set_verify(self.verify, self.verify)
+        else:
+            ctx.load_verify_locations(self.ca_file or None)
+            ctx.set_verify(not self.insecure, True)
+        ctx.set_versions(self.min_version)
+        ciphers = [_GO_CIPHERS[c] for c in self.ciphers if c in _GO_CIPHERS]
+        ctx.set_ciphers(":".join(ciphers) if ciphers else _DEFAULT_TLS12, "")
+        curves = [_GO_CURVES[c] for c in self.curves if c in _GO_CURVES]
+        if curves:
+            ctx.set_groups(":".join(curves))
+        return ctx
+
+
+def _seconds(v, default):
+    if v is None:
+        return default
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    from natsd.conf.load import parse_duration
+    return parse_duration(str(v))
+
+
+def _handshake_first(v):
+    """(handshake first?, fallback delay in seconds: 0 for none)."""
+    if v is None or v is False:
+        return False, 0.0
+    if v is True:
+        return True, 0.0
+    s = str(v).lower()
+    if s in ("true", "on"):
+        return True, 0.0
+    if s in ("false", "off"):
+        return False, 0.0
+    if s in ("auto", "auto_fallback"):
+        return True, DEFAULT_FALLBACK_DELAY
+    from natsd.conf.load import parse_duration
+    return True, parse_duration(str(v))
+
+
+def spki_sha256(der_cert):
+    """Hex SHA-256 of a certificate's DER SubjectPublicKeyInfo (what pinned_certs lists)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    cert = x509.load_der_x509_certificate(der_cert)
+    spki = cert.public_key().public_bytes(serialization.Encoding.DER,
+                                          serialization.PublicFormat.SubjectPublicKeyInfo)
+    return hashlib.sha256(spki).hexdigest()
+
+
+def cert_identity(der_cert):
+    """What a client certificate offers verify_and_map (natsd.auth Authenticator._cert_user):
+    (its names in nats-server's order -- e-mail SANs, DNS SANs, URI SANs, the subject as an
+    RFC 2253 string -- and the subject as (TYPE, value) pairs in RFC 2253 order)."""
+    from cryptography import x509
+    cert = x509.load_der_x509_certificate(der_cert)
+    names = []
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        san = None
+    if san is not None:
+        names += san.get_values_for_type(x509.RFC822Name)
+        names += san.get_values_for_type(x509.DNSName)
+        names += [str(u) for u in san.get_values_for_type(x509.UniformResourceIdentifier)]
+    subject = cert.subject.rfc4514_string()
+    if subject:
+        names.append(subject)
+    pairs = [(a.rfc4514_attribute_name.upper(), str(a.value))
+             for rdn in reversed(cert.subject.rdns) for a in rdn]
+    return names, pairs
+
+
+class ServerTls:
+    """TLS on an accepting port (clients, leaf nodes): the context new connections get, and the
+    nats-server order of events for each connection (handshake first or after INFO, the
+    fallback delay, plaintext allowed or not, the handshake timeout, pinned certificates)."""
+
+    def __init__(self, settings, allow_non_tls=False):
+        self.settings = settings
+        self.allow_non_tls = allow_non_tls
+        self.ctx = settings.context()
+
+    def reload(self, settings, allow_non_tls=False):
+        """New certificates/settings for new connections; established ones keep theirs."""
+        ctx = settings.context()
+        self.settings, self.ctx, self.allow_non_tls = settings, ctx, allow_non_tls
+
+    def info_fields(self, first=False):
+        """INFO's tls_required / tls_verify / tls_available."""
+        out = {}
+        required = first or not self.allow_non_tls
+        if required:
+            out["tls_required"] = True
+        if self.settings.verify:
+            out["tls_verify"] = True
+        if not required:
+            out["tls_available"] = True
+        return out
+
+    def begin(self, c):
+        """A new connection: give it a session. Returns True when the INFO goes out now (in
+        plaintext, before TLS), False when it waits for the handshake (handshake first)."""
+        c.tls = self.ctx.session()
+        c.tls_sniff = True                  # the first byte tells TLS from plaintext
+        return not self.settings.handshake_first
+
+    def check_peer(self, c):
+        """After the handshake: None, or why this peer is refused (pinned certificates)."""
+        if not self.settings.pinned:
+            return None
+        der = c.tls.peer_certificate()
+        if der is None or spki_sha256(der) not in self.settings.pinned:
+            return "certificate not pinned"
+        return None
+
+
+__all__ = ["TlsSettings", "TlsError", "ServerTls", "spki_sha256", "cert_identity"]
