@@ -23,9 +23,12 @@ newest one only after a restart or a reset) shifts the rest of its page.
 from libc.stdint cimport uint16_t, uint32_t, uint64_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memmove, memset
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from natsd._core.fmt cimport put_int
 
 cdef enum:
     MIN_CAP = 4
+    CHUNK = 65536                      # write_json's piece size
 
 
 cdef inline size_t _blk(uint32_t cap, int wide) noexcept nogil:
@@ -89,6 +92,22 @@ cdef inline uint32_t _pow2(uint32_t n) noexcept nogil:
     while c < n:
         c <<= 1
     return c
+
+
+cdef inline int64_t _ts(object ts) except? -1:
+    try:
+        return ts
+    except OverflowError:
+        return 0x7FFFFFFFFFFFFFFF if ts > 0 else -0x7FFFFFFFFFFFFFFF - 1
+
+
+cdef inline long _key_slot(Pending p, object seq, ppage** out) except? -2:
+    cdef uint64_t s
+    try:
+        s = seq
+    except OverflowError:
+        return -1
+    return p._slot(s, out)
 
 
 cdef class Pending:
@@ -390,39 +409,47 @@ cdef class Pending:
 
     # ---- Python API ----
 
-    def add(self, uint64_t seq, uint64_t dseq, int64_t ts):
+    # Sequences come from ack subjects and state files: one outside 0 .. 2**64-1 is simply not
+    # pending (as with a dict), and timestamps (NAK delays) are clamped to int64.
+
+    def add(self, uint64_t seq, uint64_t dseq, ts):
         """pending[seq] = (dseq, ts); True when seq was not pending."""
         if dseq == 0:
             raise ValueError("delivery sequence 0")
-        return self.put(seq, dseq, ts) == 1
+        return self.put(seq, dseq, _ts(ts)) == 1
 
-    def pop(self, uint64_t seq):
+    def pop(self, seq):
         """Remove seq -> its delivery sequence, or 0 when it was not pending."""
-        return self.take(seq)
+        cdef uint64_t s
+        try:
+            s = seq
+        except OverflowError:
+            return 0
+        return self.take(s)
 
-    def get(self, uint64_t seq):
+    def get(self, seq):
         """(dseq, ts) or None."""
         cdef ppage* pg = NULL
-        cdef long i = self._slot(seq, &pg)
+        cdef long i = _key_slot(self, seq, &pg)
         if i < 0:
             return None
         return (_getd(pg, <uint32_t>i), pg.ts[i])
 
-    def dseq_of(self, uint64_t seq):
+    def dseq_of(self, seq):
         """The delivery sequence of seq, 0 when it is not pending."""
         cdef ppage* pg = NULL
-        cdef long i = self._slot(seq, &pg)
+        cdef long i = _key_slot(self, seq, &pg)
         if i < 0:
             return 0
         return _getd(pg, <uint32_t>i)
 
-    def set_ts(self, uint64_t seq, int64_t ts):
+    def set_ts(self, seq, ts):
         """Reset seq's timestamp (+WPI, NAK with a delay); False when it is not pending."""
         cdef ppage* pg = NULL
-        cdef long i = self._slot(seq, &pg)
+        cdef long i = _key_slot(self, seq, &pg)
         if i < 0:
             return False
-        pg.ts[i] = ts
+        pg.ts[i] = _ts(ts)
         return True
 
     def __len__(self):
@@ -433,9 +460,7 @@ cdef class Pending:
 
     def __contains__(self, seq):
         cdef ppage* pg = NULL
-        if seq < 0:
-            return False
-        return self._slot(<uint64_t>seq, &pg) >= 0
+        return _key_slot(self, seq, &pg) >= 0
 
     cdef uint64_t _first(self) noexcept:
         cdef ppage* pg
@@ -456,10 +481,13 @@ cdef class Pending:
         pg = self.dir[self.dstart].pg
         return ((self.dir[self.dstart].pn << PAGE_BITS) + pg.off[pg.head], _getd(pg, pg.head))
 
-    def remove_upto(self, uint64_t seq):
+    def remove_upto(self, seq_):
         """Remove every pending sequence <= seq -> the removed sequences, ascending."""
         cdef list out = []
-        cdef uint64_t s
+        cdef uint64_t s, seq
+        if seq_ < 0:
+            return out
+        seq = seq_ if seq_ <= 0xFFFFFFFFFFFFFFFF else 0xFFFFFFFFFFFFFFFF
         while self.count:
             s = self._first()
             if s > seq:
@@ -468,10 +496,8 @@ cdef class Pending:
             out.append(s)
         return out
 
-    def remove_below(self, uint64_t seq):
+    def remove_below(self, seq):
         """Remove every pending sequence < seq -> the removed sequences, ascending."""
-        if seq == 0:
-            return []
         return self.remove_upto(seq - 1)
 
     def items(self):
@@ -537,6 +563,62 @@ cdef class Pending:
                     nxt = t
                     have = True
         return out, (nxt if have else None)
+
+    def write_json(self, f):
+        """Write state.json's "pending" object, `{"<seq>":[dseq,ts],...}` ascending by seq, to
+        the binary file f straight from the pages, in pieces of about 64 KB: no Python object
+        per message, and no buffer of the whole image (3.5 MB for 100,000 messages) for the
+        allocator to keep after every save."""
+        cdef Py_ssize_t p
+        cdef uint32_t i
+        cdef ppage* pg
+        cdef uint64_t pb
+        cdef int64_t t
+        cdef char* buf = <char*>malloc(CHUNK + 80)
+        cdef char* w
+        cdef bint first = True
+        if buf == NULL:
+            raise MemoryError()
+        try:
+            w = buf
+            w[0] = c'{'
+            w += 1
+            for p in range(self.dstart, self.dend):
+                pg = self.dir[p].pg
+                if pg == NULL:
+                    continue
+                pb = self.dir[p].pn << PAGE_BITS
+                for i in range(pg.head, pg.n):
+                    if pg.off[i] & DEAD:
+                        continue
+                    if not first:
+                        w[0] = c','
+                        w += 1
+                    first = False
+                    w[0] = c'"'
+                    w = put_int(w + 1, pb + pg.off[i])
+                    w[0] = c'"'
+                    w[1] = c':'
+                    w[2] = c'['
+                    w = put_int(w + 3, _getd(pg, i))
+                    w[0] = c','
+                    w += 1
+                    t = pg.ts[i]
+                    if t < 0:
+                        w[0] = c'-'
+                        w = put_int(w + 1, <uint64_t>0 - <uint64_t>t)
+                    else:
+                        w = put_int(w, <uint64_t>t)
+                    w[0] = c']'
+                    w += 1
+                    if w - buf >= CHUNK:
+                        f.write(PyBytes_FromStringAndSize(buf, w - buf))
+                        w = buf
+            w[0] = c'}'
+            w += 1
+            f.write(PyBytes_FromStringAndSize(buf, w - buf))
+        finally:
+            free(buf)
 
     def clear(self):
         self._free_all()

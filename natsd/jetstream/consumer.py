@@ -897,12 +897,12 @@ class Consumer(AckState, PushDelivery):
         if self.closed or not self.directory:
             return
         self._last_save = self.loop.time()
-        persist.write_state(self.directory, persist.state_of(self))
+        persist.save_state(self.directory, self)
 
     def save_now(self):
         if self.directory and not self.closed:
             self._save_scheduled = False
-            persist.write_state(self.directory, persist.state_of(self))
+            persist.save_state(self.directory, self)
 
     def save_meta(self):
         if self.directory and not self.closed:

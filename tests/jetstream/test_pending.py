@@ -5,6 +5,8 @@ pending message for 100,000 in-order deliveries, measured on the structure's own
 and the edge cases: out-of-order inserts, delivery sequences that do not fit 32 bits, sparse
 (filtered) sequences, empty pages and directory trimming.
 """
+import io
+import json
 import random
 
 import pytest
@@ -19,6 +21,11 @@ def _same(p, model):
     assert p.items() == want
     assert p.keys() == [s for s, _, _ in want]
     assert list(p) == [s for s, _, _ in want]
+    buf = io.BytesIO()
+    p.write_json(buf)                               # state.json's "pending" object
+    js = json.loads(buf.getvalue())
+    assert js == {str(s): [d, t] for s, d, t in want}
+    assert list(js) == [str(s) for s, _, _ in want]
     if want:
         assert p.first() == want[0][0]
         assert p.first_item() == (want[0][0], want[0][1])
@@ -164,4 +171,21 @@ def test_poison_message_far_behind():
     assert p.nbytes < 8 * 1024, p.nbytes
     p.check()
     assert p.remove_upto(1_000_000 - 50) == [1] + list(range(999_901, 999_951))
+    p.check()
+
+
+def test_out_of_range_keys_are_not_pending():
+    # ack subjects and state files can carry any integer: never an error, never pending
+    p = Pending()
+    p.add(5, 1, 10)
+    for bad in (-1, -(1 << 70), 1 << 64, 1 << 80):
+        assert bad not in p
+        assert p.pop(bad) == 0 and p.get(bad) is None and p.dseq_of(bad) == 0
+        assert p.set_ts(bad, 1) is False
+    assert p.remove_upto(-3) == [] and p.remove_below(0) == [] and p.remove_below(-9) == []
+    assert p.set_ts(5, 1 << 80) and p.get(5) == (1, (1 << 63) - 1)      # NAK delay clamped
+    assert p.set_ts(5, -(1 << 80)) and p.get(5) == (1, -(1 << 63))
+    p.add(6, 2, 1 << 90)
+    assert p.get(6) == (2, (1 << 63) - 1)
+    assert p.remove_upto(1 << 70) == [5, 6] and len(p) == 0
     p.check()
