@@ -290,45 +290,25 @@ class ClientProtocol(ProtocolHandler):
                 log.info("Removed sub %s (sid %s) for %s - not authorized", go_quote(s.subject),
                          go_quote(s.sid), who)
 
-    # ---- TLS (natsd/tls.py ServerTls decides; the loop calls these) ----
+    # ---- TLS: the shared steps are in ProtocolHandler; these are the client's ----
 
-    def tls_not_offered(self, c):
-        """The client's first bytes are not a TLS handshake: plaintext goes on only where
-        allow_non_tls says so (and the INFO was not held back for a handshake-first)."""
-        server = self.server
-        if server.tls.allow_non_tls and not c.state.info_due:
-            c.state.tls_timer.cancel()
-            server.start_auth_timer(c)
+    def tls_server(self, c):
+        return self.server.tls
+
+    def tls_plaintext_ok(self, c):
+        """A plaintext client: allowed by allow_non_tls, unless the INFO waits for TLS."""
+        if self.server.tls.allow_non_tls and not c.state.info_due:
+            self.server.start_auth_timer(c)
             return True
-        log.debug("%sTLS handshake error: tls: first record does not look like a TLS handshake",
-                  self._prefix(c))
-        c.schedule_close("TLS Handshake Error")
         return False
 
-    def tls_failed(self, c, reason):
-        log.error("%sTLS handshake error: %s", self._prefix(c), reason)
-        c.schedule_close("TLS Handshake Error")
-
-    def tls_established(self, c):
+    def tls_ready(self, c):
         st = c.state
-        server = self.server
-        st.tls_timer.cancel()
-        refused = server.tls.check_peer(c)
-        if refused:
-            log.error("%sTLS handshake error: %s", self._prefix(c), refused)
-            c.schedule_close("TLS Handshake Error")
-            return
-        st.tls = {"tls_version": c.tls.version(), "tls_cipher_suite": c.tls.cipher()}
-        if st.info_due:
-            st.tls["tls_first"] = True
-        if server.tls.settings.verify_and_map:
+        if self.server.tls.settings.verify_and_map:
             der = c.tls.peer_certificate()
             st.cert = cert_identity(der) if der is not None else ([], [])
-        log.debug("%sTLS handshake complete", self._prefix(c))
-        log.debug("%sTLS version %s, cipher suite %s", self._prefix(c), st.tls["tls_version"],
-                  st.tls["tls_cipher_suite"])
-        server.send_due_info(c, first=True)
-        server.start_auth_timer(c)
+        self.server.send_due_info(c, first=True)
+        self.server.start_auth_timer(c)
 
     def info(self, c, payload):
         pass                            # clients may echo INFO; nats-server ignores it

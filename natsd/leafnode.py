@@ -39,6 +39,7 @@ from natsd.logger import TRACE
 from natsd.linkperms import LinkPerms, internal_interest, internal_message, is_literal
 from natsd.permissions import Permissions
 from natsd.protocol import ProtocolHandler, info_line, prepare_accepted
+from natsd.tls import ServerTls, TlsSettings, spki_sha256
 from natsd.subject import subject_is_subset
 
 log = logging.getLogger("natsd")
@@ -107,6 +108,18 @@ class RemoteLeaf:
         self.first_connect = True
         self.dialer = None
         self.current = None             # SplitResult of the URL in use
+        # TLS: a `tls {}` block or tls:// URLs ask for it; a hub's INFO can too
+        self.tls_settings = TlsSettings(opts.tls, server=False)
+        self.tls_configured = bool(opts.tls) or any(u.lower().startswith("tls://") for u in self.urls)
+        self.tls_ctx = None
+
+    def tls_session(self):
+        """A client TLS session for the URL in use (its host checked against the certificate
+        unless `insecure`)."""
+        if self.tls_ctx is None:
+            self.tls_ctx = self.tls_settings.context()
+        host = self.tls_settings.server_name or (self.current.hostname if self.current else "")
+        return self.tls_ctx.session(host or None, check_host=not self.tls_settings.insecure)
 
     def next_url(self):
         if not self.urls:
@@ -177,6 +190,7 @@ class LeafNodes:
         self.lds = {}                   # account name -> loop detection subject
         self.hooked = set()
         self.stopped = False
+        self.tls = ServerTls(TlsSettings(self.opts.tls)) if self.opts.tls else None
 
     # ---- lifecycle ----
 
@@ -308,21 +322,37 @@ class LeafNodes:
         st.leaf_url = _hp(local[0], local[1])
         server.leafs_pending[c.cid] = c
         log.info("%sLeafnode connection created ", self.prefix(c))
+        if self.tls is None or self.tls.begin(c):
+            self._send_accept_info(c)
+        else:
+            st.info_due = True
+        if self.tls is not None:
+            st.tls_timer = self.loop.call_later(self.tls.settings.timeout, self.proto.tls_timeout, c)
+        else:
+            self.start_auth_timer(c)
+
+    def _send_accept_info(self, c):
+        st = c.state
+        st.info_due = False
         info = self.info_dict()
         info["client_id"] = c.cid
         info["nonce"] = st.nonce
         info["leafnode_urls"] = [st.leaf_url]
         _send_info(c, info)
-        timeout = self.opts.auth_timeout or max(server.opts.auth_timeout or 0, 2.0)
-        st.auth_timer = self.loop.call_later(timeout, self._auth_timeout, c)
+
+    def start_auth_timer(self, c):
+        timeout = self.opts.auth_timeout or max(self.server.opts.auth_timeout or 0, 2.0)
+        c.state.auth_timer = self.loop.call_later(timeout, self._auth_timeout, c)
 
     def info_dict(self):
         s = self.server
         sopts = s.opts
         info = {"server_id": s.id, "server_name": s.name, "version": VERSION, "proto": PROTO,
                 "go": "python", "host": self.opts.host, "port": self.port,
-                "headers": not sopts.no_header_support, "auth_required": True,
-                "max_payload": sopts.max_payload}
+                "headers": not sopts.no_header_support, "auth_required": True}
+        if self.tls is not None:
+            info.update(self.tls.info_fields())
+        info["max_payload"] = sopts.max_payload
         if s.jetstream_enabled():
             info["jetstream"] = True
         domain = s.jetstream_domain() if hasattr(s, "jetstream_domain") else ""
@@ -448,6 +478,25 @@ class LeafNodes:
         log.info("%sLeafnode connection created for account: %s ", self.prefix(c), acc.name)
         st = c.state
         st.connect_timer = self.loop.call_later(CONNECT_PROCESS_TIMEOUT * 2, self._no_info, c)
+        if remote.tls_settings.handshake_first:
+            self.start_tls(c)
+
+    def start_tls(self, c):
+        """We solicited: start the TLS client handshake (before the hub's INFO with
+        handshake_first, else right after it)."""
+        remote = c.state.remote
+        try:
+            c.tls = remote.tls_session()
+        except Exception as e:
+            log.error("%sTLS leafnode configuration error: %s", self.prefix(c), e)
+            c.schedule_close("TLS Handshake Error")
+            return
+        c.tls_active = True
+        c.state.tls_timer = self.loop.call_later(remote.tls_settings.timeout, self.proto.tls_timeout, c)
+        if c.tls.start() < 0:
+            self.proto.tls_failed(c, c.tls.error)
+            return
+        c.flush_now()
 
     def _no_info(self, c):
         if not c.closed and not c.closing and not c.state.finished:
@@ -699,7 +748,7 @@ class LeafNodes:
         self.loop.remove_handler(c.fd)
         c.mark_closed()
         os.close(c.fd)
-        for t in (st.auth_timer, st.ping_timer, st.connect_timer):
+        for t in (st.auth_timer, st.ping_timer, st.connect_timer, st.tls_timer):
             if t is not None:
                 t.cancel()
         acc = st.account
@@ -870,28 +919,12 @@ class LeafProtocol(ProtocolHandler):
                 log.error("%s%s", self._prefix(c), ERR_WRONG_PORT)
                 c.schedule_close("Wrong Port")
                 return
-            if info.get("tls_required"):
-                # never send the CONNECT (credentials) in clear to a hub that asked for TLS
-                log.error("%sLeafnode remote requires TLS, which natsd does not support yet: "
-                          "not sending credentials in clear", self._prefix(c))
-                c.schedule_close("TLS Handshake Failure")
+            if c.tls is None and (info.get("tls_required") or st.remote.tls_configured):
+                # TLS first, the CONNECT (credentials) only over it: hub_info waits meanwhile
+                st.hub_info = info
+                self.ln.start_tls(c)
                 return
-            st.nonce = info.get("nonce")
-            c.headers = bool(info.get("headers")) and not self.server.opts.no_header_support
-            st.remote_server = info.get("server_name") or info.get("server_id") or ""
-            st.name = st.remote_server
-            st.remote_domain = str(info.get("domain") or "")
-            st.remote_cluster = str(info.get("cluster") or "")
-            st.version = str(info.get("version") or "")
-            st.compression = "not supported"
-            if not self.ln.send_connect(c):
-                return
-            if st.connect_timer is not None:
-                st.connect_timer.cancel()
-            st.connect_timer = self.server.loop.call_later(CONNECT_PROCESS_TIMEOUT, self.ln._no_info, c)
-            if not info.get("info_on_connect"):
-                self.ln.register(c)
-                return
+            self._first_info(c, info)
         elif info.get("remote_account"):
             st.remote_account = info["remote_account"]
         if info.get("connect_info") and not st.finished:
@@ -900,6 +933,54 @@ class LeafProtocol(ProtocolHandler):
             self.ln.register(c)
         elif st.finished and ("import" in info or "export" in info):
             self.ln.update_permissions(c, info)
+
+    def _first_info(self, c, info):
+        """The hub's first INFO (after TLS if there is TLS): send our CONNECT."""
+        st = c.state
+        st.nonce = info.get("nonce")
+        c.headers = bool(info.get("headers")) and not self.server.opts.no_header_support
+        st.remote_server = info.get("server_name") or info.get("server_id") or ""
+        st.name = st.remote_server
+        st.remote_domain = str(info.get("domain") or "")
+        st.remote_cluster = str(info.get("cluster") or "")
+        st.version = str(info.get("version") or "")
+        st.compression = "not supported"
+        if not self.ln.send_connect(c):
+            return
+        if st.connect_timer is not None:
+            st.connect_timer.cancel()
+        st.connect_timer = self.server.loop.call_later(CONNECT_PROCESS_TIMEOUT, self.ln._no_info, c)
+        if not info.get("info_on_connect"):
+            self.ln.register(c)
+
+    # ---- TLS (shared steps in ProtocolHandler) ----
+
+    tls_kind = "leafnode"
+
+    def tls_server(self, c):
+        return None if c.state.solicited else self.ln.tls
+
+    def tls_plaintext_ok(self, c):
+        return False
+
+    def tls_check_remote(self, c):
+        pinned = c.state.remote.tls_settings.pinned
+        if pinned:
+            der = c.tls.peer_certificate()
+            if der is None or spki_sha256(der) not in pinned:
+                return "certificate not pinned"
+        return None
+
+    def tls_ready(self, c):
+        st = c.state
+        if st.solicited:
+            if st.hub_info is not None:         # INFO came in plaintext before the handshake
+                info, st.hub_info = st.hub_info, None
+                self._first_info(c, info)
+        else:
+            if st.info_due:
+                self.ln._send_accept_info(c)
+            self.ln.start_auth_timer(c)
 
     def leaf_sub(self, c, subject, queue, weight):
         st = c.state

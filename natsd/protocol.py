@@ -11,6 +11,7 @@ import socket
 from natsd._core.conn import monotonic
 from natsd.gofmt import go_json, go_quote
 from natsd.logger import TRACE
+from natsd.tls import go_tls_error
 
 log = logging.getLogger("natsd")
 
@@ -104,6 +105,56 @@ class ProtocolHandler:
         else:
             entry[0] = remaining - 1
         return True
+
+    # ---- TLS (the loop calls these; natsd/tls.py has the settings) ----
+    # A handler whose connections can be TLS defines tls_server(c) (the ServerTls of an
+    # accepted connection, None for one we solicited), tls_plaintext_ok(c) and tls_ready(c).
+
+    tls_kind = ""                       # "leafnode", ...: in nats-server's log lines
+
+    def tls_not_offered(self, c):
+        """The peer's first bytes are not a TLS handshake: plaintext goes on only where the
+        handler allows it (allow_non_tls)."""
+        c.state.tls_timer.cancel()
+        if self.tls_plaintext_ok(c):
+            return True
+        log.debug("%sTLS %shandshake error: tls: first record does not look like a TLS handshake",
+                  self._prefix(c), self.tls_kind + " " if self.tls_kind else "")
+        c.schedule_close("TLS Handshake Error")
+        return False
+
+    def tls_failed(self, c, reason):
+        log.error("%sTLS %shandshake error: %s", self._prefix(c),
+                  self.tls_kind + " " if self.tls_kind else "", go_tls_error(reason))
+        c.schedule_close("TLS Handshake Error")
+
+    def tls_established(self, c):
+        st = c.state
+        if st.tls_timer is not None:
+            st.tls_timer.cancel()
+        port = self.tls_server(c)
+        refused = port.check_peer(c) if port is not None else self.tls_check_remote(c)
+        if refused:
+            self.tls_failed(c, refused)
+            return
+        st.tls = {"tls_version": c.tls.version(), "tls_cipher_suite": c.tls.cipher()}
+        if st.info_due:
+            st.tls["tls_first"] = True
+        log.debug("%sTLS handshake complete", self._prefix(c))
+        log.debug("%sTLS version %s, cipher suite %s", self._prefix(c), st.tls["tls_version"],
+                  st.tls["tls_cipher_suite"])
+        self.tls_ready(c)
+
+    def tls_check_remote(self, c):
+        return None
+
+    def tls_timeout(self, c):
+        """The handshake did not finish in time: closed (nats-server's -ERR for it is written
+        into the TLS connection that never came up, so nothing reaches the peer)."""
+        if c.closed or c.closing or c.tls is None or c.tls.established:
+            return
+        log.debug("%sTLS handshake timeout", self._prefix(c))
+        c.schedule_close("TLS Handshake Error")
 
     # ---- tracing (-V) ----
 

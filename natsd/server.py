@@ -299,7 +299,8 @@ class Server:
             self.client_proto.fail(c, "maximum connections exceeded", "Maximum Connections Exceeded")
             return
         if self.tls is not None:
-            st.tls_timer = self.loop.call_later(self.tls.settings.timeout, self._tls_timeout, c)
+            st.tls_timer = self.loop.call_later(self.tls.settings.timeout,
+                                                self.client_proto.tls_timeout, c)
         else:
             self.start_auth_timer(c)
         st.ping_timer = self.loop.call_later(opts.ping_interval, self._ping, c)
@@ -321,15 +322,6 @@ class Server:
         TLS first; send the INFO in plaintext and expect TLS after it, as nats-server does."""
         if c.tls_sniff and not c.closing and not c.closed:
             self.send_due_info(c)
-
-    def _tls_timeout(self, c):
-        if c.closed or c.closing or c.tls is None or c.tls.established:
-            return
-        st = c.state
-        log.debug("%s:%d - cid:%d - TLS handshake timeout", st.host, st.port, c.cid)
-        # nats-server writes "Secure Connection - TLS Required" into the TLS connection that
-        # never came up: the client sees nothing but the close
-        c.schedule_close("TLS Handshake Error")
 
     def _auth_timeout(self):
         return self.opts.auth_timeout or 2.0

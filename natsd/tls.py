@@ -108,6 +108,39 @@ class TlsSettings:
         return ctx
 
 
+# OpenSSL's reasons for the usual handshake failures, in the words of Go's crypto/tls (what
+# nats-server logs after "TLS handshake error: ")
+_GO_TLS_ERRORS = {
+    "unable to get local issuer certificate":
+        "tls: failed to verify certificate: x509: certificate signed by unknown authority",
+    "self-signed certificate":
+        "tls: failed to verify certificate: x509: certificate signed by unknown authority",
+    "self signed certificate":
+        "tls: failed to verify certificate: x509: certificate signed by unknown authority",
+    "self-signed certificate in certificate chain":
+        "tls: failed to verify certificate: x509: certificate signed by unknown authority",
+    "certificate has expired":
+        "tls: failed to verify certificate: x509: certificate has expired or is not yet valid",
+    "certificate is not yet valid":
+        "tls: failed to verify certificate: x509: certificate has expired or is not yet valid",
+    "hostname mismatch": "tls: failed to verify certificate: x509: certificate is not valid for this host",
+    "IP address mismatch": "tls: failed to verify certificate: x509: certificate is not valid for this IP",
+    "tlsv1 alert unknown ca": "remote error: tls: unknown certificate authority",
+    "sslv3 alert bad certificate": "remote error: tls: bad certificate",
+    "sslv3 alert certificate expired": "remote error: tls: expired certificate",
+    "tlsv13 alert certificate required": "remote error: tls: certificate required",
+    "peer did not return a certificate": "tls: client didn't provide a certificate",
+    "wrong version number": "tls: first record does not look like a TLS handshake",
+    "http request": "tls: first record does not look like a TLS handshake",
+    "connection closed by peer": "EOF",
+}
+
+
+def go_tls_error(reason):
+    """An OpenSSL handshake failure in Go's words where the two name the same thing."""
+    return _GO_TLS_ERRORS.get(reason, reason or "protocol error")
+
+
 def _seconds(v, default):
     if v is None:
         return default

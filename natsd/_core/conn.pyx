@@ -162,7 +162,10 @@ cdef class Connection:
         if self.closed:
             return 1
         if left > 0 and self.tls.established:
-            self.tls.write_plain(self.obuf + self.ostart, left)
+            if self.tls.write_plain(self.obuf + self.ostart, left) < 0:
+                self.ostart = self.olen = 0
+                self.schedule_close("TLS Handshake Error")
+                return 1
             self.ostart = self.olen = 0
             if self.ocap > KEEP_OBUF:
                 free(self.obuf)

@@ -22,9 +22,9 @@ cdef class TlsSession:
     cdef public object error            # the reason of a failure (str)
 
     cdef int feed(self, const char* p, Py_ssize_t n) except -1
-    cdef int _fail(self, int err) except? -1
-    cdef int handshake(self) except -1
+    cdef int _fail(self, int err) except -2
+    cdef int handshake(self) except -2
     cdef Py_ssize_t read_plain(self, char* buf, Py_ssize_t cap) except -2
-    cdef int write_plain(self, const char* p, Py_ssize_t n) except -1
+    cdef int write_plain(self, const char* p, Py_ssize_t n) except -2
     cdef Py_ssize_t pending_out(self)
     cdef Py_ssize_t take_out(self, char* buf, Py_ssize_t cap)

@@ -51,6 +51,8 @@ cdef extern from "openssl/ssl.h" nogil:
     X509* SSL_get1_peer_certificate(const SSL* ssl)
     long SSL_set_tlsext_host_name(SSL* ssl, const char* name)
     int SSL_set1_host(SSL* ssl, const char* hostname)
+    ctypedef struct X509_VERIFY_PARAM
+    X509_VERIFY_PARAM* SSL_get0_param(SSL* ssl)
     void SSL_set_verify(SSL* ssl, int mode, void* callback)
     const char* SSL_get_version(const SSL* ssl)
     const SSL_CIPHER* SSL_get_current_cipher(const SSL* ssl)
@@ -84,6 +86,9 @@ cdef extern from "openssl/bio.h" nogil:
     size_t BIO_ctrl_pending(BIO* b)
     long BIO_set_mem_eof_return(BIO* b, int v)
 
+cdef extern from "openssl/x509_vfy.h" nogil:
+    int X509_VERIFY_PARAM_set1_ip_asc(X509_VERIFY_PARAM* param, const char* ipasc)
+
 cdef extern from "openssl/x509.h" nogil:
     int i2d_X509(X509* x, unsigned char** out)
     void X509_free(X509* x)
@@ -100,6 +105,15 @@ cdef extern from "openssl/err.h" nogil:
 DEF CHUNK = 1 << 30                     # ints for OpenSSL: feed/encrypt in pieces below 2 GB
 
 VERSIONS = {"1.0": TLS1_VERSION, "1.1": TLS1_1_VERSION, "1.2": TLS1_2_VERSION, "1.3": TLS1_3_VERSION}
+
+
+def _is_ip(str host):
+    import ipaddress
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
 
 
 class TlsError(Exception):
@@ -187,13 +201,19 @@ cdef class TlsContext:
             raise TlsError(ssl_reason() or "no usable curve")
 
     def session(self, str server_name=None, bint check_host=False):
-        """A new TlsSession on this context (the client side names the server it expects)."""
+        """A new TlsSession on this context. The client side names the server it expects: a
+        host name goes out as SNI and, with check_host, must match the certificate; an IP
+        address must be in the certificate's IP SANs."""
         s = TlsSession(self)
         if not self.server and server_name:
             name = server_name.encode()
-            SSL_set_tlsext_host_name(s.ssl, name)
-            if check_host:
-                SSL_set1_host(s.ssl, name)
+            if _is_ip(server_name):
+                if check_host:
+                    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(s.ssl), name)
+            else:
+                SSL_set_tlsext_host_name(s.ssl, name)
+                if check_host:
+                    SSL_set1_host(s.ssl, name)
         return s
 
 
@@ -230,7 +250,7 @@ cdef class TlsSession:
             n -= k
         return 0
 
-    cdef int _fail(self, int err) except? -1:
+    cdef int _fail(self, int err) except -2:
         cdef long v
         self.failed = True
         reason = ssl_reason()
@@ -243,7 +263,7 @@ cdef class TlsSession:
         self.error = reason
         return -1
 
-    cdef int handshake(self) except -1:
+    cdef int handshake(self) except -2:
         """Advance the handshake: 1 when it finished, 0 when it needs more bytes from the
         peer (its output, if any, is in the out buffer), -1 when it failed (see error)."""
         cdef int r, err
@@ -277,8 +297,9 @@ cdef class TlsSession:
         self._fail(err)
         return -1
 
-    cdef int write_plain(self, const char* p, Py_ssize_t n) except -1:
-        """Encrypt n bytes of plaintext into the out buffer (memory BIOs never block)."""
+    cdef int write_plain(self, const char* p, Py_ssize_t n) except -2:
+        """Encrypt n bytes of plaintext into the out buffer (memory BIOs never block); -1 when
+        the session failed (see error)."""
         cdef int r
         while n > 0:
             ERR_clear_error()
@@ -299,6 +320,37 @@ cdef class TlsSession:
         return r if r > 0 else 0
 
     # ---- Python side (control path: handshake results, monitoring) ----
+
+    def start(self):
+        """The client side speaks first: produce the ClientHello (sent at the next flush)."""
+        return self.handshake()
+
+    # Python-level access for code off the message path (the HTTPS monitor) and unit tests.
+
+    def feed_bytes(self, bytes data):
+        self.feed(PyBytes_AS_STRING(data), len(data))
+
+    def do_handshake(self):
+        return self.handshake()
+
+    def read_bytes(self, Py_ssize_t cap=65536):
+        """Decrypted bytes (b"" when none yet), None once the session failed or closed."""
+        out = PyBytes_FromStringAndSize(NULL, cap)
+        n = self.read_plain(PyBytes_AS_STRING(out), cap)
+        if n < 0:
+            return None
+        return out[:n]
+
+    def write_bytes(self, bytes data):
+        self.write_plain(PyBytes_AS_STRING(data), len(data))
+
+    def out_bytes(self):
+        """Ciphertext to send."""
+        cdef Py_ssize_t k = self.pending_out()
+        out = PyBytes_FromStringAndSize(NULL, k)
+        if k:
+            self.take_out(PyBytes_AS_STRING(out), k)
+        return out
 
     def peer_certificate(self):
         """The peer's certificate, DER encoded, or None."""

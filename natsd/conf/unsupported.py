@@ -89,9 +89,6 @@ def _url_scheme(*schemes: str) -> Callable[[Node], bool]:
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
 # its array.  The error points at the last key of the path.
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
-    ("TLS", "leafnodes|leaf.tls", _always),
-    ("TLS", "leafnodes|leaf.remotes[].tls", _always),
-    ("TLS", "leafnodes|leaf.remotes[].url|urls", _url_scheme("tls")),
     ("HTTPS monitoring", "https_port|https", _https_port),
     ("clustering", "cluster", _cluster_active),
     ("gateway", "gateway", _always),
