@@ -43,6 +43,7 @@ cdef class Block:
     cdef public bint encrypted         # records (or the sealed image) are AEAD-sealed
     cdef public object aead            # the AEAD of its key (encrypted blocks)
     cdef public uint64_t hwm           # header high-water mark: highest seq ever stored (uncompressed)
+    cdef public object frames          # encrypted uncompressed: array('Q') of frame offsets
 
 
 cdef class Log:
@@ -94,6 +95,16 @@ cdef class Log:
     cdef char nbase[12]                # nonce = nbase + counter (random base per open)
     cdef uint64_t nctr
     cdef public uint64_t snap_last     # last seq an index snapshot recorded (even an unusable one)
+    cdef object pend                   # encrypted: records appended to the active block, not yet
+    cdef uint64_t pend_off             #   written (one frame at pend_off, sealed by _flush_frame)
+    cdef uint64_t flushed              # `appended` when pend was last empty
+    cdef uint64_t flushed_last         # `last` then (the high-water mark a sync may write)
+    cdef object call_soon              # the loop's call_soon (crypt.call_soon): write a frame per
+    cdef bint flush_scheduled          #   loop iteration; None: one frame per record
+    cdef object flush_err              # the last frame write error logged (logged once)
+    cdef Block fc_blk                  # the frame last decrypted for a read: block, offset, plain
+    cdef uint64_t fc_off
+    cdef object fc_pt
     cdef readonly object lost_tail     # (first, last) seqs found lost at the tail on open, or None
 
     # batched reads (batch_begin / batch_next / batch_rec): the resolved filter and a read-ahead
@@ -129,7 +140,7 @@ cdef class Log:
     cdef uint64_t _subj_last(self, uint32_t sid)
     cdef uint64_t _unindex_range(self, uint64_t lo, uint64_t hi)
     cdef uint64_t _first_record_above(self, Block b, uint64_t seq)
-    cdef uint64_t _scan_image(self, Block b, bytes img, uint64_t pad) except? 0
+    cdef uint64_t _scan_image(self, Block b, bytes img, uint64_t start, uint64_t delta) except? 0
     cdef _free_chunks_below(self, uint64_t seq)
     cdef tuple _filter(self, filt)
     cdef _new_block(self, int num)
@@ -145,7 +156,12 @@ cdef class Log:
     cdef _reseal(self, Block b, img)
     cdef _remap(self, Block b, dict offmap)
     cdef bytes _nonce(self)
-    cdef bytes _enc_rec(self, const char* rec, Py_ssize_t rl)
+    cdef bytes _seal_frame(self, payload, uint64_t off, int num)
+    cdef _flush_frame(self)
+    cdef object _frame_of(self, Block b, uint64_t off)
+    cdef bytes _enc_slice(self, Block b, uint64_t off, uint32_t rl)
+    cdef tuple _build_framed(self, int num, list recs, uint64_t hwm)
+    cdef tuple _records_of(self, Block b)
     cdef bytes _seal_blob(self, data, bytes aad)
     cdef bytes _blk_header(self, int flags, uint64_t v)
     cdef _write_hwm(self, Block b, uint64_t v)

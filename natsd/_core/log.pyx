@@ -21,16 +21,22 @@ On disk, directory `<dir>/`:
               fdatasync'ed and sealed; with compression "lz4" (and "s2", which is treated as lz4
               until an s2 codec exists) a sealed block's records are rewritten as one lz4 block
               (flags=1), read back by decompressing the whole image into a small LRU.
-              Encrypted (a `crypt` key context, natsd/jetstream/jscrypt.py): every record of an
-              uncompressed block is `u32 length | 12-byte nonce | AEAD(rest of the record) | tag`
-              (28 bytes more than the plain record; the length is the associated data and stays
-              readable so blocks can be scanned); an lz4 block is `header | nonce |
-              AEAD(lz4 image) | tag` with the header as associated data: compressed first, then
-              encrypted. Nonces are a random base per open plus a counter, never reused for a
-              key. Index entries keep the plain record length (byte accounting is unchanged)
-              and the offset in the block as stored. Blocks in plaintext or under an older key
-              are rewritten under the current key when the log opens (a key added to a store,
-              key rotation); an encrypted block without its key is an error, never a rescan.
+              Encrypted (a `crypt` key context, natsd/jetstream/jscrypt.py): an uncompressed
+              block holds frames `u32 n | 12-byte nonce | AEAD(n bytes of records) | tag`, the
+              associated data binding n, the frame's offset and the block number. The records
+              appended in one loop iteration (the server's call_soon hook) wait in memory and
+              are sealed as one frame, written before any sync, at 16 KiB, at rotation, and at
+              once for anything but a message; without the hook every record is its own
+              frame. Reads decrypt a whole frame (the last one is cached). An lz4 block is
+              `header | nonce | AEAD(lz4 image) | tag` with the header as associated data:
+              compressed first, then encrypted. Nonces are a random base per open plus a
+              counter, never reused for a key (an erased record's frame is sealed again with a
+              new one). Index entries keep the plain record length (byte accounting is
+              unchanged) and the record's offset in the block as stored. Blocks in plaintext
+              or under an older key are rewritten under the current key when the log opens (a
+              key added to a store, key rotation); an encrypted block without its key, or
+              whose first frame does not authenticate while more follow, is an error, never
+              a rescan that cuts it.
   `index.snap` written on clean close: block list, subject table, index chunks, each with a
               checksum (sealed when encrypted); used on open only if every block still has the
               recorded size and the last block's tail checksum matches, then unlinked (a later
@@ -61,6 +67,9 @@ Group commit: appends are `pwrite`s at once (the kernel has them); `sync_async` 
 `fdatasync` of the active block (+ the directory when a block was created) to a worker thread
 without the GIL; appends that arrive while it runs wait for the next round, which covers all
 of them with one fdatasync. Sealing a block fdatasyncs it, so only the active block is dirty.
+Encrypted, the pending frame is written first; when that write fails, every waiter that needs
+it gets the error and the records stay pending (written again by the next sync); the header's
+high-water mark then only covers what was written.
 """
 DEF MAX_INFLIGHT = 3      # concurrent fdatasyncs per log (the kernel joins them in one journal commit)
 
@@ -68,9 +77,10 @@ import bisect
 import heapq
 import logging
 import os
+from array import array
 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memset, memcmp, strerror
@@ -100,8 +110,10 @@ log = logging.getLogger("natsd")
 DEF BLK_HDR = 16
 DEF F_LZ4 = 1               # block flags
 DEF F_ENC = 2
-DEF ENC_OVH = 28            # an encrypted record: plain length + nonce(12) + tag(16)
 DEF NONCE_LEN = 12
+DEF FRAME_PRE = 16          # encrypted frame: u32 payload length, nonce(12), ...
+DEF FRAME_OVH = 32          # ... AEAD(payload), tag(16)
+DEF FRAME_MAX = 16384       # payload bytes a pending frame may hold before it is written
 DEF REC_HDR = 35            # u32 len, u64 seq, i64 ts, u8 type, u16 slen, u32 hlen, i64 ttl
 DEF REC_MIN = 43            # REC_HDR + checksum
 DEF VERSION = 1
@@ -190,28 +202,13 @@ def _sync_fds(int fd, int dirfd):
     return True
 
 
-cdef bytes _dec(object aead, const char* p, Py_ssize_t avail):
-    """The plain record of the encrypted record at p (avail bytes readable there), or None when
-    it is short or does not authenticate."""
-    cdef uint32_t rl
-    cdef bytes pt, out
-    if avail < REC_MIN + ENC_OVH:
-        return None
-    rl = nlog_rd32(p)
-    if rl < REC_MIN or <Py_ssize_t>rl + ENC_OVH > avail:
-        return None
-    try:
-        pt = aead.decrypt(PyBytes_FromStringAndSize(p + 4, NONCE_LEN),
-                          PyBytes_FromStringAndSize(p + 4 + NONCE_LEN, rl - 4 + ENC_OVH - NONCE_LEN),
-                          PyBytes_FromStringAndSize(p, 4))
-    except Exception:
-        return None
-    if PyBytes_GET_SIZE(pt) != rl - 4:
-        return None
-    out = PyBytes_FromStringAndSize(NULL, rl)
-    memcpy(PyBytes_AS_STRING(out), p, 4)
-    memcpy(PyBytes_AS_STRING(out) + 4, PyBytes_AS_STRING(pt), rl - 4)
-    return out
+cdef bytes _frame_aad(uint32_t n, uint64_t off, int num):
+    # a frame is bound to its length, its place in the block and the block
+    cdef char a[16]
+    nlog_wr32(a, n)
+    nlog_wr64(a + 4, off)
+    nlog_wr32(a + 12, <uint32_t>num)
+    return PyBytes_FromStringAndSize(a, 16)
 
 
 cdef bint _plain_ok(const char* p, Py_ssize_t avail):
@@ -227,45 +224,71 @@ cdef bint _plain_ok(const char* p, Py_ssize_t avail):
     return nlog_xxh64(p, rl - 8, 0) == nlog_rd64(p + rl - 8)
 
 
-def _parse_records(bytes raw, aead):
-    """The records of an uncompressed block as read from disk: ([(offset, plain record)], end of
-    the last good one, suspect). Stops at the first record that is short, fails its checksum or
-    (aead given) does not authenticate. suspect: the first record is whole but does not
-    authenticate and more bytes follow it - a wrong key rather than a torn tail."""
+def _payload_records(bytes pt, uint64_t base):
+    """[(offset, record)] of the records back to back in pt (offsets from base); None when
+    one does not parse."""
+    cdef const char* p = PyBytes_AS_STRING(pt)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(pt), off = 0
+    cdef uint32_t rl
+    cdef list out = []
+    while off < n:
+        if not _plain_ok(p + off, n - off):
+            return None
+        rl = nlog_rd32(p + off)
+        out.append((base + off, pt[off:off + rl]))
+        off += rl
+    return out
+
+
+def _parse_frames(bytes raw, aead, int num):
+    """The frames of an encrypted uncompressed block as read from disk: ([(offset, plaintext)],
+    end of the last good one, suspect). Stops at the first frame that is short or does not
+    authenticate. suspect: the first frame is whole but does not authenticate and more bytes
+    follow it - a wrong key rather than a torn tail."""
+    cdef const char* p = PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), off = BLK_HDR
+    cdef uint32_t ln
+    cdef list frames = []
+    suspect = False
+    while off + FRAME_OVH <= n:
+        ln = nlog_rd32(p + off)
+        if ln == 0 or off + <Py_ssize_t>ln + FRAME_OVH > n:
+            break
+        try:
+            pt = aead.decrypt(raw[off + 4:off + FRAME_PRE], raw[off + FRAME_PRE:off + ln + FRAME_OVH],
+                              _frame_aad(ln, off, num))
+        except Exception:
+            if not frames and off + <Py_ssize_t>ln + FRAME_OVH < n:
+                suspect = True
+            break
+        frames.append((off, pt))
+        off += ln + FRAME_OVH
+    return frames, off, suspect
+
+
+def _block_records(bytes raw, aead, int num):
+    """The records of an uncompressed block as read from disk (framed when aead is given):
+    ([(offset, plain record)], end of the last good one, suspect). Stops at the first record
+    (or frame) that is short, fails its checksum or does not authenticate."""
     cdef const char* p = PyBytes_AS_STRING(raw)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), off = BLK_HDR
     cdef uint32_t rl
     cdef list recs = []
-    cdef bytes rec
-    suspect = False
-    while off + REC_MIN <= n:
-        rl = nlog_rd32(p + off)
-        if aead is None:
+    if aead is None:
+        while off + REC_MIN <= n:
             if not _plain_ok(p + off, n - off):
                 break
+            rl = nlog_rd32(p + off)
             recs.append((off, raw[off:off + rl]))
             off += rl
-        else:
-            rec = _dec(aead, p + off, n - off)
-            if rec is None or not _plain_ok(PyBytes_AS_STRING(rec), rl):
-                if not recs and rl >= REC_MIN and off + <Py_ssize_t>rl + ENC_OVH < n:
-                    suspect = True
-                break
-            recs.append((off, rec))
-            off += rl + ENC_OVH
-    return recs, off, suspect
-
-
-def _padded_image(bytes raw, aead):
-    """An encrypted block read from disk with each record decrypted in place (the plain record
-    at its stored offset, followed by ENC_OVH unused bytes): what _scan_image reads with
-    pad=ENC_OVH. Cut after the last good record. Returns (image, suspect)."""
-    recs, end, suspect = _parse_records(raw, aead)
-    out = bytearray(end)
-    out[:BLK_HDR] = raw[:BLK_HDR]
-    for off, rec in recs:
-        out[off:off + len(rec)] = rec
-    return bytes(out), suspect
+        return recs, off, False
+    frames, end, suspect = _parse_frames(raw, aead, num)
+    for fo, pt in frames:
+        r = _payload_records(pt, fo + FRAME_PRE)
+        if r is None:
+            return recs, fo, suspect
+        recs.extend(r)
+    return recs, end, suspect
 
 
 def _lz4_payload(bytes data, aead):
@@ -338,9 +361,11 @@ cdef class Log:
         if self.wbuf == NULL:
             raise MemoryError()
         self.crypt = crypt
+        self.pend = bytearray()
         if crypt is not None:
             self.enc = crypt.aead
             self.enc_kid = crypt.kid
+            self.call_soon = getattr(crypt, "call_soon", None)
             memcpy(self.nbase, PyBytes_AS_STRING(os.urandom(NONCE_LEN)), NONCE_LEN)
         os.makedirs(self.dir, exist_ok=True)
         converted = self._convert_blocks()
@@ -508,17 +533,133 @@ cdef class Log:
         self.nctr += 1
         return PyBytes_FromStringAndSize(n, NONCE_LEN)
 
-    cdef bytes _enc_rec(self, const char* rec, Py_ssize_t rl):
-        """The stored form of a plain record: length | nonce | AEAD(rest) | tag."""
+    cdef bytes _seal_frame(self, payload, uint64_t off, int num):
+        """The stored form of a frame at `off` of block `num`: length | nonce | AEAD | tag."""
+        cdef uint32_t n = len(payload)
         cdef bytes nonce = self._nonce()
-        cdef bytes ct = self.enc.encrypt(nonce, PyBytes_FromStringAndSize(rec + 4, rl - 4),
-                                         PyBytes_FromStringAndSize(rec, 4))
-        cdef bytes out = PyBytes_FromStringAndSize(NULL, rl + ENC_OVH)
+        cdef bytes ct = self.enc.encrypt(nonce, payload, _frame_aad(n, off, num))
+        cdef bytes out = PyBytes_FromStringAndSize(NULL, 4 + NONCE_LEN + PyBytes_GET_SIZE(ct))
         cdef char* o = PyBytes_AS_STRING(out)
-        memcpy(o, rec, 4)
+        nlog_wr32(o, n)
         memcpy(o + 4, PyBytes_AS_STRING(nonce), NONCE_LEN)
-        memcpy(o + 4 + NONCE_LEN, PyBytes_AS_STRING(ct), rl - 4 + ENC_OVH - NONCE_LEN)
+        memcpy(o + FRAME_PRE, PyBytes_AS_STRING(ct), PyBytes_GET_SIZE(ct))
         return out
+
+    cdef _flush_frame(self):
+        # Seal and write the pending records of the active block as one frame. On a write
+        # error the block is cut back and the records stay pending (a later flush retries).
+        cdef Block b = self.active
+        cdef bytes data
+        cdef int err
+        if self.pend is None or PyByteArray_GET_SIZE(self.pend) == 0:
+            self.flushed = self.appended
+            self.flushed_last = self.last
+            return
+        data = self._seal_frame(self.pend, self.pend_off, b.num)
+        err = _pwrite_all(b.fd, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), self.pend_off)
+        if err:
+            ftruncate(b.fd, self.pend_off)
+            raise _oserr(b.path, err)
+        b.frames.append(self.pend_off)
+        del self.pend[:]
+        b.size = self.pend_off + PyBytes_GET_SIZE(data)
+        self.flushed = self.appended
+        self.flushed_last = self.last
+
+    def _flush_cb(self):
+        """call_soon callback: the records of this loop iteration go to disk as one frame."""
+        self.flush_scheduled = False
+        if self.closed:
+            return
+        try:
+            self._flush_frame()
+            self.flush_err = None
+        except StoreError as e:
+            if str(e) != self.flush_err:
+                self.flush_err = str(e)
+                log.error("%s (the pending records are written again with the next sync)", e)
+
+    cdef object _frame_of(self, Block b, uint64_t off):
+        """The plaintext of the frame of an encrypted block holding offset `off` (fc_off is its
+        offset), or None when it cannot be read or does not authenticate."""
+        cdef Py_ssize_t i
+        cdef uint64_t fo
+        cdef uint32_t n
+        if b.frames is None:
+            return None
+        if (self.fc_blk is b and self.fc_off <= off
+                and off < self.fc_off + FRAME_PRE + PyBytes_GET_SIZE(self.fc_pt)):
+            return self.fc_pt                   # sequential reads: the same frame again
+        i = bisect.bisect_right(b.frames, off) - 1
+        if i < 0:
+            return None
+        fo = b.frames[i]
+        if self.fc_blk is b and self.fc_off == fo:
+            return self.fc_pt
+        raw = os.pread(b.fd, 4096, fo)          # most frames: one read
+        if len(raw) < FRAME_OVH:
+            return None
+        n = nlog_rd32(PyBytes_AS_STRING(raw))
+        if <Py_ssize_t>n + FRAME_OVH > len(raw):
+            raw = os.pread(b.fd, n + FRAME_OVH, fo)
+            if len(raw) != n + FRAME_OVH:
+                return None
+        mv = memoryview(raw)
+        try:
+            pt = b.aead.decrypt(mv[4:FRAME_PRE], mv[FRAME_PRE:n + FRAME_OVH], _frame_aad(n, fo, b.num))
+        except Exception:
+            return None
+        self.fc_blk = b
+        self.fc_off = fo
+        self.fc_pt = pt
+        return pt
+
+    cdef bytes _enc_slice(self, Block b, uint64_t off, uint32_t rl):
+        """rl plain bytes of the record stored at `off` in an encrypted uncompressed block."""
+        cdef Py_ssize_t k
+        if b is self.active and PyByteArray_GET_SIZE(self.pend) and off >= self.pend_off:
+            k = off - self.pend_off - FRAME_PRE
+            if k < 0 or k + rl > PyByteArray_GET_SIZE(self.pend):
+                return None
+            return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(self.pend) + k, rl)
+        pt = self._frame_of(b, off)
+        if pt is None:
+            return None
+        k = off - self.fc_off - FRAME_PRE
+        if k < 0 or k + rl > PyBytes_GET_SIZE(pt):
+            return None
+        return PyBytes_FromStringAndSize(PyBytes_AS_STRING(pt) + k, rl)
+
+    cdef tuple _build_framed(self, int num, list recs, uint64_t hwm):
+        """An encrypted block file holding recs [(old offset, record)] in frames of up to
+        FRAME_MAX: (data, {old offset: new offset}, array of frame offsets)."""
+        cdef uint64_t off = BLK_HDR, start = BLK_HDR
+        cdef Py_ssize_t cur = 0
+        cdef dict offmap = {}
+        cdef list parts = [self._blk_header(F_ENC, hwm)], batch = []
+        frames = array("Q")
+        for old, rec in recs:
+            if batch and cur + len(rec) > FRAME_MAX:
+                parts.append(self._seal_frame(b"".join(batch), start, num))
+                frames.append(start)
+                off = start + cur + FRAME_OVH
+                batch = []
+                cur = 0
+            if not batch:
+                start = off
+            offmap[old] = start + FRAME_PRE + cur
+            batch.append(rec)
+            cur += len(rec)
+        if batch:
+            parts.append(self._seal_frame(b"".join(batch), start, num))
+            frames.append(start)
+        return b"".join(parts), offmap, frames
+
+    cdef tuple _records_of(self, Block b):
+        # (records [(offset, plain record)], end, suspect) of an uncompressed block on disk
+        if b is self.active:
+            self._flush_frame()
+        return _block_records(os.pread(b.fd, b.size, 0), b.aead if b.encrypted else None, b.num)
 
     cdef bytes _seal_blob(self, data, bytes aad):
         cdef bytes nonce = self._nonce()
@@ -548,8 +689,6 @@ cdef class Log:
         re-keying) through a temporary file. An encrypted block with no key for it stops the
         open with a StoreError and is left as it is. Returns how many blocks were rewritten."""
         cdef int converted = 0
-        cdef Py_ssize_t off
-        import lz4.block
         for num in self._block_files():
             path = os.path.join(self.dir, f"{num}.blk")
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -580,16 +719,13 @@ cdef class Log:
                     h = self._blk_header(F_LZ4 | F_ENC, int.from_bytes(hdr[8:16], "little"))
                     data = h + self._seal_blob(comp, h)
                 else:
-                    recs, end, suspect = _parse_records(raw, old)
+                    recs, end, suspect = _block_records(raw, old, num)
                     if suspect:
                         raise StoreError(path, "cannot decrypt the block with its key")
                     if end < len(raw):
                         log.warning("%s: truncated or corrupt record at offset %d, %d bytes dropped",
                                     path, end, len(raw) - end)
-                    parts = [self._blk_header(F_ENC, int.from_bytes(hdr[8:16], "little"))]
-                    for off, rec in recs:
-                        parts.append(self._enc_rec(PyBytes_AS_STRING(rec), len(rec)))
-                    data = b"".join(parts)
+                    data = self._build_framed(num, recs, int.from_bytes(hdr[8:16], "little"))[0]
                 os.close(_write_file(path, data))
                 converted += 1
             finally:
@@ -625,6 +761,7 @@ cdef class Log:
         b.hwm = self.last
         b.encrypted = enc
         b.aead = self.enc
+        b.frames = array("Q") if enc else None
         self.blocks.append(b)
         self.active = b
         self.dir_dirty = True
@@ -633,6 +770,7 @@ cdef class Log:
     cdef _rotate(self):
         cdef Block old = self.active
         cdef int rc
+        self._flush_frame()
         with nogil:
             rc = fdatasync(old.fd)
         if rc != 0:
@@ -651,7 +789,7 @@ cdef class Log:
         cdef dict offmap = None
         cdef uint64_t off
         if b.encrypted:
-            recs, end, _ = _parse_records(os.pread(b.fd, b.size, 0), b.aead)
+            recs, end, _ = self._records_of(b)
             if end != b.size:
                 raise StoreError(b.path, "a record does not read back, block left as it is")
             offmap = {}
@@ -675,6 +813,9 @@ cdef class Log:
         b.fd = fd
         b.compressed = True
         b.hwm = 0
+        b.frames = None
+        if self.fc_blk is b:
+            self.fc_blk = None
         if offmap is not None:
             self._remap(b, offmap)
             b.size = n
@@ -712,26 +853,15 @@ cdef class Log:
 
     cdef _unseal(self, Block b, uint64_t cut):
         """Rewrite a compressed block as an appendable one holding its image up to `cut`
-        (encrypted again record by record when it was encrypted)."""
+        (in frames again when it was encrypted)."""
         cdef bytes img = self._image(b)[:cut]
-        cdef const char* p = PyBytes_AS_STRING(img)
-        cdef uint64_t off = BLK_HDR, doff = BLK_HDR, n = len(img)
-        cdef uint32_t rl
         cdef dict offmap = None
         if b.encrypted:
-            offmap = {}
-            parts = [self._blk_header(F_ENC, 0)]
-            while off + REC_MIN <= n:
-                rl = nlog_rd32(p + off)
-                if rl < REC_MIN or off + rl > n:
-                    break
-                offmap[off] = doff
-                parts.append(self._enc_rec(p + off, rl))
-                off += rl
-                doff += rl + ENC_OVH
-            data = b"".join(parts)
+            recs = _payload_records(img[BLK_HDR:], BLK_HDR) or []
+            data, offmap, frames = self._build_framed(b.num, recs, 0)
         else:
             data = self._blk_header(0, 0) + img[BLK_HDR:]
+            frames = None
         fd = _write_file(b.path, data)
         close(b.fd)
         b.fd = fd
@@ -739,6 +869,9 @@ cdef class Log:
         b.raw = None
         b.hwm = 0
         b.size = len(data)
+        b.frames = frames
+        if self.fc_blk is b:
+            self.fc_blk = None
         if b in self.raw_lru:
             self.raw_lru.remove(b)
         if offmap is not None:
@@ -788,18 +921,27 @@ cdef class Log:
     cdef int _write_record(self, int rtype, uint64_t seq, int64_t ts, int64_t ttl,
                            const char* subj, Py_ssize_t slen, const char* hdr, Py_ssize_t hlen,
                            bint has_hdr, const char* msg, Py_ssize_t mlen) except -1:
-        """Append one record to the active block; returns its offset (rotates first if full)."""
+        """Append one record to the active block; returns its offset (rotates first if full).
+        Encrypted: the record joins the pending frame, written once per loop iteration (the
+        call_soon hook), before any sync, at FRAME_MAX, and at once for anything but a message
+        (so a tombstone's write error reaches its caller as in plaintext)."""
         cdef Py_ssize_t reclen = REC_MIN + slen + hlen + mlen
-        cdef Py_ssize_t dlen = reclen + (ENC_OVH if self.enc is not None else 0)
+        cdef Py_ssize_t dlen, plen
+        cdef bint enc = self.enc is not None
         cdef char* p
-        cdef const char* wp
-        cdef bytes enc
         cdef Block b
         cdef int err
         if slen > 0xffff:
             raise ValueError("subject too long")
-        if dlen > MAX_BLOCK - BLK_HDR:
+        if reclen + FRAME_OVH > MAX_BLOCK - BLK_HDR:
             raise ValueError("record too large")
+        dlen = reclen
+        if enc:
+            plen = PyByteArray_GET_SIZE(self.pend)
+            if plen and (rtype != T_MSG or plen + reclen > FRAME_MAX):
+                self._flush_frame()
+            if PyByteArray_GET_SIZE(self.pend) == 0:
+                dlen += FRAME_OVH
         if rtype == T_MSG and self.active.size > BLK_HDR and self.active.size + dlen > self.block_size:
             self._rotate()
         b = self.active
@@ -824,19 +966,35 @@ cdef class Log:
         if mlen:
             memcpy(p + REC_HDR + slen + hlen, msg, mlen)
         nlog_wr64(p + reclen - 8, nlog_xxh64(p, reclen - 8, 0))
-        if self.enc is not None:
-            enc = self._enc_rec(p, reclen)
-            wp = PyBytes_AS_STRING(enc)
-        else:
-            wp = p
-        err = _pwrite_all(b.fd, wp, dlen, b.size)
+        if enc:
+            plen = PyByteArray_GET_SIZE(self.pend)
+            if plen == 0:
+                self.pend_off = b.size
+            PyByteArray_Resize(self.pend, plen + reclen)
+            memcpy(PyByteArray_AS_STRING(self.pend) + plen, p, reclen)
+            b.size = self.pend_off + FRAME_OVH + plen + reclen
+            self.appended += 1
+            if rtype != T_MSG or self.call_soon is None:
+                try:
+                    self._flush_frame()
+                except BaseException:
+                    # plen == 0 here: nothing else was pending; the block stays as it was
+                    PyByteArray_Resize(self.pend, 0)
+                    b.size = self.pend_off
+                    self.appended -= 1
+                    raise
+            elif not self.flush_scheduled:
+                self.flush_scheduled = True
+                self.call_soon(self._flush_cb)
+            return <int>(self.pend_off + FRAME_PRE + plen)
+        err = _pwrite_all(b.fd, p, reclen, b.size)
         if err:
             # Leave the block exactly as it was so the tail stays well-formed.
             ftruncate(b.fd, b.size)
             raise _oserr(b.path, err)
         self.appended += 1
-        b.size += dlen
-        return <int>(b.size - dlen)
+        b.size += reclen
+        return <int>(b.size - reclen)
 
     cdef int _index_msg(self, uint64_t seq, int64_t ts, uint32_t off, uint32_t size,
                         uint32_t sid, Block blk) except -1:
@@ -922,19 +1080,14 @@ cdef class Log:
     cdef bytes _read_raw(self, uint64_t seq, nlog_entry* e):
         cdef Block b = self._block_of(seq)
         cdef uint32_t rl = e.size & SIZE_MASK
-        cdef bytes data, raw
+        cdef bytes data
         cdef ssize_t n
         if b is None:
             return None
         if b.compressed:
             data = self._image(b)[e.off:e.off + rl]
         elif b.encrypted:
-            raw = PyBytes_FromStringAndSize(NULL, rl + ENC_OVH)
-            n = pread(b.fd, PyBytes_AS_STRING(raw), rl + ENC_OVH, e.off)
-            if n != rl + ENC_OVH:
-                log.warning("%s: short read of seq %d at %d", b.path, seq, e.off)
-                return None
-            data = _dec(b.aead, PyBytes_AS_STRING(raw), n)
+            data = self._enc_slice(b, e.off, rl)
             if data is None:
                 log.warning("%s: seq %d at offset %d does not decrypt, not served", b.path, seq, e.off)
                 return None
@@ -1018,9 +1171,8 @@ cdef class Log:
         cdef uint32_t rl, slen, hlen
         cdef const char* p
         cdef const char* base
-        cdef Py_ssize_t want, n, dl
+        cdef Py_ssize_t want, n, k
         cdef char* nb
-        cdef bytes d
         if e == NULL or e.size == 0:
             return 0
         rl = e.size & SIZE_MASK
@@ -1029,8 +1181,21 @@ cdef class Log:
             b = self._block_of(seq)
             if b is None:
                 return 0
-        dl = rl + (ENC_OVH if b.encrypted and not b.compressed else 0)
-        if b.compressed:
+        if b.encrypted and not b.compressed:
+            if b is self.active and PyByteArray_GET_SIZE(self.pend) and e.off >= self.pend_off:
+                k = e.off - self.pend_off - FRAME_PRE
+                if k < 0 or k + rl > PyByteArray_GET_SIZE(self.pend):
+                    return 0
+                p = PyByteArray_AS_STRING(self.pend) + k
+            else:
+                pt = self._frame_of(b, e.off)
+                k = e.off - self.fc_off - FRAME_PRE
+                if pt is None or k < 0 or k + rl > PyBytes_GET_SIZE(pt):
+                    log.warning("%s: seq %d at offset %d does not decrypt, not served", b.path, seq, e.off)
+                    return 0
+                self.rdec = pt
+                p = PyBytes_AS_STRING(pt) + k
+        elif b.compressed:
             if b is not self.rblk or self.rimg is None:
                 self.rimg = self._image(b)
                 self.rblk = b
@@ -1039,8 +1204,8 @@ cdef class Log:
             base = PyBytes_AS_STRING(self.rimg)
         else:
             if (b is not self.rblk or self.rimg is not None or e.off < self.roff
-                    or e.off + dl > self.roff + self.rlen):
-                want = dl if dl > 65536 else 65536
+                    or e.off + rl > self.roff + self.rlen):
+                want = rl if rl > 65536 else 65536
                 if want > self.rcap:
                     nb = <char*>realloc(self.rbuf, want)
                     if nb == NULL:
@@ -1050,24 +1215,18 @@ cdef class Log:
                 self.rblk = None
                 self.rimg = None
                 n = pread(b.fd, self.rbuf, want, e.off)
-                if n < dl:
+                if n < <Py_ssize_t>rl:
                     log.warning("%s: short read of seq %d at %d", b.path, seq, e.off)
                     return 0
                 self.rblk = b
                 self.roff = e.off
                 self.rlen = n
             base = self.rbuf
-        if e.off < self.roff or e.off + dl > self.roff + self.rlen:
-            log.warning("%s: short read of seq %d at %d", b.path, seq, e.off)
-            return 0
-        p = base + (e.off - self.roff)
-        if dl != rl:
-            d = _dec(b.aead, p, dl)
-            if d is None:
-                log.warning("%s: seq %d at offset %d does not decrypt, not served", b.path, seq, e.off)
+        if not b.encrypted or b.compressed:
+            if e.off < self.roff or e.off + rl > self.roff + self.rlen:
+                log.warning("%s: short read of seq %d at %d", b.path, seq, e.off)
                 return 0
-            self.rdec = d
-            p = PyBytes_AS_STRING(d)
+            p = base + (e.off - self.roff)
         if (rl < REC_MIN or nlog_rd32(p) != rl or nlog_rd64(p + 4) != seq
                 or nlog_xxh64(p, rl - 8, 0) != nlog_rd64(p + rl - 8)):
             log.warning("%s: bad checksum for seq %d at offset %d, not served", b.path, seq, e.off)
@@ -1355,6 +1514,7 @@ cdef class Log:
         cdef bytes enc
         cdef uint32_t slen, hlen, rl
         cdef int err
+        cdef Py_ssize_t k
         if data is None or b is None:
             return
         rec = bytearray(data)
@@ -1368,9 +1528,21 @@ cdef class Log:
             img[e.off:e.off + rl] = rec
             self._reseal(b, img)
         elif b.encrypted:
-            # a new nonce: the erased record is sealed again, never with the old keystream
-            enc = self._enc_rec(PyByteArray_AS_STRING(rec), rl)
-            err = _pwrite_all(b.fd, PyBytes_AS_STRING(enc), rl + ENC_OVH, e.off)
+            if b is self.active and PyByteArray_GET_SIZE(self.pend) and e.off >= self.pend_off:
+                k = e.off - self.pend_off - FRAME_PRE         # not written yet
+                memcpy(PyByteArray_AS_STRING(self.pend) + k, PyByteArray_AS_STRING(rec), rl)
+                return
+            # its frame is sealed again with a new nonce, never with the old keystream
+            pt = self._frame_of(b, e.off)
+            if pt is None:
+                return
+            fo = self.fc_off
+            k = e.off - fo - FRAME_PRE
+            frame = bytearray(pt)
+            frame[k:k + rl] = rec
+            enc = self._seal_frame(frame, fo, b.num)
+            self.fc_blk = None
+            err = _pwrite_all(b.fd, PyBytes_AS_STRING(enc), PyBytes_GET_SIZE(enc), fo)
             if err:
                 raise _oserr(b.path, err)
         else:
@@ -1453,6 +1625,9 @@ cdef class Log:
         cdef Py_ssize_t i
         if seq >= self.last:
             return
+        if self.enc is not None:
+            self._flush_frame()
+        self._unindex_range(max(seq + 1, self.first), self.last)
         # Find the first MSG record with a seq above `seq` and cut the log there.
         for b in self.blocks:
             if b.last_seq > seq:
@@ -1466,11 +1641,28 @@ cdef class Log:
                 if b in self.raw_lru:
                     self.raw_lru.remove(b)
             del self.blocks[i + 1:]
+            self.fc_blk = None
             if cut.compressed:
                 self._unseal(cut, cut.size)
-            cut_off = self._first_record_above(cut, seq)
-            os.ftruncate(cut.fd, cut_off)
-            cut.size = cut_off
+            if cut.encrypted:
+                # frames cannot be cut in the middle: the records below go to a new file
+                recs, end, _ = self._records_of(cut)
+                keep = []
+                for off, rec in recs:
+                    if (rec[20] & 0x0f) == T_MSG and int.from_bytes(rec[4:12], "little") > seq:
+                        break
+                    keep.append((off, rec))
+                data, offmap, frames = self._build_framed(cut.num, keep, cut.hwm)
+                fd = _write_file(cut.path, data)
+                close(cut.fd)
+                cut.fd = fd
+                cut.frames = frames
+                cut.size = len(data)
+                self._remap(cut, offmap)
+            else:
+                cut_off = self._first_record_above(cut, seq)
+                os.ftruncate(cut.fd, cut_off)
+                cut.size = cut_off
             self.active = cut
             self.mblocks = [b for b in self.mblocks if b in self.blocks and b.first_seq <= seq]
             self.mfirst = [b.first_seq for b in self.mblocks]
@@ -1478,7 +1670,6 @@ cdef class Log:
             if cut.last_seq == 0:
                 cut.first_seq = 0
             self.dir_dirty = True
-        self._unindex_range(max(seq + 1, self.first), self.last)
         self.last = seq
         # Tombstones and the FIRST marker may have been in the part cut off: write them again.
         if self.first > 1:
@@ -1498,8 +1689,8 @@ cdef class Log:
         self.last_ts = r[3] if r is not None else 0
 
     cdef uint64_t _first_record_above(self, Block b, uint64_t seq):
-        # b is uncompressed: offset (as stored) of its first MSG record above seq, else its end
-        recs, end, _ = _parse_records(os.pread(b.fd, b.size, 0), b.aead if b.encrypted else None)
+        # b is uncompressed and plain: offset of its first MSG record above seq, else its end
+        recs, end, _ = self._records_of(b)
         for off, rec in recs:
             if (rec[20] & 0x0f) == T_MSG and int.from_bytes(rec[4:12], "little") > seq:
                 return off
@@ -1521,7 +1712,9 @@ cdef class Log:
         """fdatasync the active block (and the directory if blocks came or went) now."""
         cdef int rc, fd = self.active.fd
         cdef uint64_t target = self.appended
-        if self.last > self.active.hwm:
+        if self.enc is not None:
+            self._flush_frame()
+        if self.last > self.active.hwm:     # (flushed: every record is written)
             self._write_hwm(self.active, self.last)
         with nogil:
             rc = fdatasync(fd)
@@ -1559,9 +1752,23 @@ cdef class Log:
             self._start_sync(executor_submit)
 
     cdef _start_sync(self, executor_submit):
-        cdef uint64_t target = self.appended
-        if self.last > self.active.hwm:
-            self._write_hwm(self.active, self.last)
+        cdef uint64_t target = self.appended, hw
+        if self.enc is not None:
+            try:
+                self._flush_frame()
+            except StoreError as exc:
+                # the pending frame could not be written: whoever waits for it fails
+                failed = [w for w in self.waiters if w[0] > self.flushed]
+                self.waiters = [w for w in self.waiters if w[0] <= self.flushed]
+                for w in failed:
+                    if w[2] is not None:
+                        w[2](exc)
+                target = self.flushed       # what was written still gets its sync
+                if not self.waiters or target <= self.inflight_target:
+                    return
+        hw = self.flushed_last if self.enc is not None else self.last
+        if hw > self.active.hwm:
+            self._write_hwm(self.active, hw)
         fd = os.dup(self.active.fd)
         dirfd = -1
         if self.dir_dirty:
@@ -1610,6 +1817,8 @@ cdef class Log:
     def abandon(self):
         """Close the files without syncing or writing a snapshot (tests: a crash)."""
         self.closed = True
+        if self.pend is not None:
+            del self.pend[:]            # never written: lost as in a crash
         for b in self.blocks:
             if (<Block>b).fd >= 0:
                 close((<Block>b).fd)
@@ -1674,7 +1883,7 @@ cdef class Log:
             b.aead = self.enc if b.encrypted else None
             if not b.compressed:
                 b.hwm = int.from_bytes(hdr[8:16], "little")
-            pad = 0
+            frames = None
             try:
                 if b.compressed:
                     img = self._image(b)
@@ -1683,8 +1892,7 @@ cdef class Log:
                     img = os.pread(b.fd, os.fstat(b.fd).st_size, 0)
                     disk = len(img)
                     if b.encrypted:
-                        img, suspect = _padded_image(img, b.aead)
-                        pad = ENC_OVH
+                        frames, _, suspect = _parse_frames(img, b.aead, b.num)
                         if suspect:
                             close(b.fd)
                             raise StoreError(path, "the block does not decrypt with the stream's key")
@@ -1698,7 +1906,18 @@ cdef class Log:
                 img = bytes(BLK_HDR)
                 disk = len(img)
             self.blocks.append(b)
-            good = self._scan_image(b, img, pad)
+            if frames is not None:
+                # each authenticated frame is scanned at its place in the block
+                b.frames = array("Q")
+                good = BLK_HDR
+                for fo, pt in frames:
+                    if _payload_records(pt, 0) is None:
+                        break
+                    self._scan_image(b, pt, 0, fo + FRAME_PRE)
+                    b.frames.append(fo)
+                    good = fo + FRAME_OVH + len(pt)
+            else:
+                good = self._scan_image(b, img, BLK_HDR, 0)
             if good < <uint64_t>disk:
                 log.warning("%s: truncated or corrupt record at offset %d, %d bytes dropped",
                             path, good, disk - good)
@@ -1717,11 +1936,11 @@ cdef class Log:
         self._free_chunks_below(self.first)
         self._drop_front_blocks()
 
-    cdef uint64_t _scan_image(self, Block b, bytes img, uint64_t pad) except? 0:
-        # pad: bytes after each record (ENC_OVH in the decrypted image of an encrypted block,
-        # where records sit at their stored offsets)
+    cdef uint64_t _scan_image(self, Block b, bytes img, uint64_t start, uint64_t delta) except? 0:
+        # Index the records of img from `start`; a record at img offset o is stored at o + delta
+        # (an encrypted frame's plaintext is scanned with delta = where it sits in the block).
         cdef const char* p = PyBytes_AS_STRING(img)
-        cdef uint64_t n = PyBytes_GET_SIZE(img), off = BLK_HDR, seq, s, i
+        cdef uint64_t n = PyBytes_GET_SIZE(img), off = start, seq, s, i
         cdef uint32_t rl, slen, hlen, sid = 0, size
         cdef const char* lsubj = NULL
         cdef uint32_t lslen = 0
@@ -1730,7 +1949,7 @@ cdef class Log:
         cdef nlog_entry* e
         while off + REC_MIN <= n:
             rl = nlog_rd32(p + off)
-            if rl < REC_MIN or off + rl + pad > n:
+            if rl < REC_MIN or off + rl > n:
                 break
             if nlog_xxh64(p + off, rl - 8, 0) != nlog_rd64(p + off + rl - 8):
                 break
@@ -1752,7 +1971,7 @@ cdef class Log:
                         lsubj = p + off + REC_HDR
                         lslen = slen
                     size = rl | (HDR_BIT if hlen else 0)
-                    self._index_msg(seq, ts, <uint32_t>off, size, sid, b)
+                    self._index_msg(seq, ts, <uint32_t>(off + delta), size, sid, b)
                     if ttl > 0:
                         heapq.heappush(self.ttl_heap, (ts + ttl * 1000000000, seq))
             elif (t & 0x0f) == T_TOMBS:
@@ -1773,7 +1992,7 @@ cdef class Log:
             elif (t & 0x0f) == T_SKIP:
                 if seq > self.last:
                     self.last = seq
-            off += rl + pad
+            off += rl
         return off
 
 

@@ -5,7 +5,7 @@ without rescanning its blocks. Anything unusable is ignored and the blocks are s
 
 Format: `NSNP` + u64 meta length + u64 xxhash64 of the meta, the pickled meta (counters,
 subjects, per-subject stats, TTL heap, block table, chunk checksums), then each index chunk.
-Encrypted logs write `NSNE` + u64 sealed-meta length + u64 key id, the meta sealed with the
+The frame offsets of encrypted blocks are in the meta. Encrypted logs write `NSNE` + u64 sealed-meta length + u64 key id, the meta sealed with the
 stream's key (nonce + ciphertext + tag), then each chunk sealed the same way (each part's
 associated data names it).
 
@@ -15,6 +15,7 @@ blocks any more (a block truncated after a clean stop): the log never goes below
 import logging
 import os
 import pickle
+from array import array
 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from libc.stdint cimport uint64_t
@@ -46,6 +47,7 @@ def write_snapshot(Log self):
     meta = dict(v=SNAP_VERSION, first=self.first, last=self.last, last_ts=self.last_ts,
                 msgs=self.msgs, bytes=self.bytes, nsubj=self.nsubj_live,
                 subjects=self.subjects, ttl=self.ttl_heap, blocks=blocks, chunks=chunks,
+                frames={b.num: b.frames.tobytes() for b in self.blocks if b.frames is not None},
                 sstats=PyBytes_FromStringAndSize(<char*>self.sstats,
                                                  len(self.subjects) * sizeof(nlog_sstat)),
                 tail=os.pread(lastb.fd, 8, disk - 8) if disk >= 8 else b"")
@@ -137,6 +139,12 @@ cdef bint _apply_snapshot(Log self, path, bint usable) except -1:
             b.aead = crypt.aead if b.encrypted else None
             if not comp:
                 b.hwm = int.from_bytes(bh[8:16], "little")
+            if b.encrypted and not comp:
+                fr = meta.get("frames", {}).get(num)
+                if fr is None:
+                    return False
+                b.frames = array("Q")
+                b.frames.frombytes(fr)
             if fseq:
                 self.mblocks.append(b)
                 self.mfirst.append(fseq)

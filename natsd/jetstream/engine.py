@@ -319,6 +319,9 @@ class JetStream:
         self.max_memory = o.max_memory if o.max_memory is not None and o.max_memory >= 0 else -1
         self.max_store = o.max_store if o.max_store is not None and o.max_store >= 0 else -1
         self.server_key = jscrypt.ServerKey.from_opts(o)    # None: no encryption at rest
+        if self.server_key is not None:
+            # encrypted logs seal the records of one loop iteration together
+            self.server_key.call_soon = getattr(getattr(server, "loop", None), "call_soon", None)
         self.jsas = {}                  # name -> JsAccount
         self.sync_wanted = set()
         self.flush_scheduled = False

@@ -16,9 +16,10 @@ Keys (the same inputs as nats-server's jsKeyGen / genEncryptionKeys):
 the DK sealed with the KEK (the 8 header bytes are the associated data): 68 bytes.
 
 Everything of the stream is sealed with its DK:
-  - message blocks (natsd/_core/log.pyx): each record of an active block on its own
-    (`u32 length | nonce | ciphertext | tag`, the length authenticated), sealed blocks as one
-    AEAD over their lz4 image; the block header names the key id;
+  - message blocks (natsd/_core/log.pyx): the records of an active block in frames
+    (`u32 length | nonce | ciphertext | tag`: the records of one loop iteration together, one
+    AEAD call per frame), lz4 blocks as one AEAD over their compressed image; the block header
+    names the key id;
   - the index snapshot (natsd/_core/logsnap.pyx);
   - whole files written through this module (stream `meta.json`, consumer `meta.json` and
     `state.json`): b"NENC" u8 version(1) u8 0 u16 key-id, a 12-byte nonce, ciphertext + tag;
@@ -91,6 +92,7 @@ class ServerKey:
         self.prev = (prev_key.encode() if isinstance(prev_key, str) else bytes(prev_key)) if prev_key else b""
         self.cipher = cipher_id(cipher)
         self.cipher_name = CIPHER_NAMES[self.cipher]
+        self.call_soon = None       # the server loop's call_soon (set by the engine), see below
 
     @classmethod
     def from_opts(cls, o):
@@ -171,6 +173,12 @@ class StreamCrypt:
     @property
     def cipher(self):
         return self.current.cipher
+
+    @property
+    def call_soon(self):
+        """The loop's call_soon: the log then seals the records of one loop iteration as one
+        frame (one AEAD call) instead of one frame per record."""
+        return self.server_key.call_soon
 
     def aead_for(self, kid):
         k = self.keys.get(kid)

@@ -273,3 +273,49 @@ def test_unknown_cipher_refused(tmp_path, server):
                        text=True, timeout=30)
     assert r.returncode != 0
     assert 'bad.conf:1:22: Unknown cipher type: "foo"' in r.stdout + r.stderr
+
+
+def test_write_failure_encrypted(natsd, tmp_path):
+    """test_disk_errors' RLIMIT_FSIZE scenario on an encrypted stream: a frame that cannot be
+    written gets error PubAcks (10077, the block's path) for everything waiting on it; every
+    acknowledged message is there after a restart, and its last sequence is the last acked."""
+    from tests.conftest import start_server
+    from tests.jetstream.test_disk_errors import LIMITED
+    import sys
+    sd = str(tmp_path / "store")
+    cfg = conf(tmp_path, sd, "disk-key")
+    srv = start_server([sys.executable, "-c", LIMITED.format(limit=64 * 1024)], "-c", cfg)
+    acked, errors = {}, []
+    try:
+        @run
+        async def go():
+            nc = await connect(srv)
+            js = nc.jetstream()
+            await js.add_stream(name="BIG", subjects=["big"])
+            for i in range(200):
+                m = await nc.request("big", b"%06d" % i + b"x" * 2000, timeout=3)
+                r = json.loads(m.data)
+                if "error" in r:
+                    errors.append(r["error"])
+                else:
+                    acked[i] = r["seq"]
+                if len(errors) >= 3:
+                    break
+            await nc.close()
+        go()
+        assert acked and errors, (acked, errors)
+        assert errors[0]["err_code"] == 10077 and ".blk" in errors[0]["description"]
+    finally:
+        srv.stop()
+    srv2 = natsd("-c", cfg)
+
+    @run
+    async def verify():
+        nc = await connect(srv2)
+        js = nc.jetstream()
+        for i, seq in acked.items():
+            assert (await js.get_msg("BIG", seq)).data.startswith(b"%06d" % i)
+        si = await js.stream_info("BIG")
+        assert si.state.messages == len(acked) and si.state.last_seq == max(acked.values())
+        await nc.close()
+    verify()

@@ -28,10 +28,21 @@ HDRV = b"NATS/1.0\r\nX-Hidden: HEADERVALUE\r\n\r\n"
 NEEDLES = (SUBJ, PAYLOAD, b"HEADERVALUE")
 
 
-def crypt_for(tmp_path, key="s3cr3t", cipher="chacha", prev="", name="S", create=True):
+def crypt_for(tmp_path, key="s3cr3t", cipher="chacha", prev="", name="S", create=True,
+              batched=None):
+    """batched: a list that collects the log's flush callbacks (the server's call_soon): records
+    then wait in a pending frame until the test runs them (or a sync, FRAME_MAX, ...)."""
     d = tmp_path / "stream"
     d.mkdir(exist_ok=True)
-    return jscrypt.open_stream(jscrypt.ServerKey(key, cipher, prev), "$G", name, str(d), create=create)
+    sk = jscrypt.ServerKey(key, cipher, prev)
+    if batched is not None:
+        sk.call_soon = batched.append
+    return jscrypt.open_stream(sk, "$G", name, str(d), create=create)
+
+
+def run_soon(q):
+    while q:
+        q.pop(0)()
 
 
 def found(path, needles=NEEDLES):
@@ -93,10 +104,13 @@ def test_nothing_plain_on_disk(tmp_path, cipher, comp):
         assert SUBJ in hits
 
 
+@pytest.mark.parametrize("batched", [False, True])
 @pytest.mark.parametrize("cipher", ["chacha", "aes"])
 @pytest.mark.parametrize("comp", ["none", "lz4"])
-def test_same_contents_as_plaintext(tmp_path, cipher, comp):
-    c = crypt_for(tmp_path, cipher=cipher)
+def test_same_contents_as_plaintext(tmp_path, cipher, comp, batched):
+    """batched: the records wait in a pending frame (nobody runs the flush callbacks), so
+    reads, erases and truncation meet records that are not written yet."""
+    c = crypt_for(tmp_path, cipher=cipher, batched=[] if batched else None)
     stores = {"plain": FileStore(tmp_path / "p", block_size=2048, compression=comp),
               "enc": FileStore(tmp_path / "e", block_size=2048, compression=comp, crypt=c)}
     for s in stores.values():
@@ -309,4 +323,48 @@ def test_explicit_truncate_lowers_the_floor(tmp_path):
     s = FileStore(tmp_path / "s", block_size=1024)
     assert s.state()["last_seq"] == 15 and s.lost_tail is None
     assert s.store_msg(b"a", None, b"b")[0] == 16
+    s.close()
+
+
+def test_frames_batch_a_loop_iteration(tmp_path):
+    """With the loop's call_soon, the records appended in one iteration are written as one
+    frame when the callback runs (or a sync, a rotation, FRAME_MAX, a tombstone comes first);
+    until then they are served from memory; a crash before loses only those (never acked)."""
+    from natsd._core import log as clog
+    q = []
+    c = crypt_for(tmp_path, batched=q)
+    d = tmp_path / "s"
+    s = FileStore(d, block_size=1 << 20, crypt=c)
+    blk = d / "1.blk"
+    for i in range(50):
+        s.store_msg(SUBJ, None, PAYLOAD + b"-%d" % i)
+    assert os.path.getsize(blk) == 16 and len(q) == 1           # pending, one callback
+    assert s.load(10).msg == PAYLOAD + b"-9"
+    s.remove(3, erase=True)                                     # a tombstone flushes first
+    size = os.path.getsize(blk)
+    assert size > 16
+    raw = open(blk, "rb").read()
+    frames, end, _ = clog._parse_frames(raw, c.aead, 1)
+    assert end == size and len(frames) == 2                     # the 50 messages, the tombstone
+    for i in range(50, 80):
+        s.store_msg(SUBJ, HDRV, PAYLOAD + b"-%d" % i)
+    s.remove(60)                                                # in the written part
+    s.remove(79, erase=True)                                    # in the pending frame (erased
+    run_soon(q)                                                 # before it is written)
+    assert os.path.getsize(blk) > size
+    for i in range(80, 90):                                     # acked: a sync writes them
+        s.store_msg(SUBJ, None, PAYLOAD + b"-%d" % i)
+    acked = []
+    s.sync_async(lambda fn, done: done(fn(), None), lambda: acked.append(True))
+    assert acked == [True]
+    for i in range(90, 95):                                     # never written: a crash
+        s.store_msg(SUBJ, None, PAYLOAD + b"-%d" % i)
+    before = contents(s)
+    s.log.abandon()
+    s = FileStore(d, block_size=1 << 20, crypt=c)
+    after = contents(s)
+    assert after[0] == [m for m in before[0] if m[0] <= 90]
+    assert after[1]["last_seq"] == 90
+    assert s.load(79) is None and s.load(3) is None and s.load(80).msg == PAYLOAD + b"-79"
+    assert found(d) == []
     s.close()
