@@ -441,3 +441,35 @@ def test_differential_against_plaintext(tmp_path_factory, comp, batched):
             s.close()
         assert found(base / "e", (b"HEADERVALUE",)) == []
     check()
+
+
+def test_rekeying_interrupted(tmp_path):
+    """A crash in the middle of re-keying: meta.key (old key) and meta.key.new (new key) both
+    there, files under either; the next start finishes it, whichever files were done."""
+    c1 = crypt_for(tmp_path, key="old")
+    s = FileStore(tmp_path / "s", block_size=2048, crypt=c1)
+    fill(s)
+    before = contents(s)
+    s.close()
+    sdir = tmp_path / "stream"
+    # 1: crashed right after meta.key.new was written, no block converted yet
+    c2 = crypt_for(tmp_path, key="new", prev="old", create=False)
+    assert os.path.exists(sdir / "meta.key.new") and c2.status == "converting"
+    c3 = crypt_for(tmp_path, key="new", prev="old", create=False)
+    assert c3.kid == c2.kid and c3.status == "converting" and len(c3.keys) == 2
+    # 2: crashed after the blocks were converted, before meta.key.new replaced meta.key
+    s = FileStore(tmp_path / "s", block_size=2048, crypt=c3)
+    assert contents(s) == before
+    s.close()
+    c4 = crypt_for(tmp_path, key="new", prev="old", create=False)
+    assert c4.kid == c2.kid
+    s = FileStore(tmp_path / "s", block_size=2048, crypt=c4)
+    assert contents(s) == before
+    s.close()
+    c4.commit()
+    assert not os.path.exists(sdir / "meta.key.new")
+    c5 = crypt_for(tmp_path, key="new", create=False)             # prev no longer needed
+    assert c5.status == "" and c5.kid == c2.kid
+    s = FileStore(tmp_path / "s", block_size=2048, crypt=c5)
+    assert contents(s) == before
+    s.close()
