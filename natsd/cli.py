@@ -88,10 +88,13 @@ def _print_refusals(refusals):
 
 
 def run_server(opts):
-    from natsd.server import Server
+    from natsd.server import MonitorError, Server
     try:
         server = Server(opts)
         server.start()
+    except MonitorError as e:
+        log.critical("Can't start monitoring: %s", e)
+        return 1
     except OSError as e:
         log.critical("%s", _listen_error(opts, e))
         return 1

@@ -361,6 +361,7 @@ def _apply_flags(cl: CommandLine, given: list[tuple[str, str, object]], values: 
     config_refusals = o.unsupported
     if tls_off:
         o.tls_config.configured = False
+        o.tls_verify, o.tls_cert, o.tls_key, o.tls_ca_cert = False, "", "", ""
         config_refusals = [(path, msg) for path, msg in config_refusals if path != "tls"]
     flags = [(flag, dest, v) for flag, dest, v in given if not (tls_off and dest.startswith("tls"))]
     cl.refusals = [msg for _, msg in config_refusals] + flag_refusals(flags)

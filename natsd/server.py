@@ -129,10 +129,20 @@ class Server:
         log.info("  ID:       %s", self.id)
         if opts.config_file:
             log.info("Using configuration file: %s", opts.config_file)
-        if opts.http_port:
+        self.tls = client_tls(opts)
+        if opts.http_port and opts.https_port:
+            raise MonitorError("can't specify both HTTP (%d) and HTTPs (%d) ports"
+                               % (opts.http_port, opts.https_port))
+        if opts.http_port or opts.https_port:
             from natsd.monitor.http import MonitorServer
-            self.monitor = MonitorServer(self, opts.http_host, opts.http_port)
-            log.info("Starting http monitor on %s", host_port(opts.http_host, self.monitor.port))
+            secure = None
+            if opts.https_port:
+                if self.tls is None:
+                    raise MonitorError("TLS cert and key required for HTTPS")
+                secure = self.tls.without_client_certs()
+            self.monitor = MonitorServer(self, opts.http_host, opts.https_port or opts.http_port, secure)
+            log.info("Starting %s monitor on %s", "https" if secure else "http",
+                     host_port(opts.http_host, self.monitor.port))
         self.imports = install_imports(self)
         if self.accounts.system is not None:
             from natsd.system import SystemServices
@@ -149,10 +159,15 @@ class Server:
             self.leafnodes = LeafNodes(self)
             self.leafnodes.start()
             self.subsystems.append(self.leafnodes)
-        self.tls = client_tls(opts)
         self.client_listener = Listener(self.loop, opts.host, opts.port, self._accept_client)
         log.info("Listening for client connections on %s",
                  host_port(opts.host, self.client_listener.port))
+        if self.tls is not None:
+            first = self.tls.settings.handshake_first and not self.tls.settings.fallback_delay
+            log.info("TLS %s for client connections",
+                     "available" if opts.allow_non_tls and not first else "required")
+            if first:
+                log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         self._write_pid_file()
         self._write_ports_file()
         self.loop.call_later(1.0, self._write_deadline_sweep)
@@ -505,6 +520,10 @@ class Server:
 def stall_limit(max_pending):
     """Queued bytes past which a subscriber pauses its publishers (a fraction of max_pending)."""
     return max(256 * 1024, min(max_pending // 8, 8 * 1024 * 1024))
+
+
+class MonitorError(Exception):
+    """The monitoring port cannot start (nats-server: "Can't start monitoring: ...")."""
 
 
 def client_tls(opts):

@@ -234,6 +234,14 @@ class ServerTls:
         c.tls_sniff = True                  # the first byte tells TLS from plaintext
         return not self.settings.handshake_first
 
+    def without_client_certs(self):
+        """The same certificates, asking clients for none (the HTTPS monitor, as nats-server)."""
+        import copy
+        settings = copy.copy(self.settings)
+        settings.verify = settings.verify_and_map = False
+        settings.handshake_first, settings.pinned = False, set()
+        return ServerTls(settings)
+
     def check_peer(self, c):
         """After the handshake: None, or why this peer is refused (pinned certificates)."""
         if not self.settings.pinned:

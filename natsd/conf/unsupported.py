@@ -53,10 +53,6 @@ def _listen_port(n: Node) -> int:
     return 0
 
 
-def _https_port(n: Node) -> bool:
-    return _listen_port(n) != 0
-
-
 def _cluster_active(n: Node) -> bool:
     """nats-server runs routes when the cluster block has a port (or listen) or routes."""
     if n.kind != "map":
@@ -89,7 +85,6 @@ def _url_scheme(*schemes: str) -> Callable[[Node], bool]:
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
 # its array.  The error points at the last key of the path.
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
-    ("HTTPS monitoring", "https_port|https", _https_port),
     ("clustering", "cluster", _cluster_active),
     ("gateway", "gateway", _always),
     ("WebSocket", "websocket|ws", _always),
@@ -114,7 +109,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
 # Flag rows: (feature, Options attributes the flags set).  A flag asks for the feature
 # when it is given with a non-empty, non-zero, non-false value.
 FLAGS: list[tuple[str, tuple[str, ...]]] = [
-    ("HTTPS monitoring", ("https_port",)),
     ("clustering", ("cluster_listen", "routes")),
     ("profiling", ("prof_port",)),
 ]

@@ -26,7 +26,7 @@ class HttpError(Exception):
 
 
 class MonitorServer:
-    def __init__(self, server, host, port):
+    def __init__(self, server, host, port, tls=None):
         from natsd.server import Listener
         from natsd.monitor import endpoints
         self.server = server
@@ -36,10 +36,11 @@ class MonitorServer:
         self.port = self.listener.port
         self.conns = set()
         self.requests = {}          # path -> count (varz http_req_stats)
+        self.tls = tls              # natsd.tls.ServerTls for HTTPS
 
     def _accept(self, sock, addr):
         sock.setblocking(False)
-        conn = _HttpConn(self, sock)
+        conn = _HttpConn(self, sock, self.tls.ctx.session() if self.tls is not None else None)
         self.conns.add(conn)
         self.server.loop.add_handler(sock.fileno(), conn)
 
@@ -89,9 +90,13 @@ class MonitorServer:
 
 
 class _HttpConn:
-    def __init__(self, monitor, sock):
+    """One monitoring connection: bytes between the socket and h11 (through TLS for HTTPS;
+    monitoring is off the message path, so the session is driven from Python)."""
+
+    def __init__(self, monitor, sock, tls=None):
         self.monitor = monitor
         self.sock = sock
+        self.tls = tls
         self.h11 = h11.Connection(h11.SERVER)
         self.out = bytearray()
 
@@ -104,6 +109,10 @@ class _HttpConn:
             except OSError:
                 self.close()
                 return
+            if data is not None and self.tls is not None and data:
+                data = self._decrypt(data)
+                if data is None:
+                    return
             if data is not None:
                 self.h11.receive_data(data)
                 if not data:
@@ -112,6 +121,26 @@ class _HttpConn:
                 self._process()
         if events & 0x004:
             self._flush()
+
+    def _decrypt(self, data):
+        """Ciphertext in, plaintext out (None: nothing yet, or the connection is gone)."""
+        tls = self.tls
+        tls.feed_bytes(data)
+        if tls.do_handshake() < 0:
+            self.close()
+            return None
+        plain = b""
+        while tls.established:
+            chunk = tls.read_bytes()
+            if chunk is None:
+                self.close()
+                return None
+            if not chunk:
+                break
+            plain += chunk
+        self.out += tls.out_bytes()
+        self._flush()
+        return plain or None
 
     def _process(self):
         while True:
@@ -143,9 +172,12 @@ class _HttpConn:
     def _respond(self, status, body, ctype):
         headers = [("Content-Type", ctype), ("Content-Length", str(len(body))),
                    ("Access-Control-Allow-Origin", "*")]
-        self.out += self.h11.send(h11.Response(status_code=status, headers=headers))
-        self.out += self.h11.send(h11.Data(data=body))
-        self.out += self.h11.send(h11.EndOfMessage())
+        data = (self.h11.send(h11.Response(status_code=status, headers=headers))
+                + self.h11.send(h11.Data(data=body)) + self.h11.send(h11.EndOfMessage()))
+        if self.tls is not None:
+            self.tls.write_bytes(data)
+            data = self.tls.out_bytes()
+        self.out += data
         self._flush()
 
     def _send_simple(self, status, body):

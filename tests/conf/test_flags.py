@@ -122,7 +122,7 @@ def test_stop_at_first_non_flag_and_double_dash():
     assert parse_command_line(["-D", "--"]).opts.debug
 
 
-def test_unsupported_flags_are_parsed_and_refused(tmp_path):
+def test_flags_are_parsed_and_unsupported_ones_refused(tmp_path):
     pem = "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n"
     for name in ("c.pem", "k.pem", "ca.pem"):
         (tmp_path / name).write_text(pem)
@@ -139,12 +139,6 @@ def test_unsupported_flags_are_parsed_and_refused(tmp_path):
     # cluster (as in nats-server) and are not refused
     assert cl.refusals == ["--cluster: clustering is not supported by natsd yet",
                            "--routes: clustering is not supported by natsd yet",
-                           "--tls: TLS is not supported by natsd yet",
-                           "--tlscert: TLS is not supported by natsd yet",
-                           "-tlskey: TLS is not supported by natsd yet",
-                           "--tlsverify: TLS is not supported by natsd yet",
-                           "--tlscacert: TLS is not supported by natsd yet",
-                           "-ms: HTTPS monitoring is not supported by natsd yet",
                            "--profile: profiling is not supported by natsd yet"]
     assert parse_command_line(["--cluster_name", "c1", "--no_advertise", "--connect_retries", "3"]).refusals == []
     assert parse_command_line(["--tls=false", "--tlscert", c]).refusals == []   # -tls=false: TLS off

@@ -55,25 +55,8 @@ ACCOUNT = public_key(nkeys.PREFIX_BYTE_ACCOUNT)
 
 # name -> (config, [refusals]); {cert}/{key} are real files; {f} is the config file name.
 REFUSED = {
-    "tls_empty": ("port: -1\ntls {}\n", ["{f}:2:1: TLS is not supported by natsd yet"]),
-    "tls_verify_only": ("port: -1\ntls {\n  verify: true\n}\n", ["{f}:2:1: TLS is not supported by natsd yet"]),
-    "tls_certs": ('port: -1\ntls {\n  cert_file: "{cert}"\n  key_file: "{key}"\n}\n',
-                  ["{f}:2:1: TLS is not supported by natsd yet"]),
-    "tls_first_line": ('tls { cert_file: "{cert}", key_file: "{key}" }\nport: -1\n',
-                       ["{f}:1:0: TLS is not supported by natsd yet"]),
-    "leafnode_tls": ("port: -1\nleafnodes {\n  port: -1\n  tls {}\n}\n",
-                     ["{f}:4:3: TLS is not supported by natsd yet"]),
-    "remote_tls_block": ('port: -1\nleafnodes {\n  remotes [ { url: "nats://127.0.0.1:7422", tls {} } ]\n}\n',
-                         ["{f}:3:45: TLS is not supported by natsd yet"]),
-    # a tls:// remote would otherwise get the leaf's credentials in clear
-    "remote_tls_url": ('port: -1\nleafnodes {\n  remotes [ { url: "tls://u:p@127.0.0.1:7422" } ]\n}\n',
-                       ["{f}:3:15: TLS is not supported by natsd yet"]),
-    "remote_tls_in_urls": ('port: -1\nleafnodes {\n  remotes [\n    { urls: ["nats://a:1", "tls://b:2"] }\n  ]\n}\n',
-                           ["{f}:4:7: TLS is not supported by natsd yet"]),
     "remote_ws_url": ('port: -1\nleafnodes {\n  remotes [ { url: "wss://127.0.0.1:7422" } ]\n}\n',
                       ["{f}:3:15: WebSocket is not supported by natsd yet"]),
-    "https_port": ("port: -1\nhttps_port: 8443\n", ["{f}:2:1: HTTPS monitoring is not supported by natsd yet"]),
-    "https": ("port: -1\nhttps: 8443\n", ["{f}:2:1: HTTPS monitoring is not supported by natsd yet"]),
     "cluster_port": ("port: -1\ncluster {\n  name: c\n  port: 6222\n}\n",
                      ["{f}:2:1: clustering is not supported by natsd yet"]),
     "cluster_listen": ('port: -1\ncluster {\n  listen: "127.0.0.1:-1"\n}\n',
@@ -105,8 +88,8 @@ REFUSED = {
                            ["{f}:5:5: leafnode nkey authorization is not supported by natsd yet"]),
     "proxy_protocol": ("port: -1\nproxy_protocol: true\n", ["{f}:2:1: PROXY protocol is not supported by natsd yet"]),
     "prof_port": ("port: -1\nprof_port: 6061\n", ["{f}:2:1: profiling is not supported by natsd yet"]),
-    "several": ("port: -1\ntls {}\ncluster {\n  port: -1\n}\nmqtt {}\n",
-                ["{f}:2:1: TLS is not supported by natsd yet", "{f}:3:1: clustering is not supported by natsd yet",
+    "several": ("port: -1\ngateway {}\ncluster {\n  port: -1\n}\nmqtt {}\n",
+                ["{f}:3:1: clustering is not supported by natsd yet", "{f}:2:1: gateway is not supported by natsd yet",
                  "{f}:6:1: MQTT is not supported by natsd yet"]),
 }
 
@@ -225,15 +208,7 @@ def test_nats_server_start_errors_come_first(name, tmp_path):
     (["--cluster_listen=nats://127.0.0.1:6222"], ["--cluster_listen: clustering is not supported by natsd yet"]),
     (["--cluster", "nats://127.0.0.1:6222", "--routes", "nats://127.0.0.1:6223"],
      ["--cluster: clustering is not supported by natsd yet", "--routes: clustering is not supported by natsd yet"]),
-    (["-ms", "8443"], ["-ms: HTTPS monitoring is not supported by natsd yet"]),
-    (["--https_port=8443"], ["--https_port: HTTPS monitoring is not supported by natsd yet"]),
     (["--profile", "6060"], ["--profile: profiling is not supported by natsd yet"]),
-    (["--tls", "--tlscert", "{cert}", "--tlskey", "{key}"],
-     ["--tls: TLS is not supported by natsd yet", "--tlscert: TLS is not supported by natsd yet",
-      "--tlskey: TLS is not supported by natsd yet"]),
-    (["-tlscert={cert}", "-tlskey={key}", "-tlsverify", "-tlscacert={cert}"],
-     ["-tlscert: TLS is not supported by natsd yet", "-tlskey: TLS is not supported by natsd yet",
-      "-tlsverify: TLS is not supported by natsd yet", "-tlscacert: TLS is not supported by natsd yet"]),
 ])
 def test_refused_flags(args, refusals, tmp_path, certs):
     args = [a.replace("{cert}", certs[0]).replace("{key}", certs[1]) for a in args]
@@ -278,8 +253,9 @@ def test_tls_false_turns_the_config_tls_off(tmp_path):
     from natsd.flags import parse_command_line
     conf = tmp_path / "t.conf"
     conf.write_text("port: -1\ntls {}\n")
-    assert parse_command_line(["-c", str(conf)]).refusals == [f"{conf}:2:1: TLS is not supported by natsd yet"]
-    assert parse_command_line(["-c", str(conf), "--tls=false", "--tlscert", "x.pem"]).refusals == []
+    assert parse_command_line(["-c", str(conf)]).opts.tls_config.configured
+    off = parse_command_line(["-c", str(conf), "--tls=false", "--tlscert", "x.pem"]).opts
+    assert not off.tls_config.configured and not off.tls and not off.tls_cert
 
 
 def test_accepted_cluster_flags_do_not_start_a_cluster():

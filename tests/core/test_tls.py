@@ -204,3 +204,25 @@ def test_reload_certificates_keeps_connections(natsd, tmp_path, pki):
     with pytest.raises(Exception):
         roundtrip(srv, client_ctx(pki))
     s.close()
+
+
+def test_https_monitoring(any_server, tmp_path, pki):
+    """https_port serves the monitoring endpoints over the server's TLS, without client
+    certificates even where clients must present one."""
+    port = __import__("tests.leaf.conftest", fromlist=["free_port"]).free_port()
+    p = tmp_path / "https.conf"
+    p.write_text(tls_block(pki, "verify: true") + "https_port: %d\n" % port)
+    srv = any_server("-c", str(p))
+    srv.wait_log(r"Starting https monitor on .*:%d" % port, 5)
+    ctx = ssl.create_default_context(cafile=pki["ca"])
+    with urllib.request.urlopen("https://localhost:%d/varz" % port, context=ctx, timeout=5) as r:
+        varz = json.loads(r.read())
+    assert varz["https_port"] == port and varz["server_id"]
+
+
+def test_https_needs_tls(any_server, tmp_path):
+    p = tmp_path / "https.conf"
+    p.write_text("https_port: 48222\n")
+    srv = any_server("-c", str(p), wait=False)
+    assert srv.proc.wait(10) == 1
+    assert "Can't start monitoring: TLS cert and key required for HTTPS" in srv.log
