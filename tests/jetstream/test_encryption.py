@@ -25,7 +25,6 @@ import json
 import os
 import random
 
-import nats
 import pytest
 
 from tests.jetstream.jshelp import api, connect, run
