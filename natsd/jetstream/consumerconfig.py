@@ -9,12 +9,12 @@ and omit-empty rules (`to_json`), strict decoding of API requests (unknown field
 A config is a plain dict holding every field (zero values when unset), so comparisons are
 dict equality, as nats-server compares structs with reflect.DeepEqual.
 """
-import calendar
 import re
 import time
 
 from natsd import VERSION
 from natsd.jetstream import errors as E
+from natsd.jetstream import gojson
 from natsd.subject import has_wildcard, is_valid_subject, subject_is_subset
 
 NS = 1_000_000_000
@@ -83,10 +83,6 @@ FIELD_KINDS = {name: kind for name, kind, _ in FIELDS}
 _ENUMS = {"deliver": DELIVER_POLICIES, "ack": ACK_POLICIES, "replay": REPLAY_POLICIES,
           "priority": PRIORITY_POLICIES}
 _ENUM_DEFAULT = {"deliver": "all", "ack": "none", "replay": "instant", "priority": "none"}
-_GO_TYPES = {"str": "string", "int": "int", "uint": "uint64", "dur": "time.Duration",
-             "bool": "bool", "time": "time.Time", "list_dur": "[]time.Duration",
-             "list_str": "[]string", "map": "map[string]string"}
-
 
 def empty_config():
     cfg = {}
@@ -106,24 +102,10 @@ def empty_config():
 
 # ---- time helpers ----
 
-_RFC3339 = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?"
-                      r"([Zz]|[+-]\d{2}:\d{2})$")
-
 
 def parse_time(s):
-    """RFC 3339 -> unix ns; raises ValueError like Go's time.Parse."""
-    m = _RFC3339.match(s)
-    if not m:
-        raise ValueError('parsing time "%s" as "2006-01-02T15:04:05Z07:00": cannot parse' % s)
-    y, mo, d, h, mi, se = (int(m.group(i)) for i in range(1, 7))
-    frac = m.group(7) or ""
-    ns = int((frac[1:] + "000000000")[:9]) if frac else 0
-    secs = calendar.timegm((y, mo, d, h, mi, se, 0, 0, 0))
-    tz = m.group(8)
-    if tz not in ("Z", "z"):
-        sign = 1 if tz[0] == "+" else -1
-        secs -= sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
-    return secs * NS + ns
+    """RFC 3339 -> unix ns; raises ValueError with Go's time.Parse text."""
+    return gojson.go_parse_rfc3339(s)
 
 
 def format_time(ns):
@@ -174,100 +156,60 @@ def _bad(msg):
     return E.error("JSInvalidJSONErr", err=msg)
 
 
-def _type_err(name, value, kind):
-    js = {str: "string", bool: "bool", int: "number", float: "number", list: "array",
-          dict: "object"}.get(type(value), "value")
-    return _bad("json: cannot unmarshal %s into Go struct field ConsumerConfig.config.%s of type %s"
-                % (js, name, _GO_TYPES.get(kind, kind)))
+_SPEC_KINDS = {"str": ("string", "str"), "int": ("int", "int"), "uint": ("uint64", "uint"),
+               "dur": ("time.Duration", "int"), "bool": ("bool", "bool"), "time": ("time.Time", "ctime"),
+               "list_dur": ("[]time.Duration", "durlist"), "list_str": ("[]string", "strlist"),
+               "map": ("map[string]string", "strmap"),
+               "deliver": ("server.DeliverPolicy", "enum:deliver"), "ack": ("server.AckPolicy", "enum:ack"),
+               "replay": ("server.ReplayPolicy", "enum:replay"),
+               "priority": ("server.PriorityPolicy", "enum:priority")}
+# ConsumerConfig and CreateConsumerRequest as Go decodes them (gojson spec form)
+CONSUMER_SPEC = {name: _SPEC_KINDS[kind] for name, kind, _ in FIELDS}
+CREATE_REQUEST = {"stream_name": ("string", "str"),
+                  "config": ("server.ConsumerConfig", "obj", CONSUMER_SPEC),
+                  "action": ("server.ConsumerAction", "enum:action"),
+                  "pedantic": ("bool", "bool")}
 
 
-def _int(name, v, kind, lo=None):
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _type_err(name, v, kind)
-    if isinstance(v, float):
-        if v != int(v):
-            raise _type_err(name, v, kind)
-        v = int(v)
-    if lo is not None and v < lo:
-        raise _type_err(name, v, kind)
-    return v
+def _full(fields):
+    cfg = empty_config()
+    cfg.update(fields or {})
+    return cfg
 
 
 def decode_config(raw):
     """JSON object (dict) -> full config dict. Raises ApiError 10025 on shape errors."""
     if raw is None:
         return empty_config()
-    if not isinstance(raw, dict):
-        raise _bad("json: cannot unmarshal %s into Go struct field CreateConsumerRequest.config "
-                   "of type server.ConsumerConfig" % type(raw).__name__)
-    cfg = empty_config()
-    for name, v in raw.items():
-        kind = FIELD_KINDS.get(name)
-        if kind is None:
-            raise _bad('json: unknown field "%s"' % name)
-        if v is None:
-            continue
-        if kind in _ENUMS:
-            if not isinstance(v, str) or v not in _ENUMS[kind]:
-                raise _bad('can not unmarshal "%s"' % _go_quote(v))
-        elif kind == "str":
-            if not isinstance(v, str):
-                raise _type_err(name, v, kind)
-        elif kind == "bool":
-            if not isinstance(v, bool):
-                raise _type_err(name, v, kind)
-        elif kind == "uint":
-            v = _int(name, v, kind, 0)
-        elif kind in ("int", "dur"):
-            v = _int(name, v, kind)
-        elif kind == "time":
-            if not isinstance(v, str):
-                raise _type_err(name, v, kind)
-            try:
-                ns = parse_time(v)
-            except ValueError as e:
-                raise _bad(str(e))
-            v = (v, ns)
-        elif kind == "list_dur":
-            if not isinstance(v, list):
-                raise _type_err(name, v, kind)
-            v = [_int(name, x, "dur") for x in v]
-        elif kind == "list_str":
-            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-                raise _type_err(name, v, kind)
-            v = list(v)
-        elif kind == "map":
-            if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
-                raise _type_err(name, v, kind)
-            v = dict(v)
-        cfg[name] = v
-    return cfg
+    try:
+        req = gojson.unmarshal({"config": raw}, CREATE_REQUEST, "CreateConsumerRequest")
+    except gojson.JSONError as e:
+        raise _bad(str(e))
+    return _full(req.get("config"))
 
 
-def _go_quote(v):
-    import json
-    return json.dumps(v).replace('"', '\\"')
+def _request(req):
+    return (req.get("stream_name", ""), _full(req.get("config")),
+            req.get("action", "create_or_update"), bool(req.get("pedantic", False)))
 
 
 def decode_create_request(obj):
     """{"stream_name","config","action","pedantic"} -> (stream, config, action, pedantic)."""
-    if not isinstance(obj, dict):
-        raise _bad("json: cannot unmarshal %s into Go value of type server.CreateConsumerRequest"
-                   % type(obj).__name__)
-    for k in obj:
-        if k not in ("stream_name", "config", "action", "pedantic"):
-            raise _bad('json: unknown field "%s"' % k)
-    stream = obj.get("stream_name") or ""
-    if not isinstance(stream, str):
-        raise _bad("json: cannot unmarshal number into Go struct field "
-                   "CreateConsumerRequest.stream_name of type string")
-    action = obj.get("action", "")
-    if action is None:
-        action = ""
-    if action not in ACTIONS:
-        raise _bad("unknown consumer action: %s" % _go_quote(action).replace('\\"', '"'))
-    pedantic = bool(obj.get("pedantic", False))
-    return stream, decode_config(obj.get("config")), ACTIONS[action], pedantic
+    try:
+        req = gojson.unmarshal(obj, CREATE_REQUEST, "CreateConsumerRequest")
+    except gojson.JSONError as e:
+        raise _bad(str(e))
+    return _request(req)
+
+
+def decode_create_payload(payload, strict=True):
+    """A CONSUMER.CREATE request body as nats-server decodes it (see gojson.unmarshal_request)
+    -> (stream, config, action, pedantic); raises ApiError 10025."""
+    try:
+        req = gojson.unmarshal_request(payload, CREATE_REQUEST, "CreateConsumerRequest", strict)
+    except gojson.JSONError as e:
+        raise _bad(str(e))
+    return _request(req)
 
 
 # ---- rendering ----
@@ -386,6 +328,10 @@ def set_defaults(cfg, stream_cfg=None, pedantic=False):
 _GROUP_RE = re.compile(r"^[a-zA-Z0-9/_=-]{1,16}$")
 
 
+def valid_group_name(g):
+    return bool(_GROUP_RE.match(g)) and "\n" not in g
+
+
 def check(cfg, stream_cfg=None):
     """checkConsumerCfg: raise the ApiError nats-server would return."""
     scfg = stream_cfg or {}
@@ -496,7 +442,7 @@ def check(cfg, stream_cfg=None):
         raise E.error("JSConsumerWithFlowControlNeedsHeartbeats")
     if cfg["durable_name"] and cfg["name"] and cfg["name"] != cfg["durable_name"]:
         raise E.error("JSConsumerCreateDurableAndNameMismatch")
-    md_len = sum(len(k) + len(v) for k, v in (cfg["metadata"] or {}).items())
+    md_len = sum(len(k.encode()) + len(v.encode()) for k, v in (cfg["metadata"] or {}).items())
     if md_len > MAX_METADATA_LEN:
         raise E.error("JSConsumerMetadataLengthErrF", limit="%dKB" % (MAX_METADATA_LEN // 1024))
     if cfg["priority_policy"] != "none":

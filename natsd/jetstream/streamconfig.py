@@ -9,6 +9,7 @@ A config is a plain dict with the API's JSON field names.
 import json
 
 from natsd.jetstream import errors as E
+from natsd.jetstream import gojson
 from natsd.subject import is_valid_subject, subjects_overlap, subject_is_subset
 
 API_LEVEL = 5
@@ -89,137 +90,12 @@ STREAM_FIELDS = {
     "pedantic": ("bool", "bool"),
 }
 
-INT_RANGES = {"int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1),
-              "int": (-(1 << 63), (1 << 63) - 1), "time.Duration": (-(1 << 63), (1 << 63) - 1),
-              "uint64": (0, (1 << 64) - 1)}
-
-
-def _json_kind(v):
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, list):
-        return "array"
-    if isinstance(v, dict):
-        return "object"
-    return "null"
-
-
-class _Bad(Exception):
-    pass
-
-
-def _unmarshal_err(v, path, gotype):
-    kind = _json_kind(v)
-    if kind == "number":
-        kind = "number %s" % json.dumps(v)
-    return _Bad("json: cannot unmarshal %s into Go struct field %s of type %s" % (kind, path, gotype))
-
-
-def decode_struct(obj, spec, path, strict, out_name=None):
-    """Check `obj` against a field spec like Go's decoder (DisallowUnknownFields when strict)."""
-    if not isinstance(obj, dict):
-        raise _Bad("json: cannot unmarshal %s into Go value of type %s" % (_json_kind(obj), out_name or path))
-    out = {}
-    for k, v in obj.items():
-        f = spec.get(k)
-        if f is None:
-            # Go matches field names case-insensitively
-            for name in spec:
-                if name.lower() == k.lower():
-                    f, k = spec[name], name
-                    break
-        if f is None:
-            if strict:
-                raise _Bad('json: unknown field "%s"' % k)
-            continue
-        gotype, kind = f[0], f[1]
-        fpath = "%s.%s" % (path, k)
-        if v is None:
-            continue
-        if kind == "str":
-            if not isinstance(v, str):
-                raise _unmarshal_err(v, fpath, gotype)
-        elif kind in ("int", "uint"):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise _unmarshal_err(v, fpath, gotype)
-            if isinstance(v, float):
-                if v != int(v):
-                    raise _unmarshal_err(v, fpath, gotype)
-                v = int(v)
-            lo, hi = INT_RANGES.get(gotype, (-(1 << 63), (1 << 63) - 1))
-            if not lo <= v <= hi:
-                raise _unmarshal_err(v, fpath, gotype)
-        elif kind == "bool":
-            if not isinstance(v, bool):
-                raise _unmarshal_err(v, fpath, gotype)
-        elif kind == "strlist":
-            if not isinstance(v, list):
-                raise _unmarshal_err(v, fpath, gotype)
-            for x in v:
-                if not isinstance(x, str):
-                    raise _unmarshal_err(x, fpath, "string")
-        elif kind == "strmap":
-            if not isinstance(v, dict):
-                raise _unmarshal_err(v, fpath, gotype)
-            for x in v.values():
-                if not isinstance(x, str):
-                    raise _unmarshal_err(x, fpath, "string")
-        elif kind == "enum":
-            if not isinstance(v, str) or v.lower() not in ENUMS[k]:
-                if k == "compression" and v == "":
-                    v = "none"
-                else:
-                    raise _Bad("can not unmarshal %s" % json.dumps(json.dumps(v)))
-            else:
-                v = v.lower()
-        elif kind == "time":
-            if not isinstance(v, str):
-                raise _unmarshal_err(v, fpath, gotype)
-        elif kind == "obj":
-            v = decode_struct(v, f[2], fpath, strict, gotype)
-        elif kind == "objlist":
-            if not isinstance(v, list):
-                raise _unmarshal_err(v, fpath, gotype)
-            v = [decode_struct(x, f[2], fpath, strict, gotype) if x is not None else None for x in v]
-        out[k] = v
-    return out
-
-
-def loads(payload):
-    """json.loads with Go-like error texts; raises ApiError 10025."""
-    try:
-        return json.loads(payload)
-    except (ValueError, UnicodeDecodeError) as e:
-        msg = getattr(e, "msg", str(e))
-        pos = getattr(e, "pos", 0)
-        if msg.startswith("Expecting property name"):
-            ch = payload[pos:pos + 1].decode("utf-8", "replace") if isinstance(payload, bytes) else payload[pos:pos + 1]
-            text = "invalid character '%s' looking for beginning of object key string" % ch
-        elif msg.startswith("Extra data"):
-            ch = payload[pos:pos + 1].decode("utf-8", "replace") if isinstance(payload, bytes) else payload[pos:pos + 1]
-            text = "invalid character '%s' after top-level value" % ch
-        elif msg.startswith("Expecting value") and pos >= len(payload):
-            text = "unexpected end of JSON input"
-        elif msg.startswith("Expecting value"):
-            ch = payload[pos:pos + 1].decode("utf-8", "replace") if isinstance(payload, bytes) else payload[pos:pos + 1]
-            text = "invalid character '%s' looking for beginning of value" % ch
-        else:
-            text = msg
-        raise E.JSInvalidJSONErr(err="%s at offset %d" % (text, pos + 1) if "end of JSON" not in text else text)
-
-
 def decode_request(payload, spec, type_name, strict):
-    """Decode an API request body into a dict, validating fields like Go would."""
-    if not payload:
-        return {}
-    obj = loads(payload)
+    """Decode an API request body into a dict of the fields present, as nats-server's
+    unmarshalRequest does (Go's decoder, see gojson); raises ApiError 10025."""
     try:
-        return decode_struct(obj, spec, type_name, strict, "server." + type_name)
-    except _Bad as e:
+        return gojson.unmarshal_request(payload, spec, type_name, bool(strict))
+    except gojson.JSONError as e:
         raise E.JSInvalidJSONErr(err=str(e))
 
 
@@ -230,12 +106,18 @@ def decode_stream_config(payload, strict):
 # ---- validation ----
 
 def is_valid_name(name):
+    """nats-server's isValidAssetName (other control bytes, NUL included, are allowed)."""
     if not name or not isinstance(name, str):
         return False
     for ch in name:
-        if ch in " \t\r\n\f.*>/\\" or ord(ch) < 0x20 or ord(ch) == 0x7f:
+        if ch in " \t\r\n\f.*>/\\":
             return False
     return True
+
+
+def name_len(name):
+    """A name's length as Go's len(): UTF-8 bytes."""
+    return len(name.encode("utf-8", "surrogateescape"))
 
 
 def _invalid(msg):
@@ -262,12 +144,12 @@ def check_config(cfg, pedantic=False, lookup=None, limits=None):
     name = cfg.get("name", "")
     if not is_valid_name(name):
         raise _invalid("stream name is required and can not contain '.', '*', '>', '\\', '/'")
-    if len(name) > MAX_NAME_LEN:
+    if name_len(name) > MAX_NAME_LEN:
         raise _invalid("stream name is too long, maximum allowed is %d" % MAX_NAME_LEN)
-    if len(cfg.get("description", "")) > MAX_DESCRIPTION_LEN:
+    if name_len(cfg.get("description", "")) > MAX_DESCRIPTION_LEN:
         raise _invalid("stream description is too long, maximum allowed is %d" % MAX_DESCRIPTION_LEN)
     md = cfg.get("metadata") or {}
-    if sum(len(k) + len(v) for k, v in md.items()) > MAX_METADATA_LEN:
+    if sum(name_len(k) + name_len(v) for k, v in md.items()) > MAX_METADATA_LEN:
         raise _invalid("stream metadata exceeds maximum size of %d bytes" % MAX_METADATA_LEN)
     cfg.setdefault("retention", "limits")
     cfg.setdefault("discard", "old")
