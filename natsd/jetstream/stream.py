@@ -18,6 +18,7 @@ from natsd._core.router import publish, publish_many
 from natsd._core.sublist import Subscription
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
+from natsd.jetstream.gojson import go_parse_duration
 from natsd.jetstream.streamconfig import config_json
 from natsd.subject import subject_matches
 
@@ -26,6 +27,7 @@ log = logging.getLogger("natsd")
 ZERO_TIME = "0001-01-01T00:00:00Z"
 MAX_HDR = 64 * 1024
 NS = 1_000_000_000
+MAX_TTL = (1 << 62) // NS       # seconds; a larger Nats-TTL (valid for nats-server) never expires
 
 
 def rfc3339(ns):
@@ -108,20 +110,37 @@ def parse_go_duration(s):
 
 
 def parse_ttl(v):
-    """Nats-TTL header value -> seconds (-1 = never); ValueError when invalid."""
-    v = v.strip()
+    """nats-server's parseMessageTTL: Nats-TTL value -> seconds (-1 = never); ValueError when
+    invalid. A Go duration of at least 1s, or digits only (int64, wrapping like Go's parseInt64)."""
     if v.lower() == "never":
         return -1
     try:
-        n = int(v)
+        d = go_parse_duration(v)
     except ValueError:
-        n = parse_go_duration(v) // NS
-        if n < 1:
+        if not v or not v.isascii() or not v.isdigit():
             raise ValueError(v)
+        n = 0
+        for c in v:
+            n = (n * 10 + ord(c) - 48) & 0xFFFFFFFFFFFFFFFF
+        if n >= 1 << 63:
+            raise ValueError(v)      # wrapped negative: nats-server's parse failure value
         return n
-    if n < 1:
+    if d < NS:
         raise ValueError(v)
-    return n
+    return d // NS
+
+
+def ttl_header(hdr):
+    """The Nats-TTL value as nats-server's sliceHeader reads it: first "\r\nNats-TTL:" line,
+    leading blanks skipped, the rest kept; None without one."""
+    i = hdr.find(b"\r\nNats-TTL:") if hdr else -1
+    if i < 0:
+        return None
+    i += 11
+    while i < len(hdr) and hdr[i] == 0x20:
+        i += 1
+    j = hdr.find(b"\r\n", i)
+    return hdr[i:j if j >= 0 else len(hdr)].decode("utf-8", "surrogateescape")
 
 
 class Stream:
@@ -420,16 +439,19 @@ class Stream:
                     raise E.JSStreamRollupFailedF(err="rollup not permitted")
                 if rollup not in ("sub", "all"):
                     raise E.JSStreamRollupFailedF(err='rollup value invalid: "%s"' % rollup)
-            tv = h.get("Nats-TTL")
+            tv = ttl_header(hdr)
             if tv is not None and raw is not None and not cfg.get("allow_msg_ttl"):
                 tv = None               # a mirror keeps the message, without expiring it
-            if tv is not None:
-                if not cfg.get("allow_msg_ttl"):
-                    raise E.JSMessageTTLDisabledErr()
+            if tv:                      # an empty value is no TTL (as nats-server)
                 try:
-                    ttl = parse_ttl(tv)
+                    ttl, bad = parse_ttl(tv), False
                 except ValueError:
+                    ttl, bad = 0, True
+                if ttl != 0 and not cfg.get("allow_msg_ttl"):
+                    raise E.JSMessageTTLDisabledErr()
+                if bad:                 # an invalid value reads as 0: "invalid", not "disabled"
                     raise E.JSMessageTTLInvalidErr()
+                ttl = min(ttl, MAX_TTL)
         if cfg.get("discard") == "new" and not rollup:
             self._check_discard_new(subject, hdr, payload)
         if raw is not None:
@@ -651,10 +673,10 @@ class Stream:
             if r is None:
                 break
             if r[2]:
-                v = parse_headers(r[2]).get("Nats-TTL")
+                v = ttl_header(r[2])
                 if v:
                     try:
-                        t = parse_ttl(v)
+                        t = min(parse_ttl(v), MAX_TTL)
                     except ValueError:
                         t = 0
                     if t > 0:
