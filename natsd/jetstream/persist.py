@@ -106,10 +106,16 @@ def save_state(directory, o):
     """Write consumer o's state.json (tmp file + rename, as _write)."""
     path = os.path.join(directory, "state.json")
     tmp = path + ".tmp"
+    crypt = jscrypt.for_path(path)
     try:
         os.makedirs(directory, exist_ok=True)
         with open(tmp, "wb", buffering=256 * 1024) as f:
-            write_state_to(f, o)
+            if crypt is None:
+                write_state_to(f, o)
+            else:                       # sealed whole, as every file of an encrypted stream
+                buf = io.BytesIO()
+                write_state_to(buf, o)
+                f.write(crypt.seal_file(path, buf.getvalue()))
         os.replace(tmp, path)
     except OSError as e:
         log.error("JetStream could not write %s: %s", path, e)

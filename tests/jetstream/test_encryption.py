@@ -118,8 +118,12 @@ def test_nothing_in_plaintext_on_disk(natsd, tmp_path, cipher):
     stopped = grep(sd)
     if key:
         assert running == [] and stopped == []
-        # the stream's and the consumer's config (subjects, filter) are sealed as well
+        # the stream's and the consumer's config (subjects, filter) are sealed as well, and
+        # every small file of the stream is in the sealed format
         assert grep(sd, (b"secret.>", b'"DUR"', b"ack_policy")) == []
+        for f in ("meta.json", "consumers/DUR/meta.json", "consumers/DUR/state.json"):
+            with open(os.path.join(stream_dir(sd), f), "rb") as fh:
+                assert fh.read(4) == b"NENC", f
         assert os.path.exists(os.path.join(stream_dir(sd), "meta.key"))
     else:
         # the grep does find what is there: payload, header and subject in the block, the
