@@ -6,16 +6,17 @@ Replies are JSON exactly as nats-server writes them (errors.api_response); every
 counted in the account's api.total, every error reply in api.errors.
 """
 import base64
+import json
 import logging
 
 from natsd._core.router import publish
-from natsd.jetstream import advisories, snapshot
+from natsd.jetstream import advisories, gojson, snapshot
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
-from natsd.jetstream.stream import build_headers, parse_headers, parse_rfc3339, rfc3339
-from natsd.jetstream.streamconfig import (API_LEVEL, check_config, check_update, config_json,
-                                          decode_request, decode_stream_config)
-from natsd.subject import is_valid_subject, subjects_overlap
+from natsd.jetstream.stream import build_headers, parse_rfc3339, rfc3339
+from natsd.jetstream.streamconfig import (STREAM_FIELDS, check_config, check_update,
+                                          config_json, decode_request, decode_stream_config)
+from natsd.subject import subjects_overlap
 
 log = logging.getLogger("natsd")
 
@@ -33,6 +34,18 @@ _GET_REQ = {"seq": ("uint64", "uint"), "last_by_subj": ("string", "str"),
             "start_time": ("time.Time", "time"), "multi_last": ("[]string", "strlist"),
             "up_to_seq": ("uint64", "uint"), "up_to_time": ("time.Time", "time"),
             "no_hdr": ("bool", "bool")}
+
+_STREAM_STATE = {"messages": ("uint64", "uint"), "bytes": ("uint64", "uint"),
+                 "first_seq": ("uint64", "uint"), "first_ts": ("time.Time", "time"),
+                 "last_seq": ("uint64", "uint"), "last_ts": ("time.Time", "time"),
+                 "num_subjects": ("int", "int"), "subjects": ("map[string]uint64", "uintmap"),
+                 "num_deleted": ("int", "int"), "deleted": ("[]uint64", "uintlist"),
+                 "lost": ("server.LostStreamData", "obj", {"msgs": ("[]uint64", "uintlist"),
+                                                           "bytes": ("uint64", "uint")}),
+                 "consumer_count": ("int", "int")}
+_RESTORE_REQ = {"config": ("server.StreamConfig", "obj",
+                           {k: v for k, v in STREAM_FIELDS.items() if k != "pedantic"}),
+                "state": ("server.StreamState", "obj", _STREAM_STATE)}
 
 # op -> response type name
 TYPES = {
@@ -69,11 +82,21 @@ TYPES = {
     "CONSUMER.LEADER.STEPDOWN": "consumer_leader_stepdown_response",
 }
 
-# extra zero fields nats-server includes in some error replies (embedded paging / counters)
-ERROR_EXTRAS = {
-    "STREAM.INFO": {"total": 0, "offset": 0, "limit": 0},
-    "STREAM.PURGE": {"purged": 0},
-}
+# ops nats-server's API dispatch drops for requests from accounts (system-level directives,
+# templates are gone): no reply at all
+SILENT = ("META.LEADER.STEPDOWN", "SERVER.REMOVE", "ACCOUNT.PURGE", "ACCOUNT.STREAM.MOVE",
+          "ACCOUNT.STREAM.CANCEL_MOVE", "STREAM.TEMPLATE")
+# name tokens after the op in nats-server's API subjects (CONSUMER.CREATE: one or more)
+ARGC = {"INFO": 0, "STREAM.NAMES": 0, "STREAM.LIST": 0, "STREAM.CREATE": 1, "STREAM.UPDATE": 1,
+        "STREAM.DELETE": 1, "STREAM.INFO": 1, "STREAM.PURGE": 1, "STREAM.MSG.GET": 1,
+        "STREAM.MSG.DELETE": 1, "STREAM.SNAPSHOT": 1, "STREAM.RESTORE": 1,
+        "STREAM.LEADER.STEPDOWN": 1, "STREAM.PEER.REMOVE": 1, "STREAM.CANCEL_MOVE": 1,
+        "CONSUMER.DURABLE.CREATE": 2, "CONSUMER.INFO": 2, "CONSUMER.DELETE": 2, "CONSUMER.PAUSE": 2,
+        "CONSUMER.UNPIN": 2, "CONSUMER.RESET": 2, "CONSUMER.LEADER.STEPDOWN": 2,
+        "CONSUMER.NAMES": 1, "CONSUMER.LIST": 1}
+# ops that need clustering: 10010 on a server that is not clustered, before anything else
+CLUSTER_ONLY = ("STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.CANCEL_MOVE",
+                "CONSUMER.LEADER.STEPDOWN")
 
 
 def _op_of(tokens):
@@ -106,13 +129,17 @@ class ApiHandler:
             rest = subject[len(self.dprefix):]
         else:
             return
-        try:
-            tokens = rest.decode().split(".")
-        except UnicodeDecodeError:
+        # nats-server matches API subjects on raw bytes: a token that is not UTF-8 is just a
+        # name that exists nowhere (surrogateescape keeps it byte-exact); a subject with an
+        # empty token matches no API subscription at all
+        tokens = rest.decode("utf-8", "surrogateescape").split(".")
+        if "" in tokens:
             return
         op, args = _op_of(tokens)
-        if op is None:
+        if op is None or op in SILENT:
             return
+        if (len(args) < 1) if op == "CONSUMER.CREATE" else ARGC.get(op, len(args)) != len(args):
+            return          # no nats-server API subscription matches this subject
         if op == "DIRECT.GET":
             if jsa is not None and reply:
                 jsa.api_total += 1
@@ -125,15 +152,17 @@ class ApiHandler:
             if reply:
                 ctx.send(E.JSNotEnabledForAccountErr())
             return
-        if hdr and _required_level(hdr) > API_LEVEL:
-            ctx.send(E.JSRequiredApiLevelErr())
+        if op in CLUSTER_ONLY and not self._clustered():
+            ctx.send(E.JSClusterRequiredErr())
+            return
+        from natsd.jetstream import api_consumer
+        if op != "CONSUMER.RESET" and api_consumer.required_level_too_high(hdr):
+            # some consumer requests are checked before the level (as nats-server does)
+            early = api_consumer.precheck(op, payload, bool(self.engine.strict)) \
+                if op.startswith("CONSUMER.") else None
+            ctx.send(early or E.JSRequiredApiLevelErr())
             return
         if op.startswith("CONSUMER."):
-            try:
-                from natsd.jetstream import api_consumer
-            except ImportError:
-                ctx.send(E.ApiError(501, 10003, "consumer API not implemented"))
-                return
             try:
                 jsa.last_api_response = None
                 api_consumer.handle(jsa, tokens, subject, reply, hdr, payload)
@@ -142,7 +171,9 @@ class ApiHandler:
             except E.ApiError as err:
                 ctx.send(err)
             except Exception:
-                log.exception("consumer API request %s failed", subject)
+                log.exception("JetStream consumer API request %r failed", subject)
+                if op in TYPES and op != "CONSUMER.MSG.NEXT":
+                    ctx.send(E.internal_error(op))
             return
         fn = getattr(self, "op_" + op.replace(".", "_").lower(), None)
         try:
@@ -154,9 +185,11 @@ class ApiHandler:
             return
         except NoReply:
             return
-        except Exception as exc:
-            log.exception("JetStream API request %s failed", subject)
-            ctx.send(E.ApiError(500, 10003, str(exc) or "internal error"))
+        except Exception:
+            # one place for every unexpected failure: the traceback to the log, the client
+            # gets nats-server's error for the op (never a Python text or a store path)
+            log.exception("JetStream API request %r failed", subject)
+            ctx.send(E.internal_error(op))
             return
         if result is not None:
             ctx.send(result)
@@ -180,7 +213,7 @@ class ApiHandler:
         return st
 
     def _empty(self, r):
-        if r.payload and r.payload.strip():
+        if not gojson.is_empty_request(r.payload):
             raise E.JSNotEmptyRequestErr()
 
     def op_stream_create(self, r):
@@ -188,11 +221,13 @@ class ApiHandler:
         req = decode_stream_config(r.payload, self.engine.strict)
         if req.get("name", "") != name:
             raise E.JSStreamMismatchErr()
+        if "/" in name or "\\" in name:
+            raise E.JSStreamNameContainsPathSeparatorsErr()
+        if req.get("sealed"):
+            raise E.JSStreamInvalidConfigF(err="stream configuration for create can not be sealed")
         pedantic = req.pop("pedantic", False)
         jsa = r.jsa
         cfg = check_config(req, pedantic, self._lookup_cfg(jsa), jsa)
-        if cfg.get("sealed"):
-            raise E.JSStreamInvalidConfigF(err="stream configuration for create can not be sealed")
         existing = jsa.streams.get(name)
         if existing is not None:
             if _same_config(existing.config, cfg):
@@ -204,7 +239,12 @@ class ApiHandler:
             raise E.JSStreamReplicasNotSupportedErr()
         self._check_overlap(jsa, cfg, None)
         jsa.check_limits(cfg)
-        st = jsa.add_stream(cfg)
+        if cfg.get("storage", "file") == "file" and not _fs_name_ok(name):
+            raise _stream_store_failed(jsa, name, "invalid stream directory name")
+        try:
+            st = jsa.add_stream(cfg)
+        except (OSError, ValueError) as e:
+            raise _stream_store_failed(jsa, name, e)
         advisories.stream_action(st, "create")
         info = st.info(with_cluster=False)
         info["did_create"] = True
@@ -213,10 +253,12 @@ class ApiHandler:
     def op_stream_update(self, r):
         name = self._stream_name(r)
         req = decode_stream_config(r.payload, self.engine.strict)
-        if req.get("name", "") != name:
-            raise E.JSStreamMismatchErr()
         pedantic = req.pop("pedantic", False)
         jsa = r.jsa
+        # nats-server checks the config itself first, then the name against the subject
+        check_config(req, pedantic, self._lookup_cfg(jsa), jsa)
+        if req.get("name", "") != name:
+            raise E.JSStreamMismatchErr()
         st = jsa.streams.get(name)
         if st is None:
             raise E.JSStreamNotFoundErr()
@@ -237,28 +279,32 @@ class ApiHandler:
         return {"success": True}
 
     def op_stream_info(self, r):
+        req = {}
+        if gojson.is_json_object_or_array(r.payload):
+            req = decode_request(r.payload, _INFO_REQ, "JSApiStreamInfoRequest", self.engine.strict)
         st = self._stream(r)
-        req = decode_request(r.payload, _INFO_REQ, "JSApiStreamInfoRequest", self.engine.strict) \
-            if r.payload and r.payload.strip() else {}
         sf = req.get("subjects_filter", "")
-        info = st.info(req.get("deleted_details", False), sf or None)
+        info = st.info(req.get("deleted_details", False), None)
         out = {"total": 0, "offset": 0, "limit": 0}
         if sf:
-            subs = info["state"].get("subjects") or {}
-            off = req.get("offset", 0)
+            # stored subjects are bytes (maybe not UTF-8): sorted and paged on the raw bytes
+            # like nats-server, keys kept byte-exact (surrogateescape; dumps writes U+FFFD)
+            subs = {(k if isinstance(k, bytes) else k.encode()): v
+                    for k, v in dict(st.store.subjects(sf.encode())).items()}
+            off = max(req.get("offset", 0), 0)
             keys = sorted(subs)
-            out = {"total": len(keys), "offset": off, "limit": SUBJECTS_LIMIT}
-            if off or len(keys) > SUBJECTS_LIMIT:
-                page = keys[off:off + SUBJECTS_LIMIT]
-                info["state"]["subjects"] = {k: subs[k] for k in page}
-                if not page:
-                    info["state"].pop("subjects", None)
+            if keys:
+                out = {"total": len(keys), "offset": off, "limit": SUBJECTS_LIMIT}
+            page = keys[off:off + SUBJECTS_LIMIT]
+            if page:
+                info["state"] = _with_subjects(info["state"], {
+                    k.decode("utf-8", "surrogateescape"): subs[k] for k in page})
         out.update(info)
         return out
 
-    def _names_request(self, r):
-        if r.payload and r.payload.strip():
-            return decode_request(r.payload, _NAMES_REQ, "JSApiStreamNamesRequest", self.engine.strict)
+    def _names_request(self, r, type_name="JSApiStreamNamesRequest"):
+        if gojson.is_json_object_or_array(r.payload):
+            return decode_request(r.payload, _NAMES_REQ, type_name, self.engine.strict)
         return {}
 
     def _filtered_streams(self, jsa, subj):
@@ -270,24 +316,26 @@ class ApiHandler:
 
     def op_stream_names(self, r):
         req = self._names_request(r)
-        off = max(req.get("offset", 0), 0)
         streams = self._filtered_streams(r.jsa, req.get("subject", ""))
         names = [s.name for s in streams]
+        off = min(max(req.get("offset", 0), 0), len(names))
         return {"total": len(names), "offset": off, "limit": NAMES_LIMIT,
-                "streams": names[off:off + NAMES_LIMIT]}
+                "streams": names[off:off + NAMES_LIMIT] or None}      # Go: a nil slice, null
 
     def op_stream_list(self, r):
-        req = self._names_request(r)
-        off = max(req.get("offset", 0), 0)
+        req = self._names_request(r, "JSApiStreamListRequest")
         streams = self._filtered_streams(r.jsa, req.get("subject", ""))
+        off = min(max(req.get("offset", 0), 0), len(streams))
         infos = [s.info(with_cluster=False, dynamic=False) for s in streams[off:off + LIST_LIMIT]]
         return {"total": len(streams), "offset": off, "limit": LIST_LIMIT, "streams": infos}
 
     def op_stream_purge(self, r):
-        st = self._stream(r)
         req = {}
-        if r.payload and r.payload.strip():
+        if gojson.is_json_object_or_array(r.payload):
             req = decode_request(r.payload, _PURGE_REQ, "JSApiStreamPurgeRequest", self.engine.strict)
+            if req.get("seq", 0) and req.get("keep", 0):
+                raise E.JSBadRequestErr()
+        st = self._stream(r)
         if st.config.get("sealed"):
             raise E.JSStreamSealedErr()
         if st.config.get("deny_purge"):
@@ -295,15 +343,13 @@ class ApiHandler:
         filt = req.get("filter", "")
         seq = req.get("seq", 0)
         keep = req.get("keep", 0)
-        if seq and keep:
-            raise E.JSBadRequestErr()
-        if filt and not is_valid_subject(filt):
-            raise E.JSStreamPurgeFailedF(err="invalid subject")
+        # nats-server hands any filter to PurgeEx, which purges what matches it (an invalid
+        # subject like "a..b" matches nothing stored from a valid publish)
         n = st.purge(filt or None, seq, keep)
         return {"success": True, "purged": n}
 
     def op_stream_msg_delete(self, r):
-        if not r.payload or not r.payload.strip():
+        if gojson.is_empty_request(r.payload):
             raise E.JSBadRequestErr()
         req = decode_request(r.payload, _DELETE_REQ, "JSApiMsgDeleteRequest", self.engine.strict)
         st = self._stream(r)
@@ -312,14 +358,19 @@ class ApiHandler:
         if st.config.get("deny_delete"):
             raise E.JSStreamMsgDeleteFailedF(err="message delete not permitted")
         seq = req.get("seq", 0)
-        if seq > S.state(st.store)["last_seq"]:
-            raise E.JSStreamMsgDeleteFailedF(err="stream store EOF")
+        if st.config.get("storage", "file") != "memory":
+            # nats-server's file store: errors for a sequence outside the stream, none for one
+            # deleted inside it (the memory store never errors)
+            state = S.state(st.store)
+            if seq == 0 or seq < state["first_seq"] or seq > state["last_seq"] or not state["messages"]:
+                raise E.JSStreamMsgDeleteFailedF(
+                    err="stream store EOF" if seq > state["last_seq"] else "no message found")
         if not st.delete_msg(seq, not req.get("no_erase", False)):
-            raise E.JSStreamMsgDeleteFailedF(err="no message found")
+            raise E.JSSequenceNotFoundErrF(seq=seq)
         return {"success": True}
 
     def op_stream_msg_get(self, r):
-        if not r.payload or not r.payload.strip():
+        if gojson.is_empty_request(r.payload):
             raise E.JSBadRequestErr()
         req = decode_request(r.payload, _GET_REQ, "JSApiMsgGetRequest", self.engine.strict)
         if req.get("batch", 0) > 0 or req.get("max_bytes", 0) > 0:
@@ -342,8 +393,9 @@ class ApiHandler:
         if rec is None:
             raise E.JSNoMessageFoundErr()
         rseq, subj, hdr, data, ts = rec
-        msg = {"subject": subj.decode(), "seq": rseq}
-        if hdr:
+        # the stored subject is bytes, maybe not UTF-8: nats-server's JSON has U+FFFD there
+        msg = {"subject": subj.decode("utf-8", "surrogateescape"), "seq": rseq}
+        if hdr and not req.get("no_hdr"):
             msg["hdrs"] = base64.b64encode(hdr).decode()
         if data:
             msg["data"] = base64.b64encode(data).decode()
@@ -351,9 +403,24 @@ class ApiHandler:
         return {"message": msg}
 
     def op_stream_snapshot(self, r):
+        if gojson.is_empty_request(r.payload):
+            raise E.JSBadRequestErr()
+        if not r.payload.strip():
+            r.payload = b"{}"       # blanks decode to a zero request (Go's decoder: EOF)
         return snapshot.handle_snapshot(self, r)
 
     def op_stream_restore(self, r):
+        if gojson.is_empty_request(r.payload):
+            raise E.JSBadRequestErr()
+        # decoded as nats-server decodes JSApiStreamRestoreRequest; the restore goes on with
+        # that request (re-encoded), so its own JSON reading never sees what Go would refuse
+        req = decode_request(r.payload, _RESTORE_REQ, "JSApiStreamRestoreRequest", self.engine.strict)
+        if not (req.get("config") or {}).get("name") and not _is_utf8(r.args[0]):
+            # the stream would be named by a subject token that is not UTF-8: nats-server
+            # takes the bytes; natsd's streams need text, so the restore fails up front
+            log.warning("Stream restore failed for '%s > %r': name is not UTF-8", r.acc.name, r.args[0])
+            raise E.JSStreamRestoreErrF(err="error creating store for stream")
+        r.payload = json.dumps(req).encode()
         return snapshot.handle_restore(self, r)
 
     def op_stream_leader_stepdown(self, r):
@@ -373,7 +440,8 @@ class ApiHandler:
         if st is None or not (st.config.get("allow_direct") or st.config.get("mirror_direct")):
             return
         send = lambda h, d=b"": publish(jsa.sublist, reply, None, h, d)   # noqa: E731
-        if hdr and _required_level(hdr) > API_LEVEL:
+        from natsd.jetstream.api_consumer import required_level_too_high
+        if required_level_too_high(hdr):
             send(b"NATS/1.0 412 Required Api Level\r\n\r\n")
             return
         if len(args) > 1:
@@ -418,9 +486,9 @@ class ApiHandler:
         rseq, subj, hdr, data, ts = rec
         if req.get("no_hdr"):
             return None
-        pairs = [("Nats-Stream", st.name), ("Nats-Subject", subj.decode()), ("Nats-Sequence", rseq),
+        pairs = [("Nats-Stream", st.name), ("Nats-Subject", subj), ("Nats-Sequence", rseq),
                  ("Nats-Time-Stamp", rfc3339(ts))] + list(extra)
-        return build_headers(pairs, hdr)
+        return _build_headers(pairs, hdr)
 
     def _direct_get(self, st, req, send):
         store = st.store
@@ -547,37 +615,72 @@ class Request:
         advisories.api_audit(self.jsa, self.acc, self.origin, self.subject, self.payload, resp)
 
     def send(self, result):
+        try:
+            data = self._encode(result)
+        except Exception:
+            # even encoding the reply failed: still answer, with the op's generic error
+            log.exception("JetStream API reply to %r failed", self.subject)
+            data = self._encode(E.internal_error(self.op))
+        if self.reply:
+            publish(self.acc.sublist, self.reply, None, None, data)
+        advisories.api_audit(self.jsa, self.acc, self.origin, self.subject, self.payload, data)
+
+    def _encode(self, result):
         if isinstance(result, E.ApiError):
             if self.jsa is not None:
                 self.jsa.api_errors += 1
             if self.h.engine.strict is not None and result.err_code == 10025:
                 log.warning("Invalid JetStream request '%s > %s': %s", self.acc.name,
                             self.subject.decode(errors="replace"), result.description)
-            out = {"error": result.to_dict()}
-            extra = ERROR_EXTRAS.get(self.op)
-            if extra:
-                out.update(extra)
-            data = E.dumps(dict({"type": "io.nats.jetstream.api.v1." + TYPES.get(self.op, "error_response")},
-                                **out))
-        else:
-            data = E.api_response(TYPES.get(self.op, "error_response"), result)
-        if self.reply:
-            publish(self.acc.sublist, self.reply, None, None, data)
-        advisories.api_audit(self.jsa, self.acc, self.origin, self.subject, self.payload, data)
+        return E.api_response(TYPES.get(self.op, "error_response"), result)
 
 
 def _count(jsa):
     jsa.api_total += 1
 
 
-def _required_level(hdr):
-    v = parse_headers(hdr).get("Nats-Required-Api-Level")
-    if v is None:
-        return 0
+def _is_utf8(name):
     try:
-        return int(v)
-    except ValueError:
-        return 1 << 30
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _fs_name_ok(name):
+    """Whether a name can be one directory name (Linux: no NUL, at most 255 bytes)."""
+    return "\x00" not in name and len(name.encode("utf-8", "surrogateescape")) <= 255 \
+        and name not in (".", "..")
+
+
+def _stream_store_failed(jsa, name, why):
+    """nats-server logs "Stream create failed" and answers errStreamStoreFailed (no path)."""
+    log.warning("Stream create failed for '%s > %s': %s", getattr(jsa, "name", "?"), name, why)
+    return E.JSStreamCreateErrF(err="error creating store for stream")
+
+
+def _with_subjects(state, subjects):
+    """StreamState with "subjects" where nats-server's struct has it (after num_subjects)."""
+    out = {}
+    for k, v in state.items():
+        if k in ("num_deleted", "deleted", "lost", "consumer_count") and "subjects" not in out:
+            out["subjects"] = subjects
+        out[k] = v
+    out.setdefault("subjects", subjects)
+    return out
+
+
+def _build_headers(pairs, base=None):
+    """stream.build_headers for values that may be bytes (a stored subject, byte-exact)."""
+    if base:
+        head = base[:-2] if base.endswith(b"\r\n\r\n") else base + b"\r\n"
+        if not head.endswith(b"\r\n"):
+            head += b"\r\n"
+    else:
+        head = b"NATS/1.0\r\n"
+    for k, v in pairs:
+        head += k.encode() + b": " + (v if isinstance(v, bytes) else str(v).encode()) + b"\r\n"
+    return head + b"\r\n"
 
 
 def _seq_from_time(st, t):

@@ -10,12 +10,12 @@ handed to the consumer, which answers with messages or status headers.
 Request checks follow nats-server's jsConsumerCreateRequest (jetstream_api.go) and
 addConsumerWithAssignment (consumer.go); error codes are nats-server's (errors.py).
 """
-import json
 import logging
 
 from natsd._core.router import publish
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import errors as E
+from natsd.jetstream import gojson
 from natsd.jetstream.consumer import Consumer, consumer_dir, now_ns, _ephemeral_name
 from natsd.subject import subjects_overlap
 
@@ -29,7 +29,7 @@ def _send(jsa, reply, data):
     jsa.last_api_response = data        # read by the API audit advisory (api.py)
     if reply:
         if isinstance(reply, str):
-            reply = reply.encode()
+            reply = reply.encode("utf-8", "surrogateescape")
         publish(jsa.sublist, reply, None, None, data)
 
 
@@ -53,41 +53,29 @@ def _strict(jsa):
     return getattr(engine, "strict", True)
 
 
-def _parse_json(payload):
+def _decode(payload, spec, type_name, strict=True):
+    """A request body as nats-server's unmarshalRequest decodes it; ApiError 10025."""
     try:
-        return json.loads(payload)
-    except ValueError as e:
-        raise E.error("JSInvalidJSONErr", err=_go_json_err(payload, e))
+        return gojson.unmarshal_request(payload, spec, type_name, strict)
+    except gojson.JSONError as e:
+        raise E.error("JSInvalidJSONErr", err=str(e))
 
 
-def _go_json_err(payload, e):
-    msg = getattr(e, "msg", str(e))
-    pos = getattr(e, "pos", 0)
-    if isinstance(payload, (bytes, bytearray)):
-        ch = payload[pos:pos + 1].decode("latin-1")
-    else:
-        ch = payload[pos:pos + 1]
-    if msg.startswith("Expecting property name"):
-        return "invalid character '%s' looking for beginning of object key string at offset %d" % (
-            ch, pos + 1) if ch else "unexpected end of JSON input"
-    if msg.startswith("Expecting value"):
-        if not ch:
-            return "unexpected end of JSON input"
-        return "invalid character '%s' looking for beginning of value at offset %d" % (ch, pos + 1)
-    return msg
-
-
-def _empty(payload):
-    return not payload or not payload.strip()
+_RTYPES = {"CREATE": "consumer_create_response", "DURABLE": "consumer_create_response",
+           "INFO": "consumer_info_response", "DELETE": "consumer_delete_response",
+           "NAMES": "consumer_names_response", "LIST": "consumer_list_response",
+           "PAUSE": "consumer_pause_response", "UNPIN": "consumer_unpin_response",
+           "RESET": "consumer_reset_response", "LEADER": "consumer_leader_stepdown_response"}
 
 
 def handle(jsa, tokens, subject, reply, hdr, payload):
     """Entry point for every `$JS.API.CONSUMER.>` request (returns None; replies itself)."""
+    # subjects are bytes and need not be UTF-8: surrogateescape keeps them byte-exact
     if isinstance(subject, bytes):
-        subject = subject.decode()
+        subject = subject.decode("utf-8", "surrogateescape")
     if isinstance(reply, bytes):
-        reply = reply.decode()
-    tokens = [t.decode() if isinstance(t, bytes) else t for t in tokens]
+        reply = reply.decode("utf-8", "surrogateescape")
+    tokens = [t.decode("utf-8", "surrogateescape") if isinstance(t, bytes) else t for t in tokens]
     payload = payload or b""
     if len(tokens) < 2:
         return None
@@ -114,9 +102,15 @@ def handle(jsa, tokens, subject, reply, hdr, payload):
                      E.error("JSClusterNotActiveErr"))
             return None
         if op in ("UNPIN", "RESET") and len(tokens) == 4:
-            return _unpin_reset(jsa, op, tokens[2], tokens[3], reply, payload)
+            return _unpin_reset(jsa, op, tokens[2], tokens[3], reply, payload, hdr)
     except Exception:
-        log.exception("JetStream consumer API request %s failed", subject)
+        # an unexpected failure: nats-server's generic error for the op, never the Python
+        # error text; the traceback goes to the log
+        log.exception("JetStream consumer API request %r failed", subject)
+        rtype = _RTYPES.get(op)
+        if rtype is not None and reply:
+            key = "CONSUMER.DURABLE.CREATE" if op == "DURABLE" else "CONSUMER." + op
+            _respond(jsa, reply, rtype, E.internal_error(key))
     return None
 
 
@@ -125,17 +119,10 @@ def handle(jsa, tokens, subject, reply, hdr, payload):
 def _create(jsa, tokens, reply, hdr, payload, legacy_durable):
     rtype = "consumer_create_response"
     try:
-        obj = _parse_json(payload) if not _empty(payload) else {}
-        stream_name, cfg, action, pedantic = cc.decode_create_request(obj)
+        stream_name, cfg, action, pedantic = cc.decode_create_payload(payload, bool(_strict(jsa)))
     except E.ApiError as err:
-        if not _strict(jsa) and "unknown field" in err.description:
-            obj = {k: v for k, v in obj.items() if k in ("stream_name", "config", "action", "pedantic")}
-            if isinstance(obj.get("config"), dict):
-                obj["config"] = {k: v for k, v in obj["config"].items() if k in cc.FIELD_KINDS}
-            stream_name, cfg, action, pedantic = cc.decode_create_request(obj)
-        else:
-            _respond(jsa, reply, rtype, err)
-            return None
+        _respond(jsa, reply, rtype, err)
+        return None
     filtered = ""
     if legacy_durable:
         if len(tokens) != 5:
@@ -239,7 +226,7 @@ def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False)
             if not _partition_unique(stream, existing_name, fl):
                 raise E.error("JSConsumerWQConsumerNotUniqueErr")
     if cfg["durable_name"]:
-        if len(cfg["durable_name"]) > cc.MAX_NAME_LEN:
+        if _nbytes(cfg["durable_name"]) > cc.MAX_NAME_LEN:      # Go's len(): bytes
             raise E.error("JSConsumerNameTooLongErrF", max=cc.MAX_NAME_LEN)
         name = cfg["durable_name"]
     elif cfg["name"]:
@@ -250,24 +237,58 @@ def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False)
             name = _ephemeral_name()       # not stamped into the config (as nats-server)
     if not cc.valid_asset_name(name):
         raise E.error("JSConsumerBadDurableNameErr")
+    if not _is_utf8(name):
+        # a name from a subject token that is not UTF-8: nats-server takes the bytes as they
+        # are; natsd's consumers (subscriptions, advisories, state) need text, so the create
+        # fails the way a store failure does, before anything is set up
+        raise _store_failed(jsa, stream, cfg, "consumer name is not UTF-8")
     o = Consumer(stream, name, cfg, now_ns())
     persistent = (scfg.get("storage", "file") == "file" and not cfg["mem_storage"]
                   and not cfg["direct"])
     if persistent:
         d = consumer_dir(stream, name)
         if d:
+            # a name the file system refuses (NUL, more than 255 bytes) fails as nats-server's
+            # store creation fails, before anything touches the disk
+            if not _fs_name_ok(name):
+                raise _store_failed(jsa, stream, cfg, "invalid consumer directory name")
             o.directory = d
             try:
                 from natsd.jetstream import persist
                 persist.remove_dir(d)
                 persist.write_meta(d, o)
-            except OSError as e:
-                raise E.error("JSConsumerStoreFailedErrF", err=str(e))
+            except (OSError, ValueError) as e:
+                raise _store_failed(jsa, stream, cfg, e)
     stream.consumers[name] = o
     o.start()
     o.save_now()
     o.advisory("CREATED", "io.nats.jetstream.advisory.v1.consumer_action", action="create")
     return o
+
+
+def _is_utf8(name):
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _nbytes(name):
+    return len(name.encode("utf-8", "surrogateescape"))
+
+
+def _fs_name_ok(name):
+    """Whether `name` can be one file name (Linux NAME_MAX is 255 bytes, no NUL)."""
+    return "\x00" not in name and _nbytes(name) <= 255 and name not in (".", "..")
+
+
+def _store_failed(jsa, stream, cfg, why):
+    """nats-server: "Consumer create failed ..." is logged, the client gets the generic
+    JSConsumerCreateErrF "error creating store for consumer" (no path, no OS error text)."""
+    log.warning("Consumer create failed for '%s > %s > %s': %s", getattr(jsa, "name", "?"),
+                stream.name, cfg.get("durable_name") or cfg.get("name") or "", why)
+    return E.error("JSConsumerCreateErrF", err="error creating store for consumer")
 
 
 def _partition_unique(stream, name, fl):
@@ -287,7 +308,7 @@ def _partition_unique(stream, name, fl):
 # ---- info / delete / names / list ----
 
 def _lookup(jsa, sname, cname, reply, rtype, payload, need_empty=True):
-    if need_empty and not _empty(payload):
+    if need_empty and not gojson.is_empty_request(payload):
         _respond(jsa, reply, rtype, E.error("JSNotEmptyRequestErr"))
         return None
     stream = _stream(jsa, sname)
@@ -321,19 +342,13 @@ def _delete(jsa, sname, cname, reply, payload):
 def _names(jsa, sname, reply, payload, names_only):
     rtype = "consumer_names_response" if names_only else "consumer_list_response"
     offset = 0
-    if not _empty(payload):
+    if gojson.is_json_object_or_array(payload):
         try:
-            req = _parse_json(payload)
+            req = _decode(payload, _PAGED_REQ, "JSApiConsumersRequest", bool(_strict(jsa)))
         except E.ApiError as err:
             _respond(jsa, reply, rtype, err)
             return None
-        if isinstance(req, dict):
-            try:
-                offset = max(0, int(req.get("offset") or 0))
-            except (TypeError, ValueError):
-                _respond(jsa, reply, rtype, E.error("JSInvalidJSONErr",
-                                                    err="json: cannot unmarshal offset"))
-                return None
+        offset = max(0, req.get("offset", 0))
     stream = _stream(jsa, sname)
     if stream is None:
         _respond(jsa, reply, rtype, E.error("JSStreamNotFoundErr"))
@@ -358,19 +373,15 @@ def _names(jsa, sname, reply, payload, names_only):
 def _pause(jsa, sname, cname, reply, payload):
     rtype = "consumer_pause_response"
     pause = None
-    if not _empty(payload):
+    if gojson.is_json_object_or_array(payload):
         try:
-            req = _parse_json(payload)
+            req = _decode(payload, _PAUSE_REQ, "JSApiConsumerPauseRequest", bool(_strict(jsa)))
         except E.ApiError as err:
             _respond(jsa, reply, rtype, err)
             return None
-        pu = req.get("pause_until") if isinstance(req, dict) else None
-        if pu:
-            try:
-                pause = (pu, cc.parse_time(pu))
-            except ValueError as e:
-                _respond(jsa, reply, rtype, E.error("JSInvalidJSONErr", err=str(e)))
-                return None
+        pause = req.get("pause_until")
+        if pause is not None and pause[1] <= _GO_ZERO_TIME:
+            pause = None
     o = _lookup(jsa, sname, cname, reply, rtype, payload, need_empty=False)
     if o is None:
         return None
@@ -392,17 +403,92 @@ def _pause(jsa, sname, cname, reply, payload):
     return None
 
 
-def _unpin_reset(jsa, op, sname, cname, reply, payload):
+def _unpin_reset(jsa, op, sname, cname, reply, payload, hdr=None):
     rtype = "consumer_unpin_response" if op == "UNPIN" else "consumer_reset_response"
+    if op == "RESET":
+        # nats-server answers CONSUMER.RESET from the consumer itself: nothing without one
+        stream = _stream(jsa, sname)
+        o = stream.consumers.get(cname) if stream is not None else None
+        if o is None or getattr(o, "internal", False) or not reply:
+            return None
+        if required_level_too_high(hdr):
+            _respond(jsa, reply, rtype, E.error("JSRequiredApiLevelErr"))
+            return None
+        if payload:
+            try:
+                gojson.unmarshal(gojson.loads_node(payload), _RESET_REQ, "JSApiConsumerResetRequest",
+                                 strict=False, data=bytes(payload))
+            except gojson.JSONError as e:
+                _respond(jsa, reply, rtype, E.error("JSInvalidJSONErr", err=str(e)))
+                return None
+        _respond(jsa, reply, rtype, E.error("JSConsumerInvalidResetErr", err="not supported"))
+        return None
+    # UNPIN: jsConsumerUnpinRequest (json.Unmarshal of {"group"}, then the group checks)
+    try:
+        req = gojson.unmarshal(gojson.loads_node(payload), _UNPIN_REQ, "JSApiConsumerUnpinRequest",
+                               strict=False, data=bytes(payload or b""))
+    except gojson.JSONError as e:
+        _respond(jsa, reply, rtype, E.error("JSInvalidJSONErr", err=str(e)))
+        return None
+    group = req.get("group", "")
+    if not group:
+        _respond(jsa, reply, rtype, E.error("JSInvalidJSONErr", err="consumer group not specified"))
+        return None
+    if not cc.valid_group_name(group):
+        _respond(jsa, reply, rtype, E.error("JSConsumerInvalidGroupNameErr"))
+        return None
     o = _lookup(jsa, sname, cname, reply, rtype, payload, need_empty=False)
     if o is None:
         return None
-    if op == "UNPIN":
+    if group not in (o.cfg.get("priority_groups") or []):
         _respond(jsa, reply, rtype, E.error("JSConsumerInvalidPriorityGroupErr"))
-    else:
-        _respond(jsa, reply, rtype, E.error("JSConsumerInvalidResetErr",
-                                            err="not supported"))
+        return None
+    _respond(jsa, reply, rtype, {})        # nothing is pinned in natsd: unpinning is a no-op
     return None
+
+
+def precheck(op, payload, strict=True):
+    """The error nats-server finds in a CONSUMER.* request before it checks the required API
+    level (Nats-Required-Api-Level), or None."""
+    try:
+        if op in ("CONSUMER.CREATE", "CONSUMER.DURABLE.CREATE"):
+            cc.decode_create_payload(payload, strict)
+        elif op == "CONSUMER.PAUSE" and gojson.is_json_object_or_array(payload):
+            _decode(payload, _PAUSE_REQ, "JSApiConsumerPauseRequest", strict)
+        elif op == "CONSUMER.INFO" and not gojson.is_empty_request(payload):
+            return E.error("JSNotEmptyRequestErr")
+    except E.ApiError as err:
+        return err
+    return None
+
+
+def required_level_too_high(hdr):
+    """nats-server's errorOnRequiredApiLevel: a Nats-Required-Api-Level that is not an int or
+    is above the server's level."""
+    if not hdr:
+        return False
+    i = hdr.find(b"\r\nNats-Required-Api-Level:")
+    if i < 0:
+        return False
+    i += 27
+    while i < len(hdr) and hdr[i] == 0x20:
+        i += 1
+    j = hdr.find(b"\r\n", i)
+    v = hdr[i:j if j >= 0 else len(hdr)]
+    if not v:
+        return False
+    digits = v[1:] if v[:1] in (b"+", b"-") else v
+    if not digits or not digits.isdigit():
+        return True
+    n = int(v)
+    return not -(1 << 63) <= n < (1 << 63) or n > cc.JS_API_LEVEL
+
+
+_PAGED_REQ = {"offset": ("int", "int")}
+_PAUSE_REQ = {"pause_until": ("time.Time", "ctime")}
+_UNPIN_REQ = {"group": ("string", "str")}
+_RESET_REQ = {"seq": ("uint64", "uint")}
+_GO_ZERO_TIME = -62135596800 * 1_000_000_000      # 0001-01-01T00:00:00Z
 
 
 # ---- pull ----

@@ -7,6 +7,7 @@ substitutes `{err}` in the description) and `api_response()`, the JSON encoder o
 (Go's encoding: compact, `<`/`>`/`&` escaped as \\u003c/\\u003e/\\u0026).
 """
 import json
+import re
 
 __all__ = ["ApiError", "api_response", "dumps", "CATALOG", "error"]
 
@@ -27,12 +28,40 @@ class ApiError(Exception):
         return "ApiError(%d, %d, %r)" % (self.code, self.err_code, self.description)
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(obj):
-    """JSON like Go's encoding/json: compact, HTML characters escaped."""
+    """JSON like Go's encoding/json: compact, HTML characters escaped; a string holding bytes
+    that are not UTF-8 (surrogate escapes, e.g. a stored subject) is written as Go writes
+    invalid UTF-8: one U+FFFD per bad byte."""
     s = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
     if "<" in s or ">" in s or "&" in s:
         s = s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-    return s.encode()
+    if "\u2028" in s or "\u2029" in s:
+        s = s.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    try:
+        return s.encode()
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", s).encode()
+
+
+_PREFIX = "io.nats.jetstream.api.v1."
+_PAGED = {"total": 0, "offset": 0, "limit": 0}
+
+# Zero-valued fields nats-server's response structs still carry next to an error (fields
+# without omitempty), by response type.
+ERROR_EXTRAS = {
+    "stream_info_response": _PAGED,
+    "stream_purge_response": {"purged": 0},
+    "stream_names_response": dict(_PAGED, streams=None),
+    "stream_list_response": dict(_PAGED, streams=[]),
+    "stream_restore_response": {"deliver_subject": ""},
+    "consumer_names_response": dict(_PAGED, consumers=[]),
+    "consumer_list_response": dict(_PAGED, consumers=[]),
+    "consumer_pause_response": {"paused": False, "pause_until": "0001-01-01T00:00:00Z"},
+    "consumer_reset_response": {"reset_seq": 0},
+}
 
 
 def api_response(type_name, payload):
@@ -43,6 +72,9 @@ def api_response(type_name, payload):
     out = {"type": type_name}
     if isinstance(payload, ApiError):
         out["error"] = payload.to_dict()
+        extra = ERROR_EXTRAS.get(type_name[25:] if type_name.startswith(_PREFIX) else type_name)
+        if extra:
+            out.update(extra)
     elif payload:
         out.update(payload)
     return dumps(out)
@@ -54,6 +86,29 @@ def error(constant, **kw):
     for k, v in kw.items():
         desc = desc.replace("{" + k + "}", str(v))
     return ApiError(code, err_code, desc)
+
+
+# The error nats-server's handler for each API op answers when its work fails for a reason
+# that is not a request error (a store or internal failure): constant, description.
+# Internal failures never put Python exception texts or store paths in a reply.
+_INTERNAL = {
+    "STREAM.CREATE": ("JSStreamCreateErrF", "error creating store for stream"),
+    "STREAM.UPDATE": ("JSStreamUpdateErrF", "stream update failed"),
+    "STREAM.DELETE": ("JSStreamDeleteErrF", "stream delete failed"),
+    "STREAM.MSG.DELETE": ("JSStreamMsgDeleteFailedF", "message delete failed"),
+    "STREAM.SNAPSHOT": ("JSStreamSnapshotErrF", "internal error"),
+    "STREAM.RESTORE": ("JSStreamRestoreErrF", "internal error"),
+    "CONSUMER.CREATE": ("JSConsumerCreateErrF", "error creating store for consumer"),
+    "CONSUMER.DURABLE.CREATE": ("JSConsumerCreateErrF", "error creating store for consumer"),
+}
+
+
+def internal_error(op):
+    """The reply for an unexpected failure while handling API op `op` (e.g. "STREAM.PURGE"):
+    nats-server's error for that op (JSStreamGeneralErrorF, 500/10051, for the rest) with a
+    fixed description."""
+    constant, desc = _INTERNAL.get(op, ("JSStreamGeneralErrorF", "internal error"))
+    return error(constant, err=desc)
 
 
 # constant: (code, err_code, description) — from nats-server server/errors.json
