@@ -143,7 +143,11 @@ class ApiHandler:
         if op == "DIRECT.GET":
             if jsa is not None and reply:
                 jsa.api_total += 1
-                self.direct_get(jsa, args, reply, hdr, payload)
+                try:
+                    self.direct_get(jsa, args, reply, hdr, payload)
+                except Exception:
+                    log.exception("JetStream direct get %r failed", subject)
+                    publish(jsa.sublist, reply, None, b"NATS/1.0 500 Internal Server Error\r\n\r\n", b"")
             return
         ctx = Request(self, acc, jsa, op, args, subject, reply, hdr, payload, origin)
         if jsa is not None:
@@ -457,7 +461,7 @@ class ApiHandler:
                                         "start_time", "up_to_seq", "up_to_time")):
                 send(b"NATS/1.0 408 Bad Request\r\n\r\n")
                 return
-            req["last_by_subj"] = key
+            req["last_by_subj"] = key.encode("utf-8", "surrogateescape")    # the subject's bytes
         else:
             if not payload:
                 send(b"NATS/1.0 408 Empty Request\r\n\r\n")
@@ -623,7 +627,10 @@ class Request:
             data = self._encode(E.internal_error(self.op))
         if self.reply:
             publish(self.acc.sublist, self.reply, None, None, data)
-        advisories.api_audit(self.jsa, self.acc, self.origin, self.subject, self.payload, data)
+        try:
+            advisories.api_audit(self.jsa, self.acc, self.origin, self.subject, self.payload, data)
+        except Exception:
+            log.exception("JetStream API audit advisory for %r failed", self.subject)
 
     def _encode(self, result):
         if isinstance(result, E.ApiError):

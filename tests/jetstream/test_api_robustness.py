@@ -133,6 +133,8 @@ CASES = [
     ("$JS.API.STREAM.INFO.S", J({"subjects_filter": "s.*"}), None, {"total": 3}),
     ("$JS.API.STREAM.INFO.S", b'{"subjects_filter":"s.\xff"}', None, {"total": 0, "limit": 0}),
     ("$JS.API.DIRECT.GET.S", J({"seq": 1}), None, None),
+    (b"$JS.API.DIRECT.GET.S.s.\xff", "", None, None),
+    (b"$JS.API.DIRECT.GET.S.s.\xe2\x82", "", None, None),
     # error replies carry the zero fields of nats-server's response structs
     ("$JS.API.STREAM.NAMES", J({"x": 1}), None, {"total": 0, "streams": None}),
     ("$JS.API.STREAM.NAMES", J({"subject": "zz"}), None, {"total": 0, "streams": None}),
