@@ -182,13 +182,26 @@ def _string(b, i, n):
                 i += 2
                 continue
             if e == 0x75:
-                hexes = b[i + 2:i + 6]
-                if all(h in _HEX for h in hexes):
-                    if len(hexes) < 4:
+                # Go's decoder reads its input into a buffer of 64 bytes, doubled while one
+                # value fills it: a \u escape cut by the buffer's end that is already not
+                # hex is reported with just the bytes buffered so far
+                end = 64
+                while end < i + 2:
+                    end *= 2
+                while True:
+                    lim = min(end, n)
+                    if lim >= i + 6:
+                        window = b[i:i + 6]
+                        break
+                    if not all(h in _HEX for h in b[i + 2:lim]):
+                        window = b[i:lim]
+                        break
+                    if lim >= n:
                         raise _EOF()
+                    end *= 2
+                if all(h in _HEX for h in window[2:]) and len(window) == 6:
                     i += 6
                     continue
-                window = b[i:i + 6]
             else:
                 window = b[i:i + 2]
             what = window.decode("utf-8", "surrogateescape")

@@ -71,6 +71,10 @@ STREAM = [
     (b'{"name":"\\x"}', "invalid escape sequence `\\x` in string at offset 11"),
     (b'{"name":"\\u1x34"}', "invalid escape sequence `\\u1x34` in string at offset 15"),
     (b'{"name":"\\\xc3\xa9"}', 'invalid escape sequence "\\\\\\xc3" in string at offset 11'),
+    # Go's decoder buffers 64 bytes, then 128, ...: an escape cut by that end is reported cut
+    (b'{"' + b"a" * 54 + b'":"\\u12tt"}', "invalid escape sequence `\\u12t` in string at offset 64"),
+    (b'{"' + b"a" * 118 + b'":"\\u1xyz"}', "invalid escape sequence `\\u1xy` in string at offset 128"),
+    (b'{"' + b"a" * 57 + b'":"\\u12tt"}', "invalid escape sequence `\\u12tt` in string at offset 68"),
     (b'{"name":"T"]', "invalid character ']' after object key:value pair at offset 12"),
     (b'[1 2]', "invalid character '2' after array element at offset 4"),
     (b'[1,]', "invalid character ']' looking for beginning of value at offset 4"),
