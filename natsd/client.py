@@ -46,7 +46,7 @@ class ClientState:
     __slots__ = ("host", "port", "start", "name", "lang", "version", "user", "account",
                  "perms", "nonce", "auth_timer", "ping_timer", "replies", "connect",
                  "stop", "reason", "rtt", "kind", "nkey", "tls", "label", "tls_timer",
-                 "info_due", "cert")
+                 "info_due", "cert", "ws", "ws_upgraded", "ws_cookies")
 
     def __init__(self, host, port):
         self.host = host
@@ -70,6 +70,9 @@ class ClientState:
         self.tls_timer = None
         self.info_due = False          # handshake first: INFO goes out after the handshake
         self.cert = None               # verify_and_map: the certificate's identity
+        self.ws = False                # a WebSocket client (natsd/websocket.py)
+        self.ws_upgraded = False
+        self.ws_cookies = None
 
 
 class ClientProtocol(ProtocolHandler):
@@ -83,9 +86,10 @@ class ClientProtocol(ProtocolHandler):
 
     def _prefix(self, c):
         st = c.state
+        kind = "wid" if st.ws else "cid"        # nats-server's prefix for WebSocket clients
         if st.label:
-            return "%s:%d - cid:%d - %s - " % (st.host, st.port, c.cid, st.label)
-        return "%s:%d - cid:%d - " % (st.host, st.port, c.cid)
+            return "%s:%d - %s:%d - %s - " % (st.host, st.port, kind, c.cid, st.label)
+        return "%s:%d - %s:%d - " % (st.host, st.port, kind, c.cid)
 
     def _ok(self, c):
         if c.verbose:
@@ -134,12 +138,18 @@ class ClientProtocol(ProtocolHandler):
         (natsd/authwork.py) and this runs again with its verdict."""
         st = c.state
         auth = self.server.authenticator
+        required = auth.auth_required
         try:
-            result = auth.authenticate(info, st.nonce, defer=True, cert=st.cert)
+            if st.ws:
+                ws = self.server.websocket
+                info = ws.connect_credentials(c, info)
+                result, required = ws.authenticate(auth, info, st)
+            else:
+                result = auth.authenticate(info, st.nonce, defer=True, cert=st.cert)
         except auth_mod.SlowCheck as slow:
             self.server.auth_workers.check(c, st.host, slow, lambda: self._authenticate(c, info))
             return
-        if result is None and auth.auth_required:
+        if result is None and required:
             self._auth_failed(c, info)
             return
         account_name = result.account if result is not None else None
@@ -293,7 +303,7 @@ class ClientProtocol(ProtocolHandler):
     # ---- TLS: the shared steps are in ProtocolHandler; these are the client's ----
 
     def tls_server(self, c):
-        return self.server.tls
+        return self.server.websocket.settings.tls if c.state.ws else self.server.tls
 
     def tls_plaintext_ok(self, c):
         """A plaintext client: allowed by allow_non_tls, unless the INFO waits for TLS."""
@@ -302,8 +312,19 @@ class ClientProtocol(ProtocolHandler):
             return True
         return False
 
+    def codec_head(self, c):
+        """A WebSocket client's upgrade request is complete."""
+        self.server.websocket.upgrade(c)
+
+    def codec_error(self, c, error):
+        log.error("%sread error: %s", self._prefix(c), error)
+        c.schedule_close("Read Error")
+
     def tls_ready(self, c):
         st = c.state
+        if st.ws:
+            self.server.websocket.tls_ready(c)       # the HTTP upgrade comes next
+            return
         if self.server.tls.settings.verify_and_map:
             der = c.tls.peer_certificate()
             st.cert = cert_identity(der) if der is not None else ([], [])

@@ -115,6 +115,7 @@ class Server:
         self.imports = []
         self.jetstream = None               # natsd.jetstream.engine.JetStream when enabled
         self.leafnodes = None               # natsd.leafnode.LeafNodes when leafnodes{} is configured
+        self.websocket = None               # natsd.websocket.WebSockets when websocket{} is configured
         self.leafs = {}                     # cid -> registered leaf Connection (not in clients)
         self.leafs_pending = {}             # cid -> leaf Connection before CONNECT/INFO finished
 
@@ -159,6 +160,11 @@ class Server:
             self.leafnodes = LeafNodes(self)
             self.leafnodes.start()
             self.subsystems.append(self.leafnodes)
+        if opts.websocket.configured and ws_port(opts):
+            from natsd.websocket import WebSockets, WsSettings
+            self.websocket = WebSockets(self, WsSettings(opts.websocket.raw))
+            self.websocket.start()
+            self.subsystems.append(self.websocket)
         self.client_listener = Listener(self.loop, opts.host, opts.port, self._accept_client)
         log.info("Listening for client connections on %s",
                  host_port(opts.host, self.client_listener.port))
@@ -242,7 +248,9 @@ class Server:
         }
         if self.authenticator.auth_required:
             info["auth_required"] = True
-        if self.tls is not None:
+        if c is not None and c.state.ws:
+            info.update(self.websocket.info_fields())
+        elif self.tls is not None:
             info.update(self.tls.info_fields(tls_first))
         info["max_payload"] = opts.max_payload
         if self.jetstream_enabled():
@@ -279,10 +287,9 @@ class Server:
     def jetstream_health_errors(self, query=None):
         return self.jetstream.health_errors(query) if self.jetstream is not None else []
 
-    def _accept_client(self, sock, addr):
-        if self.shutting_down:
-            sock.close()
-            return
+    def new_client(self, sock, addr):
+        """A client Connection for an accepted socket (client port or WebSocket), registered
+        with the loop; nothing sent yet."""
         prepare_accepted(sock)
         fd = sock.detach()
         self.next_cid += 1
@@ -303,6 +310,27 @@ class Server:
         if self.authenticator.nonce_required:
             st.nonce = new_nonce()
         log.debug("%s:%d - cid:%d - Client connection created", st.host, st.port, c.cid)
+        return c
+
+    def client_ready(self, c):
+        """A WebSocket client finished its upgrade: the INFO, limits and timers a client on the
+        client port gets at accept."""
+        st = c.state
+        c.send_bytes(info_line(self.info_dict(c)))
+        if len(self.clients) > self.opts.max_connections:
+            log.error("%s:%d - cid:%d - Maximum Connections Exceeded", st.host, st.port, c.cid)
+            self.client_proto.fail(c, "maximum connections exceeded", "Maximum Connections Exceeded")
+            return
+        self.start_auth_timer(c)
+        st.ping_timer = self.loop.call_later(self.opts.ping_interval, self._ping, c)
+
+    def _accept_client(self, sock, addr):
+        if self.shutting_down:
+            sock.close()
+            return
+        c = self.new_client(sock, addr)
+        st = c.state
+        opts = self.opts
         if self.tls is None or self.tls.begin(c):
             c.send_bytes(info_line(self.info_dict(c)))
         else:
@@ -322,8 +350,10 @@ class Server:
 
     def start_auth_timer(self, c):
         """The authentication clock starts once the connection is usable (after TLS)."""
-        if self.authenticator.auth_required and not c.connected:
-            c.state.auth_timer = self.loop.call_later(self._auth_timeout(), self._auth_timeout_expired, c)
+        ws = self.websocket.settings if c.state.ws else None
+        if (self.authenticator.auth_required or ws is not None and ws.auth_override) and not c.connected:
+            timeout = (ws.auth_timeout if ws is not None and ws.auth_timeout else self._auth_timeout())
+            c.state.auth_timer = self.loop.call_later(timeout, self._auth_timeout_expired, c)
 
     def send_due_info(self, c, first=False):
         """The INFO a handshake-first connection was waiting for."""
@@ -520,6 +550,16 @@ class Server:
 def stall_limit(max_pending):
     """Queued bytes past which a subscriber pauses its publishers (a fraction of max_pending)."""
     return max(256 * 1024, min(max_pending // 8, 8 * 1024 * 1024))
+
+
+def ws_port(opts):
+    raw = opts.websocket.raw
+    for k, v in raw.items():
+        if k.lower() == "port":
+            return v
+        if k.lower() == "listen" and isinstance(v, str):
+            return int(v.rpartition(":")[2] or 0)
+    return 0
 
 
 class MonitorError(Exception):

@@ -1,6 +1,7 @@
 # Connection: one socket's read buffer, outbound buffer, protocol flags and counters.
 from natsd._core.sublist cimport Sublist, SublistResult
 from natsd._core.tls cimport TlsSession
+from natsd._core.codec cimport StreamCodec, Bytes
 
 cdef enum ConnKind:
     KIND_CLIENT = 0
@@ -55,6 +56,9 @@ cdef class Connection:
     cdef public TlsSession tls
     cdef public bint tls_active         # bytes on the wire are TLS from now on (both ways)
     cdef public bint tls_sniff          # the first byte read decides: TLS or plaintext
+    # A codec between the wire (after TLS) and the protocol: WebSocket frames, S2 streams
+    cdef public StreamCodec codec
+    cdef Bytes encoded
     cdef char* xbuf
     cdef Py_ssize_t xstart
     cdef Py_ssize_t xlen
@@ -99,7 +103,9 @@ cdef class Connection:
     cdef int write(self, const char* p, Py_ssize_t n) except -1
     cdef inline void mark_dirty(self)
     cdef int flush(self) except -1
-    cdef int flush_tls(self) except -1
+    cdef int flush_layered(self) except -1
+    cdef int to_wire(self, const char* p, Py_ssize_t n) except -1
+    cdef char* xreserve(self, Py_ssize_t k) except NULL
     cdef int _sent(self, Py_ssize_t left) except -1
     cdef SublistResult lookup(self, const char* subj, Py_ssize_t slen)
     cdef int keep_unparsed(self, const char* p, Py_ssize_t n) except -1

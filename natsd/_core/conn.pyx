@@ -126,8 +126,8 @@ cdef class Connection:
         cdef Py_ssize_t left = self.olen - self.ostart
         cdef ssize_t n
         self.dirty = False
-        if self.tls is not None and self.tls_active:
-            return self.flush_tls()
+        if self.codec is not None or (self.tls is not None and self.tls_active):
+            return self.flush_layered()
         if self.closed or left == 0:
             return 1
         while left > 0:
@@ -152,44 +152,42 @@ cdef class Connection:
                 self.ocap = 0
         return self._sent(left)
 
-    cdef int flush_tls(self) except -1:
-        """TLS: encrypt what is queued (once the handshake is done) into xbuf, then send
-        ciphertext. Handshake messages come out of the session the same way."""
+    cdef int flush_layered(self) except -1:
+        """TLS and/or a codec: what is queued goes through the codec (frames, compression)
+        and TLS (once its handshake is done) into xbuf, the bytes for the socket; then send.
+        Handshake messages and a codec's control frames go out the same way."""
         cdef Py_ssize_t left = self.olen - self.ostart
-        cdef Py_ssize_t k, cap
+        cdef Py_ssize_t k
         cdef ssize_t n
-        cdef char* p
+        cdef bint ready = self.tls is None or not self.tls_active or self.tls.established
         if self.closed:
             return 1
-        if left > 0 and self.tls.established:
-            if self.tls.write_plain(self.obuf + self.ostart, left) < 0:
+        if ready:
+            if self.codec is not None:
+                if self.codec.control.len:
+                    self.to_wire(self.codec.control.data, self.codec.control.len)
+                    self.codec.control.clear()
+                if left > 0:
+                    if self.encoded is None:
+                        self.encoded = Bytes()
+                    self.encoded.clear()
+                    if self.codec.encode(self.obuf + self.ostart, left, self.encoded) < 0:
+                        self.schedule_close("Protocol Violation")
+                        self.ostart = self.olen = 0
+                        return 1
+                    self.to_wire(self.encoded.data, self.encoded.len)
+            elif left > 0:
+                self.to_wire(self.obuf + self.ostart, left)
+            if left > 0:
                 self.ostart = self.olen = 0
-                self.schedule_close("TLS Handshake Error")
-                return 1
-            self.ostart = self.olen = 0
-            if self.ocap > KEEP_OBUF:
-                free(self.obuf)
-                self.obuf = NULL
-                self.ocap = 0
-        k = self.tls.pending_out()
-        if k > 0:
-            if self.xstart > 0 and self.xstart == self.xlen:
-                self.xstart = self.xlen = 0
-            if self.xlen + k > self.xcap:
-                cap = self.xcap if self.xcap else SMALL_OBUF
-                while cap < self.xlen - self.xstart + k:
-                    cap *= 2
-                if self.xstart > 0:
-                    memmove(self.xbuf, self.xbuf + self.xstart, self.xlen - self.xstart)
-                    self.xlen -= self.xstart
-                    self.xstart = 0
-                if self.xlen + k > self.xcap:
-                    p = <char*>realloc(self.xbuf, cap)
-                    if p == NULL:
-                        raise MemoryError()
-                    self.xbuf = p
-                    self.xcap = cap
-            self.xlen += self.tls.take_out(self.xbuf + self.xlen, k)
+                if self.ocap > KEEP_OBUF:
+                    free(self.obuf)
+                    self.obuf = NULL
+                    self.ocap = 0
+        if self.tls is not None and self.tls_active:
+            k = self.tls.pending_out()
+            if k > 0:
+                self.xlen += self.tls.take_out(self.xreserve(k), k)
         left = self.xlen - self.xstart
         while left > 0:
             with nogil:
@@ -212,6 +210,38 @@ cdef class Connection:
                 self.xbuf = NULL
                 self.xcap = 0
         return self._sent(queued_bytes(self))
+
+    cdef int to_wire(self, const char* p, Py_ssize_t n) except -1:
+        """Bytes as the socket will carry them: encrypted when TLS is on, else into xbuf."""
+        if self.tls is not None and self.tls_active:
+            if self.tls.write_plain(p, n) < 0:
+                self.schedule_close("TLS Handshake Error")
+            return 0
+        memcpy(self.xreserve(n), p, n)
+        self.xlen += n
+        return 0
+
+    cdef char* xreserve(self, Py_ssize_t k) except NULL:
+        """Room for k more bytes at the end of xbuf."""
+        cdef Py_ssize_t cap
+        cdef char* p
+        if self.xstart > 0 and self.xstart == self.xlen:
+            self.xstart = self.xlen = 0
+        if self.xlen + k > self.xcap:
+            if self.xstart > 0:
+                memmove(self.xbuf, self.xbuf + self.xstart, self.xlen - self.xstart)
+                self.xlen -= self.xstart
+                self.xstart = 0
+            if self.xlen + k > self.xcap:
+                cap = self.xcap if self.xcap else SMALL_OBUF
+                while cap < self.xlen + k:
+                    cap *= 2
+                p = <char*>realloc(self.xbuf, cap)
+                if p == NULL:
+                    raise MemoryError()
+                self.xbuf = p
+                self.xcap = cap
+        return self.xbuf + self.xlen
 
     cdef int _sent(self, Py_ssize_t left) except -1:
         """After a flush left `left` bytes queued: back-pressure, write readiness, slow

@@ -1,6 +1,7 @@
 # The epoll loop: sockets, timers, thread hand-off. One per process.
 from natsd._core.conn cimport Connection
 from natsd._core.tls cimport TlsSession
+from natsd._core.codec cimport Bytes
 
 cdef extern from "sys/epoll.h" nogil:
     ctypedef union epoll_data_t:
@@ -29,8 +30,11 @@ cdef class Loop:
 
     cdef int read_conn(self, Connection c) except -1
     cdef int parse_kept(self, Connection c) except -1
-    cdef int read_tls(self, Connection c) except -1
+    cdef int read_layered(self, Connection c) except -1
+    cdef int from_wire(self, Connection c, char* p, Py_ssize_t n) except -1
+    cdef int feed_plain(self, Connection c, char* p, Py_ssize_t n) except -1
     cdef char* tls_plain        # decrypted bytes of one TLS read
+    cdef Bytes decoded          # what a codec decoded from one read
     cdef int run_once(self) except -1
     cdef void _conn_event(self, Connection c, unsigned int evs)
     cdef void _set_reading(self, Connection c, bint reading)

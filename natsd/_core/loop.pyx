@@ -20,6 +20,7 @@ from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject
 from natsd._core.conn cimport Connection, now_mono, flush_dirty, take_resumed, next_resume
 from natsd._core.tls cimport TlsSession
+from natsd._core.codec cimport Bytes
 from natsd._core.parser cimport parse
 from natsd._core.router cimport run_internal
 from natsd._core import conn as _conn_module
@@ -93,6 +94,7 @@ cdef class Loop:
         self.rbuf_size = SHARED_READ
         self.rbuf = <char*>malloc(SHARED_READ)
         self.tls_plain = <char*>malloc(SHARED_READ)
+        self.decoded = Bytes()
         self.events = <epoll_event*>malloc(sizeof(epoll_event) * MAX_EVENTS)
         if self.rbuf == NULL or self.events == NULL or self.tls_plain == NULL:
             raise MemoryError()
@@ -269,8 +271,8 @@ cdef class Loop:
         cdef ssize_t n
         cdef Py_ssize_t consumed, want
         cdef char* p
-        if c.tls is not None:
-            return self.read_tls(c)
+        if c.tls is not None or c.codec is not None:
+            return self.read_layered(c)
         if c.rlen == 0:
             with nogil:
                 n = recv(c.fd, self.rbuf, self.rbuf_size, 0)
@@ -314,11 +316,11 @@ cdef class Loop:
             c.schedule_close("Read Error")
         return 0
 
-    cdef int read_tls(self, Connection c) except -1:
-        """A TLS connection's socket is readable: hand the ciphertext to its session, advance
-        the handshake, and parse all the plaintext it yields."""
+    cdef int read_layered(self, Connection c) except -1:
+        """A TLS and/or codec connection is readable: decrypt (advancing the handshake),
+        decode (WebSocket frames, S2), and parse all the protocol bytes that yields."""
         cdef ssize_t n
-        cdef Py_ssize_t m, consumed
+        cdef Py_ssize_t m
         cdef TlsSession tls = c.tls
         with nogil:
             n = recv(c.fd, self.rbuf, self.rbuf_size, 0)
@@ -330,15 +332,15 @@ cdef class Loop:
                 c.schedule_close("Read Error")
             return 0
         c.last_activity = now_mono()
+        if tls is None:
+            return self.from_wire(c, self.rbuf, n)
         if c.tls_sniff:
             c.tls_sniff = False
             if <unsigned char>self.rbuf[0] != 0x16 and not c.tls_active:
                 # not a TLS handshake record: the handler decides (plaintext allowed or not)
                 if c.handler.tls_not_offered(c):
                     c.tls = None
-                    consumed = parse(c, self.rbuf, n)
-                    if consumed < n and not c.closing:
-                        c.keep_unparsed(self.rbuf + consumed, n - consumed)
+                    self.from_wire(c, self.rbuf, n)
                 return 0
             c.tls_active = True
         tls.feed(self.rbuf, n)
@@ -361,20 +363,52 @@ cdef class Loop:
                 c.schedule_close("Client Closed" if tls.error == "connection closed by peer"
                                  else "TLS Handshake Error")
                 break
-            if c.stalled or c.rlen > 0:
-                c.keep_more(self.tls_plain, m)
-            else:
-                consumed = parse(c, self.tls_plain, m)
-                if c.closing or c.closed:
-                    return 0
-                if consumed < m:
-                    c.keep_unparsed(self.tls_plain + consumed, m - consumed)
-                continue
+            self.from_wire(c, self.tls_plain, m)
+            if c.closing or c.closed:
+                return 0
+        c.flush()                               # TLS may owe the peer a record (key update)
+        return 0
+
+    cdef int from_wire(self, Connection c, char* p, Py_ssize_t n) except -1:
+        """Bytes off the wire (after TLS): through the codec, if any, to the parser."""
+        cdef Bytes out
+        cdef int r
+        if c.codec is None:
+            return self.feed_plain(c, p, n)
+        out = self.decoded
+        out.clear()
+        r = c.codec.decode(p, n, out)
+        if r < 0:
+            c.handler.codec_error(c, c.codec.error)
+            return 0
+        if r == 1:
+            c.handler.codec_head(c)             # an HTTP upgrade head: answered in Python
+            if c.closing or c.closed:
+                return 0
+            r = c.codec.decode_pending(out)
+            if r < 0:
+                c.handler.codec_error(c, c.codec.error)
+                return 0
+        if out.len:
+            self.feed_plain(c, out.data, out.len)
+        if c.codec.control.len:
+            c.flush()
+        if c.codec.closed:
+            c.schedule_close("Client Closed")
+        return 0
+
+    cdef int feed_plain(self, Connection c, char* p, Py_ssize_t n) except -1:
+        """Protocol bytes for the parser (kept when the connection is paused or holds the
+        start of a command)."""
+        cdef Py_ssize_t consumed
+        if c.stalled or c.rlen > 0:
+            c.keep_more(p, n)
             if not c.stalled and c.rlen >= c.rneed:
                 self.parse_kept(c)
-                if c.closing or c.closed:
-                    return 0
-        c.flush()                               # TLS may owe the peer a record (key update)
+            return 0
+        consumed = parse(c, p, n)
+        if consumed < n and not c.closing and not c.closed:
+            c.keep_unparsed(p + consumed, n - consumed)
         return 0
 
     def _resume_readers(self):
@@ -427,6 +461,8 @@ cdef class Loop:
                 return
             for c in batch:
                 try:
+                    if (<Connection>c).codec is not None:
+                        (<Connection>c).codec.goodbye((<Connection>c).close_reason)
                     (<Connection>c).flush()
                     (<Connection>c).handler.close(c)
                 except Exception:

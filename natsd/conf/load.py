@@ -1442,6 +1442,15 @@ class _Loader:
                 self.tls(v)
             elif lk not in fields:
                 self.unknown(k, v)
+            elif lk == "handshake_timeout" and name == "websocket":
+                if v.kind == "string":
+                    try:
+                        parse_duration(v.value)
+                    except ValueError as e:
+                        self.err(v, f"error parsing handshake timeout: {e}")
+                elif v.kind != "integer":
+                    self.err(v, "error parsing handshake timeout: unsupported type "
+                                f"{_GO_TYPE.get(v.kind, v.kind)}")
         return True
 
     def operators(self, n: Node):

@@ -87,7 +87,6 @@ def _url_scheme(*schemes: str) -> Callable[[Node], bool]:
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("clustering", "cluster", _cluster_active),
     ("gateway", "gateway", _always),
-    ("WebSocket", "websocket|ws", _always),
     ("WebSocket", "leafnodes|leaf.remotes[].url|urls", _url_scheme("ws", "wss")),
     ("MQTT", "mqtt", _always),
     ("operator (JWT) mode", "operator|operators|root|roots|root_operator|root_operators", _always),
