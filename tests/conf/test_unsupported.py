@@ -65,9 +65,6 @@ REFUSED = {
                        ["{f}:2:1: clustering is not supported by natsd yet"]),
     "gateway": ("port: -1\ngateway {\n  name: A\n  port: -1\n}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
     "gateway_empty": ("port: -1\ngateway {}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
-    "websocket": ("port: -1\nwebsocket {\n  port: -1\n  no_tls: true\n}\n",
-                  ["{f}:2:1: WebSocket is not supported by natsd yet"]),
-    "websocket_alias": ("port: -1\nws {}\n", ["{f}:2:1: WebSocket is not supported by natsd yet"]),
     "mqtt": ("port: -1\njetstream: enabled\nmqtt {\n  port: -1\n}\n", ["{f}:3:1: MQTT is not supported by natsd yet"]),
     "trusted_keys": (f'port: -1\ntrusted_keys: ["{OP}"]\n',
                      ["{f}:2:1: operator (JWT) mode is not supported by natsd yet"]),
@@ -180,7 +177,6 @@ def test_nats_server_errors_come_first(name, tmp_path, certs):
 # nats-server checks these only when it starts (not with -t): a plain start gets its error.
 REF_REFUSES_AT_START = {
     "gateway_without_port": ("port: -1\ngateway {\n  name: A\n}\n", "gateway is not supported"),
-    "websocket_without_tls": ("port: -1\nwebsocket {\n  port: -1\n}\n", "WebSocket is not supported"),
     "mqtt_without_jetstream": ("port: -1\nmqtt {\n  port: -1\n}\n", "MQTT is not supported"),
     "leaf_mixed_ws_urls": ('port: -1\nleafnodes {\n  remotes [ { urls: ["nats://a:1", "ws://b:2"] } ]\n}\n',
                            "WebSocket is not supported"),
@@ -271,3 +267,12 @@ def test_table_is_the_one_place():
     assert all(feature and path and callable(when) for feature, path, when in CONFIG)
     o = Options()
     assert all(hasattr(o, dest) or dest in ("cluster_listen", "routes") for _, dests in FLAGS for dest in dests)
+
+
+@need_ref
+def test_websocket_without_tls_fails_at_start_as_nats_server(tmp_path):
+    f = write(tmp_path, "ws_no_tls", "port: -1\nwebsocket {\n  port: -1\n}\n")
+    want, got = ref("-c", f, cwd=tmp_path), natsd("-c", f, cwd=tmp_path)
+    assert want.returncode == 1 and "websocket requires TLS configuration" in want.stderr
+    assert (got.returncode, got.stderr, got.stdout) == (want.returncode, want.stderr, want.stdout)
+    assert ref("-t", "-c", f, cwd=tmp_path).returncode == natsd("-t", "-c", f, cwd=tmp_path).returncode == 0
