@@ -91,6 +91,7 @@ def run_server(opts):
     from natsd.server import MonitorError, Server
     try:
         server = Server(opts)
+        install_signal_handlers(server)     # before "Server is ready": launchers signal at once
         server.start()
     except MonitorError as e:
         log.critical("Can't start monitoring: %s", e)
@@ -101,7 +102,6 @@ def run_server(opts):
     except Exception as e:
         log.critical("%s", e)
         return 1
-    install_signal_handlers(server)
     try:
         server.run()
     except KeyboardInterrupt:

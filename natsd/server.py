@@ -184,7 +184,8 @@ class Server:
         return self.client_listener.port if self.client_listener else self.opts.port
 
     def run(self):
-        self.loop.run()
+        if not self.shutting_down:          # a signal during start already shut it down
+            self.loop.run()
 
     def shutdown(self):
         """Stop accepting, close every connection, stop the loop."""
