@@ -243,7 +243,7 @@ class ApiHandler:
             raise E.JSStreamReplicasNotSupportedErr()
         self._check_overlap(jsa, cfg, None)
         jsa.check_limits(cfg)
-        if cfg.get("storage", "file") == "file" and not _fs_name_ok(name):
+        if not _fs_name_ok(name):      # natsd keeps a directory for memory streams too
             raise _stream_store_failed(jsa, name, "invalid stream directory name")
         try:
             st = jsa.add_stream(cfg)
@@ -419,10 +419,12 @@ class ApiHandler:
         # decoded as nats-server decodes JSApiStreamRestoreRequest; the restore goes on with
         # that request (re-encoded), so its own JSON reading never sees what Go would refuse
         req = decode_request(r.payload, _RESTORE_REQ, "JSApiStreamRestoreRequest", self.engine.strict)
-        if not (req.get("config") or {}).get("name") and not _is_utf8(r.args[0]):
-            # the stream would be named by a subject token that is not UTF-8: nats-server
-            # takes the bytes; natsd's streams need text, so the restore fails up front
-            log.warning("Stream restore failed for '%s > %r': name is not UTF-8", r.acc.name, r.args[0])
+        name = (req.get("config") or {}).get("name") or r.args[0]
+        if name == r.args[0] and ("\x00" in name or not _is_utf8(name)) and not _has_sep(name):
+            # a stream name from a subject token that is not UTF-8 (nats-server takes the
+            # bytes; natsd's streams need text) or one no directory can have: the restore
+            # fails up front, the way a store failure does
+            log.warning("Stream restore failed for '%s > %r': invalid stream name", r.acc.name, name)
             raise E.JSStreamRestoreErrF(err="error creating store for stream")
         r.payload = json.dumps(req).encode()
         return snapshot.handle_restore(self, r)
@@ -644,6 +646,10 @@ class Request:
 
 def _count(jsa):
     jsa.api_total += 1
+
+
+def _has_sep(name):
+    return "/" in name or "\\" in name
 
 
 def _is_utf8(name):

@@ -96,9 +96,11 @@ def _bad_char(b, i, context):
 
 
 def _can_backquote(s):
+    """Go's rule for an escape sequence in an error: backquoted unless it holds '`', a bad
+    byte, white space or a character that is not printable."""
     for ch in s:
         o = ord(ch)
-        if ch == "`" or ch == "\ufeff" or 0xD800 <= o <= 0xDFFF or (o < 0x20 and ch != "\t") or o == 0x7F:
+        if ch == "`" or 0xD800 <= o <= 0xDFFF or ch.isspace() or not ch.isprintable():
             return False
     return True
 

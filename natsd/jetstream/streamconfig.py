@@ -125,6 +125,8 @@ def _invalid(msg):
 
 
 def _valid_mapping(src, dest):
+    if not dest:
+        return None         # nats-server's ValidateMapping: no destination is no mapping
     from natsd.transform import SubjectTransform
     try:
         SubjectTransform.compile(src or ">", dest)
@@ -360,7 +362,7 @@ def check_config(cfg, pedantic=False, lookup=None, limits=None):
         for subj in subjects:
             if dest and subjects_overlap(dest, subj):
                 raise _invalid("stream configuration for republish destination forms a cycle")
-        if _valid_mapping(rp["src"], dest) is not None or not dest:
+        if _valid_mapping(rp["src"], dest) is not None:      # no destination: no republish
             raise _invalid("stream configuration for republish with transform from '%s' to '%s' not valid"
                            % (rp["src"], dest))
     pl = cfg.get("placement")

@@ -117,6 +117,10 @@ CASES = [
      err(400, 10025, 'invalid JSON: can not unmarshal "\\"MEMORY\\""')),
     ("$JS.API.STREAM.CREATE.Q", b'{"name":"Q","compression":""}', None,
      err(400, 10025, "invalid JSON: unknown compression algorithm")),
+    # config rules as nats-server's: no transform destination is no mapping
+    ("$JS.API.STREAM.UPDATE.NOPE", J({"name": "NOPE", "subject_transform": {}}), None,
+     err(404, 10059, "stream not found")),
+    ("$JS.API.STREAM.CREATE.RP", J({"name": "RP", "republish": {"src": ">"}}), None, {"did_create": True}),
     ("$JS.API.STREAM.UPDATE.NOPE", "", None,
      err(500, 10052, "stream name is required and can not contain '.', '*', '>', '\\', '/'")),
     # Nats-TTL as nats-server parses it

@@ -69,6 +69,7 @@ STREAM = [
     (b'{"name":"\\u12', "unexpected EOF"),
     (b'{"name":"T\x01"}', "invalid character '\\x01' in string at offset 11"),
     (b'{"name":"\\x"}', "invalid escape sequence `\\x` in string at offset 11"),
+    (b'{"name":"\\ x"}', 'invalid escape sequence "\\\\ " in string at offset 11'),
     (b'{"name":"\\u1x34"}', "invalid escape sequence `\\u1x34` in string at offset 15"),
     (b'{"name":"\\\xc3\xa9"}', 'invalid escape sequence "\\\\\\xc3" in string at offset 11'),
     # Go's decoder buffers 64 bytes, then 128, ...: an escape cut by that end is reported cut
