@@ -17,6 +17,7 @@ following nats-server's leafnode.go:
   domain denies filter both the interest and the messages in each direction (`st.perms.send`,
   `st.perms.recv`). A hub closes a link whose leaf breaks its user's permissions.
 """
+import base64
 import errno
 import json
 import logging
@@ -39,6 +40,7 @@ from natsd.logger import TRACE
 from natsd.linkperms import LinkPerms, internal_interest, internal_message, is_literal
 from natsd.permissions import Permissions
 from natsd.protocol import ProtocolHandler, info_line, prepare_accepted
+from natsd._core.ws import WsCodec
 from natsd.tls import ServerTls, TlsSettings, spki_sha256
 from natsd.subject import subject_is_subset
 
@@ -70,7 +72,7 @@ class LeafState(ClientState):
     """What the Python side knows about one leaf connection (monitoring reads it too)."""
     __slots__ = ("remote", "remote_server", "remote_domain", "remote_cluster", "remote_account",
                  "is_spoke", "isolated", "compression", "smap", "info_received", "finished",
-                 "connect_timer", "leaf_url", "solicited", "hub_info")
+                 "connect_timer", "leaf_url", "solicited", "hub_info", "ws_key")
 
     def __init__(self, host, port, remote=None):
         super().__init__(host, port)
@@ -87,6 +89,7 @@ class LeafState(ClientState):
         self.smap = None                # key -> count, set once interest is exchanged
         self.perms = LinkPerms()        # what may cross this link, each way (linkperms.py)
         self.hub_info = None            # spoke side: the hub's INFO that finished the connect
+        self.ws_key = None              # spoke side over WebSocket: our Sec-WebSocket-Key
         self.info_received = False
         self.finished = False
         self.connect_timer = None
@@ -110,8 +113,18 @@ class RemoteLeaf:
         self.current = None             # SplitResult of the URL in use
         # TLS: a `tls {}` block or tls:// URLs ask for it; a hub's INFO can too
         self.tls_settings = TlsSettings(opts.tls, server=False)
-        self.tls_configured = bool(opts.tls) or any(u.lower().startswith("tls://") for u in self.urls)
+        self.tls_configured = bool(opts.tls) or any(u.lower().startswith(("tls://", "wss://"))
+                                                    for u in self.urls)
         self.tls_ctx = None
+        ex = opts.extra
+        self.ws_compression = bool(ex.get("ws_compression", ex.get("ws_compress",
+                                   ex.get("websocket_compression", ex.get("websocket_compress")))))
+        self.ws_no_masking = bool(ex.get("ws_no_masking", ex.get("websocket_no_masking")))
+
+    @property
+    def websocket(self):
+        """The URL in use is ws:// or wss://: the link is WebSocket frames."""
+        return self.current is not None and self.current.scheme.lower() in ("ws", "wss")
 
     def tls_session(self):
         """A client TLS session for the URL in use (its host checked against the certificate
@@ -282,8 +295,19 @@ class LeafNodes:
         server.next_cid += 1
         c = Connection(fd, KIND_LEAF)
         c.cid = server.next_cid
+        self._as_leaf(c, host, port, remote)
+        self.loop.add_handler(fd, c)
+        server.total_connections += 1
+        return c
+
+    def _as_leaf(self, c, host, port, remote=None):
+        """Leaf settings for a connection (new, or a WebSocket one that asked for /leafnode)."""
+        server = self.server
+        c.kind = KIND_LEAF
         c.handler = self.proto
+        ws = c.state.ws if c.state is not None else False
         c.state = LeafState(host, port, remote)
+        c.state.ws = ws
         sopts = server.opts
         c.max_payload = sopts.max_payload
         c.max_control_line = sopts.max_control_line
@@ -295,13 +319,10 @@ class LeafNodes:
         c.pedantic = False
         c.headers = not sopts.no_header_support
         c.sublist = _EMPTY_SUBLIST
-        self.loop.add_handler(fd, c)
-        server.total_connections += 1
-        return c
 
     def prefix(self, c):
         st = c.state
-        return "%s - lid:%d - " % (_hp(st.host, st.port), c.cid)
+        return "%s - lid%s:%d - " % (_hp(st.host, st.port), ":ws" if st.ws else "", c.cid)
 
     # ---- accept side ----
 
@@ -330,6 +351,25 @@ class LeafNodes:
             st.tls_timer = self.loop.call_later(self.tls.settings.timeout, self.proto.tls_timeout, c)
         else:
             self.start_auth_timer(c)
+
+    def accept_websocket(self, c):
+        """A WebSocket connection upgraded on /leafnode: from now on a leaf we accepted (its
+        INFO, nonce and auth timer as on the leafnode port; TLS, if any, was the websocket's)."""
+        server = self.server
+        server.clients.pop(c.cid, None)
+        st = c.state
+        for t in (st.auth_timer, st.ping_timer, st.tls_timer):
+            if t is not None:
+                t.cancel()
+        self._as_leaf(c, st.host, st.port)
+        st = c.state
+        st.ws = True
+        st.nonce = _nonce()
+        st.leaf_url = _hp(self.opts.host or "0.0.0.0", self.port)
+        server.leafs_pending[c.cid] = c
+        log.info("%sLeafnode connection created ", self.prefix(c))
+        self._send_accept_info(c)
+        self.start_auth_timer(c)
 
     def _send_accept_info(self, c):
         st = c.state
@@ -478,8 +518,33 @@ class LeafNodes:
         log.info("%sLeafnode connection created for account: %s ", self.prefix(c), acc.name)
         st = c.state
         st.connect_timer = self.loop.call_later(CONNECT_PROCESS_TIMEOUT * 2, self._no_info, c)
-        if remote.tls_settings.handshake_first:
+        if remote.websocket:
+            st.ws = True
+            c.codec = WsCodec(False)
+            if remote.current.scheme.lower() == "wss":
+                self.start_tls(c)               # TLS first, then the HTTP upgrade over it
+            else:
+                self.ws_request(c)
+        elif remote.tls_settings.handshake_first:
             self.start_tls(c)
+
+    def ws_request(self, c):
+        """Ask the hub's websocket port for a leaf node link (path /leafnode)."""
+        remote = c.state.remote
+        u = remote.current
+        key = base64.b64encode(os.urandom(16)).decode()
+        c.state.ws_key = key
+        path = (u.path.strip("/") + "/leafnode").lstrip("/")
+        lines = ["GET /%s HTTP/1.1" % path, "Host: %s" % u.netloc.rpartition("@")[2],
+                 "User-Agent: natsd", "Connection: Upgrade", "Sec-WebSocket-Key: " + key,
+                 "Sec-WebSocket-Version: 13", "Upgrade: websocket"]
+        if remote.ws_compression:
+            lines.append("Sec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; "
+                         "client_no_context_takeover")
+        if remote.ws_no_masking:
+            lines.append("Nats-No-Masking: true")
+        c.codec.control_raw(("\r\n".join(lines) + "\r\n\r\n").encode())
+        c.flush_now()
 
     def start_tls(self, c):
         """We solicited: start the TLS client handshake (before the hub's INFO with
@@ -919,7 +984,7 @@ class LeafProtocol(ProtocolHandler):
                 log.error("%s%s", self._prefix(c), ERR_WRONG_PORT)
                 c.schedule_close("Wrong Port")
                 return
-            if c.tls is None and (info.get("tls_required") or st.remote.tls_configured):
+            if c.tls is None and not st.ws and (info.get("tls_required") or st.remote.tls_configured):
                 # TLS first, the CONNECT (credentials) only over it: hub_info waits meanwhile
                 st.hub_info = info
                 self.ln.start_tls(c)
@@ -971,8 +1036,28 @@ class LeafProtocol(ProtocolHandler):
                 return "certificate not pinned"
         return None
 
+    def codec_head(self, c):
+        """Our WebSocket upgrade was answered: 101 with the right accept key, or we give up."""
+        st = c.state
+        from natsd.websocket import check_upgrade_response
+        err = check_upgrade_response(c.codec, c.codec.take_head(), st.ws_key,
+                                     st.remote.ws_compression, st.remote.ws_no_masking)
+        if err:
+            log.error("%sError soliciting leafnode connection: %s", self._prefix(c), err)
+            c.codec.close_sent = True
+            c.schedule_close("Read Error")
+            return
+        c.codec.start_frames()
+
+    def codec_error(self, c, error):
+        log.error("%sread error: %s", self._prefix(c), error)
+        c.schedule_close("Read Error")
+
     def tls_ready(self, c):
         st = c.state
+        if st.solicited and st.ws and not st.info_received:
+            self.ln.ws_request(c)               # wss: the upgrade goes over TLS
+            return
         if st.solicited:
             if st.hub_info is not None:         # INFO came in plaintext before the handshake
                 info, st.hub_info = st.hub_info, None

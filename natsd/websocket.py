@@ -132,10 +132,9 @@ class WebSockets:
         except ValueError:
             return self._refuse(c, 400, "bad request")
         s = self.settings
-        if path.endswith(LEAF_PATH) or path.endswith(MQTT_PATH):
-            return self._refuse(c, 404 if path.endswith(MQTT_PATH) else 400,
-                                "mqtt websocket endpoint not enabled" if path.endswith(MQTT_PATH)
-                                else "websocket leafnode endpoint not enabled")
+        leaf = path.endswith(LEAF_PATH)
+        if path.endswith(MQTT_PATH):
+            return self._refuse(c, 404, "mqtt websocket endpoint not enabled")
         if method != "GET":
             return self._refuse(c, 405, "request method must be GET")
         if not headers.get("host"):
@@ -173,11 +172,24 @@ class WebSockets:
         codec.compress = compress
         codec.mask_read = not no_masking
         ua = headers.get("user-agent", [""])[0]
-        if ua.startswith("Mozilla/"):
+        if ua.startswith("Mozilla/") and not leaf:
             codec.max_frame = BROWSER_FRAME
         codec.start_frames()
         st = c.state
         st.ws_upgraded = True
+        if st.tls_timer is not None:
+            st.tls_timer.cancel()
+            st.tls_timer = None
+        if leaf:
+            ln = self.server.leafnodes
+            if ln is None or not ln.opts.port:
+                log.error("Not configured to accept leaf node connections")
+                c.flush_now()
+                c.codec.close_sent = True
+                c.schedule_close("Client Closed")
+                return
+            ln.accept_websocket(c)
+            return
         st.ws_cookies = self._cookies(headers)
         fwd = headers.get("x-forwarded-for", [""])[0].strip()
         if fwd:
@@ -187,9 +199,6 @@ class WebSockets:
                 st.host = fwd
             except ValueError:
                 pass
-        if st.tls_timer is not None:
-            st.tls_timer.cancel()
-            st.tls_timer = None
         self.server.client_ready(c)
 
     def _refuse(self, c, status, reason):
@@ -280,6 +289,35 @@ class WebSockets:
         if self.settings.auth_override:
             out["auth_required"] = True
         return out
+
+
+def check_upgrade_response(codec, head, key, compression, no_masking):
+    """A hub's answer to our leaf upgrade request (nats-server wsDial's checks): None when it
+    is a good 101 (the codec is set for compression and masking as agreed), else the error."""
+    try:
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ")[1])
+    except (ValueError, IndexError):
+        return "invalid websocket connection"
+    headers = {}
+    for line in lines[1:]:
+        k, sep, v = line.partition(":")
+        if sep:
+            headers.setdefault(k.strip().lower(), []).append(v.strip())
+    if (status != 101 or headers.get("upgrade", [""])[0].lower() != "websocket"
+            or headers.get("connection", [""])[0].lower() != "upgrade"
+            or headers.get("sec-websocket-accept", [""])[0] != _accept_key(key)):
+        return "invalid websocket connection"
+    codec.compress = False
+    if compression:
+        ext = " ".join(headers.get("sec-websocket-extensions", [])).lower()
+        if "permessage-deflate" in ext:
+            if "server_no_context_takeover" not in ext or "client_no_context_takeover" not in ext:
+                return "compression negotiation error"
+            codec.compress = True
+    codec.mask_read = False                 # a server never masks
+    codec.mask_write = not (no_masking and headers.get("nats-no-masking", [""])[0] == "true")
+    return None
 
 
 def _peer(c):

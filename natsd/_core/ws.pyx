@@ -78,6 +78,7 @@ cdef class WsCodec(StreamCodec):
     cdef uint64_t remaining
     cdef uint8_t mkey[4]
     cdef int mpos
+    cdef bint masked                   # the current frame carries a mask key
     cdef bint in_message               # a data message started and its final frame is due
     cdef bint msg_compressed
     cdef Bytes cbuf                    # compressed message bytes, or a control payload
@@ -234,10 +235,9 @@ cdef class WsCodec(StreamCodec):
             if ln & (<uint64_t>1 << 63):
                 return self._err("invalid 64-bit payload length")
             at = 10
-        if b1 & 0x80:
+        self.masked = (b1 & 0x80) != 0
+        if self.masked:
             memcpy(self.mkey, self.hdr + at, 4)
-        else:
-            memcpy(self.mkey, b"\0\0\0\0", 4)
         self.mpos = 0
         self.fin = (b0 & 0x80) != 0
         self.remaining = ln
@@ -279,7 +279,7 @@ cdef class WsCodec(StreamCodec):
         else:
             dst = out
         q = dst.reserve(n)
-        if self.mask_read:
+        if self.masked:
             for k in range(n):
                 q[k] = p[k] ^ self.mkey[(self.mpos + k) & 3]
             self.mpos = (self.mpos + n) & 3

@@ -20,7 +20,6 @@ leaf INFO), `no_advertise`, `connect_retries`, `--cluster_name` without `--clust
 from __future__ import annotations
 
 from typing import Callable, Iterator
-from urllib.parse import urlsplit
 
 from .errors import go_position
 from .parser import Node
@@ -66,20 +65,6 @@ def _cluster_active(n: Node) -> bool:
     return False
 
 
-def _url_scheme(*schemes: str) -> Callable[[Node], bool]:
-    def match(n: Node) -> bool:
-        items = n.value if n.kind == "array" else [n]
-        for it in items:
-            if it.kind == "string" and "://" in it.value:
-                try:
-                    if urlsplit(it.value.strip()).scheme.lower() in schemes:
-                        return True
-                except ValueError:
-                    pass
-        return False
-    return match
-
-
 # -- the table -------------------------------------------------------------------------
 # Config rows: (feature, key path, when).  A path is dot-separated keys (case-insensitive,
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
@@ -87,7 +72,6 @@ def _url_scheme(*schemes: str) -> Callable[[Node], bool]:
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("clustering", "cluster", _cluster_active),
     ("gateway", "gateway", _always),
-    ("WebSocket", "leafnodes|leaf.remotes[].url|urls", _url_scheme("ws", "wss")),
     ("MQTT", "mqtt", _always),
     ("operator (JWT) mode", "operator|operators|root|roots|root_operator|root_operators", _always),
     ("operator (JWT) mode", "trusted|trusted_keys", _always),

@@ -55,8 +55,6 @@ ACCOUNT = public_key(nkeys.PREFIX_BYTE_ACCOUNT)
 
 # name -> (config, [refusals]); {cert}/{key} are real files; {f} is the config file name.
 REFUSED = {
-    "remote_ws_url": ('port: -1\nleafnodes {\n  remotes [ { url: "wss://127.0.0.1:7422" } ]\n}\n',
-                      ["{f}:3:15: WebSocket is not supported by natsd yet"]),
     "cluster_port": ("port: -1\ncluster {\n  name: c\n  port: 6222\n}\n",
                      ["{f}:2:1: clustering is not supported by natsd yet"]),
     "cluster_listen": ('port: -1\ncluster {\n  listen: "127.0.0.1:-1"\n}\n',
@@ -178,8 +176,6 @@ def test_nats_server_errors_come_first(name, tmp_path, certs):
 REF_REFUSES_AT_START = {
     "gateway_without_port": ("port: -1\ngateway {\n  name: A\n}\n", "gateway is not supported"),
     "mqtt_without_jetstream": ("port: -1\nmqtt {\n  port: -1\n}\n", "MQTT is not supported"),
-    "leaf_mixed_ws_urls": ('port: -1\nleafnodes {\n  remotes [ { urls: ["nats://a:1", "ws://b:2"] } ]\n}\n',
-                           "WebSocket is not supported"),
 }
 
 
@@ -276,3 +272,11 @@ def test_websocket_without_tls_fails_at_start_as_nats_server(tmp_path):
     assert want.returncode == 1 and "websocket requires TLS configuration" in want.stderr
     assert (got.returncode, got.stderr, got.stdout) == (want.returncode, want.stderr, want.stdout)
     assert ref("-t", "-c", f, cwd=tmp_path).returncode == natsd("-t", "-c", f, cwd=tmp_path).returncode == 0
+
+
+@need_ref
+def test_mixed_websocket_remote_urls_fail_at_start_as_nats_server(tmp_path):
+    f = write(tmp_path, "mixed", 'port: -1\nleafnodes {\n  remotes [ { urls: ["nats://a:1", "ws://b:2"] } ]\n}\n')
+    want, got = ref("-c", f, cwd=tmp_path), natsd("-c", f, cwd=tmp_path)
+    assert want.returncode == 1
+    assert (got.returncode, got.stderr, got.stdout) == (want.returncode, want.stderr, want.stdout)
