@@ -646,7 +646,7 @@ def loads_node(payload):
         raise JSONError(e.msg)
     i = _WS.match(data, i).end()
     if i < len(data):
-        raise JSONError("invalid character %s after top-level value" % _quote_char(data[i]))
+        raise JSONError(_bad_char(data, i, "after top-level value").msg)
     return node
 
 

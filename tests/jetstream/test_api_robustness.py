@@ -117,6 +117,11 @@ CASES = [
      err(400, 10025, 'invalid JSON: can not unmarshal "\\"MEMORY\\""')),
     ("$JS.API.STREAM.CREATE.Q", b'{"name":"Q","compression":""}', None,
      err(400, 10025, "invalid JSON: unknown compression algorithm")),
+    # CONSUMER.UNPIN reads its body with json.Unmarshal: one value, whole characters named
+    ("$JS.API.CONSUMER.UNPIN.S.D", b"0\xca\x88s", None,
+     err(400, 10025, "invalid JSON: invalid character '\u0288' after top-level value")),
+    ("$JS.API.CONSUMER.UNPIN.S.D", b"", None, err(400, 10025, "invalid JSON: unexpected end of JSON input")),
+    ("$JS.API.CONSUMER.UNPIN.S.D", J({"group": "x"}), None, err(404, 10014, "consumer not found")),
     # config rules as nats-server's: no transform destination is no mapping
     ("$JS.API.STREAM.UPDATE.NOPE", J({"name": "NOPE", "subject_transform": {}}), None,
      err(404, 10059, "stream not found")),
