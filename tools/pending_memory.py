@@ -3,15 +3,15 @@
 
 Owns: the figures for issue 10 item 10 ("a consumer with 100,000 unacknowledged messages").
 For each server and each of two consumer kinds it starts a fresh process with JetStream on a
-temp store dir, creates a file stream with N messages (core publishes, 16-byte payloads) and
-has a pull consumer (ack wait 1 h, no max_ack_pending limit) fetch all N in requests of 10,000,
-then waits for the RSS to settle. The consumer is "explicit" (nothing acked: N pending acks,
+temp store dir, creates a file stream with N messages (16-byte core publishes, paced by a
+JetStream publish every 1000) and has a pull consumer (ack wait 1 h, no max_ack_pending limit)
+fetch all N in requests of 10,000 (one at a time), then waits for the RSS to settle. The consumer is "explicit" (nothing acked: N pending acks,
 checked with CONSUMER.INFO) or "none" (the same reads, buffers and caches, but no pending
 state). Reported: (RSS explicit - RSS none) / N, the memory attributable to the pending
 state, median over --reps pairs; and the explicit run's RSS growth during the fetch (which
 also counts the read caches and transient buffers of the fetch itself).
 
-With --structure (the default) it also reports, in this process, the bytes of the pending
+Unless --no-structure, it also reports, in this process, the bytes of the pending
 state itself for N in-order deliveries: natsd's natsd/_core/pending.pyx (its own count of the
 bytes it allocated) next to the dict-of-lists + heap it replaced (tracemalloc).
 
@@ -64,10 +64,11 @@ async def _scenario(url, n, rss, ack_policy):
     js = nc.jetstream()
     await js.add_stream(name="PM", subjects=["pm.>"])
     payload = b"x" * 16
-    for i in range(n):
-        await nc.publish("pm.%d" % (i % 16), payload)
-        if i % 5000 == 4999:
-            await nc.flush()
+    for i in range(n):                  # every 1000th waits for its store ack: paced
+        if i % 1000 == 999:
+            await js.publish("pm.%d" % (i % 16), payload)
+        else:
+            await nc.publish("pm.%d" % (i % 16), payload)
     await nc.flush()
     for _ in range(600):
         si = await js.stream_info("PM")
@@ -86,24 +87,25 @@ async def _scenario(url, n, rss, ack_policy):
             raise RuntimeError(r.data)
         inbox = nc.new_inbox()
         got = 0
-        done = asyncio.get_running_loop().create_future()
+        want = 0
+        step = asyncio.Event()
 
         async def cb(m):
             nonlocal got
             if m.headers and m.headers.get("Status"):
                 return
             got += 1
-            if got >= n and not done.done():
-                done.set_result(None)
+            if got >= want:
+                step.set()
         sub = await nc.subscribe(inbox, cb=cb, pending_msgs_limit=4 * n,
                                  pending_bytes_limit=1 << 30)
-        left = n
-        while left > 0:                 # requests of 10,000 (well under any batch limit)
-            b = min(10000, left)
+        while want < n:                 # one request of 10,000 at a time: no slow consumer
+            b = min(10000, n - want)
+            want += b
+            step.clear()
             await nc.publish("$JS.API.CONSUMER.MSG.NEXT.PM.%s" % durable,
-                             json.dumps({"batch": b, "expires": 60 * 10**9}).encode(), reply=inbox)
-            left -= b
-        await asyncio.wait_for(done, 120)
+                             json.dumps({"batch": b, "expires": 120 * 10**9}).encode(), reply=inbox)
+            await asyncio.wait_for(step.wait(), 120)
         await sub.unsubscribe()
         return got
 
