@@ -15,7 +15,7 @@ class Account:
 
     def __init__(self, name, config=None):
         self.name = name
-        self.sublist = Sublist()
+        self.sublist = Sublist(name.encode())
         self.clients = set()            # Connections bound to this account
         self.config = config
         self.is_system = False

@@ -9,7 +9,7 @@ config keys ask for what natsd cannot serve yet.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .conf import ConfigError, load_file
 from .conf.load import gen_tls_error
@@ -273,6 +273,11 @@ def _apply(o: Options, dest: str, v) -> None:
         o.cluster.listen = v
         if v:
             o.cluster.host, o.cluster.port = _split_hostport(v)
+            # nats-server's overrideCluster: the URL's credentials replace the config's
+            u = urlsplit(v)
+            auth = {"user": unquote(u.username), "password": unquote(u.password or "")} \
+                if u.username is not None else None
+            o.cluster.authorization = auth
     elif dest == "cluster_advertise":
         o.cluster.advertise = v
     elif dest == "no_advertise":
@@ -343,7 +348,6 @@ def _apply_flags(cl: CommandLine, given: list[tuple[str, str, object]], values: 
         _apply(o, dest, v)
     if "cluster_listen" in values and not o.cluster.listen:
         o.cluster.port = 0          # `--cluster ""` turns the config's cluster listener off
-        o.unsupported = [(p, m) for p, m in o.unsupported if p != "cluster" or o.cluster.routes]
     # nats-server: any --tls* flag turns TLS on from the flags, unless --tls=false, which
     # turns TLS off altogether (the config file's `tls {}` too).
     tls_off = values.get("tls") is False

@@ -18,12 +18,10 @@ following nats-server's leafnode.go:
   `st.perms.recv`). A hub closes a link whose leaf breaks its user's permissions.
 """
 import base64
-import errno
 import json
 import logging
 import os
 import random
-import socket
 import time
 from urllib.parse import urlsplit, unquote
 
@@ -34,6 +32,7 @@ from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
 from natsd.auth import SlowCheck
 from natsd.gofmt import go_json, go_quote
+from natsd.dialer import Dialer, go_dial_error, host_label
 from natsd.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.imports import random_token
 from natsd.logger import TRACE
@@ -52,7 +51,6 @@ LOOP_DELAY = 30.0                       # reconnect delay after a loop was detec
 PERM_VIOLATION_DELAY = 30.0
 FIRST_PING = 1.0                        # nats-server: firstPingInterval for non-clients
 CONNECT_PROCESS_TIMEOUT = 2.0
-DIAL_TIMEOUT = 2.0
 
 DENY_ALL_CLIENT_JS = ["$JS.API.>", "$KV.>", "$OBJ.>"]
 DENY_ALL_JS = ["$JSC.>", "$NRG.>", "$JS.API.>", "$KV.>", "$OBJ.>"]
@@ -139,54 +137,6 @@ class RemoteLeaf:
             return None
         self.index = (self.index + 1) % len(self.urls)
         return urlsplit(self.urls[self.index])
-
-
-class _Dialer:
-    """A non-blocking outbound TCP connect on the loop."""
-
-    def __init__(self, leafnodes, remote, sock, host_label):
-        self.leafnodes = leafnodes
-        self.remote = remote
-        self.sock = sock
-        self.host_label = host_label
-        self.fd = sock.fileno()
-        self.done = False
-        self.timer = leafnodes.loop.call_later(DIAL_TIMEOUT, self._timeout)
-
-    def on_event(self, events):
-        if self.done:
-            return
-        err = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        self._finish(err)
-
-    def _timeout(self):
-        if not self.done:
-            self._finish(errno.ETIMEDOUT)
-
-    def _finish(self, err):
-        self.done = True
-        self.timer.cancel()
-        ln = self.leafnodes
-        try:
-            ln.loop.remove_handler(self.fd)
-        except (OSError, KeyError):
-            pass
-        self.remote.dialer = None
-        if err:
-            self.sock.close()
-            ln.dial_failed(self.remote, self.host_label, os.strerror(err) if isinstance(err, int) else str(err))
-        else:
-            ln.dial_succeeded(self.remote, self.sock)
-
-    def cancel(self):
-        if not self.done:
-            self.done = True
-            self.timer.cancel()
-            try:
-                self.leafnodes.loop.remove_handler(self.fd)
-            except (OSError, KeyError):
-                pass
-            self.sock.close()
 
 
 class LeafNodes:
@@ -450,39 +400,25 @@ class LeafNodes:
         remote.current = u
         host = u.hostname or "127.0.0.1"
         port = u.port or 7422
-        label = _hp(host, port) if ":" not in host else "[%s]:%d" % (host, port)
-        dial = host
-        if host in ("0.0.0.0", ""):
-            dial = "127.0.0.1"
-        elif host == "::":
-            dial = "::1"
+        label = host_label(host, port)
         log.debug("Trying to connect as leafnode to remote server on %s", go_quote(label))
-        try:
-            infos = socket.getaddrinfo(dial, port, 0, socket.SOCK_STREAM)
-            family, stype, proto, _, addr = infos[0]
-            sock = socket.socket(family, stype, proto)
-            sock.setblocking(False)
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
-            err = sock.connect_ex(addr)
-        except OSError as e:
-            self.dial_failed(remote, label, e.strerror or str(e))
-            return
-        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
-            sock.close()
-            self.dial_failed(remote, label, os.strerror(err))
-            return
-        d = remote.dialer = _Dialer(self, remote, sock, label)
-        self.loop.add_handler(d.fd, d, True)
+
+        def done(sock, reason):
+            remote.dialer = None
+            if sock is None:
+                self.dial_failed(remote, label, reason)
+            elif self.stopped or self.server.shutting_down:
+                sock.close()
+            else:
+                self.dial_succeeded(remote, sock)
+        remote.dialer = Dialer(self.loop, host, port, done)
 
     def dial_failed(self, remote, label, reason):
         remote.attempts += 1
         n = remote.attempts
         if n == 1 or (remote.first_connect and n % 3600 == 0) or (not remote.first_connect and n % 60 == 0):
             log.error("Error trying to connect as leafnode to remote server %s (attempt %d): dial tcp %s: %s",
-                      go_quote(label), n, label, _go_err(reason))
+                      go_quote(label), n, label, go_dial_error(reason))
         else:
             log.debug("Error trying to connect as leafnode to remote server %s (attempt %d): %s",
                       go_quote(label), n, reason)
@@ -888,7 +824,7 @@ class LeafProtocol(ProtocolHandler):
         st.connect = info
         if info.get("lang"):
             log.error("%s%s", self._prefix(c), ERR_LEAF_PORT)
-            self.fail(c, ERR_LEAF_PORT, "Wrong Port")
+            self.fail(c, ERR_LEAF_PORT, "Incorrect Port")
             return
         cluster = str(info.get("cluster") or "")
         if " " in cluster:
@@ -982,7 +918,7 @@ class LeafProtocol(ProtocolHandler):
             st.info_received = True
             if not info.get("client_id") or info.get("leafnode_urls") is None:
                 log.error("%s%s", self._prefix(c), ERR_WRONG_PORT)
-                c.schedule_close("Wrong Port")
+                c.schedule_close("Incorrect Port")
                 return
             if c.tls is None and not st.ws and (info.get("tls_required") or st.remote.tls_configured):
                 # TLS first, the CONNECT (credentials) only over it: hub_info waits meanwhile
@@ -1082,7 +1018,7 @@ class LeafProtocol(ProtocolHandler):
             if queue is not None:
                 w = max(weight, 1)
                 delta = w - old.weight
-                old.weight = w
+                c.sublist.set_weight(old, w)
                 if delta:
                     self.ln.propagate(st.account, old, delta)
             return
@@ -1264,12 +1200,3 @@ def _strip_userinfo(url):
         return url
     netloc = u.hostname + (":%d" % u.port if u.port else "")
     return u._replace(netloc=netloc).geturl()
-
-
-def _go_err(reason):
-    r = reason.lower()
-    if "refused" in r:
-        return "connect: connection refused"
-    if "timed out" in r:
-        return "i/o timeout"
-    return r

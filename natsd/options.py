@@ -197,8 +197,13 @@ class ClusterOpts:
     no_advertise: bool = False
     connect_retries: int = 0
     pool_size: int = 3
+    accounts: list[str] = field(default_factory=list)   # pinned: a route of their own
+    ping_interval: float = 0.0      # 0: the server's ping_interval (at most 30s on routes)
+    ping_max: int = 0
+    connect_backoff: bool = False
     compression: Any = None
     authorization: dict[str, Any] | None = None
+    tls: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict)
     configured: bool = False
 

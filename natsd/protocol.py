@@ -70,8 +70,11 @@ class ProtocolHandler:
     def arg_error(self, c, what, arg):
         """Malformed arguments of a command: nats-server logs `<what>: <arg>` (client ops
         quote the arguments as Go's %q, leaf ops as '%s') and closes without an -ERR."""
-        if what.startswith("processLeaf"):
-            text = "%s: '%s'" % (what, arg.decode("utf-8", "replace"))
+        if what.startswith(("processLeaf", "processRouted", "processRemote")):
+            words = arg.decode("utf-8", "replace")
+            if what.endswith(("Parse Error", "Missing Size")):
+                words = "[%s]" % " ".join(words.split())       # Go prints the split arguments
+            text = "%s: '%s'" % (what, words)
         else:
             text = "%s: %s" % (what, go_quote(arg))
         self.protocol_error(c, text, False)

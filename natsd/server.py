@@ -118,6 +118,8 @@ class Server:
         self.websocket = None               # natsd.websocket.WebSockets when websocket{} is configured
         self.leafs = {}                     # cid -> registered leaf Connection (not in clients)
         self.leafs_pending = {}             # cid -> leaf Connection before CONNECT/INFO finished
+        self.cluster = None                 # natsd.cluster.routes.Routes when cluster{} has a port
+        self.routes = {}                    # cid -> registered route Connection
 
     # ---- lifecycle ----
 
@@ -126,6 +128,8 @@ class Server:
         log.info("Starting nats-server")
         log.info("  Version:  %s", VERSION)
         log.info("  Git:      [%s]", GIT_COMMIT or "not set")
+        if opts.cluster.name:
+            log.info("  Cluster:  %s", opts.cluster.name)
         log.info("  Name:     %s", self.name)
         log.info("  ID:       %s", self.id)
         if opts.config_file:
@@ -174,6 +178,11 @@ class Server:
                      "available" if opts.allow_non_tls and not first else "required")
             if first:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
+        if opts.cluster.port:
+            from natsd.cluster.routes import Routes
+            self.cluster = Routes(self)
+            self.cluster.start()
+            self.subsystems.append(self.cluster)
         self._write_pid_file()
         self._write_ports_file()
         self.loop.call_later(1.0, self._write_deadline_sweep)
@@ -261,10 +270,19 @@ class Server:
             info["client_ip"] = c.state.host
             if c.state.nonce and with_nonce:
                 info["nonce"] = c.state.nonce
+        if self.cluster is not None:
+            info["cluster"] = self.cluster.name
+            urls = self.cluster.connect_urls
+            if urls.client:
+                info["connect_urls"] = list(urls.client)
+            if urls.ws:
+                info["ws_connect_urls"] = list(urls.ws)
         return info
 
     def cluster_name(self):
         """The cluster name; a server with leaf remotes and no cluster{} uses its server name."""
+        if self.cluster is not None:
+            return self.cluster.name
         name = getattr(self.opts.cluster, "name", "") or ""
         if not name and self.opts.leafnode.remotes:
             name = self.name
@@ -468,6 +486,8 @@ class Server:
             self.system.lame_duck_event()
         self.client_listener.close()
         self.client_listener = None
+        if self.cluster is not None:
+            self.cluster.lame_duck()
         if self.jetstream is not None:
             self.jetstream.shutdown()
         clients = list(self.clients.values())

@@ -91,6 +91,12 @@ class WebSockets:
     def port(self):
         return self.listener.port if self.listener is not None else 0
 
+    def connect_urls(self):
+        """The URLs WebSocket clients reach us by (INFO ws_connect_urls in a cluster)."""
+        from natsd.cluster.connecturls import connect_urls
+        s = self.settings
+        return connect_urls(s.advertise, s.host or "0.0.0.0", self.port)
+
     def shutdown(self):
         if self.listener is not None:
             self.listener.close()

@@ -89,6 +89,18 @@ cdef class Connection:
     cdef public int pings_out
     cdef public double last_activity
 
+    # Links. A route carries every account: RMSG/RS+ name theirs (looked up in
+    # route_sublists, one dict shared by all routes), except on a route pinned to one account
+    # (route_account), whose `sublist` is that account's.
+    cdef public dict route_sublists     # account name (bytes) -> Sublist
+    cdef public bytes route_account     # pinned route: its account, absent from the protocol
+    cdef public bint lnoc               # route peer takes LS+/LMSG with a leaf's origin cluster
+    # A leaf link where we are the spoke (the remote is our hub): what comes from it does not
+    # go on to routes, and what comes from routes does not go up to it (the hub has a link to
+    # every server of our cluster).
+    cdef public bint spoke
+    cdef public bytes origin            # leaf link: the remote's cluster name, None without one
+
     # router bookkeeping for leaf/route connections: one framed message per connection
     cdef unsigned long long route_stamp
     cdef list route_queues

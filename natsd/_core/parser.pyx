@@ -12,9 +12,9 @@ connection's Python handler: they are control operations.
 from libc.string cimport memchr, memcmp
 from libc.stdlib cimport malloc, free
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from natsd._core.conn cimport Connection, Totals
-from natsd._core.sublist cimport SublistResult
-from natsd._core.router cimport route, route_queues
+from natsd._core.conn cimport Connection, Totals, KIND_ROUTE
+from natsd._core.sublist cimport SublistResult, Sublist
+from natsd._core.router cimport route, route_queues, route_from_link
 from natsd._core import conn as _conn_module
 
 cdef Totals totals = _conn_module.totals
@@ -52,8 +52,8 @@ cdef inline bint op_is(const char* p, Py_ssize_t n, const char* name, Py_ssize_t
 cdef const char* CLIENT_OPS[10]
 CLIENT_OPS[:] = [b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"CONNECT", b"INFO",
                  b"+OK", b"-ERR"]
-cdef const char* LEAF_OPS[4]
-LEAF_OPS[:] = [b"LS+", b"LS-", b"LMSG", b"HMSG"]
+cdef const char* LEAF_OPS[7]
+LEAF_OPS[:] = [b"LS+", b"LS-", b"LMSG", b"HMSG", b"RS+", b"RS-", b"RMSG"]
 
 
 cdef bint op_prefix_ok(const char* p, Py_ssize_t n, int kind):
@@ -64,7 +64,7 @@ cdef bint op_prefix_ok(const char* p, Py_ssize_t n, int kind):
     cdef int i
     while k < n and not is_space(p[k]):
         k += 1
-    for i in range(10 + (4 if kind != 0 else 0)):
+    for i in range(10 + (0 if kind == 0 else 4 if kind != KIND_ROUTE else 7)):
         name = CLIENT_OPS[i] if i < 10 else LEAF_OPS[i - 10]
         j = 0
         while j < k and name[j] != 0 and upper(p[j]) == name[j]:
@@ -186,7 +186,8 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
         if not c.connected and op != c'C' and c.handler.auth_pending(c):
             return n
 
-        if c.kind != 0 and (op == c'L' or op == c'H' and op_is(line, clen, "HMSG", 4)):
+        if c.kind != 0 and (op == c'L' or op == c'H' and op_is(line, clen, "HMSG", 4)
+                            or op == c'R' and c.kind == KIND_ROUTE):
             i = remote_op(c, buf, n, i, line, clen, lend, op)
             if i < 0:
                 return n if i == -2 else -i - 3
@@ -278,6 +279,8 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
                 c.handler.send_connect_info(c)
         elif op == c'P' and op_is(line, clen, "PONG", 4):
             c.pings_out = 0
+            if c.kind == KIND_ROUTE:
+                c.handler.pong(c)           # a pooled route opens the next one after it
         elif op == c'S' and op_is(line, clen, "SUB", 3):
             if split_args(line + 4, clen - 4, &a) < 0 or a.n < 2 or a.n > 3:
                 arg_error(c, "processSub Parse Error", line + 4, clen - 4)
@@ -316,6 +319,10 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
 
 
 cdef struct RemoteArgs:
+    const char* origin             # LMSG over a route: the leaf cluster it comes from
+    Py_ssize_t olen
+    const char* acc                # route: the account, unless the route is pinned to one
+    Py_ssize_t alen
     const char* subj
     Py_ssize_t slen
     const char* reply
@@ -326,45 +333,87 @@ cdef struct RemoteArgs:
 
 cdef Py_ssize_t remote_op(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, const char* line,
                           Py_ssize_t clen, Py_ssize_t lend, char op) except? -1:
-    """Leaf-node dialect: LS+/LS- interest and LMSG/HMSG messages.
+    """The link dialects. Leaf nodes: LS+/LS- interest, LMSG/HMSG messages. Routes: RS+/RS-
+    interest and RMSG/HMSG messages per account, LS+/LS-/LMSG for a leaf's interest and
+    messages with the leaf's origin cluster. Interest goes to the handler (control path);
+    messages are routed here.
     Returns the new offset, -2 after a fatal error, or -(i+3) when more bytes are needed."""
-    cdef Args a
-    if op_is(line, clen, "LS+", 3) or op_is(line, clen, "LS-", 3):
-        if split_args(line + 4, clen - 4, &a) < 0 or a.n < 1 or a.n > 3:
-            arg_error(c, "processLeafSub Parse Error", line + 4, clen - 4)
+    cdef bint route_link = c.kind == KIND_ROUTE
+    if op_is(line, clen, "RS+", 3) or op_is(line, clen, "RS-", 3) or (
+            route_link and (op_is(line, clen, "LS+", 3) or op_is(line, clen, "LS-", 3))):
+        if not route_link:
+            protocol_error(c, "Unknown Protocol Operation", True)
             return -2
-        if line[2] == c'+':
-            c.handler.leaf_sub(c, to_bytes(a.p[0], a.len[0]),
-                               to_bytes(a.p[1], a.len[1]) if a.n >= 2 else None,
-                               parse_size(a.p[2], a.len[2]) if a.n == 3 else 1)
-        else:
-            c.handler.leaf_unsub(c, to_bytes(a.p[0], a.len[0]),
-                                 to_bytes(a.p[1], a.len[1]) if a.n >= 2 else None)
+        # `[origin ]acc subject[ queue weight]` (the handler checks the shape)
+        c.handler.route_interest(c, line[0] == c'L', line[2] == c'+',
+                                 to_bytes(line + 4, clen - 4) if clen > 4 else b"")
         return lend + 1
-    cdef bint with_hdr = op == c'H'
-    if not with_hdr and not op_is(line, clen, "LMSG", 4):
+    if op_is(line, clen, "LS+", 3) or op_is(line, clen, "LS-", 3):
+        return leaf_interest(c, line, clen, lend)
+    cdef int kind_of_msg               # 0 LMSG/HMSG from a leaf, 1 RMSG, 2 HMSG, 3 LMSG (route)
+    if route_link:
+        if op_is(line, clen, "RMSG", 4):
+            kind_of_msg = 1
+        elif op == c'H':
+            kind_of_msg = 2
+        elif op_is(line, clen, "LMSG", 4):
+            kind_of_msg = 3
+        else:
+            protocol_error(c, "Unknown Protocol Operation", True)
+            return -2
+    elif op == c'H' or op_is(line, clen, "LMSG", 4):
+        kind_of_msg = 0
+    else:
         protocol_error(c, "Unknown Protocol Operation", True)
         return -2
-    # `subject [reply] sizes` or `subject +|| [reply] queue... sizes`: as many arguments as the
-    # control line holds (each at least one byte and a space)
+    # `subject [reply] sizes` or `subject +|| [reply] queue... sizes`, after the origin and
+    # the account on a route: as many arguments as the control line holds
     cdef RemoteArgs ra
-    cdef list queues = remote_msg_args(c, line + 5, clen - 5, with_hdr, &ra)
+    cdef list queues = remote_msg_args(c, line + 5, clen - 5, kind_of_msg, op == c'H', &ra)
     if ra.size < 0:
         return -2
     return remote_msg(c, buf, n, i, lend, &ra, queues)
 
 
-cdef list remote_msg_args(Connection c, const char* p, Py_ssize_t n, bint with_hdr, RemoteArgs* ra):
-    """Split an LMSG/HMSG control line into ra; returns its queue names (None: no queue part).
-    ra.size is -1 after a protocol error."""
-    cdef Py_ssize_t cap = n // 2 + 1, k, first_q, q, size
+cdef Py_ssize_t leaf_interest(Connection c, const char* line, Py_ssize_t clen,
+                              Py_ssize_t lend) except? -1:
+    """LS+/LS- from a leaf node: `subject[ queue[ weight]]`."""
+    cdef Args a
+    if split_args(line + 4, clen - 4, &a) < 0 or a.n < 1 or a.n > 3:
+        arg_error(c, "processLeafSub Parse Error", line + 4, clen - 4)
+        return -2
+    if line[2] == c'+':
+        c.handler.leaf_sub(c, to_bytes(a.p[0], a.len[0]),
+                           to_bytes(a.p[1], a.len[1]) if a.n >= 2 else None,
+                           parse_size(a.p[2], a.len[2]) if a.n == 3 else 1)
+    else:
+        c.handler.leaf_unsub(c, to_bytes(a.p[0], a.len[0]),
+                             to_bytes(a.p[1], a.len[1]) if a.n >= 2 else None)
+    return lend + 1
+
+
+cdef list MSG_ARG_ERRORS = ["processLeafMsgArgs", "processRoutedMsgArgs",
+                            "processRoutedHeaderMsgArgs", "processRoutedOriginClusterMsgArgs"]
+
+
+cdef list remote_msg_args(Connection c, const char* p, Py_ssize_t n, int kind_of_msg,
+                          bint with_hdr, RemoteArgs* ra):
+    """Split an LMSG/RMSG/HMSG control line into ra; returns its queue names (None: no queue
+    part). ra.size is -1 after a protocol error."""
+    cdef Py_ssize_t cap = n // 2 + 1, k, first_q, size, lead = 0
     cdef const char** ptrs = <const char**>malloc(cap * sizeof(const char*))
     cdef Py_ssize_t* lens = <Py_ssize_t*>malloc(cap * sizeof(Py_ssize_t))
     cdef Py_ssize_t i = 0, start, na = 0
+    cdef str what = MSG_ARG_ERRORS[kind_of_msg]
+    ra.size = -1
+    ra.origin = ra.acc = NULL
+    ra.olen = ra.alen = 0
     if ptrs == NULL or lens == NULL:
         free(ptrs)
         free(lens)
         raise MemoryError()
+    if kind_of_msg == 3:
+        with_hdr = True                         # an origin LMSG always has a header size
     try:
         while i < n:
             while i < n and is_space(p[i]):
@@ -377,34 +426,50 @@ cdef list remote_msg_args(Connection c, const char* p, Py_ssize_t n, bint with_h
             ptrs[na] = p + start
             lens[na] = i - start
             na += 1
-        ra.size = -1
-        k = na - (2 if with_hdr else 1)            # index of the first size argument
-        if k < 1:
-            arg_error(c, "processLeafMsgArgs Parse Error", p, n)
+        if kind_of_msg == 3:
+            lead += 1
+        if kind_of_msg != 0 and c.route_account is None:
+            lead += 1
+        k = na - (2 if with_hdr else 1)          # index of the first size argument
+        if k < lead + 1:
+            arg_error(c, what + " Parse Error", p, n)
             return None
         size = parse_size(ptrs[na - 1], lens[na - 1])
         ra.hsize = parse_size(ptrs[na - 2], lens[na - 2]) if with_hdr else 0
-        if size < 0 or ra.hsize < 0 or ra.hsize > size:
-            arg_error(c, "processLeafMsgArgs Bad or Missing Size", p, n)
+        if ra.hsize < 0:
+            arg_error(c, what + " Bad or Missing Header Size", p, n)
             return None
-        ra.subj = ptrs[0]
-        ra.slen = lens[0]
+        if size < 0:
+            arg_error(c, what + " Bad or Missing Size", p, n)
+            return None
+        if ra.hsize > size:
+            arg_error(c, what + " Header Size larger then TotalSize", p, n)
+            return None
+        if kind_of_msg == 3:
+            ra.origin = ptrs[0]
+            ra.olen = lens[0]
+        if kind_of_msg != 0 and c.route_account is None:
+            ra.acc = ptrs[lead - 1]
+            ra.alen = lens[lead - 1]
+        ra.subj = ptrs[lead]
+        ra.slen = lens[lead]
         ra.reply = NULL
         ra.rlen = 0
-        if k == 2:
-            ra.reply = ptrs[1]
-            ra.rlen = lens[1]
-        elif k > 2:
-            if lens[1] != 1 or (ptrs[1][0] != c'+' and ptrs[1][0] != c'|'):
-                arg_error(c, "processLeafMsgArgs Bad or Missing Reply Indicator", ptrs[1], lens[1])
+        if k == lead + 2:
+            ra.reply = ptrs[lead + 1]
+            ra.rlen = lens[lead + 1]
+        elif k > lead + 2:
+            if lens[lead + 1] != 1 or (ptrs[lead + 1][0] != c'+' and ptrs[lead + 1][0] != c'|'):
+                arg_error(c, what + " Bad or Missing Reply Indicator", ptrs[lead + 1],
+                          lens[lead + 1])
                 return None
-            first_q = 2
-            if ptrs[1][0] == c'+':
-                ra.reply = ptrs[2]
-                ra.rlen = lens[2]
-                first_q = 3
+            first_q = lead + 2
+            if ptrs[lead + 1][0] == c'+':
+                ra.reply = ptrs[lead + 2]
+                ra.rlen = lens[lead + 2]
+                first_q = lead + 3
             ra.size = size
-            return [to_bytes(ptrs[q], lens[q]) for q in range(first_q, k)]
+            return [to_bytes(ptrs[i], lens[i]) for i in range(first_q, k)]
         ra.size = size
         return None
     finally:
@@ -414,11 +479,12 @@ cdef list remote_msg_args(Connection c, const char* p, Py_ssize_t n, bint with_h
 
 cdef Py_ssize_t remote_msg(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, Py_ssize_t lend,
                            RemoteArgs* ra, list queues) except? -1:
-    """Route one LMSG/HMSG whose arguments are in ra (its payload follows the control line)."""
+    """Route one link message whose arguments are in ra (its payload follows the line)."""
     cdef SublistResult res
     cdef Py_ssize_t size = ra.size, hsize = ra.hsize
     cdef Py_ssize_t pstart = lend + 1
     cdef Py_ssize_t need = pstart + size + 2
+    cdef object sl
     if size > c.max_payload:
         c.handler.max_payload_exceeded(c, size)
         return -2
@@ -432,6 +498,14 @@ cdef Py_ssize_t remote_msg(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, 
     c.in_bytes += size
     totals.in_msgs += 1
     totals.in_bytes += size
+    if ra.acc != NULL:
+        # a route names the account of each message: its sublist becomes the one to match in
+        sl = c.route_sublists.get(to_bytes(ra.acc, ra.alen))
+        if sl is None:
+            sl = c.handler.unknown_account(c, to_bytes(ra.acc, ra.alen), to_bytes(ra.subj, ra.slen))
+            if sl is None:
+                return need
+        c.sublist = <Sublist>sl
     if c.pub_allowed is not None and not _pub_allowed(c, ra.subj, ra.slen):
         return need                             # denied import (deny_imports, JetStream domains)
     if c.has_mappings:
@@ -445,8 +519,9 @@ cdef Py_ssize_t remote_msg(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, 
         if res.total:
             # no queue names: the sender already served queue groups itself (nats-server
             # delivers such a message to plain subscribers only)
-            route_queues(c, res, ra.subj, ra.slen, ra.reply, ra.rlen, buf + pstart, hsize, size,
-                         queues if queues is not None else NO_QUEUES, False)
+            route_from_link(c, res, ra.subj, ra.slen, ra.reply, ra.rlen, buf + pstart, hsize,
+                            size, queues if queues is not None else NO_QUEUES,
+                            to_bytes(ra.origin, ra.olen) if ra.olen else None)
     return need
 
 

@@ -14,4 +14,7 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
 cdef int route_queues(Connection pub, SublistResult res, const char* subj, Py_ssize_t slen,
                       const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
                       Py_ssize_t tlen, list only_queues, bint no_plain) except -1
+cdef int route_from_link(Connection pub, SublistResult res, const char* subj, Py_ssize_t slen,
+                         const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
+                         Py_ssize_t tlen, list only_queues, bytes origin) except -1
 cdef int run_internal() except -1

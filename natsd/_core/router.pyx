@@ -15,6 +15,9 @@ from natsd._core import conn as _conn_module
 cdef Totals totals = _conn_module.totals
 cdef list internal_queue = []
 cdef list remote_targets = []          # leaf/route connections reached by the current message
+# The leaf cluster the message being routed comes from (a leaf link's cluster, or the origin
+# of an LMSG a route passed on): a leaf cluster never gets its own messages back.
+cdef bytes cur_origin = None
 cdef unsigned long long route_stamp = 0
 cdef unsigned long long rng_state = 0x9E3779B97F4A7C15ULL
 
@@ -141,6 +144,8 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
     if c.kind == KIND_CLIENT and dsubj != NULL:
         subj = dsubj                    # clients see the delivered subject
         slen = dlen
+    if c.kind != KIND_CLIENT and not link_accepts(c, pub, subj, slen):
+        return 0
     if sub.deny_filter and c.handler.delivery_denied(c, sub, PyBytes_FromStringAndSize(subj, slen)):
         return 0
     if c.kind != KIND_CLIENT:
@@ -161,6 +166,21 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
     if rlen and c.track_replies:
         c.handler.allow_reply(c, PyBytes_FromStringAndSize(reply, rlen))
     return _after_delivery(sub)
+
+
+cdef inline bint link_accepts(Connection c, Connection pub, const char* subj, Py_ssize_t slen):
+    """May a message from `pub` go on to the leaf or route link `c`? (nats-server's rules.)
+    A message crosses one route at most, and what our hub sent us stays off routes (the hub
+    reaches every server of the cluster itself). From a route, a message goes down to the
+    leafs we are the hub of, not up to our own hub (a service reply excepted). A leaf cluster
+    never gets its own messages back."""
+    if pub is None:
+        return True
+    if c.kind == KIND_ROUTE:
+        return pub.kind != KIND_ROUTE and not (pub.kind == KIND_LEAF and pub.spoke)
+    if pub.kind == KIND_ROUTE and c.spoke and not (slen > 4 and memcmp(subj, "_R_.", 4) == 0):
+        return False
+    return cur_origin is None or c.origin is None or cur_origin != c.origin
 
 
 cdef inline int _after_delivery(Subscription sub) except -1:
@@ -241,58 +261,133 @@ cdef int route_deliver(Connection pub, SublistResult res, const char* subj, Py_s
                        const char* msg, Py_ssize_t hlen, Py_ssize_t tlen, list only_queues,
                        bint no_plain) except -1:
     """Routing by `subj`, delivering as `dsubj` when that is not NULL (see deliver())."""
-    global route_stamp
+    global route_stamp, cur_origin
     cdef Subscription sub
     cdef list group
-    cdef Py_ssize_t i, n, start
     cdef int delivered = 0
+    cdef bytes saved_origin = cur_origin
+    if pub is not None and pub.kind == KIND_LEAF:
+        cur_origin = pub.origin
+    elif pub is None or pub.kind != KIND_ROUTE:
+        cur_origin = None
     route_stamp += 1
-    if not no_plain:
-        for sub in res.psubs:
-            delivered += deliver(sub, pub, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
-    for group in res.qsubs:
-        n = len(group)
-        if only_queues is not None and (<Subscription>group[0]).queue not in only_queues:
-            continue
-        start = <Py_ssize_t>(next_random() % <unsigned long long>n)
-        for i in range(n):
-            sub = <Subscription>group[(start + i) % n]
-            if deliver(sub, pub, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen):
-                delivered += 1
-                break
-    if remote_targets:
-        flush_remote(subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
+    try:
+        if not no_plain:
+            for sub in res.psubs:
+                delivered += deliver(sub, pub, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
+        for group in res.qsubs:
+            if only_queues is not None and (<Subscription>group[0]).queue not in only_queues:
+                continue
+            delivered += deliver_queue(group, pub, subj, slen, dsubj, dlen, reply, rlen, msg,
+                                       hlen, tlen)
+        if remote_targets:
+            flush_remote(res.account, pub, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
+    finally:
+        cur_origin = saved_origin
     return delivered
 
 
-cdef int flush_remote(const char* subj, Py_ssize_t slen, const char* dsubj, Py_ssize_t dlen,
-                      const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
-                      Py_ssize_t tlen) except -1:
-    """Frame the current message once for every leaf connection it reached:
-    `LMSG subj [reply] size`, `LMSG subj + reply q1 q2 size`, `LMSG subj | q1 size`
-    (HMSG with `hdr total` sizes when there are headers). A delivered subject different from
-    the routing one travels after '@' in the reply, as nats-server sends it."""
+cdef int deliver_queue(list group, Connection pub, const char* subj, Py_ssize_t slen,
+                       const char* dsubj, Py_ssize_t dlen, const char* reply, Py_ssize_t rlen,
+                       const char* msg, Py_ssize_t hlen, Py_ssize_t tlen) except -1:
+    """One member of a queue group gets the message, from a random start (nats-server's
+    choice). Members on this server come first: a leaf member is only remembered (and used if
+    nobody local takes it); a route member (a whole server's share, weighted) is taken at once
+    when the message comes from here, never when it came over a route (one hop), and a
+    route's member on behalf of a leaf cluster only as a last resort."""
+    cdef Py_ssize_t i, n = len(group)
+    cdef Py_ssize_t start = <Py_ssize_t>(next_random() % <unsigned long long>n)
+    cdef Subscription sub, rsub = None
+    cdef Connection c
+    cdef bint from_route = pub is not None and pub.kind == KIND_ROUTE
+    for i in range(n):
+        sub = <Subscription>group[(start + i) % n]
+        if sub.closed:
+            continue
+        c = <Connection>sub.conn if sub.conn is not None else None
+        if c is None or c.kind == KIND_CLIENT:
+            if deliver(sub, pub, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen):
+                return 1
+            continue
+        if c is pub or not link_accepts(c, pub, subj, slen):
+            continue
+        if c.kind == KIND_LEAF:
+            if rsub is None or (<Connection>rsub.conn).kind == KIND_ROUTE:
+                rsub = sub
+            continue
+        if sub.origin is not None or from_route:
+            if rsub is None and (cur_origin is None or cur_origin != sub.origin):
+                rsub = sub
+            continue
+        rsub = sub
+        break
+    if rsub is not None:
+        return deliver(rsub, pub, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
+    return 0
+
+
+cdef int flush_remote(bytes acc, Connection pub, const char* subj, Py_ssize_t slen,
+                      const char* dsubj, Py_ssize_t dlen, const char* reply, Py_ssize_t rlen,
+                      const char* msg, Py_ssize_t hlen, Py_ssize_t tlen) except -1:
+    """Frame the current message once for every link it reached.
+
+    Leaf links: `LMSG subj [reply] size`, `LMSG subj + reply q1 q2 size`, `LMSG subj | q1 size`
+    (HMSG with `hdr total` sizes when there are headers).
+    Routes: `RMSG acc subj ...` the same way (HMSG with headers; no account on a pinned
+    route), or `LMSG origin acc subj ... hdr total` for a leaf's message when the peer knows
+    leaf origins.
+    A delivered subject different from the routing one travels after '@' in the reply, as
+    nats-server sends it."""
     global remote_targets
     cdef list targets = remote_targets
     cdef Connection c
-    cdef bytes q
-    cdef Py_ssize_t qlen
+    cdef bytes q, origin = None
+    cdef Py_ssize_t qlen, extra
     cdef Py_ssize_t xlen = dlen + 1 if dsubj != NULL and rlen > 0 else 0
+    cdef Py_ssize_t fh, ft                  # header and total sizes of this frame
+    cdef const char* fmsg
+    cdef bint lmsg
     cdef char* p
     cdef char* start
     remote_targets = []
+    if pub is not None and pub.kind == KIND_LEAF:
+        origin = pub.origin
     for c in targets:
         qlen = 0
         if c.route_queues is not None:
             for q in c.route_queues:
                 qlen += PyBytes_GET_SIZE(q) + 1
-        c.reserve(slen + rlen + xlen + qlen + tlen + 64)
+        fmsg, fh, ft = msg, hlen, tlen
+        lmsg = False
+        extra = 0
+        if c.kind == KIND_ROUTE:
+            lmsg = origin is not None and c.lnoc
+            if lmsg:
+                extra += PyBytes_GET_SIZE(origin) + 1
+            if c.route_account is None:
+                if acc is None:
+                    raise RuntimeError("a routed message without its account")
+                extra += PyBytes_GET_SIZE(acc) + 1
+            if fh > 0 and not c.headers and not lmsg:
+                fmsg, ft, fh = msg + hlen, tlen - hlen, 0      # the peer takes no headers
+        c.reserve(slen + rlen + xlen + qlen + extra + ft + 64)
         p = c.obuf + c.olen
         start = p
-        if hlen > 0:
+        if lmsg:
+            p = put(p, "LMSG ", 5)
+            p = put(p, PyBytes_AS_STRING(origin), PyBytes_GET_SIZE(origin))
+            p[0] = c' '
+            p += 1
+        elif fh > 0:
             p = put(p, "HMSG ", 5)
+        elif c.kind == KIND_ROUTE:
+            p = put(p, "RMSG ", 5)
         else:
             p = put(p, "LMSG ", 5)
+        if c.kind == KIND_ROUTE and c.route_account is None:
+            p = put(p, PyBytes_AS_STRING(acc), PyBytes_GET_SIZE(acc))
+            p[0] = c' '
+            p += 1
         p = put(p, subj, slen)
         p[0] = c' '
         p += 1
@@ -310,9 +405,13 @@ cdef int flush_remote(const char* subj, Py_ssize_t slen, const char* dsubj, Py_s
                 p = put(p, PyBytes_AS_STRING(q), PyBytes_GET_SIZE(q))
                 p[0] = c' '
                 p += 1
-        p = put_sizes_and_payload(p, hlen, msg, tlen)
+        if lmsg and fh == 0:
+            p[0] = c'0'                     # an origin LMSG always has a header size
+            p[1] = c' '
+            p += 2
+        p = put_sizes_and_payload(p, fh, fmsg, ft)
         c.route_queues = None
-        commit_frame(c, start, p, tlen)
+        commit_frame(c, start, p, ft)
     return 0
 
 
@@ -370,6 +469,20 @@ def publish_many(Sublist sl, list pairs):
     return n
 
 
+cdef int route_from_link(Connection pub, SublistResult res, const char* subj, Py_ssize_t slen,
+                         const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
+                         Py_ssize_t tlen, list only_queues, bytes origin) except -1:
+    """A message a leaf or route link sent us; `origin` is the leaf cluster an LMSG from a
+    route names (None otherwise)."""
+    global cur_origin
+    cdef bytes saved = cur_origin
+    cur_origin = origin
+    try:
+        return route_queues(pub, res, subj, slen, reply, rlen, msg, hlen, tlen, only_queues, False)
+    finally:
+        cur_origin = saved
+
+
 def route_remote(Connection pub, Sublist sl, bytes subject, bytes reply, bytes hdr, bytes payload,
                  list queues=None):
     """Route a message that came from a leaf/route connection (queue-group rules applied)."""
@@ -377,9 +490,10 @@ def route_remote(Connection pub, Sublist sl, bytes subject, bytes reply, bytes h
 
 
 def deliver_to(Subscription sub, bytes subject, bytes reply=None, bytes hdr=None,
-               bytes payload=b""):
+               bytes payload=b"", bytes account=None):
     """Deliver one message to one subscription (no-responders status, direct replies).
-    A leaf/route subscriber is framed at once (deliver() only queues such targets)."""
+    A leaf/route subscriber is framed at once (deliver() only queues such targets); a route
+    subscriber needs the `account` the message belongs to."""
     global route_stamp
     cdef bytes msg = (hdr + payload) if hdr else payload
     cdef Py_ssize_t hlen = PyBytes_GET_SIZE(hdr) if hdr else 0
@@ -389,8 +503,8 @@ def deliver_to(Subscription sub, bytes subject, bytes reply=None, bytes hdr=None
     n = deliver(sub, None, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject), NULL, 0, r, rlen,
                 PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
     if remote_targets:
-        flush_remote(PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject), NULL, 0, r, rlen,
-                     PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
+        flush_remote(account, None, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject), NULL,
+                     0, r, rlen, PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg))
     return n
 
 

@@ -22,12 +22,19 @@ cdef class Subscription:
     # a JetStream delivery as a link does: the routing subject, and the delivered subject
     # after '@' in the reply (router.deliver); others get what a client would see.
     cdef public bint forwarder
+    # Interest that stays on this server: not announced to routes (import forwarders, which
+    # every server runs itself, and JetStream's generic API subscription)
+    cdef public bint local_only
+    # A route's interest on behalf of a leaf node: the leaf's cluster (LS+ with an origin)
+    cdef public bytes origin
 
 
 cdef class SublistResult:
     cdef public list psubs           # plain subscriptions
-    cdef public list qsubs           # one list per queue group name
+    cdef public list qsubs           # one list per queue group name; a leaf or route member
+                                     # appears `weight` times (its share of the group)
     cdef public Py_ssize_t total
+    cdef public bytes account        # the name of the account whose sublist matched
 
 
 cdef class _Level
@@ -59,9 +66,11 @@ cdef class Sublist:
     cdef public long long inserts
     cdef public long long removes
     cdef public object on_change     # callable(sub, added: bool) for interest propagation
+    cdef public bytes account        # the owning account's name (routes name it in RMSG)
 
     cpdef insert(self, Subscription sub)
     cpdef bint remove(self, Subscription sub)
     cpdef SublistResult match(self, bytes subject)
     cdef SublistResult match_cached(self, bytes subject)
     cdef void _invalidate(self)
+    cpdef set_weight(self, Subscription sub, int weight)

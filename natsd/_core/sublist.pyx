@@ -91,15 +91,22 @@ cdef class _Level:
 
 cdef inline void _collect(_Node n, list psubs, dict groups):
     cdef list members
+    cdef Subscription s
+    cdef int k
     if n.psubs:
         psubs.extend(n.psubs)
     if n.qsubs:
         for q, subs in (<dict>n.qsubs).items():
             members = groups.get(q)
             if members is None:
-                groups[q] = list(<dict>subs)
+                members = groups[q] = list(<dict>subs)
             else:
                 members.extend(<dict>subs)
+            # a leaf or route member stands for `weight` members over there: it gets that
+            # share of the group's messages (nats-server's remote queue weights)
+            for s in <dict>subs:
+                for k in range(1, s.weight):
+                    members.append(s)
 
 
 cdef void _match_level(_Level lvl, list tokens, Py_ssize_t i, list psubs, dict groups):
@@ -126,10 +133,11 @@ cdef void _match_level(_Level lvl, list tokens, Py_ssize_t i, list psubs, dict g
 cdef class Sublist:
     """Subscriptions of one account."""
 
-    def __cinit__(self):
+    def __cinit__(self, account=None):
         self.root = _Level()
         self.cache = {}
         self.cache_enabled = True
+        self.account = account
 
     cpdef insert(self, Subscription sub):
         cdef list tokens = sub.subject.split(b".")
@@ -202,6 +210,12 @@ cdef class Sublist:
         if self.cache:
             self.cache.clear()
 
+    cpdef set_weight(self, Subscription sub, int weight):
+        """A remote queue member's weight changed: cached results hold the old share."""
+        if sub.weight != weight:
+            sub.weight = weight
+            self._invalidate()
+
     cpdef SublistResult match(self, bytes subject):
         return self.match_cached(subject)
 
@@ -230,6 +244,7 @@ cdef class Sublist:
             r.psubs = psubs
             r.qsubs = list(groups.values())
             r.total = len(psubs) + len(groups)
+            r.account = self.account
         if cacheable:
             if len(self.cache) >= CACHE_MAX:
                 self.cache.clear()

@@ -1358,9 +1358,16 @@ class _Loader:
             elif lk == "authorization":
                 c.authorization = mv.plain() if self.want(mv, ("map",), mk) else None
             elif lk == "tls":
-                self.tls(mv, client_ctx=False)   # kept in c.raw
-            elif lk in ("connect_backoff", "permissions", "accounts", "ping_interval", "ping_max",
-                        "write_deadline", "write_timeout"):
+                c.tls = self.tls(mv, client_ctx=False)
+            elif lk == "accounts":
+                c.accounts = self.strs(mv, mk)
+            elif lk == "ping_interval":
+                c.ping_interval = self.duration(mv, mk)
+            elif lk == "ping_max":
+                c.ping_max = self.i(mv, mk)
+            elif lk == "connect_backoff":
+                c.connect_backoff = self.b(mv, mk)
+            elif lk in ("permissions", "write_deadline", "write_timeout"):
                 pass  # kept in c.raw
             else:
                 self.unknown(mk, mv)

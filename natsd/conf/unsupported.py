@@ -13,9 +13,8 @@ flags.py.  Only a config nats-server would run reaches this table.
 
 When natsd learns a feature, delete its rows here (and its entry in START_CHECKS).
 
-Keys nats-server accepts with no effect for a standalone server are not refused: a
-`cluster {}` without a port or routes (a cluster `name` is used by natsd for $SYS and
-leaf INFO), `no_advertise`, `connect_retries`, `--cluster_name` without `--cluster`.
+Clustering runs (natsd/cluster/); what routes cannot do yet is refused by its own key:
+route permissions, and route compression other than `off`/`accept`.
 """
 from __future__ import annotations
 
@@ -52,25 +51,26 @@ def _listen_port(n: Node) -> int:
     return 0
 
 
-def _cluster_active(n: Node) -> bool:
-    """nats-server runs routes when the cluster block has a port (or listen) or routes."""
-    if n.kind != "map":
-        return False
-    for k, v in n.value.items():
-        lk = k.lower()
-        if lk in ("port", "listen") and _listen_port(v) != 0:
-            return True
-        if lk == "routes" and ((v.kind == "array" and v.value) or (v.kind == "string" and v.value)):
-            return True
-    return False
-
-
 # -- the table -------------------------------------------------------------------------
 # Config rows: (feature, key path, when).  A path is dot-separated keys (case-insensitive,
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
 # its array.  The error points at the last key of the path.
+def _compressing(n: Node) -> bool:
+    """A compression setting that would compress (anything but off/accept)."""
+    if n.kind == "bool":
+        return n.value is True
+    if n.kind == "string":
+        return n.value.lower() not in ("off", "disabled", "false", "accept", "")
+    if n.kind == "map":
+        mode = next((v for k, v in n.value.items() if k.lower() == "mode"), None)
+        return mode is not None and _compressing(mode)
+    return True
+
+
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
-    ("clustering", "cluster", _cluster_active),
+    ("route permissions", "cluster.permissions", _always),
+    ("route TLS", "cluster.tls", _always),
+    ("route compression", "cluster.compression", _compressing),
     ("gateway", "gateway", _always),
     ("MQTT", "mqtt", _always),
     ("operator (JWT) mode", "operator|operators|root|roots|root_operator|root_operators", _always),
@@ -92,7 +92,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
 # Flag rows: (feature, Options attributes the flags set).  A flag asks for the feature
 # when it is given with a non-empty, non-zero, non-false value.
 FLAGS: list[tuple[str, tuple[str, ...]]] = [
-    ("clustering", ("cluster_listen", "routes")),
     ("profiling", ("prof_port",)),
 ]
 

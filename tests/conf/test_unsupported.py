@@ -55,12 +55,10 @@ ACCOUNT = public_key(nkeys.PREFIX_BYTE_ACCOUNT)
 
 # name -> (config, [refusals]); {cert}/{key} are real files; {f} is the config file name.
 REFUSED = {
-    "cluster_port": ("port: -1\ncluster {\n  name: c\n  port: 6222\n}\n",
-                     ["{f}:2:1: clustering is not supported by natsd yet"]),
-    "cluster_listen": ('port: -1\ncluster {\n  listen: "127.0.0.1:-1"\n}\n',
-                       ["{f}:2:1: clustering is not supported by natsd yet"]),
-    "cluster_routes": ('port: -1\ncluster {\n  routes: ["nats://127.0.0.1:6222"]\n}\n',
-                       ["{f}:2:1: clustering is not supported by natsd yet"]),
+    "cluster_permissions": ("port: -1\ncluster {\n  port: -1\n  permissions { import: \"a\" }\n}\n",
+                            ["{f}:4:3: route permissions is not supported by natsd yet"]),
+    "cluster_compression": ("port: -1\ncluster {\n  port: -1\n  compression: s2_fast\n}\n",
+                            ["{f}:4:3: route compression is not supported by natsd yet"]),
     "gateway": ("port: -1\ngateway {\n  name: A\n  port: -1\n}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
     "gateway_empty": ("port: -1\ngateway {}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
     "mqtt": ("port: -1\njetstream: enabled\nmqtt {\n  port: -1\n}\n", ["{f}:3:1: MQTT is not supported by natsd yet"]),
@@ -83,9 +81,10 @@ REFUSED = {
                            ["{f}:5:5: leafnode nkey authorization is not supported by natsd yet"]),
     "proxy_protocol": ("port: -1\nproxy_protocol: true\n", ["{f}:2:1: PROXY protocol is not supported by natsd yet"]),
     "prof_port": ("port: -1\nprof_port: 6061\n", ["{f}:2:1: profiling is not supported by natsd yet"]),
-    "several": ("port: -1\ngateway {}\ncluster {\n  port: -1\n}\nmqtt {}\n",
-                ["{f}:3:1: clustering is not supported by natsd yet", "{f}:2:1: gateway is not supported by natsd yet",
-                 "{f}:6:1: MQTT is not supported by natsd yet"]),
+    "several": ("port: -1\ngateway {}\ncluster {\n  port: -1\n  compression: s2_best\n}\nmqtt {}\n",
+                ["{f}:5:3: route compression is not supported by natsd yet",
+                 "{f}:2:1: gateway is not supported by natsd yet",
+                 "{f}:7:1: MQTT is not supported by natsd yet"]),
 }
 
 # nats-server accepts these and they change nothing for a standalone server: natsd runs them.
@@ -196,10 +195,6 @@ def test_nats_server_start_errors_come_first(name, tmp_path):
 # -- flags -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args,refusals", [
-    (["--cluster", "nats://127.0.0.1:-1"], ["--cluster: clustering is not supported by natsd yet"]),
-    (["--cluster_listen=nats://127.0.0.1:6222"], ["--cluster_listen: clustering is not supported by natsd yet"]),
-    (["--cluster", "nats://127.0.0.1:6222", "--routes", "nats://127.0.0.1:6223"],
-     ["--cluster: clustering is not supported by natsd yet", "--routes: clustering is not supported by natsd yet"]),
     (["--profile", "6060"], ["--profile: profiling is not supported by natsd yet"]),
 ])
 def test_refused_flags(args, refusals, tmp_path, certs):
@@ -209,9 +204,9 @@ def test_refused_flags(args, refusals, tmp_path, certs):
 
 
 def test_flag_refusals_follow_config_refusals(tmp_path):
-    (tmp_path / "c.conf").write_text("port: -1\ncluster {\n  port: -1\n}\n")
+    (tmp_path / "c.conf").write_text("port: -1\ncluster {\n  port: -1\n  permissions {}\n}\n")
     r = natsd("-c", "c.conf", "--profile", "6060", cwd=tmp_path)
-    assert (r.returncode, r.stderr) == (1, "natsd: c.conf:2:1: clustering is not supported by natsd yet\n"
+    assert (r.returncode, r.stderr) == (1, "natsd: c.conf:4:3: route permissions is not supported by natsd yet\n"
                                            "natsd: --profile: profiling is not supported by natsd yet\n")
 
 

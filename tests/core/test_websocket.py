@@ -127,7 +127,9 @@ def test_unmasked_frame_is_a_protocol_error(any_server, tmp_path):
     c.send_frame(b"PING\r\n", mask=False)
     with pytest.raises(EOFError):
         c.read_until(b"never", 5)
-    assert c.closed_with is None                # dropped, no close frame (as nats-server)
+    # dropped; nats-server queues a 1002 close frame first, which may or may not make it out
+    # before the socket closes
+    assert c.closed_with in (None, (1002, b"mask bit missing"))
     srv.wait_log(r" - wid:\d+ - read error: mask bit missing", 5)
 
 

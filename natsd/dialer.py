@@ -1,0 +1,96 @@
+"""Outbound TCP connects on the loop (leaf node remotes, routes): non-blocking, bounded in
+time, the outcome reported once to a callback."""
+import errno
+import os
+import socket
+
+DIAL_TIMEOUT = 2.0
+
+
+class Dialer:
+    """One connect attempt to host:port. `done(sock, None)` on success (the socket is
+    non-blocking with Nagle off), `done(None, reason)` on failure or timeout."""
+
+    def __init__(self, loop, host, port, done, timeout=DIAL_TIMEOUT):
+        self.loop = loop
+        self.done = done
+        self.finished = False
+        self.sock = None
+        self.fd = -1
+        self.timer = None
+        dial = host
+        if host in ("0.0.0.0", ""):
+            dial = "127.0.0.1"
+        elif host == "::":
+            dial = "::1"
+        try:
+            family, stype, proto, _, addr = socket.getaddrinfo(dial, port, 0, socket.SOCK_STREAM)[0]
+            sock = socket.socket(family, stype, proto)
+            sock.setblocking(False)
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+            err = sock.connect_ex(addr)
+        except OSError as e:
+            self._report(None, e.strerror or str(e))
+            return
+        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+            sock.close()
+            self._report(None, os.strerror(err))
+            return
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.timer = loop.call_later(timeout, self._timeout)
+        loop.add_handler(self.fd, self, True)
+
+    def on_event(self, events):
+        if not self.finished:
+            self._finish(self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR))
+
+    def _timeout(self):
+        if not self.finished:
+            self._finish(errno.ETIMEDOUT)
+
+    def _finish(self, err):
+        self._release()
+        if err:
+            self.sock.close()
+            self._report(None, os.strerror(err))
+        else:
+            self._report(self.sock, None)
+
+    def _release(self):
+        self.finished = True
+        if self.timer is not None:
+            self.timer.cancel()
+        try:
+            self.loop.remove_handler(self.fd)
+        except (OSError, KeyError):
+            pass
+
+    def _report(self, sock, reason):
+        self.finished = True
+        # a failure found before the loop ran (bad address) is reported from the loop too,
+        # so callers see one order of events
+        self.loop.call_soon(self.done, sock, reason)
+
+    def cancel(self):
+        if not self.finished:
+            self._release()
+            if self.sock is not None:
+                self.sock.close()
+
+
+def host_label(host, port):
+    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+
+
+def go_dial_error(reason):
+    """Go's words for a failed dial (the tail of `dial tcp HOST:PORT: ...`)."""
+    r = reason.lower()
+    if "refused" in r:
+        return "connect: connection refused"
+    if "timed out" in r:
+        return "i/o timeout"
+    return r

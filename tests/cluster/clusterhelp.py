@@ -1,0 +1,92 @@
+"""Clusters of real servers for tests: natsd and nats-server members, joined by routes.
+
+Each member gets a config file (server name, ephemeral client, monitoring and route ports);
+the first member is the seed the others route to, gossip completes the mesh. Waiting is on
+conditions seen in /routez (every other member present, a subject's interest arrived), never
+on sleeps. Members are ServerProcess objects (tests/conftest.py), killed by PID at teardown.
+"""
+import json
+import os
+import re
+import time
+import urllib.request
+
+from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd
+
+ROUTE_RE = re.compile(r"Listening for route connections on (\S+):(\d+)")
+
+
+class Member:
+    def __init__(self, kind, name, proc, conf):
+        self.kind = kind
+        self.name = name
+        self.proc = proc
+        self.conf = conf
+        self.route_port = int(proc.wait_log(ROUTE_RE.pattern).group(2))
+
+    @property
+    def url(self):
+        return self.proc.url
+
+    @property
+    def route_url(self):
+        return "nats://127.0.0.1:%d" % self.route_port
+
+    def get(self, path):
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.proc.http_port, path), timeout=5) as r:
+            return json.loads(r.read())
+
+    def remote_names(self):
+        return {r.get("remote_name") for r in self.get("/routez").get("routes") or []}
+
+    def route_subjects(self, remote=None):
+        """Subjects the routes (from `remote`, or all) told this member about."""
+        out = set()
+        for r in self.get("/routez?subs=1").get("routes") or []:
+            if remote is None or r.get("remote_name") == remote:
+                out.update(r.get("subscriptions_list") or [])
+        return out
+
+
+def member_conf(tmp_path, name, routes=(), cluster="C1", extra="", cluster_extra="", route_port=-1):
+    os.makedirs(str(tmp_path), exist_ok=True)
+    path = os.path.join(str(tmp_path), "%s.conf" % name)
+    rlist = ", ".join('"%s"' % r for r in routes)
+    with open(path, "w") as f:
+        f.write('server_name: %s\nhttp_port: -1\n%s\ncluster {\n  name: %s\n  port: %d\n'
+                '  routes: [%s]\n%s\n}\n' % (name, extra, cluster, route_port, rlist, cluster_extra))
+    return path
+
+
+def start_member(kind, tmp_path, name, routes=(), cluster="C1", extra="", cluster_extra="",
+                 route_port=-1, args=()):
+    cmd = natsd_cmd() if kind == "natsd" else nats_server_cmd()
+    conf = member_conf(tmp_path, name, routes, cluster, extra, cluster_extra, route_port)
+    proc = ServerProcess(list(cmd) + ["-c", conf, "-p", "-1", "-a", "127.0.0.1"] + list(args))
+    proc.wait_ready()
+    return Member(kind, name, proc, conf)
+
+
+def wait_mesh(members, timeout=20.0):
+    """Until every member has routes to every other member."""
+    deadline = time.monotonic() + timeout
+    want = {m.name for m in members}
+    while True:
+        missing = {m.name: (want - {m.name}) - m.remote_names() for m in members}
+        if not any(missing.values()):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("cluster never meshed, missing: %r" % missing)
+        time.sleep(0.05)
+
+
+def wait_interest(members, subject, timeout=10.0):
+    """Until every member saw `subject` in what its routes told it (from any member)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lacking = [m.name for m in members if subject not in m.route_subjects()]
+        if not lacking:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError("interest in %r never reached %r" % (subject, lacking))
+        time.sleep(0.05)
