@@ -15,7 +15,7 @@ import logging
 import os
 import string
 
-from natsd._core.router import publish, publish_delivery, split_delivery
+from natsd._core.router import publish, publish_delivery, publish_local, split_delivery
 from natsd._core.sublist import Subscription
 
 log = logging.getLogger("natsd")
@@ -119,6 +119,8 @@ class ServiceImport:
         self.transform = renaming(local, remote)
         self.sub = Subscription(None, local.encode(), b"", None, self._on_request)
         self.sub.forwarder = True
+        # every server of a cluster runs the import for its own clients
+        self.sub.local_only = True
         # A self-import (nats-server accepts one) would see its own republish again and loop
         # forever (internal deliveries are queued, each one re-importing the last): it only
         # takes messages from connections, not from internal publishes.
@@ -167,7 +169,9 @@ class StreamImport:
             if mapped is None:
                 return
             subject = mapped.encode()
-        publish(self.importer.sublist, subject, reply, hdr, payload)
+        # the exporter's messages reach every server with this import (its interest travels
+        # over routes), and each delivers them to its own subscribers
+        publish_local(self.importer.sublist, subject, reply, hdr, payload)
 
 
 def stream_local_subject(imp):

@@ -45,7 +45,9 @@ from natsd.subject import subject_is_subset
 
 log = logging.getLogger("natsd")
 
+KIND_CLIENT = 0
 KIND_LEAF = 1
+KIND_ROUTE = 2
 LDS_PREFIX = "$LDS."
 LOOP_DELAY = 30.0                       # reconnect delay after a loop was detected
 PERM_VIOLATION_DELAY = 30.0
@@ -577,6 +579,8 @@ class LeafNodes:
         if not st.perms.recv.open:
             c.pub_allowed = {}
         c.track_replies = st.perms.response is not None
+        c.spoke = st.is_spoke
+        c.origin = st.remote_cluster.encode() if st.remote_cluster else None
         self.init_smap(c)
         st.ping_timer = self.loop.call_later(FIRST_PING + random.random() * 0.2, self._ping, c)
         if s.system is not None and hasattr(s.system, "leaf_connected"):
@@ -632,7 +636,8 @@ class LeafNodes:
 
     @staticmethod
     def sub_delta(sub):
-        if sub.queue is not None and sub.conn is not None and sub.conn.kind == KIND_LEAF:
+        """A leaf's or route's queue member stands for its weight."""
+        if sub.queue is not None and sub.conn is not None and sub.conn.kind != KIND_CLIENT:
             return max(sub.weight, 1)
         return 1
 
@@ -642,11 +647,15 @@ class LeafNodes:
         if other is c:
             return False
         st = c.state
-        if other is not None and other.kind == KIND_LEAF:
+        if other is not None and other.kind != KIND_CLIENT:
             if st.isolated:
                 return False
-            # a spoke sends only local interest and interest of leafs that connect to us
-            if st.is_spoke and other.state.is_spoke:
+            # a spoke sends up only local interest and that of leafs that connect to us (the
+            # hub reaches the rest of our cluster itself)
+            if st.is_spoke and (other.kind == KIND_ROUTE or other.state.is_spoke):
+                return False
+            # a leaf cluster is not told about its own interest coming back over a route
+            if sub.origin is not None and c.origin is not None and sub.origin == c.origin:
                 return False
         return True
 

@@ -19,7 +19,7 @@ from natsd.gofmt import go_json
 from natsd.imports import random_token
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
-from natsd.monitor.varz import FEATURE_FLAGS, rfc3339
+from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
 
 log = logging.getLogger("natsd")
 
@@ -317,6 +317,7 @@ class SystemServices:
     def statsz(self):
         s = self.server
         from natsd.monitor.varz import _process
+        ct = client_traffic()
         out = {
             "start": rfc3339(s.start_time),
             "mem": _process.memory_info().rss,
@@ -328,11 +329,15 @@ class SystemServices:
             "subscriptions": sum(a.sublist.count for a in s.accounts),
             "sent": {"msgs": totals.out_msgs, "bytes": totals.out_bytes},
             "received": {"msgs": totals.in_msgs, "bytes": totals.in_bytes},
-            # no routes/gateways/leaf traffic counted apart yet: client traffic is all of it
-            "received_from_clients": {"msgs": totals.in_msgs, "bytes": totals.in_bytes},
-            "sent_to_clients": {"msgs": totals.out_msgs, "bytes": totals.out_bytes},
+            "received_from_clients": {"msgs": ct["in_msgs"], "bytes": ct["in_bytes"]},
+            "sent_to_clients": {"msgs": ct["out_msgs"], "bytes": ct["out_bytes"]},
             "slow_consumers": totals.slow_consumers,
         }
+        if s.routes:
+            out["routes"] = [{"rid": c.cid, "name": c.state.remote_name,
+                              "sent": {"msgs": c.out_msgs, "bytes": c.out_bytes},
+                              "received": {"msgs": c.in_msgs, "bytes": c.in_bytes},
+                              "pending": c.pending_bytes()} for c in s.routes.values()]
         # as nats-server: the per-kind figures only once one of them is not 0
         if totals.slow_consumers:
             out["slow_consumer_stats"] = {"clients": totals.slow_consumers, "routes": 0,
@@ -341,7 +346,7 @@ class SystemServices:
             out["stale_connections"] = s.stale_connections
             out["stale_connection_stats"] = {"clients": s.stale_connections, "routes": 0,
                                              "gateways": 0, "leafs": 0}
-        out["active_servers"] = 1
+        out["active_servers"] = 1 + (len(s.cluster.routes) if s.cluster is not None else 0)
         js = s.jetstream_varz() if s.jetstream_enabled() else None
         if js:
             js = dict(js)

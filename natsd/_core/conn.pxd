@@ -15,6 +15,15 @@ cdef class Totals:
     cdef public long long out_msgs
     cdef public long long out_bytes
     cdef public long long slow_consumers
+    # of the above, what came from and went to routes and leaf nodes
+    cdef public long long route_in_msgs
+    cdef public long long route_in_bytes
+    cdef public long long route_out_msgs
+    cdef public long long route_out_bytes
+    cdef public long long leaf_in_msgs
+    cdef public long long leaf_in_bytes
+    cdef public long long leaf_out_msgs
+    cdef public long long leaf_out_bytes
 
 cdef class Connection:
     cdef readonly int fd

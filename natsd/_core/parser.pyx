@@ -498,6 +498,12 @@ cdef Py_ssize_t remote_msg(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, 
     c.in_bytes += size
     totals.in_msgs += 1
     totals.in_bytes += size
+    if c.kind == KIND_ROUTE:
+        totals.route_in_msgs += 1
+        totals.route_in_bytes += size
+    else:
+        totals.leaf_in_msgs += 1
+        totals.leaf_in_bytes += size
     if ra.acc != NULL:
         # a route names the account of each message: its sublist becomes the one to match in
         sl = c.route_sublists.get(to_bytes(ra.acc, ra.alen))

@@ -18,6 +18,9 @@ cdef list remote_targets = []          # leaf/route connections reached by the c
 # The leaf cluster the message being routed comes from (a leaf link's cluster, or the origin
 # of an LMSG a route passed on): a leaf cluster never gets its own messages back.
 cdef bytes cur_origin = None
+# Set while a message is delivered on this server only (what a stream import republishes:
+# every server runs its own import, so it must not travel over routes again)
+cdef bint local_delivery = False
 cdef unsigned long long route_stamp = 0
 cdef unsigned long long rng_state = 0x9E3779B97F4A7C15ULL
 
@@ -52,6 +55,12 @@ cdef inline int commit_frame(Connection c, char* start, char* end, Py_ssize_t tl
     c.out_bytes += tlen
     totals.out_msgs += 1
     totals.out_bytes += tlen
+    if c.kind == KIND_ROUTE:
+        totals.route_out_msgs += 1
+        totals.route_out_bytes += tlen
+    elif c.kind == KIND_LEAF:
+        totals.leaf_out_msgs += 1
+        totals.leaf_out_bytes += tlen
     c.mark_dirty()
     if c.trace:
         c.handler.trace_out(c, PyBytes_FromStringAndSize(start, end - start - tlen - 4))
@@ -174,6 +183,8 @@ cdef inline bint link_accepts(Connection c, Connection pub, const char* subj, Py
     reaches every server of the cluster itself). From a route, a message goes down to the
     leafs we are the hub of, not up to our own hub (a service reply excepted). A leaf cluster
     never gets its own messages back."""
+    if c.kind == KIND_ROUTE and local_delivery:
+        return False
     if pub is None:
         return True
     if c.kind == KIND_ROUTE:
@@ -433,6 +444,16 @@ cdef int publish_bytes(Connection origin, Sublist sl, bytes subject, bytes reply
     return route_queues(origin, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
                         PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
                         PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg), queues, False)
+
+
+def publish_local(Sublist sl, bytes subject, bytes reply=None, bytes hdr=None, bytes payload=b""):
+    """publish() to this server's subscribers only, not to routes."""
+    global local_delivery
+    local_delivery = True
+    try:
+        return publish_bytes(None, sl, subject, reply, hdr, payload, None)
+    finally:
+        local_delivery = False
 
 
 def publish_delivery(Sublist sl, bytes target, bytes subject, bytes reply=None, bytes hdr=None,

@@ -253,8 +253,11 @@ class Routes:
         if gossip_mode:
             info["gossip_mode"] = gossip_mode
         ln = s.leafnodes
-        if ln is not None and ln.port and not ln.opts.extra.get("no_advertise"):
-            info["leafnode_urls"] = [host_label(ln.opts.host or "0.0.0.0", ln.port)]
+        if ln is not None and ln.port and not ln.opts.no_advertise:
+            if ln.opts.advertise:
+                info["leafnode_urls"] = [ln.opts.advertise]
+            else:
+                info["leafnode_urls"] = [host_label(ln.opts.host or "0.0.0.0", ln.port)]
         return info
 
     def send_info(self, c, **kw):
@@ -334,7 +337,6 @@ class Routes:
             c.route_account = account.encode()
         self.loop.add_handler(fd, c)
         self.pending[c.cid] = c
-        s.total_connections += 1
         if url is not None:
             c.connected = True          # our own connection: no CONNECT expected back
             self.send_connect(c, url)

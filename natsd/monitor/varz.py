@@ -117,6 +117,7 @@ def varz(server, query):
     now = time.time()
     js = (server.jetstream_varz() if hasattr(server, "jetstream_varz") else None) or {}
     sys_acc = server.accounts.system
+    ct = client_traffic()
     v = {
         "server_id": server.id,
         "server_name": server.name,
@@ -163,12 +164,12 @@ def varz(server, query):
         "leafnodes": server.leafnode_count() if hasattr(server, "leafnode_count") else 0,
         "in_msgs": totals.in_msgs,
         "in_bytes": totals.in_bytes,
-        "in_client_msgs": totals.in_msgs,
-        "in_client_bytes": totals.in_bytes,
+        "in_client_msgs": ct["in_msgs"],
+        "in_client_bytes": ct["in_bytes"],
         "out_msgs": totals.out_msgs,
         "out_bytes": totals.out_bytes,
-        "out_client_msgs": totals.out_msgs,
-        "out_client_bytes": totals.out_bytes,
+        "out_client_msgs": ct["out_msgs"],
+        "out_client_bytes": ct["out_bytes"],
         "slow_consumers": totals.slow_consumers,
         "stale_connections": server.stale_connections,
         "stalled_clients": 0,
@@ -187,6 +188,16 @@ def varz(server, query):
         "disk_io_wait_stats": disk_io_wait_stats(server),
     })
     return {k: val for k, val in v.items() if val is not None}
+
+
+def client_traffic():
+    """Messages and bytes from and to clients: the totals less what routes and leaf nodes
+    carried."""
+    t = totals
+    return {"in_msgs": t.in_msgs - t.route_in_msgs - t.leaf_in_msgs,
+            "in_bytes": t.in_bytes - t.route_in_bytes - t.leaf_in_bytes,
+            "out_msgs": t.out_msgs - t.route_out_msgs - t.leaf_out_msgs,
+            "out_bytes": t.out_bytes - t.route_out_bytes - t.leaf_out_bytes}
 
 
 def landing_page(server, paths):
