@@ -492,7 +492,7 @@ class LeafNodes:
             c.tls = remote.tls_session()
         except Exception as e:
             log.error("%sTLS leafnode configuration error: %s", self.prefix(c), e)
-            c.schedule_close("TLS Handshake Error")
+            c.schedule_close("TLS Handshake Failure")
             return
         c.tls_active = True
         c.state.tls_timer = self.loop.call_later(remote.tls_settings.timeout, self.proto.tls_timeout, c)

@@ -123,13 +123,13 @@ class ProtocolHandler:
             return True
         log.debug("%sTLS %shandshake error: tls: first record does not look like a TLS handshake",
                   self._prefix(c), self.tls_kind + " " if self.tls_kind else "")
-        c.schedule_close("TLS Handshake Error")
+        c.schedule_close("TLS Handshake Failure")
         return False
 
     def tls_failed(self, c, reason):
         log.error("%sTLS %shandshake error: %s", self._prefix(c),
                   self.tls_kind + " " if self.tls_kind else "", go_tls_error(reason))
-        c.schedule_close("TLS Handshake Error")
+        c.schedule_close("TLS Handshake Failure")
 
     def tls_established(self, c):
         st = c.state
@@ -157,7 +157,7 @@ class ProtocolHandler:
         if c.closed or c.closing or c.tls is None or c.tls.established:
             return
         log.debug("%sTLS handshake timeout", self._prefix(c))
-        c.schedule_close("TLS Handshake Error")
+        c.schedule_close("TLS Handshake Failure")
 
     # ---- tracing (-V) ----
 

@@ -215,7 +215,7 @@ cdef class Connection:
         """Bytes as the socket will carry them: encrypted when TLS is on, else into xbuf."""
         if self.tls is not None and self.tls_active:
             if self.tls.write_plain(p, n) < 0:
-                self.schedule_close("TLS Handshake Error")
+                self.schedule_close("TLS Handshake Failure")
             return 0
         memcpy(self.xreserve(n), p, n)
         self.xlen += n

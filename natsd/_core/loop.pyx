@@ -361,7 +361,7 @@ cdef class Loop:
                 break
             if m < 0:
                 c.schedule_close("Client Closed" if tls.error == "connection closed by peer"
-                                 else "TLS Handshake Error")
+                                 else "TLS Handshake Failure")
                 break
             self.from_wire(c, self.tls_plain, m)
             if c.closing or c.closed:

@@ -479,7 +479,7 @@ _POLICY = ("Authentication Timeout", "Authentication Failure", "Slow Consumer (P
            "Maximum Control Line Exceeded", "Maximum Subscriptions Exceeded", "Missing Account",
            "Authentication Expired", "Revocation")
 _CLOSE_STATUS = dict({r: 1008 for r in _POLICY}, **{
-    "Client Closed": 1000, "TLS Handshake Error": 1015, "Parse Error": 1002,
+    "Client Closed": 1000, "TLS Handshake Failure": 1015, "Parse Error": 1002,
     "Protocol Violation": 1002, "Bad Client Protocol Version": 1002,
     "Maximum Payload Exceeded": 1009, "Write Error": 1001, "Read Error": 1001,
     "Stale Connection": 1001, "Server Shutdown": 1001})

@@ -292,6 +292,28 @@ class RouteProtocol(ProtocolHandler):
         self.routes.add_account(acc)
         return acc.sublist
 
+    # ---- TLS (shared steps in ProtocolHandler) ----
+
+    tls_kind = "route"
+
+    def tls_server(self, c):
+        return None if c.state.did_solicit else self.routes.tls.server
+
+    def tls_plaintext_ok(self, c):
+        return False
+
+    def tls_check_remote(self, c):
+        pinned = self.routes.tls.pinned
+        if pinned:
+            from natsd.tls import spki_sha256
+            der = c.tls.peer_certificate()
+            if der is None or spki_sha256(der) not in pinned:
+                return "certificate not pinned"
+        return None
+
+    def tls_ready(self, c):
+        self.routes.opening(c)
+
     # ---- other operations ----
 
     def pong(self, c):

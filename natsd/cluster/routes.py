@@ -146,6 +146,7 @@ class Routes:
         self.auth_timeout = float(_get(auth, "timeout") or 0) or 2.0
         self.ping_interval = min(co.ping_interval or server.opts.ping_interval, MAX_PING_INTERVAL)
         self.ping_max = co.ping_max or server.opts.ping_max
+        self.tls = RouteTls(co.tls, self.explicit) if co.tls else None
 
     # ---- lifecycle ----
 
@@ -157,6 +158,9 @@ class Routes:
         log.info("Cluster name is %s", self.name)
         if self.dynamic:
             log.warning("Cluster name was dynamically generated, consider setting one")
+        if self.tls is not None and self.tls.insecure:
+            log.warning("TLS certificate chain and hostname of solicited routes will not be "
+                        "verified. DO NOT USE IN PRODUCTION!")
         co = self.opts
         port = 0 if co.port < 0 else co.port
         self.listener = Listener(self.loop, co.host, port, self._accept)
@@ -220,6 +224,8 @@ class Routes:
                 "headers": not s.opts.no_header_support}
         if self.username:
             info["auth_required"] = True
+        if self.tls is not None:
+            info["tls_required"] = info["tls_verify"] = True
         info["max_payload"] = s.opts.max_payload
         if s.jetstream_enabled():
             info["jetstream"] = True
@@ -339,17 +345,37 @@ class Routes:
         self.pending[c.cid] = c
         if url is not None:
             c.connected = True          # our own connection: no CONNECT expected back
-            self.send_connect(c, url)
-            log.debug("%sRoute connect msg sent", self.prefix(c))
-            if not (account == "" and self.pool_size >= 1):
-                self.send_info(c, account=account, gossip_mode=gossip_mode)
+        if self.tls is not None:
+            # routes do TLS first, both ways, before INFO and CONNECT
+            if url is not None:
+                c.tls = self.tls.client_session(url)
+                c.tls_active = True
+            else:
+                self.tls.server.begin(c)
+            st.tls_timer = self.loop.call_later(self.tls.timeout, self.proto.tls_timeout, c)
+            if url is not None and c.tls.start() < 0:
+                self.proto.tls_failed(c, c.tls.error)
+            c.flush_now()
         else:
-            self.send_info(c, gossip_mode=gossip_mode)
-            if self.username:
-                st.auth_timer = self.loop.call_later(self.auth_timeout, self.proto.auth_timeout, c)
+            self.opening(c)
         log.info("%sRoute connection created", self.prefix(c))
         st.ping_timer = self.loop.call_later(FIRST_PING, self.ping, c)
         return c
+
+    def opening(self, c):
+        """What a new route sends first (after TLS when there is TLS): the soliciting side
+        its CONNECT, and its INFO unless the route is pooled (then it waits for the peer's);
+        the accepting side its INFO."""
+        st = c.state
+        if st.did_solicit:
+            self.send_connect(c, st.url)
+            log.debug("%sRoute connect msg sent", self.prefix(c))
+            if not (not st.route_account and self.pool_size >= 1):
+                self.send_info(c, account=st.route_account, gossip_mode=st.gossip_mode)
+        else:
+            self.send_info(c, gossip_mode=st.gossip_mode)
+            if self.username:
+                st.auth_timer = self.loop.call_later(self.auth_timeout, self.proto.auth_timeout, c)
 
     def send_connect(self, c, url):
         s = self.server
@@ -360,7 +386,7 @@ class Routes:
                 connect["pass"] = url.password
         elif self.username and c.state.route_type == IMPLICIT:
             connect["user"], connect["pass"] = self.username, self.password
-        connect["tls_required"] = False
+        connect["tls_required"] = self.tls is not None
         connect["headers"] = not s.opts.no_header_support
         connect["name"] = s.id
         connect["cluster"] = self.name
@@ -727,11 +753,50 @@ class Routes:
     def varz(self):
         co = self.opts
         v = {"name": self.name, "addr": co.host or "0.0.0.0", "cluster_port": self.port,
-             "auth_timeout": _number(self.auth_timeout), "tls_timeout": 2}
+             "auth_timeout": _number(self.auth_timeout)}
         if self.explicit:
             v["urls"] = [u.label for u in self.explicit]
+        v["tls_timeout"] = _number(self.tls.timeout) if self.tls is not None else 2
+        if self.tls is not None:
+            v["tls_required"] = v["tls_verify"] = True
         v["pool_size"] = self.pool_size
         return v
+
+
+class RouteTls:
+    """TLS on routes, as nats-server has it: both sides present certificates and verify the
+    other's against the block's CA (it acts as server and as client), TLS before anything
+    else, and solicited routes check the host name of the URL (or, for an IP, of the first
+    configured route with a host name) unless `insecure`."""
+
+    def __init__(self, cfg, explicit):
+        from natsd.tls import ServerTls, TlsSettings
+        settings = TlsSettings(cfg)
+        settings.verify = True
+        settings.handshake_first, settings.fallback_delay = True, 0
+        self.server = ServerTls(settings)
+        self.timeout = settings.timeout
+        client = TlsSettings(cfg, server=False)
+        self.insecure = client.insecure
+        self.pinned = client.pinned
+        self.client_ctx = client.context()
+        self.server_name = client.server_name
+        self.tls_name = next((u.host for u in explicit if u.host and not _is_ip(u.host)), "")
+
+    def client_session(self, url):
+        host = self.server_name or url.host
+        if _is_ip(host) and self.tls_name:
+            host = self.tls_name
+        return self.client_ctx.session(host or None, check_host=not self.insecure)
+
+
+def _is_ip(host):
+    import ipaddress
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
 
 
 def _duplicate(remote, c, no_reconnect=False):

@@ -1358,7 +1358,7 @@ class _Loader:
             elif lk == "authorization":
                 c.authorization = mv.plain() if self.want(mv, ("map",), mk) else None
             elif lk == "tls":
-                c.tls = self.tls(mv, client_ctx=False)
+                c.tls = mv.plain() if self.tls(mv, client_ctx=False) is not None else None
             elif lk == "accounts":
                 c.accounts = self.strs(mv, mk)
             elif lk == "ping_interval":

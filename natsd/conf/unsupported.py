@@ -69,7 +69,6 @@ def _compressing(n: Node) -> bool:
 
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("route permissions", "cluster.permissions", _always),
-    ("route TLS", "cluster.tls", _always),
     ("route compression", "cluster.compression", _compressing),
     ("gateway", "gateway", _always),
     ("MQTT", "mqtt", _always),

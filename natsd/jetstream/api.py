@@ -10,7 +10,7 @@ import json
 import logging
 
 from natsd._core.router import publish
-from natsd.jetstream import advisories, gojson, snapshot
+from natsd.jetstream import advisories, gojson, placement, snapshot
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.stream import build_headers, parse_rfc3339, rfc3339
@@ -94,6 +94,14 @@ ARGC = {"INFO": 0, "STREAM.NAMES": 0, "STREAM.LIST": 0, "STREAM.CREATE": 1, "STR
         "CONSUMER.DURABLE.CREATE": 2, "CONSUMER.INFO": 2, "CONSUMER.DELETE": 2, "CONSUMER.PAUSE": 2,
         "CONSUMER.UNPIN": 2, "CONSUMER.RESET": 2, "CONSUMER.LEADER.STEPDOWN": 2,
         "CONSUMER.NAMES": 1, "CONSUMER.LIST": 1}
+# requests whose first argument is a stream name (on a cluster, its server answers them)
+STREAM_NAMED = frozenset((
+    "STREAM.CREATE", "STREAM.UPDATE", "STREAM.INFO", "STREAM.DELETE", "STREAM.PURGE",
+    "STREAM.MSG.GET", "STREAM.MSG.DELETE", "STREAM.SNAPSHOT", "STREAM.RESTORE",
+    "STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "DIRECT.GET", "CONSUMER.CREATE",
+    "CONSUMER.DURABLE.CREATE", "CONSUMER.INFO", "CONSUMER.DELETE", "CONSUMER.NAMES",
+    "CONSUMER.LIST", "CONSUMER.MSG.NEXT", "CONSUMER.PAUSE", "CONSUMER.UNPIN", "CONSUMER.RESET",
+    "CONSUMER.LEADER.STEPDOWN"))
 # ops that need clustering: 10010 on a server that is not clustered, before anything else
 CLUSTER_ONLY = ("STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.CANCEL_MOVE",
                 "CONSUMER.LEADER.STEPDOWN")
@@ -140,6 +148,10 @@ class ApiHandler:
             return
         if (len(args) < 1) if op == "CONSUMER.CREATE" else ARGC.get(op, len(args)) != len(args):
             return          # no nats-server API subscription matches this subject
+        if (self.server.cluster is not None and jsa is not None and args and op in STREAM_NAMED
+                and not placement.answer_here(jsa, args[0], b"$JS.API." + rest, subject, reply,
+                                              hdr, payload, origin)):
+            return          # another server of the cluster has the stream
         if op == "DIRECT.GET":
             if jsa is not None and reply:
                 jsa.api_total += 1
@@ -240,6 +252,9 @@ class ApiHandler:
                 return info
             raise E.JSStreamNameExistErr()
         if cfg["num_replicas"] > 1 and not self._clustered():
+            if self.server.cluster is not None:
+                # routes, but no replicated JetStream (Raft) yet: no server can hold a replica
+                raise E.JSInsufficientResourcesErr()
             raise E.JSStreamReplicasNotSupportedErr()
         self._check_overlap(jsa, cfg, None)
         jsa.check_limits(cfg)

@@ -15,7 +15,7 @@ import time
 
 from natsd._core.sublist import Subscription
 from natsd.jetstream import errors as E
-from natsd.jetstream import jscrypt
+from natsd.jetstream import jscrypt, placement
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.stream import Stream, rfc3339
 from natsd.jetstream.streamconfig import API_LEVEL, config_json
@@ -75,6 +75,7 @@ class JsAccount:
         self.name = account.name
         self.sublist = account.sublist
         self.streams = {}
+        self.claims = {}                # stream name -> placement.Claim (on a cluster)
         self.api_total = 0
         self.api_errors = 0
         self.limits = {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
@@ -193,6 +194,8 @@ class JsAccount:
             st.rebuild_dedup()
             st.rebuild_ttls()
         self.streams[name] = st
+        if self.engine.server.cluster is not None:
+            self.claims[name] = placement.Claim(self.sublist, name)
         st.start()
         return st
 
@@ -200,6 +203,9 @@ class JsAccount:
         st = self.streams.pop(name, None)
         if st is None:
             return False
+        claim = self.claims.pop(name, None)
+        if claim is not None:
+            claim.release()
         st.stop(delete=True)
         if st.dir:
             shutil.rmtree(st.dir, ignore_errors=True)
@@ -401,6 +407,7 @@ class JetStream:
             prefixes.append("$JS.%s.API.>" % self.domain)
         for p in prefixes:
             s = Subscription(None, p.encode(), b"", None, self.api_handler.on_request)
+            s.local_only = True         # on a cluster, streams claim their requests (placement.py)
             s.data = (acc, jsa)
             acc.sublist.insert(s)
 

@@ -24,7 +24,7 @@ def handler(monkeypatch):
     monkeypatch.setattr(api_consumer, "publish", lambda sl, subj, reply, hdr, data: sent.append((subj, data)))
     monkeypatch.setattr(api.advisories, "api_audit", lambda *a, **k: None)
     loop = types.SimpleNamespace(call_soon=lambda fn, *a: fn(*a))
-    server = types.SimpleNamespace(loop=loop)
+    server = types.SimpleNamespace(loop=loop, cluster=None)
     engine = types.SimpleNamespace(server=server, domain=None, stopped=False, strict=True)
     jsa = types.SimpleNamespace(streams=Exploding(), api_total=0, api_errors=0, sublist=None,
                                 lookup=lambda name: (_ for _ in ()).throw(LEAKY))

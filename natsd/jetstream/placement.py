@@ -1,0 +1,80 @@
+"""JetStream on a cluster of servers with one-replica streams: which server answers.
+
+Each server keeps its own streams (R1), and a stream lives on the server its creation
+request reached. The JetStream API must still answer for the whole cluster: a client on any
+server can reach any stream. This works through interest, with no protocol of its own:
+
+- every server's generic `$JS.API.>` subscription stays on that server (`local_only`);
+- the server holding a stream subscribes to the API subjects that name it (below), and
+  that interest travels over routes, so requests about the stream reach its server;
+- a server that does not hold the stream stays silent when the request came over a route,
+  or when another server has claimed the subject (it will answer); only when nobody has the
+  stream does the server the client is connected to answer (not found, or creating it).
+
+Requests with a JetStream domain prefix are answered the same way, forwarded on under
+`$JS.API.` when another server has the stream. Replicated streams need the Raft meta layer
+and are refused. Stream and consumer listings and account info are this server's.
+"""
+from natsd._core.router import publish
+from natsd._core.sublist import Subscription
+
+KIND_ROUTE = 2
+
+
+def claimed_subjects(stream):
+    """The API subjects that name `stream`: its server subscribes to them."""
+    return ["$JS.API.STREAM.*.%s" % stream,                  # INFO UPDATE DELETE PURGE CREATE...
+            "$JS.API.STREAM.MSG.*.%s" % stream,              # GET DELETE
+            "$JS.API.STREAM.LEADER.STEPDOWN.%s" % stream,
+            "$JS.API.STREAM.PEER.REMOVE.%s" % stream,
+            "$JS.API.CONSUMER.*.%s" % stream,                # CREATE NAMES LIST
+            "$JS.API.CONSUMER.*.%s.>" % stream,              # CREATE INFO DELETE PAUSE UNPIN RESET
+            "$JS.API.CONSUMER.DURABLE.CREATE.%s.*" % stream,
+            "$JS.API.CONSUMER.MSG.NEXT.%s.*" % stream,
+            "$JS.API.CONSUMER.LEADER.STEPDOWN.%s.*" % stream,
+            "$JS.API.DIRECT.GET.%s" % stream,
+            "$JS.API.DIRECT.GET.%s.>" % stream]
+
+
+def _ignore(sub, *args):
+    pass                                # interest only: the generic handler answers
+
+
+class Claim:
+    """The subscriptions by which a stream's server draws the requests about it."""
+
+    def __init__(self, sublist, stream):
+        self.sublist = sublist
+        self.subs = []
+        for subject in claimed_subjects(stream):
+            s = Subscription(None, subject.encode(), b"", None, _ignore)
+            sublist.insert(s)
+            self.subs.append(s)
+
+    def release(self):
+        for s in self.subs:
+            s.closed = True
+            self.sublist.remove(s)
+        self.subs = []
+
+
+def claimed_elsewhere(sublist, subject):
+    """Has a route told us it serves `subject`?"""
+    for s in sublist.match(subject).psubs:
+        if s.conn is not None and s.conn.kind == KIND_ROUTE:
+            return True
+    return False
+
+
+def answer_here(jsa, stream, api_subject, request_subject, reply, hdr, payload, origin):
+    """Should this server answer a request about `stream`? Forwards a domain-prefixed
+    request to the server that has the stream."""
+    if jsa is not None and stream in jsa.streams:
+        return True
+    if origin is not None and origin.kind == KIND_ROUTE:
+        return False
+    if not claimed_elsewhere(jsa.sublist, api_subject):
+        return True
+    if request_subject != api_subject:
+        publish(jsa.sublist, api_subject, reply, hdr, payload)
+    return False
