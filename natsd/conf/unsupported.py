@@ -203,8 +203,14 @@ def _websocket(o) -> str | None:
     return None
 
 
+def _jetstream_cluster(o) -> str | None:
+    if o.jetstream.enabled and o.cluster.port and not o.server_name:
+        return "jetstream cluster requires `server_name` to be set"
+    return None
+
+
 # In nats-server's validateOptions order.
-START_CHECKS: list[Callable] = [_leaf_mixed_urls, _gateway, _mqtt, _websocket]
+START_CHECKS: list[Callable] = [_leaf_mixed_urls, _gateway, _mqtt, _websocket, _jetstream_cluster]
 
 
 def start_error(opts) -> str | None:

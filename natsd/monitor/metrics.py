@@ -153,6 +153,29 @@ def account_collector(server):
     yield subs
 
 
+def route_collector(server):
+    """Per remote server of the cluster: its route connections and what they carried."""
+    if server.cluster is None:
+        return
+    routes = _gauge("natsd_routes", "Route connections to the remote server (pool and pinned).")
+    fam = {k: _counter("natsd_route_%s" % k, "Route %s with the remote server." % what)
+           for k, what in (("in_msgs", "messages received"), ("out_msgs", "messages sent"),
+                           ("in_bytes", "payload bytes received"),
+                           ("out_bytes", "payload bytes sent"))}
+    pending = _gauge("natsd_route_pending_bytes", "Bytes queued for the remote server.")
+    by_remote = {}
+    for c in server.routes.values():
+        by_remote.setdefault(c.state.remote_name or c.state.remote_id, []).append(c)
+    for name, conns in sorted(by_remote.items()):
+        routes.add(len(conns), remote=name)
+        for k, f in fam.items():
+            f.add(sum(getattr(c, k) for c in conns), remote=name)
+        pending.add(sum(c.pending_bytes() for c in conns), remote=name)
+    yield routes
+    yield from fam.values()
+    yield pending
+
+
 def jetstream_collector(server):
     """Per-account, per-stream and per-consumer families; nothing without JetStream."""
     from natsd.monitor.jsz import jetstream
@@ -192,7 +215,7 @@ def jetstream_collector(server):
 
 
 COLLECTORS = [server_collector, connection_kind_collector, account_collector,
-              jetstream_collector]
+              route_collector, jetstream_collector]
 
 
 def register_collector(fn):

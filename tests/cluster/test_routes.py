@@ -307,3 +307,61 @@ def test_route_log_lines(tmp_path):
     finally:
         a.proc.kill()
         b.proc.kill()
+
+
+@need_ref
+@pytest.mark.parametrize("kinds", [("natsd", "natsd"), ("natsd", "nats-server"), ("nats-server", "natsd")],
+                         ids=["natsd", "natsd-seed", "ref-seed"])
+@pytest.mark.parametrize("seed", [7, 11])
+def test_partition_and_heal(tmp_path, kinds, seed):
+    """The route between two servers goes through a proxy that partitions it silently: both
+    ends find out from their pings and drop it, nothing crosses meanwhile, and once the
+    network heals the route comes back and traffic flows again, each message once."""
+    import random
+    from tests.cluster.tcpproxy import TcpProxy
+    rnd = random.Random(seed)
+    pings = "ping_interval: \"1s\"\n  ping_max: 2"
+    a = start_member(kinds[0], tmp_path, "A", cluster_extra=pings)
+    proxy = TcpProxy(a.route_port)
+    b = start_member(kinds[1], tmp_path, "B", routes=["nats://127.0.0.1:%d" % proxy.port],
+                     cluster_extra=pings + "\n  pool_size: %d" % rnd.choice([1, 3]))
+    try:
+        wait_mesh([a, b])
+
+        async def send(n, expect):
+            rx = await nats.connect(b.url)
+            tx = await nats.connect(a.url)
+            sub = await rx.subscribe("part.x")
+            await rx.flush()
+            if expect:
+                wait_interest([a], "part.x")
+            for i in range(n):
+                await tx.publish("part.x", b"%d" % i)
+            await tx.flush()
+            got = []
+            deadline = time.monotonic() + (5 if expect else 1)
+            while time.monotonic() < deadline and len(got) <= n:
+                try:
+                    got.append((await sub.next_msg(0.2)).data)
+                except nats.errors.TimeoutError:
+                    if len(got) >= expect:
+                        break
+            await tx.close()
+            await rx.close()
+            return got
+        n = rnd.randint(10, 40)
+        assert len(asyncio.run(send(n, n))) == n
+        proxy.cut()
+        deadline = time.monotonic() + 15
+        while a.get("/routez")["num_routes"] or b.get("/routez")["num_routes"]:
+            assert time.monotonic() < deadline, "the partition was never noticed"
+            time.sleep(0.1)
+        assert asyncio.run(send(5, 0)) == []
+        proxy.heal()
+        wait_mesh([a, b], timeout=30)
+        got = asyncio.run(send(n, n))
+        assert sorted(got) == sorted(b"%d" % i for i in range(n))
+    finally:
+        proxy.close()
+        a.proc.kill()
+        b.proc.kill()

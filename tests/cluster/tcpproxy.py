@@ -1,0 +1,79 @@
+"""A TCP proxy a test controls, to partition a route: `cut()` stops carrying bytes both ways
+while the connections stay open (what a network partition looks like to both ends: silence,
+found only by the route's pings), `heal()` drops what was cut and carries new connections
+again."""
+import select
+import socket
+import threading
+import time
+
+
+class TcpProxy:
+    def __init__(self, target_port, host="127.0.0.1"):
+        self.target = (host, target_port)
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((host, 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.pairs = []
+        self.cut_now = False
+        self.closed = False
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=2)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.pairs.append((client, upstream))
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+
+    def _pump(self, a, b):
+        peers = {a: b, b: a}
+        try:
+            while not self.closed:
+                ready, _, _ = select.select([a, b], [], [], 0.1)
+                if self.cut_now:
+                    time.sleep(0.05)            # held open, nothing carried
+                    continue
+                for s in ready:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    peers[s].sendall(data)
+        except OSError:
+            return
+        finally:
+            for s in (a, b):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def cut(self):
+        self.cut_now = True
+
+    def heal(self):
+        with self.lock:
+            pairs, self.pairs = self.pairs, []
+        for a, b in pairs:                      # what was held during the cut is dropped
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        self.cut_now = False
+
+    def close(self):
+        self.closed = True
+        self.listener.close()
+        self.heal()
