@@ -32,6 +32,8 @@ from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
 from natsd.auth import SlowCheck
 from natsd.gofmt import go_json, go_quote
+from natsd.compression import (NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError,
+                               codec as compression_codec, compresses)
 from natsd.dialer import Dialer, go_dial_error, host_label
 from natsd.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.imports import random_token
@@ -71,7 +73,8 @@ def go_duration(seconds):
 class LeafState(ClientState):
     """What the Python side knows about one leaf connection (monitoring reads it too)."""
     __slots__ = ("remote", "remote_server", "remote_domain", "remote_cluster", "remote_account",
-                 "is_spoke", "isolated", "compression", "smap", "info_received", "finished",
+                 "is_spoke", "isolated", "compression", "comp_negotiated", "smap",
+                 "info_received", "finished",
                  "connect_timer", "leaf_url", "solicited", "hub_info", "ws_key")
 
     def __init__(self, host, port, remote=None):
@@ -85,7 +88,8 @@ class LeafState(ClientState):
         self.remote_account = ""
         self.is_spoke = remote is not None and not remote.opts.hub
         self.isolated = False
-        self.compression = ""
+        self.compression = ""           # the mode agreed with the peer (/leafz)
+        self.comp_negotiated = False
         self.smap = None                # key -> count, set once interest is exchanged
         self.perms = LinkPerms()        # what may cross this link, each way (linkperms.py)
         self.hub_info = None            # spoke side: the hub's INFO that finished the connect
@@ -116,6 +120,7 @@ class RemoteLeaf:
         self.tls_configured = bool(opts.tls) or any(u.lower().startswith(("tls://", "wss://"))
                                                     for u in self.urls)
         self.tls_ctx = None
+        self.compression = Compression.parse(opts.compression, S2_AUTO, unset=S2_AUTO)
         ex = opts.extra
         self.ws_compression = bool(ex.get("ws_compression", ex.get("ws_compress",
                                    ex.get("websocket_compression", ex.get("websocket_compress")))))
@@ -156,6 +161,7 @@ class LeafNodes:
         self.hooked = set()
         self.stopped = False
         self.tls = ServerTls(TlsSettings(self.opts.tls)) if self.opts.tls else None
+        self.compression = Compression.parse(self.opts.compression, S2_AUTO, unset=S2_AUTO)
 
     # ---- lifecycle ----
 
@@ -326,7 +332,7 @@ class LeafNodes:
     def _send_accept_info(self, c):
         st = c.state
         st.info_due = False
-        info = self.info_dict()
+        info = self.info_dict(st.ws)
         info["client_id"] = c.cid
         info["nonce"] = st.nonce
         info["leafnode_urls"] = [st.leaf_url]
@@ -336,7 +342,7 @@ class LeafNodes:
         timeout = self.opts.auth_timeout or max(self.server.opts.auth_timeout or 0, 2.0)
         c.state.auth_timer = self.loop.call_later(timeout, self._auth_timeout, c)
 
-    def info_dict(self):
+    def info_dict(self, ws=False):
         s = self.server
         sopts = s.opts
         info = {"server_id": s.id, "server_name": s.name, "version": VERSION, "proto": PROTO,
@@ -353,6 +359,8 @@ class LeafNodes:
         cluster = s.cluster_name() if hasattr(s, "cluster_name") else ""
         if cluster:
             info["cluster"] = cluster
+        if not ws and self.compression.mode != NOT_SUPPORTED:
+            info["compression"] = self.compression.mode
         info["info_on_connect"] = True
         return info
 
@@ -549,6 +557,8 @@ class LeafNodes:
         if remote.opts.extra.get("request_isolation"):
             info["isolate"] = True
         info["remote_account"] = acc.name
+        if st.compression:
+            info["compress_mode"] = st.compression
         info["protocol"] = PROTO
         c.send_bytes(b"CONNECT " + go_json(info) + b"\r\n")
         return True
@@ -895,7 +905,8 @@ class LeafProtocol(ProtocolHandler):
         st.remote_domain = str(info.get("domain") or "")
         st.is_spoke = bool(info.get("is_hub"))
         st.isolated = bool(self.ln.opts.isolate_leafnode_interest or info.get("isolate"))
-        st.compression = "not supported"
+        if not st.compression:
+            st.compression = str(info.get("compress_mode") or NOT_SUPPORTED)
         c.headers = bool(info.get("headers")) and not self.server.opts.no_header_support
         c.connected = True
         st.perms = LinkPerms.for_user(bound[1])
@@ -903,7 +914,7 @@ class LeafProtocol(ProtocolHandler):
         if isinstance(deny_pub, list):
             st.perms.send.add_deny(str(x) for x in deny_pub)
         # let the remote know its account and permissions (nats-server: sendPermsAndAccountInfo)
-        out = self.ln.info_dict()
+        out = self.ln.info_dict(st.ws)
         out["client_id"] = c.cid
         out.update(st.perms.info_fields())
         out["connect_info"] = True
@@ -920,7 +931,10 @@ class LeafProtocol(ProtocolHandler):
             info = json.loads(payload)
         except ValueError:
             return
-        if not isinstance(info, dict) or not st.solicited:
+        if not isinstance(info, dict):
+            return
+        if not st.solicited:
+            self._spoke_info(c, info)
             return
         first = not st.info_received
         if first:
@@ -934,6 +948,9 @@ class LeafProtocol(ProtocolHandler):
                 st.hub_info = info
                 self.ln.start_tls(c)
                 return
+            if self._negotiate(c, info):
+                st.info_received = False    # the hub's next INFO, compressed, is the first
+                return
             self._first_info(c, info)
         elif info.get("remote_account"):
             st.remote_account = info["remote_account"]
@@ -943,6 +960,50 @@ class LeafProtocol(ProtocolHandler):
             self.ln.register(c)
         elif st.finished and ("import" in info or "export" in info):
             self.ln.update_permissions(c, info)
+
+    # ---- compression (nats-server's negotiateLeafCompression) ----
+
+    def _negotiate(self, c, info):
+        """On the peer's first INFO: agree on S2 compression. When the link compresses, both
+        sides send a new INFO announcing the mode (the spoke before switching, the hub after)
+        and True is returned: the spoke goes on with the hub's next INFO. Not over WebSocket
+        (one codec per connection: the WebSocket framing)."""
+        st = c.state
+        if st.comp_negotiated:
+            return False
+        st.comp_negotiated = True
+        comp = st.remote.compression if st.solicited else self.ln.compression
+        remote = str(info.get("compression") or "")
+        if not comp.negotiates or st.ws:
+            st.compression = OFF if remote and comp.mode != NOT_SUPPORTED and not st.ws \
+                else NOT_SUPPORTED
+            return False
+        try:
+            cm = comp.select(remote, time.time() - st.start)
+        except CompressionError as e:
+            log.error("%s%s", self._prefix(c), e)
+            self.fail(c, str(e), "Protocol Violation")
+            return True
+        st.compression = cm
+        if not compresses(cm):
+            return False
+        out = self.ln.info_dict()
+        out["compression"] = comp.info_mode(cm)
+        out["client_id"] = c.cid
+        if st.solicited:
+            out.pop("nonce", None)
+            c.start_codec(compression_codec(cm), info_line(out))
+        else:
+            out["nonce"] = st.nonce
+            out["leafnode_urls"] = [st.leaf_url]
+            c.start_codec(compression_codec(cm))
+            _send_info(c, out)
+        return True
+
+    def _spoke_info(self, c, info):
+        """Hub side: an INFO from the leaf before its CONNECT is its compression offer."""
+        if not c.connected:
+            self._negotiate(c, info)
 
     def _first_info(self, c, info):
         """The hub's first INFO (after TLS if there is TLS): send our CONNECT."""
@@ -954,7 +1015,6 @@ class LeafProtocol(ProtocolHandler):
         st.remote_domain = str(info.get("domain") or "")
         st.remote_cluster = str(info.get("cluster") or "")
         st.version = str(info.get("version") or "")
-        st.compression = "not supported"
         if not self.ln.send_connect(c):
             return
         if st.connect_timer is not None:
@@ -1006,6 +1066,9 @@ class LeafProtocol(ProtocolHandler):
         if st.solicited:
             if st.hub_info is not None:         # INFO came in plaintext before the handshake
                 info, st.hub_info = st.hub_info, None
+                if self._negotiate(c, info):
+                    st.info_received = False
+                    return
                 self._first_info(c, info)
         else:
             if st.info_due:

@@ -67,6 +67,9 @@ cdef class Connection:
     cdef public bint tls_sniff          # the first byte read decides: TLS or plaintext
     # A codec between the wire (after TLS) and the protocol: WebSocket frames, S2 streams
     cdef public StreamCodec codec
+    # set when a codec starts in the middle of what was read (route/leaf compression, after
+    # an INFO): the parser stops there and the rest of the read goes through the codec
+    cdef public bint decode_switch
     cdef Bytes encoded
     cdef char* xbuf
     cdef Py_ssize_t xstart

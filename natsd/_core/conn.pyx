@@ -266,6 +266,21 @@ cdef class Connection:
     def flush_now(self):
         return self.flush()
 
+    def start_codec(self, StreamCodec codec, bytes plain_first=None, bint inbound=True):
+        """From now on what we send goes through `codec` (and, with `inbound`, what we read
+        after the command being parsed). What was queued before, and `plain_first`, go out as
+        they are."""
+        cdef Py_ssize_t left = self.olen - self.ostart
+        if left > 0:
+            self.to_wire(self.obuf + self.ostart, left)
+            self.ostart = self.olen = 0
+        if plain_first is not None:
+            self.to_wire(PyBytes_AS_STRING(plain_first), PyBytes_GET_SIZE(plain_first))
+        self.codec = codec
+        if inbound:
+            self.decode_switch = True
+        self.mark_dirty()
+
     def slow_consumer(self):
         if self.closing:
             return

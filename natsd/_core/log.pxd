@@ -39,6 +39,7 @@ cdef class Block:
     cdef public uint64_t first_seq     # first / last MSG seq stored here (0 = none yet)
     cdef public uint64_t last_seq
     cdef public bint compressed
+    cdef public int zflag              # compressed blocks: F_LZ4 or F_S2, how
     cdef public object raw             # decompressed image while cached (compressed blocks)
     cdef public bint encrypted         # records (or the sealed image) are AEAD-sealed
     cdef public object aead            # the AEAD of its key (encrypted blocks)

@@ -7,7 +7,7 @@ store.py turns it into the stream-store interface (StoredMsg, purge semantics, s
 On disk, directory `<dir>/`:
 
   `<n>.blk`   blocks, n = 1, 2, ... . A 16-byte header `NLOG` u8 version(1) u8 flags(1 = lz4,
-              2 = encrypted) u16 key-id (encrypted blocks) u64 image-length (lz4 blocks) or
+              2 = encrypted, 4 = S2) u16 key-id (encrypted blocks) u64 image-length (compressed blocks) or
               high-water mark (the others: the highest sequence the log had stored when it last
               synced this block, so a tail lost later is detected), then records, little-endian,
               back to back:
@@ -18,9 +18,9 @@ On disk, directory `<dir>/`:
               compact/purge); SKIP (seq is used without a message: truncate keeps last_seq, and
               a tail lost while the store was down keeps the last sequence ever stored).
               Only the active (last) block is appended to. When it reaches `block_size` it is
-              fdatasync'ed and sealed; with compression "lz4" (and "s2", which is treated as lz4
-              until an s2 codec exists) a sealed block's records are rewritten as one lz4 block
-              (flags=1), read back by decompressing the whole image into a small LRU.
+              fdatasync'ed and sealed; with compression "lz4" or "s2" a sealed block's records
+              are rewritten as one lz4 block (flags=1) or S2 block (flags=4, natsd/_core/s2.pyx),
+              read back by decompressing the whole image into a small LRU.
               Encrypted (a `crypt` key context, natsd/jetstream/jscrypt.py): an uncompressed
               block holds frames `u32 n | 12-byte nonce | AEAD(n bytes of records) | tag`, the
               associated data binding n, the frame's offset and the block number. The records
@@ -110,6 +110,8 @@ log = logging.getLogger("natsd")
 DEF BLK_HDR = 16
 DEF F_LZ4 = 1               # block flags
 DEF F_ENC = 2
+DEF F_S2 = 4
+DEF F_ZIP = 5               # either compression
 DEF NONCE_LEN = 12
 DEF FRAME_PRE = 16          # encrypted frame: u32 payload length, nonce(12), ...
 DEF FRAME_OVH = 32          # ... AEAD(payload), tag(16)
@@ -291,8 +293,28 @@ def _block_records(bytes raw, aead, int num):
     return recs, end, suspect
 
 
-def _lz4_payload(bytes data, aead):
-    """The lz4 bytes of a compressed block file (decrypted with aead when encrypted)."""
+def _zip(bytes data, int zflag):
+    """A sealed block's records, compressed (lz4 or S2 by the flag)."""
+    if zflag == F_S2:
+        from natsd._core.s2 import compress_block
+        return compress_block(data, "better")
+    import lz4.block
+    return lz4.block.compress(data, store_size=False)
+
+
+def _unzip(bytes comp, int zflag, Py_ssize_t n):
+    if zflag == F_S2:
+        from natsd._core.s2 import decompress_block
+        out = decompress_block(comp, n)
+        if len(out) != n:
+            raise ValueError("s2: corrupt input")
+        return out
+    import lz4.block
+    return lz4.block.decompress(comp, uncompressed_size=n)
+
+
+def _zipped_payload(bytes data, aead):
+    """The compressed bytes of a compressed block file (decrypted with aead when encrypted)."""
     if not (data[5] & F_ENC):
         return data[BLK_HDR:]
     if aead is None:
@@ -345,8 +367,8 @@ cdef class Log:
         compression = (compression or "none").lower()
         if compression not in ("none", "lz4", "s2"):
             raise ValueError(f"unknown compression {compression!r}")
-        # No s2 codec yet: "s2" compresses sealed blocks with lz4 (readers use the block flag).
-        self.compression = "none" if compression == "none" else "lz4"
+        # sealed blocks are compressed with lz4 or S2 (blocks say which in their flags)
+        self.compression = compression
         self.blocks = []
         self.mblocks = []
         self.mfirst = []
@@ -711,12 +733,12 @@ cdef class Log:
                 elif self.enc is None:
                     continue
                 raw = os.pread(fd, os.fstat(fd).st_size, 0)
-                if flags & F_LZ4:
+                if flags & F_ZIP:
                     try:
-                        comp = _lz4_payload(raw, old)
+                        comp = _zipped_payload(raw, old)
                     except Exception:
                         raise StoreError(path, "cannot decrypt the block with its key")
-                    h = self._blk_header(F_LZ4 | F_ENC, int.from_bytes(hdr[8:16], "little"))
+                    h = self._blk_header((flags & F_ZIP) | F_ENC, int.from_bytes(hdr[8:16], "little"))
                     data = h + self._seal_blob(comp, h)
                 else:
                     recs, end, suspect = _block_records(raw, old, num)
@@ -784,9 +806,10 @@ cdef class Log:
 
     cdef _compress(self, Block b):
         # Plain: the records as they are. Encrypted: the decrypted records back to back (the
-        # index entries of this block move to their offsets in that image), lz4, then sealed.
-        import lz4.block
+        # index entries of this block move to their offsets in that image), compressed, then
+        # sealed.
         cdef dict offmap = None
+        cdef int zflag = F_S2 if self.compression == "s2" else F_LZ4
         cdef uint64_t off
         if b.encrypted:
             recs, end, _ = self._records_of(b)
@@ -804,14 +827,15 @@ cdef class Log:
         else:
             data = os.pread(b.fd, b.size - BLK_HDR, BLK_HDR)
             n = b.size
-        comp = lz4.block.compress(data, store_size=False)
+        comp = _zip(data, zflag)
         if len(comp) + BLK_HDR >= n:
             return
-        hdr = self._blk_header(F_LZ4 | (F_ENC if b.encrypted else 0), n)
+        hdr = self._blk_header(zflag | (F_ENC if b.encrypted else 0), n)
         fd = _write_file(b.path, hdr + (self._seal_blob(comp, hdr) if b.encrypted else comp))
         os.close(b.fd)
         b.fd = fd
         b.compressed = True
+        b.zflag = zflag
         b.hwm = 0
         b.frames = None
         if self.fc_blk is b:
@@ -823,13 +847,12 @@ cdef class Log:
 
     cdef bytes _image(self, Block b):
         """The uncompressed (and decrypted) image of a compressed block (LRU-cached)."""
-        import lz4.block
         if b.raw is not None:
             return b.raw
         data = os.pread(b.fd, os.fstat(b.fd).st_size, 0)
         n = int.from_bytes(data[8:16], "little")
-        comp = _lz4_payload(data, b.aead)
-        b.raw = bytes(BLK_HDR) + lz4.block.decompress(comp, uncompressed_size=n - BLK_HDR)
+        comp = _zipped_payload(data, b.aead)
+        b.raw = bytes(BLK_HDR) + _unzip(comp, b.zflag, n - BLK_HDR)
         self.raw_lru.append(b)
         while len(self.raw_lru) > RAW_CACHE:
             (<Block>self.raw_lru.pop(0)).raw = None
@@ -880,9 +903,8 @@ cdef class Log:
 
     cdef _reseal(self, Block b, img):
         """Write a compressed block again from a changed image (same length, same offsets)."""
-        import lz4.block
-        comp = lz4.block.compress(bytes(img[BLK_HDR:]), store_size=False)
-        hdr = self._blk_header(F_LZ4 | (F_ENC if b.encrypted else 0), len(img))
+        comp = _zip(bytes(img[BLK_HDR:]), b.zflag)
+        hdr = self._blk_header(b.zflag | (F_ENC if b.encrypted else 0), len(img))
         fd = _write_file(b.path, hdr + (self._seal_blob(comp, hdr) if b.encrypted else comp))
         close(b.fd)
         b.fd = fd
@@ -1874,7 +1896,8 @@ cdef class Log:
                 log.warning("%s: not a version %d natsd log block, ignored", path, VERSION)
                 close(b.fd)
                 continue
-            b.compressed = bool(hdr[5] & F_LZ4)
+            b.zflag = hdr[5] & F_ZIP
+            b.compressed = b.zflag != 0
             b.encrypted = bool(hdr[5] & F_ENC)
             if b.encrypted != (self.enc is not None) or (b.encrypted and
                                                          int.from_bytes(hdr[6:8], "little") != self.enc_kid):

@@ -33,6 +33,8 @@ cdef class Loop:
     cdef int read_layered(self, Connection c) except -1
     cdef int from_wire(self, Connection c, char* p, Py_ssize_t n) except -1
     cdef int feed_plain(self, Connection c, char* p, Py_ssize_t n) except -1
+    cdef int switched(self, Connection c, char* p, Py_ssize_t n) except -1
+    cdef int switched_kept(self, Connection c, Py_ssize_t consumed) except -1
     cdef char* tls_plain        # decrypted bytes of one TLS read
     cdef Bytes decoded          # what a codec decoded from one read
     cdef int run_once(self) except -1

@@ -279,6 +279,8 @@ cdef class Loop:
             if n > 0:
                 c.last_activity = now_mono()
                 consumed = parse(c, self.rbuf, n)
+                if c.decode_switch:
+                    return self.switched(c, self.rbuf + consumed, n - consumed)
                 if consumed < n and not c.closing:
                     c.keep_unparsed(self.rbuf + consumed, n - consumed)
                 return 0
@@ -300,6 +302,8 @@ cdef class Loop:
                 if c.rlen < c.rneed:
                     return 0
                 consumed = parse(c, c.rbuf, c.rlen)
+                if c.decode_switch:
+                    return self.switched_kept(c, consumed)
                 if c.closing or c.closed:
                     c.rlen = 0
                 elif consumed > 0:
@@ -407,8 +411,26 @@ cdef class Loop:
                 self.parse_kept(c)
             return 0
         consumed = parse(c, p, n)
+        if c.decode_switch:
+            return self.switched(c, p + consumed, n - consumed)
         if consumed < n and not c.closing and not c.closed:
             c.keep_unparsed(p + consumed, n - consumed)
+        return 0
+
+    cdef int switched(self, Connection c, char* p, Py_ssize_t n) except -1:
+        """A codec started after the command just parsed: the rest of the read is its."""
+        c.decode_switch = False
+        if n > 0 and not c.closing and not c.closed:
+            self.from_wire(c, p, n)
+        return 0
+
+    cdef int switched_kept(self, Connection c, Py_ssize_t consumed) except -1:
+        """switched() for bytes that were kept in the connection's read buffer."""
+        cdef bytes rest = c.rbuf[consumed:c.rlen] if consumed < c.rlen else b""
+        c.rlen = 0
+        c.decode_switch = False
+        if rest and not c.closing and not c.closed:
+            self.from_wire(c, rest, len(rest))
         return 0
 
     def _resume_readers(self):
@@ -422,6 +444,8 @@ cdef class Loop:
     cdef int parse_kept(self, Connection c) except -1:
         """Commands that arrived while the connection was paused (kept, not yet parsed)."""
         cdef Py_ssize_t consumed = parse(c, c.rbuf, c.rlen)
+        if c.decode_switch:
+            return self.switched_kept(c, consumed)
         if c.closing or c.closed:
             c.rlen = 0
         elif consumed > 0:

@@ -183,8 +183,9 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
         op = upper(line[0])
         if c.trace:
             c.handler.trace_in(c, to_bytes(line, clen))
-        if not c.connected and op != c'C' and c.handler.auth_pending(c):
-            return n
+        if (not c.connected and op != c'C' and not (op == c'I' and c.kind != 0)
+                and c.handler.auth_pending(c)):
+            return n                    # (a link may offer compression in an INFO first)
 
         if c.kind != 0 and (op == c'L' or op == c'H' and op_is(line, clen, "HMSG", 4)
                             or op == c'R' and c.kind == KIND_ROUTE):
@@ -307,6 +308,8 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
                 return i                # credentials being checked off the loop: wait
         elif op == c'I' and op_is(line, clen, "INFO", 4):
             c.handler.info(c, to_bytes(line + 5, clen - 5) if clen > 5 else b"")
+            if c.decode_switch:
+                return i                # what follows is compressed: the caller decodes it
         elif op == c'+' and op_is(line, clen, "+OK", 3):
             pass
         elif op == c'-' and op_is(line, clen, "-ERR", 4):

@@ -8,10 +8,12 @@ subscriptions of our accounts whose `conn` is the route). Errors are nats-server
 """
 import json
 import logging
+import time
 
 from natsd._core.sublist import Subscription
+from natsd.compression import NOT_SUPPORTED, OFF, CompressionError, codec, compresses
 from natsd.gofmt import go_quote
-from natsd.protocol import ProtocolHandler
+from natsd.protocol import ProtocolHandler, info_line
 
 log = logging.getLogger("natsd")
 
@@ -144,8 +146,15 @@ class RouteProtocol(ProtocolHandler):
             st.no_reconnect = True
             c.schedule_close("Duplicate Server Name")
             return
-        st.compression = "not supported" if not info.get("compression") else "off"
-        send_delayed_info = st.did_solicit and not st.route_account and routes.pool_size >= 1
+        comp = routes.compression
+        if comp.negotiates:
+            if not st.comp_negotiated and self._negotiate(c, info):
+                return                  # compressed from here: registered on the next INFO
+            send_delayed_info = st.did_solicit
+        else:
+            st.compression = (NOT_SUPPORTED if not info.get("compression") or comp.mode == NOT_SUPPORTED
+                              else OFF)
+            send_delayed_info = st.did_solicit and not st.route_account and routes.pool_size >= 1
         st.info_received = True
         c.headers = bool(info.get("headers")) and not self.server.opts.no_header_support
         st.remote_id = rid
@@ -173,6 +182,32 @@ class RouteProtocol(ProtocolHandler):
             if not c.closing:
                 log.debug("%sDetected duplicate remote route %s", self._prefix(c), go_quote(rid))
                 c.schedule_close("Duplicate Route")
+
+    def _negotiate(self, c, info):
+        """nats-server's negotiateRouteCompression on the peer's first INFO. When the route
+        compresses, both sides send a new INFO announcing the mode (the soliciting side before
+        switching, the accepting side after) and return True: the route is registered on the
+        INFO that follows, compressed."""
+        st = c.state
+        routes = self.routes
+        st.comp_negotiated = True
+        try:
+            cm = routes.compression.select(str(info.get("compression") or ""), time.time() - st.start)
+        except CompressionError as e:
+            self.refuse(c, str(e))
+            return True
+        st.compression = cm
+        routes.start_pings(c)
+        if not compresses(cm):
+            return False
+        line = info_line(routes.info_dict(account=st.route_account,
+                                          compression=routes.compression.info_mode(cm)))
+        if st.did_solicit:
+            c.start_codec(codec(cm), line)          # our INFO in clear, then S2 both ways
+        else:
+            c.start_codec(codec(cm))
+            c.send_bytes(line)
+        return True
 
     def _async_info(self, c, info):
         """An INFO on a registered route: news of another server (gossip), or the peer
@@ -313,6 +348,11 @@ class RouteProtocol(ProtocolHandler):
 
     def tls_ready(self, c):
         self.routes.opening(c)
+
+    def codec_error(self, c, error):
+        """The peer's S2 stream is broken."""
+        log.error("%sError reading from client: %s", self._prefix(c), error)
+        c.schedule_close("Read Error")
 
     # ---- other operations ----
 

@@ -24,6 +24,7 @@ from natsd.client import ClientState
 from natsd.dialer import Dialer, go_dial_error, host_label
 from natsd.gofmt import go_json, go_quote
 from natsd.protocol import info_line, prepare_accepted
+from natsd.compression import NOT_SUPPORTED, S2_FAST, Compression
 from natsd.cluster.connecturls import ConnectUrls, connect_urls
 from natsd.cluster.interest import RouteInterest
 from natsd.cluster.pool import DEFAULT_POOL_SIZE, pool_index
@@ -50,7 +51,7 @@ class RouteState(ClientState):
                  "route_account", "no_pool", "gossip_mode", "info_received", "connect_received",
                  "connect_urls", "ws_connect_urls", "leafnode_url", "compression", "retry",
                  "start_new_route", "lnocu", "jetstream", "no_reconnect", "registered",
-                 "remote_domain")
+                 "remote_domain", "comp_negotiated")
 
     def __init__(self, host, port, url=None, route_type=IMPLICIT, account=None, gossip_mode=0):
         super().__init__(host, port)
@@ -77,6 +78,7 @@ class RouteState(ClientState):
         self.no_reconnect = False
         self.registered = False
         self.remote_domain = ""
+        self.comp_negotiated = False
 
     @property
     def is_configured(self):
@@ -147,6 +149,7 @@ class Routes:
         self.ping_interval = min(co.ping_interval or server.opts.ping_interval, MAX_PING_INTERVAL)
         self.ping_max = co.ping_max or server.opts.ping_max
         self.tls = RouteTls(co.tls, self.explicit) if co.tls else None
+        self.compression = Compression.parse(co.compression, S2_FAST)
 
     # ---- lifecycle ----
 
@@ -215,8 +218,9 @@ class Routes:
 
     # ---- route INFO ----
 
-    def info_dict(self, account="", pool_idx=0, gossip_mode=0, nonce=True):
-        """The INFO a route gets from us (nats-server's routeInfo)."""
+    def info_dict(self, account="", pool_idx=0, gossip_mode=0, nonce=True, compression=None):
+        """The INFO a route gets from us (nats-server's routeInfo); `compression` is the
+        mode it announces (our configured one by default)."""
         s = self.server
         co = self.opts
         info = {"server_id": s.id, "server_name": s.name, "version": VERSION, "proto": PROTO,
@@ -247,7 +251,9 @@ class Routes:
             ws = self.connect_urls.own_ws()
             if ws:
                 info["ws_connect_urls"] = ws
-        info["compression"] = "off"
+        mode = compression or self.compression.mode
+        if mode != NOT_SUPPORTED:
+            info["compression"] = mode
         info["lnoc"] = True
         info["lnocu"] = True
         if self.pool_size > 0:
@@ -265,6 +271,13 @@ class Routes:
             else:
                 info["leafnode_urls"] = [host_label(ln.opts.host or "0.0.0.0", ln.port)]
         return info
+
+    def announced_compression(self, c):
+        """The mode our later INFOs on route `c` announce (nats-server's
+        compressionModeForInfoProtocol)."""
+        if not self.compression.negotiates:
+            return None
+        return self.compression.info_mode(c.state.compression)
 
     def send_info(self, c, **kw):
         c.send_bytes(info_line(self.info_dict(**kw)))
@@ -359,8 +372,12 @@ class Routes:
         else:
             self.opening(c)
         log.info("%sRoute connection created", self.prefix(c))
-        st.ping_timer = self.loop.call_later(FIRST_PING, self.ping, c)
+        if not self.compression.negotiates:
+            self.start_pings(c)         # else once compression is agreed (no PING in between)
         return c
+
+    def start_pings(self, c):
+        c.state.ping_timer = self.loop.call_later(FIRST_PING, self.ping, c)
 
     def opening(self, c):
         """What a new route sends first (after TLS when there is TLS): the soliciting side
@@ -370,7 +387,7 @@ class Routes:
         if st.did_solicit:
             self.send_connect(c, st.url)
             log.debug("%sRoute connect msg sent", self.prefix(c))
-            if not (not st.route_account and self.pool_size >= 1):
+            if not self.compression.negotiates and (st.route_account or self.pool_size < 1):
                 self.send_info(c, account=st.route_account, gossip_mode=st.gossip_mode)
         else:
             self.send_info(c, gossip_mode=st.gossip_mode)
@@ -489,7 +506,8 @@ class Routes:
         st.connect_urls = info.get("connect_urls") or []
         st.ws_connect_urls = info.get("ws_connect_urls") or []
         if send_delayed_info:
-            self.send_info(c, pool_idx=idx, gossip_mode=gossip_mode)
+            self.send_info(c, pool_idx=idx, gossip_mode=gossip_mode,
+                           compression=self.announced_compression(c))
         if pool and idx == 0:
             self.remote_pool_size[rid] = remote_pool
         conns[idx] = c
@@ -527,7 +545,8 @@ class Routes:
             return False
         conns[rid] = c
         if send_delayed_info:
-            self.send_info(c, account=account, gossip_mode=gossip_mode)
+            self.send_info(c, account=account, gossip_mode=gossip_mode,
+                           compression=self.announced_compression(c))
         c.sublist = self.server.accounts.get(account).sublist
         self._registered(c)
         if len(conns) > 1:

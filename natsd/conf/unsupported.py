@@ -14,7 +14,7 @@ flags.py.  Only a config nats-server would run reaches this table.
 When natsd learns a feature, delete its rows here (and its entry in START_CHECKS).
 
 Clustering runs (natsd/cluster/); what routes cannot do yet is refused by its own key:
-route permissions, and route compression other than `off`/`accept`.
+route permissions.
 """
 from __future__ import annotations
 
@@ -55,21 +55,8 @@ def _listen_port(n: Node) -> int:
 # Config rows: (feature, key path, when).  A path is dot-separated keys (case-insensitive,
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
 # its array.  The error points at the last key of the path.
-def _compressing(n: Node) -> bool:
-    """A compression setting that would compress (anything but off/accept)."""
-    if n.kind == "bool":
-        return n.value is True
-    if n.kind == "string":
-        return n.value.lower() not in ("off", "disabled", "false", "accept", "")
-    if n.kind == "map":
-        mode = next((v for k, v in n.value.items() if k.lower() == "mode"), None)
-        return mode is not None and _compressing(mode)
-    return True
-
-
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("route permissions", "cluster.permissions", _always),
-    ("route compression", "cluster.compression", _compressing),
     ("gateway", "gateway", _always),
     ("MQTT", "mqtt", _always),
     ("operator (JWT) mode", "operator|operators|root|roots|root_operator|root_operators", _always),
@@ -203,6 +190,17 @@ def _websocket(o) -> str | None:
     return None
 
 
+def _route_compression(o) -> str | None:
+    from natsd.compression import CompressionError, Compression, S2_FAST
+    if not o.cluster.port:
+        return None
+    try:
+        Compression.parse(o.cluster.compression, S2_FAST)
+    except CompressionError as e:
+        return str(e)
+    return None
+
+
 def _jetstream_cluster(o) -> str | None:
     if o.jetstream.enabled and o.cluster.port and not o.server_name:
         return "jetstream cluster requires `server_name` to be set"
@@ -210,7 +208,8 @@ def _jetstream_cluster(o) -> str | None:
 
 
 # In nats-server's validateOptions order.
-START_CHECKS: list[Callable] = [_leaf_mixed_urls, _gateway, _mqtt, _websocket, _jetstream_cluster]
+START_CHECKS: list[Callable] = [_leaf_mixed_urls, _gateway, _mqtt, _websocket, _route_compression,
+                                _jetstream_cluster]
 
 
 def start_error(opts) -> str | None:

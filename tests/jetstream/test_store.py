@@ -18,13 +18,13 @@ from natsd._core import log as clog
 from natsd.jetstream.store import FileStore, MemoryStore, StoreError, StoredMsg
 
 HDR = b"NATS/1.0\r\nA: b\r\n\r\n"
-KINDS = ["memory", "file", "file-lz4"]
+KINDS = ["memory", "file", "file-lz4", "file-s2"]
 
 
 def open_store(kind, path, **kw):
     if kind == "memory":
         return MemoryStore(**kw)
-    comp = "lz4" if kind == "file-lz4" else "none"
+    comp = {"file-lz4": "lz4", "file-s2": "s2"}.get(kind, "none")
     return FileStore(path, block_size=kw.pop("block_size", 2048), compression=comp, **kw)
 
 
@@ -321,7 +321,7 @@ def test_truncate(store):
 
 
 def test_truncate_survives_restart(tmp_path):
-    for comp in ("none", "lz4"):
+    for comp in ("none", "lz4", "s2"):
         p = tmp_path / comp
         s = FileStore(p, block_size=1024, compression=comp)
         fill(s, 60)
@@ -340,7 +340,7 @@ def test_truncate_survives_restart(tmp_path):
 
 # ---------------------------------------------------------------- recovery
 
-@pytest.mark.parametrize("comp", ["none", "lz4"])
+@pytest.mark.parametrize("comp", ["none", "lz4", "s2"])
 @pytest.mark.parametrize("clean", [True, False])
 def test_reopen(tmp_path, comp, clean):
     p = tmp_path / "s"

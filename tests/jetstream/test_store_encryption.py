@@ -78,7 +78,7 @@ def contents(s):
 
 
 @pytest.mark.parametrize("cipher", ["chacha", "aes"])
-@pytest.mark.parametrize("comp", ["none", "lz4"])
+@pytest.mark.parametrize("comp", ["none", "lz4", "s2"])
 def test_nothing_plain_on_disk(tmp_path, cipher, comp):
     c = crypt_for(tmp_path, cipher=cipher)
     d = tmp_path / "enc"
@@ -106,7 +106,7 @@ def test_nothing_plain_on_disk(tmp_path, cipher, comp):
 
 @pytest.mark.parametrize("batched", [False, True])
 @pytest.mark.parametrize("cipher", ["chacha", "aes"])
-@pytest.mark.parametrize("comp", ["none", "lz4"])
+@pytest.mark.parametrize("comp", ["none", "lz4", "s2"])
 def test_same_contents_as_plaintext(tmp_path, cipher, comp, batched):
     """batched: the records wait in a pending frame (nobody runs the flush callbacks), so
     reads, erases and truncation meet records that are not written yet."""
@@ -168,7 +168,7 @@ def test_batched_reads_decrypt(tmp_path):
     s.close()
 
 
-@pytest.mark.parametrize("comp", ["none", "lz4"])
+@pytest.mark.parametrize("comp", ["none", "lz4", "s2"])
 def test_plaintext_store_gets_encrypted(tmp_path, comp):
     p = tmp_path / "s"
     s = FileStore(p, block_size=2048, compression=comp)
@@ -187,7 +187,7 @@ def test_plaintext_store_gets_encrypted(tmp_path, comp):
     s.close()
 
 
-@pytest.mark.parametrize("comp", ["none", "lz4"])
+@pytest.mark.parametrize("comp", ["none", "lz4", "s2"])
 def test_rekeyed_store(tmp_path, comp):
     c1 = crypt_for(tmp_path, key="old")
     s = FileStore(tmp_path / "s", block_size=2048, compression=comp, crypt=c1)
@@ -400,7 +400,7 @@ def _apply(s, op, ts):
         return s.truncate(op[1]) if op[1] else None
 
 
-@pytest.mark.parametrize("comp,batched", [("none", False), ("none", True), ("lz4", True)])
+@pytest.mark.parametrize("comp,batched", [("none", False), ("none", True), ("lz4", True), ("s2", True)])
 def test_differential_against_plaintext(tmp_path_factory, comp, batched):
     """Random operations (stores, removes with erase, purges, compaction, truncation, frame
     flushes, clean and crash reopens) on a plaintext and an encrypted store: the same state and
