@@ -40,7 +40,7 @@ from natsd.imports import random_token
 from natsd.logger import TRACE
 from natsd.linkperms import LinkPerms, internal_interest, internal_message, is_literal
 from natsd.permissions import Permissions
-from natsd.protocol import ProtocolHandler, info_line, prepare_accepted
+from natsd.protocol import ProtocolHandler, info_line, prepare_accepted, release_connection
 from natsd._core.ws import WsCodec
 from natsd.tls import ServerTls, TlsSettings, spki_sha256
 from natsd.subject import subject_is_subset
@@ -765,12 +765,7 @@ class LeafNodes:
         st = c.state
         if c.closed:
             return
-        self.loop.remove_handler(c.fd)
-        c.mark_closed()
-        os.close(c.fd)
-        for t in (st.auth_timer, st.ping_timer, st.connect_timer, st.tls_timer):
-            if t is not None:
-                t.cancel()
+        release_connection(self.loop, c, st.auth_timer, st.ping_timer, st.connect_timer, st.tls_timer)
         acc = st.account
         conns = self.by_account.get(acc.name) if acc is not None else None
         if conns is not None:

@@ -239,6 +239,18 @@ def info_line(info):
     return b"INFO " + go_json(ordered) + b" \r\n"
 
 
+def release_connection(loop, c, *timers):
+    """The socket side of a final close (every kind): off the loop, buffers dropped, the fd
+    closed, the connection's timers cancelled."""
+    import os
+    loop.remove_handler(c.fd)
+    c.mark_closed()
+    os.close(c.fd)
+    for t in timers:
+        if t is not None:
+            t.cancel()
+
+
 def prepare_accepted(sock):
     """An accepted socket as the loop wants it: non-blocking, Nagle off."""
     sock.setblocking(False)

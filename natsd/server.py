@@ -24,7 +24,7 @@ from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT
 from natsd.authwork import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
 from natsd.options import set_baseline
-from natsd.protocol import info_line, prepare_accepted
+from natsd.protocol import info_line, prepare_accepted, release_connection
 
 log = logging.getLogger("natsd")
 
@@ -447,12 +447,7 @@ class Server:
         if c.closed:
             return
         st = c.state
-        self.loop.remove_handler(c.fd)
-        c.mark_closed()
-        os.close(c.fd)
-        for t in (st.auth_timer, st.ping_timer, st.tls_timer):
-            if t is not None:
-                t.cancel()
+        release_connection(self.loop, c, st.auth_timer, st.ping_timer, st.tls_timer)
         for s in list(c.subs.values()):
             s.closed = True
             if c.sublist.remove(s):

@@ -92,6 +92,12 @@ class TlsSettings:
             cert_file, key_file = self.certs[0]
         if cert_file:
             ctx.load_cert_chain(cert_file, key_file)
+        if self.server and self.certs:
+            # `certs: [...]`: each certificate for the names it carries (SNI)
+            for cf, kf in self.certs:
+                other = TlsContext(True)
+                other.load_cert_chain(cf, kf)
+                ctx.add_certificate_for(certificate_names(cf), other)
         if self.server:
             if self.ca_file:
                 ctx.load_verify_locations(self.ca_file)
@@ -165,6 +171,22 @@ def _handshake_first(v):
         return True, DEFAULT_FALLBACK_DELAY
     from natsd.conf.load import parse_duration
     return True, parse_duration(str(v))
+
+
+def certificate_names(cert_file):
+    """The DNS names of a certificate (its SANs, else its common name)."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+    with open(cert_file, "rb") as f:
+        cert = x509.load_pem_x509_certificate(f.read())
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName) \
+            .value.get_values_for_type(x509.DNSName)
+    except x509.ExtensionNotFound:
+        names = []
+    if not names:
+        names = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    return names
 
 
 def spki_sha256(der_cert):

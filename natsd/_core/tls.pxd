@@ -10,6 +10,7 @@ cdef class TlsContext:
     cdef SSL_CTX* ctx
     cdef readonly bint server
     cdef public object verify_hook      # unused by C; Python keeps per-context settings here
+    cdef list sni                       # [(names, TlsContext)]: the certificate per server name
 
 
 cdef class TlsSession:

@@ -77,6 +77,13 @@ cdef extern from "openssl/ssl.h" nogil:
     unsigned long SSL_OP_CIPHER_SERVER_PREFERENCE
     long SSL_MODE_RELEASE_BUFFERS
     long SSL_SESS_CACHE_SERVER
+    ctypedef int (*servername_cb_t)(SSL* ssl, int* al, void* arg) noexcept
+    long SSL_CTX_set_tlsext_servername_callback(SSL_CTX* ctx, servername_cb_t cb)
+    long SSL_CTX_set_tlsext_servername_arg(SSL_CTX* ctx, void* arg)
+    const char* SSL_get_servername(const SSL* ssl, int kind)
+    SSL_CTX* SSL_set_SSL_CTX(SSL* ssl, SSL_CTX* ctx)
+    int TLSEXT_NAMETYPE_host_name
+    int SSL_TLSEXT_ERR_OK
 
 cdef extern from "openssl/bio.h" nogil:
     const BIO_METHOD* BIO_s_mem()
@@ -195,6 +202,15 @@ cdef class TlsContext:
             raise TlsError(ssl_reason() or "no usable TLS 1.3 cipher suite")
         SSL_CTX_set_options(self.ctx, SSL_OP_CIPHER_SERVER_PREFERENCE)
 
+    def add_certificate_for(self, names, TlsContext other):
+        """Serve `other`'s certificate to clients asking (SNI) for one of `names` (DNS names,
+        `*.` wildcards for one label); the context's own certificate stays the default."""
+        if self.sni is None:
+            self.sni = []
+            SSL_CTX_set_tlsext_servername_callback(self.ctx, _select_certificate)
+            SSL_CTX_set_tlsext_servername_arg(self.ctx, <void*>self)
+        self.sni.append(([n.lower() for n in names], other))
+
     def set_groups(self, str groups):
         ERR_clear_error()
         if SSL_CTX_set1_groups_list(self.ctx, groups.encode()) != 1:
@@ -215,6 +231,22 @@ cdef class TlsContext:
                 if check_host:
                     SSL_set1_host(s.ssl, name)
         return s
+
+
+cdef int _select_certificate(SSL* ssl, int* al, void* arg) noexcept with gil:
+    """OpenSSL's server name callback: the first certificate whose names match (Go's
+    crypto/tls picks the same way), else the default one."""
+    cdef TlsContext ctx = <TlsContext>arg
+    cdef const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name)
+    if name == NULL:
+        return SSL_TLSEXT_ERR_OK
+    host = (<bytes>name).decode("ascii", "replace").lower().rstrip(".")
+    for names, other in ctx.sni:
+        for n in names:
+            if n == host or (n.startswith("*.") and "." in host and host.split(".", 1)[1] == n[2:]):
+                SSL_set_SSL_CTX(ssl, (<TlsContext>other).ctx)
+                return SSL_TLSEXT_ERR_OK
+    return SSL_TLSEXT_ERR_OK
 
 
 cdef class TlsSession:

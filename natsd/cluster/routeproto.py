@@ -66,9 +66,15 @@ class RouteProtocol(ProtocolHandler):
             log.error("%s%s", self._prefix(c), ERR_CLIENT_ON_ROUTE_PORT)   # and as a parse error
             return
         routes = self.routes
-        if routes.username and (info.get("user") != routes.username
-                                or not self.server.authenticator.check_secret(
-                                    routes.password or "", info.get("pass") or "", False)):
+        if routes.tls is not None and routes.tls.authorizes:
+            refused = not routes.tls.authorized(c.tls.peer_certificate() if c.tls else None,
+                                                routes.username)
+        else:
+            refused = bool(routes.username) and (
+                info.get("user") != routes.username
+                or not self.server.authenticator.check_secret(routes.password or "",
+                                                              info.get("pass") or "", False))
+        if refused:
             user = info.get("user")
             log.error("%sauthentication error%s", self._prefix(c),
                       " - User %s" % go_quote(str(user)) if user else "")

@@ -23,7 +23,7 @@ from natsd._core.sublist import Sublist
 from natsd.client import ClientState
 from natsd.dialer import Dialer, go_dial_error, host_label
 from natsd.gofmt import go_json, go_quote
-from natsd.protocol import info_line, prepare_accepted
+from natsd.protocol import info_line, prepare_accepted, release_connection
 from natsd.compression import NOT_SUPPORTED, S2_FAST, Compression
 from natsd.cluster.connecturls import ConnectUrls, connect_urls
 from natsd.cluster.interest import RouteInterest
@@ -664,13 +664,7 @@ class Routes:
         st = c.state
         if c.closed:
             return
-        self.loop.remove_handler(c.fd)
-        c.mark_closed()
-        import os
-        os.close(c.fd)
-        for t in (st.auth_timer, st.ping_timer, st.tls_timer):
-            if t is not None:
-                t.cancel()
+        release_connection(self.loop, c, st.auth_timer, st.ping_timer, st.tls_timer)
         removed = {}
         for sub in list(c.subs.values()):
             sub.closed = True
@@ -798,15 +792,58 @@ class RouteTls:
         client = TlsSettings(cfg, server=False)
         self.insecure = client.insecure
         self.pinned = client.pinned
+        self.map = settings.verify_and_map                  # identity = cluster user
+        self.known_urls = settings.verify_known_urls        # DNS name = a configured route's host
+        self.explicit = explicit
         self.client_ctx = client.context()
         self.server_name = client.server_name
         self.tls_name = next((u.host for u in explicit if u.host and not _is_ip(u.host)), "")
+
+    @property
+    def authorizes(self):
+        return self.map or self.known_urls
+
+    def authorized(self, der, username):
+        """nats-server's isRouterAuthorized with a certificate: a DNS name of the peer's
+        certificate naming a configured route (verify_cert_and_check_known_urls), or an
+        identity equal to the cluster user (verify_and_map)."""
+        from natsd.tls import cert_identity
+        if der is None:
+            return False
+        names, _ = cert_identity(der)
+        dns = set(certificate_dns(der))
+        for name in names:
+            if self.known_urls and name in dns and any(_dns_matches(name, u.host) for u in self.explicit):
+                return True
+            if self.map and username and name == username:
+                return True
+        return False
 
     def client_session(self, url):
         host = self.server_name or url.host
         if _is_ip(host) and self.tls_name:
             host = self.tls_name
         return self.client_ctx.session(host or None, check_host=not self.insecure)
+
+
+def certificate_dns(der):
+    from cryptography import x509
+    cert = x509.load_der_x509_certificate(der)
+    try:
+        return cert.extensions.get_extension_for_class(x509.SubjectAlternativeName) \
+            .value.get_values_for_type(x509.DNSName)
+    except x509.ExtensionNotFound:
+        return []
+
+
+def _dns_matches(name, host):
+    """nats-server's dnsAltNameMatches: label by label, `*` only as the leftmost label."""
+    want = name.lower().split(".")
+    have = host.lower().split(".")
+    if len(want) != len(have):
+        return False
+    start = 1 if want[0] == "*" else 0
+    return want[start:] == have[start:]
 
 
 def _is_ip(host):

@@ -102,3 +102,38 @@ def test_insecure_warns_and_skips_the_host_check(tmp_path, certs):
             b.proc.kill()
     finally:
         a.proc.kill()
+
+
+@need_ref
+@pytest.mark.parametrize("kinds", [("natsd", "natsd"), ("nats-server", "natsd"), ("natsd", "nats-server")],
+                         ids=["natsd", "ref-A", "ref-B"])
+def test_verify_cert_and_check_known_urls(tmp_path, kinds):
+    """A route is admitted only when a DNS name of its certificate is the host of a configured
+    route; a certificate from the same CA naming another host is refused as nats-server
+    refuses it (authentication error)."""
+    import socket as so
+    ca = CA(str(tmp_path / "ca"))
+    good = ca.issue("good", "good", dns=["localhost"])
+    odd = ca.issue("odd", "odd", dns=["elsewhere.example.com"])
+    ports = []
+    for _ in range(2):
+        s = so.socket()
+        s.bind(("127.0.0.1", 0))
+        ports.append(s.getsockname()[1])
+        s.close()
+    block = lambda c: _tls(c[0], c[1], ca.ca_file, "verify_cert_and_check_known_urls: true")
+    routes = ["nats://localhost:%d" % p for p in ports]
+    a = start_member(kinds[0], tmp_path, "A", routes=routes, route_port=ports[0], cluster_extra=block(good))
+    b = start_member(kinds[1], tmp_path, "B", routes=routes, route_port=ports[1], cluster_extra=block(good))
+    c = None
+    try:
+        wait_mesh([a, b])
+        c = start_member("natsd", tmp_path, "C", routes=["nats://localhost:%d" % ports[0]],
+                         cluster_extra=block(odd))
+        a.proc.wait_log(r"rid:\d+ - authentication error", 10)
+        time.sleep(0.3)
+        assert a.remote_names() == {"B"}
+    finally:
+        for m in (a, b, c):
+            if m is not None:
+                m.proc.kill()

@@ -57,8 +57,6 @@ ACCOUNT = public_key(nkeys.PREFIX_BYTE_ACCOUNT)
 REFUSED = {
     "cluster_permissions": ("port: -1\ncluster {\n  port: -1\n  permissions { import: \"a\" }\n}\n",
                             ["{f}:4:3: route permissions is not supported by natsd yet"]),
-    "cluster_compression": ("port: -1\ncluster {\n  port: -1\n  compression: s2_fast\n}\n",
-                            ["{f}:4:3: route compression is not supported by natsd yet"]),
     "gateway": ("port: -1\ngateway {\n  name: A\n  port: -1\n}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
     "gateway_empty": ("port: -1\ngateway {}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
     "mqtt": ("port: -1\njetstream: enabled\nmqtt {\n  port: -1\n}\n", ["{f}:3:1: MQTT is not supported by natsd yet"]),
@@ -81,8 +79,8 @@ REFUSED = {
                            ["{f}:5:5: leafnode nkey authorization is not supported by natsd yet"]),
     "proxy_protocol": ("port: -1\nproxy_protocol: true\n", ["{f}:2:1: PROXY protocol is not supported by natsd yet"]),
     "prof_port": ("port: -1\nprof_port: 6061\n", ["{f}:2:1: profiling is not supported by natsd yet"]),
-    "several": ("port: -1\ngateway {}\ncluster {\n  port: -1\n  compression: s2_best\n}\nmqtt {}\n",
-                ["{f}:5:3: route compression is not supported by natsd yet",
+    "several": ("port: -1\ngateway {}\ncluster {\n  port: -1\n  permissions {}\n}\nmqtt {}\n",
+                ["{f}:5:3: route permissions is not supported by natsd yet",
                  "{f}:2:1: gateway is not supported by natsd yet",
                  "{f}:7:1: MQTT is not supported by natsd yet"]),
 }

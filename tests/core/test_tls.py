@@ -226,3 +226,33 @@ def test_https_needs_tls(any_server, tmp_path):
     srv = any_server("-c", str(p), wait=False)
     assert srv.proc.wait(10) == 1
     assert "Can't start monitoring: TLS cert and key required for HTTPS" in srv.log
+
+
+def _served_certificate(port, server_name):
+    """The DER certificate a server presents to a client asking for `server_name` (SNI)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(5)
+    s.recv(4096)                                      # the plaintext INFO first
+    t = ctx.wrap_socket(s, server_hostname=server_name)
+    der = t.getpeercert(binary_form=True)
+    t.close()
+    return der
+
+
+def test_certificates_chosen_by_server_name(any_server, tmp_path, pki):
+    """`certs: [...]`: the certificate whose names match the client's SNI, the first one
+    otherwise (Go's crypto/tls choice)."""
+    ca = CA(os.path.join(pki["dir"], "sni-%s" % tmp_path.name))
+    a = ca.issue("a", "a.example.com", dns=["a.example.com"])
+    b = ca.issue("b", "b", dns=["b.example.com", "*.wild.example.com"])
+    block = ('tls { certs: [ {cert_file: "%s", key_file: "%s"}, {cert_file: "%s", key_file: "%s"} ]\n'
+             ' timeout: 2 }\n' % (a[0], a[1], b[0], b[1]))
+    srv = start(any_server, tmp_path, block)
+    from cryptography import x509
+    der = {name: x509.load_der_x509_certificate(_served_certificate(srv.port, name)).subject.rfc4514_string()
+           for name in ("a.example.com", "b.example.com", "x.wild.example.com", "other.example.com")}
+    assert der == {"a.example.com": "CN=a.example.com", "b.example.com": "CN=b",
+                   "x.wild.example.com": "CN=b", "other.example.com": "CN=a.example.com"}

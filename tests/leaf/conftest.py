@@ -26,7 +26,7 @@ HUB_CONF = """port: %(port)d
 server_name: hub-server
 %(js)sleafnodes {
     port: %(leaf_port)d
-}
+%(tls)s}
 include ./accounts.conf
 """
 
@@ -41,13 +41,13 @@ server_name: leaf-server
 %(js)sleafnodes {
     remotes = [
         {
-            urls: ["nats-leaf://admin:%(sys_pass)s@0.0.0.0:%(leaf_port)d"]
+            urls: ["nats-leaf://admin:%(sys_pass)s@%(leaf_host)s:%(leaf_port)d"]
             account: "SYS"
-        },
+%(tls)s        },
         {
-            urls: ["nats-leaf://acc:%(acc_pass)s@0.0.0.0:%(leaf_port)d"]
+            urls: ["nats-leaf://acc:%(acc_pass)s@%(leaf_host)s:%(leaf_port)d"]
             account: "ACC"
-        }
+%(tls)s        }
     ]
 }
 include ./accounts.conf
@@ -94,12 +94,23 @@ class Pair:
         self.hub = self.leaf = None
         (tmp_path / "accounts.conf").write_text(ACCOUNTS_CONF)
 
-    def write(self, js=False, sys_pass="admin", acc_pass="acc"):
+    def write(self, js=False, sys_pass="admin", acc_pass="acc", tls=False):
+        """The seed's configs; with `tls` the leaf links use TLS (certificates made here, the
+        remotes dial localhost so the hub's certificate name is checked)."""
+        hub_tls = leaf_tls = ""
+        if tls:
+            from tests.certs import CA
+            ca = CA(str(self.dir / "pki"))
+            cert, key = ca.server_cert("hub")
+            hub_tls = '    tls { cert_file: "%s", key_file: "%s" }\n' % (cert, key)
+            leaf_tls = '            tls { ca_file: "%s" }\n' % ca.ca_file
         (self.dir / "hub.conf").write_text(HUB_CONF % {
-            "port": self.hub_client_port, "leaf_port": self.leaf_port, "js": HUB_JS if js else ""})
+            "port": self.hub_client_port, "leaf_port": self.leaf_port, "js": HUB_JS if js else "",
+            "tls": hub_tls})
         (self.dir / "leaf.conf").write_text(LEAF_CONF % {
             "port": self.leaf_client_port, "leaf_port": self.leaf_port, "js": LEAF_JS if js else "",
-            "sys_pass": sys_pass, "acc_pass": acc_pass})
+            "sys_pass": sys_pass, "acc_pass": acc_pass, "tls": leaf_tls,
+            "leaf_host": "localhost" if tls else "0.0.0.0"})
 
     def start_hub(self, kind, *extra):
         self.hub = self.starters[kind]("-c", "hub.conf", "-p", str(self.hub_client_port),
@@ -139,11 +150,11 @@ def pair(tmp_path, natsd, request):
     started = []
     starters["nats-server"] = reference_factory
 
-    def factory(hub_kind, leaf_kind, js=False, link=True):
+    def factory(hub_kind, leaf_kind, js=False, link=True, tls=False):
         if js and "natsd" in (hub_kind, leaf_kind) and not js_available():
             pytest.skip("natsd JetStream (natsd.jetstream.engine) is not available")
         p = Pair(tmp_path, starters)
-        p.write(js=js)
+        p.write(js=js, tls=tls)
         p.start_hub(hub_kind)
         p.start_leaf(leaf_kind)
         if link:
