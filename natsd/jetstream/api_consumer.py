@@ -25,20 +25,24 @@ NAMES_LIMIT = 1024
 LIST_LIMIT = 256
 
 
-def _send(jsa, reply, data):
+def _send(jsa, reply, data, identity=None):
     jsa.last_api_response = data        # read by the API audit advisory (api.py)
     if reply:
         if isinstance(reply, str):
             reply = reply.encode("utf-8", "surrogateescape")
-        publish(jsa.sublist, reply, None, None, data)
+        hdr = None
+        if identity is not None:
+            hdr = b"NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n" % identity.encode()
+        publish(jsa.sublist, reply, None, hdr, data)
 
 
-def _respond(jsa, reply, type_name, payload):
+def _respond(jsa, reply, type_name, payload, identity=None):
+    """Reply; `identity` adds the Nats-Stream-Identity header (API level 5)."""
     if isinstance(payload, E.ApiError):
         fn = getattr(jsa, "api_error", None)
         if fn is not None:
             fn(payload)
-    _send(jsa, reply, E.api_response(type_name, payload))
+    _send(jsa, reply, E.api_response(type_name, payload), identity)
 
 
 def _stream(jsa, name):
@@ -173,13 +177,34 @@ def _create(jsa, tokens, reply, hdr, payload, legacy_durable):
     if stream is None:
         _respond(jsa, reply, rtype, E.error("JSStreamNotFoundErr"))
         return None
+    identity = None
+    if cfg.get("direct") or cfg.get("sourcing"):
+        # a mirror or source names the stream it expects (API level 5): a re-created stream
+        # of the same name is refused, and the identity goes back with the reply
+        identity = stream.identity()
+        asked = _header_value(hdr, b"Nats-Stream-Identity")
+        if asked and asked != identity.encode():
+            _respond(jsa, reply, rtype, E.error("JSConsumerStreamIdentityMismatchF", msg=identity))
+            return None
     try:
         o = create_consumer(jsa, stream, cfg, action, pedantic)
     except E.ApiError as err:
         _respond(jsa, reply, rtype, err)
         return None
-    _respond(jsa, reply, rtype, o.info(initial=True))
+    _respond(jsa, reply, rtype, o.info(initial=True), identity)
     return None
+
+
+def _header_value(hdr, name):
+    """The first `name:` header's value (nats-server's sliceHeader), or None."""
+    if not hdr:
+        return None
+    i = hdr.find(b"\r\n" + name + b":")
+    if i < 0:
+        return None
+    i += len(name) + 3
+    j = hdr.find(b"\r\n", i)
+    return hdr[i:j if j >= 0 else len(hdr)].strip()
 
 
 def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False):
@@ -414,14 +439,24 @@ def _unpin_reset(jsa, op, sname, cname, reply, payload, hdr=None):
         if required_level_too_high(hdr):
             _respond(jsa, reply, rtype, E.error("JSRequiredApiLevelErr"))
             return None
+        seq = 0
         if payload:
             try:
-                gojson.unmarshal(gojson.loads_node(payload), _RESET_REQ, "JSApiConsumerResetRequest",
-                                 strict=False, data=bytes(payload))
+                seq = gojson.unmarshal(gojson.loads_node(payload), _RESET_REQ, "JSApiConsumerResetRequest",
+                                       strict=False, data=bytes(payload)).get("seq", 0)
             except gojson.JSONError as e:
                 _respond(jsa, reply, rtype, E.error("JSInvalidJSONErr", err=str(e)))
                 return None
-        _respond(jsa, reply, rtype, E.error("JSConsumerInvalidResetErr", err="not supported"))
+        try:
+            seq = o.reset_to(seq)
+        except ValueError as e:
+            _respond(jsa, reply, rtype, E.error("JSConsumerInvalidResetErr", err=str(e)))
+            return None
+        out = o.info()
+        out["reset_seq"] = seq
+        # asked for, the stream identity comes back (never checked here, as in nats-server)
+        asked = _header_value(hdr, b"Nats-Stream-Identity") is not None
+        _respond(jsa, reply, rtype, out, stream.identity() if asked else None)
         return None
     # UNPIN: jsConsumerUnpinRequest (json.Unmarshal of {"group"}, then the group checks)
     try:
@@ -443,7 +478,8 @@ def _unpin_reset(jsa, op, sname, cname, reply, payload, hdr=None):
     if group not in (o.cfg.get("priority_groups") or []):
         _respond(jsa, reply, rtype, E.error("JSConsumerInvalidPriorityGroupErr"))
         return None
-    _respond(jsa, reply, rtype, {})        # nothing is pinned in natsd: unpinning is a no-op
+    o.unpin(group)
+    _respond(jsa, reply, rtype, {})
     return None
 
 

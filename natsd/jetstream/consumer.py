@@ -504,6 +504,9 @@ class Consumer(AckState, PushDelivery):
                     self._unget(sm, dc)
                     break
                 target = wr.reply
+                if self.waiting.policy == "pinned_client":
+                    hdr = self.waiting.pin_header(hdr)
+                    sz = len(subj) + len(reply) + len(hdr) + len(payload or b"")
             self._deliver(target, subj, reply, hdr, payload, sm, dc, sz)
             if wr is not None:
                 self.waiting.after_delivery(wr)
@@ -530,7 +533,8 @@ class Consumer(AckState, PushDelivery):
                 or self._hbtimer is not None or len(self.filters) > 1:
             return None
         cfg = self.cfg
-        if cfg["ack_policy"] not in ("explicit", "all") or cfg["rate_limit_bps"] or cfg["headers_only"]:
+        if cfg["ack_policy"] not in ("explicit", "all") or cfg["rate_limit_bps"] or cfg["headers_only"] \
+                or cfg["priority_policy"] != "none":
             return None
         lg = getattr(self.stream.store, "log", None)
         if not isinstance(lg, Log):
@@ -784,6 +788,45 @@ class Consumer(AckState, PushDelivery):
         self.save_meta()
         self.kick()
 
+    def reset_to(self, seq):
+        """$JS.API.CONSUMER.RESET (nats-server 2.14): start again from the ack floor (`seq` 0)
+        or from `seq`, which may not precede the configured start (deliver policies all,
+        by_start_sequence and by_start_time only). Everything pending is forgotten, delivery
+        sequences restart at 1. -> the new starting sequence; ValueError(reason) when refused."""
+        cfg = self.cfg
+        dp = cfg["deliver_policy"]
+        if seq == 0:
+            seq = self.asflr + 1
+        elif dp == "by_start_sequence":
+            if seq < cfg["opt_start_seq"]:
+                raise ValueError("below start seq")
+        elif dp == "by_start_time":
+            first, last, _ = store_first_last(self.stream.store)
+            if seq < self._seq_from_time(cfg["opt_start_time"][1], first, last):
+                raise ValueError("below start time")
+        elif dp != "all":
+            raise ValueError("not allowed")
+        seq = max(1, seq)
+        self.pending = Pending()
+        self.rdc, self.rdq, self.rdq_set = {}, [], set()
+        if self._ptimer is not None:
+            self._ptimer.cancel()
+            self._ptimer = self._ptimer_at = None
+        self.lss = None
+        self.sseq, self.dseq = seq, 1
+        self.adflr, self.asflr = 0, seq - 1
+        self.last_delivered_ns = self.last_ack_ns = None
+        self.npc = self._calc_num_pending()
+        self.save_now()
+        self.stream.consumer_removed(self)    # interest retention: drop what nobody needs now
+        self.kick()
+        return seq
+
+    def unpin(self, group):
+        """$JS.API.CONSUMER.UNPIN: the group's pinned client loses its pin."""
+        if self.waiting is not None:
+            self.waiting.pins.unpin(group, "admin")
+
     def set_pause(self, pause):
         self.cfg["pause_until"] = pause
         cc.set_static_metadata(self.cfg)
@@ -839,6 +882,9 @@ class Consumer(AckState, PushDelivery):
             out["paused"] = True
             out["pause_remaining"] = int(rem * NS)
         out["ts"] = cc.format_time(now)
+        groups = self.waiting.group_state() if self.waiting is not None else None
+        if groups:
+            out["priority_groups"] = groups
         return out
 
     def _cluster_info(self):

@@ -7,11 +7,26 @@ request with batch left moves to the back as in nats-server), `max_bytes` accoun
 Message Size Exceeds MaxBytes, 409 Batch Completed), expiry (408 Request Timeout with
 Nats-Pending-Messages / Nats-Pending-Bytes), `no_wait` at end of stream (404 No Messages),
 per-request idle heartbeats and 409 Consumer Deleted when the consumer goes away.
+
+Priority groups (nats-server 2.11+, consumers with `priority_policy`): a JSON request names its
+`group`; `overflow` serves a request carrying `min_pending`/`min_ack_pending` only past those
+thresholds; `pinned_client` pins the group to one requester (`Pins`: the id sent back in
+`Nats-Pin-Id`, renewed by each request of the pinned client, dropped after `priority_timeout`
+or by CONSUMER.UNPIN, 423 for a stale id); `prioritized` keeps the queue ordered by the
+request's `priority` (0 first), first come first served within one priority.
 """
 import collections
 import json
+import time
+
+from natsd.jetstream.advisories import nuid
+from natsd.jetstream.consumerconfig import format_time, go_duration
 
 NS = 1_000_000_000
+NO_PRIORITY = 2 ** 31 - 1               # a request without a priority group sorts last
+_PRIORITY_FIELDS = (("group", str, "string"), ("id", str, "string"),
+                    ("min_pending", int, "int64"), ("min_ack_pending", int, "int64"),
+                    ("priority", int, "int"))
 
 
 def status_hdr(code, text, pending=None):
@@ -55,7 +70,17 @@ def parse_next_request(body):
         out["max_bytes"] = int(d.get("max_bytes") or 0)
         out["no_wait"] = bool(d.get("no_wait") or False)
         out["hb"] = int(d.get("idle_heartbeat") or 0)
-        out["group"] = d.get("group")
+        pg = {}
+        for key, kind, go_type in _PRIORITY_FIELDS:
+            v = d.get(key)
+            if v is None:
+                v = kind()
+            elif not isinstance(v, kind) or isinstance(v, bool):
+                raise BadRequest("json: cannot unmarshal %s into Go struct field "
+                                 "JSApiConsumerGetNextRequest.%s of type %s"
+                                 % (_json_kind(v), key, go_type))
+            pg[key] = v
+        out["group"] = pg           # every JSON request has one, as in nats-server
         if out["hb"] > 0 and out["hb"] * 2 > out["expires"]:
             raise BadRequest("heartbeat value too large")
         return out
@@ -64,6 +89,10 @@ def parse_next_request(body):
     except ValueError:
         pass
     return out
+
+
+def _json_kind(v):
+    return {str: "string", bool: "bool", list: "array", dict: "object"}.get(type(v), "number")
 
 
 def _go_json_error(req, e):
@@ -81,10 +110,11 @@ def _go_json_error(req, e):
 
 
 class WaitingRequest:
-    __slots__ = ("reply", "n", "d", "b", "expires", "no_wait", "hb", "hbt", "received")
+    __slots__ = ("reply", "n", "d", "b", "expires", "no_wait", "hb", "hbt", "received", "pg")
 
-    def __init__(self, reply, n, b, expires, no_wait, hb, now):
+    def __init__(self, reply, n, b, expires, no_wait, hb, now, pg=None):
         self.reply = reply
+        self.pg = pg                    # the priority group fields of a JSON request
         self.n = n
         self.d = 0
         self.b = b
@@ -94,6 +124,54 @@ class WaitingRequest:
         self.hbt = now + hb if hb else None
         self.received = now
 
+    @property
+    def priority(self):
+        return self.pg["priority"] if self.pg is not None else NO_PRIORITY
+
+
+class Pins:
+    """The pinned client of a `pinned_client` consumer: its id, since when, its TTL timer."""
+
+    def __init__(self, consumer):
+        self.o = consumer
+        self.id = ""
+        self.since_ns = None
+        self.timer = None
+
+    def assign(self, wr):
+        if wr.pg is None or not wr.pg["group"]:
+            return False
+        self.id = nuid()
+        self.since_ns = time.time_ns()
+        wr.pg["id"] = self.id
+        self.renew(wr.pg["group"])
+        self.o.advisory("PINNED", "io.nats.jetstream.advisory.v1.consumer_group_pinned",
+                        account=self.o.account.name, group=wr.pg["group"], pinned_id=self.id)
+        return True
+
+    def renew(self, group):
+        if self.timer is not None:
+            self.timer.cancel()
+        ttl = self.o.cfg["priority_timeout"] / NS
+        self.timer = self.o.loop.call_later(ttl, self._expired, group)
+
+    def _expired(self, group):
+        self.timer = None
+        if self.id and not self.o.closed:
+            self.unpin(group, "timeout")
+
+    def clear(self):
+        self.id, self.since_ns = "", None
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def unpin(self, group, reason):
+        self.clear()
+        self.o.advisory("UNPINNED", "io.nats.jetstream.advisory.v1.consumer_group_unpinned",
+                        account=self.o.account.name, group=group, reason=reason)
+        self.o.kick()
+
 
 class PullQueue:
     def __init__(self, consumer, max_waiting):
@@ -102,6 +180,8 @@ class PullQueue:
         self.q = collections.deque()
         self.timer = None
         self.timer_at = None
+        self.policy = consumer.cfg["priority_policy"]
+        self.pins = Pins(consumer)
 
     def count(self):
         self._expire()
@@ -122,7 +202,6 @@ class PullQueue:
             o.send_status(reply, status_hdr(400, "Bad Request - %s" % e))
             return
         batch, expires, max_bytes, no_wait = r["batch"], r["expires"], r["max_bytes"], r["no_wait"]
-        from natsd.jetstream.consumerconfig import go_duration
         if cfg["max_batch"] > 0 and batch > cfg["max_batch"]:
             o.send_status(reply, status_hdr(409, "Exceeded MaxRequestBatch of %d" % cfg["max_batch"]))
             return
@@ -133,6 +212,12 @@ class PullQueue:
         if max_bytes > 0 and cfg["max_bytes"] > 0 and max_bytes > cfg["max_bytes"]:
             o.send_status(reply, status_hdr(409, "Exceeded MaxRequestMaxBytes of %d" % cfg["max_bytes"]))
             return
+        pg = r["group"]
+        if pg is not None:
+            err = self._check_group(pg)
+            if err:
+                o.send_status(reply, err)
+                return
         now = loop.time()
         o.last_activity = now
         if len(self.q) >= self.max:
@@ -147,10 +232,43 @@ class PullQueue:
                 o.send_status(reply, status_hdr(409, "Exceeded MaxWaiting"))
             return
         wr = WaitingRequest(reply, batch, max_bytes, now + expires / NS if expires > 0 else None,
-                            no_wait, r["hb"] / NS, now)
-        self.q.append(wr)
+                            no_wait, r["hb"] / NS, now, pg)
+        if self.policy == "prioritized":
+            self._insert(wr)
+        else:
+            self.q.append(wr)
         self._arm()
         o.kick()
+
+    def _check_group(self, pg):
+        """nats-server's priority checks of a request -> a status header, or None."""
+        policy = self.policy
+        if (pg["min_pending"] or pg["min_ack_pending"]) and policy != "overflow":
+            return status_hdr(400, "Bad Request - Not a Overflow Priority consumer")
+        if pg["id"] and policy != "pinned_client":
+            return status_hdr(400, "Bad Request - Not a Pinned Client Priority consumer")
+        if not 0 <= pg["priority"] <= 9:
+            return status_hdr(400, "Bad Request - Priority must be between 0 and 9")
+        if policy == "none":
+            return None
+        if not pg["group"]:
+            return status_hdr(400, "Bad Request - Priority Group missing")
+        if pg["group"] not in self.o.cfg["priority_groups"]:
+            return status_hdr(400, "Bad Request - Invalid Priority Group")
+        if self.pins.id:
+            if pg["id"] == self.pins.id:
+                self.pins.renew(pg["group"])
+            elif pg["id"]:
+                return status_hdr(423, "Nats-Pin-Id mismatch")
+        return None
+
+    def _insert(self, wr):
+        """Prioritized: behind every request of the same or a better priority."""
+        q = self.q
+        i = len(q)
+        while i > 0 and q[i - 1].priority > wr.priority:
+            i -= 1
+        q.insert(i, wr)
 
     # ---- serving ----
 
@@ -159,11 +277,35 @@ class PullQueue:
         o = self.o
         now = o.loop.time()
         sl = o.account.sublist
-        while self.q:
-            wr = self.q[0]
+        q = self.q
+        pins = self.pins if self.policy == "pinned_client" else None
+        cycled = 0
+        while q:
+            wr = q[0]
             if wr.expires is not None and now >= wr.expires:
-                self.q.popleft()
+                q.popleft()
                 o.send_status(wr.reply, status_hdr(408, "Request Timeout", (wr.n, wr.b)))
+                continue
+            assigned = False
+            if pins is not None:
+                rid = wr.pg["id"] if wr.pg is not None else ""
+                if not pins.id and not rid:
+                    assigned = pins.assign(wr)
+                elif rid and rid != pins.id:            # an old pin: tell the client
+                    q.popleft()
+                    o.send_status(wr.reply, status_hdr(423, "Nats-Wrong-Pin-Id", (wr.n, wr.b)))
+                    continue
+                elif pins.id and not rid:               # not the pinned client: wait
+                    q.rotate(-1)
+                    cycled += 1
+                    if cycled >= len(q):
+                        return None
+                    continue
+            if self.policy == "overflow" and not self._past_thresholds(wr.pg):
+                q.rotate(-1)
+                cycled += 1
+                if cycled >= len(q):
+                    return None
                 continue
             if wr.b > 0:
                 if sz <= wr.b:
@@ -171,24 +313,56 @@ class PullQueue:
                     if wr.b == 0:
                         wr.n = 1
                 else:
-                    self.q.popleft()
+                    q.popleft()
                     o.send_status(wr.reply, status_hdr(409, "Message Size Exceeds MaxBytes",
                                                        (wr.n, wr.b)))
+                    if assigned:
+                        pins.clear()
                     continue
             if sl.match(wr.reply.encode()).total == 0:
-                self.q.popleft()
+                q.popleft()
                 continue
             wr.d += 1
             wr.n -= 1
-            if wr.n > 0 and len(self.q) > 1:
-                self.q.popleft()
-                self.q.append(wr)
-            elif wr.n <= 0:
-                self.q.popleft()
+            if wr.n <= 0:
+                q.popleft()
+            elif len(q) > 1:
+                q.popleft()
+                if self.policy == "prioritized":
+                    self._insert(wr)
+                else:
+                    q.append(wr)
             if wr.n > 0 and wr.hb:
                 wr.hbt = now + wr.hb
             return wr
         return None
+
+    def _past_thresholds(self, pg):
+        """Overflow: a request with min_pending / min_ack_pending is served only once the
+        consumer has that many messages pending / awaiting acks."""
+        if pg is None or not (pg["min_pending"] or pg["min_ack_pending"]):
+            return True
+        o = self.o
+        return bool((pg["min_pending"] and pg["min_pending"] <= o.npc + 1) or
+                    (pg["min_ack_pending"] and pg["min_ack_pending"] <= len(o.pending)))
+
+    def pin_header(self, hdr):
+        """The Nats-Pin-Id header a pinned_client consumer adds to what it delivers."""
+        line = b"Nats-Pin-Id: " + self.pins.id.encode() + b"\r\n\r\n"
+        if not hdr:
+            return b"NATS/1.0\r\n" + line
+        return hdr[:-2] + line
+
+    def group_state(self):
+        """Consumer info `priority_groups` (nats-server reports the first group)."""
+        groups = self.o.cfg["priority_groups"]
+        if not groups:
+            return None
+        st = {"group": groups[0]}
+        if self.pins.id:
+            st["pinned_client_id"] = self.pins.id
+        st["pinned_ts"] = format_time(self.pins.since_ns)
+        return [st]
 
     def after_delivery(self, wr):
         if wr.n <= 0 and wr.b > 0:
@@ -258,6 +432,7 @@ class PullQueue:
         self.o.kick()
 
     def close(self):
+        self.pins.clear()
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None

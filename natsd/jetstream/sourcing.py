@@ -15,7 +15,9 @@ link) and across accounts (an import-renamed prefix such as `JS.acc@hub.API`):
   <pending>` reply (v2 12-token form accepted);
 - a mirror stores each message byte-for-byte under the origin's sequence and timestamp; a source
   stores it under a new local sequence with `Nats-Stream-Source: <stream>[:<getHash(api)>]
-  <origin seq> <filter|>> <dest|>> <original subject>`;
+  <origin seq> <filter|>> <dest|>> <original subject>[ <origin identity>]`; a source sends the
+  origin stream's identity (`Nats-Stream-Identity`, API level 5) with its create request and
+  starts over from the beginning when the origin answers that the stream was re-created;
 - flow-control requests are answered, heartbeats checked against the delivered count, and a
   link with a gap, a stall (no data/heartbeat for STALL seconds, or a flow-control request that
   never gets through, e.g. the seed's FC export that cannot match) or a failed create is
@@ -165,6 +167,8 @@ class Link:
         self.sseq = 0                   # last origin sequence copied
         self.dseq = 0                   # last delivery sequence of the current consumer
         self.cname = ""
+        self.ident = ""                 # the origin stream's identity (sources, API level 5)
+        self.recreated = False          # the origin refused our identity: start over
         self.lag = 0
         self.last = 0                   # ns of the last contact (0: never)
         self.err = None
@@ -303,8 +307,11 @@ class Link:
         self.rsub = self._sub(reply, self._on_reply)
         body = json.dumps({"stream_name": src["name"], "config": cfg}).encode()
         self.timer = self.stream.loop.call_later(CREATE_TIMEOUT, self._timeout)
+        hdr = None
+        if not self.mirror and self.ident:
+            hdr = b"NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n" % self.ident.encode()
         try:
-            n = self._publish(subject, reply, None, body)
+            n = self._publish(subject, reply, hdr, body)
         except Exception as exc:
             log.exception("sending the consumer create request for %s failed", self.stream.name)
             n = 0
@@ -354,6 +361,12 @@ class Link:
             if not err:
                 err = {"code": 500, "err_code": 10029 if self.mirror else 10141,
                        "description": "invalid consumer create response"}
+            if err.get("err_code") == 10225 and not self.mirror:
+                # JSConsumerStreamIdentityMismatch: the origin stream was re-created
+                self.cancel()
+                self.sseq, self.dseq, self.ident, self.recreated = 0, 0, "", True
+                self.schedule()
+                return
             log.warning("JetStream error response for stream %s create %s consumer %s: %s",
                         self.stream.name, "mirror" if self.mirror else "source", self.src["name"],
                         err.get("description"))
@@ -369,8 +382,16 @@ class Link:
         if self.mirror:
             last = S.state(self.stream.store)["last_seq"]
             self.sseq = max(delivered, last)
-        elif self.sseq < delivered:
-            self.sseq = delivered
+        else:
+            ident = header_value(hdr, "Nats-Stream-Identity") or ""
+            if self.recreated or (ident and self.ident and ident != self.ident):
+                log.warning("JetStream source stream %r for stream '%s > %s' was recreated, "
+                            "resetting source state", self.src["name"], self.stream.jsa.name,
+                            self.stream.name)
+                self.sseq = 0
+            self.ident, self.recreated = ident, False
+            if self.sseq < delivered:
+                self.sseq = delivered
         self.dseq = 0
         buffered, self.buffer = self.buffer or [], None
         for m in buffered:
@@ -484,6 +505,8 @@ class Link:
                 hdr = None
         parts = self.iname.split(" ")
         value = "%s %d %s %s %s" % (self.hname, sseq, parts[1], parts[2], subj.decode())
+        if self.ident:
+            value += " " + self.ident
         hdr = add_header(hdr, "Nats-Stream-Source", value)
         if self.transforms:
             subj = self._transform(subj)
@@ -716,6 +739,8 @@ class Sourcing:
                     todo.discard(ln.iname)
                     if oseq > ln.sseq:
                         ln.sseq = oseq
+                    if len(f) >= 6:
+                        ln.ident = f[5]
 
 
 def attach(stream):

@@ -20,6 +20,7 @@ from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.gojson import go_parse_duration
 from natsd.jetstream.streamconfig import config_json
+from natsd.jetstream.sourcing import get_hash
 from natsd.subject import subject_matches
 
 log = logging.getLogger("natsd")
@@ -806,6 +807,11 @@ class Stream:
             ci["name"] = name
         ci["leader"] = self.server.name
         return ci
+
+    def identity(self):
+        """nats-server 2.15's stream identity (Nats-Stream-Identity): getHash of the creation
+        time in RFC 3339, which tells a re-created stream of the same name apart."""
+        return get_hash(rfc3339(self.created))
 
     def info(self, deleted_details=False, subjects_filter=None, with_cluster=True, dynamic=True):
         out = {"config": config_json(self.config, dynamic), "created": rfc3339(self.created),

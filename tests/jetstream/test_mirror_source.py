@@ -80,8 +80,14 @@ def test_local_mirror_is_byte_for_byte(natsd, tmp_path):
     run(main())
 
 
-def test_local_sources_with_header(natsd, tmp_path):
-    srv = natsd("-c", js_conf(tmp_path))
+async def identity(nc, stream):
+    info = json.loads((await nc.request("$JS.API.STREAM.INFO." + stream, b"")).data)
+    return get_hash(info["created"])
+
+
+def test_local_sources_with_header(any_server, tmp_path):
+    """The 6-field header (nats-server 2.15): the origin's identity last."""
+    srv = any_server("-c", js_conf(tmp_path))
 
     async def main():
         nc = await nats.connect(srv.url)
@@ -99,9 +105,10 @@ def test_local_sources_with_header(natsd, tmp_path):
         for seq in range(1, 5):
             m = await js.get_msg("S", seq)
             got[m.data] = (m.subject, (m.headers or {}).get("Nats-Stream-Source"))
-        assert got[b"a1"] == ("a.1", "A 1 > > a.1")
-        assert got[b"a2"] == ("a.2", "A 2 > > a.2")
-        assert got[b"b1"] == ("b.1", "B 1 > > b.1")
+        ida, idb = await identity(nc, "A"), await identity(nc, "B")
+        assert got[b"a1"] == ("a.1", "A 1 > > a.1 " + ida)
+        assert got[b"a2"] == ("a.2", "A 2 > > a.2 " + ida)
+        assert got[b"b1"] == ("b.1", "B 1 > > b.1 " + idb)
         assert got[b"local"] == ("s.local", None)
         # per-origin order kept
         seqs = {}
@@ -112,6 +119,32 @@ def test_local_sources_with_header(natsd, tmp_path):
         info = json.loads((await nc.request("$JS.API.STREAM.INFO.S", b"")).data)
         by = {s["name"]: s for s in info["sources"]}
         assert by["A"]["seq"] == 2 and by["B"]["seq"] == 1 and by["A"]["lag"] == 0
+        await nc.close()
+    run(main())
+
+
+def test_recreated_origin_is_sourced_from_the_start(any_server, tmp_path):
+    """A source whose origin stream is deleted and created again notices the new identity
+    (the origin refuses the old one, 10225) and copies the new stream from its first message."""
+    srv = any_server("-c", js_conf(tmp_path))
+
+    async def main():
+        nc = await nats.connect(srv.url)
+        js = nc.jetstream()
+        await js.add_stream(name="A", subjects=["a.>"])
+        for i in range(3):
+            await js.publish("a.x", b"old%d" % i)
+        await js.add_stream(StreamConfig(name="S", sources=[StreamSource(name="A")]))
+        await count(js, "S", 3)
+        old = await identity(nc, "A")
+        await js.delete_stream("A")
+        await js.add_stream(name="A", subjects=["a.>"])
+        new = await identity(nc, "A")
+        assert new != old
+        await js.publish("a.x", b"new0")
+        await count(js, "S", 4, timeout=40)
+        m = await js.get_msg("S", 4)
+        assert (m.data, m.headers["Nats-Stream-Source"]) == (b"new0", "A 1 > > a.x " + new)
         await nc.close()
     run(main())
 
@@ -133,7 +166,9 @@ def test_filtered_source_and_transform(natsd, tmp_path):
         await count(js, "F", 3)
         hdrs = sorted([(m.subject, m.headers["Nats-Stream-Source"])
                        for m in [await js.get_msg("F", s) for s in (1, 2, 3)]])
-        assert hdrs == [("o.a", "O 1 o.a > o.a"), ("o.a", "O 3 o.a > o.a"), ("t.c", "O 4 o.c t.c o.c")]
+        ido = " " + await identity(nc, "O")
+        assert hdrs == [("o.a", "O 1 o.a > o.a" + ido), ("o.a", "O 3 o.a > o.a" + ido),
+                        ("t.c", "O 4 o.c t.c o.c" + ido)]
         await nc.close()
     run(main())
 

@@ -7,7 +7,7 @@ natsd leaf and natsd hub + nats-server leaf:
 2. stream `test` in each domain stores the hub publish "hello world" (1 message, 45 B);
 3. the cross-domain mirror `backup-test-leaf` and source `aggregate-test-leaf` (external api
    `$JS.leaf.API`) copy it: 45 B, and 22 + len(subject) + 4 + len(hdr) + len(payload) + 8 with
-   the 5-field `Nats-Stream-Source: test:mSx7q4yJ 1 > > test` header;
+   the 6-field `Nats-Stream-Source: test:mSx7q4yJ 1 > > test <identity>` header;
 4. with the extended accounts.conf (both servers restarted): the IMPORT_MIRROR mirror through
    `JS.acc@hub.API` with the seed's delivery prefix copies the aggregate byte-for-byte; the
    durable pull consumer `dur` is fetched from the leaf by IMPORT_CLIENT through
@@ -26,6 +26,7 @@ import nats
 import pytest
 from nats.js.api import ConsumerConfig, ExternalStream, StreamConfig, StreamSource
 
+from natsd.jetstream.sourcing import get_hash
 from tests.leaf.conftest import COMBOS, COMBO_IDS
 
 pytestmark = pytest.mark.timeout(240) if hasattr(pytest.mark, "timeout") else []
@@ -74,7 +75,8 @@ system_account: SYS
 """
 
 HELLO = b"hello world"
-SOURCE_HDR = "test:mSx7q4yJ 1 > > test"     # 5-field form; getHash("$JS.leaf.API") = mSx7q4yJ
+SOURCE_FMT = "test:mSx7q4yJ %d > > test %s"  # getHash("$JS.leaf.API") = mSx7q4yJ; the origin
+#                                             stream's identity last (nats-server 2.15, API level 5)
 
 
 def record_size(subject, payload, hdr=b""):
@@ -89,7 +91,7 @@ def source_hdr(value):
 
 
 TEST_BYTES = record_size("test", HELLO)                                     # 45 (000:232)
-AGG_BYTES = record_size("test", HELLO, source_hdr(SOURCE_HDR))              # 107 (98 in 000:362,
+AGG_BYTES = record_size("test", HELLO, source_hdr(SOURCE_FMT % (1, "x" * 8)))  # 116 (98 in 000:362,
 #                                                                             old 2-field header)
 
 
@@ -194,7 +196,10 @@ async def step_basic(p):
     await wait_state(js_hub, "aggregate-test-leaf", 1, AGG_BYTES)
     m = await js_hub.get_msg("aggregate-test-leaf", 1)
     assert m.data == HELLO and m.subject == "test"
-    assert m.headers == {"Nats-Stream-Source": SOURCE_HDR}
+    # the identity is getHash of the origin stream's creation time
+    created = json.loads((await nc.request("$JS.leaf.API.STREAM.INFO.test", b"", timeout=5)).data)["created"]
+    p.ident = get_hash(created)
+    assert m.headers == {"Nats-Stream-Source": SOURCE_FMT % (1, p.ident)}
     b = await js_hub.get_msg("backup-test-leaf", 1)
     o = await js_leaf.get_msg("test", 1)
     assert (b.subject, b.data, b.headers, b.seq) == (o.subject, o.data, o.headers, o.seq)
@@ -251,7 +256,7 @@ async def step_import(p):
         "deliver.acc.hub.import_mirror.hub.aggregate-test-leaf-from-acc"))
     await wait_state(js_imp, "aggregate-test-leaf-from-acc", 1, AGG_BYTES)
     m = await js_imp.get_msg("aggregate-test-leaf-from-acc", 1)
-    assert m.data == HELLO and m.headers == {"Nats-Stream-Source": SOURCE_HDR}
+    assert m.data == HELLO and m.headers == {"Nats-Stream-Source": SOURCE_FMT % (1, p.ident)}
 
     acc = await connect(p, p.hub, "acc")
     js_hub = acc.jetstream(domain="hub")
@@ -271,7 +276,8 @@ async def step_import(p):
     msg = await until(fetch1, 20)
     assert msg is not None, "no message through JS.acc@hub.API from the leaf"
     # as nats-server delivers it: the stored subject, the plain ack reply, the stored headers
-    assert (msg.subject, msg.data, msg.headers) == ("test", HELLO, {"Nats-Stream-Source": SOURCE_HDR})
+    assert (msg.subject, msg.data, msg.headers) == (
+        "test", HELLO, {"Nats-Stream-Source": SOURCE_FMT % (1, p.ident)})
     assert ACK_RE.match(msg.reply), msg.reply
     assert msg.reply.startswith("$JS.ACK.aggregate-test-leaf.dur.1.1.1.")
     md = msg.metadata
@@ -292,7 +298,7 @@ async def step_import(p):
         info = await acc.request("$JS.hub.API.STREAM.INFO.aggregate-test-leaf", b"", timeout=5)
         raise AssertionError("hello world 2 never arrived: %s" % info.data)
     assert (msg.subject, msg.data, msg.headers) == (
-        "test", b"hello world 2", {"Nats-Stream-Source": "test:mSx7q4yJ 2 > > test"})
+        "test", b"hello world 2", {"Nats-Stream-Source": SOURCE_FMT % (2, p.ident)})
     assert ACK_RE.match(msg.reply) and msg.reply.startswith("$JS.ACK.aggregate-test-leaf.dur.1.2.2."), msg.reply
     await msg.ack()
     await cl.flush()
