@@ -154,9 +154,14 @@ class ApiHandler:
             return          # another server of the cluster has the stream
         if op == "DIRECT.GET":
             if jsa is not None and reply:
-                jsa.api_total += 1
                 try:
-                    self.direct_get(jsa, args, reply, hdr, payload)
+                    if self._direct_stream(jsa, args) is not None:
+                        jsa.api_total += 1
+                        self.direct_get(jsa, args, reply, hdr, payload)
+                    elif origin is not None and getattr(origin, "no_responders", False):
+                        # nats-server subscribes DIRECT.GET per stream with direct access:
+                        # without one the requester learns at once that nobody answers
+                        origin.handler.no_responders(origin, bytes(subject), reply)
                 except Exception:
                     log.exception("JetStream direct get %r failed", subject)
                     publish(jsa.sublist, reply, None, b"NATS/1.0 500 Internal Server Error\r\n\r\n", b"")
@@ -454,11 +459,17 @@ class ApiHandler:
 
     # ---- direct get ----
 
-    def direct_get(self, jsa, args, reply, hdr, payload):
-        if not args:
-            return
-        st = jsa.streams.get(args[0])
+    @staticmethod
+    def _direct_stream(jsa, args):
+        """The stream a direct get names if it allows direct gets, else None."""
+        st = jsa.streams.get(args[0]) if args else None
         if st is None or not (st.config.get("allow_direct") or st.config.get("mirror_direct")):
+            return None
+        return st
+
+    def direct_get(self, jsa, args, reply, hdr, payload):
+        st = self._direct_stream(jsa, args)
+        if st is None:
             return
         send = lambda h, d=b"": publish(jsa.sublist, reply, None, h, d)   # noqa: E731
         from natsd.jetstream.api_consumer import required_level_too_high

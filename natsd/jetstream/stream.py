@@ -16,6 +16,7 @@ import time
 
 from natsd._core.router import publish, publish_many
 from natsd._core.sublist import Subscription
+from natsd.jetstream import counters
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.gojson import go_parse_duration
@@ -356,16 +357,19 @@ class Stream:
                 self._reply(reply, data)
         S.sync_async(self.store, self.engine.submit, done, failed)
 
-    def _puback(self, seq, duplicate=False):
-        """`{"stream":..,"seq":..[,"domain":..][,"duplicate":true]}` from a per-stream template
-        (this runs once per stored message)."""
+    def _puback(self, seq, duplicate=False, value=None):
+        """`{"stream":..,"seq":..[,"domain":..][,"duplicate":true][,"val":..]}` from a
+        per-stream template (this runs once per stored message)."""
         tpl = self._ack_template
         if tpl is None or tpl[0] != self.engine.domain:
             dom = self.engine.domain
             prefix = E.dumps({"stream": self.name})[:-1] + b',"seq":'
             suffix = (b',"domain":' + E.dumps(dom) if dom else b"")
             tpl = self._ack_template = (dom, prefix, suffix)
-        return b"%s%d%s%s}" % (tpl[1], seq, tpl[2], b',"duplicate":true' if duplicate else b"")
+        tail = b',"duplicate":true' if duplicate else b""
+        if value is not None:
+            tail += b',"val":"%s"' % value.encode()
+        return b"%s%d%s%s}" % (tpl[1], seq, tpl[2], tail)
 
     def store_sourced(self, subject, hdr, payload, seq=None, ts=None):
         """Store a message copied by a mirror (origin `seq`/`ts`, byte-for-byte) or a source
@@ -373,7 +377,8 @@ class Stream:
         if self.closed:
             return False
         try:
-            r = self.process(subject, None, hdr, payload, raw=(seq, ts) if seq else None)
+            r = self.process(subject, None, hdr, payload, raw=(seq, ts) if seq else None,
+                             sourced=True)
         except E.ApiError as err:
             log.debug("sourced message for '%s > %s' not stored: %s", self.jsa.name, self.name,
                       err.description)
@@ -382,9 +387,11 @@ class Stream:
             self.engine.want_sync(self)
         return True
 
-    def process(self, subject, reply, hdr, payload, raw=None):
+    def process(self, subject, reply, hdr, payload, raw=None, sourced=False):
         """Store one message; returns (puback bytes, needs_sync) or raises ApiError.
-        `raw` = (seq, ts): a mirrored message stored under the origin's sequence and time."""
+        `raw` = (seq, ts): a mirrored message stored under the origin's sequence and time;
+        `sourced`: copied by a mirror or source (the origin checked its headers)."""
+        sourced = sourced or raw is not None
         cfg = self.config
         if cfg.get("sealed"):
             raise E.JSStreamSealedErr()
@@ -402,7 +409,23 @@ class Stream:
         ttl = 0
         msg_id = ""
         rollup = ""
+        incr = None
         if h:
+            if raw is None:
+                incr = counters.increment(h, payload, cfg.get("allow_msg_counter"), sourced)
+            if not sourced:
+                # atomic batches and message schedules are not built yet: refused even where
+                # the stream allows them (never stored as if they were plain messages)
+                if h.get("Nats-Batch-Id"):
+                    if cfg.get("allow_atomic"):
+                        log.warning("atomic batch publish to stream '%s > %s' refused: not "
+                                    "supported by natsd yet", self.jsa.name, self.name)
+                    raise E.error("JSAtomicPublishDisabledErr")
+                if h.get("Nats-Schedule"):
+                    if cfg.get("allow_msg_schedules"):
+                        log.warning("scheduled message to stream '%s > %s' refused: not "
+                                    "supported by natsd yet", self.jsa.name, self.name)
+                    raise E.error("JSMessageSchedulesDisabledErr")
             es = h.get("Nats-Expected-Stream")
             if es is not None and es != self.name:
                 raise E.JSStreamNotMatchErr()
@@ -453,6 +476,11 @@ class Stream:
                 if bad:                 # an invalid value reads as 0: "invalid", not "disabled"
                     raise E.JSMessageTTLInvalidErr()
                 ttl = min(ttl, MAX_TTL)
+        value = None
+        if incr is not None and cfg.get("allow_msg_counter"):
+            r = S.load_last(self.store, subject.decode())
+            hdr, payload, value = counters.apply((r[2], r[3]) if r else None, subject, hdr, h,
+                                                 payload, incr)
         if cfg.get("discard") == "new" and not rollup:
             self._check_discard_new(subject, hdr, payload)
         if raw is not None:
@@ -482,7 +510,7 @@ class Stream:
                 log.exception("consumer on_stored failed")
         if cfg.get("retention") == "interest":
             self._check_interest(seq, subject)
-        return self._puback(seq), True
+        return self._puback(seq, value=value), True
 
     def _check_discard_new(self, subject, hdr, payload):
         cfg = self.config

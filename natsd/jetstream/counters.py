@@ -1,0 +1,111 @@
+"""Counter streams (`allow_msg_counter`, nats-server 2.12+): a publish carrying `Nats-Incr: <n>`
+and no payload adds n to the subject's last value; the stored message is `{"val":"<sum>"}`
+with the publish's headers, and the PubAck carries `"val"`. A counter stream that sources other
+counter streams adds each origin's change since the last value it saw from that origin
+(kept per origin stream and subject in the `Nats-Counter-Sources` header).
+
+Owns: the Nats-Incr checks (nats-server's errors 10168, 10170, 10171, 10172) and the
+arithmetic. Values are arbitrary-precision integers, as nats-server's big.Int.
+"""
+import json
+import re
+
+from natsd.jetstream import errors as E
+
+INCR = "Nats-Incr"
+SOURCES = "Nats-Counter-Sources"
+_INTEGER = re.compile(r"[+-]?[0-9]+\Z")
+# headers a counter increment may not carry (they would make its result depend on state)
+_INCOMPATIBLE = ("Nats-Rollup", "Nats-Expected-Stream", "Nats-Expected-Last-Msg-Id",
+                 "Nats-Expected-Last-Subject-Sequence-Subject", "Nats-Expected-Last-Sequence",
+                 "Nats-Expected-Last-Subject-Sequence")
+
+
+def increment(headers, payload, allowed, sourced):
+    """The increment a publish asks for (None: not a counter publish), or raise the ApiError
+    nats-server answers. `headers` is the parsed header dict."""
+    value = headers.get(INCR)
+    if not value:
+        return None
+    if not _INTEGER.match(value):
+        raise E.error("JSMessageIncrInvalidErr")
+    if sourced:                         # stored as the origin had it
+        return int(value)
+    if not allowed:
+        raise E.error("JSMessageIncrDisabledErr")
+    if payload:
+        raise E.error("JSMessageIncrPayloadErr")
+    if any(headers.get(k) for k in _INCOMPATIBLE):
+        raise E.error("JSMessageIncrInvalidErr")
+    return int(value)
+
+
+def apply(last, subject, hdr, headers, payload, incr):
+    """-> (headers bytes, payload, new value as text). `last` is the subject's last stored
+    (hdr, payload) or None; `headers` the parsed headers of this message, `payload` its body
+    (a sourced counter's value)."""
+    total = 0
+    sources = None
+    if last is not None:
+        last_hdr, last_payload = last
+        total = _value_of(last_payload)
+        raw = _header(last_hdr, SOURCES)
+        if raw:
+            try:
+                sources = json.loads(raw)
+            except ValueError:
+                raise E.error("JSMessageCounterBrokenErr")
+    origin = headers.get("Nats-Stream-Source")
+    if origin:
+        # a sourced counter: add the origin's change since the value last seen from it
+        fields = origin.split(" ")
+        orig_subject = fields[4] if len(fields) >= 5 else subject
+        now = _value_of(payload)
+        sources = sources or {}
+        seen = sources.setdefault(fields[0], {})
+        before = seen.get(orig_subject, "0")
+        seen[orig_subject] = str(now)
+        incr = now - int(before if _INTEGER.match(before or "") else 0)
+        hdr = set_header(hdr, INCR, str(incr))
+    total += incr
+    if sources:
+        hdr = set_header(hdr, SOURCES, json.dumps(sources, sort_keys=True, separators=(",", ":")))
+    return hdr, b'{"val":"%d"}' % total, str(total)
+
+
+def _value_of(payload):
+    try:
+        v = json.loads(payload) if payload else None
+    except ValueError:
+        raise E.error("JSMessageCounterBrokenErr")
+    if not isinstance(v, dict):
+        raise E.error("JSMessageCounterBrokenErr")
+    val = v.get("val", "")
+    if not isinstance(val, str):
+        raise E.error("JSMessageCounterBrokenErr")
+    return int(val) if _INTEGER.match(val) else 0
+
+
+def _header(hdr, key):
+    if not hdr:
+        return None
+    k = b"\r\n" + key.encode() + b":"
+    i = hdr.find(k)
+    if i < 0:
+        return None
+    i += len(k)
+    j = hdr.find(b"\r\n", i)
+    return hdr[i:j].strip().decode("utf-8", "replace")
+
+
+def set_header(hdr, key, value):
+    """nats-server's setHeader: replace the first `key:` line's value, or append the line."""
+    line = key.encode() + b": " + value.encode()
+    if not hdr:
+        return b"NATS/1.0\r\n" + line + b"\r\n\r\n"
+    k = b"\r\n" + key.encode() + b":"
+    i = hdr.find(k)
+    if i < 0:
+        return hdr[:-2] + line + b"\r\n\r\n"
+    j = hdr.find(b"\r\n", i + 2)
+    return hdr[:i + 2] + line + hdr[j:]

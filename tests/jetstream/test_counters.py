@@ -1,0 +1,105 @@
+"""Counter streams (allow_msg_counter, `Nats-Incr`) and the refusals of headers a stream has not
+enabled (counters, schedules, atomic batches), natsd against the reference nats-server: the same
+publishes, the same PubAcks and error codes, the same stored messages and headers. A source
+aggregating two counter streams is checked too, and a counter survives a restart."""
+import asyncio
+import json
+
+import nats
+
+from tests.jetstream.jshelp import run
+
+BIG = 10 ** 30
+
+
+async def pub(nc, subject, payload=b"", headers=None):
+    m = await nc.request(subject, payload, timeout=2, headers=headers)
+    return json.loads(m.data)
+
+
+async def stored(nc, stream, seq):
+    r = json.loads((await nc.request("$JS.API.STREAM.MSG.GET." + stream,
+                                     json.dumps({"seq": seq}).encode(), timeout=2)).data)
+    if "message" not in r:
+        return r
+    import base64
+    msg = r["message"]
+    return (msg["subject"], base64.b64decode(msg.get("data", "")),
+            base64.b64decode(msg.get("hdrs", "")) if msg.get("hdrs") else b"")
+
+
+async def scenario(url):
+    nc = await nats.connect(url)
+    out = []
+    api = lambda s, b: nc.request(s, json.dumps(b).encode(), timeout=2)   # noqa: E731
+    await api("$JS.API.STREAM.CREATE.C", {"name": "C", "subjects": ["c.>"], "allow_msg_counter": True})
+    await api("$JS.API.STREAM.CREATE.D", {"name": "D", "subjects": ["d.>"], "allow_msg_counter": True})
+    await api("$JS.API.STREAM.CREATE.P", {"name": "P", "subjects": ["p.>"]})
+    cases = [
+        ("c.a", b"", {"Nats-Incr": "5"}), ("c.a", b"", {"Nats-Incr": "+2"}),
+        ("c.a", b"", {"Nats-Incr": "-10"}), ("c.b", b"", {"Nats-Incr": str(BIG)}),
+        ("c.b", b"", {"Nats-Incr": str(BIG)}), ("c.a", b"x", {"Nats-Incr": "1"}),
+        ("c.a", b"", {"Nats-Incr": "1.5"}), ("c.a", b"", {"Nats-Incr": "1_000"}),
+        ("c.a", b"", {"Nats-Incr": " 1"}), ("c.a", b"", {"Nats-Incr": "1", "Nats-Rollup": "sub"}),
+        ("c.a", b"", {"Nats-Incr": "1", "Nats-Expected-Last-Sequence": "3"}),
+        ("c.a", b"", {"Nats-Incr": "1", "Nats-Msg-Id": "m1"}),
+        ("c.a", b"", {"Nats-Incr": "1", "Nats-Msg-Id": "m1"}),
+        ("d.x", b"", {"Nats-Incr": "7"}), ("d.y", b"", {"Nats-Incr": "1"}),
+        ("p.a", b"", {"Nats-Incr": "1"}), ("p.a", b"", {"Nats-Incr": "x"}),
+        ("p.a", b"s", {"Nats-Schedule": "@at 2030-01-01T00:00:00Z", "Nats-Schedule-Target": "p.t"}),
+        ("p.a", b"b", {"Nats-Batch-Id": "b1", "Nats-Batch-Sequence": "1", "Nats-Batch-Commit": "1"}),
+    ]
+    for subject, payload, headers in cases:
+        out.append((subject, headers, await pub(nc, subject, payload, headers)))
+    # a source aggregating both counter streams
+    await api("$JS.API.STREAM.CREATE.AGG", {"name": "AGG", "allow_msg_counter": True, "sources": [
+        {"name": "C", "subject_transforms": [{"src": "c.a", "dest": "total"}]},
+        {"name": "D", "subject_transforms": [{"src": "d.x", "dest": "total"}]}]})
+    for _ in range(200):
+        st = json.loads((await nc.request("$JS.API.STREAM.INFO.AGG", b"", timeout=2)).data)["state"]
+        if st["messages"] >= 5:
+            break
+        await asyncio.sleep(0.05)
+    await pub(nc, "d.x", b"", {"Nats-Incr": "3"})
+    for _ in range(200):
+        st = json.loads((await nc.request("$JS.API.STREAM.INFO.AGG", b"", timeout=2)).data)["state"]
+        if st["messages"] >= 6:
+            break
+        await asyncio.sleep(0.05)
+    last = json.loads((await nc.request("$JS.API.STREAM.MSG.GET.AGG",
+                                        json.dumps({"last_by_subj": "total"}).encode(), timeout=2)).data)
+    import base64
+    out.append(("agg", base64.b64decode(last["message"]["data"]), st["messages"]))
+    for seq in range(1, 7):
+        subj, data, hdrs = await stored(nc, "C", seq) if seq <= 5 else ("-", b"", b"")
+        out.append(("C", seq, subj, data, hdrs))
+    await nc.close()
+    return out
+
+
+def test_counters_match(natsd, reference, tmp_path):
+    ours = asyncio.run(scenario(natsd("-js", "-sd", str(tmp_path / "a")).url))
+    theirs = asyncio.run(scenario(reference("-js", "-sd", str(tmp_path / "b")).url))
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert a == b
+
+
+def test_counter_survives_restart(natsd, tmp_path):
+    @run
+    async def first(url):
+        nc = await nats.connect(url)
+        await nc.request("$JS.API.STREAM.CREATE.C", json.dumps(
+            {"name": "C", "subjects": ["c.>"], "allow_msg_counter": True}).encode(), timeout=2)
+        assert (await pub(nc, "c.a", b"", {"Nats-Incr": "40"}))["val"] == "40"
+        await nc.close()
+
+    @run
+    async def second(url):
+        nc = await nats.connect(url)
+        assert (await pub(nc, "c.a", b"", {"Nats-Incr": "2"}))["val"] == "42"
+        await nc.close()
+    srv = natsd("-js", "-sd", str(tmp_path / "d"))
+    first(srv.url)
+    srv.kill()
+    second(natsd("-js", "-sd", str(tmp_path / "d"), "-p", str(srv.port)).url)
