@@ -87,3 +87,26 @@ def test_publish_errors_and_not_enabled(natsd, tmp_path):
             await nc.request("$JS.API.INFO", b"", timeout=1)
         await nc.close()
     scenario()
+
+
+def test_direct_get_without_direct_access_has_no_responders(any_server, tmp_path):
+    """nats-server subscribes DIRECT.GET only for streams with allow_direct: a request to any
+    other stream fails at once with no responders (a 503 status), not after a timeout."""
+    import nats
+    srv = any_server("-js", "-sd", str(tmp_path / "d"))
+
+    @run
+    async def main():
+        nc = await connect(srv)
+        await nc.request("$JS.API.STREAM.CREATE.S", json.dumps(
+            {"name": "S", "subjects": ["s.>"], "allow_direct": False}).encode(), timeout=2)
+        await nc.request("$JS.API.STREAM.CREATE.D", json.dumps(
+            {"name": "D", "subjects": ["d.>"], "allow_direct": True}).encode(), timeout=2)
+        await nc.request("d.1", b"x", timeout=2)
+        for subject in ("$JS.API.DIRECT.GET.S", "$JS.API.DIRECT.GET.nosuch"):
+            with pytest.raises(nats.errors.NoRespondersError):
+                await nc.request(subject, b'{"seq": 1}', timeout=2)
+        m = await nc.request("$JS.API.DIRECT.GET.D", b'{"seq": 1}', timeout=2)
+        assert m.data == b"x" and m.headers["Nats-Stream"] == "D"
+        await nc.close()
+    main()
