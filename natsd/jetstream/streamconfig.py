@@ -127,9 +127,9 @@ def _invalid(msg):
 def _valid_mapping(src, dest):
     if not dest:
         return None         # nats-server's ValidateMapping: no destination is no mapping
-    from natsd.transform import SubjectTransform
+    from natsd.transform import validate_mapping
     try:
-        SubjectTransform.compile(src or ">", dest)
+        validate_mapping(src or ">", dest)
         return None
     except Exception as e:      # TransformError and friends
         return str(e) or "invalid subject transform"

@@ -126,6 +126,13 @@ CASES = [
     ("$JS.API.STREAM.UPDATE.NOPE", J({"name": "NOPE", "subject_transform": {}}), None,
      err(404, 10059, "stream not found")),
     ("$JS.API.STREAM.CREATE.RP", J({"name": "RP", "republish": {"src": ">"}}), None, {"did_create": True}),
+    # a transform destination is checked as nats-server's ValidateMapping does, before compiling
+    ("$JS.API.STREAM.CREATE.TB", J({"name": "TB", "subjects": ["tb.>"], "subject_transform": {
+        "src": "tb.>", "dest": "u.{{bogus(1)}}"}}), None,
+     err(400, 10156, "stream transform: invalid mapping destination: unknown function in {{bogus(1)}}")),
+    ("$JS.API.STREAM.CREATE.TB", J({"name": "TB", "subjects": ["tb.>"], "subject_transform": {
+        "src": "tb.>", "dest": "u..x"}}), None,
+     err(400, 10156, "stream transform: invalid mapping destination: invalid transform")),
     ("$JS.API.STREAM.UPDATE.NOPE", "", None,
      err(500, 10052, "stream name is required and can not contain '.', '*', '>', '\\', '/'")),
     # Nats-TTL as nats-server parses it
