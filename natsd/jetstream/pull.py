@@ -16,17 +16,14 @@ or by CONSUMER.UNPIN, 423 for a stale id); `prioritized` keeps the queue ordered
 request's `priority` (0 first), first come first served within one priority.
 """
 import collections
-import json
 import time
 
+from natsd.jetstream import gojson
 from natsd.jetstream.advisories import nuid
 from natsd.jetstream.consumerconfig import format_time, go_duration
 
 NS = 1_000_000_000
 NO_PRIORITY = 2 ** 31 - 1               # a request without a priority group sorts last
-_PRIORITY_FIELDS = (("group", str, "string"), ("id", str, "string"),
-                    ("min_pending", int, "int64"), ("min_ack_pending", int, "int64"),
-                    ("priority", int, "int"))
 
 
 def status_hdr(code, text, pending=None):
@@ -40,47 +37,35 @@ class BadRequest(Exception):
     pass
 
 
+# JSApiConsumerGetNextRequest with its inline PriorityGroup, as Go's json.Unmarshal reads it
+_NEXT_REQ = {"expires": ("time.Duration", "int"), "batch": ("int", "int"),
+             "max_bytes": ("int", "int"), "no_wait": ("bool", "bool"),
+             "idle_heartbeat": ("time.Duration", "int"), "group": ("string", "str"),
+             "min_pending": ("int64", "int"), "min_ack_pending": ("int64", "int"),
+             "id": ("string", "str"), "priority": ("int", "int")}
+
+
 def parse_next_request(body):
-    """-> dict(batch, expires_ns, max_bytes, no_wait, hb_ns, group) or raise BadRequest."""
+    """-> dict(batch, expires, max_bytes, no_wait, hb, group) or raise BadRequest with Go's
+    decoding error. `group` (the priority group fields) is set for every JSON request."""
     req = body.strip() if body else b""
     out = {"batch": 1, "expires": 0, "max_bytes": 0, "no_wait": False, "hb": 0, "group": None}
     if not req:
         return out
     if req[:1] == b"{":
         try:
-            d = json.loads(req)
-        except ValueError as e:
-            raise BadRequest(_go_json_error(req, e))
-        if not isinstance(d, dict):
-            raise BadRequest("json: cannot unmarshal into Go value")
-        for key, kind in (("batch", int), ("expires", int), ("max_bytes", int),
-                          ("idle_heartbeat", int), ("no_wait", bool)):
-            v = d.get(key)
-            if v is None:
-                continue
-            if kind is int and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise BadRequest("json: cannot unmarshal %s into Go struct field "
-                                 "JSApiConsumerGetNextRequest.%s" % (type(v).__name__, key))
-            if kind is bool and not isinstance(v, bool):
-                raise BadRequest("json: cannot unmarshal %s into Go struct field "
-                                 "JSApiConsumerGetNextRequest.%s of type bool"
-                                 % (type(v).__name__, key))
-        out["batch"] = int(d.get("batch") or 0)
-        out["expires"] = int(d.get("expires") or 0)
-        out["max_bytes"] = int(d.get("max_bytes") or 0)
-        out["no_wait"] = bool(d.get("no_wait") or False)
-        out["hb"] = int(d.get("idle_heartbeat") or 0)
-        pg = {}
-        for key, kind, go_type in _PRIORITY_FIELDS:
-            v = d.get(key)
-            if v is None:
-                v = kind()
-            elif not isinstance(v, kind) or isinstance(v, bool):
-                raise BadRequest("json: cannot unmarshal %s into Go struct field "
-                                 "JSApiConsumerGetNextRequest.%s of type %s"
-                                 % (_json_kind(v), key, go_type))
-            pg[key] = v
-        out["group"] = pg           # every JSON request has one, as in nats-server
+            d = gojson.unmarshal(gojson.loads_node(req), _NEXT_REQ, "", strict=False, data=bytes(req))
+        except gojson.JSONError as e:
+            raise BadRequest(str(e))
+        out["batch"] = d.get("batch", 0)
+        out["expires"] = d.get("expires", 0)
+        out["max_bytes"] = d.get("max_bytes", 0)
+        out["no_wait"] = d.get("no_wait", False)
+        out["hb"] = d.get("idle_heartbeat", 0)
+        out["group"] = {"group": d.get("group", ""), "id": d.get("id", ""),
+                        "min_pending": d.get("min_pending", 0),
+                        "min_ack_pending": d.get("min_ack_pending", 0),
+                        "priority": d.get("priority", 0)}
         if out["hb"] > 0 and out["hb"] * 2 > out["expires"]:
             raise BadRequest("heartbeat value too large")
         return out
@@ -89,24 +74,6 @@ def parse_next_request(body):
     except ValueError:
         pass
     return out
-
-
-def _json_kind(v):
-    return {str: "string", bool: "bool", list: "array", dict: "object"}.get(type(v), "number")
-
-
-def _go_json_error(req, e):
-    msg = getattr(e, "msg", str(e))
-    pos = getattr(e, "pos", 0)
-    if msg.startswith("Expecting property name"):
-        ch = req[pos:pos + 1].decode("latin-1") or "EOF"
-        return "invalid character '%s' looking for beginning of object key string" % ch
-    if msg.startswith("Expecting value"):
-        ch = req[pos:pos + 1].decode("latin-1")
-        if not ch:
-            return "unexpected end of JSON input"
-        return "invalid character '%s' looking for beginning of value" % ch
-    return msg
 
 
 class WaitingRequest:
@@ -227,6 +194,11 @@ class PullQueue:
             if pending == 0 and expires == 0:
                 o.send_status(reply, status_hdr(404, "No Messages"))
                 return
+            if pending > 0:
+                self._expire()
+                if pending < sum(w.n for w in self.q):     # the waiting ones take them all
+                    o.send_status(reply, status_hdr(408, "Requests Pending"))
+                    return
         if len(self.q) >= self.max:
             if not r["hb"]:
                 o.send_status(reply, status_hdr(409, "Exceeded MaxWaiting"))

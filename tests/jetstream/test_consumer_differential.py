@@ -169,6 +169,12 @@ PULL_SCRIPT = ["", "2", '{"batch":2,"no_wait":true}', '{"batch":2,"expires":2000
                '{"batch":1,"no_wait":true,"expires":100000000}', '{bad', "ACK1", "NAK2",
                '{"batch":1,"no_wait":true}', "PUB2", '{"batch":3,"max_bytes":700,"no_wait":true}',
                '{"batch":1,"max_bytes":100,"no_wait":true}', '{"batch":5,"max_bytes":900}',
+               # Go's decoding errors, heartbeat bounds, priority fields on a plain consumer
+               '{"batch":1,"expires":"1s"}', '{"batch":1,"expires":1.5e9}', '{"batch":true}',
+               '{"batch":1} x', '{"batch":1,"expires":199000000,"idle_heartbeat":100000000}',
+               '{"batch":1,"expires":2000000000,"idle_heartbeat":100000000,"no_wait":true}',
+               '{"batch":1,"group":"A","min_pending":1}', '{"batch":1,"id":"x"}',
+               '{"batch":1,"priority":10}', '{"batch":1,"priority":"1"}',
                "INFO"]
 
 
