@@ -132,6 +132,14 @@ def parse_ttl(v):
     return d // NS
 
 
+def _is_marker(hdr):
+    """nats-server's isSubjectDeleteMarker: a Nats-Marker-Reason, or a KV purge."""
+    if not hdr:
+        return False
+    h = parse_headers(hdr)
+    return bool(h.get("Nats-Marker-Reason")) or h.get("KV-Operation") == "PURGE"
+
+
 def ttl_header(hdr):
     """The Nats-TTL value as nats-server's sliceHeader reads it: first "\r\nNats-TTL:" line,
     leading blanks skipped, the rest kept; None without one."""
@@ -459,7 +467,7 @@ class Stream:
                     raise E.JSStreamWrongLastSequenceErrF(seq=last)
             rollup = h.get("Nats-Rollup", "")
             if rollup:
-                if not cfg.get("allow_rollup_hdrs"):
+                if not cfg.get("allow_rollup_hdrs") and not sourced:
                     raise E.JSStreamRollupFailedF(err="rollup not permitted")
                 if rollup not in ("sub", "all"):
                     raise E.JSStreamRollupFailedF(err='rollup value invalid: "%s"' % rollup)
@@ -652,32 +660,43 @@ class Stream:
         self.age_timer = self.loop.call_later(delay + 0.001, self._expire_age)
 
     def _expire_age(self):
+        """max_age: expire from the front; a message whose Nats-TTL is "never" stays."""
         self.age_timer = None
         if self.closed:
             return
         cutoff = time.time_ns() - self.config.get("max_age", 0)
         seq = S.state(self.store)["first_seq"]
-        markers = []
-        sdm = self.config.get("subject_delete_marker_ttl", 0)
         while True:
             r = S.load_next(self.store, seq, None)
             if r is None or r[4] > cutoff:
                 break
-            S.remove(self.store, r[0])
-            if sdm and S.subject_count(self.store, r[1].decode()) == 0:
-                markers.append(r[1])
             seq = r[0] + 1
-        for subj in markers:
-            self._place_marker(subj, "MaxAge")
+            tv = ttl_header(r[2])
+            if tv:
+                try:
+                    if parse_ttl(tv) < 0:
+                        continue
+                except ValueError:
+                    pass
+            self._expire(r[0], r[1], r[2])
         self._schedule_age()
 
-    def _place_marker(self, subject, reason):
-        ttl = self.config.get("subject_delete_marker_ttl", 0) // NS
-        hdr = build_headers([("Nats-Marker-Reason", reason), ("Nats-TTL", "%ds" % ttl)])
-        try:
-            self.process(subject, None, hdr, b"")
-        except E.ApiError:
-            pass
+    def _expire(self, seq, subject, hdr):
+        """Remove an expired message (nats-server's handleRemovalOrSdm): with subject delete
+        markers, the last message of a subject is replaced by a marker, a `Nats-Rollup: sub`
+        publish that removes it; a marker (or a KV purge) that expires just goes."""
+        if (self.config.get("subject_delete_marker_ttl") and not _is_marker(hdr)
+                and S.subject_count(self.store, subject.decode()) == 1):
+            ttl = self.config["subject_delete_marker_ttl"] // NS
+            marker = build_headers([("Nats-Marker-Reason", "MaxAge"), ("Nats-TTL", "%ds" % ttl),
+                                    ("Nats-Rollup", "sub")])
+            try:
+                self.process(subject, None, marker, b"", sourced=True)
+                return
+            except E.ApiError as err:
+                log.warning("subject delete marker for '%s > %s' not stored: %s",
+                            self.jsa.name, self.name, err.description)
+        S.remove(self.store, seq)
 
     def _schedule_ttl(self):
         if self.ttl_timer is not None or not self.ttl_heap or self.closed:
@@ -690,7 +709,9 @@ class Stream:
         now = time.time_ns()
         while self.ttl_heap and self.ttl_heap[0][0] <= now:
             _, seq = heapq.heappop(self.ttl_heap)
-            S.remove(self.store, seq)
+            r = S.load(self.store, seq)
+            if r is not None:
+                self._expire(seq, r[0], r[1])
         self._schedule_ttl()
 
     def rebuild_ttls(self):
