@@ -110,6 +110,11 @@ def compact(st, seq):
     return st.compact(seq)
 
 
+def truncate(st, seq):
+    """Drop every message above `seq`; the last sequence becomes `seq`."""
+    st.truncate(seq)
+
+
 def state(st):
     s = st.state()
     if isinstance(s, dict):

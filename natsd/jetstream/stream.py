@@ -19,6 +19,7 @@ from natsd._core.sublist import Subscription
 from natsd.jetstream import counters
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
+from natsd.jetstream.batch import AtomicBatches
 from natsd.jetstream.gojson import go_parse_duration
 from natsd.jetstream.streamconfig import config_json
 from natsd.jetstream.sourcing import get_hash
@@ -132,6 +133,13 @@ def parse_ttl(v):
     return d // NS
 
 
+def _batch_id(hdr):
+    """The Nats-Batch-Id of an atomic batch message, or None."""
+    if not hdr or b"Nats-Batch-Id:" not in hdr:
+        return None
+    return parse_headers(hdr).get("Nats-Batch-Id") or None
+
+
 def _is_marker(hdr):
     """nats-server's isSubjectDeleteMarker: a Nats-Marker-Reason, or a KV purge."""
     if not hdr:
@@ -170,6 +178,7 @@ class Stream:
         self.dedup = {}                 # msg id -> (seq, ts)
         self.dedup_order = []           # (ts, msg id) FIFO
         self.last_msg_id = ""
+        self.batches = AtomicBatches(self)
         self.age_timer = None
         self.ttl_heap = []              # (expire ns, seq)
         self.ttl_timer = None
@@ -312,7 +321,13 @@ class Stream:
         if self.closed:
             return
         try:
-            ack = self.process(subject, reply, hdr, payload)
+            bid = _batch_id(hdr)
+            if bid:
+                ack = self.batches.handle(bid, subject, reply, hdr, payload, parse_headers(hdr))
+                if ack is None:
+                    return
+            else:
+                ack = self.process(subject, reply, hdr, payload)
         except E.ApiError as err:
             if reply and not self.config.get("no_ack"):
                 self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
@@ -365,7 +380,7 @@ class Stream:
                 self._reply(reply, data)
         S.sync_async(self.store, self.engine.submit, done, failed)
 
-    def _puback(self, seq, duplicate=False, value=None):
+    def _puback(self, seq, duplicate=False, value=None, batch=None):
         """`{"stream":..,"seq":..[,"domain":..][,"duplicate":true][,"val":..]}` from a
         per-stream template (this runs once per stored message)."""
         tpl = self._ack_template
@@ -375,6 +390,8 @@ class Stream:
             suffix = (b',"domain":' + E.dumps(dom) if dom else b"")
             tpl = self._ack_template = (dom, prefix, suffix)
         tail = b',"duplicate":true' if duplicate else b""
+        if batch is not None:
+            tail += b',"batch":%s,"count":%d' % (E.dumps(batch[0]), batch[1])
         if value is not None:
             tail += b',"val":"%s"' % value.encode()
         return b"%s%d%s%s}" % (tpl[1], seq, tpl[2], tail)
@@ -395,10 +412,11 @@ class Stream:
             self.engine.want_sync(self)
         return True
 
-    def process(self, subject, reply, hdr, payload, raw=None, sourced=False):
+    def process(self, subject, reply, hdr, payload, raw=None, sourced=False, batch=None):
         """Store one message; returns (puback bytes, needs_sync) or raises ApiError.
         `raw` = (seq, ts): a mirrored message stored under the origin's sequence and time;
-        `sourced`: copied by a mirror or source (the origin checked its headers)."""
+        `sourced`: copied by a mirror or source (the origin checked its headers);
+        `batch` = (id, count, last): a message of an atomic batch being committed."""
         sourced = sourced or raw is not None
         cfg = self.config
         if cfg.get("sealed"):
@@ -422,13 +440,10 @@ class Stream:
             if raw is None:
                 incr = counters.increment(h, payload, cfg.get("allow_msg_counter"), sourced)
             if not sourced:
-                # atomic batches and message schedules are not built yet: refused even where
-                # the stream allows them (never stored as if they were plain messages)
-                if h.get("Nats-Batch-Id"):
-                    if cfg.get("allow_atomic"):
-                        log.warning("atomic batch publish to stream '%s > %s' refused: not "
-                                    "supported by natsd yet", self.jsa.name, self.name)
-                    raise E.error("JSAtomicPublishDisabledErr")
+                if h.get("Nats-Batch-Id") and batch is None:
+                    raise E.error("JSAtomicPublishDisabledErr")     # only batches.py stores these
+                # message schedules are not built yet: refused even where the stream allows
+                # them (never stored as if they were plain messages)
                 if h.get("Nats-Schedule"):
                     if cfg.get("allow_msg_schedules"):
                         log.warning("scheduled message to stream '%s > %s' refused: not "
@@ -518,7 +533,7 @@ class Stream:
                 log.exception("consumer on_stored failed")
         if cfg.get("retention") == "interest":
             self._check_interest(seq, subject)
-        return self._puback(seq, value=value), True
+        return self._puback(seq, value=value, batch=batch if batch and batch[2] else None), True
 
     def _check_discard_new(self, subject, hdr, payload):
         cfg = self.config
@@ -574,6 +589,18 @@ class Stream:
             removed += 1
 
     # ---- dedup ----
+
+    def is_duplicate(self, msg_id):
+        return self._dedup_lookup(msg_id) is not None
+
+    def rollback_to(self, last_seq, msg_ids=()):
+        """Undo a failed batch commit: drop what it stored after `last_seq` (consumers have not
+        been run yet: they deliver from the loop, after this step)."""
+        S.truncate(self.store, last_seq)
+        for mid in msg_ids:
+            self.dedup.pop(mid, None)
+        for c in list(self.consumers.values()):
+            c.npc = c._calc_num_pending()
 
     def _dedup_lookup(self, msg_id):
         d = self.dedup.get(msg_id)
@@ -789,6 +816,7 @@ class Stream:
 
     def stop(self, delete=False):
         self.closed = True
+        self.batches.close()
         if self.sourcing is not None:
             self.sourcing.stop()
         for s in self.subs:
