@@ -38,3 +38,15 @@ async def wait_until(cond, timeout=5.0):
 
 async def connect(server):
     return await nats.connect(server.url, reconnect_time_wait=0.1, max_reconnect_attempts=2)
+
+
+def same_on_both(scenario, natsd, reference, tmp_path):
+    """Run an async `scenario(url) -> [observations]` against a fresh natsd and a fresh
+    nats-server (JetStream on, own store dirs) and assert the transcripts are equal, entry by
+    entry (the first difference is reported). Returns natsd's transcript."""
+    ours = asyncio.run(scenario(natsd("-js", "-sd", str(tmp_path / "natsd")).url))
+    theirs = asyncio.run(scenario(reference("-js", "-sd", str(tmp_path / "ref")).url))
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert a == b, "entry %d differs" % i
+    assert len(ours) == len(theirs)
+    return ours

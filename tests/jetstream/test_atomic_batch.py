@@ -9,6 +9,8 @@ import json
 
 import nats
 
+from tests.jetstream.jshelp import same_on_both
+
 
 def bh(batch_id, seq, commit=None, **extra):
     h = {"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(seq)}
@@ -88,11 +90,7 @@ async def contents(nc, stream):
 
 
 def test_atomic_batches_match(natsd, reference, tmp_path):
-    ours = asyncio.run(scenario(natsd("-js", "-sd", str(tmp_path / "a")).url))
-    theirs = asyncio.run(scenario(reference("-js", "-sd", str(tmp_path / "b")).url))
-    assert len(ours) == len(theirs)
-    for a, b in zip(ours, theirs):
-        assert a == b
+    same_on_both(scenario, natsd, reference, tmp_path)
 
 
 def test_open_batch_is_lost_and_commits_survive_a_kill(natsd, tmp_path):

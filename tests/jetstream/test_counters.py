@@ -7,7 +7,7 @@ import json
 
 import nats
 
-from tests.jetstream.jshelp import run
+from tests.jetstream.jshelp import run, same_on_both
 
 BIG = 10 ** 30
 
@@ -78,11 +78,7 @@ async def scenario(url):
 
 
 def test_counters_match(natsd, reference, tmp_path):
-    ours = asyncio.run(scenario(natsd("-js", "-sd", str(tmp_path / "a")).url))
-    theirs = asyncio.run(scenario(reference("-js", "-sd", str(tmp_path / "b")).url))
-    assert len(ours) == len(theirs)
-    for a, b in zip(ours, theirs):
-        assert a == b
+    same_on_both(scenario, natsd, reference, tmp_path)
 
 
 def test_counter_survives_restart(natsd, tmp_path):

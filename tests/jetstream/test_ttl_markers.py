@@ -8,6 +8,8 @@ import json
 
 import nats
 
+from tests.jetstream.jshelp import same_on_both
+
 
 async def scenario(url):
     nc = await nats.connect(url)
@@ -53,9 +55,7 @@ async def scenario(url):
 
 
 def test_expiry_and_markers_match(natsd, reference, tmp_path):
-    ours = asyncio.run(scenario(natsd("-js", "-sd", str(tmp_path / "a")).url))
-    theirs = asyncio.run(scenario(reference("-js", "-sd", str(tmp_path / "b")).url))
-    assert ours == theirs
+    ours = same_on_both(scenario, natsd, reference, tmp_path)
     # the markers replaced the expired subjects; the "never" message outlived max_age
     subjects = [m[0] for m in ours[-2][2]]
     assert subjects == ["k.a", "k.b", "k.c", "k.d"] and ours[-1][2] == [
