@@ -13,7 +13,8 @@ from natsd._core.router import publish
 from natsd.jetstream import advisories, gojson, placement, snapshot
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
-from natsd.jetstream.stream import build_headers, parse_rfc3339, rfc3339
+from natsd.jetstream.headers import build_headers
+from natsd.jetstream.stream import parse_rfc3339, rfc3339
 from natsd.jetstream.streamconfig import (STREAM_FIELDS, check_config, check_update,
                                           config_json, decode_request, decode_stream_config)
 from natsd.subject import subjects_overlap

@@ -16,7 +16,7 @@ import logging
 from natsd.jetstream import advisories
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
-from natsd.jetstream.counters import set_header
+from natsd.jetstream.headers import set_header
 
 log = logging.getLogger("natsd")
 

@@ -11,6 +11,7 @@ import json
 import re
 
 from natsd.jetstream import errors as E
+from natsd.jetstream.headers import set_header
 
 INCR = "Nats-Incr"
 SOURCES = "Nats-Counter-Sources"
@@ -96,16 +97,3 @@ def _header(hdr, key):
     i += len(k)
     j = hdr.find(b"\r\n", i)
     return hdr[i:j].strip().decode("utf-8", "replace")
-
-
-def set_header(hdr, key, value):
-    """nats-server's setHeader: replace the first `key:` line's value, or append the line."""
-    line = key.encode() + b": " + value.encode()
-    if not hdr:
-        return b"NATS/1.0\r\n" + line + b"\r\n\r\n"
-    k = b"\r\n" + key.encode() + b":"
-    i = hdr.find(k)
-    if i < 0:
-        return hdr[:-2] + line + b"\r\n\r\n"
-    j = hdr.find(b"\r\n", i + 2)
-    return hdr[:i + 2] + line + hdr[j:]

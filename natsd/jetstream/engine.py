@@ -193,6 +193,7 @@ class JsAccount:
         else:
             st.rebuild_dedup()
             st.rebuild_ttls()
+            st.rebuild_schedules()
         self.streams[name] = st
         if self.engine.server.cluster is not None:
             self.claims[name] = placement.Claim(self.sublist, name)

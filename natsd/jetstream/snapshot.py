@@ -205,6 +205,7 @@ def restore_into(jsa, cfg, fileobj):
             pass
         st.rebuild_dedup()
         st.rebuild_ttls()
+        st.rebuild_schedules()
         st.enforce_limits()
         if st.file:
             S.sync(store)

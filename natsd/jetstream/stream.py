@@ -18,9 +18,10 @@ from natsd._core.router import publish, publish_many
 from natsd._core.sublist import Subscription
 from natsd.jetstream import counters
 from natsd.jetstream import errors as E
+from natsd.jetstream import schedules
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.batch import AtomicBatches
-from natsd.jetstream.gojson import go_parse_duration
+from natsd.jetstream.headers import build_headers, parse_headers, parse_ttl, ttl_header
 from natsd.jetstream.streamconfig import config_json
 from natsd.jetstream.sourcing import get_hash
 from natsd.subject import subject_matches
@@ -63,76 +64,6 @@ def parse_rfc3339(s):
     return secs * NS + frac
 
 
-def parse_headers(hdr):
-    """NATS/1.0 header block -> dict of the first value per key (keys as sent)."""
-    out = {}
-    if not hdr:
-        return out
-    lines = hdr.split(b"\r\n")
-    for line in lines[1:]:
-        if not line:
-            continue
-        i = line.find(b":")
-        if i <= 0:
-            continue
-        k = line[:i].decode("utf-8", "replace").strip()
-        if k not in out:
-            out[k] = line[i + 1:].strip().decode("utf-8", "replace")
-    return out
-
-
-def build_headers(pairs, base=None, status=None):
-    """Encode headers; `base` is an existing header block whose entries come first."""
-    if base:
-        head = base[:-2] if base.endswith(b"\r\n\r\n") else base + b"\r\n"
-        if not head.endswith(b"\r\n"):
-            head += b"\r\n"
-    else:
-        head = b"NATS/1.0" + ((" " + status).encode() if status else b"") + b"\r\n"
-    for k, v in pairs:
-        head += k.encode() + b": " + str(v).encode() + b"\r\n"
-    return head + b"\r\n"
-
-
-_GO_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "ms": 1_000_000, "s": NS, "m": 60 * NS, "h": 3600 * NS}
-
-
-def parse_go_duration(s):
-    """Go time.ParseDuration -> ns; ValueError when malformed."""
-    import re
-    s = s.strip()
-    if s in ("0",):
-        return 0
-    m = re.fullmatch(r"([+-]?)((?:\d+(?:\.\d*)?|\.\d+)(?:ns|us|µs|ms|s|m|h))+", s)
-    if not m:
-        raise ValueError(s)
-    total = 0.0
-    for num, unit in re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)", s):
-        total += float(num) * _GO_UNITS[unit]
-    return int(-total if s.startswith("-") else total)
-
-
-def parse_ttl(v):
-    """nats-server's parseMessageTTL: Nats-TTL value -> seconds (-1 = never); ValueError when
-    invalid. A Go duration of at least 1s, or digits only (int64, wrapping like Go's parseInt64)."""
-    if v.lower() == "never":
-        return -1
-    try:
-        d = go_parse_duration(v)
-    except ValueError:
-        if not v or not v.isascii() or not v.isdigit():
-            raise ValueError(v)
-        n = 0
-        for c in v:
-            n = (n * 10 + ord(c) - 48) & 0xFFFFFFFFFFFFFFFF
-        if n >= 1 << 63:
-            raise ValueError(v)      # wrapped negative: nats-server's parse failure value
-        return n
-    if d < NS:
-        raise ValueError(v)
-    return d // NS
-
-
 def _batch_id(hdr):
     """The Nats-Batch-Id of an atomic batch message, or None."""
     if not hdr or b"Nats-Batch-Id:" not in hdr:
@@ -146,19 +77,6 @@ def _is_marker(hdr):
         return False
     h = parse_headers(hdr)
     return bool(h.get("Nats-Marker-Reason")) or h.get("KV-Operation") == "PURGE"
-
-
-def ttl_header(hdr):
-    """The Nats-TTL value as nats-server's sliceHeader reads it: first "\r\nNats-TTL:" line,
-    leading blanks skipped, the rest kept; None without one."""
-    i = hdr.find(b"\r\nNats-TTL:") if hdr else -1
-    if i < 0:
-        return None
-    i += 11
-    while i < len(hdr) and hdr[i] == 0x20:
-        i += 1
-    j = hdr.find(b"\r\n", i)
-    return hdr[i:j if j >= 0 else len(hdr)].decode("utf-8", "surrogateescape")
 
 
 class Stream:
@@ -179,6 +97,7 @@ class Stream:
         self.dedup_order = []           # (ts, msg id) FIFO
         self.last_msg_id = ""
         self.batches = AtomicBatches(self)
+        self.schedules = schedules.Timetable(self)
         self.age_timer = None
         self.ttl_heap = []              # (expire ns, seq)
         self.ttl_timer = None
@@ -442,13 +361,10 @@ class Stream:
             if not sourced:
                 if h.get("Nats-Batch-Id") and batch is None:
                     raise E.error("JSAtomicPublishDisabledErr")     # only batches.py stores these
-                # message schedules are not built yet: refused even where the stream allows
-                # them (never stored as if they were plain messages)
-                if h.get("Nats-Schedule"):
-                    if cfg.get("allow_msg_schedules"):
-                        log.warning("scheduled message to stream '%s > %s' refused: not "
-                                    "supported by natsd yet", self.jsa.name, self.name)
-                    raise E.error("JSMessageSchedulesDisabledErr")
+                if "Nats-Schedule" in h or "Nats-Schedule-Next" in h or "Nats-Scheduler" in h:
+                    checked = schedules.check(self, subject, hdr, h, sourced)
+                    if checked is not hdr:          # a schedule rolls up its subject
+                        hdr, h = checked, parse_headers(checked)
             es = h.get("Nats-Expected-Stream")
             if es is not None and es != self.name:
                 raise E.JSStreamNotMatchErr()
@@ -519,8 +435,8 @@ class Stream:
             self._schedule_ttl()
         if rollup == "all":
             S.compact(self.store, seq)
-        elif rollup == "sub":
-            S.purge(self.store, subject.decode(), seq, 0)
+        elif rollup == "sub":                   # keep this one, as nats-server's Keep: 1
+            S.purge(self.store, subject.decode(), 0, 1)
         self.enforce_limits(subject)
         if self.age_timer is None:
             self._schedule_age()
@@ -531,6 +447,8 @@ class Stream:
                 c.on_stored(seq, subject)
             except Exception:
                 log.exception("consumer on_stored failed")
+        if h and cfg.get("allow_msg_schedules"):
+            self.schedules.stored(seq, subject.decode("utf-8", "surrogateescape"), h, ts)
         if cfg.get("retention") == "interest":
             self._check_interest(seq, subject)
         return self._puback(seq, value=value, batch=batch if batch and batch[2] else None), True
@@ -741,6 +659,20 @@ class Stream:
                 self._expire(seq, r[0], r[1])
         self._schedule_ttl()
 
+    def rebuild_schedules(self):
+        """At start: time every stored schedule again (a missed one fires once)."""
+        if not self.config.get("allow_msg_schedules"):
+            return
+        seq = S.state(self.store)["first_seq"]
+        while True:
+            r = S.load_next(self.store, seq, None)
+            if r is None:
+                break
+            if r[2] and b"Nats-Schedul" in r[2]:
+                self.schedules.stored(r[0], r[1].decode("utf-8", "surrogateescape"),
+                                      parse_headers(r[2]), r[4], replay=True)
+            seq = r[0] + 1
+
     def rebuild_ttls(self):
         if not self.config.get("allow_msg_ttl"):
             return
@@ -817,6 +749,7 @@ class Stream:
     def stop(self, delete=False):
         self.closed = True
         self.batches.close()
+        self.schedules.close()
         if self.sourcing is not None:
             self.sourcing.stop()
         for s in self.subs:

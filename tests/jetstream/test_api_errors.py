@@ -110,3 +110,21 @@ def test_direct_get_without_direct_access_has_no_responders(any_server, tmp_path
         assert m.data == b"x" and m.headers["Nats-Stream"] == "D"
         await nc.close()
     main()
+
+
+def test_subject_rollup_keeps_the_rolling_message(any_server, tmp_path):
+    """Nats-Rollup: sub keeps the message that rolls up (nats-server purges with Keep: 1), also
+    when it is the stream's first message."""
+    srv = any_server("-js", "-sd", str(tmp_path / "d"))
+
+    @run
+    async def main():
+        nc = await connect(srv)
+        await nc.request("$JS.API.STREAM.CREATE.R", json.dumps(
+            {"name": "R", "subjects": ["r.>"], "allow_rollup_hdrs": True}).encode(), timeout=2)
+        for body in (b"first", b"second"):
+            await nc.request("r.a", body, timeout=2, headers={"Nats-Rollup": "sub"})
+            info = json.loads((await nc.request("$JS.API.STREAM.INFO.R", b"", timeout=2)).data)
+            assert info["state"]["messages"] == 1
+        await nc.close()
+    main()

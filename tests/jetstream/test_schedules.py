@@ -1,0 +1,126 @@
+"""Message schedules (allow_msg_schedules, Nats-Schedule), natsd against the reference
+nats-server: the same publishes get the same PubAcks and errors; a one-shot `@at` in the past
+fires at once and purges its schedule; an `@every 1s` schedule fires repeatedly with
+`Nats-Scheduler` / `Nats-Schedule-Next`, TTL and source; a plain message on a schedule's subject
+ends it; and a schedule survives a restart of natsd."""
+import asyncio
+import base64
+import json
+import time
+
+import nats
+
+from tests.jetstream.jshelp import same_on_both
+
+
+def at(seconds_from_now):
+    return "@at " + time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds_from_now))
+
+
+def sched(pattern, target, **extra):
+    h = {"Nats-Schedule": pattern, "Nats-Schedule-Target": target}
+    h.update(extra)
+    return h
+
+
+PUBLISHES = [
+    # refused: the pattern, the target, the source, TTL and rollup headers, the scheduler rules
+    ("s.bad", sched("@every 100ms", "s.t")),
+    ("s.bad", sched("@at tomorrow", "s.t")),
+    ("s.bad", sched("* * * *", "s.t")),
+    ("s.bad", sched("0 0 * * * *", "s.t", **{"Nats-Schedule-Time-Zone": "Mars/Olympus"})),
+    ("s.bad", sched("@at 2030-01-01T00:00:00Z", "s.t", **{"Nats-Schedule-Time-Zone": "UTC"})),
+    ("s.bad", sched("@every 1s", "s.bad")),
+    ("s.bad", sched("@every 1s", "other.t")),
+    ("s.bad", sched("@every 1s", "s.*")),
+    ("s.bad", sched("@every 1s", "s.t", **{"Nats-Schedule-Source": "s.t"})),
+    ("s.bad", sched("@every 1s", "s.t", **{"Nats-Schedule-TTL": "x"})),
+    ("s.bad", sched("@every 1s", "s.t", **{"Nats-Schedule-Rollup": "all"})),
+    ("s.bad", sched("@every 1s", "s.t", **{"Nats-Rollup": "all"})),
+    ("s.bad", {"Nats-Scheduler": "s.x"}),
+    ("s.bad", {"Nats-Schedule-Next": "soon", "Nats-Scheduler": "s.x"}),
+    ("s.bad", {"Nats-Schedule-Next": "purge", "Nats-Scheduler": "s.plain"}),
+    # accepted: cron forms, time zones, a far @at
+    ("s.cron", sched("0 0 12 * * mon-fri", "s.t", **{"Nats-Schedule-Time-Zone": "Europe/Amsterdam"})),
+    ("s.hourly", sched("@hourly", "s.t")),
+    ("s.far", sched("@at 2099-01-01T00:00:00Z", "s.t")),
+]
+
+
+async def scenario(url):
+    nc = await nats.connect(url)
+    out = []
+
+    async def api(subject, body=b""):
+        if isinstance(body, dict):
+            body = json.dumps(body).encode()
+        return json.loads((await nc.request(subject, body, timeout=2)).data)
+
+    await api("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True,
+                                         "allow_msg_ttl": True})
+    await api("$JS.API.STREAM.CREATE.N", {"name": "N", "subjects": ["n.>"]})
+    out.append(json.loads((await nc.request("n.x", b"p", timeout=2, headers=sched("@every 1s", "n.t"))).data))
+    await nc.request("s.plain", b"plain", timeout=2)
+    for subject, headers in PUBLISHES:
+        r = json.loads((await nc.request(subject, b"x", timeout=2, headers=headers)).data)
+        out.append((subject, sorted(headers.items()), r.get("error"), r.get("seq", 0) > 0))
+    # a one-shot in the past fires now and purges itself
+    await nc.request("s.once", b"once", timeout=2, headers=sched(at(-5), "s.fired"))
+    # a repeating schedule with a TTL, and one that publishes its source's last message
+    await nc.request("s.src", b"source-1", timeout=2)
+    await nc.request("s.every", b"tick", timeout=2, headers=sched(
+        "@every 1s", "s.ticks", **{"Nats-Schedule-TTL": "5m", "Nats-Msg-Id": "m1", "X-App": "kept"}))
+    await nc.request("s.fromsrc", b"ignored", timeout=2, headers=sched(
+        "@every 1s", "s.copied", **{"Nats-Schedule-Source": "s.src"}))
+    await asyncio.sleep(2.6)
+    await nc.request("s.every", b"stop", timeout=2)           # a plain message ends it
+    await nc.request("s.src", b"source-2", timeout=2)
+    await asyncio.sleep(1.5)
+    st = (await api("$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}))["state"]
+    counts = st.get("subjects", {})
+    out.append(("counts", {k: counts.get(k, 0) for k in ("s.once", "s.fired", "s.every", "s.src")}))
+    out.append(("ticks", 2 <= counts.get("s.ticks", 0) <= 3, 3 <= counts.get("s.copied", 0) <= 4))
+    for subject in ("s.fired", "s.ticks", "s.copied", "s.every"):
+        r = await api("$JS.API.STREAM.MSG.GET.S", {"last_by_subj": subject})
+        m = r["message"]
+        hdrs = base64.b64decode(m.get("hdrs", "")).decode()
+        lines = sorted(line.split(":")[0] + (": <time>" if line.startswith("Nats-Schedule-Next: 2")
+                                             else ":" + line.split(":", 1)[1])
+                       for line in hdrs.split("\r\n")[1:] if line)
+        out.append((subject, base64.b64decode(m.get("data", "")), lines))
+    await nc.close()
+    return out
+
+
+def test_schedules_match(natsd, reference, tmp_path):
+    same_on_both(scenario, natsd, reference, tmp_path)
+
+
+def test_schedule_survives_restart(natsd, tmp_path):
+    srv = natsd("-js", "-sd", str(tmp_path / "d"))
+
+    async def before():
+        nc = await nats.connect(srv.url)
+        await nc.request("$JS.API.STREAM.CREATE.S", json.dumps(
+            {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True}).encode(), timeout=2)
+        r = json.loads((await nc.request("s.later", b"later", timeout=2, headers=sched(at(2), "s.done"))).data)
+        assert r["seq"] == 1
+        await nc.close()
+    asyncio.run(before())
+    srv.kill()
+    srv2 = natsd("-js", "-sd", str(tmp_path / "d"), "-p", str(srv.port))
+
+    async def after():
+        nc = await nats.connect(srv2.url)
+        js = nc.jetstream()
+        for _ in range(100):
+            info = await js.stream_info("S", subjects_filter=">")
+            if (info.state.subjects or {}).get("s.done"):
+                break
+            await asyncio.sleep(0.1)
+        assert info.state.subjects == {"s.done": 1}      # fired once, the schedule purged
+        m = await js.get_last_msg("S", "s.done")
+        assert m.data == b"later" and m.headers["Nats-Scheduler"] == "s.later"
+        assert m.headers["Nats-Schedule-Next"] == "purge"
+        await nc.close()
+    asyncio.run(after())
