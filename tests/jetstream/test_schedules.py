@@ -72,14 +72,34 @@ async def scenario(url):
         "@every 1s", "s.ticks", **{"Nats-Schedule-TTL": "5m", "Nats-Msg-Id": "m1", "X-App": "kept"}))
     await nc.request("s.fromsrc", b"ignored", timeout=2, headers=sched(
         "@every 1s", "s.copied", **{"Nats-Schedule-Source": "s.src"}))
-    await asyncio.sleep(2.6)
+
+    async def counts():
+        st = (await api("$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}))["state"]
+        return st.get("subjects", {})
+
+    async def until(pred, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            c = await counts()
+            if pred(c) or time.monotonic() > deadline:
+                return c
+            await asyncio.sleep(0.05)
+    c = await until(lambda c: c.get("s.ticks", 0) >= 2 and c.get("s.copied", 0) >= 2)
+    out.append(("repeating", c.get("s.ticks", 0) >= 2, c.get("s.copied", 0) >= 2))
     await nc.request("s.every", b"stop", timeout=2)           # a plain message ends it
+    stopped_at = (await counts()).get("s.ticks", 0)
     await nc.request("s.src", b"source-2", timeout=2)
-    await asyncio.sleep(1.5)
-    st = (await api("$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}))["state"]
-    counts = st.get("subjects", {})
-    out.append(("counts", {k: counts.get(k, 0) for k in ("s.once", "s.fired", "s.every", "s.src")}))
-    out.append(("ticks", 2 <= counts.get("s.ticks", 0) <= 3, 3 <= counts.get("s.copied", 0) <= 4))
+
+    async def copied_last():
+        r = await api("$JS.API.STREAM.MSG.GET.S", {"last_by_subj": "s.copied"})
+        return base64.b64decode(r["message"].get("data", ""))
+    deadline = time.monotonic() + 10
+    while await copied_last() != b"source-2" and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    c = await counts()
+    # a tick already on its way when the schedule ended may still land
+    out.append(("stopped", c.get("s.ticks", 0) - stopped_at <= 1, await copied_last()))
+    out.append(("counts", {k: c.get(k, 0) for k in ("s.once", "s.fired", "s.every", "s.src")}))
     for subject in ("s.fired", "s.ticks", "s.copied", "s.every"):
         r = await api("$JS.API.STREAM.MSG.GET.S", {"last_by_subj": subject})
         m = r["message"]
