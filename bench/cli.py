@@ -31,6 +31,7 @@ KINDS = {
     "js-pub-sync": "JetStream synchronous publisher",
     "js-pub-async": "JetStream asynchronous publisher",
     "js-pub-batch": "JetStream batched publisher",
+    "js-pub-counter": "JetStream counter incrementer",
     "js-ordered": "JetStream ordered ephemeral consumer",
     "js-consume": "JetStream durable consumer (callback)",
     "js-fetch": "JetStream durable consumer (fetch)",
@@ -41,7 +42,7 @@ KINDS = {
 }
 # per-client start verb: publishing / expecting / requesting / trying to get
 VERBS = {"pub": "publishing", "request": "requesting", "js-pub-sync": "publishing", "js-pub-async": "publishing",
-         "js-pub-batch": "publishing", "kv-put": "publishing", "kv-get": "trying to get"}
+         "js-pub-batch": "publishing", "js-pub-counter": "publishing", "kv-put": "publishing", "kv-get": "trying to get"}
 # modes where every client gets all --msgs (fan-out) instead of a share
 FANOUT = {"sub", "js-ordered", "js-get-batch"}
 SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.I)
@@ -106,6 +107,8 @@ def build_parser():
     g.add_argument("--consumer", default="nats-bench")
     g.add_argument("--randomize", type=int, default=0, help="kv get: random keys in [0, N)")
     g.add_argument("--timeout", type=parse_duration, default=5.0, help="request / fetch timeout")
+    g.add_argument("--prioritized", action="store_true",
+                   help="fetch: a prioritized priority-group consumer, client n asking with priority n %% 10")
 
     ap = argparse.ArgumentParser(prog="natsd-bench", description="nats bench compatible benchmarks (natsd)")
     sp = ap.add_subparsers(dest="cmd", required=True)
@@ -120,7 +123,7 @@ def build_parser():
     p.add_argument("subject")
     js = sp.add_parser("js", help="JetStream").add_subparsers(dest="js", required=True)
     p = js.add_parser("pub", parents=[common])
-    p.add_argument("how", choices=["sync", "async", "batch"])
+    p.add_argument("how", choices=["sync", "async", "batch", "counter"])
     p.add_argument("subject")
     for name in ("ordered", "consume", "fetch"):
         js.add_parser(name, parents=[common])
@@ -165,6 +168,8 @@ def banner_params(mode, a):
     elif mode in ("js-consume", "js-fetch"):
         p.update({"stream": a.stream, "purge": a.purge, "consumer": a.consumer, "acks": a.acks,
                   "double-acked": a.doubleack, "batch": a.batch})
+        if a.prioritized:
+            p["priority-policy"] = "prioritized"
     elif mode == "js-get-sync":
         p["stream"] = a.stream
     elif mode == "js-get-batch":
@@ -182,7 +187,7 @@ def banner_params(mode, a):
 
 
 def default_batch(mode):
-    if mode == "js-pub-sync":
+    if mode in ("js-pub-sync", "js-pub-counter"):
         return 0
     if mode == "js-pub-batch":
         return 100

@@ -80,11 +80,17 @@ async def _prepare(a, mode, pr, counts):
         if a.create:
             storage = api.StorageType.MEMORY if a.storage == "memory" else api.StorageType.FILE
             cfg = api.StreamConfig(name=a.stream, subjects=[(subj + ".*" if a.multisubject else subj) if subj else ">"],
-                                   retention=api.RetentionPolicy.LIMITS, discard=api.DiscardPolicy.NEW,
+                                   retention=api.RetentionPolicy.LIMITS,
+                                   # counter streams may not discard new messages
+                                   discard=api.DiscardPolicy.OLD if mode == "js-pub-counter" else api.DiscardPolicy.NEW,
                                    storage=storage, num_replicas=a.replicas, max_bytes=a.maxbytes,
                                    duplicate_window=a.dedupwindow, allow_direct=True)
+            flags = STREAM_FLAGS.get(mode)
             try:
-                await js.add_stream(cfg)
+                if flags:
+                    await _create_with(nc, cfg, flags)
+                else:
+                    await js.add_stream(cfg)
             except APIError as e:
                 if getattr(e, "err_code", None) == 10058:        # exists with another config: update
                     try:
@@ -94,8 +100,6 @@ async def _prepare(a, mode, pr, counts):
                                          "stream use `nats stream delete %s`: %s" % (a.stream, e2)) from None
                 else:
                     raise BenchError("could not create the stream %s: %s" % (a.stream, e)) from None
-            if mode == "js-pub-batch":
-                await _set_allow_atomic(nc, a.stream)
         else:
             try:
                 await js.stream_info(a.stream)
@@ -106,7 +110,9 @@ async def _prepare(a, mode, pr, counts):
         if a.purge:
             pr.log("Purging the stream")
             await js.purge_stream(a.stream)
-        if mode in ("js-consume", "js-fetch"):
+        if mode == "js-fetch" and a.prioritized:
+            await _prioritized_consumer(nc, a)
+        elif mode in ("js-consume", "js-fetch"):
             ack = {"none": api.AckPolicy.NONE, "all": api.AckPolicy.ALL}.get(a.acks, api.AckPolicy.EXPLICIT)
             cc = api.ConsumerConfig(durable_name=a.consumer, deliver_policy=api.DeliverPolicy.ALL, ack_policy=ack,
                                     replay_policy=api.ReplayPolicy.INSTANT, max_ack_pending=a.batch * a.clients,
@@ -120,17 +126,40 @@ async def _prepare(a, mode, pr, counts):
         await nc.close()
 
 
-async def _set_allow_atomic(nc, stream):
-    """nats-py's StreamConfig may not know allow_atomic: set it with a raw STREAM.UPDATE."""
-    r = await nc.request("$JS.API.STREAM.INFO." + stream, b"", timeout=5)
-    cfg = json.loads(r.data).get("config", {})
-    if cfg.get("allow_atomic"):
-        return
-    cfg["allow_atomic"] = True
-    r = await nc.request("$JS.API.STREAM.UPDATE." + stream, json.dumps(cfg).encode(), timeout=5)
+# stream settings a mode needs that nats-py's StreamConfig may not know (nats-server 2.12+)
+STREAM_FLAGS = {"js-pub-batch": {"allow_atomic": True}, "js-pub-counter": {"allow_msg_counter": True}}
+
+
+async def _create_with(nc, cfg, flags):
+    """Create (or update) the stream with a raw request carrying `flags`."""
+    from nats.js.errors import APIError
+    body = dict(cfg.as_dict(), **flags)
+    for op in ("CREATE", "UPDATE"):
+        r = await nc.request("$JS.API.STREAM.%s.%s" % (op, cfg.name), json.dumps(body).encode(), timeout=5)
+        d = json.loads(r.data)
+        err = d.get("error")
+        if not err:
+            return
+        if op == "CREATE" and err.get("err_code") == 10058:        # exists: update it
+            continue
+        raise APIError(code=err.get("code"), err_code=err.get("err_code"), description=err.get("description"))
+
+
+PRIORITY_GROUP = "bench"
+
+
+async def _prioritized_consumer(nc, a):
+    """A durable pull consumer with the `prioritized` priority policy (raw API: nats-py has no
+    priority groups)."""
+    cfg = {"durable_name": a.consumer, "deliver_policy": "all", "replay_policy": "instant",
+           "ack_policy": a.acks, "max_ack_pending": a.batch * a.clients,
+           "inactive_threshold": 10_000_000_000, "priority_policy": "prioritized",
+           "priority_groups": [PRIORITY_GROUP]}
+    r = await nc.request("$JS.API.CONSUMER.CREATE.%s.%s" % (a.stream, a.consumer),
+                         json.dumps({"stream_name": a.stream, "config": cfg}).encode(), timeout=5)
     d = json.loads(r.data)
     if "error" in d:
-        raise BenchError("could not enable atomic batch publish on %s: %s" % (stream, d["error"].get("description")))
+        raise BenchError("creating the prioritized consumer '%s': %s" % (a.consumer, d["error"].get("description")))
 
 
 # ---------------------------------------------------------------------------------- workers
@@ -311,12 +340,67 @@ async def _pull_loop(nc, a, res, count, progress, stop):
     res.end = time.perf_counter()
 
 
+async def w_pub_counter(nc, a, res, count, offset, progress, stop):
+    """Counter increments: `Nats-Incr: 1` with no payload, each waiting for its PubAck."""
+    res.start = time.perf_counter()
+    incr = {"Nats-Incr": "1"}
+    for i in range(count):
+        _check(stop)
+        t0 = time.perf_counter()
+        r = await nc.request(_subject(a, offset + i), b"", timeout=a.timeout, headers=incr)
+        if b'"error"' in r.data:
+            raise BenchError("counter increment failed: %s" % json.loads(r.data)["error"].get("description"))
+        res.latencies.append(time.perf_counter() - t0)
+        res.msgs = i + 1
+        progress(res.client, i + 1)
+    res.bytes = 0
+
+
+async def _prioritized_loop(nc, a, res, count, progress, stop):
+    """Pull requests naming the priority group, client n asking with priority n % 10."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    subject = "$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (a.stream, a.consumer)
+    misses = 0
+    while res.msgs < count:
+        _check(stop)
+        want = min(a.batch, count - res.msgs)
+        await nc.publish(subject, json.dumps({
+            "batch": want, "expires": int(a.timeout * 1e9), "group": PRIORITY_GROUP,
+            "priority": res.client % 10}).encode(), reply=inbox)
+        got = 0
+        while got < want:
+            try:
+                m = await sub.next_msg(timeout=a.timeout + 1)
+            except Exception:
+                break
+            if m.headers and m.headers.get("Status"):
+                break                           # 408 at expiry: ask again
+            if res.start is None:
+                res.start = time.perf_counter()
+            if a.acks == "explicit":
+                await nc.publish(m.reply, b"+ACK")
+            got += 1
+            res.msgs += 1
+            res.bytes += len(m.data)
+        if got == 0:
+            misses += 1
+            if misses >= 2:
+                raise BenchError("fetch timed out (got %d of %d)" % (res.msgs, count))
+        progress(res.client, res.msgs)
+    res.end = time.perf_counter()
+    await sub.unsubscribe()
+
+
 async def w_consume(nc, a, res, count, offset, progress, stop):
     await _pull_loop(nc, a, res, count, progress, stop)
 
 
 async def w_fetch(nc, a, res, count, offset, progress, stop):
-    await _pull_loop(nc, a, res, count, progress, stop)
+    if a.prioritized:
+        await _prioritized_loop(nc, a, res, count, progress, stop)
+    else:
+        await _pull_loop(nc, a, res, count, progress, stop)
 
 
 async def w_get_sync(nc, a, res, count, offset, progress, stop):
@@ -414,6 +498,7 @@ async def w_kv_get(nc, a, res, count, offset, progress, stop):
 
 WORKERS = {
     "js-pub-sync": w_pub_sync, "js-pub-async": w_pub_async, "js-pub-batch": w_pub_batch,
+    "js-pub-counter": w_pub_counter,
     "js-ordered": w_ordered, "js-consume": w_consume, "js-fetch": w_fetch,
     "js-get-sync": w_get_sync, "js-get-batch": w_get_batch, "kv-put": w_kv_put, "kv-get": w_kv_get,
 }

@@ -534,7 +534,7 @@ class Consumer(AckState, PushDelivery):
             return None
         cfg = self.cfg
         if cfg["ack_policy"] not in ("explicit", "all") or cfg["rate_limit_bps"] or cfg["headers_only"] \
-                or cfg["priority_policy"] != "none":
+                or cfg["priority_policy"] not in ("none", "prioritized"):  # one request: no order to keep
             return None
         lg = getattr(self.stream.store, "log", None)
         if not isinstance(lg, Log):
