@@ -151,7 +151,7 @@ async def scenario(url):
     await s.api("CONSUMER.INFO.P.pin")
     await s.pull("P", "pin", {"batch": 1, "expires": 300_000_000, "group": "A", "id": pin}, 1)  # 423
     await s.pull("P", "pin", {"batch": 1, "expires": 300_000_000, "group": "A"}, 1)   # new pin
-    await asyncio.sleep(1.2)                                # priority_timeout: unpinned
+    await asyncio.sleep(1.6)                                # priority_timeout (0.8 s): unpinned
     await s.api("CONSUMER.INFO.P.pin")
 
     # ---- overflow ----
