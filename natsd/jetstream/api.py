@@ -136,6 +136,11 @@ class ApiHandler:
             rest = subject[8:]
         elif self.dprefix and subject.startswith(self.dprefix):
             rest = subject[len(self.dprefix):]
+            if rest.startswith((b"$KV.", b"$OBJ.")):
+                # nats-server's domain mapping table: $JS.<domain>.API.$KV.> is $KV.> (and $OBJ),
+                # so a KV or object store client with a domain reaches that domain's buckets
+                publish(acc.sublist, bytes(rest), reply, hdr, payload)
+                return
         else:
             return
         # nats-server matches API subjects on raw bytes: a token that is not UTF-8 is just a

@@ -342,6 +342,30 @@ def test_jetstream_domains(pair, hub_kind, leaf_kind):
 
 
 @pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
+def test_kv_put_through_a_domain(pair, hub_kind, leaf_kind):
+    """A KV put from the leaf to a bucket in the hub's domain, the way nats.go sends it with a
+    domain: `$JS.hub.API.$KV.<bucket>.<key>`, mapped to `$KV.<bucket>.<key>` by the hub; the
+    PubAck names the hub's domain."""
+    p = pair(hub_kind, leaf_kind, js=True)
+
+    async def main():
+        hub = await nats.connect(p.url(p.hub))
+        leaf = await nats.connect(p.url(p.leaf))
+        await settle(hub, leaf)
+        r = json.loads((await hub.request("$JS.API.STREAM.CREATE.KV_b", json.dumps(
+            {"name": "KV_b", "subjects": ["$KV.b.>"], "allow_rollup_hdrs": True,
+             "max_msgs_per_subject": 1, "allow_direct": True}).encode(), timeout=5)).data)
+        assert "error" not in r, r
+        ack = json.loads((await leaf.request("$JS.hub.API.$KV.b.color", b"blue", timeout=5)).data)
+        assert ack == {"stream": "KV_b", "domain": "hub", "seq": 1}
+        m = await hub.request("$JS.API.DIRECT.GET.KV_b.$KV.b.color", b"", timeout=5)
+        assert m.data == b"blue"
+        await hub.close()
+        await leaf.close()
+    run(main())
+
+
+@pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
 def test_streams_in_both_domains_store_a_hub_publish(pair, hub_kind, leaf_kind):
     """000:165-245: stream `test` in domain hub and in domain leaf, created from the hub; one
     publish on the hub is stored by both (regular message flow is not restricted)."""
