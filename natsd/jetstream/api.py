@@ -15,8 +15,9 @@ from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.headers import build_headers
 from natsd.jetstream.stream import parse_rfc3339, rfc3339
-from natsd.jetstream.streamconfig import (STREAM_FIELDS, check_config, check_update,
-                                          config_json, decode_request, decode_stream_config)
+from natsd.jetstream.streamconfig import (STREAM_FIELDS, check_config, check_filters_at_create,
+                                          check_update, config_json, decode_request,
+                                          decode_stream_config)
 from natsd.subject import subjects_overlap
 
 log = logging.getLogger("natsd")
@@ -269,6 +270,7 @@ class ApiHandler:
             raise E.JSStreamReplicasNotSupportedErr()
         self._check_overlap(jsa, cfg, None)
         jsa.check_limits(cfg)
+        check_filters_at_create(cfg)
         if not _fs_name_ok(name):      # natsd keeps a directory for memory streams too
             raise _stream_store_failed(jsa, name, "invalid stream directory name")
         try:

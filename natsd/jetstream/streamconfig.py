@@ -135,6 +135,21 @@ def _valid_mapping(src, dest):
         return str(e) or "invalid subject transform"
 
 
+def check_filters_at_create(cfg):
+    """The filter checks nats-server makes when it adds a stream (after its config checks):
+    a mirror's or source's filter subject that is not a subject fails the create (500 10049)."""
+    mirror = cfg.get("mirror")
+    if mirror and not mirror.get("subject_transforms"):
+        f = mirror.get("filter_subject")
+        if f and not is_valid_subject(f):
+            raise E.JSStreamCreateErrF(err="subject filter '%s' for the mirror invalid subject" % f)
+    for src in cfg.get("sources") or []:
+        if src and not src.get("subject_transforms"):
+            f = src.get("filter_subject")
+            if f and not is_valid_subject(f):
+                raise E.JSStreamCreateErrF(err="subject filter '%s' for the source: invalid subject" % f)
+
+
 def check_config(cfg, pedantic=False, lookup=None, limits=None):
     """Apply defaults and validate; returns a new config dict or raises ApiError.
 
@@ -288,12 +303,17 @@ def check_config(cfg, pedantic=False, lookup=None, limits=None):
         seen.add(iname)
         if src.get("filter_subject") and src.get("subject_transforms"):
             raise E.JSSourceMultipleFiltersNotAllowed()
-        for tr in src.get("subject_transforms") or []:
+        trs = src.get("subject_transforms") or []
+        for tr in trs:
             if tr.get("src") and not is_valid_subject(tr["src"]):
                 raise E.JSSourceInvalidSubjectFilter(err="invalid subject %s" % tr["src"])
             err = _valid_mapping(tr.get("src", ""), tr.get("dest", ""))
             if err:
                 raise E.JSSourceInvalidTransformDestination(err=err)
+        for i, a in enumerate(trs):
+            for j, b in enumerate(trs):
+                if i != j and subject_is_subset(a.get("src", ""), b.get("src", "")):
+                    raise E.JSSourceOverlappingSubjectFilters()
         if src.get("external") is None and lookup:
             ocfg = lookup(src["name"])
             if ocfg is not None and 0 < cfg["max_msg_size"] < ocfg.get("max_msg_size", -1):

@@ -133,6 +133,12 @@ CASES = [
     ("$JS.API.STREAM.CREATE.TB", J({"name": "TB", "subjects": ["tb.>"], "subject_transform": {
         "src": "tb.>", "dest": "u..x"}}), None,
      err(400, 10156, "stream transform: invalid mapping destination: invalid transform")),
+    # a source's transforms may not overlap; a source's filter that is no subject fails the create
+    ("$JS.API.STREAM.CREATE.SO", J({"name": "SO", "sources": [{"name": "S", "subject_transforms": [
+        {"src": "s.>", "dest": "x.>"}, {"src": "s.a", "dest": "y.a"}]}]}), None,
+     err(400, 10147, "source filters can not overlap")),
+    ("$JS.API.STREAM.CREATE.SF", J({"name": "SF", "sources": [{"name": "S", "filter_subject": "s..a"}]}), None,
+     err(500, 10049, "subject filter 's..a' for the source: invalid subject")),
     ("$JS.API.STREAM.UPDATE.NOPE", "", None,
      err(500, 10052, "stream name is required and can not contain '.', '*', '>', '\\', '/'")),
     # Nats-TTL as nats-server parses it
