@@ -192,8 +192,7 @@ class JsAccount:
             st.save_meta()
         else:
             st.rebuild_dedup()
-            st.rebuild_ttls()
-            st.rebuild_schedules()
+            st.rebuild_timers()
         self.streams[name] = st
         if self.engine.server.cluster is not None:
             self.claims[name] = placement.Claim(self.sublist, name)

@@ -204,8 +204,7 @@ def restore_into(jsa, cfg, fileobj):
         elif not last and meta.get("first_seq", 0) > 1 and want_last == 0:
             pass
         st.rebuild_dedup()
-        st.rebuild_ttls()
-        st.rebuild_schedules()
+        st.rebuild_timers()
         st.enforce_limits()
         if st.file:
             S.sync(store)

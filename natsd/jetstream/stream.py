@@ -659,38 +659,33 @@ class Stream:
                 self._expire(seq, r[0], r[1])
         self._schedule_ttl()
 
-    def rebuild_schedules(self):
-        """At start: time every stored schedule again (a missed one fires once)."""
-        if not self.config.get("allow_msg_schedules"):
+    def rebuild_timers(self):
+        """At start, one pass over the stream: the expiry of every message with a Nats-TTL,
+        and the timetable of every stored schedule (a missed one fires once)."""
+        ttls = self.config.get("allow_msg_ttl")
+        scheds = self.config.get("allow_msg_schedules")
+        if not ttls and not scheds:
             return
         seq = S.state(self.store)["first_seq"]
         while True:
             r = S.load_next(self.store, seq, None)
             if r is None:
                 break
-            if r[2] and b"Nats-Schedul" in r[2]:
+            seq = r[0] + 1
+            hdr = r[2]
+            if not hdr:
+                continue
+            v = ttl_header(hdr) if ttls else None
+            if v:
+                try:
+                    t = min(parse_ttl(v), MAX_TTL)
+                except ValueError:
+                    t = 0
+                if t > 0:
+                    heapq.heappush(self.ttl_heap, (r[4] + t * NS, r[0]))
+            if scheds and b"Nats-Schedul" in hdr:
                 self.schedules.stored(r[0], r[1].decode("utf-8", "surrogateescape"),
-                                      parse_headers(r[2]), r[4], replay=True)
-            seq = r[0] + 1
-
-    def rebuild_ttls(self):
-        if not self.config.get("allow_msg_ttl"):
-            return
-        seq = S.state(self.store)["first_seq"]
-        while True:
-            r = S.load_next(self.store, seq, None)
-            if r is None:
-                break
-            if r[2]:
-                v = ttl_header(r[2])
-                if v:
-                    try:
-                        t = min(parse_ttl(v), MAX_TTL)
-                    except ValueError:
-                        t = 0
-                    if t > 0:
-                        heapq.heappush(self.ttl_heap, (r[4] + t * NS, r[0]))
-            seq = r[0] + 1
+                                      parse_headers(hdr), r[4], replay=True)
 
     # ---- retention (consumer contract) ----
 
