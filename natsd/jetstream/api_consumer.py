@@ -16,6 +16,7 @@ from natsd._core.router import publish
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import errors as E
 from natsd.jetstream import gojson
+from natsd.jetstream.headers import slice_header
 from natsd.jetstream.consumer import Consumer, consumer_dir, now_ns, _ephemeral_name
 from natsd.subject import subjects_overlap
 
@@ -182,8 +183,8 @@ def _create(jsa, tokens, reply, hdr, payload, legacy_durable):
         # a mirror or source names the stream it expects (API level 5): a re-created stream
         # of the same name is refused, and the identity goes back with the reply
         identity = stream.identity()
-        asked = _header_value(hdr, b"Nats-Stream-Identity")
-        if asked and asked != identity.encode():
+        asked = slice_header(hdr, b"Nats-Stream-Identity")
+        if asked and bytes(asked) != identity.encode():
             _respond(jsa, reply, rtype, E.error("JSConsumerStreamIdentityMismatchF", msg=identity))
             return None
     try:
@@ -193,18 +194,6 @@ def _create(jsa, tokens, reply, hdr, payload, legacy_durable):
         return None
     _respond(jsa, reply, rtype, o.info(initial=True), identity)
     return None
-
-
-def _header_value(hdr, name):
-    """The first `name:` header's value (nats-server's sliceHeader), or None."""
-    if not hdr:
-        return None
-    i = hdr.find(b"\r\n" + name + b":")
-    if i < 0:
-        return None
-    i += len(name) + 3
-    j = hdr.find(b"\r\n", i)
-    return hdr[i:j if j >= 0 else len(hdr)].strip()
 
 
 def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False):
@@ -455,7 +444,7 @@ def _unpin_reset(jsa, op, sname, cname, reply, payload, hdr=None):
         out = o.info()
         out["reset_seq"] = seq
         # asked for, the stream identity comes back (never checked here, as in nats-server)
-        asked = _header_value(hdr, b"Nats-Stream-Identity") is not None
+        asked = slice_header(hdr, b"Nats-Stream-Identity") is not None
         _respond(jsa, reply, rtype, out, stream.identity() if asked else None)
         return None
     # UNPIN: jsConsumerUnpinRequest (json.Unmarshal of {"group"}, then the group checks)
@@ -501,16 +490,7 @@ def precheck(op, payload, strict=True):
 def required_level_too_high(hdr):
     """nats-server's errorOnRequiredApiLevel: a Nats-Required-Api-Level that is not an int or
     is above the server's level."""
-    if not hdr:
-        return False
-    i = hdr.find(b"\r\nNats-Required-Api-Level:")
-    if i < 0:
-        return False
-    i += 27
-    while i < len(hdr) and hdr[i] == 0x20:
-        i += 1
-    j = hdr.find(b"\r\n", i)
-    v = hdr[i:j if j >= 0 else len(hdr)]
+    v = slice_header(hdr, b"Nats-Required-Api-Level")
     if not v:
         return False
     digits = v[1:] if v[:1] in (b"+", b"-") else v

@@ -69,17 +69,24 @@ def parse_ttl(v):
     return d // NS
 
 
-def ttl_header(hdr):
-    """The Nats-TTL value as nats-server's sliceHeader reads it: first "\r\nNats-TTL:" line,
-    leading blanks skipped, the rest kept; None without one."""
-    i = hdr.find(b"\r\nNats-TTL:") if hdr else -1
+def slice_header(hdr, name):
+    """nats-server's sliceHeader: the value of the first `\r\n<name>:` line, leading blanks
+    skipped, the rest kept (bytes); None without one."""
+    key = b"\r\n" + name + b":"
+    i = hdr.find(key) if hdr else -1
     if i < 0:
         return None
-    i += 11
+    i += len(key)
     while i < len(hdr) and hdr[i] == 0x20:
         i += 1
     j = hdr.find(b"\r\n", i)
-    return hdr[i:j if j >= 0 else len(hdr)].decode("utf-8", "surrogateescape")
+    return hdr[i:j if j >= 0 else len(hdr)]
+
+
+def ttl_header(hdr):
+    """The Nats-TTL value as nats-server reads it (sliceHeader), or None."""
+    v = slice_header(hdr, b"Nats-TTL")
+    return None if v is None else bytes(v).decode("utf-8", "surrogateescape")
 
 
 def set_header(hdr, key, value):
