@@ -142,5 +142,5 @@ def _q(s):
 
 
 def _go_list(rtts):
-    from natsd.monitor.params import go_duration
+    from natsd.gofmt import go_duration
     return "[%s]" % " ".join(go_duration(int(x * 1e9)) for x in rtts)

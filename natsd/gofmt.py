@@ -1,7 +1,9 @@
 """Go's text formats where nats-server's output shows them: `%q` quoting of strings in error
 texts and log lines (strconv.Quote). Subjects and names may hold bytes that are not UTF-8;
 they arrive here as bytes or as str decoded with "surrogateescape", and every invalid byte is
-written `\\xNN` as Go does. And json.Marshal's output bytes."""
+written `\\xNN` as Go does. json.Marshal's output bytes. And time.Duration both ways:
+`go_duration` (String()) and `parse_go_duration` (time.ParseDuration), the one place natsd
+prints or reads a Go duration."""
 import json
 import re
 
@@ -74,3 +76,120 @@ def go_json(obj, indent=None):
         if ch in text:
             text = text.replace(ch, esc)
     return _SURROGATE.sub(r"\\ufffd", text).encode("utf-8")
+
+
+
+def _fmt_frac(v, prec):
+    """Go's fmtFrac: v in units of 10**-prec, trailing zeros dropped."""
+    digits = ""
+    printed = False
+    for _ in range(prec):
+        d = v % 10
+        printed = printed or d != 0
+        if printed:
+            digits = str(d) + digits
+        v //= 10
+    return ("." + digits if printed else ""), v
+
+
+def go_duration(nanos):
+    """time.Duration.String(): 0s, 487µs, 1.227311ms, 1m2.5s, 1h0m0s."""
+    nanos = int(nanos)
+    if nanos == 0:
+        return "0s"
+    neg = nanos < 0
+    u = -nanos if neg else nanos
+    if u < 1000000000:
+        if u < 1000:
+            s = "%dns" % u
+        elif u < 1000000:
+            frac, whole = _fmt_frac(u, 3)
+            s = "%d%sµs" % (whole, frac)
+        else:
+            frac, whole = _fmt_frac(u, 6)
+            s = "%d%sms" % (whole, frac)
+    else:
+        frac, whole = _fmt_frac(u, 9)
+        s = "%d%ss" % (whole % 60, frac)
+        whole //= 60
+        if whole > 0:
+            s = "%dm" % (whole % 60) + s
+            whole //= 60
+            if whole > 0:
+                s = "%dh" % whole + s
+    return "-" + s if neg else s
+
+
+def go_seconds(seconds):
+    """A duration held in seconds (a float), as time.Duration.String() prints it."""
+    return go_duration(round(seconds * 1e9))
+
+
+_UNITS = {"ns": 1, "us": 1000, "\u00b5s": 1000, "\u03bcs": 1000, "ms": 1_000_000,
+          "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
+
+
+def parse_go_duration(s):
+    """time.ParseDuration -> nanoseconds; ValueError with Go's error text."""
+    orig = s
+    neg = False
+    if s and s[0] in "+-":
+        neg = s[0] == "-"
+        s = s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        raise ValueError("time: invalid duration " + go_quote(orig))
+    d = 0
+    while s:
+        if not (s[0] == "." or "0" <= s[0] <= "9"):
+            raise ValueError("time: invalid duration " + go_quote(orig))
+        k = 0
+        while k < len(s) and "0" <= s[k] <= "9":
+            k += 1
+        pre = k > 0
+        v = int(s[:k]) if pre else 0
+        if v > (1 << 63):
+            raise ValueError("time: invalid duration " + go_quote(orig))
+        s = s[k:]
+        f, scale, post = 0, 1.0, False
+        if s and s[0] == ".":
+            s = s[1:]
+            k = 0
+            overflow = False
+            while k < len(s) and "0" <= s[k] <= "9":
+                if not overflow:
+                    if f > ((1 << 63) - 1) // 10:
+                        overflow = True
+                    else:
+                        f = f * 10 + int(s[k])
+                        scale *= 10
+                k += 1
+            post = k > 0
+            s = s[k:]
+        if not pre and not post:
+            raise ValueError("time: invalid duration " + go_quote(orig))
+        k = 0
+        while k < len(s) and not (s[k] == "." or "0" <= s[k] <= "9"):
+            k += 1
+        if k == 0:
+            raise ValueError("time: missing unit in duration " + go_quote(orig))
+        unit = _UNITS.get(s[:k])
+        if unit is None:
+            raise ValueError("time: unknown unit " + go_quote(s[:k]) + " in duration " + go_quote(orig))
+        s = s[k:]
+        if v > (1 << 63) // unit:
+            raise ValueError("time: invalid duration " + go_quote(orig))
+        v *= unit
+        if f > 0:
+            v += int(float(f) * (float(unit) / scale))
+            if v > (1 << 63):
+                raise ValueError("time: invalid duration " + go_quote(orig))
+        d += v
+        if d > (1 << 63):
+            raise ValueError("time: invalid duration " + go_quote(orig))
+    if neg:
+        return -d
+    if d > (1 << 63) - 1:
+        raise ValueError("time: invalid duration " + go_quote(orig))
+    return d

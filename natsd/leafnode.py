@@ -31,7 +31,7 @@ from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
 from natsd.auth import SlowCheck
-from natsd.gofmt import go_json, go_quote
+from natsd.gofmt import go_json, go_quote, go_seconds
 from natsd.compression import (NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError,
                                codec as compression_codec, compresses)
 from natsd.dialer import Dialer, go_dial_error, host_label
@@ -63,11 +63,6 @@ ERR_LEAF_PORT = "attempted to connect to leaf node port"
 ERR_WRONG_PORT = "attempted to connect to wrong port"
 _EMPTY_SUBLIST = Sublist()
 
-
-def go_duration(seconds):
-    if seconds == int(seconds):
-        return "%ds" % int(seconds)
-    return "%gs" % seconds
 
 
 class LeafState(ClientState):
@@ -1130,7 +1125,7 @@ class LeafProtocol(ProtocolHandler):
         if st.remote is not None:
             st.remote.delay = delay
         text = "Loop detected for leafnode account=%s. Delaying attempt to reconnect for %s" % (
-            go_quote(acc), go_duration(delay))
+            go_quote(acc), go_seconds(delay))
         if send_err:
             self.send_err(c, text)
         log.error("%s%s", self._prefix(c), text)

@@ -23,6 +23,7 @@ from natsd.imports import ResponseRouter, install_imports
 from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT
 from natsd.authwork import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
+from natsd.gofmt import go_seconds
 from natsd.options import set_baseline
 from natsd.protocol import info_line, prepare_accepted, release_connection
 
@@ -422,7 +423,7 @@ class Server:
                     st = c.state
                     log.info("%s:%d - cid:%d - Slow Consumer Detected: WriteDeadline of %s exceeded "
                              "with %d chars to send", st.host, st.port, c.cid,
-                             _go_duration(deadline), c.pending_bytes())
+                             go_seconds(deadline), c.pending_bytes())
                     totals.slow_consumers += 1
                     self.blocked.discard(c)
                     c.schedule_close("Slow Consumer (Write Deadline)")
@@ -600,8 +601,3 @@ def _int(d, key):
     except (TypeError, ValueError):
         return 0
 
-
-def _go_duration(seconds):
-    if seconds == int(seconds):
-        return "%ds" % int(seconds)
-    return "%gs" % seconds

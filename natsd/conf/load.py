@@ -25,6 +25,7 @@ from ..options import (
 )
 from .errors import ConfigError, go_position, go_read_error, go_syntax_error
 from . import unsupported
+from ..gofmt import parse_go_duration
 from ..subject import subject_is_subset, subjects_overlap
 from .lexer import LexError
 from .parser import Node, config_digest, parse_string
@@ -36,8 +37,6 @@ _GO_TYPE = {"string": "string", "integer": "int64", "float": "float64", "bool": 
             "datetime": "time.Time", "array": "[]interface {}", "map": "map[string]interface {}"}
 
 # -- units ------------------------------------------------------------------
-_DUR_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DUR_RE = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
 def parse_duration(s: str | int | float) -> float:
@@ -48,30 +47,7 @@ def parse_duration(s: str | int | float) -> float:
         raise ValueError(f"invalid duration {s!r}")
     if isinstance(s, (int, float)):
         return float(s)
-    text = s.strip()
-    sign = 1.0
-    if text[:1] in "+-" and text:
-        sign = -1.0 if text[0] == "-" else 1.0
-        text = text[1:]
-    if text == "0":
-        return 0.0
-    if not text:
-        raise ValueError(f'time: invalid duration "{s}"')
-    total, pos = 0.0, 0
-    for m in _DUR_RE.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _DUR_UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(text):
-        m = re.match(r"[\d.]*([^\d.]*)", text[pos:])
-        unit = m.group(1) if m else ""
-        if unit and pos < len(text) and text[pos:pos + 1].isdigit():
-            raise ValueError(f'time: unknown unit "{unit}" in duration "{s}"')
-        if not unit and text[pos:pos + 1].isdigit():
-            raise ValueError(f'time: missing unit in duration "{s}"')
-        raise ValueError(f'time: invalid duration "{s}"')
-    return sign * total
+    return parse_go_duration(s.strip()) / 1e9
 
 
 def parse_size(v: str | int) -> int:

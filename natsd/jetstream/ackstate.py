@@ -12,6 +12,8 @@ import json
 import logging
 import random
 
+from natsd.gofmt import parse_go_duration
+
 log = logging.getLogger("natsd")
 
 NS = 1_000_000_000
@@ -268,7 +270,7 @@ class AckState:
                 if arg.startswith(b"{"):
                     delay = int(json.loads(arg).get("delay") or 0)
                 else:
-                    delay = _parse_go_duration(arg.decode())
+                    delay = parse_go_duration(arg.decode())
             except Exception:
                 delay = None
             if delay is not None:
@@ -298,22 +300,3 @@ class AckState:
                         stream=self.stream.name, consumer=self.name, consumer_seq=dseq,
                         stream_seq=sseq, ack_time=max(0, now_ns() - p_ts), deliveries=dc)
 
-
-_UNITS = {"ns": 1, "us": 1000, "µs": 1000, "ms": 1_000_000, "s": NS, "m": 60 * NS,
-          "h": 3600 * NS}
-
-
-def _parse_go_duration(s):
-    import re
-    if not s:
-        raise ValueError(s)
-    total = 0
-    pos = 0
-    for m in re.finditer(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", s):
-        if m.start() != pos:
-            raise ValueError(s)
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(s):
-        raise ValueError(s)
-    return int(total)

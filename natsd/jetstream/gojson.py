@@ -7,8 +7,8 @@ a json.Decoder with DisallowUnknownFields decoding value after value into the sa
 "exceeded max depth", "json: cannot unmarshal number 1e3 into Go struct field
 CreateConsumerRequest.config.max_deliver of type int", `json: unknown field "x"`,
 "parsing time ..."), and in non-strict mode Go's json.Unmarshal fallback; plus the request
-gates `is_empty_request` / `is_json_object_or_array`, `go_parse_rfc3339`,
-`go_parse_duration` and the quoting helpers.
+gates `is_empty_request` / `is_json_object_or_array`, `go_parse_rfc3339` and the
+quoting helpers.
 
 Bytes that are not UTF-8 are kept through the parser (surrogateescape) and become U+FFFD in
 decoded strings, as Go does; a JSON escape of a lone surrogate becomes U+FFFD too. Nesting
@@ -768,71 +768,3 @@ def go_parse_rfc3339(value):
     return secs * 1_000_000_000 + nsec
 
 
-_UNITS = {"ns": 1, "us": 1000, "\u00b5s": 1000, "\u03bcs": 1000, "ms": 1_000_000,
-          "s": 1_000_000_000, "m": 60_000_000_000, "h": 3_600_000_000_000}
-
-
-def go_parse_duration(s):
-    """Go's time.ParseDuration -> ns; ValueError when Go returns an error."""
-    orig = s
-    neg = False
-    if s and s[0] in "+-":
-        neg = s[0] == "-"
-        s = s[1:]
-    if s == "0":
-        return 0
-    if not s:
-        raise ValueError("invalid duration " + strconv_quote(orig))
-    d = 0
-    while s:
-        if not (s[0] == "." or "0" <= s[0] <= "9"):
-            raise ValueError("invalid duration " + strconv_quote(orig))
-        k = 0
-        while k < len(s) and "0" <= s[k] <= "9":
-            k += 1
-        pre = k > 0
-        v = int(s[:k]) if pre else 0
-        if v > (1 << 63):
-            raise ValueError("invalid duration " + strconv_quote(orig))
-        s = s[k:]
-        f, scale, post = 0, 1.0, False
-        if s and s[0] == ".":
-            s = s[1:]
-            k = 0
-            overflow = False
-            while k < len(s) and "0" <= s[k] <= "9":
-                if not overflow:
-                    if f > ((1 << 63) - 1) // 10:
-                        overflow = True
-                    else:
-                        f = f * 10 + int(s[k])
-                        scale *= 10
-                k += 1
-            post = k > 0
-            s = s[k:]
-        if not pre and not post:
-            raise ValueError("invalid duration " + strconv_quote(orig))
-        k = 0
-        while k < len(s) and not (s[k] == "." or "0" <= s[k] <= "9"):
-            k += 1
-        if k == 0:
-            raise ValueError("missing unit in duration " + strconv_quote(orig))
-        unit = _UNITS.get(s[:k])
-        if unit is None:
-            raise ValueError("unknown unit " + strconv_quote(s[:k]) + " in duration " + strconv_quote(orig))
-        s = s[k:]
-        if v > (1 << 63) // unit:
-            raise ValueError("invalid duration " + strconv_quote(orig))
-        v *= unit
-        if f > 0:
-            v += int(float(f) * (float(unit) / scale))
-            if v > (1 << 63):
-                raise ValueError("invalid duration " + strconv_quote(orig))
-        d += v
-        if d > (1 << 63):
-            raise ValueError("invalid duration " + strconv_quote(orig))
-    if neg:
-        return -d
-    if d > (1 << 63) - 1:
-        raise ValueError("invalid duration " + strconv_quote(orig))
-    return d

@@ -1,7 +1,7 @@
 """NATS message headers as JetStream reads and writes them: the `NATS/1.0` block parsed
 (first value per key, as nats-server's sliceHeader), built, edited (nats-server's setHeader),
 and the Nats-TTL value read and parsed (parseMessageTTL)."""
-from natsd.jetstream.gojson import go_parse_duration
+from natsd.gofmt import parse_go_duration
 
 NS = 1_000_000_000
 
@@ -54,7 +54,7 @@ def parse_ttl(v):
     if v.lower() == "never":
         return -1
     try:
-        d = go_parse_duration(v)
+        d = parse_go_duration(v)
     except ValueError:
         if not v or not v.isascii() or not v.isdigit():
             raise ValueError(v)

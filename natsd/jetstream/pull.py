@@ -20,7 +20,8 @@ import time
 
 from natsd.jetstream import gojson
 from natsd.jetstream.advisories import nuid
-from natsd.jetstream.consumerconfig import format_time, go_duration
+from natsd.gofmt import go_duration
+from natsd.jetstream.consumerconfig import format_time
 
 NS = 1_000_000_000
 NO_PRIORITY = 2 ** 31 - 1               # a request without a priority group sorts last

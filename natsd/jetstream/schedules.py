@@ -21,7 +21,8 @@ import zoneinfo
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.consumerconfig import format_time
-from natsd.jetstream.gojson import go_parse_duration, go_parse_rfc3339
+from natsd.gofmt import parse_go_duration
+from natsd.jetstream.gojson import go_parse_rfc3339
 from natsd.jetstream.headers import build_headers, header_lines, parse_headers, parse_ttl
 from natsd.subject import is_valid_literal_subject, subjects_overlap
 
@@ -74,7 +75,7 @@ def next_time(pattern, loc, ts_ns):
         if loc is not None:
             raise BadPattern(pattern)
         try:
-            every = go_parse_duration(pattern[7:])
+            every = parse_go_duration(pattern[7:])
         except ValueError:
             raise BadPattern(pattern)
         if every < NS:

@@ -10,6 +10,7 @@ ignored, a wrong type is an error).
 import re
 from datetime import datetime, timezone
 
+from natsd.gofmt import go_duration
 from natsd.monitor.http import HttpError
 
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
@@ -189,46 +190,6 @@ def my_uptime(seconds):
         return "%dm%ds" % (tmins, tsecs % 60)
     return "%ds" % tsecs
 
-
-def _fmt_frac(v, prec):
-    """Go's fmtFrac: v in units of 10**-prec, trailing zeros dropped."""
-    digits = ""
-    printed = False
-    for _ in range(prec):
-        d = v % 10
-        printed = printed or d != 0
-        if printed:
-            digits = str(d) + digits
-        v //= 10
-    return ("." + digits if printed else ""), v
-
-
-def go_duration(nanos):
-    """time.Duration.String(): 0s, 487µs, 1.227311ms, 1m2.5s, 1h0m0s."""
-    nanos = int(nanos)
-    if nanos == 0:
-        return "0s"
-    neg = nanos < 0
-    u = -nanos if neg else nanos
-    if u < 1000000000:
-        if u < 1000:
-            s = "%dns" % u
-        elif u < 1000000:
-            frac, whole = _fmt_frac(u, 3)
-            s = "%d%sµs" % (whole, frac)
-        else:
-            frac, whole = _fmt_frac(u, 6)
-            s = "%d%sms" % (whole, frac)
-    else:
-        frac, whole = _fmt_frac(u, 9)
-        s = "%d%ss" % (whole % 60, frac)
-        whole //= 60
-        if whole > 0:
-            s = "%dm" % (whole % 60) + s
-            whole //= 60
-            if whole > 0:
-                s = "%dh" % whole + s
-    return "-" + s if neg else s
 
 
 def rtt_string(seconds):

@@ -8,6 +8,7 @@ does for any failure.
 """
 from dataclasses import dataclass
 
+from natsd.gofmt import go_duration
 from natsd.monitor import params as P
 
 MAX_CPU_NANOS = 15 * 10 ** 9
@@ -36,7 +37,7 @@ def handler(server, opts):
         error = "Profile name not specified"
     elif opts.name == "cpu":
         if opts.duration <= 0 or opts.duration > MAX_CPU_NANOS:
-            error = "Duration %s should be between 0s and 15s" % P.go_duration(opts.duration)
+            error = "Duration %s should be between 0s and 15s" % go_duration(opts.duration)
         else:
             error = "Failed to start CPU profile: natsd has no Go runtime to profile"
     else:

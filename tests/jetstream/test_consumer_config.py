@@ -2,6 +2,8 @@
 rendering (omit-empty) and which fields an update may change; plus pull request parsing."""
 import pytest
 
+from natsd.gofmt import go_duration
+
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream.errors import ApiError
 from natsd.jetstream.pull import BadRequest, parse_next_request, status_hdr
@@ -99,11 +101,11 @@ def test_times_roundtrip():
 
 
 def test_go_duration():
-    assert cc.go_duration(10 * NS) == "10s"
-    assert cc.go_duration(90 * NS) == "1m30s"
-    assert cc.go_duration(500_000_000) == "500ms"
-    assert cc.go_duration(3600 * NS) == "1h0m0s"
-    assert cc.go_duration(1500) == "1.5µs"
+    assert go_duration(10 * NS) == "10s"
+    assert go_duration(90 * NS) == "1m30s"
+    assert go_duration(500_000_000) == "500ms"
+    assert go_duration(3600 * NS) == "1h0m0s"
+    assert go_duration(1500) == "1.5µs"
 
 
 def test_update_rules():

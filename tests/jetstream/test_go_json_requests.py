@@ -5,6 +5,8 @@ requests; the end-to-end tests send them to natsd and to the reference, the unit
 the decoder directly (fast, no server)."""
 import pytest
 
+from natsd.gofmt import parse_go_duration
+
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import gojson
 from natsd.jetstream import streamconfig as sc
@@ -205,12 +207,16 @@ def test_decoder_unit():
 
 
 def test_go_durations():
-    d = gojson.go_parse_duration
+    d = parse_go_duration
     assert d("1.5s") == 1_500_000_000 and d("-5s") == -5_000_000_000 and d("+1h2m") == 3_720_000_000_000
     assert d("0") == 0 and d("1\u00b5s") == 1000 and d(".5ms") == 500_000
     for bad in ("", "5", "+5", "-", "1x", "s", "9223372036854775808ns", "1..5s"):
         with pytest.raises(ValueError):
             d(bad)
+    with pytest.raises(ValueError, match='^time: unknown unit "x" in duration "1x"$'):
+        d("1x")
+    with pytest.raises(ValueError, match='^time: missing unit in duration "5"$'):
+        d("5")
 
 
 def test_decoding_natsd(natsd, tmp_path):
