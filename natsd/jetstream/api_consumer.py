@@ -204,10 +204,12 @@ def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False)
         cfg["pause_until"] = eo.cfg["pause_until"]
     cc.set_static_metadata(cfg)
     scfg = stream.config
-    cc.set_defaults(cfg, scfg, pedantic)
+    srv_limits = jsa.engine.opts.limits if jsa is not None else None
+    acc_limits = getattr(jsa, "limits", None)
+    cc.set_defaults(cfg, scfg, pedantic, srv_limits, acc_limits)
     if not cfg["durable_name"] and cfg["inactive_threshold"] <= 0:
         cfg["inactive_threshold"] = cc.DEFAULT_INACTIVE
-    cc.check(cfg, scfg)
+    cc.check(cfg, scfg, srv_limits, acc_limits)
     retention = scfg.get("retention", "limits")
     if eo is not None:
         if action == "create" and cfg != eo.cfg:

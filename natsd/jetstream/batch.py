@@ -6,7 +6,9 @@ the last message with `"batch"` and `"count"`.
 
 Owns: the staging (in memory: a batch that is not committed is never stored, so a crash before
 the commit loses it whole), nats-server's limits (1,000 messages per batch, 50 batches in
-flight per stream, 1,000 per server, 10 s without a message abandons a batch) and its errors,
+flight per stream, 1,000 per server, 10 s without a message abandons a batch; each can be set
+in `jetstream { limits { batch { max_msgs, max_inflight_per_stream, max_inflight_total,
+timeout } } }`) and its errors,
 and the `stream_batch_abandoned` advisory. The commit runs in one step of the event loop; if a
 message of it is refused (an expected-sequence header, a limit), the messages stored before it
 are truncated away and the error answers the commit.
@@ -38,12 +40,29 @@ class Batch:
         self.timer = None
 
 
+class Limits:
+    """The batch limits in force: nats-server's defaults, or the config's positive values."""
+    __slots__ = ("max_msgs", "per_stream", "total", "timeout")
+
+    def __init__(self, conf=None):
+        conf = conf or {}
+
+        def pick(key, default):
+            v = conf.get(key, 0)
+            return v if v > 0 else default
+        self.max_msgs = pick("max_msgs", MAX_BATCH_SIZE)
+        self.per_stream = pick("max_inflight_per_stream", MAX_INFLIGHT_PER_STREAM)
+        self.total = pick("max_inflight_total", MAX_INFLIGHT_TOTAL)
+        self.timeout = pick("timeout", BATCH_TIMEOUT)
+
+
 class AtomicBatches:
     """The batches in flight on one stream."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, limits=None):
         self.stream = stream
         self.open = {}
+        self.limits = limits or Limits()
 
     def handle(self, batch_id, subject, reply, hdr, payload, headers):
         """One batch message: stage it, or commit the batch. -> the commit's (puback, sync)
@@ -65,14 +84,15 @@ class AtomicBatches:
         commit = headers.get("Nats-Batch-Commit")
         eob = commit == "eob"
         size = seq - 1 if eob else seq
+        lim = self.limits
         b = self.open.get(batch_id)
         if b is None:
             if seq != 1:
-                if size > MAX_BATCH_SIZE:
-                    raise E.error("JSAtomicPublishTooLargeBatchErrF", size=MAX_BATCH_SIZE)
+                if size > lim.max_msgs:
+                    raise E.error("JSAtomicPublishTooLargeBatchErrF", size=lim.max_msgs)
                 raise E.error("JSAtomicPublishIncompleteBatchErr")
             global _inflight_total
-            if len(self.open) + 1 > MAX_INFLIGHT_PER_STREAM or _inflight_total + 1 > MAX_INFLIGHT_TOTAL:
+            if len(self.open) + 1 > lim.per_stream or _inflight_total + 1 > lim.total:
                 raise E.error("JSAtomicPublishTooManyInflight")
             _inflight_total += 1
             b = self.open[batch_id] = Batch(batch_id)
@@ -82,9 +102,9 @@ class AtomicBatches:
         if len(b.msgs) + 1 != seq or (seq == 1 and eob):
             self._abandon(b, "incomplete")
             raise E.error("JSAtomicPublishIncompleteBatchErr")
-        if size > MAX_BATCH_SIZE:
+        if size > lim.max_msgs:
             self._abandon(b, "large")
-            raise E.error("JSAtomicPublishTooLargeBatchErrF", size=MAX_BATCH_SIZE)
+            raise E.error("JSAtomicPublishTooLargeBatchErrF", size=lim.max_msgs)
         if commit is None:
             b.msgs.append((bytes(subject), bytes(hdr), bytes(payload), headers))
             self._arm(b)
@@ -139,7 +159,7 @@ class AtomicBatches:
     def _arm(self, b):
         if b.timer is not None:
             b.timer.cancel()
-        b.timer = self.stream.loop.call_later(BATCH_TIMEOUT, self._timed_out, b)
+        b.timer = self.stream.loop.call_later(self.limits.timeout, self._timed_out, b)
 
     def _timed_out(self, b):
         b.timer = None

@@ -13,6 +13,7 @@ import re
 import time
 
 from natsd import VERSION
+from natsd.gofmt import go_duration
 from natsd.jetstream import errors as E
 from natsd.jetstream import gojson
 from natsd.subject import has_wildcard, is_valid_subject, subject_is_subset
@@ -119,35 +120,6 @@ def format_time(ns):
     return out + "Z"
 
 
-def go_duration(ns):
-    """Go's time.Duration.String() for the 409 texts ("10s", "1m30s", "500ms")."""
-    ns = int(ns)
-    if ns == 0:
-        return "0s"
-    neg = ns < 0
-    ns = abs(ns)
-    if ns < NS:
-        if ns < 1000:
-            s = "%dns" % ns
-        elif ns < MS:
-            s = _trim("%.3f" % (ns / 1000)) + "µs"
-        else:
-            s = _trim("%.6f" % (ns / MS)) + "ms"
-    else:
-        h, rem = divmod(ns, 3600 * NS)
-        m, rem = divmod(rem, 60 * NS)
-        sec = _trim("%.9f" % (rem / NS))
-        s = ""
-        if h:
-            s += "%dh" % h
-        if h or m:
-            s += "%dm" % m
-        s += sec + "s"
-    return ("-" if neg else "") + s
-
-
-def _trim(s):
-    return s.rstrip("0").rstrip(".") if "." in s else s
 
 
 # ---- decoding ----
@@ -280,8 +252,11 @@ def valid_asset_name(name):
 
 # ---- defaults and validation ----
 
-def set_defaults(cfg, stream_cfg=None, pedantic=False):
-    """setConsumerConfigDefaults."""
+def set_defaults(cfg, stream_cfg=None, pedantic=False, server_limits=None, account_limits=None):
+    """setConsumerConfigDefaults. `server_limits` is the config's `jetstream { limits {} }`,
+    `account_limits` the account's JetStream limits (both dicts, possibly empty)."""
+    srv = server_limits or {}
+    acc_map = int((account_limits or {}).get("max_ack_pending", -1) or -1)
     climits = (stream_cfg or {}).get("consumer_limits") or {}
     if cfg["max_deliver"] == 0 or cfg["max_deliver"] < -1:
         if pedantic and cfg["max_deliver"] < -1:
@@ -315,7 +290,13 @@ def set_defaults(cfg, stream_cfg=None, pedantic=False):
     if cfg["inactive_threshold"] == 0:
         cfg["inactive_threshold"] = int(climits.get("inactive_threshold") or 0)
     if cfg["max_ack_pending"] == 0 and cfg["ack_policy"] != "none":
-        cfg["max_ack_pending"] = DEFAULT_MAX_ACK_PENDING
+        cfg["max_ack_pending"] = min([DEFAULT_MAX_ACK_PENDING] + [
+            lim for lim in (int(srv.get("max_ack_pending", 0)), acc_map) if lim > 0])
+    if not cfg["deliver_subject"] and cfg["max_batch"] == 0 and srv.get("max_request_batch", 0) > 0:
+        if pedantic:
+            raise E.error("JSPedanticErrF",
+                          err="max_request_batch must be set if it's JetStream limits are set")
+        cfg["max_batch"] = int(srv["max_request_batch"])
     if cfg["priority_policy"] == "pinned_client" and cfg["priority_timeout"] == 0:
         cfg["priority_timeout"] = DEFAULT_PINNED_TTL
     if cfg["ack_policy"] == "flow_control" and not pedantic:
@@ -332,9 +313,10 @@ def valid_group_name(g):
     return bool(_GROUP_RE.match(g)) and "\n" not in g
 
 
-def check(cfg, stream_cfg=None):
+def check(cfg, stream_cfg=None, server_limits=None, account_limits=None):
     """checkConsumerCfg: raise the ApiError nats-server would return."""
     scfg = stream_cfg or {}
+    srv = server_limits or {}
     retention = scfg.get("retention", "limits")
     if cfg["name"] and not valid_asset_name(cfg["name"]):
         raise E.error("JSStreamInvalidConfigF",
@@ -401,10 +383,15 @@ def check(cfg, stream_cfg=None):
             raise E.error("JSConsumerMaxRequestBatchNegativeErr")
         if cfg["max_expires"] != 0 and cfg["max_expires"] < MS:
             raise E.error("JSConsumerMaxRequestExpiresTooSmall")
+        srv_batch = int(srv.get("max_request_batch", 0))
+        if 0 < srv_batch < cfg["max_batch"]:
+            raise E.error("JSConsumerMaxRequestBatchExceededF", limit=srv_batch)
     climits = scfg.get("consumer_limits") or {}
-    cmap = int(climits.get("max_ack_pending") or 0)
-    if cmap > 0 and cfg["max_ack_pending"] > cmap:
-        raise E.error("JSConsumerMaxPendingAckExcessErrF", limit=cmap)
+    for cap in (int(srv.get("max_ack_pending", 0)),
+                int((account_limits or {}).get("max_ack_pending", -1) or -1),
+                int(climits.get("max_ack_pending") or 0)):
+        if 0 < cap < cfg["max_ack_pending"]:
+            raise E.error("JSConsumerMaxPendingAckExcessErrF", limit=cap)
     cit = int(climits.get("inactive_threshold") or 0)
     if cit > 0 and cfg["inactive_threshold"] > cit:
         raise E.error("JSConsumerInactiveThresholdExcess", limit=go_duration(cit))

@@ -20,7 +20,7 @@ from natsd.jetstream import counters
 from natsd.jetstream import errors as E
 from natsd.jetstream import schedules
 from natsd.jetstream import storeadapter as S
-from natsd.jetstream.batch import AtomicBatches
+from natsd.jetstream.batch import AtomicBatches, Limits as BatchLimits
 from natsd.jetstream.headers import build_headers, parse_headers, parse_ttl, ttl_header
 from natsd.jetstream.streamconfig import config_json
 from natsd.jetstream.sourcing import get_hash
@@ -96,7 +96,7 @@ class Stream:
         self.dedup = {}                 # msg id -> (seq, ts)
         self.dedup_order = []           # (ts, msg id) FIFO
         self.last_msg_id = ""
-        self.batches = AtomicBatches(self)
+        self.batches = AtomicBatches(self, BatchLimits(self.engine.opts.limits.get("batch")))
         self.schedules = schedules.Timetable(self)
         self.age_timer = None
         self.ttl_heap = []              # (expire ns, seq)

@@ -8,6 +8,7 @@ A config is a plain dict with the API's JSON field names.
 """
 import json
 
+from natsd.gofmt import go_duration
 from natsd.jetstream import errors as E
 from natsd.jetstream import gojson
 from natsd.subject import is_valid_subject, subjects_overlap, subject_is_subset
@@ -150,6 +151,12 @@ def check_filters_at_create(cfg):
                 raise E.JSStreamCreateErrF(err="subject filter '%s' for the source: invalid subject" % f)
 
 
+def _server_limits(jsa):
+    """The config's `jetstream { limits {} }` as seen through an account (or {})."""
+    engine = getattr(jsa, "engine", None)
+    return engine.opts.limits if engine is not None else {}
+
+
 def check_config(cfg, pedantic=False, lookup=None, limits=None):
     """Apply defaults and validate; returns a new config dict or raises ApiError.
 
@@ -195,17 +202,26 @@ def check_config(cfg, pedantic=False, lookup=None, limits=None):
     mirror = cfg.get("mirror")
     sources = cfg.get("sources") or []
     dup = cfg.get("duplicate_window", 0)
+    srv_dup = int(_server_limits(limits).get("duplicate_window", 0) * 1e9)
     if dup == 0 and mirror is None and not sources:
-        if max_age != 0 and max_age < DEFAULT_DUPLICATE_WINDOW:
+        max_window = DEFAULT_DUPLICATE_WINDOW
+        if 0 < srv_dup < max_window:
+            if pedantic:
+                raise E.JSPedanticErrF(err="duplicate window limits are higher than current limits")
+            max_window = srv_dup
+        if max_age != 0 and max_age < max_window:
             if pedantic:
                 raise E.JSPedanticErrF(err="duplicate window cannot be bigger than max age")
             dup = max_age
         else:
-            dup = DEFAULT_DUPLICATE_WINDOW
+            dup = max_window
     if dup < 0:
         raise _invalid("duplicates window can not be negative")
     if max_age != 0 and dup > max_age:
         raise _invalid("duplicates window can not be larger then max age")
+    if 0 < srv_dup < dup:
+        raise _invalid("duplicates window can not be larger then server limit of %s"
+                       % go_duration(srv_dup))
     if 0 < dup < MS100:
         raise _invalid("duplicates window needs to be >= 100ms")
     if dup:
