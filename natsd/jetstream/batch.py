@@ -11,14 +11,16 @@ in `jetstream { limits { batch { max_msgs, max_inflight_per_stream, max_inflight
 timeout } } }`) and its errors,
 and the `stream_batch_abandoned` advisory. The commit runs in one step of the event loop; if a
 message of it is refused (an expected-sequence header, a limit), the messages stored before it
-are truncated away and the error answers the commit.
+are truncated away and the error answers the commit. Each message is its own write, so a crash
+inside a commit can leave the first part of a batch on disk: `discard_partial` removes it at
+restart (it was never acknowledged: the PubAck waits for the sync after the last message).
 """
 import logging
 
 from natsd.jetstream import advisories
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
-from natsd.jetstream.headers import set_header
+from natsd.jetstream.headers import set_header, slice_header
 
 log = logging.getLogger("natsd")
 
@@ -184,6 +186,31 @@ class AtomicBatches:
     def close(self):
         for b in list(self.open.values()):
             self._drop(b)
+
+
+def discard_partial(stream):
+    """At restart: if the stream ends inside a batch (its last message has a Nats-Batch-Id and
+    no Nats-Batch-Commit), remove that batch's messages. Their sequences are not reused.
+    -> the (first, last) sequences removed, or None."""
+    if not stream.config.get("allow_atomic"):
+        return None
+    store = stream.store
+    last = seq = S.state(store)["last_seq"]
+    rec = S.load(store, seq) if seq else None
+    if rec is None or slice_header(rec[1], b"Nats-Batch-Commit") is not None:
+        return None
+    batch_id = slice_header(rec[1], b"Nats-Batch-Id")
+    if not batch_id:
+        return None
+    while (rec is not None and slice_header(rec[1], b"Nats-Batch-Id") == batch_id
+           and slice_header(rec[1], b"Nats-Batch-Commit") is None):
+        S.remove(store, seq)
+        seq -= 1
+        rec = S.load(store, seq) if seq else None
+    log.warning("  Removed a partial batch write for stream '%s > %s' (seq %d to %d): the "
+                "server stopped inside its commit, before acknowledging it",
+                stream.jsa.name, stream.name, seq + 1, last)
+    return seq + 1, last
 
 
 def _uint(v):

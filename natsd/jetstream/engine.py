@@ -15,7 +15,7 @@ import time
 
 from natsd._core.sublist import Subscription
 from natsd.jetstream import errors as E
-from natsd.jetstream import jscrypt, placement
+from natsd.jetstream import batch, jscrypt, placement
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.stream import Stream, rfc3339
 from natsd.jetstream.streamconfig import API_LEVEL, config_json
@@ -256,6 +256,7 @@ class JsAccount:
                 log.warning("  Stream '%s > %s' lost sequences %d..%d at the tail of its store; "
                             "its last sequence stays %d", self.name, cfg["name"], lost[0], lost[1],
                             lost[1])
+            batch.discard_partial(st)
             n = S.state(st.store)["messages"]
             log.info("  Restored %s messages for stream '%s > %s' in %s", "{:,}".format(n), self.name,
                      cfg["name"], "%.3fms" % ((time.monotonic() - t0) * 1000))
