@@ -13,6 +13,7 @@ from natsd._core.router import publish
 from natsd.jetstream import advisories, gojson, placement, snapshot
 from natsd.jetstream import errors as E
 from natsd.jetstream import storeadapter as S
+from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import build_headers
 from natsd.jetstream.stream import parse_rfc3339, rfc3339
 from natsd.jetstream.streamconfig import (STREAM_FIELDS, check_config, check_filters_at_create,
@@ -184,7 +185,7 @@ class ApiHandler:
             ctx.send(E.JSClusterRequiredErr())
             return
         from natsd.jetstream import api_consumer
-        if op != "CONSUMER.RESET" and api_consumer.required_level_too_high(hdr):
+        if op != "CONSUMER.RESET" and required_level_too_high(hdr):
             # some consumer requests are checked before the level (as nats-server does)
             early = api_consumer.precheck(op, payload, bool(self.engine.strict)) \
                 if op.startswith("CONSUMER.") else None
@@ -480,7 +481,6 @@ class ApiHandler:
         if st is None:
             return
         send = lambda h, d=b"": publish(jsa.sublist, reply, None, h, d)   # noqa: E731
-        from natsd.jetstream.api_consumer import required_level_too_high
         if required_level_too_high(hdr):
             send(b"NATS/1.0 412 Required Api Level\r\n\r\n")
             return

@@ -16,6 +16,7 @@ from natsd._core.router import publish
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import errors as E
 from natsd.jetstream import gojson
+from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import slice_header
 from natsd.jetstream.consumer import Consumer, consumer_dir, now_ns, _ephemeral_name
 from natsd.subject import subjects_overlap
@@ -488,18 +489,6 @@ def precheck(op, payload, strict=True):
         return err
     return None
 
-
-def required_level_too_high(hdr):
-    """nats-server's errorOnRequiredApiLevel: a Nats-Required-Api-Level that is not an int or
-    is above the server's level."""
-    v = slice_header(hdr, b"Nats-Required-Api-Level")
-    if not v:
-        return False
-    digits = v[1:] if v[:1] in (b"+", b"-") else v
-    if not digits or not digits.isdigit():
-        return True
-    n = int(v)
-    return not -(1 << 63) <= n < (1 << 63) or n > cc.JS_API_LEVEL
 
 
 _PAGED_REQ = {"offset": ("int", "int")}

@@ -14,13 +14,13 @@ import time
 
 from natsd import VERSION
 from natsd.gofmt import go_duration
+from natsd.jetstream.apilevel import API_LEVEL
 from natsd.jetstream import errors as E
 from natsd.jetstream import gojson
 from natsd.subject import has_wildcard, is_valid_subject, subject_is_subset
 
 NS = 1_000_000_000
 MS = 1_000_000
-JS_API_LEVEL = 5
 DEFAULT_ACK_WAIT = 30 * NS
 DEFAULT_INACTIVE = 5 * NS                # ephemerals
 DEFAULT_MAX_ACK_PENDING = 1000
@@ -203,12 +203,12 @@ def to_json(cfg, dynamic_metadata=False):
         if kind == "map":
             v = dict(v)
             if dynamic_metadata:
-                v[SERVER_LEVEL_KEY] = str(JS_API_LEVEL)
+                v[SERVER_LEVEL_KEY] = str(API_LEVEL)
                 v[SERVER_VERSION_KEY] = VERSION
             v = dict(sorted(v.items()))
         out[name] = v
     if dynamic_metadata and "metadata" not in out:
-        out["metadata"] = {SERVER_LEVEL_KEY: str(JS_API_LEVEL), SERVER_VERSION_KEY: VERSION}
+        out["metadata"] = {SERVER_LEVEL_KEY: str(API_LEVEL), SERVER_VERSION_KEY: VERSION}
     return out
 
 

@@ -18,7 +18,8 @@ from natsd.jetstream import errors as E
 from natsd.jetstream import batch, jscrypt, placement
 from natsd.jetstream import storeadapter as S
 from natsd.jetstream.stream import Stream, rfc3339
-from natsd.jetstream.streamconfig import API_LEVEL, config_json
+from natsd.jetstream.apilevel import API_LEVEL
+from natsd.jetstream.streamconfig import config_json
 
 log = logging.getLogger("natsd")
 

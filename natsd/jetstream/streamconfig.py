@@ -11,9 +11,9 @@ import json
 from natsd.gofmt import go_duration
 from natsd.jetstream import errors as E
 from natsd.jetstream import gojson
+from natsd.jetstream.apilevel import API_LEVEL
 from natsd.subject import is_valid_subject, subjects_overlap, subject_is_subset
 
-API_LEVEL = 5
 MAX_NAME_LEN = 255
 MAX_DESCRIPTION_LEN = 4 * 1024
 MAX_METADATA_LEN = 128 * 1024
