@@ -28,6 +28,8 @@ MAX_BATCH_SIZE = 1000
 MAX_INFLIGHT_PER_STREAM = 50
 MAX_INFLIGHT_TOTAL = 1000
 BATCH_TIMEOUT = 10.0
+FAST_INFLIGHT_PER_STREAM = 1000     # fast batches (fastbatch.py)
+FAST_INFLIGHT_TOTAL = 50_000
 ABANDONED = "$JS.EVENT.ADVISORY.STREAM.BATCH_ABANDONED."
 
 _inflight_total = 0                 # batches in flight on this server
@@ -43,8 +45,9 @@ class Batch:
 
 
 class Limits:
-    """The batch limits in force: nats-server's defaults, or the config's positive values."""
-    __slots__ = ("max_msgs", "per_stream", "total", "timeout")
+    """The batch limits in force: nats-server's defaults, or the config's positive values
+    (the in-flight limits apply to atomic and to fast batches, with their own defaults)."""
+    __slots__ = ("max_msgs", "per_stream", "total", "fast_per_stream", "fast_total", "timeout")
 
     def __init__(self, conf=None):
         conf = conf or {}
@@ -55,6 +58,8 @@ class Limits:
         self.max_msgs = pick("max_msgs", MAX_BATCH_SIZE)
         self.per_stream = pick("max_inflight_per_stream", MAX_INFLIGHT_PER_STREAM)
         self.total = pick("max_inflight_total", MAX_INFLIGHT_TOTAL)
+        self.fast_per_stream = pick("max_inflight_per_stream", FAST_INFLIGHT_PER_STREAM)
+        self.fast_total = pick("max_inflight_total", FAST_INFLIGHT_TOTAL)
         self.timeout = pick("timeout", BATCH_TIMEOUT)
 
 

@@ -100,3 +100,17 @@ def set_header(hdr, key, value):
         return hdr[:-2] + line + b"\r\n\r\n"
     j = hdr.find(b"\r\n", i + 2)
     return hdr[:i + 2] + line + hdr[j:]
+
+
+def remove_header(hdr, key):
+    """nats-server's removeHeaderIfPresent: drop the first `key:` line; a header block left
+    with no lines becomes None."""
+    k = b"\r\n" + key.encode() + b":"
+    i = hdr.find(k) if hdr else -1
+    if i < 0:
+        return hdr
+    j = hdr.find(b"\r\n", i + 2)
+    if j < 0:
+        return hdr
+    hdr = hdr[:i + 2] + hdr[j + 2:]
+    return None if len(hdr) <= len(b"NATS/1.0\r\n\r\n") else hdr

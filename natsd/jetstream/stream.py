@@ -20,6 +20,7 @@ from natsd.jetstream import counters
 from natsd.jetstream import errors as E
 from natsd.jetstream import schedules
 from natsd.jetstream import storeadapter as S
+from natsd.jetstream import fastbatch
 from natsd.jetstream.batch import AtomicBatches, Limits as BatchLimits
 from natsd.jetstream.headers import build_headers, parse_headers, parse_ttl, ttl_header
 from natsd.jetstream.streamconfig import config_json
@@ -96,7 +97,9 @@ class Stream:
         self.dedup = {}                 # msg id -> (seq, ts)
         self.dedup_order = []           # (ts, msg id) FIFO
         self.last_msg_id = ""
-        self.batches = AtomicBatches(self, BatchLimits(self.engine.opts.limits.get("batch")))
+        batch_limits = BatchLimits(self.engine.opts.limits.get("batch"))
+        self.batches = AtomicBatches(self, batch_limits)
+        self.fast_batches = fastbatch.FastBatches(self, batch_limits)
         self.schedules = schedules.Timetable(self)
         self.age_timer = None
         self.ttl_heap = []              # (expire ns, seq)
@@ -205,7 +208,8 @@ class Stream:
                 tpl = self._ack_template
             prefix, suffix = tpl[1], tpl[2] + b"}"
         for subject, reply, hdr, payload, origin in msgs:
-            if not fast or hdr is not None or (0 <= mms < len(payload)) or self.closed:
+            if not fast or hdr is not None or (0 <= mms < len(payload)) or self.closed \
+                    or (reply is not None and reply.endswith(fastbatch.SUFFIX)):
                 if group and len(acks) > n_acks:
                     self.engine.want_sync(self)
                 self._on_msg(sub, subject, reply, hdr, payload, origin)
@@ -240,6 +244,9 @@ class Stream:
         if self.closed:
             return
         try:
+            if reply and reply.endswith(fastbatch.SUFFIX):
+                req, _ = fastbatch.parse_reply(reply)
+                return self.fast_batches.handle(req, subject, reply, hdr, payload)
             bid = _batch_id(hdr)
             if bid:
                 ack = self.batches.handle(bid, subject, reply, hdr, payload, parse_headers(hdr))
@@ -266,6 +273,18 @@ class Stream:
 
     def _reply(self, reply, data):
         publish(self.jsa.sublist, reply, None, None, data)
+
+    def respond_after_sync(self, reply, data):
+        """Answer in order with the PubAcks: after the group-commit sync of what was stored
+        before (file storage), or now."""
+        if self.file and self.engine.group_commit:
+            self.pending_acks.append((reply, data))
+            self.engine.want_sync(self)
+        else:
+            self._reply(reply, data)
+
+    def last_seq(self):
+        return S.state(self.store)["last_seq"]
 
     store_error = None              # (path, text) of the last disk error (kept until restart)
 
@@ -300,20 +319,22 @@ class Stream:
         S.sync_async(self.store, self.engine.submit, done, failed)
 
     def _puback(self, seq, duplicate=False, value=None, batch=None):
-        """`{"stream":..,"seq":..[,"domain":..][,"duplicate":true][,"val":..]}` from a
-        per-stream template (this runs once per stored message)."""
+        """`{"stream":..[,"domain":..],"seq":..[,"duplicate": true][,"val":..]}`, byte for byte
+        as nats-server writes it, from a per-stream template (this runs once per stored
+        message)."""
         tpl = self._ack_template
         if tpl is None or tpl[0] != self.engine.domain:
             dom = self.engine.domain
-            prefix = E.dumps({"stream": self.name})[:-1] + b',"seq":'
-            suffix = (b',"domain":' + E.dumps(dom) if dom else b"")
-            tpl = self._ack_template = (dom, prefix, suffix)
-        tail = b',"duplicate":true' if duplicate else b""
+            prefix = E.dumps({"stream": self.name})[:-1]
+            if dom:
+                prefix += b',"domain":' + E.dumps(dom)
+            tpl = self._ack_template = (dom, prefix + b',"seq":', b"")
+        tail = b',"duplicate": true' if duplicate else b""
         if batch is not None:
             tail += b',"batch":%s,"count":%d' % (E.dumps(batch[0]), batch[1])
         if value is not None:
             tail += b',"val":"%s"' % value.encode()
-        return b"%s%d%s%s}" % (tpl[1], seq, tpl[2], tail)
+        return b"%s%d%s}" % (tpl[1], seq, tail)
 
     def store_sourced(self, subject, hdr, payload, seq=None, ts=None):
         """Store a message copied by a mirror (origin `seq`/`ts`, byte-for-byte) or a source
@@ -744,6 +765,7 @@ class Stream:
     def stop(self, delete=False):
         self.closed = True
         self.batches.close()
+        self.fast_batches.close()
         self.schedules.close()
         if self.sourcing is not None:
             self.sourcing.stop()
