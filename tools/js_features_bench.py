@@ -2,13 +2,14 @@
 """tools/js_features_bench.py: the 2.12+ JetStream modes, natsd against nats-server.
 
 Runs `natsd-bench` (nats-py) against a fresh natsd and a fresh nats-server, interleaved, best
-of --reps, for: counter increments (`js pub counter`, one at a time, each waiting for its
-PubAck), atomic batch publish (`js pub batch`, batches of 100) and prioritized pulls (`js fetch
+of --reps, for: counter increments (`js pub counter`: `counter` one at a time, each waiting for
+its PubAck, so natsd is bound by the disk's sync latency; `counter100` with 100 increments in
+flight, as an application with many writers), atomic batch publish (`js pub batch`, batches of 100) and prioritized pulls (`js fetch
 --prioritized`, two clients asking with different priorities, explicit acks). natsd runs in
 its default durable mode (fsync before every PubAck); nats-server in its default mode, and with
 `sync_interval: always` for the modes bound by one publisher's round trips.
 
-usage: python tools/js_features_bench.py [--reps 3] [--msgs 20000] [--only counter,batch,prio]
+usage: python tools/js_features_bench.py [--reps 3] [--msgs 20000] [--only counter,counter100,batch,prio]
 """
 import argparse
 import os
@@ -31,6 +32,8 @@ RATE = re.compile(r"stats: ([\d,]+) msgs/sec")
 # name -> (natsd-bench argv before the common flags, argv that fills the stream first or None)
 MODES = {
     "counter": (["js", "pub", "counter", "bench.c", "--stream", "bc", "--create", "--purge"], None, True),
+    "counter100": (["js", "pub", "counter", "bench.c", "--stream", "bc", "--create", "--purge",
+                    "--batch", "100"], None, True),
     "batch": (["js", "pub", "batch", "bench.b", "--stream", "bb", "--create", "--purge", "--batch", "100"],
               None, False),
     "prio": (["js", "fetch", "--stream", "bp", "--prioritized", "--clients", "2", "--batch", "100"],
@@ -66,6 +69,26 @@ def bench(port, argv, msgs):
     return rates[-1]        # the aggregated figure comes last
 
 
+def sync_latency(tmp, n=200):
+    """The median time of a 100-byte append plus fdatasync in the store's directory: the floor
+    of one publisher that waits for each durable PubAck."""
+    import time
+    path = os.path.join(tmp, "sync-probe")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    times = []
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            os.write(fd, b"x" * 100)
+            os.fdatasync(fd)
+            times.append(time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    times.sort()
+    return times[len(times) // 2]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
@@ -74,6 +97,9 @@ def main():
     a = ap.parse_args()
     best = {}
     with tempfile.TemporaryDirectory() as tmp:
+        lat = sync_latency(tmp)
+        print("disk: append + fdatasync median %.1f µs (at most %s durable PubAcks/s for one "
+              "waiting publisher)" % (lat * 1e6, "{:,}".format(int(1 / lat))))
         for rep in range(a.reps):
             for name in a.only.split(","):
                 argv, fill, with_always = MODES[name]
@@ -88,9 +114,9 @@ def main():
                         srv.stop()
                     key = (name, kind + (" (sync always)" if always else ""))
                     best[key] = max(best.get(key, 0), rate)
-    print("%-8s %-28s %12s" % ("mode", "server", "msgs/s"))
+    print("%-10s %-28s %12s" % ("mode", "server", "msgs/s"))
     for (name, kind), rate in best.items():
-        print("%-8s %-28s %12s" % (name, kind, "{:,}".format(rate)))
+        print("%-10s %-28s %12s" % (name, kind, "{:,}".format(rate)))
     for name in a.only.split(","):
         ours, theirs = best.get((name, "natsd")), best.get((name, "nats-server"))
         line = "%s: natsd/nats-server %.2fx" % (name, ours / theirs)
