@@ -12,21 +12,15 @@ exporter's sublist on the imported subject, republishing into the importer, rena
 `prefix`.
 """
 import logging
-import os
-import string
 
 from natsd._core.router import publish, publish_delivery, publish_local, split_delivery
 from natsd._core.sublist import Subscription
+from natsd.ids import random_token
 
 log = logging.getLogger("natsd")
 
 DEFAULT_RESPONSE_THRESHOLD = 120.0          # nats-server: 2m
-_ALPHABET = string.ascii_letters + string.digits
 
-
-def random_token(n):
-    raw = os.urandom(n)
-    return "".join(_ALPHABET[b % 62] for b in raw)
 
 
 def wildcard_destination(pattern):

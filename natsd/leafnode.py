@@ -36,7 +36,7 @@ from natsd.compression import (NOT_SUPPORTED, OFF, S2_AUTO, Compression, Compres
                                codec as compression_codec, compresses)
 from natsd.dialer import Dialer, go_dial_error, host_label
 from natsd.creds import CredsError, check_creds, expand_path, leaf_connect_auth
-from natsd.imports import random_token
+from natsd.ids import random_token
 from natsd.logger import TRACE
 from natsd.linkperms import LinkPerms, internal_interest, internal_message, is_literal
 from natsd.permissions import Permissions

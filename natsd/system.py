@@ -16,7 +16,7 @@ from natsd._core.conn import totals
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_json
-from natsd.imports import random_token
+from natsd.ids import random_token
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339

@@ -124,7 +124,7 @@ class Routes:
         self.name = co.name
         self.dynamic = not co.name
         if self.dynamic:
-            from natsd.imports import random_token
+            from natsd.ids import random_token
             self.name = random_token(22)
         # pooling: -1 turns it off (one route per server, accounts named in every message)
         self.pool_size = co.pool_size if co.pool_size else DEFAULT_POOL_SIZE

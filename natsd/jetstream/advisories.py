@@ -18,10 +18,10 @@ Owns:
     `$JS.EVENT.ADVISORY.STREAM.SNAPSHOT_CREATE|SNAPSHOT_COMPLETE|RESTORE_CREATE|RESTORE_COMPLETE.<s>`.
 """
 import logging
-import os
 import time
 
 from natsd._core.router import publish
+from natsd.ids import random_token
 from natsd.jetstream.errors import dumps
 
 log = logging.getLogger("natsd")
@@ -30,12 +30,7 @@ PREFIX = "$JS.EVENT.ADVISORY."
 API_AUDIT = PREFIX + "API"
 STREAM = PREFIX + "STREAM."
 _ACTION_SUBJ = {"create": "CREATED", "delete": "DELETED", "modify": "UPDATED"}
-_NUID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-
-def nuid():
-    """A 22-character random id (nats-server uses nuid.Next())."""
-    return "".join(_NUID_ALPHABET[b % 62] for b in os.urandom(22))
 
 
 def now():
@@ -56,7 +51,7 @@ def send(sublist, subject, type_name, domain="", /, **fields):
     try:
         if sublist.match(bsubj).total == 0:
             return False
-        ev = {"type": type_name, "id": nuid(), "timestamp": now()}
+        ev = {"type": type_name, "id": random_token(), "timestamp": now()}
         for k, v in fields.items():
             if callable(v):
                 v = v()

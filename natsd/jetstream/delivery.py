@@ -7,9 +7,8 @@ flow control requests (`NATS/1.0 100 FlowControl Request`, reply `$JS.FC.<stream
 <rand>`, window doubling up to 32 MB as nats-server) and idle heartbeats with
 `Nats-Last-Consumer` / `Nats-Last-Stream` (+ `Nats-Consumer-Stalled`).
 """
-import random
-
 from natsd._core.router import publish, publish_delivery
+from natsd.ids import random_token
 
 NS = 1_000_000_000
 
@@ -30,9 +29,7 @@ class PushDelivery:
         publish(self.account.sublist, target, None, hdr, b"")
 
     def _send_fc(self):
-        a = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-        rnd = "".join(random.choice(a) for _ in range(4))
-        self.fcid = "$JS.FC.%s.%s.%s" % (self.stream.name, self.name, rnd)
+        self.fcid = "$JS.FC.%s.%s.%s" % (self.stream.name, self.name, random_token(4))
         self.fcsz = self.pbytes
         publish(self.account.sublist, self.cfg["deliver_subject"].encode(), self.fcid.encode(),
                 b"NATS/1.0 100 FlowControl Request\r\n\r\n", b"")

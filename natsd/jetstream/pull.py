@@ -19,7 +19,7 @@ import collections
 import time
 
 from natsd.jetstream import gojson
-from natsd.jetstream.advisories import nuid
+from natsd.ids import random_token
 from natsd.gofmt import go_duration
 from natsd.jetstream.consumerconfig import format_time
 
@@ -109,7 +109,7 @@ class Pins:
     def assign(self, wr):
         if wr.pg is None or not wr.pg["group"]:
             return False
-        self.id = nuid()
+        self.id = random_token()
         self.since_ns = time.time_ns()
         wr.pg["id"] = self.id
         self.renew(wr.pg["group"])
