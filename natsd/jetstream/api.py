@@ -12,7 +12,6 @@ import logging
 from natsd._core.router import publish
 from natsd.jetstream import advisories, gojson, placement, snapshot
 from natsd.jetstream import errors as E
-from natsd.jetstream import storeadapter as S
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import build_headers
 from natsd.jetstream.stream import parse_rfc3339, rfc3339
@@ -322,8 +321,7 @@ class ApiHandler:
         if sf:
             # stored subjects are bytes (maybe not UTF-8): sorted and paged on the raw bytes
             # like nats-server, keys kept byte-exact (surrogateescape; dumps writes U+FFFD)
-            subs = {(k if isinstance(k, bytes) else k.encode()): v
-                    for k, v in dict(st.store.subjects(sf.encode())).items()}
+            subs = st.store.subjects(sf)
             off = max(req.get("offset", 0), 0)
             keys = sorted(subs)
             if keys:
@@ -394,7 +392,7 @@ class ApiHandler:
         if st.config.get("storage", "file") != "memory":
             # nats-server's file store: errors for a sequence outside the stream, none for one
             # deleted inside it (the memory store never errors)
-            state = S.state(st.store)
+            state = st.store.state()
             if seq == 0 or seq < state["first_seq"] or seq > state["last_seq"] or not state["messages"]:
                 raise E.JSStreamMsgDeleteFailedF(
                     err="stream store EOF" if seq > state["last_seq"] else "no message found")
@@ -417,22 +415,20 @@ class ApiHandler:
         if start is not None:
             seq = _seq_from_time(st, start)
         if seq and not nxt:
-            m = S.load(st.store, seq)
-            rec = (seq,) + m if m else None
+            sm = st.store.load(seq)
         elif nxt:
-            rec = S.load_next(st.store, seq, nxt)
+            sm = st.store.load_next(seq, nxt)
         else:
-            rec = S.load_last(st.store, last)
-        if rec is None:
+            sm = st.store.load_last(last)
+        if sm is None:
             raise E.JSNoMessageFoundErr()
-        rseq, subj, hdr, data, ts = rec
         # the stored subject is bytes, maybe not UTF-8: nats-server's JSON has U+FFFD there
-        msg = {"subject": subj.decode("utf-8", "surrogateescape"), "seq": rseq}
-        if hdr and not req.get("no_hdr"):
-            msg["hdrs"] = base64.b64encode(hdr).decode()
-        if data:
-            msg["data"] = base64.b64encode(data).decode()
-        msg["time"] = rfc3339(ts)
+        msg = {"subject": sm.subject.decode("utf-8", "surrogateescape"), "seq": sm.seq}
+        if sm.hdr and not req.get("no_hdr"):
+            msg["hdrs"] = base64.b64encode(sm.hdr).decode()
+        if sm.msg:
+            msg["data"] = base64.b64encode(sm.msg).decode()
+        msg["time"] = rfc3339(sm.ts)
         return {"message": msg}
 
     def op_stream_snapshot(self, r):
@@ -522,13 +518,12 @@ class ApiHandler:
         else:
             self._direct_get(st, req, send)
 
-    def _hdr(self, st, rec, req, extra=()):
-        rseq, subj, hdr, data, ts = rec
+    def _hdr(self, st, sm, req, extra=()):
         if req.get("no_hdr"):
             return None
-        pairs = [("Nats-Stream", st.name), ("Nats-Subject", subj), ("Nats-Sequence", rseq),
-                 ("Nats-Time-Stamp", rfc3339(ts))] + list(extra)
-        return _build_headers(pairs, hdr)
+        pairs = [("Nats-Stream", st.name), ("Nats-Subject", sm.subject), ("Nats-Sequence", sm.seq),
+                 ("Nats-Time-Stamp", rfc3339(sm.ts))] + list(extra)
+        return _build_headers(pairs, sm.hdr)
 
     def _direct_get(self, st, req, send):
         store = st.store
@@ -541,27 +536,26 @@ class ApiHandler:
         batch = batch or 1
         np = lseq = 0
         if is_batch:
-            np = S.num_pending(store, max(seq, 1), nxt or None)
+            np = store.num_pending(max(seq, 1), nxt or None)
         mb = req.get("max_bytes", 0) or self.server.opts.max_pending
         sent = 0
         for i in range(batch):
             if seq > 0 and not nxt:
                 if i == 0 and not is_batch:
-                    m = S.load(store, seq)
-                    rec = (seq,) + m if m else None
+                    sm = store.load(seq)
                 else:
-                    rec = S.load_next(store, seq, None)
-                    if rec is not None:
-                        seq = rec[0]
+                    sm = store.load_next(seq, None)
+                    if sm is not None:
+                        seq = sm.seq
                 seq += 1
             elif nxt:
-                rec = S.load_next(store, seq, nxt)
-                if rec is not None:
-                    seq = rec[0]
+                sm = store.load_next(seq, nxt)
+                if sm is not None:
+                    seq = sm.seq
                 seq += 1
             else:
-                rec = S.load_last(store, req.get("last_by_subj", ""))
-            if rec is None:
+                sm = store.load_last(req.get("last_by_subj", ""))
+            if sm is None:
                 if is_batch and i > 0:
                     break
                 send(b"NATS/1.0 404 Message Not Found\r\n\r\n")
@@ -571,13 +565,13 @@ class ApiHandler:
                 if np > 0:
                     np -= 1
                 extra = (("Nats-Num-Pending", np), ("Nats-Last-Sequence", lseq))
-            send(self._hdr(st, rec, req, extra), rec[3])
-            lseq = rec[0]
-            sent += len(rec[1]) + len(rec[2] or b"") + len(rec[3])
+            send(self._hdr(st, sm, req, extra), sm.msg)
+            lseq = sm.seq
+            sent += len(sm.subject) + len(sm.hdr or b"") + len(sm.msg)
             if sent >= mb:
                 break
         if is_batch:
-            np = S.num_pending(store, seq, nxt or None) if seq <= S.state(store)["last_seq"] else 0
+            np = store.num_pending(seq, nxt or None) if seq <= store.state()["last_seq"] else 0
             send(build_headers([("Nats-Num-Pending", np), ("Nats-Last-Sequence", lseq)], status="204 EOB"))
 
     def _direct_multi(self, st, req, send):
@@ -585,15 +579,15 @@ class ApiHandler:
         up_to = req.get("up_to_seq", 0)
         if req.get("up_to_time"):
             up_to = max(_seq_from_time(st, req["up_to_time"]) - 1, 0)
-        last_seq = S.state(store)["last_seq"]
+        last_seq = store.state()["last_seq"]
         if not up_to or up_to > last_seq:
             up_to = last_seq
         found = {}
         for filt in req["multi_last"]:
-            for subj in S.subjects(store, filt):
-                r = S.load_prev_filtered(store, up_to, subj)
-                if r is not None:
-                    found[r[0]] = r
+            for subj in store.subjects(filt):
+                sm = store.load_prev(up_to, subj) if up_to > 0 else None
+                if sm is not None:
+                    found[sm.seq] = sm
         if not found:
             send(b"NATS/1.0 404 No Results\r\n\r\n")
             return
@@ -606,8 +600,8 @@ class ApiHandler:
         lseq = 0
         for s in seqs:
             np -= 1
-            rec = found[s]
-            send(self._hdr(st, rec, req, (("Nats-Num-Pending", np), ("Nats-Last-Sequence", lseq))), rec[3])
+            sm = found[s]
+            send(self._hdr(st, sm, req, (("Nats-Num-Pending", np), ("Nats-Last-Sequence", lseq))), sm.msg)
             lseq = s
         send(build_headers([("Nats-Num-Pending", 0), ("Nats-Last-Sequence", lseq),
                             ("Nats-UpTo-Sequence", up_to)], status="204 EOB"))
@@ -735,14 +729,14 @@ def _seq_from_time(st, t):
         ns = parse_rfc3339(t)
     except ValueError:
         raise E.JSBadRequestErr()
-    seq = S.state(st.store)["first_seq"]
+    seq = st.store.first_seq
     while True:
-        r = S.load_next(st.store, seq, None)
-        if r is None:
-            return S.state(st.store)["last_seq"] + 1
-        if r[4] >= ns:
-            return r[0]
-        seq = r[0] + 1
+        sm = st.store.load_next(seq, None)
+        if sm is None:
+            return st.store.last_seq + 1
+        if sm.ts >= ns:
+            return sm.seq
+        seq = sm.seq + 1
 
 
 def _same_config(a, b):

@@ -13,12 +13,13 @@ addConsumerWithAssignment (consumer.go); error codes are nats-server's (errors.p
 import logging
 
 from natsd._core.router import publish
+from natsd.ids import random_token
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import errors as E
 from natsd.jetstream import gojson
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import slice_header
-from natsd.jetstream.consumer import Consumer, consumer_dir, now_ns, _ephemeral_name
+from natsd.jetstream.consumer import Consumer, consumer_dir, now_ns
 from natsd.subject import subjects_overlap
 
 log = logging.getLogger("natsd")
@@ -174,7 +175,7 @@ def _create(jsa, tokens, reply, hdr, payload, legacy_durable):
     if cfg.get("direct") and cfg.get("sourcing") and cfg["name"]:
         # a mirror/source elsewhere asks with a stable name; like nats-server, make each
         # create unique so a retry never collides with the consumer it replaces
-        cfg["name"] = "%s-%s" % (cfg["name"], _ephemeral_name())
+        cfg["name"] = "%s-%s" % (cfg["name"], random_token(8))
     stream = _stream(jsa, stream_name)
     if stream is None:
         _respond(jsa, reply, rtype, E.error("JSStreamNotFoundErr"))
@@ -249,9 +250,9 @@ def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False)
     elif cfg["name"]:
         name = cfg["name"]
     else:
-        name = _ephemeral_name()
+        name = random_token(8)
         while name in stream.consumers:
-            name = _ephemeral_name()       # not stamped into the config (as nats-server)
+            name = random_token(8)       # not stamped into the config (as nats-server)
     if not cc.valid_asset_name(name):
         raise E.error("JSConsumerBadDurableNameErr")
     if not _is_utf8(name):

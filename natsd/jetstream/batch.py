@@ -19,7 +19,6 @@ import logging
 
 from natsd.jetstream import advisories
 from natsd.jetstream import errors as E
-from natsd.jetstream import storeadapter as S
 from natsd.jetstream.headers import set_header, slice_header
 
 log = logging.getLogger("natsd")
@@ -127,7 +126,7 @@ class AtomicBatches:
         st = self.stream
         ids = set()
         written = set()                 # subjects the batch writes before the message at hand
-        last_before = S.state(st.store)["last_seq"]
+        last_before = st.store.last_seq
         for i, (subject, _hdr, _payload, h) in enumerate(b.msgs):
             if h.get("Nats-Expected-Last-Msg-Id"):
                 raise E.error("JSAtomicPublishUnsupportedHeaderBatchErr",
@@ -200,18 +199,18 @@ def discard_partial(stream):
     if not stream.config.get("allow_atomic"):
         return None
     store = stream.store
-    last = seq = S.state(store)["last_seq"]
-    rec = S.load(store, seq) if seq else None
-    if rec is None or slice_header(rec[1], b"Nats-Batch-Commit") is not None:
+    last = seq = store.last_seq
+    sm = store.load(seq) if seq else None
+    if sm is None or slice_header(sm.hdr, b"Nats-Batch-Commit") is not None:
         return None
-    batch_id = slice_header(rec[1], b"Nats-Batch-Id")
+    batch_id = slice_header(sm.hdr, b"Nats-Batch-Id")
     if not batch_id:
         return None
-    while (rec is not None and slice_header(rec[1], b"Nats-Batch-Id") == batch_id
-           and slice_header(rec[1], b"Nats-Batch-Commit") is None):
-        S.remove(store, seq)
+    while (sm is not None and slice_header(sm.hdr, b"Nats-Batch-Id") == batch_id
+           and slice_header(sm.hdr, b"Nats-Batch-Commit") is None):
+        store.remove(seq)
         seq -= 1
-        rec = S.load(store, seq) if seq else None
+        sm = store.load(seq) if seq else None
     log.warning("  Removed a partial batch write for stream '%s > %s' (seq %d to %d): the "
                 "server stopped inside its commit, before acknowledging it",
                 stream.jsa.name, stream.name, seq + 1, last)

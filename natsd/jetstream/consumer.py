@@ -22,9 +22,9 @@ import random
 import time
 
 from natsd._core.jsdeliver import client_target, pull_batch
-from natsd._core.log import Log
 from natsd._core.pending import Pending
 from natsd._core.sublist import Subscription
+from natsd.jetstream.store import StoreError
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import persist
 from natsd.jetstream.ackstate import AckState
@@ -45,14 +45,6 @@ def now_ns():
     return time.time_ns()
 
 
-def _nuid():
-    return "".join(random.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") for _ in range(22))
-
-
-def _ephemeral_name():
-    a = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-    return "".join(a[b % 62] for b in os.urandom(8))
-
 
 def account_of(stream):
     """The natsd Account (with .sublist) the stream lives in."""
@@ -68,23 +60,9 @@ def account_of(stream):
 
 
 def store_first_last(store):
+    """(first_seq, last_seq, messages) of a stream's store."""
     st = store.state()
-    if isinstance(st, dict):
-        return int(st.get("first_seq") or 0), int(st.get("last_seq") or 0), int(st.get("msgs", st.get("messages", 0)) or 0)
-    return (int(getattr(st, "first_seq", 0) or 0), int(getattr(st, "last_seq", 0) or 0),
-            int(getattr(st, "msgs", getattr(st, "messages", 0)) or 0))
-
-
-def store_last_seq(store):
-    """The stream's last sequence without building the whole state (once per delivery)."""
-    f = getattr(store, "_last", None)
-    return f() if f is not None else store_first_last(store)[1]
-
-
-def _num(v):
-    if isinstance(v, (tuple, list)):
-        return int(v[0])
-    return int(v or 0)
+    return st["first_seq"], st["last_seq"], st["messages"]
 
 
 class Consumer(AckState, PushDelivery):
@@ -261,7 +239,7 @@ class Consumer(AckState, PushDelivery):
             else:
                 sseq = 0
                 for f in self.filters:
-                    m = _load_last(store, f)
+                    m = store.load_last(f)
                     if m is not None and m.seq > sseq:
                         sseq = m.seq
                 if sseq == 0:
@@ -291,24 +269,15 @@ class Consumer(AckState, PushDelivery):
 
     def _last_per_subject_seqs(self):
         store = self.stream.store
-        if hasattr(store, "subjects") and hasattr(store, "subject_state"):
-            seqs = set()
-            for f in self.filters or [">"]:
-                for subj in store.subjects(f.encode()):
-                    st = store.subject_state(subj)
-                    last = st[2] if isinstance(st, tuple) else getattr(st, "last", 0)
-                    if last:
-                        seqs.add(last)
-            return sorted(seqs)
-        last = {}
-        for sm in self._iter_from(1):
-            last[sm.subject] = sm.seq
-        return sorted(last.values())
+        seqs = set()
+        for f in self.filters or [">"]:
+            for subj in store.subjects(f):
+                last = store.subject_state(subj)[2]
+                if last:
+                    seqs.add(last)
+        return sorted(seqs)
 
     def _seq_from_time(self, ts, first, last):
-        fn = getattr(self.stream.store, "seq_from_time", None)
-        if fn is not None:
-            return fn(ts)
         for sm in self._iter_from(first):
             if sm.ts >= ts:
                 return sm.seq
@@ -344,8 +313,8 @@ class Consumer(AckState, PushDelivery):
     def _store_pending(self, start):
         store = self.stream.store
         if not self.filters:
-            return _num(store.num_pending(start, None, False))
-        return sum(_num(store.num_pending(start, f, False)) for f in self.filters)
+            return store.num_pending(start, None, False)
+        return sum(store.num_pending(start, f, False) for f in self.filters)
 
     # ---- stream events ----
 
@@ -479,7 +448,7 @@ class Consumer(AckState, PushDelivery):
                 if self.npc:
                     # Removals by limits are not signalled, so the count can run high: be exact
                     # at the tail, where clients look at it (KV watchers wait for pending 0).
-                    if sm.seq >= store_last_seq(self.stream.store):
+                    if sm.seq >= self.stream.store.last_seq:
                         self.npc = 0
                     elif self.npc <= 2 and self._literal_filters:
                         self.npc = self._calc_num_pending()
@@ -536,8 +505,8 @@ class Consumer(AckState, PushDelivery):
         if cfg["ack_policy"] not in ("explicit", "all") or cfg["rate_limit_bps"] or cfg["headers_only"] \
                 or cfg["priority_policy"] not in ("none", "prioritized"):  # one request: no order to keep
             return None
-        lg = getattr(self.stream.store, "log", None)
-        if not isinstance(lg, Log):
+        lg = self.stream.store.fast_log()
+        if lg is None:
             return None
         wr = q[0]
         if wr.b > 0 or wr.n <= 0:
@@ -974,19 +943,10 @@ class Consumer(AckState, PushDelivery):
 
 
 def _load(store, seq):
+    """A message to deliver, or None when it is gone or its record cannot be read."""
     try:
         return store.load(seq)
-    except Exception:
-        return None
-
-
-def _load_last(store, f):
-    fn = getattr(store, "load_last", None)
-    if fn is None:
-        return None
-    try:
-        return fn(f)
-    except Exception:
+    except (StoreError, OSError):
         return None
 
 

@@ -16,7 +16,7 @@ import time
 from natsd._core.sublist import Subscription
 from natsd.jetstream import errors as E
 from natsd.jetstream import batch, jscrypt, placement
-from natsd.jetstream import storeadapter as S
+from natsd.jetstream.store import open_store
 from natsd.jetstream.stream import Stream, rfc3339
 from natsd.jetstream.apilevel import API_LEVEL
 from natsd.jetstream.streamconfig import config_json
@@ -113,7 +113,7 @@ class JsAccount:
     def usage(self):
         mem = store = 0
         for s in self.streams.values():
-            b = S.state(s.store)["bytes"]
+            b = s.store.state()["bytes"]
             if s.config.get("storage") == "memory":
                 mem += b
             else:
@@ -184,7 +184,7 @@ class JsAccount:
         sdir = os.path.join(d, "msgs") if d else None
         if sdir and storage == "file":
             os.makedirs(sdir, exist_ok=True)
-        store = S.make_store(storage, sdir, cfg, self.engine.sync_always, crypt)
+        store = open_store(storage, sdir, cfg, self.engine.sync_always, crypt)
         st = Stream(self, cfg, created or time.time_ns(), store, d)
         if crypt is not None:
             # the stream's meta.json is sealed like the rest of its files
@@ -252,13 +252,13 @@ class JsAccount:
                 continue
             if crypt is not None:
                 crypt.commit()          # every file is under the current key (re-keying done)
-            lost = getattr(st.store, "lost_tail", None)
+            lost = st.store.lost_tail
             if lost:
                 log.warning("  Stream '%s > %s' lost sequences %d..%d at the tail of its store; "
                             "its last sequence stays %d", self.name, cfg["name"], lost[0], lost[1],
                             lost[1])
             batch.discard_partial(st)
-            n = S.state(st.store)["messages"]
+            n = st.store.state()["messages"]
             log.info("  Restored %s messages for stream '%s > %s' in %s", "{:,}".format(n), self.name,
                      cfg["name"], "%.3fms" % ((time.monotonic() - t0) * 1000))
             self.engine.recover_consumers(st)
@@ -457,7 +457,7 @@ class JetStream:
             for st in jsa.streams.values():
                 if st.file:
                     try:
-                        S.sync(st.store)
+                        st.store.sync()
                     except Exception:
                         log.exception("sync of stream %s failed", st.name)
         self.sync_timer = self.server.loop.call_later(self.sync_interval, self._sync_tick)
@@ -490,7 +490,7 @@ class JetStream:
             total += jsa.api_total
             errors += jsa.api_errors
             for st in jsa.streams.values():
-                state = S.state(st.store)
+                state = st.store.state()
                 msgs += state["messages"]
                 nbytes += state["bytes"]
         return dict(memory=mem, storage=store, streams=streams, consumers=consumers, messages=msgs,

@@ -19,7 +19,6 @@ import time
 import zoneinfo
 
 from natsd.jetstream import errors as E
-from natsd.jetstream import storeadapter as S
 from natsd.jetstream.consumerconfig import format_time
 from natsd.gofmt import parse_go_duration
 from natsd.jetstream.gojson import go_parse_rfc3339
@@ -236,8 +235,8 @@ def check(stream, subject, hdr, headers, sourced):
             raise E.error("JSMessageSchedulesSchedulerInvalidErr")
         if not allowed:
             raise E.error("JSMessageSchedulesDisabledErr")
-        last = S.load_last(stream.store, scheduler)
-        if last is not None and not parse_headers(last[2]).get(PATTERN):
+        last = stream.store.load_last(scheduler)
+        if last is not None and not parse_headers(last.hdr).get(PATTERN):
             raise E.error("JSMessageSchedulesSchedulerInvalidErr")
     elif headers.get(SCHEDULER):
         raise E.error("JSMessageSchedulesSchedulerInvalidErr")
@@ -337,10 +336,10 @@ class Timetable:
 
     def _produce(self, seq, subject, when):
         """The message a due schedule publishes, or None when the schedule is no longer valid."""
-        r = S.load(self.stream.store, seq)
-        if r is None:
+        sm = self.stream.store.load(seq)
+        if sm is None:
             return None
-        hdr, payload = r[1], r[2]
+        hdr, payload = sm.hdr, sm.msg
         h = parse_headers(hdr)
         pattern, target = h.get(PATTERN), h.get(TARGET)
         if not pattern or not target:
@@ -353,9 +352,9 @@ class Timetable:
         if ttl and not _valid_ttl(ttl):
             return None
         if source:
-            last = S.load_last(self.stream.store, source)
+            last = self.stream.store.load_last(source)
             if last is not None:                # else the schedule's own content
-                hdr, payload = last[2], last[3]
+                hdr, payload = last.hdr, last.msg
         keep = [(k, v) for k, v in header_lines(hdr)
                 if not k.startswith("Nats-Schedule") and not k.startswith("Nats-Expected-")
                 and k not in ("Nats-Msg-Id", "Nats-TTL", "Nats-Rollup")]

@@ -49,9 +49,9 @@ import zlib
 
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
+from natsd.ids import random_token
 from natsd.jetstream import advisories as A
 from natsd.jetstream import errors as E
-from natsd.jetstream import storeadapter as S
 from natsd.jetstream.streamconfig import config_json, decode_stream_config, check_config
 from natsd.subject import is_valid_subject, has_wildcard
 
@@ -93,17 +93,17 @@ def write_archive(st, include_consumers=True, check=False):
     """The archive of stream `st` now, as a rewound temporary file; and the state JSON."""
     from natsd.jetstream import persist
     state = st.state()
-    raw = S.state(st.store)
+    raw = st.store.state()
     mtime = int(time.time())
     msgs = tempfile.SpooledTemporaryFile(SPOOL_MAX)
     seq = raw["first_seq"] or 1
     last = raw["last_seq"]
     n = 0
     while seq <= last:
-        r = S.load_next(st.store, seq)
-        if r is None or r[0] > last:
+        sm = st.store.load_next(seq)
+        if sm is None or sm.seq > last:
             break
-        rseq, subj, hdr, data, ts = r
+        rseq, subj, hdr, data, ts = sm.seq, sm.subject, sm.hdr, sm.msg, sm.ts
         h = hdr if hdr is not None else b""
         body = subj + h + data
         msgs.write(REC.pack(rseq, ts, len(subj), -1 if hdr is None else len(hdr), len(data),
@@ -191,23 +191,23 @@ def restore_into(jsa, cfg, fileobj):
         store = st.store
         last = 0
         for seq, ts, subj, hdr, msg in records():
-            S.store_raw(store, seq, ts, subj, hdr, msg)
+            store.store_raw(seq, ts, subj, hdr, msg)
             last = seq
         want_last = int(meta.get("last_seq") or 0)
         if want_last > last:
-            if S.state(store)["messages"]:
+            if store.state()["messages"]:
                 # trailing deleted sequences: occupy last_seq, then delete it
-                S.store_raw(store, want_last, int(meta.get("last_ts") or time.time_ns()), b"_", None, b"")
-                S.remove(store, want_last)
+                store.store_raw(want_last, int(meta.get("last_ts") or time.time_ns()), b"_", None, b"")
+                store.remove(want_last)
             else:
-                S.compact(store, want_last + 1)
+                store.compact(want_last + 1)
         elif not last and meta.get("first_seq", 0) > 1 and want_last == 0:
             pass
         st.rebuild_dedup()
         st.rebuild_timers()
         st.enforce_limits()
         if st.file:
-            S.sync(store)
+            store.sync()
         _restore_consumers(st, consumers)
     except Exception:
         jsa.delete_stream(st.name)
@@ -290,7 +290,7 @@ class _Sender:
         self.index = 1
         self.hdr = None
         self.done = False
-        self.ack_subj = "$JS.SNAPSHOT.ACK.%s.%s" % (st.name, A.nuid())
+        self.ack_subj = "$JS.SNAPSHOT.ACK.%s.%s" % (st.name, random_token())
         self.sub = None
         self.timer = None
         self.waited = 0.0
@@ -441,7 +441,7 @@ class _Restore:
         self.h, self.acc, self.jsa, self.cfg, self.ci, self.start = h, acc, jsa, cfg, ci, start
         self.name = cfg["name"]
         self.loop = h.server.loop
-        self.subject = "$JS.SNAPSHOT.RESTORE.%s.%s" % (self.name, A.nuid())
+        self.subject = "$JS.SNAPSHOT.RESTORE.%s.%s" % (self.name, random_token())
         self.spool = tempfile.SpooledTemporaryFile(SPOOL_MAX)
         self.total = 0
         self.sub = None

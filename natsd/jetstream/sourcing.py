@@ -39,7 +39,7 @@ import time
 
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
-from natsd.jetstream import storeadapter as S
+from natsd.ids import random_token
 
 log = logging.getLogger("natsd")
 
@@ -66,9 +66,6 @@ def get_hash(name):
 def backoff(fails):
     return min(3.0 * fails, RETRY_MAX)
 
-
-def rand_token(n=8):
-    return "".join(random.choice(DIGITS) for _ in range(n))
 
 
 def api_prefix(src):
@@ -261,15 +258,15 @@ class Link:
         ext = src.get("external") or {}
         kind = "M" if self.mirror else "S"
         if ext.get("deliver"):
-            dsubj = ("%s.%s.%s" % (ext["deliver"], kind, rand_token())).replace("..", ".")
+            dsubj = ("%s.%s.%s" % (ext["deliver"], kind, random_token(8))).replace("..", ".")
         else:
-            dsubj = "$JS.%s.%s" % (kind, rand_token())
-        st = S.state(self.stream.store)
+            dsubj = "$JS.%s.%s" % (kind, random_token(8))
+        st = self.stream.store.state()
         cfg = {"deliver_subject": dsubj, "ack_policy": "none", "ack_wait": 22 * 3600 * NS,
                "max_deliver": 1, "idle_heartbeat": HEARTBEAT, "flow_control": True,
                "direct": True, "inactive_threshold": INACTIVE}
         if self.mirror:
-            cfg["name"] = "JS_MIRROR_%s_%s" % (self.mgr.hash_id, rand_token())
+            cfg["name"] = "JS_MIRROR_%s_%s" % (self.mgr.hash_id, random_token(8))
             cfg["metadata"] = self.mgr.metadata("mirror")
             if st["messages"] == 0 and st["first_seq"] == 0 and st["last_seq"] == 0:
                 self.sseq = 0
@@ -279,7 +276,7 @@ class Link:
                 cfg["deliver_policy"] = "by_start_sequence"
                 cfg["opt_start_seq"] = st["last_seq"] + 1
         else:
-            cfg["name"] = "JS_SRC_%s_%s" % (self.mgr.hash_id, rand_token())
+            cfg["name"] = "JS_SRC_%s_%s" % (self.mgr.hash_id, random_token(8))
             cfg["metadata"] = self.mgr.metadata("src")
             if self.sseq > 0:
                 cfg["deliver_policy"] = "by_start_sequence"
@@ -299,7 +296,7 @@ class Link:
         else:
             subject = "%s.CONSUMER.CREATE.%s" % (self.api, src["name"])
         subject = subject.replace("..", ".")
-        reply = "$JSC.R.%s" % rand_token()
+        reply = "$JSC.R.%s" % random_token(8)
         self.buffer = []
         self.dseq = 0
         self.sip = True
@@ -380,7 +377,7 @@ class Link:
         self.last = time.time_ns()
         delivered = int((resp.get("delivered") or {}).get("stream_seq") or 0)
         if self.mirror:
-            last = S.state(self.stream.store)["last_seq"]
+            last = self.stream.store.state()["last_seq"]
             self.sseq = max(delivered, last)
         else:
             ident = header_value(hdr, "Nats-Stream-Identity") or ""
@@ -705,7 +702,7 @@ class Sourcing:
         """nats-server startingSequenceForSources: the newest Nats-Stream-Source header per
         source gives its last copied origin sequence."""
         store = self.stream.store
-        st = S.state(store)
+        st = store.state()
         if not st["messages"]:
             return
         todo = set(self.links)
@@ -715,11 +712,11 @@ class Sourcing:
         seq = st["last_seq"]
         scanned = 0
         while todo and seq >= st["first_seq"] and scanned < 1_000_000:
-            r = S.load_prev(store, seq)
-            if r is None:
+            sm = store.load_prev(seq)
+            if sm is None:
                 break
-            rseq, _subj, hdr, _msg, _ts = r
-            seq = rseq - 1
+            hdr = sm.hdr
+            seq = sm.seq - 1
             scanned += 1
             v = header_value(hdr, "Nats-Stream-Source") if hdr else None
             if not v:

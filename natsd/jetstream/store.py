@@ -1,26 +1,14 @@
-"""A stream's message storage: MemoryStore and FileStore (over natsd._core.log), one interface.
+"""A stream's message storage: the `StreamStore` contract, and its two implementations,
+MemoryStore and FileStore (over natsd._core.log). Everything in JetStream that reads or writes
+messages goes through this interface; nothing else reaches into a store's insides.
 
 Used by the stream layer from the event-loop thread. Sequences start at `first_seq` (default:
 the first message gets 1; an empty never-used store reports first_seq 0 like nats-server);
-timestamps are int ns since the epoch; subjects are bytes; filters may use `*` and `>`
-(None, "" and ">" mean everything).
-
-    store_msg(subject, hdr, msg, ts=None, ttl=0) -> (seq, ts)
-    store_raw(seq, ts, subject, hdr, msg)          seq > last_seq; skipped seqs are deleted
-    load(seq) / load_next(seq, filter) / load_prev(seq, filter) / load_last(filter) -> StoredMsg|None
-    remove(seq, erase=False) -> bool
-    purge(subject=None, seq=0, keep=0) -> int      nats-server PurgeEx semantics
-    compact(seq) -> int / truncate(seq)
-    state() / deleted() / subjects(filter) / subject_state(subject) / num_pending(...)
-    msg_size(subject, hdr, msg)                    nats-server byte accounting (user-visible)
-    sync(callback=None) / sync_async(executor_submit, callback, on_error=None)
-    expired_ttls(now_ns) -> [seq]                  live messages whose per-message TTL passed
-    close() / delete()
-    lost_tail                                      (first, last) seqs found missing at the tail
-                                                   when the store opened, or None
-
-TTLs are seconds (nats-server's Nats-TTL); the store only reports expiries, the stream removes.
+timestamps are int ns since the epoch; subjects are bytes when returned and bytes or str when
+given; filters may use `*` and `>` (None, "" and ">" mean everything). TTLs are seconds
+(nats-server's Nats-TTL); the store only reports expiries, the stream removes.
 """
+import abc
 import bisect
 import heapq
 import os
@@ -29,7 +17,7 @@ import time
 
 from natsd._core.log import Log, StoreError, subject_match
 
-__all__ = ["StoredMsg", "MemoryStore", "FileStore", "StoreError"]
+__all__ = ["StoredMsg", "StreamStore", "MemoryStore", "FileStore", "StoreError", "open_store"]
 
 
 class StoredMsg:
@@ -63,9 +51,124 @@ def _bytes(x):
     return x.encode() if isinstance(x, str) else bytes(x)
 
 
-class _Store:
-    """Behaviour both stores share: purge semantics and state() shape."""
+def open_store(storage, directory, cfg, sync_always=False, crypt=None):
+    """The store a stream config asks for: MemoryStore for `storage: memory`, else a FileStore
+    in `directory` (sealed with `crypt`, the stream's keys, when JetStream encrypts at rest)."""
+    first_seq = cfg.get("first_seq", 0) or 0
+    if storage == "memory":
+        return MemoryStore(first_seq)
+    return FileStore(directory, compression=cfg.get("compression", "none"), first_seq=first_seq,
+                     sync_always=sync_always, crypt=crypt)
 
+
+class StreamStore(abc.ABC):
+    """The contract between a stream and its storage. Implementations provide the abstract
+    methods; purge, state, load_last, subject_count and the sync defaults are shared."""
+
+    # ---- writing ----
+    @abc.abstractmethod
+    def store_msg(self, subject, hdr, msg, ts=None, ttl=0):
+        """Append at last_seq + 1 -> (seq, ts)."""
+
+    @abc.abstractmethod
+    def store_raw(self, seq, ts, subject, hdr, msg, ttl=0):
+        """Append at `seq` (> last_seq; skipped sequences read as deleted), e.g. a mirror's."""
+
+    # ---- reading ----
+    @abc.abstractmethod
+    def load(self, seq):
+        """-> StoredMsg, or None when deleted or never stored."""
+
+    @abc.abstractmethod
+    def load_next(self, seq, filter=None):
+        """The first message at or after `seq` matching `filter` -> StoredMsg or None."""
+
+    @abc.abstractmethod
+    def load_prev(self, seq, filter=None):
+        """The last message at or before `seq` matching `filter` -> StoredMsg or None."""
+
+    def load_last(self, subject_filter=None):
+        return self.load_prev(self._last(), subject_filter)
+
+    # ---- removing ----
+    @abc.abstractmethod
+    def remove(self, seq, erase=False):
+        """Delete one message -> whether it was there."""
+
+    @abc.abstractmethod
+    def compact(self, seq):
+        """Delete everything below `seq` (first_seq becomes at least `seq`) -> count."""
+
+    @abc.abstractmethod
+    def truncate(self, seq):
+        """Delete everything above `seq`; last_seq becomes `seq`."""
+
+    # ---- queries ----
+    @property
+    def first_seq(self):
+        return self._first()
+
+    @property
+    def last_seq(self):
+        return self._last()
+
+    @abc.abstractmethod
+    def deleted(self):
+        """The deleted sequences between first and last -> list."""
+
+    @abc.abstractmethod
+    def subjects(self, filter=None):
+        """-> {subject bytes: live count} for the subjects matching `filter`."""
+
+    @abc.abstractmethod
+    def subject_state(self, subject):
+        """-> (count, first seq, last seq) of one literal subject, (0, 0, 0) if none."""
+
+    def subject_count(self, subject):
+        return self.subject_state(subject)[0]
+
+    @abc.abstractmethod
+    def num_pending(self, start_seq, filter=None, last_per_subject=False):
+        """Live messages at or after `start_seq` matching `filter` (with last_per_subject,
+        the subjects whose last message is there)."""
+
+    @staticmethod
+    @abc.abstractmethod
+    def msg_size(subject, hdr, msg):
+        """nats-server's byte accounting of one message for this storage (user-visible)."""
+
+    @abc.abstractmethod
+    def expired_ttls(self, now):
+        """Live messages whose per-message TTL passed by `now` (ns) -> [seq]."""
+
+    @property
+    def lost_tail(self):
+        """(first, last) sequences found missing at the tail when the store opened, or None."""
+        return None
+
+    def fast_log(self):
+        """The Cython log behind a file store, for the pull-delivery fast path; else None."""
+        return None
+
+    # ---- durability and lifetime ----
+    def sync(self, callback=None):
+        """Everything stored so far is durable when this returns; then callback()."""
+        if callback is not None:
+            callback()
+
+    def sync_async(self, executor_submit, callback, on_error=None):
+        """callback() once everything stored so far is durable (on_error(exc) if not)."""
+        callback()
+
+    @abc.abstractmethod
+    def close(self):
+        """Flush and release; the data stays."""
+
+    @abc.abstractmethod
+    def delete(self):
+        """Remove every message and the store's files."""
+
+    # ---- shared behaviour ----
     def purge(self, subject=None, seq=0, keep=0):
         """nats-server PurgeEx: subject filter, seq = remove below seq, keep = keep newest N."""
         filt = _filter(subject)
@@ -104,18 +207,7 @@ class _Store:
             "num_subjects": self._num_subjects(),
         }
 
-    def load_last(self, subject_filter=None):
-        return self.load_prev(self._last(), subject_filter)
-
-    def sync_async(self, executor_submit, callback, on_error=None):
-        callback()
-
-    def sync(self, callback=None):
-        if callback is not None:
-            callback()
-
-
-class MemoryStore(_Store):
+class MemoryStore(StreamStore):
     """Messages in a dict by seq, and per subject an ascending list of its seqs."""
 
     def __init__(self, first_seq=0, **_):
@@ -331,7 +423,7 @@ class MemoryStore(_Store):
         self.__init__(self._first_cfg)
 
 
-class FileStore(_Store):
+class FileStore(StreamStore):
     """A stream's messages in a segmented log directory (see natsd/_core/log.pyx)."""
 
     def __init__(self, directory, block_size=8 * 1024 * 1024, compression="none", first_seq=0,
@@ -377,6 +469,9 @@ class FileStore(_Store):
     @property
     def lost_tail(self):
         return self.log.lost_tail
+
+    def fast_log(self):
+        return self.log
 
     # appending
     def store_msg(self, subject, hdr, msg, ts=None, ttl=0):

@@ -19,7 +19,6 @@ from natsd._core.sublist import Subscription
 from natsd.jetstream import counters
 from natsd.jetstream import errors as E
 from natsd.jetstream import schedules
-from natsd.jetstream import storeadapter as S
 from natsd.jetstream import fastbatch
 from natsd.jetstream.batch import AtomicBatches, Limits as BatchLimits
 from natsd.jetstream.headers import build_headers, parse_headers, parse_ttl, ttl_header
@@ -284,7 +283,7 @@ class Stream:
             self._reply(reply, data)
 
     def last_seq(self):
-        return S.state(self.store)["last_seq"]
+        return self.store.state()["last_seq"]
 
     store_error = None              # (path, text) of the last disk error (kept until restart)
 
@@ -316,7 +315,7 @@ class Stream:
             data = E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
             for reply, _ in acks:
                 self._reply(reply, data)
-        S.sync_async(self.store, self.engine.submit, done, failed)
+        self.store.sync_async(self.engine.submit, done, failed)
 
     def _puback(self, seq, duplicate=False, value=None, batch=None):
         """`{"stream":..[,"domain":..],"seq":..[,"duplicate": true][,"val":..]}`, byte for byte
@@ -399,7 +398,7 @@ class Stream:
                 raise E.JSStreamWrongLastMsgIDErrF(id=self.last_msg_id)
             els = h.get("Nats-Expected-Last-Sequence")
             if els is not None:
-                last = S.state(self.store)["last_seq"]
+                last = self.store.state()["last_seq"]
                 try:
                     want = int(els)
                 except ValueError:
@@ -409,8 +408,8 @@ class Stream:
             elss = h.get("Nats-Expected-Last-Subject-Sequence")
             if elss is not None:
                 filt = h.get("Nats-Expected-Last-Subject-Sequence-Subject") or subject.decode()
-                r = S.load_last(self.store, filt)
-                last = r[0] if r else 0
+                sm = self.store.load_last(filt)
+                last = sm.seq if sm else 0
                 try:
                     want = int(elss)
                 except ValueError:
@@ -438,16 +437,16 @@ class Stream:
                 ttl = min(ttl, MAX_TTL)
         value = None
         if incr is not None and cfg.get("allow_msg_counter"):
-            r = S.load_last(self.store, subject.decode())
-            hdr, payload, value = counters.apply((r[2], r[3]) if r else None, subject, hdr, h,
-                                                 payload, incr)
+            sm = self.store.load_last(subject)
+            hdr, payload, value = counters.apply((sm.hdr, sm.msg) if sm else None, subject, hdr,
+                                                 h, payload, incr)
         if cfg.get("discard") == "new" and not rollup:
             self._check_discard_new(subject, hdr, payload)
         if raw is not None:
             seq, ts = raw
-            S.store_raw(self.store, seq, ts, subject, hdr, payload, ttl if ttl > 0 else 0)
+            self.store.store_raw(seq, ts, subject, hdr, payload, ttl if ttl > 0 else 0)
         else:
-            seq, ts = S.store_msg(self.store, subject, hdr, payload, ttl if ttl > 0 else 0)
+            seq, ts = self.store.store_msg(subject, hdr, payload, ttl=ttl if ttl > 0 else 0)
         if msg_id:
             self._dedup_add(msg_id, seq, ts)
             self.last_msg_id = msg_id
@@ -455,9 +454,9 @@ class Stream:
             heapq.heappush(self.ttl_heap, (ts + ttl * NS, seq))
             self._schedule_ttl()
         if rollup == "all":
-            S.compact(self.store, seq)
+            self.store.compact(seq)
         elif rollup == "sub":                   # keep this one, as nats-server's Keep: 1
-            S.purge(self.store, subject.decode(), 0, 1)
+            self.store.purge(subject.decode(), 0, 1)
         self.enforce_limits(subject)
         if self.age_timer is None:
             self._schedule_age()
@@ -476,16 +475,16 @@ class Stream:
 
     def _check_discard_new(self, subject, hdr, payload):
         cfg = self.config
-        st = S.state(self.store)
+        st = self.store.state()
         mm = cfg.get("max_msgs", -1)
         if mm > 0 and st["messages"] + 1 > mm:
             raise E.JSStreamStoreFailedF(err="maximum messages exceeded")
         mb = cfg.get("max_bytes", -1)
-        if mb > 0 and st["bytes"] + S.record_size(self.store, subject, hdr, payload) > mb:
+        if mb > 0 and st["bytes"] + self.store.msg_size(subject, hdr, payload) > mb:
             raise E.JSStreamStoreFailedF(err="maximum bytes exceeded")
         mps = cfg.get("max_msgs_per_subject", -1)
         if mps > 0 and cfg.get("discard_new_per_subject"):
-            if S.subject_count(self.store, subject.decode()) + 1 > mps:
+            if self.store.subject_count(subject.decode()) + 1 > mps:
                 raise E.JSStreamStoreFailedF(err="maximum messages per subject exceeded")
 
     def enforce_limits(self, subject=None):
@@ -494,37 +493,37 @@ class Stream:
         mps = cfg.get("max_msgs_per_subject", -1)
         if mps <= 0 and cfg.get("max_msgs", -1) <= 0 and cfg.get("max_bytes", -1) <= 0:
             return                      # no count limits: nothing to read per message
-        st = S.state(self.store)
+        st = self.store.state()
         if mps > 0:
             if subject is not None:
-                n = S.subject_count(self.store, subject.decode())
+                n = self.store.subject_count(subject.decode())
                 if n > mps:
-                    S.purge(self.store, subject.decode(), 0, mps)
+                    self.store.purge(subject.decode(), 0, mps)
             else:
-                for subj, n in S.subjects(self.store, ">").items():
+                for subj, n in self.store.subjects().items():
                     if n > mps:
-                        S.purge(self.store, subj, 0, mps)
-            st = S.state(self.store)
+                        self.store.purge(subj, 0, mps)
+            st = self.store.state()
         mm = cfg.get("max_msgs", -1)
         if mm > 0 and st["messages"] > mm:
             excess = st["messages"] - mm
             self._remove_first(excess)
-            st = S.state(self.store)
+            st = self.store.state()
         mb = cfg.get("max_bytes", -1)
         if mb > 0 and st["bytes"] > mb:
             while st["bytes"] > mb and st["messages"] > 0:
                 self._remove_first(1)
-                st = S.state(self.store)
+                st = self.store.state()
 
     def _remove_first(self, n):
-        seq = S.state(self.store)["first_seq"]
+        seq = self.store.first_seq
         removed = 0
         while removed < n:
-            r = S.load_next(self.store, seq, None)
-            if r is None:
+            sm = self.store.load_next(seq, None)
+            if sm is None:
                 break
-            S.remove(self.store, r[0])
-            seq = r[0] + 1
+            self.store.remove(sm.seq)
+            seq = sm.seq + 1
             removed += 1
 
     # ---- dedup ----
@@ -535,7 +534,7 @@ class Stream:
     def rollback_to(self, last_seq, msg_ids=()):
         """Undo a failed batch commit: drop what it stored after `last_seq` (consumers have not
         been run yet: they deliver from the loop, after this step)."""
-        S.truncate(self.store, last_seq)
+        self.store.truncate(last_seq)
         for mid in msg_ids:
             self.dedup.pop(mid, None)
         for c in list(self.consumers.values()):
@@ -566,17 +565,17 @@ class Stream:
 
     def rebuild_dedup(self):
         """After recovery: msg ids stored within the window, and the last msg id."""
-        st = S.state(self.store)
+        st = self.store.state()
         if not st["messages"]:
             return
         cutoff = time.time_ns() - self.dup_window
         seq = st["last_seq"]
         found = []
         while seq >= st["first_seq"]:
-            r = S.load_prev(self.store, seq)
-            if r is None:
+            sm = self.store.load_prev(seq)
+            if sm is None:
                 break
-            rseq, subj, hdr, msg, ts = r
+            rseq, hdr, ts = sm.seq, sm.hdr, sm.ts
             if ts < cutoff and (self.last_msg_id or not hdr):
                 break
             if hdr:
@@ -599,10 +598,10 @@ class Stream:
         dest = self.republish.apply(subject.decode())
         if not dest:
             return
-        last = S.load_prev(self.store, seq - 1) if seq > 1 else None
+        last = self.store.load_prev(seq - 1) if seq > 1 else None
         pairs = [("Nats-Stream", self.name), ("Nats-Subject", subject.decode()),
                  ("Nats-Sequence", seq), ("Nats-Time-Stamp", rfc3339(ts)),
-                 ("Nats-Last-Sequence", last[0] if last else 0)]
+                 ("Nats-Last-Sequence", last.seq if last else 0)]
         body = payload
         if self.config["republish"].get("headers_only"):
             pairs.append(("Nats-Msg-Size", len(payload)))
@@ -618,7 +617,7 @@ class Stream:
         max_age = self.config.get("max_age", 0)
         if not max_age or self.closed:
             return
-        st = S.state(self.store)
+        st = self.store.state()
         if not st["messages"]:
             return
         first_ts = st["first_ts"]
@@ -631,20 +630,20 @@ class Stream:
         if self.closed:
             return
         cutoff = time.time_ns() - self.config.get("max_age", 0)
-        seq = S.state(self.store)["first_seq"]
+        seq = self.store.first_seq
         while True:
-            r = S.load_next(self.store, seq, None)
-            if r is None or r[4] > cutoff:
+            sm = self.store.load_next(seq, None)
+            if sm is None or sm.ts > cutoff:
                 break
-            seq = r[0] + 1
-            tv = ttl_header(r[2])
+            seq = sm.seq + 1
+            tv = ttl_header(sm.hdr)
             if tv:
                 try:
                     if parse_ttl(tv) < 0:
                         continue
                 except ValueError:
                     pass
-            self._expire(r[0], r[1], r[2])
+            self._expire(sm.seq, sm.subject, sm.hdr)
         self._schedule_age()
 
     def _expire(self, seq, subject, hdr):
@@ -652,7 +651,7 @@ class Stream:
         markers, the last message of a subject is replaced by a marker, a `Nats-Rollup: sub`
         publish that removes it; a marker (or a KV purge) that expires just goes."""
         if (self.config.get("subject_delete_marker_ttl") and not _is_marker(hdr)
-                and S.subject_count(self.store, subject.decode()) == 1):
+                and self.store.subject_count(subject) == 1):
             ttl = self.config["subject_delete_marker_ttl"] // NS
             marker = build_headers([("Nats-Marker-Reason", "MaxAge"), ("Nats-TTL", "%ds" % ttl),
                                     ("Nats-Rollup", "sub")])
@@ -662,7 +661,7 @@ class Stream:
             except E.ApiError as err:
                 log.warning("subject delete marker for '%s > %s' not stored: %s",
                             self.jsa.name, self.name, err.description)
-        S.remove(self.store, seq)
+        self.store.remove(seq)
 
     def _schedule_ttl(self):
         if self.ttl_timer is not None or not self.ttl_heap or self.closed:
@@ -675,9 +674,9 @@ class Stream:
         now = time.time_ns()
         while self.ttl_heap and self.ttl_heap[0][0] <= now:
             _, seq = heapq.heappop(self.ttl_heap)
-            r = S.load(self.store, seq)
-            if r is not None:
-                self._expire(seq, r[0], r[1])
+            sm = self.store.load(seq)
+            if sm is not None:
+                self._expire(seq, sm.subject, sm.hdr)
         self._schedule_ttl()
 
     def rebuild_timers(self):
@@ -687,13 +686,13 @@ class Stream:
         scheds = self.config.get("allow_msg_schedules")
         if not ttls and not scheds:
             return
-        seq = S.state(self.store)["first_seq"]
+        seq = self.store.first_seq
         while True:
-            r = S.load_next(self.store, seq, None)
-            if r is None:
+            sm = self.store.load_next(seq, None)
+            if sm is None:
                 break
-            seq = r[0] + 1
-            hdr = r[2]
+            seq = sm.seq + 1
+            hdr = sm.hdr
             if not hdr:
                 continue
             v = ttl_header(hdr) if ttls else None
@@ -703,22 +702,22 @@ class Stream:
                 except ValueError:
                     t = 0
                 if t > 0:
-                    heapq.heappush(self.ttl_heap, (r[4] + t * NS, r[0]))
+                    heapq.heappush(self.ttl_heap, (sm.ts + t * NS, sm.seq))
             if scheds and b"Nats-Schedul" in hdr:
-                self.schedules.stored(r[0], r[1].decode("utf-8", "surrogateescape"),
-                                      parse_headers(hdr), r[4], replay=True)
+                self.schedules.stored(sm.seq, sm.subject.decode("utf-8", "surrogateescape"),
+                                      parse_headers(hdr), sm.ts, replay=True)
 
     # ---- retention (consumer contract) ----
 
     def ack_removal(self, seq, consumer=None):
         ret = self.config.get("retention")
         if ret == "workqueue":
-            S.remove(self.store, seq)
+            self.store.remove(seq)
         elif ret == "interest":
-            r = S.load(self.store, seq)
-            if r is None:
+            sm = self.store.load(seq)
+            if sm is None:
                 return
-            self._check_interest(seq, r[0])
+            self._check_interest(seq, sm.subject)
 
     def _check_interest(self, seq, subject):
         for c in self.consumers.values():
@@ -728,26 +727,26 @@ class Stream:
             except Exception:
                 log.exception("consumer needs() failed")
                 return
-        S.remove(self.store, seq)
+        self.store.remove(seq)
 
     def consumer_removed(self, consumer=None):
         """Interest streams: drop messages no remaining consumer needs."""
         if self.config.get("retention") != "interest":
             return
-        seq = S.state(self.store)["first_seq"]
+        seq = self.store.first_seq
         while True:
-            r = S.load_next(self.store, seq, None)
-            if r is None:
+            sm = self.store.load_next(seq, None)
+            if sm is None:
                 break
-            self._check_interest(r[0], r[1])
-            seq = r[0] + 1
+            self._check_interest(sm.seq, sm.subject)
+            seq = sm.seq + 1
 
     wants_ack_removal = property(lambda self: self.config.get("retention") in ("workqueue", "interest"))
 
     # ---- operations ----
 
     def purge(self, subject=None, seq=0, keep=0):
-        n = S.purge(self.store, subject, seq, keep)
+        n = self.store.purge(subject, seq, keep)
         for c in list(self.consumers.values()):
             try:
                 c.on_purged()
@@ -757,7 +756,7 @@ class Stream:
         return n
 
     def delete_msg(self, seq, erase=True):
-        ok = S.remove(self.store, seq, erase)
+        ok = self.store.remove(seq, erase)
         if ok and self.config.get("subject_delete_marker_ttl"):
             pass
         return ok
@@ -790,7 +789,7 @@ class Stream:
             self.consumers.clear()
         if self.pending_acks:
             try:
-                S.sync(self.store)
+                self.store.sync()
             except Exception:
                 pass
             acks, self.pending_acks = self.pending_acks, []
@@ -798,29 +797,29 @@ class Stream:
                 self._reply(reply, data)
         try:
             if delete:
-                S.delete(self.store)
+                self.store.delete()
             else:
-                S.close(self.store)
+                self.store.close()
         except Exception:
             log.exception("closing the store of %s failed", self.name)
 
     # ---- info ----
 
     def state(self, deleted_details=False, subjects_filter=None):
-        st = S.state(self.store)
+        st = self.store.state()
         out = {"messages": st["messages"], "bytes": st["bytes"], "first_seq": st["first_seq"],
                "first_ts": rfc3339(st["first_ts"]), "last_seq": st["last_seq"],
                "last_ts": rfc3339(st["last_ts"])}
         if st.get("num_subjects"):
             out["num_subjects"] = st["num_subjects"]
         if subjects_filter:
-            subs = S.subjects(self.store, subjects_filter)
+            subs = self.store.subjects(subjects_filter)
             if subs:
-                out["subjects"] = subs
+                out["subjects"] = {k.decode("utf-8", "surrogateescape"): v for k, v in subs.items()}
         if st.get("num_deleted"):
             out["num_deleted"] = st["num_deleted"]
         if deleted_details:
-            d = S.deleted(self.store)
+            d = self.store.deleted()
             if d:
                 out["deleted"] = d
         out["consumer_count"] = len([c for c in self.consumers.values()

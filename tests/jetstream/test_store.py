@@ -725,3 +725,44 @@ def test_10m_messages_rss(tmp_path):
     print(out.stdout, out.stderr)
     rss, maxrss, rate = map(int, out.stdout.split("RESULT")[1].split()[:3])
     assert maxrss <= 300, out.stdout
+
+
+# ---------------------------------------------------------------- the contract itself
+
+def test_both_stores_implement_the_whole_contract():
+    from natsd.jetstream.store import StreamStore
+    assert issubclass(MemoryStore, StreamStore) and issubclass(FileStore, StreamStore)
+    abstract = StreamStore.__abstractmethods__
+    assert {"store_msg", "load_next", "remove", "num_pending", "close"} <= abstract
+
+    class Partial(StreamStore):
+        def store_msg(self, subject, hdr, msg, ts=None, ttl=0):
+            return 1, 0
+    with pytest.raises(TypeError):
+        Partial()
+
+
+def test_contract_queries(store):
+    fill(store, 9)
+    assert (store.first_seq, store.last_seq) == (1, 9)
+    assert store.subject_count(b"foo.1") == 3 and store.subject_count("foo.1") == 3
+    assert store.subject_count("nope") == 0
+    assert store.subject_state("foo.2") == (3, 3, 9)
+    assert store.subjects("foo.*") == {b"foo.0": 3, b"foo.1": 3, b"foo.2": 3}
+    assert store.load_last("foo.0").seq == 7 and store.load_last().seq == 9
+    assert store.remove(9) and not store.remove(9)
+    assert store.last_seq == 9 and store.load_last().seq == 8   # a removed tail keeps its seq
+    assert (store.fast_log() is None) == (store.kind == "memory")
+    assert store.lost_tail is None
+
+
+def test_open_store_picks_the_storage(tmp_path):
+    from natsd.jetstream.store import open_store as open_for_config
+    m = open_for_config("memory", None, {"first_seq": 5})
+    f = open_for_config("file", str(tmp_path / "f"), {"compression": "s2"})
+    try:
+        assert isinstance(m, MemoryStore) and m.store_msg(b"a", None, b"x")[0] == 5
+        assert isinstance(f, FileStore) and f.store_msg(b"a", None, b"x")[0] == 1
+    finally:
+        m.close()
+        f.close()
