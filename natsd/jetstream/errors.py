@@ -2,7 +2,7 @@
 
 Owns: every API error's HTTP-like `code`, `err_code` and `description` (same constants as
 nats-server's errors.json, e.g. `JSStreamNotFoundErr`), the `ApiError` exception, one named
-constructor per constant (`errors.JSStreamNotFoundErr()`, `errors.JSStreamStoreFailedF(err=...)`
+constructor per constant (`errors.error("JSStreamNotFoundErr")`, `errors.error("JSStreamStoreFailedF", err=...)`
 substitutes `{err}` in the description) and `api_response()`, the JSON encoder of API replies
 (Go's encoding: compact, `<`/`>`/`&` escaped as \\u003c/\\u003e/\\u0026).
 """
@@ -342,16 +342,3 @@ CATALOG = {
 }
 
 BY_ERR_CODE = {v[1]: k for k, v in CATALOG.items()}
-
-
-def _constructor(constant):
-    def make(**kw):
-        return error(constant, **kw)
-    make.__name__ = constant
-    make.__doc__ = CATALOG[constant][2]
-    return make
-
-
-for _c in CATALOG:
-    globals()[_c] = _constructor(_c)
-del _c

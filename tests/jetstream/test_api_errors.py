@@ -73,8 +73,8 @@ def test_error_catalogue_reference(reference, tmp_path):
 
 def test_publish_errors_and_not_enabled(natsd, tmp_path):
     from natsd.jetstream import errors as E
-    assert E.JSStreamNotFoundErr().to_dict() == {"code": 404, "err_code": 10059, "description": "stream not found"}
-    assert E.JSStreamWrongLastSequenceErrF(seq=3).description == "wrong last sequence: 3"
+    assert E.error("JSStreamNotFoundErr").to_dict() == {"code": 404, "err_code": 10059, "description": "stream not found"}
+    assert E.error("JSStreamWrongLastSequenceErrF", seq=3).description == "wrong last sequence: 3"
     assert E.api_response("stream_delete_response", {"success": True}) == \
         b'{"type":"io.nats.jetstream.api.v1.stream_delete_response","success":true}'
     srv = natsd()        # no JetStream at all: no responders
@@ -128,3 +128,17 @@ def test_subject_rollup_keeps_the_rolling_message(any_server, tmp_path):
             assert info["state"]["messages"] == 1
         await nc.close()
     main()
+
+
+def test_every_error_named_in_the_code_is_in_the_catalogue():
+    """`E.error("Name")` is how the code names an API error: every such name must exist in the
+    catalogue (nats-server's errors.json constants)."""
+    import pathlib
+    import re
+    from natsd.jetstream.errors import CATALOG
+    root = pathlib.Path(__file__).resolve().parents[2] / "natsd"
+    used = set()
+    for path in root.rglob("*.py"):
+        used |= set(re.findall(r'\berror\("(JS[A-Za-z]+)"', path.read_text()))
+    assert len(used) > 100
+    assert not used - set(CATALOG), sorted(used - set(CATALOG))
