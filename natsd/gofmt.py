@@ -3,9 +3,10 @@ texts and log lines (strconv.Quote). Subjects and names may hold bytes that are 
 they arrive here as bytes or as str decoded with "surrogateescape", and every invalid byte is
 written `\\xNN` as Go does. json.Marshal's output bytes. And time.Duration both ways:
 `go_duration` (String()) and `parse_go_duration` (time.ParseDuration), the one place natsd
-prints or reads a Go duration."""
+prints or reads a Go duration; and `go_time`, a time.Time as Go's JSON writes it."""
 import json
 import re
+import time
 
 _ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
             "\v": "\\v", '"': '\\"', "\\": "\\\\"}
@@ -118,6 +119,21 @@ def go_duration(nanos):
             if whole > 0:
                 s = "%dh" % whole + s
     return "-" + s if neg else s
+
+
+ZERO_TIME = "0001-01-01T00:00:00Z"
+
+
+def go_time(ns):
+    """Unix ns -> time.Time's JSON text (RFC 3339 UTC, nanoseconds with trailing zeros trimmed);
+    None or 0 -> Go's zero time."""
+    if not ns:
+        return ZERO_TIME
+    secs, frac = divmod(int(ns), 1_000_000_000)
+    out = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    if frac:
+        out += ("." + "%09d" % frac).rstrip("0")
+    return out + "Z"
 
 
 def go_seconds(seconds):

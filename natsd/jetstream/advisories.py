@@ -34,8 +34,8 @@ _ACTION_SUBJ = {"create": "CREATED", "delete": "DELETED", "modify": "UPDATED"}
 
 
 def now():
-    from natsd.jetstream.stream import rfc3339
-    return rfc3339(time.time_ns())
+    from natsd.gofmt import go_time
+    return go_time(time.time_ns())
 
 
 def listening(sublist, subject):
@@ -87,12 +87,12 @@ def client_info(origin, account, server=None):
     st = getattr(origin, "state", None)
     if origin is None or st is None:
         return None
-    from natsd.jetstream.stream import rfc3339
+    from natsd.gofmt import go_time
     acc = getattr(st, "account", None) or account
     ci = {}
     start = getattr(st, "start", None)
     if start:
-        ci["start"] = rfc3339(int(start * 1e9))
+        ci["start"] = go_time(int(start * 1e9))
     for key, attr in (("host", "host"),):
         v = getattr(st, attr, None)
         if v:
@@ -158,8 +158,8 @@ def snapshot_create(jsa, name, state, ci):
 
 
 def snapshot_complete(jsa, name, start_ns, end_ns, ci, error=""):
-    from natsd.jetstream.stream import rfc3339
-    fields = dict(stream=name, start=rfc3339(start_ns), end=rfc3339(end_ns), client=ci)
+    from natsd.gofmt import go_time
+    fields = dict(stream=name, start=go_time(start_ns), end=go_time(end_ns), client=ci)
     dom = _domain(jsa)
     if dom:                                 # nats-server's field order: domain before error
         fields["domain"] = dom
@@ -175,7 +175,7 @@ def restore_create(jsa, name, ci):
 
 
 def restore_complete(jsa, name, start_ns, end_ns, nbytes, ci):
-    from natsd.jetstream.stream import rfc3339
+    from natsd.gofmt import go_time
     send(jsa.sublist, STREAM + "RESTORE_COMPLETE." + name,
          "io.nats.jetstream.advisory.v1.restore_complete", _domain(jsa),
-         stream=name, start=rfc3339(start_ns), end=rfc3339(end_ns), bytes=nbytes, client=ci)
+         stream=name, start=go_time(start_ns), end=go_time(end_ns), bytes=nbytes, client=ci)

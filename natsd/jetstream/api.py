@@ -10,11 +10,12 @@ import json
 import logging
 
 from natsd._core.router import publish
+from natsd.gofmt import go_time
 from natsd.jetstream import advisories, gojson, placement, snapshot
 from natsd.jetstream import errors as E
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import build_headers
-from natsd.jetstream.stream import parse_rfc3339, rfc3339
+from natsd.jetstream.stream import parse_rfc3339
 from natsd.jetstream.streamconfig import (STREAM_FIELDS, check_config, check_filters_at_create,
                                           check_update, config_json, decode_request,
                                           decode_stream_config)
@@ -178,17 +179,17 @@ class ApiHandler:
             self.server.loop.call_soon(_count, jsa)
         if jsa is None:
             if reply:
-                ctx.send(E.JSNotEnabledForAccountErr())
+                ctx.send(E.error("JSNotEnabledForAccountErr"))
             return
         if op in CLUSTER_ONLY and not self._clustered():
-            ctx.send(E.JSClusterRequiredErr())
+            ctx.send(E.error("JSClusterRequiredErr"))
             return
         from natsd.jetstream import api_consumer
         if op != "CONSUMER.RESET" and required_level_too_high(hdr):
             # some consumer requests are checked before the level (as nats-server does)
             early = api_consumer.precheck(op, payload, bool(self.engine.strict)) \
                 if op.startswith("CONSUMER.") else None
-            ctx.send(early or E.JSRequiredApiLevelErr())
+            ctx.send(early or E.error("JSRequiredApiLevelErr"))
             return
         if op.startswith("CONSUMER."):
             try:
@@ -206,7 +207,7 @@ class ApiHandler:
         fn = getattr(self, "op_" + op.replace(".", "_").lower(), None)
         try:
             if fn is None:
-                raise E.JSClusterNotActiveErr()
+                raise E.error("JSClusterNotActiveErr")
             result = fn(ctx)
         except E.ApiError as err:
             ctx.send(err)
@@ -237,22 +238,22 @@ class ApiHandler:
     def _stream(self, r):
         st = r.jsa.streams.get(self._stream_name(r))
         if st is None:
-            raise E.JSStreamNotFoundErr()
+            raise E.error("JSStreamNotFoundErr")
         return st
 
     def _empty(self, r):
         if not gojson.is_empty_request(r.payload):
-            raise E.JSNotEmptyRequestErr()
+            raise E.error("JSNotEmptyRequestErr")
 
     def op_stream_create(self, r):
         name = self._stream_name(r)
         req = decode_stream_config(r.payload, self.engine.strict)
         if req.get("name", "") != name:
-            raise E.JSStreamMismatchErr()
+            raise E.error("JSStreamMismatchErr")
         if "/" in name or "\\" in name:
-            raise E.JSStreamNameContainsPathSeparatorsErr()
+            raise E.error("JSStreamNameContainsPathSeparatorsErr")
         if req.get("sealed"):
-            raise E.JSStreamInvalidConfigF(err="stream configuration for create can not be sealed")
+            raise E.error("JSStreamInvalidConfigF", err="stream configuration for create can not be sealed")
         pedantic = req.pop("pedantic", False)
         jsa = r.jsa
         cfg = check_config(req, pedantic, self._lookup_cfg(jsa), jsa)
@@ -262,12 +263,12 @@ class ApiHandler:
                 info = existing.info(with_cluster=False)
                 info["did_create"] = True
                 return info
-            raise E.JSStreamNameExistErr()
+            raise E.error("JSStreamNameExistErr")
         if cfg["num_replicas"] > 1 and not self._clustered():
             if self.server.cluster is not None:
                 # routes, but no replicated JetStream (Raft) yet: no server can hold a replica
-                raise E.JSInsufficientResourcesErr()
-            raise E.JSStreamReplicasNotSupportedErr()
+                raise E.error("JSInsufficientResourcesErr")
+            raise E.error("JSStreamReplicasNotSupportedErr")
         self._check_overlap(jsa, cfg, None)
         jsa.check_limits(cfg)
         check_filters_at_create(cfg)
@@ -290,12 +291,12 @@ class ApiHandler:
         # nats-server checks the config itself first, then the name against the subject
         check_config(req, pedantic, self._lookup_cfg(jsa), jsa)
         if req.get("name", "") != name:
-            raise E.JSStreamMismatchErr()
+            raise E.error("JSStreamMismatchErr")
         st = jsa.streams.get(name)
         if st is None:
-            raise E.JSStreamNotFoundErr()
+            raise E.error("JSStreamNotFoundErr")
         if getattr(st, "snapshotting", False):
-            raise E.JSStreamUpdateErrF(err="stream update not permitted while a snapshot is in progress")
+            raise E.error("JSStreamUpdateErrF", err="stream update not permitted while a snapshot is in progress")
         cfg = check_update(st.config, req, pedantic, self._lookup_cfg(jsa), jsa, self._clustered())
         self._check_overlap(jsa, cfg, st)
         jsa.check_limits(cfg, st)
@@ -365,12 +366,12 @@ class ApiHandler:
         if gojson.is_json_object_or_array(r.payload):
             req = decode_request(r.payload, _PURGE_REQ, "JSApiStreamPurgeRequest", self.engine.strict)
             if req.get("seq", 0) and req.get("keep", 0):
-                raise E.JSBadRequestErr()
+                raise E.error("JSBadRequestErr")
         st = self._stream(r)
         if st.config.get("sealed"):
-            raise E.JSStreamSealedErr()
+            raise E.error("JSStreamSealedErr")
         if st.config.get("deny_purge"):
-            raise E.JSStreamPurgeFailedF(err="stream purge not permitted")
+            raise E.error("JSStreamPurgeFailedF", err="stream purge not permitted")
         filt = req.get("filter", "")
         seq = req.get("seq", 0)
         keep = req.get("keep", 0)
@@ -381,36 +382,36 @@ class ApiHandler:
 
     def op_stream_msg_delete(self, r):
         if gojson.is_empty_request(r.payload):
-            raise E.JSBadRequestErr()
+            raise E.error("JSBadRequestErr")
         req = decode_request(r.payload, _DELETE_REQ, "JSApiMsgDeleteRequest", self.engine.strict)
         st = self._stream(r)
         if st.config.get("sealed"):
-            raise E.JSStreamSealedErr()
+            raise E.error("JSStreamSealedErr")
         if st.config.get("deny_delete"):
-            raise E.JSStreamMsgDeleteFailedF(err="message delete not permitted")
+            raise E.error("JSStreamMsgDeleteFailedF", err="message delete not permitted")
         seq = req.get("seq", 0)
         if st.config.get("storage", "file") != "memory":
             # nats-server's file store: errors for a sequence outside the stream, none for one
             # deleted inside it (the memory store never errors)
             state = st.store.state()
             if seq == 0 or seq < state["first_seq"] or seq > state["last_seq"] or not state["messages"]:
-                raise E.JSStreamMsgDeleteFailedF(
+                raise E.error("JSStreamMsgDeleteFailedF", 
                     err="stream store EOF" if seq > state["last_seq"] else "no message found")
         if not st.delete_msg(seq, not req.get("no_erase", False)):
-            raise E.JSSequenceNotFoundErrF(seq=seq)
+            raise E.error("JSSequenceNotFoundErrF", seq=seq)
         return {"success": True}
 
     def op_stream_msg_get(self, r):
         if gojson.is_empty_request(r.payload):
-            raise E.JSBadRequestErr()
+            raise E.error("JSBadRequestErr")
         req = decode_request(r.payload, _GET_REQ, "JSApiMsgGetRequest", self.engine.strict)
         if req.get("batch", 0) > 0 or req.get("max_bytes", 0) > 0:
-            raise E.JSBadRequestErr()
+            raise E.error("JSBadRequestErr")
         seq, last, nxt, start = (req.get("seq", 0), req.get("last_by_subj", ""),
                                  req.get("next_by_subj", ""), req.get("start_time"))
         if (seq and last) or (not seq and not last and not nxt and start is None) or \
                 (seq and start is not None) or (start is not None and last) or (last and nxt):
-            raise E.JSBadRequestErr()
+            raise E.error("JSBadRequestErr")
         st = self._stream(r)
         if start is not None:
             seq = _seq_from_time(st, start)
@@ -421,26 +422,26 @@ class ApiHandler:
         else:
             sm = st.store.load_last(last)
         if sm is None:
-            raise E.JSNoMessageFoundErr()
+            raise E.error("JSNoMessageFoundErr")
         # the stored subject is bytes, maybe not UTF-8: nats-server's JSON has U+FFFD there
         msg = {"subject": sm.subject.decode("utf-8", "surrogateescape"), "seq": sm.seq}
         if sm.hdr and not req.get("no_hdr"):
             msg["hdrs"] = base64.b64encode(sm.hdr).decode()
         if sm.msg:
             msg["data"] = base64.b64encode(sm.msg).decode()
-        msg["time"] = rfc3339(sm.ts)
+        msg["time"] = go_time(sm.ts)
         return {"message": msg}
 
     def op_stream_snapshot(self, r):
         if gojson.is_empty_request(r.payload):
-            raise E.JSBadRequestErr()
+            raise E.error("JSBadRequestErr")
         if not r.payload.strip():
             r.payload = b"{}"       # blanks decode to a zero request (Go's decoder: EOF)
         return snapshot.handle_snapshot(self, r)
 
     def op_stream_restore(self, r):
         if gojson.is_empty_request(r.payload):
-            raise E.JSBadRequestErr()
+            raise E.error("JSBadRequestErr")
         # decoded as nats-server decodes JSApiStreamRestoreRequest; the restore goes on with
         # that request (re-encoded), so its own JSON reading never sees what Go would refuse
         req = decode_request(r.payload, _RESTORE_REQ, "JSApiStreamRestoreRequest", self.engine.strict)
@@ -450,17 +451,17 @@ class ApiHandler:
             # bytes; natsd's streams need text) or one no directory can have: the restore
             # fails up front, the way a store failure does
             log.warning("Stream restore failed for '%s > %r': invalid stream name", r.acc.name, name)
-            raise E.JSStreamRestoreErrF(err="error creating store for stream")
+            raise E.error("JSStreamRestoreErrF", err="error creating store for stream")
         r.payload = json.dumps(req).encode()
         return snapshot.handle_restore(self, r)
 
     def op_stream_leader_stepdown(self, r):
         self._stream(r)
-        raise E.JSClusterNotActiveErr()
+        raise E.error("JSClusterNotActiveErr")
 
     def op_stream_peer_remove(self, r):
         self._stream(r)
-        raise E.JSClusterNotActiveErr()
+        raise E.error("JSClusterNotActiveErr")
 
     # ---- direct get ----
 
@@ -522,7 +523,7 @@ class ApiHandler:
         if req.get("no_hdr"):
             return None
         pairs = [("Nats-Stream", st.name), ("Nats-Subject", sm.subject), ("Nats-Sequence", sm.seq),
-                 ("Nats-Time-Stamp", rfc3339(sm.ts))] + list(extra)
+                 ("Nats-Time-Stamp", go_time(sm.ts))] + list(extra)
         return _build_headers(pairs, sm.hdr)
 
     def _direct_get(self, st, req, send):
@@ -625,7 +626,7 @@ class ApiHandler:
             for a in cfg.get("subjects") or []:
                 for b in other.config.get("subjects") or []:
                     if subjects_overlap(a, b):
-                        raise E.JSStreamSubjectOverlapErr()
+                        raise E.error("JSStreamSubjectOverlapErr")
 
 
 class NoReply(Exception):
@@ -697,7 +698,7 @@ def _fs_name_ok(name):
 def _stream_store_failed(jsa, name, why):
     """nats-server logs "Stream create failed" and answers errStreamStoreFailed (no path)."""
     log.warning("Stream create failed for '%s > %s': %s", getattr(jsa, "name", "?"), name, why)
-    return E.JSStreamCreateErrF(err="error creating store for stream")
+    return E.error("JSStreamCreateErrF", err="error creating store for stream")
 
 
 def _with_subjects(state, subjects):
@@ -728,7 +729,7 @@ def _seq_from_time(st, t):
     try:
         ns = parse_rfc3339(t)
     except ValueError:
-        raise E.JSBadRequestErr()
+        raise E.error("JSBadRequestErr")
     seq = st.store.first_seq
     while True:
         sm = st.store.load_next(seq, None)

@@ -13,6 +13,7 @@ addConsumerWithAssignment (consumer.go); error codes are nats-server's (errors.p
 import logging
 
 from natsd._core.router import publish
+from natsd.gofmt import go_time
 from natsd.ids import random_token
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import errors as E
@@ -406,13 +407,13 @@ def _pause(jsa, sname, cname, reply, payload):
     if pause is not None and pause[1] <= now_ns():
         pause = None
     if pause is not None:
-        pause = (cc.format_time(pause[1]), pause[1])
+        pause = (go_time(pause[1]), pause[1])
     was = o.cfg["pause_until"]
     o.set_pause(pause)
     if (was is None) != (pause is None) or (was and pause and was[1] != pause[1]):
         o.advisory("PAUSE", "io.nats.jetstream.advisory.v1.consumer_pause",
                    paused=pause is not None,
-                   pause_until=cc.format_time(pause[1]) if pause else None)
+                   pause_until=go_time(pause[1]) if pause else None)
     out = {"paused": pause is not None,
            "pause_until": pause[0] if pause else "0001-01-01T00:00:00Z"}
     if pause is not None:

@@ -76,10 +76,10 @@ class AtomicBatches:
         st = self.stream
         cfg = st.config
         if cfg.get("sealed"):
-            raise E.JSStreamSealedErr()
+            raise E.error("JSStreamSealedErr")
         mms = cfg.get("max_msg_size", -1)
         if 0 <= mms < len(payload) + len(hdr):
-            raise E.JSStreamMessageExceedsMaximumErr()
+            raise E.error("JSStreamMessageExceedsMaximumErr")
         if not cfg.get("allow_atomic"):
             raise E.error("JSAtomicPublishDisabledErr")
         if len(batch_id) > 64:
@@ -141,7 +141,7 @@ class AtomicBatches:
             els = _uint(h.get("Nats-Expected-Last-Sequence"))
             if els is not None:
                 if els != last_before + i:
-                    raise E.JSStreamWrongLastSequenceErrF(seq=last_before + i)
+                    raise E.error("JSStreamWrongLastSequenceErrF", seq=last_before + i)
                 if i > 0:
                     raise E.error("JSStreamWrongLastSequenceConstantErr")
             if _uint(h.get("Nats-Expected-Last-Subject-Sequence")) is not None:

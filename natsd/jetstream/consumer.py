@@ -24,6 +24,7 @@ import time
 from natsd._core.jsdeliver import client_target, pull_batch
 from natsd._core.pending import Pending
 from natsd._core.sublist import Subscription
+from natsd.gofmt import go_time
 from natsd.jetstream.store import StoreError
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import persist
@@ -821,10 +822,10 @@ class Consumer(AckState, PushDelivery):
         if self.lss:
             delivered["stream_seq"] = max(0, self.lss[0] - 1) if self.dseq == 1 else self.sseq - 1
         if self.last_delivered_ns:
-            delivered["last_active"] = cc.format_time(self.last_delivered_ns)
+            delivered["last_active"] = go_time(self.last_delivered_ns)
         floor = {"consumer_seq": self.adflr, "stream_seq": self.asflr}
         if self.last_ack_ns and self.adflr:
-            floor["last_active"] = cc.format_time(self.last_ack_ns)
+            floor["last_active"] = go_time(self.last_ack_ns)
         if self.dseq == 1 and self.asflr == self.sseq - 1 and not self.lss:
             delivered["stream_seq"] = self.asflr
         if self.dseq == 1:
@@ -832,7 +833,7 @@ class Consumer(AckState, PushDelivery):
         out = {
             "stream_name": self.stream.name,
             "name": self.name,
-            "created": cc.format_time(self.created),
+            "created": go_time(self.created),
             "config": cc.to_json(self.cfg, dynamic_metadata=dynamic_metadata),
             "delivered": delivered,
             "ack_floor": floor,
@@ -850,7 +851,7 @@ class Consumer(AckState, PushDelivery):
         if rem > 0:
             out["paused"] = True
             out["pause_remaining"] = int(rem * NS)
-        out["ts"] = cc.format_time(now)
+        out["ts"] = go_time(now)
         groups = self.waiting.group_state() if self.waiting is not None else None
         if groups:
             out["priority_groups"] = groups

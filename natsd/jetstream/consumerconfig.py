@@ -10,7 +10,6 @@ A config is a plain dict holding every field (zero values when unset), so compar
 dict equality, as nats-server compares structs with reflect.DeepEqual.
 """
 import re
-import time
 
 from natsd import VERSION
 from natsd.gofmt import go_duration
@@ -108,16 +107,6 @@ def parse_time(s):
     """RFC 3339 -> unix ns; raises ValueError with Go's time.Parse text."""
     return gojson.go_parse_rfc3339(s)
 
-
-def format_time(ns):
-    """unix ns -> RFC 3339 UTC with up to 9 fractional digits (Go's time.RFC3339Nano)."""
-    if ns is None:
-        return "0001-01-01T00:00:00Z"
-    secs, frac = divmod(int(ns), NS)
-    out = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
-    if frac:
-        out += ("." + "%09d" % frac).rstrip("0")
-    return out + "Z"
 
 
 

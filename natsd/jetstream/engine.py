@@ -14,10 +14,11 @@ import tempfile
 import time
 
 from natsd._core.sublist import Subscription
+from natsd.gofmt import go_time
 from natsd.jetstream import errors as E
 from natsd.jetstream import batch, jscrypt, placement
 from natsd.jetstream.store import open_store
-from natsd.jetstream.stream import Stream, rfc3339
+from natsd.jetstream.stream import Stream
 from natsd.jetstream.apilevel import API_LEVEL
 from natsd.jetstream.streamconfig import config_json
 
@@ -139,7 +140,7 @@ class JsAccount:
         """Resource checks for a new (or updated) stream."""
         lim = self.limits
         if existing is None and lim["max_streams"] > 0 and len(self.streams) >= lim["max_streams"]:
-            raise E.JSMaximumStreamsLimitErr()
+            raise E.error("JSMaximumStreamsLimitErr")
         mem, store = self.reserved()
         mb = max(cfg.get("max_bytes", -1), 0)
         if existing is not None:
@@ -150,14 +151,14 @@ class JsAccount:
                 store -= omb
         if cfg.get("storage") == "memory":
             if lim["max_memory"] >= 0 and mem + mb > lim["max_memory"] and (mb or lim["max_memory"] == 0):
-                raise E.JSMemoryResourcesExceededErr()
+                raise E.error("JSMemoryResourcesExceededErr")
             if self.engine.max_memory >= 0 and mem + mb > self.engine.max_memory:
-                raise E.JSMemoryResourcesExceededErr()
+                raise E.error("JSMemoryResourcesExceededErr")
         else:
             if lim["max_storage"] >= 0 and store + mb > lim["max_storage"] and (mb or lim["max_storage"] == 0):
-                raise E.JSStorageResourcesExceededErr()
+                raise E.error("JSStorageResourcesExceededErr")
             if self.engine.max_store >= 0 and store + mb > self.engine.max_store:
-                raise E.JSStorageResourcesExceededErr()
+                raise E.error("JSStorageResourcesExceededErr")
 
     def limits_exceeded(self, storage):
         lim = self.limits["max_memory" if storage == "memory" else "max_storage"]
@@ -566,7 +567,7 @@ class JetStream:
         out = self.stats_dict()
         out.pop("api")
         out["api"] = {"level": API_LEVEL, "total": t["api_total"], "errors": t["api_errors"]}
-        out.update({"server_id": self.server.id, "now": rfc3339(time.time_ns()),
+        out.update({"server_id": self.server.id, "now": go_time(time.time_ns()),
                     "config": self.config_dict(), "limits": {"default_max_consumers": 1000},
                     "streams": t["streams"], "consumers": t["consumers"], "messages": t["messages"],
                     "bytes": t["bytes"]})
@@ -595,7 +596,7 @@ class JetStream:
         if o.get("streams") or o.get("consumer"):
             sd = []
             for st in sorted(jsa.streams.values(), key=lambda s: s.name):
-                e = {"name": st.name, "created": rfc3339(st.created), "cluster": st.cluster_info(),
+                e = {"name": st.name, "created": go_time(st.created), "cluster": st.cluster_info(),
                      "state": st.state()}
                 if o.get("config"):
                     e["config"] = config_json(st.config)

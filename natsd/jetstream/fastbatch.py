@@ -120,10 +120,10 @@ class FastBatches:
             if can_respond:
                 self._send_error(reply, err)
         if cfg.get("sealed"):
-            return refuse(E.JSStreamSealedErr())
+            return refuse(E.error("JSStreamSealedErr"))
         mms = cfg.get("max_msg_size", -1)
         if mms >= 0 and (len(hdr or b"") > mms or len(payload) > mms - len(hdr or b"")):
-            return refuse(E.JSStreamMessageExceedsMaximumErr())
+            return refuse(E.error("JSStreamMessageExceedsMaximumErr"))
         if not cfg.get("allow_batched"):
             return refuse(E.error("JSBatchPublishDisabledErr"))
         if req is None:

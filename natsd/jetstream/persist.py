@@ -24,6 +24,7 @@ import os
 import shutil
 
 from natsd._core.pending import Pending
+from natsd.gofmt import go_time
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import jscrypt
 
@@ -58,7 +59,7 @@ def write_meta(directory, o):
     os.makedirs(directory, exist_ok=True)
     _write(os.path.join(directory, "meta.json"), {
         "name": o.name,
-        "created": cc.format_time(o.created),
+        "created": go_time(o.created),
         "created_ns": o.created,
         "config": cc.to_json(o.cfg),
     })

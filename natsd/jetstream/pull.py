@@ -20,8 +20,7 @@ import time
 
 from natsd.jetstream import gojson
 from natsd.ids import random_token
-from natsd.gofmt import go_duration
-from natsd.jetstream.consumerconfig import format_time
+from natsd.gofmt import go_duration, go_time
 
 NS = 1_000_000_000
 NO_PRIORITY = 2 ** 31 - 1               # a request without a priority group sorts last
@@ -334,7 +333,7 @@ class PullQueue:
         st = {"group": groups[0]}
         if self.pins.id:
             st["pinned_client_id"] = self.pins.id
-        st["pinned_ts"] = format_time(self.pins.since_ns)
+        st["pinned_ts"] = go_time(self.pins.since_ns)
         return [st]
 
     def after_delivery(self, wr):

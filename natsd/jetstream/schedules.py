@@ -19,8 +19,7 @@ import time
 import zoneinfo
 
 from natsd.jetstream import errors as E
-from natsd.jetstream.consumerconfig import format_time
-from natsd.gofmt import parse_go_duration
+from natsd.gofmt import go_time, parse_go_duration
 from natsd.jetstream.gojson import go_parse_rfc3339
 from natsd.jetstream.headers import build_headers, header_lines, parse_headers, parse_ttl
 from natsd.subject import is_valid_literal_subject, subjects_overlap
@@ -209,7 +208,7 @@ def check(stream, subject, hdr, headers, sourced):
         if rollup and rollup != "sub":
             raise E.error("JSMessageSchedulesRollupInvalidErr")
         if ttl and not cfg.get("allow_msg_ttl"):
-            raise E.JSMessageTTLDisabledErr()
+            raise E.error("JSMessageTTLDisabledErr")
         target = headers.get(TARGET, "")
         subj = subject.decode("utf-8", "surrogateescape")
         if not target or not is_valid_literal_subject(target) or target == subj:
@@ -359,7 +358,7 @@ class Timetable:
                 if not k.startswith("Nats-Schedule") and not k.startswith("Nats-Expected-")
                 and k not in ("Nats-Msg-Id", "Nats-TTL", "Nats-Rollup")]
         keep.append((SCHEDULER, subject))
-        keep.append((NEXT, PURGE if not repeats else format_time(nxt)))
+        keep.append((NEXT, PURGE if not repeats else go_time(nxt)))
         if ttl:
             keep.append(("Nats-TTL", ttl))
         if rollup:

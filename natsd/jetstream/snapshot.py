@@ -76,8 +76,8 @@ _SNAP_REQ = {"deliver_subject": ("string", "str"), "no_consumers": ("bool", "boo
 
 
 def _rfc(ns):
-    from natsd.jetstream.stream import rfc3339
-    return rfc3339(ns)
+    from natsd.gofmt import go_time
+    return go_time(ns)
 
 
 # ---------------------------------------------------------------- archive
@@ -113,7 +113,7 @@ def write_archive(st, include_consumers=True, check=False):
         seq = rseq + 1
     if check and n != raw["messages"]:
         msgs.close()
-        raise E.JSStreamSnapshotErrF(err="snapshot check failed: %d messages readable of %d"
+        raise E.error("JSStreamSnapshotErrF", err="snapshot check failed: %d messages readable of %d"
                                      % (n, raw["messages"]))
     meta = {"format": FORMAT, "version": VERSION, "config": config_json(st.config),
             "created": st.created, "state": state, "first_seq": raw["first_seq"],
@@ -249,15 +249,15 @@ def _decode(payload, strict, spec, name):
 def handle_snapshot(h, r):
     """API handler body for STREAM.SNAPSHOT; returns None (replies itself) or raises ApiError."""
     if not r.payload or not r.payload.strip():
-        raise E.JSBadRequestErr()
+        raise E.error("JSBadRequestErr")
     st = h._stream(r)
     req = _decode(r.payload, h.engine.strict, _SNAP_REQ, "JSApiStreamSnapshotRequest")
     ds = req.get("deliver_subject", "")
     if not ds or not is_valid_subject(ds) or has_wildcard(ds):
-        raise E.JSSnapshotDeliverSubjectInvalidErr()
+        raise E.error("JSSnapshotDeliverSubjectInvalidErr")
     if getattr(st, "snapshotting", False):
         log.warning("Snapshot of stream '%s > %s' failed: snapshot in progress", st.jsa.name, st.name)
-        raise E.JSStreamSnapshotErrF(err="snapshot in progress")
+        raise E.error("JSStreamSnapshotErrF", err="snapshot in progress")
     jsa = st.jsa
     log.info("Starting %ssnapshot for stream '%s > %s'",
              "health check and " if req.get("jsck") else "", jsa.name, st.name)
@@ -268,7 +268,7 @@ def handle_snapshot(h, r):
         raise
     except Exception as e:
         log.warning("Snapshot of stream '%s > %s' failed: %s", jsa.name, st.name, e)
-        raise E.JSStreamSnapshotErrF(err=str(e))
+        raise E.error("JSStreamSnapshotErrF", err=str(e))
     r.send({"config": config_json(st.config), "state": state})
     ci = A.client_info(r.origin, r.acc, h.server)
     A.snapshot_create(jsa, st.name, state, ci)
@@ -391,25 +391,25 @@ class _Sender:
 def handle_restore(h, r):
     """API handler body for STREAM.RESTORE."""
     if not r.payload or not r.payload.strip():
-        raise E.JSBadRequestErr()
+        raise E.error("JSBadRequestErr")
     name = h._stream_name(r)
     try:
         doc = json.loads(r.payload)
     except ValueError as e:
-        raise E.JSInvalidJSONErr(err=str(e))
+        raise E.error("JSInvalidJSONErr", err=str(e))
     if not isinstance(doc, dict):
-        raise E.JSInvalidJSONErr(err="json: cannot unmarshal into Go value of type "
+        raise E.error("JSInvalidJSONErr", err="json: cannot unmarshal into Go value of type "
                                      "server.JSApiStreamRestoreRequest")
     unknown = [k for k in doc if k not in ("config", "state")]
     if unknown and h.engine.strict:
-        raise E.JSInvalidJSONErr(err='json: unknown field "%s"' % unknown[0])
+        raise E.error("JSInvalidJSONErr", err='json: unknown field "%s"' % unknown[0])
     cfg_in = doc.get("config") or {}
     if not isinstance(cfg_in, dict):
-        raise E.JSInvalidJSONErr(err="json: cannot unmarshal config")
+        raise E.error("JSInvalidJSONErr", err="json: cannot unmarshal config")
     if not cfg_in.get("name"):
         cfg_in = dict(cfg_in, name=name)
     if cfg_in.get("name") != name:
-        raise E.JSStreamMismatchErr()
+        raise E.error("JSStreamMismatchErr")
     if "/" in name or "\\" in name:
         raise E.error("JSStreamNameContainsPathSeparatorsErr")
     req = decode_stream_config(json.dumps(cfg_in).encode(), h.engine.strict)
@@ -418,7 +418,7 @@ def handle_restore(h, r):
     cfg = check_config(req, pedantic, h._lookup_cfg(jsa), jsa)
     jsa.check_limits(cfg)
     if name in jsa.streams or name in _restoring(jsa):
-        raise E.JSStreamNameExistRestoreFailedErr()
+        raise E.error("JSStreamNameExistRestoreFailedErr")
     log.info("Starting restore for stream '%s > %s'", jsa.name, name)
     ci = A.client_info(r.origin, r.acc, h.server)
     start = time.time_ns()
@@ -491,7 +491,7 @@ class _Restore:
                 self.spool.write(payload)
             except OSError as e:
                 self._end()
-                self._complete(reply, None, E.JSStreamRestoreErrF(err=str(e)))
+                self._complete(reply, None, E.error("JSStreamRestoreErrF", err=str(e)))
                 return
             self.total += len(payload)
             self._arm()
@@ -502,12 +502,12 @@ class _Restore:
         st, err = None, None
         try:
             if self.name in self.jsa.streams:
-                raise E.JSStreamNameExistRestoreFailedErr()
+                raise E.error("JSStreamNameExistRestoreFailedErr")
             st = restore_into(self.jsa, self.cfg, self.spool)
         except E.ApiError as e:
             err = e
         except Exception as e:
-            err = E.JSStreamRestoreErrF(err=str(e))
+            err = E.error("JSStreamRestoreErrF", err=str(e))
         finally:
             self.spool.close()
         self._complete(reply, st, err)

@@ -16,6 +16,7 @@ import time
 
 from natsd._core.router import publish, publish_many
 from natsd._core.sublist import Subscription
+from natsd.gofmt import go_time
 from natsd.jetstream import counters
 from natsd.jetstream import errors as E
 from natsd.jetstream import schedules
@@ -28,21 +29,10 @@ from natsd.subject import subject_matches
 
 log = logging.getLogger("natsd")
 
-ZERO_TIME = "0001-01-01T00:00:00Z"
 MAX_HDR = 64 * 1024
 NS = 1_000_000_000
 MAX_TTL = (1 << 62) // NS       # seconds; a larger Nats-TTL (valid for nats-server) never expires
 
-
-def rfc3339(ns):
-    """RFC 3339 UTC with nanoseconds like Go's time.Time JSON (trailing zeros trimmed)."""
-    if not ns:
-        return ZERO_TIME
-    secs, frac = divmod(int(ns), NS)
-    base = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
-    if frac:
-        base += ("." + "%09d" % frac).rstrip("0")
-    return base + "Z"
 
 
 def parse_rfc3339(s):
@@ -220,7 +210,7 @@ class Stream:
             except Exception as exc:    # a store failure must not kill the loop
                 self.store_failed(exc)
                 if reply and not no_ack:
-                    err = E.JSStreamStoreFailedF(err=str(exc))
+                    err = E.error("JSStreamStoreFailedF", err=str(exc))
                     self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
                 continue
             if consumers is not None:
@@ -260,7 +250,7 @@ class Stream:
         except Exception as exc:    # a store failure must not kill the loop
             self.store_failed(exc)
             if reply and not self.config.get("no_ack"):
-                err = E.JSStreamStoreFailedF(err=str(exc))
+                err = E.error("JSStreamStoreFailedF", err=str(exc))
                 self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
             return
         if reply and ack is not None and not self.config.get("no_ack"):
@@ -311,7 +301,7 @@ class Stream:
 
         def failed(exc):
             self.store_failed(exc)
-            err = E.JSStreamStoreFailedF(err=str(exc))
+            err = E.error("JSStreamStoreFailedF", err=str(exc))
             data = E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
             for reply, _ in acks:
                 self._reply(reply, data)
@@ -359,7 +349,7 @@ class Stream:
         sourced = sourced or raw is not None
         cfg = self.config
         if cfg.get("sealed"):
-            raise E.JSStreamSealedErr()
+            raise E.error("JSStreamSealedErr")
         if self.transform is not None:
             mapped = self.transform.apply(subject.decode())
             if mapped:
@@ -367,9 +357,9 @@ class Stream:
         size = len(payload) + (len(hdr) if hdr else 0)
         mms = cfg.get("max_msg_size", -1)
         if 0 <= mms < size and mms != -1:
-            raise E.JSStreamMessageExceedsMaximumErr()
+            raise E.error("JSStreamMessageExceedsMaximumErr")
         if hdr and len(hdr) > MAX_HDR:
-            raise E.JSStreamHeaderExceedsMaximumErr()
+            raise E.error("JSStreamHeaderExceedsMaximumErr")
         h = parse_headers(hdr) if hdr else {}
         ttl = 0
         msg_id = ""
@@ -387,7 +377,7 @@ class Stream:
                         hdr, h = checked, parse_headers(checked)
             es = h.get("Nats-Expected-Stream")
             if es is not None and es != self.name:
-                raise E.JSStreamNotMatchErr()
+                raise E.error("JSStreamNotMatchErr")
             msg_id = h.get("Nats-Msg-Id", "")
             if msg_id and raw is None:
                 d = self._dedup_lookup(msg_id)
@@ -395,7 +385,7 @@ class Stream:
                     return self._puback(d, True), False
             elm = h.get("Nats-Expected-Last-Msg-Id")
             if elm is not None and elm != self.last_msg_id:
-                raise E.JSStreamWrongLastMsgIDErrF(id=self.last_msg_id)
+                raise E.error("JSStreamWrongLastMsgIDErrF", id=self.last_msg_id)
             els = h.get("Nats-Expected-Last-Sequence")
             if els is not None:
                 last = self.store.state()["last_seq"]
@@ -404,7 +394,7 @@ class Stream:
                 except ValueError:
                     want = -1
                 if want != last:
-                    raise E.JSStreamWrongLastSequenceErrF(seq=last)
+                    raise E.error("JSStreamWrongLastSequenceErrF", seq=last)
             elss = h.get("Nats-Expected-Last-Subject-Sequence")
             if elss is not None:
                 filt = h.get("Nats-Expected-Last-Subject-Sequence-Subject") or subject.decode()
@@ -415,13 +405,13 @@ class Stream:
                 except ValueError:
                     want = -1
                 if want != last:
-                    raise E.JSStreamWrongLastSequenceErrF(seq=last)
+                    raise E.error("JSStreamWrongLastSequenceErrF", seq=last)
             rollup = h.get("Nats-Rollup", "")
             if rollup:
                 if not cfg.get("allow_rollup_hdrs") and not sourced:
-                    raise E.JSStreamRollupFailedF(err="rollup not permitted")
+                    raise E.error("JSStreamRollupFailedF", err="rollup not permitted")
                 if rollup not in ("sub", "all"):
-                    raise E.JSStreamRollupFailedF(err='rollup value invalid: "%s"' % rollup)
+                    raise E.error("JSStreamRollupFailedF", err='rollup value invalid: "%s"' % rollup)
             tv = ttl_header(hdr)
             if tv is not None and raw is not None and not cfg.get("allow_msg_ttl"):
                 tv = None               # a mirror keeps the message, without expiring it
@@ -431,9 +421,9 @@ class Stream:
                 except ValueError:
                     ttl, bad = 0, True
                 if ttl != 0 and not cfg.get("allow_msg_ttl"):
-                    raise E.JSMessageTTLDisabledErr()
+                    raise E.error("JSMessageTTLDisabledErr")
                 if bad:                 # an invalid value reads as 0: "invalid", not "disabled"
-                    raise E.JSMessageTTLInvalidErr()
+                    raise E.error("JSMessageTTLInvalidErr")
                 ttl = min(ttl, MAX_TTL)
         value = None
         if incr is not None and cfg.get("allow_msg_counter"):
@@ -478,14 +468,14 @@ class Stream:
         st = self.store.state()
         mm = cfg.get("max_msgs", -1)
         if mm > 0 and st["messages"] + 1 > mm:
-            raise E.JSStreamStoreFailedF(err="maximum messages exceeded")
+            raise E.error("JSStreamStoreFailedF", err="maximum messages exceeded")
         mb = cfg.get("max_bytes", -1)
         if mb > 0 and st["bytes"] + self.store.msg_size(subject, hdr, payload) > mb:
-            raise E.JSStreamStoreFailedF(err="maximum bytes exceeded")
+            raise E.error("JSStreamStoreFailedF", err="maximum bytes exceeded")
         mps = cfg.get("max_msgs_per_subject", -1)
         if mps > 0 and cfg.get("discard_new_per_subject"):
             if self.store.subject_count(subject.decode()) + 1 > mps:
-                raise E.JSStreamStoreFailedF(err="maximum messages per subject exceeded")
+                raise E.error("JSStreamStoreFailedF", err="maximum messages per subject exceeded")
 
     def enforce_limits(self, subject=None):
         """Discard-old limits after a store (and after a config update)."""
@@ -600,7 +590,7 @@ class Stream:
             return
         last = self.store.load_prev(seq - 1) if seq > 1 else None
         pairs = [("Nats-Stream", self.name), ("Nats-Subject", subject.decode()),
-                 ("Nats-Sequence", seq), ("Nats-Time-Stamp", rfc3339(ts)),
+                 ("Nats-Sequence", seq), ("Nats-Time-Stamp", go_time(ts)),
                  ("Nats-Last-Sequence", last.seq if last else 0)]
         body = payload
         if self.config["republish"].get("headers_only"):
@@ -808,8 +798,8 @@ class Stream:
     def state(self, deleted_details=False, subjects_filter=None):
         st = self.store.state()
         out = {"messages": st["messages"], "bytes": st["bytes"], "first_seq": st["first_seq"],
-               "first_ts": rfc3339(st["first_ts"]), "last_seq": st["last_seq"],
-               "last_ts": rfc3339(st["last_ts"])}
+               "first_ts": go_time(st["first_ts"]), "last_seq": st["last_seq"],
+               "last_ts": go_time(st["last_ts"])}
         if st.get("num_subjects"):
             out["num_subjects"] = st["num_subjects"]
         if subjects_filter:
@@ -837,10 +827,10 @@ class Stream:
     def identity(self):
         """nats-server 2.15's stream identity (Nats-Stream-Identity): getHash of the creation
         time in RFC 3339, which tells a re-created stream of the same name apart."""
-        return get_hash(rfc3339(self.created))
+        return get_hash(go_time(self.created))
 
     def info(self, deleted_details=False, subjects_filter=None, with_cluster=True, dynamic=True):
-        out = {"config": config_json(self.config, dynamic), "created": rfc3339(self.created),
+        out = {"config": config_json(self.config, dynamic), "created": go_time(self.created),
                "state": self.state(deleted_details, subjects_filter)}
         if self.engine.domain:
             out["domain"] = self.engine.domain
@@ -850,7 +840,7 @@ class Stream:
             out["mirror"] = self._source_info(self.config["mirror"], True)
         if self.config.get("sources"):
             out["sources"] = [self._source_info(s) for s in self.config["sources"]]
-        out["ts"] = rfc3339(time.time_ns())
+        out["ts"] = go_time(time.time_ns())
         return out
 
     def _source_info(self, src, mirror=False):

@@ -97,7 +97,7 @@ def decode_request(payload, spec, type_name, strict):
     try:
         return gojson.unmarshal_request(payload, spec, type_name, bool(strict))
     except gojson.JSONError as e:
-        raise E.JSInvalidJSONErr(err=str(e))
+        raise E.error("JSInvalidJSONErr", err=str(e))
 
 
 def decode_stream_config(payload, strict):
@@ -122,7 +122,7 @@ def name_len(name):
 
 
 def _invalid(msg):
-    return E.JSStreamInvalidConfigF(err=msg)
+    return E.error("JSStreamInvalidConfigF", err=msg)
 
 
 def _valid_mapping(src, dest):
@@ -143,12 +143,12 @@ def check_filters_at_create(cfg):
     if mirror and not mirror.get("subject_transforms"):
         f = mirror.get("filter_subject")
         if f and not is_valid_subject(f):
-            raise E.JSStreamCreateErrF(err="subject filter '%s' for the mirror invalid subject" % f)
+            raise E.error("JSStreamCreateErrF", err="subject filter '%s' for the mirror invalid subject" % f)
     for src in cfg.get("sources") or []:
         if src and not src.get("subject_transforms"):
             f = src.get("filter_subject")
             if f and not is_valid_subject(f):
-                raise E.JSStreamCreateErrF(err="subject filter '%s' for the source: invalid subject" % f)
+                raise E.error("JSStreamCreateErrF", err="subject filter '%s' for the source: invalid subject" % f)
 
 
 def _server_limits(jsa):
@@ -185,13 +185,13 @@ def check_config(cfg, pedantic=False, lookup=None, limits=None):
     if reps > MAX_REPLICAS:
         raise _invalid("maximum replicas is %d" % MAX_REPLICAS)
     if reps < 0:
-        raise E.JSReplicasCountCannotBeNegative()
+        raise E.error("JSReplicasCountCannotBeNegative")
     cfg["num_replicas"] = reps
     for key in ("max_msgs", "max_msgs_per_subject", "max_bytes", "max_msg_size", "max_consumers"):
         v = cfg.get(key, 0)
         if v == 0 or v < -1:
             if pedantic and v < -1:
-                raise E.JSPedanticErrF(err="%s must be set to -1" % key)
+                raise E.error("JSPedanticErrF", err="%s must be set to -1" % key)
             cfg[key] = -1
     max_age = cfg.get("max_age", 0)
     cfg["max_age"] = max_age
@@ -207,11 +207,11 @@ def check_config(cfg, pedantic=False, lookup=None, limits=None):
         max_window = DEFAULT_DUPLICATE_WINDOW
         if 0 < srv_dup < max_window:
             if pedantic:
-                raise E.JSPedanticErrF(err="duplicate window limits are higher than current limits")
+                raise E.error("JSPedanticErrF", err="duplicate window limits are higher than current limits")
             max_window = srv_dup
         if max_age != 0 and max_age < max_window:
             if pedantic:
-                raise E.JSPedanticErrF(err="duplicate window cannot be bigger than max age")
+                raise E.error("JSPedanticErrF", err="duplicate window cannot be bigger than max age")
             dup = max_age
         else:
             dup = max_window
@@ -275,65 +275,65 @@ def check_config(cfg, pedantic=False, lookup=None, limits=None):
 
     if mirror is not None:
         if cfg.get("first_seq", 0) > 0:
-            raise E.JSMirrorWithFirstSeqErr()
+            raise E.error("JSMirrorWithFirstSeqErr")
         if cfg.get("subjects"):
-            raise E.JSMirrorWithSubjectsErr()
+            raise E.error("JSMirrorWithSubjectsErr")
         if sources:
-            raise E.JSMirrorWithSourcesErr()
+            raise E.error("JSMirrorWithSourcesErr")
         if cfg.get("allow_msg_counter"):
-            raise E.JSMirrorWithCountersErr()
+            raise E.error("JSMirrorWithCountersErr")
         if cfg.get("allow_atomic"):
-            raise E.JSMirrorWithAtomicPublishErr()
+            raise E.error("JSMirrorWithAtomicPublishErr")
         if cfg.get("allow_batched"):
-            raise E.JSMirrorWithBatchPublishErr()
+            raise E.error("JSMirrorWithBatchPublishErr")
         if cfg.get("allow_msg_schedules"):
-            raise E.JSMirrorWithMsgSchedulesErr()
+            raise E.error("JSMirrorWithMsgSchedulesErr")
         if mirror.get("filter_subject") and mirror.get("subject_transforms"):
-            raise E.JSMirrorMultipleFiltersNotAllowed()
+            raise E.error("JSMirrorMultipleFiltersNotAllowed")
         if sdm > 0:
             raise _invalid("subject delete markers forbidden on mirrors")
         for tr in mirror.get("subject_transforms") or []:
             if tr.get("src") and not is_valid_subject(tr["src"]):
-                raise E.JSMirrorInvalidSubjectFilter(err="invalid subject %s" % tr["src"])
+                raise E.error("JSMirrorInvalidSubjectFilter", err="invalid subject %s" % tr["src"])
             err = _valid_mapping(tr.get("src", ""), tr.get("dest", ""))
             if err:
-                raise E.JSMirrorInvalidTransformDestination(err=err)
+                raise E.error("JSMirrorInvalidTransformDestination", err=err)
         if mirror.get("external") is None:
             if not is_valid_name(mirror.get("name", "")):
-                raise E.JSMirrorInvalidStreamName()
+                raise E.error("JSMirrorInvalidStreamName")
             ocfg = lookup(mirror["name"]) if lookup else None
             if ocfg is not None:
                 if 0 < cfg["max_msg_size"] < ocfg.get("max_msg_size", -1):
-                    raise E.JSMirrorMaxMessageSizeTooBigErr()
+                    raise E.error("JSMirrorMaxMessageSizeTooBigErr")
                 cfg["mirror_direct"] = bool(ocfg.get("allow_direct"))
     if sources and cfg.get("allow_msg_schedules"):
-        raise E.JSSourceWithMsgSchedulesErr()
+        raise E.error("JSSourceWithMsgSchedulesErr")
     seen = set()
     for src in sources:
         if src is None or not is_valid_name(src.get("name", "")):
-            raise E.JSSourceInvalidStreamName()
+            raise E.error("JSSourceInvalidStreamName")
         iname = (src["name"], (src.get("external") or {}).get("api", ""), src.get("filter_subject", ""),
                  tuple((t.get("src", ""), t.get("dest", "")) for t in src.get("subject_transforms") or []))
         if iname in seen:
-            raise E.JSSourceDuplicateDetected()
+            raise E.error("JSSourceDuplicateDetected")
         seen.add(iname)
         if src.get("filter_subject") and src.get("subject_transforms"):
-            raise E.JSSourceMultipleFiltersNotAllowed()
+            raise E.error("JSSourceMultipleFiltersNotAllowed")
         trs = src.get("subject_transforms") or []
         for tr in trs:
             if tr.get("src") and not is_valid_subject(tr["src"]):
-                raise E.JSSourceInvalidSubjectFilter(err="invalid subject %s" % tr["src"])
+                raise E.error("JSSourceInvalidSubjectFilter", err="invalid subject %s" % tr["src"])
             err = _valid_mapping(tr.get("src", ""), tr.get("dest", ""))
             if err:
-                raise E.JSSourceInvalidTransformDestination(err=err)
+                raise E.error("JSSourceInvalidTransformDestination", err=err)
         for i, a in enumerate(trs):
             for j, b in enumerate(trs):
                 if i != j and subject_is_subset(a.get("src", ""), b.get("src", "")):
-                    raise E.JSSourceOverlappingSubjectFilters()
+                    raise E.error("JSSourceOverlappingSubjectFilters")
         if src.get("external") is None and lookup:
             ocfg = lookup(src["name"])
             if ocfg is not None and 0 < cfg["max_msg_size"] < ocfg.get("max_msg_size", -1):
-                raise E.JSSourceMaxMessageSizeTooBigErr()
+                raise E.error("JSSourceMaxMessageSizeTooBigErr")
     for src in ([mirror] if mirror else []) + sources:
         ext = src.get("external") or {}
         if ext.get("api"):
@@ -342,7 +342,7 @@ def check_config(cfg, pedantic=False, lookup=None, limits=None):
                 raise _invalid("stream external api prefix %s must be a valid subject without wildcards"
                                % json.dumps(api))
             if subjects_overlap(api, "$JS.API"):
-                raise E.JSStreamExternalApiOverlapErrF(prefix=api, subject="$JS.API")
+                raise E.error("JSStreamExternalApiOverlapErrF", prefix=api, subject="$JS.API")
 
     subjects = cfg.get("subjects") or []
     if not subjects:
@@ -377,21 +377,21 @@ def check_config(cfg, pedantic=False, lookup=None, limits=None):
     if limits is not None:
         required, limit = limits.max_bytes_limits(cfg)
         if required and cfg["max_bytes"] <= 0:
-            raise E.JSStreamMaxBytesRequired()
+            raise E.error("JSStreamMaxBytesRequired")
         if limit > 0 and cfg["max_bytes"] > limit:
-            raise E.JSStreamMaxStreamBytesExceeded()
+            raise E.error("JSStreamMaxStreamBytesExceeded")
     st = cfg.get("subject_transform")
     if st is not None:
         if st.get("src") and not is_valid_subject(st["src"]):
-            raise E.JSStreamTransformInvalidSource(err="invalid subject %s" % st["src"])
+            raise E.error("JSStreamTransformInvalidSource", err="invalid subject %s" % st["src"])
         err = _valid_mapping(st.get("src", ""), st.get("dest", ""))
         if err:
-            raise E.JSStreamTransformInvalidDestination(err=err)
+            raise E.error("JSStreamTransformInvalidDestination", err=err)
     rp = cfg.get("republish")
     if rp is not None:
         if not rp.get("src"):
             if pedantic:
-                raise E.JSPedanticErrF(err="republish source can not be empty")
+                raise E.error("JSPedanticErrF", err="republish source can not be empty")
             rp["src"] = ">"
         dest = rp.get("dest", "")
         rp["dest"] = dest
@@ -432,7 +432,7 @@ def check_update(old, new, pedantic=False, lookup=None, limits=None, clustered=F
     if cfg["name"] != old["name"]:
         raise _invalid("stream configuration name must match original")
     if not clustered and cfg["num_replicas"] > 1:
-        raise E.JSStreamReplicasNotSupportedErr()
+        raise E.error("JSStreamReplicasNotSupportedErr")
     if cfg["storage"] != old["storage"]:
         raise _invalid("stream configuration update can not change storage type")
     if cfg["retention"] != old["retention"] and "workqueue" in (cfg["retention"], old["retention"]):
@@ -444,7 +444,7 @@ def check_update(old, new, pedantic=False, lookup=None, limits=None, clustered=F
     if not cfg.get("deny_purge") and old.get("deny_purge"):
         raise _invalid("stream configuration update can not cancel deny purge")
     if cfg.get("mirror") is not None and cfg.get("mirror") != old.get("mirror"):
-        raise E.JSStreamMirrorNotUpdatableErr()
+        raise E.error("JSStreamMirrorNotUpdatableErr")
     if old.get("allow_msg_ttl") and not cfg.get("allow_msg_ttl"):
         raise _invalid("message TTL status can not be disabled")
     if bool(cfg.get("allow_msg_counter")) != bool(old.get("allow_msg_counter")):

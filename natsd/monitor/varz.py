@@ -1,12 +1,12 @@
 """`/varz`: server identity, configuration echoes and totals, with nats-server's field names."""
 import os
 import time
-from datetime import datetime, timezone
 
 import psutil
 
 from natsd import VERSION, PROTO
 from natsd._core.conn import totals
+from natsd.gofmt import go_time
 
 _process = psutil.Process(os.getpid())
 
@@ -83,9 +83,8 @@ def disk_io_wait_stats(server):
 
 
 def rfc3339(ts):
-    """Unix time -> RFC 3339 UTC with nanoseconds, as Go prints time.Time."""
-    dt = datetime.fromtimestamp(ts, tz=timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + "%09dZ" % int(round((ts % 1) * 1e9) % 1000000000)
+    """Unix time in seconds -> time.Time's JSON text (see gofmt.go_time)."""
+    return go_time(round(ts * 1e9))
 
 
 def go_duration_short(seconds):

@@ -2,7 +2,7 @@
 rendering (omit-empty) and which fields an update may change; plus pull request parsing."""
 import pytest
 
-from natsd.gofmt import go_duration
+from natsd.gofmt import go_duration, go_time
 
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream.errors import ApiError
@@ -96,8 +96,8 @@ def test_times_roundtrip():
                 "opt_start_time": "2020-01-01T00:00:00.5+01:00"})
     assert cfg["opt_start_time"][1] == cc.parse_time("2019-12-31T23:00:00.5Z")
     assert cc.to_json(cfg)["opt_start_time"] == "2020-01-01T00:00:00.5+01:00"
-    assert cc.format_time(cc.parse_time("2026-11-22T03:45:12.3379Z")) == "2026-11-22T03:45:12.3379Z"
-    assert cc.format_time(None) == "0001-01-01T00:00:00Z"
+    assert go_time(cc.parse_time("2026-11-22T03:45:12.3379Z")) == "2026-11-22T03:45:12.3379Z"
+    assert go_time(None) == "0001-01-01T00:00:00Z"
 
 
 def test_go_duration():
