@@ -3,9 +3,19 @@
 when it matches the block files exactly (sizes and the last block's tail), so a big store opens
 without rescanning its blocks. Anything unusable is ignored and the blocks are scanned.
 
-Format: `NSNP` + u64 meta length + u64 xxhash64 of the meta, the pickled meta (counters,
-subjects, per-subject stats, TTL heap, block table, chunk checksums), then each index chunk.
-The frame offsets of encrypted blocks are in the meta. Encrypted logs write `NSNE` + u64 sealed-meta length + u64 key id, the meta sealed with the
+Format: `NSNP` + u64 meta length + u64 xxhash64 of the meta, the meta (below), then each index
+chunk. The meta is little-endian binary, version 2 (a version-1 snapshot, pickled, is ignored:
+the blocks are scanned):
+
+    u32 version, u64 first, u64 last, i64 last_ts, u64 msgs, u64 bytes, u64 live subjects
+    u32 n, then n x (u32 len, subject bytes)                      sid -> subject
+    u32 n, then n x (i64 expires ns, u64 seq)                     TTL heap
+    u32 n, then n x (u64 num, u64 size, u64 first, u64 last, u8 compressed, u64 size on disk)
+    u32 n, then n x (u64 chunk index, u64 xxhash64 of the chunk)
+    u32 n, then n x (u64 block num, u32 len, frame offsets)      encrypted blocks
+    u32 len, per-subject stats (nlog_sstat array)
+    u32 len, the last block's last 8 bytes
+ Encrypted logs write `NSNE` + u64 sealed-meta length + u64 key id, the meta sealed with the
 stream's key (nonce + ciphertext + tag), then each chunk sealed the same way (each part's
 associated data names it).
 
@@ -14,7 +24,7 @@ blocks any more (a block truncated after a clean stop): the log never goes below
 """
 import logging
 import os
-import pickle
+import struct
 from array import array
 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
@@ -27,9 +37,93 @@ cdef extern from "nlog.h":
 
 log = logging.getLogger("natsd")
 
-DEF SNAP_VERSION = 1
+DEF SNAP_VERSION = 2
 DEF SEAL_OVH = 28           # nonce + tag of a sealed part
 
+
+
+_HEAD = struct.Struct("<IQQqQQQ")
+_BLOCK = struct.Struct("<QQQQBQ")
+_TTL = struct.Struct("<qQ")
+_CHUNK = struct.Struct("<QQ")
+_FRAMES = struct.Struct("<QI")
+_U32 = struct.Struct("<I")
+
+
+def encode_meta(meta):
+    """The meta dict -> its declared binary form (see the module docstring)."""
+    out = [_HEAD.pack(SNAP_VERSION, meta["first"], meta["last"], meta["last_ts"], meta["msgs"],
+                      meta["bytes"], meta["nsubj"])]
+
+    def blobs(items):
+        out.append(_U32.pack(len(items)))
+        for b in items:
+            out.append(_U32.pack(len(b)))
+            out.append(b)
+
+    def records(rec, items):
+        out.append(_U32.pack(len(items)))
+        out.extend(rec.pack(*it) for it in items)
+    blobs(meta["subjects"])
+    records(_TTL, meta["ttl"])
+    records(_BLOCK, [(n, sz, f, l, 1 if c else 0, d) for n, sz, f, l, c, d in meta["blocks"]])
+    records(_CHUNK, meta["chunks"])
+    out.append(_U32.pack(len(meta["frames"])))
+    for num, fr in meta["frames"].items():
+        out.append(_FRAMES.pack(num, len(fr)))
+        out.append(fr)
+    for b in (meta["sstats"], meta["tail"]):
+        out.append(_U32.pack(len(b)))
+        out.append(b)
+    return b"".join(out)
+
+
+class _Reader:
+    def __init__(self, data):
+        self.data = data
+        self.pos = 0
+
+    def take(self, n):
+        if self.pos + n > len(self.data):
+            raise ValueError("index snapshot meta is truncated")
+        b = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return b
+
+    def unpack(self, rec):
+        return rec.unpack(self.take(rec.size))
+
+    def count(self):
+        return self.unpack(_U32)[0]
+
+    def blob(self):
+        return bytes(self.take(self.count()))
+
+
+def decode_meta(data):
+    """The binary meta -> the dict write_snapshot built; ValueError when it is not version 2
+    or does not parse exactly."""
+    r = _Reader(memoryview(data))
+    v, first, last, last_ts, msgs, nbytes, nsubj = r.unpack(_HEAD)
+    if v != SNAP_VERSION:
+        raise ValueError("index snapshot version %d" % v)
+    meta = dict(v=v, first=first, last=last, last_ts=last_ts, msgs=msgs, bytes=nbytes,
+                nsubj=nsubj)
+    meta["subjects"] = [r.blob() for _ in range(r.count())]
+    meta["ttl"] = [r.unpack(_TTL) for _ in range(r.count())]
+    meta["blocks"] = [(n, sz, f, l, bool(c), d)
+                      for n, sz, f, l, c, d in (r.unpack(_BLOCK) for _ in range(r.count()))]
+    meta["chunks"] = [r.unpack(_CHUNK) for _ in range(r.count())]
+    frames = {}
+    for _ in range(r.count()):
+        num, n = r.unpack(_FRAMES)
+        frames[num] = bytes(r.take(n))
+    meta["frames"] = frames
+    meta["sstats"] = r.blob()
+    meta["tail"] = r.blob()
+    if r.pos != len(data):
+        raise ValueError("index snapshot meta has %d trailing bytes" % (len(data) - r.pos))
+    return meta
 
 
 def write_snapshot(Log self):
@@ -51,7 +145,7 @@ def write_snapshot(Log self):
                 sstats=PyBytes_FromStringAndSize(<char*>self.sstats,
                                                  len(self.subjects) * sizeof(nlog_sstat)),
                 tail=os.pread(lastb.fd, 8, disk - 8) if disk >= 8 else b"")
-    m = pickle.dumps(meta, protocol=pickle.HIGHEST_PROTOCOL)
+    m = encode_meta(meta)
     crypt = self.crypt
     tmp = os.path.join(self.dir, "index.snap.tmp")
     with open(tmp, "wb") as f:
@@ -106,7 +200,7 @@ cdef bint _apply_snapshot(Log self, path, bint usable) except -1:
             m = crypt.open(m, b"NSNE meta", kid)
         elif nlog_xxh64(<char*>m, len(m), 0) != int.from_bytes(h[12:20], "little"):
             return False
-        meta = pickle.loads(m)
+        meta = decode_meta(m)
         if meta.get("v") != SNAP_VERSION or not meta["blocks"]:
             return False
         self.snap_last = meta["last"]

@@ -766,3 +766,41 @@ def test_open_store_picks_the_storage(tmp_path):
     finally:
         m.close()
         f.close()
+
+
+def test_index_snapshot_meta_is_declared_binary(tmp_path, caplog):
+    """index.snap's meta is natsd's own little-endian format (no pickle): it decodes to what
+    the log holds, encodes back to the same bytes, and the next open uses it without a word."""
+    from natsd._core import logsnap
+    p = tmp_path / "s"
+    s = FileStore(p, block_size=1024)
+    fill(s, 50)
+    s.store_msg(b"ttl.x", None, b"x", ttl=60)
+    s.close()
+    raw = (p / "index.snap").read_bytes()
+    assert raw[:4] == b"NSNP"
+    n = int.from_bytes(raw[4:12], "little")
+    meta = logsnap.decode_meta(raw[20:20 + n])
+    assert (meta["v"], meta["first"], meta["last"], meta["msgs"]) == (2, 1, 51, 51)
+    assert len(meta["ttl"]) == 1 and meta["ttl"][0][1] == 51 and b"ttl.x" in meta["subjects"]
+    assert logsnap.encode_meta(meta) == raw[20:20 + n]
+    with pytest.raises(ValueError):
+        logsnap.decode_meta(raw[20:20 + n - 1])
+    with caplog.at_level(logging.WARNING, logger="natsd"):
+        s2 = FileStore(p, block_size=1024)
+    assert "unusable index snapshot" not in caplog.text
+    assert s2.state()["messages"] == 51 and s2.expired_ttls(1 << 62) == [51]
+    s2.close()
+
+
+def test_a_damaged_snapshot_meta_is_rescanned(tmp_path, caplog):
+    p = tmp_path / "s"
+    s = FileStore(p, block_size=1024)
+    fill(s, 20)
+    s.close()
+    raw = bytearray((p / "index.snap").read_bytes())
+    raw[30] ^= 0xFF                         # inside the meta: its checksum no longer matches
+    (p / "index.snap").write_bytes(bytes(raw))
+    s2 = FileStore(p, block_size=1024)
+    assert s2.state()["messages"] == 20 and s2.load(20).msg == b"m19"
+    s2.close()
