@@ -57,7 +57,3 @@ def configure(opts):
     log.setLevel(level)
     log.propagate = False
     return log
-
-
-def trace_enabled():
-    return log.isEnabledFor(TRACE)

@@ -754,15 +754,6 @@ class Routes:
 
     # ---- monitoring ----
 
-    def remote_servers(self):
-        """Names of the servers we have routes to."""
-        names = []
-        for conns in self.routes.values():
-            r = next((x for x in conns if x is not None), None)
-            if r is not None:
-                names.append(r.state.remote_name)
-        return names
-
     def varz(self):
         co = self.opts
         v = {"name": self.name, "addr": co.host or "0.0.0.0", "cluster_port": self.port,

@@ -253,10 +253,6 @@ class AckState:
                 self.adflr = max(self.adflr, min(nd, self.dseq - 1))
                 self.asflr = max(self.asflr, ns_)
 
-    def _low_pending(self):
-        """Lowest pending stream sequence (pending is non-empty)."""
-        return self.pending.first()
-
     def _process_nak(self, sseq, dseq, dc, arg):
         if dseq <= self.adflr or dseq >= self.dseq:
             return
@@ -299,4 +295,3 @@ class AckState:
                         "io.nats.jetstream.metric.v1.consumer_ack", self._domain(),
                         stream=self.stream.name, consumer=self.name, consumer_seq=dseq,
                         stream_seq=sseq, ack_time=max(0, now_ns() - p_ts), deliveries=dc)
-

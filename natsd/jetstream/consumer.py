@@ -885,14 +885,6 @@ class Consumer(AckState, PushDelivery):
         engine = getattr(self.stream, "engine", None)
         return getattr(engine, "domain", "") or ""
 
-    def publish_event(self, subject, obj):
-        from natsd._core.router import publish
-        from natsd.jetstream.errors import dumps
-        try:
-            publish(self.account.sublist, subject.encode(), None, None, dumps(obj))
-        except Exception:
-            log.exception("advisory publish failed")
-
     # ---- persistence ----
 
     def schedule_save(self):

@@ -201,11 +201,6 @@ def to_json(cfg, dynamic_metadata=False):
     return out
 
 
-def from_stored(d):
-    """A config dict as written by to_json (meta.json) back to the full form."""
-    return decode_config(d)
-
-
 def set_static_metadata(cfg):
     md = dict(cfg.get("metadata") or {})
     md.pop(SERVER_LEVEL_KEY, None)
@@ -501,9 +496,3 @@ def check_update(old, new, deliver_has_interest=False):
     if lbo and new["max_deliver"] != -1 and lbo > new["max_deliver"]:
         return E.error("JSConsumerMaxDeliverBackoffErr")
     return None
-
-
-def configs_equal_sans_delivery(a, b):
-    a2, b2 = dict(a), dict(b)
-    a2["deliver_subject"] = b2["deliver_subject"] = ""
-    return a2 == b2

@@ -160,13 +160,6 @@ class JsAccount:
             if self.engine.max_store >= 0 and store + mb > self.engine.max_store:
                 raise E.error("JSStorageResourcesExceededErr")
 
-    def limits_exceeded(self, storage):
-        lim = self.limits["max_memory" if storage == "memory" else "max_storage"]
-        if lim < 0:
-            return False
-        mem, store = self.usage()
-        return (mem if storage == "memory" else store) > lim
-
     # ---- streams ----
 
     def stream_dir(self, name):

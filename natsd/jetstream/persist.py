@@ -98,11 +98,6 @@ def _state_rest(o):
     return st
 
 
-def write_state(directory, state):
-    os.makedirs(directory, exist_ok=True)
-    _write(os.path.join(directory, "state.json"), state)
-
-
 def save_state(directory, o):
     """Write consumer o's state.json (tmp file + rename, as _write)."""
     path = os.path.join(directory, "state.json")

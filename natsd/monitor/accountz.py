@@ -197,11 +197,3 @@ def accstatz_handler(server, opts):
         if opts.include_unused or acc.clients:
             out["account_statz"].append(account_stat(server, acc))
     return out
-
-
-def query_handler(server, query):
-    return handler(server, options_from_query(query))
-
-
-def accstatz_query_handler(server, query):
-    return accstatz_handler(server, accstatz_options_from_query(query))

@@ -320,7 +320,3 @@ def handler(server, opts):
 def _closed_acc(c):
     name = account_name(c)
     return "" if name == GLOBAL else name
-
-
-def query_handler(server, query):
-    return handler(server, options_from_query(query))

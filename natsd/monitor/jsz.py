@@ -213,7 +213,3 @@ def account_handler(server, opts):
     if jsa is None:
         raise P.OptionsError('account "%s" not jetstream enabled' % opts.account)
     return account_detail(server, jsa, opts)
-
-
-def query_handler(server, query):
-    return handler(server, options_from_query(query))

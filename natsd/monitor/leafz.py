@@ -58,7 +58,3 @@ def handler(server, opts):
              if not opts.account or account_name(c) == opts.account]
     return {"server_id": server.id, "now": P.now_rfc3339(time.time()), "leafnodes": len(leafs),
             "leafs": leafs}
-
-
-def query_handler(server, query):
-    return handler(server, options_from_query(query))

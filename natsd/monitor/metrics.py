@@ -238,7 +238,3 @@ def handler(server, opts=None):
     for collect in COLLECTORS:
         families.extend(collect(server))
     return 200, render(families), CONTENT_TYPE
-
-
-def query_handler(server, query):
-    return handler(server, options_from_query(query))

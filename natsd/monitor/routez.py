@@ -99,11 +99,3 @@ def gatewayz_handler(server, opts):
         return gw.gatewayz(opts, now)
     return {"server_id": server.id, "now": P.now_rfc3339(now), "outbound_gateways": {},
             "inbound_gateways": {}}
-
-
-def query_handler(server, query):
-    return handler(server, options_from_query(query))
-
-
-def gatewayz_query_handler(server, query):
-    return gatewayz_handler(server, gatewayz_options_from_query(query))

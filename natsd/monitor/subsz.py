@@ -119,7 +119,3 @@ def handler(server, opts):
         if page:
             out["subscriptions_list"] = page
     return out
-
-
-def query_handler(server, query):
-    return handler(server, options_from_query(query))
