@@ -341,27 +341,39 @@ async def _pull_loop(nc, a, res, count, progress, stop):
 
 
 async def w_pub_counter(nc, a, res, count, offset, progress, stop):
-    """Counter increments: `Nats-Incr: 1` with no payload; `--batch N` keeps N increments in
-    flight and waits for their N PubAcks (the default 1: each waits for its PubAck)."""
+    """Counter increments: `Nats-Incr: 1` with no payload. `--batch N` keeps N increments in
+    flight, a new one leaving as each PubAck arrives (as nats.go's PublishAsync with
+    PublishAsyncMaxPending); the default 1 waits for each PubAck before the next."""
     res.start = time.perf_counter()
     incr = {"Nats-Incr": "1"}
-    window = max(1, a.batch)
-    i = 0
-    while i < count:
-        _check(stop)
-        n = min(window, count - i)
-        t0 = time.perf_counter()
-        replies = await asyncio.gather(*[
-            nc.request(_subject(a, offset + i + k), b"", timeout=a.timeout, headers=incr)
-            for k in range(n)])
-        for r in replies:
+    window = asyncio.Semaphore(max(1, a.batch))
+    failed = []
+    done = 0
+
+    async def one(i):
+        nonlocal done
+        try:
+            t0 = time.perf_counter()
+            r = await nc.request(_subject(a, offset + i), b"", timeout=a.timeout, headers=incr)
             if b'"error"' in r.data:
-                raise BenchError("counter increment failed: %s"
-                                 % json.loads(r.data)["error"].get("description"))
-        res.latencies.append((time.perf_counter() - t0) / n)
-        i += n
-        res.msgs = i
-        progress(res.client, i)
+                failed.append(json.loads(r.data)["error"].get("description"))
+            res.latencies.append(time.perf_counter() - t0)
+            done += 1
+            if done % 100 == 0 or done == count:
+                progress(res.client, done)
+        finally:
+            window.release()
+    tasks = []
+    for i in range(count):
+        _check(stop)
+        if failed:
+            break
+        await window.acquire()
+        tasks.append(asyncio.ensure_future(one(i)))
+    await asyncio.gather(*tasks)
+    if failed:
+        raise BenchError("counter increment failed: %s" % failed[0])
+    res.msgs = done
     res.bytes = 0
 
 
