@@ -94,12 +94,8 @@ def log_label(connect: dict, account: str) -> str:
 
 # Reply prefixes the server uses internally (service imports, JetStream acks,
 # gateways); a client PUB with such a reply gets reply_violation, whatever
-# its permissions (client.go isReservedReply).
-_RESERVED_REPLY_PREFIXES = ("_R_.", "$JS.ACK.", "_GR_.")
-
-
-def is_reserved_reply(reply: str) -> bool:
-    return any(len(reply) > len(p) and reply.startswith(p) for p in _RESERVED_REPLY_PREFIXES)
+# its permissions (client.go isReservedReply). The server registers them with the parser.
+RESERVED_REPLY_PREFIXES = (b"_R_.", b"$JS.ACK.", b"_GR_.")
 
 
 # What /connz shows as authorized_user for a token client (client.go getRawAuthUser).

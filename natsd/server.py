@@ -16,11 +16,12 @@ import time
 
 from natsd import VERSION, PROTO
 from natsd._core.conn import Connection, totals
+from natsd._core import parser, sublist
 from natsd._core.loop import Loop
 from natsd._core.router import publish
 from natsd.accounts import AccountRegistry
 from natsd.imports import ResponseRouter, install_imports
-from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT
+from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT, RESERVED_REPLY_PREFIXES
 from natsd.authwork import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
 from natsd.gofmt import go_seconds
@@ -86,10 +87,15 @@ class Listener:
             self.sock = None
 
 
+INBOX_PREFIX = b"_INBOX."                 # clients' one-off reply subjects
+
+
 class Server:
     def __init__(self, opts):
         set_baseline(opts)
         self.opts = opts
+        parser.set_reserved_replies(RESERVED_REPLY_PREFIXES)
+        sublist.set_uncached_prefix(INBOX_PREFIX)
         self.loop = Loop()
         self.id = new_server_id()
         self.name = opts.server_name or self.id

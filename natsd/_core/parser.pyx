@@ -11,7 +11,7 @@ connection's Python handler: they are control operations.
 """
 from libc.string cimport memchr, memcmp
 from libc.stdlib cimport malloc, free
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from natsd._core.conn cimport Connection, Totals, KIND_ROUTE
 from natsd._core.sublist cimport SublistResult, Sublist
 from natsd._core.router cimport route, route_queues, route_from_link
@@ -123,11 +123,25 @@ cdef inline bint literal_subject_ok(const char* s, Py_ssize_t n):
     return tok > 0
 
 
+cdef tuple _reserved_replies = ()       # reply prefixes the server generates itself
+
+
+def set_reserved_replies(prefixes):
+    """Register the reply prefixes the server generates itself (natsd.auth's table: service
+    imports, JetStream acks, gateways); a client PUB whose reply starts with one (or is one,
+    as nats-server) is a reply violation. The parser knows none of them by name."""
+    global _reserved_replies
+    _reserved_replies = tuple(bytes(p) for p in prefixes)
+
+
 cdef inline bint reserved_reply(const char* r, Py_ssize_t n):
-    """Reply prefixes the server generates itself (service imports, JetStream acks, gateways)."""
-    if r[0] == c'_':
-        return (n > 4 and memcmp(r, "_R_.", 4) == 0) or (n > 5 and memcmp(r, "_GR_.", 5) == 0)
-    return r[0] == c'$' and n > 8 and memcmp(r, "$JS.ACK.", 8) == 0
+    cdef bytes p
+    cdef Py_ssize_t k
+    for p in _reserved_replies:
+        k = PyBytes_GET_SIZE(p)
+        if n >= k and memcmp(r, PyBytes_AS_STRING(p), k) == 0:
+            return True
+    return False
 
 
 cdef inline bytes to_bytes(const char* p, Py_ssize_t n):

@@ -10,6 +10,14 @@ from libc.string cimport memcmp
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 
 cdef Py_ssize_t CACHE_MAX = 4096
+cdef bytes _uncached = b""              # subjects with this prefix skip the match cache
+
+
+def set_uncached_prefix(bytes prefix):
+    """Register the prefix of one-off subjects (the server's: client inboxes, `_INBOX.`) that
+    the match cache should not hold; the sublist knows none by name."""
+    global _uncached
+    _uncached = prefix
 cdef bytes STAR = b"*"
 cdef bytes GT = b">"
 
@@ -221,10 +229,12 @@ cdef class Sublist:
 
     cdef SublistResult match_cached(self, bytes subject):
         cdef object hit
-        # `_INBOX.` subjects are one-off reply subjects (PubAcks, pull/request replies, each
-        # unique): caching them only evicts the hot entries (the cache is dropped when full).
+        # one-off reply subjects (set_uncached_prefix: `_INBOX.`, PubAcks and request replies,
+        # each unique): caching them only evicts the hot entries (the cache is dropped when full)
+        cdef Py_ssize_t k = PyBytes_GET_SIZE(_uncached)
         cdef bint cacheable = self.cache_enabled and not (
-            PyBytes_GET_SIZE(subject) > 7 and memcmp(PyBytes_AS_STRING(subject), b"_INBOX.", 7) == 0)
+            k and PyBytes_GET_SIZE(subject) > k
+            and memcmp(PyBytes_AS_STRING(subject), PyBytes_AS_STRING(_uncached), k) == 0)
         self.matches += 1
         if cacheable:
             hit = self.cache.get(subject)

@@ -1,7 +1,7 @@
 """Consumer: one JetStream consumer of a stream — delivery, acks, redelivery, pull requests.
 
 Owns: the consumer's position (next stream sequence `sseq`, next delivery sequence `dseq`), ack
-state (`pending` sseq -> (dseq, deliver time ns), a compact natsd/_core/pending.pyx, ack floors,
+state (`pending` sseq -> (dseq, deliver time ns), a compact natsd/jetstream/pending.pyx, ack floors,
 redelivery counts, the redelivery queue), push delivery (interest, deliver_group, flow
 control, idle heartbeats, rate limit, replay original, headers_only), pull delivery (the waiting-request queue in `pull.py`), the ack
 protocol on `$JS.ACK.<stream>.<consumer>.>` (+ACK, -NAK [delay], +WPI, +NXT, +TERM, AckSync),
@@ -21,8 +21,8 @@ import os
 import random
 import time
 
-from natsd._core.jsdeliver import client_target, pull_batch
-from natsd._core.pending import Pending
+from natsd.jetstream.pullfast import client_target, pull_batch
+from natsd.jetstream.pending import Pending
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_time
 from natsd.jetstream.store import StoreError
@@ -492,7 +492,7 @@ class Consumer(AckState, PushDelivery):
 
     def _pull_fast(self, budget):
         """Serve the pull request at the head of the queue with one C call per batch
-        (natsd/_core/jsdeliver.pyx) instead of once per message: -> (delivered, at_end), or
+        (natsd/jetstream/pullfast.pyx) instead of once per message: -> (delivered, at_end), or
         None when the per-message path must serve - several waiting requests (they take turns
         per message), redeliveries, last-per-subject starts, replay/rate limits, headers_only,
         max_bytes, an expired request, ack policy none, memory storage, several filters, or a

@@ -6,7 +6,7 @@ meta.json  {"name": str, "created": RFC 3339, "created_ns": int, "config": Consu
 state.json {"delivered": {"consumer_seq", "stream_seq"},   last delivered (next-1)
             "ack_floor": {"consumer_seq", "stream_seq"},
             "pending": {"<sseq>": [dseq, ts_ns], ...},       delivered, not yet acked (in memory:
-                                                             natsd/_core/pending.pyx)
+                                                             natsd/jetstream/pending.pyx)
             "redelivered": {"<sseq>": delivery_count, ...},
             "last_per_subject": [seqs...], "lps_resume": seq  (only while replaying last-per-subject)}
 
@@ -23,7 +23,7 @@ import logging
 import os
 import shutil
 
-from natsd._core.pending import Pending
+from natsd.jetstream.pending import Pending
 from natsd.gofmt import go_time
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import jscrypt
@@ -153,7 +153,7 @@ _I64 = (1 << 63) - 1
 
 def pending_from_json(obj):
     """state.json's {"<sseq>": [dseq, ts_ns], ...} (the format every natsd version wrote) ->
-    a Pending (natsd/_core/pending.pyx). Entries that could not come from a consumer (a
+    a Pending (natsd/jetstream/pending.pyx). Entries that could not come from a consumer (a
     sequence below 1, not a pair of integers) are skipped; a delivery sequence below 1 counts
     as 1 and timestamps are clamped to int64, so no entry that a consumer wrote is lost."""
     pend = Pending()

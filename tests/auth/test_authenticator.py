@@ -9,7 +9,7 @@ import nkeys
 import pytest
 
 from natsd.auth import (
-    REDACTED, AuthResult, Authenticator, is_bcrypt, is_reserved_reply, verify_nonce_signature,
+    REDACTED, AuthResult, Authenticator, is_bcrypt, verify_nonce_signature,
 )
 
 from .conftest import account, nkey_user, options, perms_cfg, subject_perm, user
@@ -194,12 +194,6 @@ def test_allowed_connection_types():
     assert a.authenticate({"user": "ws", "pass": "ws"}, None) is None
     assert a.authenticate({"user": "ws", "pass": "ws"}, None, kind="WEBSOCKET") is not None
     assert a.authenticate({"user": "std", "pass": "std"}, None) is not None
-
-
-def test_reserved_replies():
-    assert is_reserved_reply("_R_.abc") and is_reserved_reply("$JS.ACK.s.c.1.1.1.1.0")
-    assert is_reserved_reply("_GR_.x") and not is_reserved_reply("_INBOX.x")
-    assert not is_reserved_reply("_R_.")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("natsd.options") is None, reason="natsd.options not written yet")

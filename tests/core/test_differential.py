@@ -160,6 +160,8 @@ SCRIPTS = {
     "msg_from_client": [(0, connect() + b"MSG foo 1 2\r\nhi\r\n")],
     "reserved_reply_R": [(0, connect() + b"SUB foo 1\r\nPUB foo _R_.x 1\r\nx\r\n")],
     "reserved_reply_js_ack": [(0, connect() + b"SUB foo 1\r\nPUB foo $JS.ACK.x.y 1\r\nx\r\n")],
+    "reserved_reply_gateway": [(0, connect() + b"SUB foo 1\r\nPUB foo _GR_.x 1\r\nx\r\n")],
+    "reply_exactly_a_reserved_prefix": [(0, connect() + b"SUB foo 1\r\nPUB foo _R_. 1\r\nx\r\n")],
     "queue_sys": [(0, connect() + b"SUB foo _sys_ 1\r\n" + HELLO)],
     # one member per group: the choice among several members is random on both servers
     # one group per receiving client: the order in which a message reaches two groups of the

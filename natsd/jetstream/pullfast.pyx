@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """Pull consumer fast path: a Fetch batch framed from the log straight into the requester's
-connection buffer.
+connection buffer. JetStream's own Cython module: it cimports the core (log, conn, sublist,
+router), the core knows nothing of it.
 
 Consumer._run (natsd/jetstream/consumer.py) uses this when the request's reply subject resolves
 to exactly one plain client subscription and the stream is a FileStore; everything else
@@ -8,7 +9,7 @@ to exactly one plain client subscription and the stream is a FileStore; everythi
 rate limits, headers_only) takes the general per-message path. For each message it writes what
 that path would: `MSG`/`HMSG <stored subject> <sid> $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>
 .<ts>.<pending>` with the stored headers and payload, and records `pending[sseq] = (dseq, ts)`
-(Pending.put, natsd/_core/pending.pyx).
+(Pending.put, natsd/jetstream/pending.pyx).
 """
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
@@ -19,7 +20,7 @@ from natsd._core.conn cimport Connection, KIND_CLIENT
 from natsd._core.sublist cimport Subscription, SublistResult, Sublist
 from natsd._core.router cimport write_msg
 from natsd._core.fmt cimport put_int
-from natsd._core.pending cimport Pending
+from natsd.jetstream.pending cimport Pending
 
 
 def client_target(Sublist sl, bytes subject):
