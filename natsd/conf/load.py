@@ -26,7 +26,7 @@ from ..options import (
 from .errors import ConfigError, go_position, go_read_error, go_syntax_error
 from . import unsupported
 from ..gofmt import parse_go_duration
-from ..subject import subject_is_subset, subjects_overlap
+from ..subject import is_valid_subject, subject_is_subset, subjects_overlap
 from .lexer import LexError
 from .parser import Node, config_digest, parse_string
 
@@ -180,16 +180,6 @@ def _wildcards_used(subject: str, to: str) -> str | None:
     if (stoks[-1] == ">") != (ttoks[-1] == ">"):
         return f"the full wildcard must be the last token of both subjects in {to}"
     return None
-
-
-def _valid_subject(s: str) -> bool:
-    if not s or any(c in s for c in " \t\r\n"):
-        return False
-    toks = s.split(".")
-    for i, t in enumerate(toks):
-        if not t or (t == ">" and i != len(toks) - 1):
-            return False
-    return True
 
 
 class _Loader:
@@ -701,10 +691,10 @@ class _Loader:
     def perm_subjects(self, n: Node, what: str, allow_queue: bool) -> list[str]:
         subs = self.strs(n, what)
         for s in subs:
-            if _valid_subject(s):
+            if is_valid_subject(s):
                 continue
             parts = s.split()
-            if allow_queue and len(parts) == 2 and all(_valid_subject(x) for x in parts):
+            if allow_queue and len(parts) == 2 and all(is_valid_subject(x) for x in parts):
                 continue
             self.err(n, f'subject "{s}" is not a valid subject')
         return subs
@@ -881,7 +871,7 @@ class _Loader:
                     self.err(rt_node, "Detected response directive on non-service")
                 if lat_node is not None:
                     self.err(lat_node, "Detected latency directive on non-service")
-            if ex.subject and not _valid_subject(ex.subject):
+            if ex.subject and not is_valid_subject(ex.subject):
                 self.err(en, f'Error adding {ex.kind} export "{ex.subject}": subject is not valid')
             acc.exports.append(ex)
 
@@ -981,7 +971,7 @@ class _Loader:
     def mappings(self, n: Node, what: str, out: dict[str, list[MappingDest]], positions: dict):
         m = self.m(n, what)
         for subj, v in (m or {}).items():
-            if not _valid_subject(subj):
+            if not is_valid_subject(subj):
                 self.err(v, f'Subject "{subj}" is not a valid subject')
                 continue
             positions[subj] = v.pos
