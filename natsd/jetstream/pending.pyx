@@ -519,20 +519,7 @@ cdef class Pending:
 
     def keys(self):
         """[seq, ...] ascending (a snapshot)."""
-        cdef list out = []
-        cdef Py_ssize_t p
-        cdef uint32_t i
-        cdef ppage* pg
-        cdef uint64_t pb
-        for p in range(self.dstart, self.dend):
-            pg = self.dir[p].pg
-            if pg == NULL:
-                continue
-            pb = self.dir[p].pn << PAGE_BITS
-            for i in range(pg.head, pg.n):
-                if not (pg.off[i] & DEAD):
-                    out.append(pb + pg.off[i])
-        return out
+        return [it[0] for it in self.items()]
 
     def __iter__(self):
         return iter(self.keys())

@@ -85,7 +85,8 @@ async def contents(nc, stream):
                                          json.dumps({"seq": seq}).encode(), timeout=2)).data)
         m = r.get("message")
         if m:
-            msgs.append((m["seq"], m["subject"], base64.b64decode(m.get("hdrs", ""))))
+            msgs.append((m["seq"], m["subject"], base64.b64decode(m.get("hdrs", "")),
+                         base64.b64decode(m.get("data", ""))))
     return st["messages"], st["last_seq"], msgs
 
 

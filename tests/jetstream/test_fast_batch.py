@@ -5,12 +5,12 @@ the same stored messages, for commits with and without an end marker, gaps in `f
 mode, pings, refused and duplicate messages, two batches sharing the ack budget, and every
 malformed reply subject."""
 import asyncio
-import base64
 import json
 
 import nats
 
 from tests.jetstream.jshelp import same_on_both
+from tests.jetstream.test_atomic_batch import contents
 
 # op codes: 0 start, 1 append, 2 commit, 3 commit with end-of-batch marker, 4 ping
 
@@ -94,19 +94,6 @@ async def scenario(url):
     out.append(("stored", await contents(nc, "F")))
     await nc.close()
     return out
-
-
-async def contents(nc, stream):
-    st = json.loads((await nc.request("$JS.API.STREAM.INFO." + stream, b"", timeout=2)).data)["state"]
-    msgs = []
-    for seq in range(st["first_seq"], st["last_seq"] + 1):
-        r = json.loads((await nc.request("$JS.API.STREAM.MSG.GET." + stream,
-                                         json.dumps({"seq": seq}).encode(), timeout=2)).data)
-        m = r.get("message")
-        if m:
-            msgs.append((m["seq"], m["subject"], base64.b64decode(m.get("hdrs", "")),
-                         base64.b64decode(m.get("data", ""))))
-    return st["messages"], st["last_seq"], msgs
 
 
 def test_fast_batches_match(natsd, reference, tmp_path):
