@@ -7,6 +7,8 @@ the connection's round-trip time: uncompressed, fast, better or best past each t
 The wire format is in natsd/_core/s2.pyx; the negotiation itself (who switches when, relative
 to which INFO) in natsd/cluster/routeproto.py and natsd/leafnode.py.
 """
+from natsd.gofmt import go_duration, go_quote, parse_go_duration
+
 OFF = "off"
 ACCEPT = "accept"
 NOT_SUPPORTED = "not supported"
@@ -34,7 +36,6 @@ class Compression:
     def parse(cls, value, default_on, unset=ACCEPT):
         """A config value (string, bool, or {mode, rtt_thresholds}); `default_on` is the
         mode `true`/`on` means. Raises CompressionError with nats-server's words."""
-        from natsd.conf.load import parse_duration
         rtts = []
         if value is None:
             mode = unset
@@ -47,7 +48,7 @@ class Compression:
                 if lk == "mode":
                     mode = str(v)
                 elif lk in ("rtt_thresholds", "thresholds", "rtts", "rtt"):
-                    rtts = [parse_duration(str(x)) for x in (v or [])]
+                    rtts = [parse_go_duration(str(x).strip()) / 1e9 for x in (v or [])]
             if not mode:
                 mode = unset
         else:
@@ -137,10 +138,8 @@ def _thresholds(mode, rtts):
 
 
 def _q(s):
-    from natsd.gofmt import go_quote
     return go_quote(s)
 
 
 def _go_list(rtts):
-    from natsd.gofmt import go_duration
     return "[%s]" % " ".join(go_duration(int(x * 1e9)) for x in rtts)

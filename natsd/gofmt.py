@@ -5,6 +5,7 @@ written `\\xNN` as Go does. json.Marshal's output bytes. And time.Duration both 
 `go_duration` (String()) and `parse_go_duration` (time.ParseDuration), the one place natsd
 prints or reads a Go duration; and `go_time`, a time.Time as Go's JSON writes it."""
 import json
+import math
 import re
 import time
 
@@ -134,6 +135,15 @@ def go_time(ns):
     if frac:
         out += ("." + "%09d" % frac).rstrip("0")
     return out + "Z"
+
+
+def friendly_bytes(n):
+    """nats-server's friendlyBytes for its log lines: 512 B, 1.50 KB, 17.66 GB."""
+    n = float(n)
+    if n < 1024:
+        return "%g B" % n
+    exp = min(int(math.log(n) / math.log(1024)), 6)
+    return "%.2f %sB" % (n / 1024 ** exp, "KMGTPE"[exp - 1])
 
 
 def go_seconds(seconds):

@@ -161,7 +161,7 @@ class LeafNodes:
     # ---- lifecycle ----
 
     def start(self):
-        from natsd.server import Listener, host_port
+        from natsd.listener import Listener, host_port
         for acc in self.server.accounts:
             self._hook(acc)
         if self.opts.port:

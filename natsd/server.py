@@ -4,14 +4,10 @@ Subsystems (monitoring, later leaf nodes and JetStream) hang off the Server and 
 single loop. Startup prints the lines launchers wait for ("Listening for client connections
 on HOST:PORT", "Server is ready").
 """
-import base64
-import binascii
 import json
 import logging
 import os
 import random
-import socket
-import struct
 import time
 
 from natsd import VERSION, PROTO
@@ -24,6 +20,7 @@ from natsd.imports import ResponseRouter, install_imports
 from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT, RESERVED_REPLY_PREFIXES
 from natsd.authwork import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
+from natsd.listener import Listener, host_port, new_nonce, new_server_id
 from natsd.gofmt import go_seconds
 from natsd.options import set_baseline
 from natsd.protocol import info_line, prepare_accepted, release_connection
@@ -32,59 +29,6 @@ log = logging.getLogger("natsd")
 
 GIT_COMMIT = ""
 GO_VERSION = "python"
-
-
-def new_server_id():
-    """A random server nkey public key: 'N' prefix, base32, CRC16 — like nats-server's."""
-    raw = bytes([13 << 3]) + os.urandom(32)      # 13 = nkeys server prefix byte ('N')
-    crc = binascii.crc_hqx(raw, 0)
-    return base64.b32encode(raw + struct.pack("<H", crc)).decode().rstrip("=")
-
-
-def new_nonce():
-    return base64.urlsafe_b64encode(os.urandom(11)).decode().rstrip("=")
-
-
-def host_port(host, port):
-    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
-
-
-class Listener:
-    """A listening socket on the loop; accepted sockets go to `on_accept(sock, addr)`."""
-
-    def __init__(self, loop, host, port, on_accept, backlog=4096):
-        infos = socket.getaddrinfo(host or None, port if port > 0 else 0, 0, socket.SOCK_STREAM,
-                                   0, socket.AI_PASSIVE)
-        family, stype, proto, _, addr = infos[0]
-        self.sock = socket.socket(family, stype, proto)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6 and host in ("::", ""):
-            self.sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        self.sock.bind(addr)
-        self.sock.listen(backlog)
-        self.sock.setblocking(False)
-        self.port = self.sock.getsockname()[1]
-        self.host = host
-        self.loop = loop
-        self.on_accept = on_accept
-        loop.add_handler(self.sock.fileno(), self)
-
-    def on_event(self, events):
-        for _ in range(256):
-            try:
-                sock, addr = self.sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:
-                log.error("Error accepting client connection: %s", e)
-                return
-            self.on_accept(sock, addr)
-
-    def close(self):
-        if self.sock is not None:
-            self.loop.remove_handler(self.sock.fileno())
-            self.sock.close()
-            self.sock = None
 
 
 INBOX_PREFIX = b"_INBOX."                 # clients' one-off reply subjects

@@ -11,6 +11,7 @@ import hashlib
 import logging
 
 from natsd._core.tls import TlsContext, TlsError
+from natsd.gofmt import parse_go_duration
 
 log = logging.getLogger("natsd")
 
@@ -152,8 +153,7 @@ def _seconds(v, default):
         return default
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return float(v)
-    from natsd.conf.load import parse_duration
-    return parse_duration(str(v))
+    return parse_go_duration(str(v).strip()) / 1e9
 
 
 def _handshake_first(v):
@@ -169,8 +169,7 @@ def _handshake_first(v):
         return False, 0.0
     if s in ("auto", "auto_fallback"):
         return True, DEFAULT_FALLBACK_DELAY
-    from natsd.conf.load import parse_duration
-    return True, parse_duration(str(v))
+    return True, parse_go_duration(str(v).strip()) / 1e9
 
 
 def certificate_names(cert_file):

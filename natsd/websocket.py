@@ -79,7 +79,7 @@ class WebSockets:
         self.listener = None
 
     def start(self):
-        from natsd.server import Listener, host_port
+        from natsd.listener import Listener, host_port
         s = self.settings
         self.listener = Listener(self.server.loop, s.host, 0 if s.port < 0 else s.port, self._accept)
         log.info("Listening for websocket clients on %s://%s",

@@ -154,7 +154,7 @@ class Routes:
     # ---- lifecycle ----
 
     def start(self):
-        from natsd.server import Listener
+        from natsd.listener import Listener
         s = self.server
         for acc in s.accounts:
             self.add_account(acc)
@@ -238,7 +238,7 @@ class Routes:
             info["host"], info["port"] = host, port
             info["ip"] = "nats-route://%s/" % host_label(host, port)
         if nonce:
-            from natsd.server import new_nonce
+            from natsd.listener import new_nonce
             info["nonce"] = new_nonce()
         info["cluster"] = self.name
         if self.dynamic:

@@ -51,8 +51,7 @@ class AckState:
         if self.closed or not self.pending:
             return
         now = now_ns()
-        from natsd.jetstream.consumer import store_first_last
-        first = store_first_last(self.stream.store)[0]
+        first = self.stream.store.first_seq
         nxt = None
         expired = []
         maxdc = self.cfg["max_deliver"]

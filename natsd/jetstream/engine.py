@@ -15,8 +15,9 @@ import time
 
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_time
+from natsd.gofmt import friendly_bytes
 from natsd.jetstream import errors as E
-from natsd.jetstream import batch, jscrypt, placement
+from natsd.jetstream import api, batch, consumer, jscrypt, placement
 from natsd.jetstream.store import open_store
 from natsd.jetstream.stream import Stream
 from natsd.jetstream.apilevel import API_LEVEL
@@ -26,14 +27,6 @@ log = logging.getLogger("natsd")
 
 DEFAULT_SYNC_INTERVAL = 120.0
 
-
-def friendly_bytes(n):
-    n = float(n)
-    if n < 1024:
-        return "%g B" % n
-    import math
-    exp = int(math.log(n) / math.log(1024))
-    return "%.2f %sB" % (n / 1024 ** exp, "KMGTPE"[exp - 1])
 
 
 def _sys_memory():
@@ -375,7 +368,6 @@ class JetStream:
         log.info("  API Level:       %d", API_LEVEL)
         log.info("-------------------------------------------")
         t0 = time.monotonic()
-        from natsd.jetstream import api
         self.api_handler = api.ApiHandler(self)
         for acc in self._js_accounts():
             self.jsas[acc.name] = JsAccount(self, acc)
@@ -456,19 +448,13 @@ class JetStream:
                         log.exception("sync of stream %s failed", st.name)
         self.sync_timer = self.server.loop.call_later(self.sync_interval, self._sync_tick)
 
-    # ---- consumers (owned by a colleague; hooks kept defensive) ----
+    # ---- consumers ----
 
     def recover_consumers(self, stream):
         try:
-            from natsd.jetstream import consumer as cmod
-        except ImportError:
-            return
-        fn = getattr(cmod, "recover_consumers", None)
-        if fn is not None:
-            try:
-                fn(stream)
-            except Exception:
-                log.exception("recovering consumers of %s failed", stream.name)
+            consumer.recover_consumers(stream)
+        except Exception:
+            log.exception("recovering consumers of %s failed", stream.name)
 
     # ---- monitoring ----
 

@@ -23,8 +23,8 @@ import logging
 import os
 import shutil
 
-from natsd.jetstream.pending import Pending
 from natsd.gofmt import go_time
+from natsd.jetstream.pending import Pending
 from natsd.jetstream import consumerconfig as cc
 from natsd.jetstream import jscrypt
 
@@ -136,8 +136,7 @@ def apply_state(o, st):
     o.last_delivered_ns = st.get("last_delivered_ns")
     o.last_ack_ns = st.get("last_ack_ns")
     # Messages that left the stream while we were down.
-    from natsd.jetstream.consumer import store_first_last
-    first, last, _ = store_first_last(o.stream.store)
+    first, last = o.stream.store.first_seq, o.stream.store.last_seq
     if first and o.sseq < first:
         o.sseq = first
     if first:

@@ -49,6 +49,7 @@ import zlib
 
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
+from natsd.gofmt import friendly_bytes
 from natsd.ids import random_token
 from natsd.jetstream import advisories as A
 from natsd.jetstream import errors as E
@@ -380,7 +381,6 @@ class _Sender:
             log.warning("Snapshot for stream '%s > %s' failed after %.3fs: %s", jsa.name,
                         self.st.name, (end - self.start) / 1e9, err)
         else:
-            from natsd.jetstream.engine import friendly_bytes
             log.info("Completed snapshot of %s for stream '%s > %s' in %.3fs",
                      friendly_bytes(self.state.get("bytes", 0)), jsa.name, self.st.name,
                      (end - self.start) / 1e9)
@@ -515,21 +515,19 @@ class _Restore:
     def _complete(self, reply, st, err):
         end = time.time_ns()
         A.restore_complete(self.jsa, self.name, self.start, end, self.total, self.ci)
-        from natsd.jetstream.engine import friendly_bytes
-        from natsd.jetstream.api import TYPES
         if err is not None:
             self.jsa.api_errors += 1
             log.warning("Restore failed for %s for stream '%s > %s' in %.3fs: %s",
                         friendly_bytes(self.total), self.jsa.name, self.name, (end - self.start) / 1e9,
                         err.description)
-            data = E.dumps({"type": "io.nats.jetstream.api.v1." + TYPES["STREAM.CREATE"],
+            data = E.dumps({"type": "io.nats.jetstream.api.v1.stream_create_response",
                             "error": err.to_dict()})
         else:
             info = {"config": config_json(st.config), "created": _rfc(st.created),
                     "state": st.state(), "ts": _rfc(time.time_ns())}
             if st.engine.domain:
                 info["domain"] = st.engine.domain
-            data = E.api_response(TYPES["STREAM.CREATE"], info)
+            data = E.api_response("stream_create_response", info)
             log.info("Completed restore of %s for stream '%s > %s' in %.3fs",
                      friendly_bytes(self.total), self.jsa.name, self.name, (end - self.start) / 1e9)
             A.stream_action(st, "create")

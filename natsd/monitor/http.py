@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import h11
 
 from natsd.gofmt import go_json
+from natsd.monitor.params import HttpError
 
 log = logging.getLogger("natsd")
 
@@ -18,16 +19,9 @@ log = logging.getLogger("natsd")
 COMPACT_PATHS = {"/healthz"}         # nats-server answers these without indentation
 
 
-class HttpError(Exception):
-    def __init__(self, status, message):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 class MonitorServer:
     def __init__(self, server, host, port, tls=None):
-        from natsd.server import Listener
+        from natsd.listener import Listener
         from natsd.monitor import endpoints
         self.server = server
         self.routes = endpoints.routes(server)

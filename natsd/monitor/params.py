@@ -11,7 +11,15 @@ import re
 from datetime import datetime, timezone
 
 from natsd.gofmt import go_duration
-from natsd.monitor.http import HttpError
+
+class HttpError(Exception):
+    """A monitoring request answered with an HTTP error status and nats-server's text."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
 
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}

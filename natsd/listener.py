@@ -1,0 +1,63 @@
+"""Listening sockets on the event loop (client, leaf, route, WebSocket and monitoring ports),
+`host:port` text as nats-server prints it, and the random server id and nonces of INFO."""
+import base64
+import binascii
+import logging
+import os
+import socket
+import struct
+
+log = logging.getLogger("natsd")
+
+
+def new_server_id():
+    """A random server nkey public key: 'N' prefix, base32, CRC16 — like nats-server's."""
+    raw = bytes([13 << 3]) + os.urandom(32)      # 13 = nkeys server prefix byte ('N')
+    crc = binascii.crc_hqx(raw, 0)
+    return base64.b32encode(raw + struct.pack("<H", crc)).decode().rstrip("=")
+
+
+def new_nonce():
+    return base64.urlsafe_b64encode(os.urandom(11)).decode().rstrip("=")
+
+
+def host_port(host, port):
+    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+
+
+class Listener:
+    """A listening socket on the loop; accepted sockets go to `on_accept(sock, addr)`."""
+
+    def __init__(self, loop, host, port, on_accept, backlog=4096):
+        infos = socket.getaddrinfo(host or None, port if port > 0 else 0, 0, socket.SOCK_STREAM,
+                                   0, socket.AI_PASSIVE)
+        family, stype, proto, _, addr = infos[0]
+        self.sock = socket.socket(family, stype, proto)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6 and host in ("::", ""):
+            self.sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        self.sock.bind(addr)
+        self.sock.listen(backlog)
+        self.sock.setblocking(False)
+        self.port = self.sock.getsockname()[1]
+        self.host = host
+        self.loop = loop
+        self.on_accept = on_accept
+        loop.add_handler(self.sock.fileno(), self)
+
+    def on_event(self, events):
+        for _ in range(256):
+            try:
+                sock, addr = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                log.error("Error accepting client connection: %s", e)
+                return
+            self.on_accept(sock, addr)
+
+    def close(self):
+        if self.sock is not None:
+            self.loop.remove_handler(self.sock.fileno())
+            self.sock.close()
+            self.sock = None
