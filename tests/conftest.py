@@ -4,6 +4,7 @@ Both are started with `-p -1` (a free port chosen by the kernel) and the port is
 the "Listening for client connections on HOST:PORT" log line, exactly as launchers do.
 Every process started here is killed by its PID at teardown.
 """
+import asyncio
 import os
 import re
 import shutil
@@ -159,3 +160,17 @@ def poll(fn, timeout=5.0, interval=0.01):
         if time.monotonic() > deadline:
             return v
         time.sleep(interval)
+
+
+async def until(cond, timeout=5.0, interval=0.02):
+    """Await cond (a function, plain or async) until it is truthy or the deadline passes;
+    return its last value."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        v = await cond() if asyncio.iscoroutinefunction(cond) else cond()
+        if v:
+            return v
+        if loop.time() > deadline:
+            return v
+        await asyncio.sleep(interval)

@@ -13,6 +13,8 @@ from pathlib import Path
 import nats
 import pytest
 
+from tests.conftest import until
+
 SEEDS = Path("/work/shared/seeds")
 
 LIMITS_CONF = """
@@ -246,6 +248,7 @@ def test_seed_000_accounts_conf_core_imports(seed_server):
         return await nats.connect(url.replace("nats://", "nats://%s:%s@" % (u, u)))
 
     async def main():
+        started = asyncio.get_running_loop().time()
         acc, mirror, client = await conn("acc"), await conn("import_mirror"), await conn("import_client")
         # stream import: deliver.acc.hub.import_mirror.> from ACC into IMPORT_MIRROR
         got = []
@@ -254,11 +257,20 @@ def test_seed_000_accounts_conf_core_imports(seed_server):
             got.append((m.subject, m.data))
         await mirror.subscribe("deliver.>", cb=on_deliver)
         await mirror.flush()
-        await acc.publish("deliver.acc.hub.import_mirror.x", b"m1")
+        # the import's interest may lag the subscription under load (nats-server too):
+        # publish until the first message crosses, then check that only imported ones do
+        while not got:
+            await acc.publish("deliver.acc.hub.import_mirror.x", b"m1")
+            await acc.flush()
+            await until(lambda: got, timeout=0.5)
+            assert asyncio.get_running_loop().time() < started + 10, "import never delivered"
+        await until(lambda: False, timeout=0.1)         # stragglers of the retries
+        del got[:]
         await acc.publish("deliver.acc.hub.other.x", b"not imported")
+        await acc.publish("deliver.acc.hub.import_mirror.y", b"m2")
         await acc.flush()
-        await asyncio.sleep(0.2)
-        assert got == [("deliver.acc.hub.import_mirror.x", b"m1")]
+        await until(lambda: len(got) >= 1)
+        assert got == [("deliver.acc.hub.import_mirror.y", b"m2")]
 
         # service import with the `to:` rename and a stream response type
         async def on_create(m):
@@ -291,7 +303,7 @@ def test_seed_000_accounts_conf_core_imports(seed_server):
         assert r.data == b"next $JS.hub.API.CONSUMER.MSG.NEXT.aggregate-test-leaf.dur"
         await client.publish("$JS.ACK.aggregate-test-leaf.dur.1.2.3.4.5", b"+ACK")
         await client.flush()
-        await asyncio.sleep(0.2)
+        await until(lambda: acks)
         assert acks == ["$JS.ACK.aggregate-test-leaf.dur.1.2.3.4.5"]
         # IMPORT_CLIENT did not import CONSUMER.CREATE
         with pytest.raises(nats.errors.NoRespondersError):

@@ -5,6 +5,8 @@ import json
 
 import nats
 
+from tests.conftest import until as wait_until  # noqa: F401  (re-exported for the JetStream tests)
+
 
 def run(coro_fn):
     """Run an async test on a fresh event loop (no pytest-asyncio here)."""
@@ -22,18 +24,6 @@ async def api(nc, subject, body=b"", timeout=3, headers=None):
         body = body.encode()
     m = await nc.request(subject, body, timeout=timeout, headers=headers)
     return json.loads(m.data)
-
-
-async def wait_until(cond, timeout=5.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        v = await cond() if asyncio.iscoroutinefunction(cond) else cond()
-        if v:
-            return v
-        if loop.time() > deadline:
-            return v
-        await asyncio.sleep(0.02)
 
 
 async def connect(server):
