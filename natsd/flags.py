@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from .conf import ConfigError, load_file
-from .conf.load import gen_tls_error
+from .conf.links import gen_tls_error
 from .conf.unsupported import flag_refusals
 from .options import Options, set_baseline
 

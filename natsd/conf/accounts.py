@@ -1,0 +1,452 @@
+"""Config sections for accounts: users per account, JetStream and connection limits, exports
+and imports (with nats-server's authorisation and cycle checks over the whole file), subject
+mappings, and the checks that need every section read."""
+from __future__ import annotations
+
+import re
+
+from ..options import (AccountLimits, AccountOpts, ExportOpts, ImportOpts, MappingDest,
+                       NkeyUser, ServiceLatency)
+from ..subject import is_valid_subject, subject_is_subset, subjects_overlap
+from .parser import Node
+from .reader import KIND_NAME, Reader, parse_duration, parse_size
+
+
+def _wildcards_used(subject: str, to: str) -> str | None:
+    """nats-server maps an import `to` over its subject; every `*` must be used."""
+    if not to or to == subject:
+        return None
+    stoks, ttoks = subject.split("."), to.split(".")
+    n_star = stoks.count("*")
+    if "$" in to or "{{" in to:
+        return None  # explicit $1 / {{wildcard(1)}} references: left to the server
+    if ttoks.count("*") != n_star:
+        return f"not using all of the token wildcard(s) in {to}"
+    if (stoks[-1] == ">") != (ttoks[-1] == ">"):
+        return f"the full wildcard must be the last token of both subjects in {to}"
+    return None
+
+
+def _stream_local(im: ImportOpts) -> str:
+    if im.prefix:
+        return f"{im.prefix.rstrip('.')}.{im.subject}"
+    return im.to or im.subject
+
+
+
+class AccountSections(Reader):
+    # -- accounts --------------------------------------------------------------
+    def accounts(self, k: str, n: Node):
+        o = self.o
+        if n.kind == "array":   # `accounts: [A, B]` just names them
+            for it in n.value:
+                name = self.s(it, k)
+                if name == "$G":
+                    self.err(it, '"$G" is a Reserved Account')
+                elif name in o.accounts:
+                    self.err(it, f"Duplicate Account Entry: {name}")
+                elif name:
+                    o.accounts[name] = AccountOpts(name=name, pos=it.pos)
+            return
+        m = self.m(n, k)
+        for name, an in (m or {}).items():
+            if an.used_variable:
+                continue
+            if an.kind != "map":
+                self.err(an, "Expected map entries for accounts")
+                continue
+            if name == "$G":
+                self.err(an, '"$G" is a Reserved Account')
+                continue
+            acc = AccountOpts(name=name, pos=an.pos)
+            o.accounts[name] = acc
+            users_node = None
+            for ak, av in an.value.items():
+                lk = ak.lower()
+                if lk == "nkey":
+                    v = self.s(av, ak)
+                    if not (v.startswith("A") and len(v) == 56):
+                        self.err(av, f'Not a valid public nkey for an account: "{v}"')
+                    acc.nkey = v
+                elif lk == "imports":
+                    self.account_imports(av, acc)
+                elif lk == "exports":
+                    self.account_exports(av, acc)
+                elif lk == "jetstream":
+                    self.account_jetstream(av, acc)
+                elif lk == "users":
+                    users_node = av
+                    acc.users = self.users(av, ak, name)
+                elif lk == "default_permissions":
+                    acc.default_permissions = self.permissions(av, ak)
+                elif lk in ("mappings", "maps"):
+                    self.mappings(av, ak, acc.mappings, {})
+                elif lk == "limits":
+                    self.account_limits(av, acc.limits)
+                elif lk in ("msg_trace", "trace_dest"):
+                    acc.msg_trace = av.plain() if av.kind == "map" else {"dest": av.plain()}
+                else:
+                    self.unknown(ak, av)
+            if acc.default_permissions is not None:
+                for u in acc.users:
+                    if u.permissions is None:
+                        u.permissions = acc.default_permissions
+            if acc.users and users_node is not None:
+                if o.username:
+                    self.err(users_node, "Can not have a single user/pass and accounts")
+                if o.authorization:
+                    self.err(users_node, "Can not have a token and accounts")
+            for u in acc.users:
+                (o.nkeys if isinstance(u, NkeyUser) else o.users).append(u)
+
+    def account_jetstream(self, n: Node, acc: AccountOpts):
+        if n.kind == "bool":
+            acc.jetstream = n.value
+        elif n.kind == "string":
+            v = n.value.lower()
+            if v in ("enabled", "enable"):
+                acc.jetstream = True
+            elif v in ("disabled", "disable"):
+                acc.jetstream = False
+            else:
+                self.err(n, f"Expected 'enabled' or 'disabled' for string value, got '{n.value}'")
+        elif n.kind == "map":
+            acc.jetstream = True
+            known = {"max_memory", "max_mem", "mem", "memory", "max_store", "max_file", "max_disk", "store",
+                     "disk", "max_streams", "streams", "max_consumers", "consumers", "max_bytes_required",
+                     "max_stream_bytes", "max_bytes", "mem_max_stream_bytes", "memory_max_stream_bytes",
+                     "disk_max_stream_bytes", "store_max_stream_bytes", "max_ack_pending", "cluster_traffic"}
+            for k, v in n.value.items():
+                lk = k.lower()
+                if lk in ("enabled", "enable"):
+                    acc.jetstream = self.b(v, k, True)
+                elif lk in ("disabled", "disable"):
+                    acc.jetstream = not self.b(v, k, False)
+                elif lk in known:
+                    val = v.value
+                    if lk in ("max_memory", "max_mem", "mem", "memory", "max_store", "max_file", "max_disk",
+                              "store", "disk") and v.kind in ("integer", "string"):
+                        try:
+                            val = parse_size(v.value)
+                        except ValueError as e:
+                            self.err(v, f"{k} {e}")
+                    acc.jetstream_limits[lk] = val
+                else:
+                    self.unknown(k, v)
+        else:
+            self.err(n, f"Expected map, bool or string to define JetStream, got {KIND_NAME[n.kind]}")
+
+    def account_limits(self, n: Node, lim: AccountLimits):
+        m = self.m(n, "limits")
+        fields = {"max_connections": "max_connections", "max_conn": "max_connections",
+                  "max_subscriptions": "max_subscriptions", "max_subs": "max_subscriptions",
+                  "max_payload": "max_payload", "max_pay": "max_payload",
+                  "max_leafnodes": "max_leafnodes", "max_leafs": "max_leafnodes"}
+        for k, v in (m or {}).items():
+            f = fields.get(k.lower())
+            if f is None:
+                self.unknown(k, v)
+            else:
+                setattr(lim, f, self.i(v, k, -1))
+
+    def account_exports(self, n: Node, acc: AccountOpts):
+        if not self.want(n, ("array",), "exports"):
+            return
+        for en in n.value:
+            if en.kind != "map":
+                self.err(en, f"Export Items should be a map with type entry, got {KIND_NAME[en.kind]}")
+                continue
+            ex = ExportOpts(pos=en.pos)
+            kind_seen = False
+            rt_node = lat_node = None
+            for k, v in en.value.items():
+                lk = k.lower()
+                if lk in ("stream", "service"):
+                    if kind_seen:
+                        self.err(v, f'Detected {lk} "{v.plain()}" but already saw a {ex.kind}')
+                        continue
+                    kind_seen = True
+                    ex.kind = lk
+                    ex.subject = self.s(v, k)
+                elif lk in ("response", "response_type"):
+                    rt_node = v
+                    rt = self.s(v, k).lower()
+                    names = {"single": "Singleton", "singleton": "Singleton", "stream": "Stream",
+                             "chunk": "Chunked", "chunked": "Chunked"}
+                    if rt not in names:
+                        self.err(v, f'Unknown response type: "{v.value}"')
+                    else:
+                        ex.response_type = names[rt]
+                elif lk in ("threshold", "response_threshold", "response_max_time", "response_time"):
+                    rt_node = v
+                    if v.kind != "string":
+                        self.err(v, "Expected response threshold to be a parseable time duration, "
+                                    f"got {KIND_NAME[v.kind]}")
+                        continue
+                    try:
+                        ex.response_threshold = parse_duration(v.value)
+                    except ValueError:
+                        self.err(v, f'Expected response threshold to be a parseable time duration, got "{v.value}"')
+                elif lk == "accounts":
+                    ex.accounts = self.strs(v, k)
+                    self.export_accounts.append((ex, v))
+                elif lk == "latency":
+                    lat_node = v
+                    ex.latency = self.latency(v)
+                elif lk == "account_token_position":
+                    ex.account_token_position = self.i(v, k)
+                elif lk == "allow_trace":
+                    ex.allow_trace = self.b(v, k)
+                else:
+                    self.unknown(k, v)
+            if not kind_seen:
+                self.err(en, 'export needs a "stream" or "service" subject')
+                continue
+            if ex.kind == "stream":
+                if rt_node is not None:
+                    self.err(rt_node, "Detected response directive on non-service")
+                if lat_node is not None:
+                    self.err(lat_node, "Detected latency directive on non-service")
+            if ex.subject and not is_valid_subject(ex.subject):
+                self.err(en, f'Error adding {ex.kind} export "{ex.subject}": subject is not valid')
+            acc.exports.append(ex)
+
+    def latency(self, n: Node) -> ServiceLatency | None:
+        if n.kind == "string":
+            return ServiceLatency(subject=n.value)
+        m = self.m(n, "latency")
+        if m is None:
+            return None
+        lat = ServiceLatency()
+        for k, v in m.items():
+            if k == "sampling":
+                if v.kind == "integer":
+                    lat.sampling = v.value
+                elif v.kind == "string" and v.value.strip().lower() == "headers":
+                    lat.sampling = 0
+                    continue
+                elif v.kind == "string":
+                    try:
+                        lat.sampling = int(v.value.removesuffix("%"))
+                    except ValueError:
+                        self.err(v, f"Failed to parse latency sample: {v.value!r}")
+                        continue
+                else:
+                    self.err(v, "Expected latency sample to be a string or map/struct")
+                    continue
+                if not 1 <= lat.sampling <= 100:
+                    self.err(v, "sampling value should be between 1 and 100")
+            elif k == "subject":
+                lat.subject = self.s(v, k)
+        if not lat.subject:
+            self.err(n, "Latency subject required, but missing")
+        return lat
+
+    def account_imports(self, n: Node, acc: AccountOpts):
+        if not self.want(n, ("array",), "imports"):
+            return
+        for imn in n.value:
+            if imn.kind != "map":
+                self.err(imn, f"Import Items should be a map with type entry, got {KIND_NAME[imn.kind]}")
+                continue
+            im = ImportOpts(pos=imn.pos)
+            kind_seen = False
+            for k, v in imn.value.items():
+                lk = k.lower()
+                if lk in ("stream", "service"):
+                    if kind_seen:
+                        self.err(v, f"Detected {lk} but already saw a {im.kind}")
+                        continue
+                    kind_seen = True
+                    im.kind = lk
+                    sm = self.m(v, k) or {}
+                    for sk, sv in sm.items():
+                        if sk.lower() == "account":
+                            im.account = self.s(sv, sk)
+                        elif sk.lower() == "subject":
+                            im.subject = self.s(sv, sk)
+                        else:
+                            self.unknown(sk, sv)
+                    if not im.account or not im.subject:
+                        self.err(v, f"Expected an account and a subject for {lk} import")
+                elif lk == "prefix":
+                    im.prefix = self.s(v, k)
+                elif lk == "to":
+                    im.to = self.s(v, k)
+                elif lk == "share":
+                    im.share = self.b(v, k)
+                elif lk == "allow_trace":
+                    im.allow_trace = self.b(v, k)
+                else:
+                    self.unknown(k, v)
+            if not kind_seen:
+                self.err(imn, 'import needs a "stream" or "service" entry')
+                continue
+            if im.to and im.subject:
+                bad = _wildcards_used(im.subject, im.to)
+                if bad:
+                    frm, to = (im.subject, im.to) if im.kind == "stream" else (im.to, im.subject)
+                    self.err(imn, f'Error adding {im.kind} import "{im.subject}": failed to create mapping '
+                                  f'transform for {im.kind} import subject from "{frm}" to "{to}": '
+                                  f'invalid mapping destination: {bad}')
+            if im.kind == "service" and im.account and im.subject:
+                local = im.to or im.subject
+                seen = self._svc_import_subjects.setdefault(id(acc), {}).setdefault(local, [])
+                dup = next((d for d in seen if d.account == im.account), None)
+                if dup is not None:
+                    self.err(imn, f'Duplicate service import subject "{local}", previously used in import '
+                                  f'for account "{dup.account}", subject "{dup.subject}"')
+                    continue
+                seen.append(im)
+            if im.kind == "service" and im.prefix:
+                self.err(imn, '"prefix" is only for stream imports, use "to"')
+            acc.imports.append(im)
+            if im.account and im.subject:
+                self.imports.append((acc, im, imn))
+
+    def mappings(self, n: Node, what: str, out: dict[str, list[MappingDest]], positions: dict):
+        m = self.m(n, what)
+        for subj, v in (m or {}).items():
+            if not is_valid_subject(subj):
+                self.err(v, f'Subject "{subj}" is not a valid subject')
+                continue
+            positions[subj] = v.pos
+            dests: list[MappingDest] = []
+            if v.kind == "string":
+                dests.append(MappingDest(subject=v.value))
+            elif v.kind in ("array", "map"):
+                items = v.value if v.kind == "array" else [v]
+                for dn in items:
+                    d = self.map_dest(dn)
+                    if d is not None:
+                        dests.append(d)
+                if sum(d.weight for d in dests if not d.cluster) > 100:
+                    self.err(v, f'Error adding mapping for "{subj}" : total weight needs to be <= 100')
+            else:
+                self.err(v, f"Unknown type {KIND_NAME[v.kind]} for mapping destination")
+                continue
+            out[subj] = dests
+
+    def map_dest(self, n: Node) -> MappingDest | None:
+        if n.kind != "map":
+            self.err(n, "Expected an entry for the mapping destination")
+            return None
+        d = MappingDest()
+        weighted = False
+        for k, v in n.value.items():
+            lk = k.lower()
+            if lk in ("dest", "destination"):
+                d.subject = self.s(v, k)
+            elif lk == "weight":
+                if v.kind == "string":
+                    try:
+                        w = int(v.value.removesuffix("%"))
+                    except ValueError:
+                        self.err(v, f'Invalid weight "{v.value}" for mapping destination')
+                        return None
+                elif v.kind == "integer":
+                    w = v.value
+                else:
+                    self.err(v, f"Unknown entry type for weight of {self.show(v)}")
+                    return None
+                if not 0 <= w <= 100:
+                    self.err(v, f"Invalid weight {w} for mapping destination")
+                    return None
+                d.weight, weighted = w, True
+            elif lk == "cluster":
+                d.cluster = self.s(v, k)
+            else:
+                self.err(v, f'Unknown field "{k}" for mapping destination')
+                return None
+        if not weighted:
+            self.err(n, f'Missing weight for mapping destination "{d.subject}"')
+            return None
+        return d
+
+
+    # -- checks that need the whole file -------------------------------------------
+    def cross_checks(self):
+        o = self.o
+        accs = o.accounts
+        for ex, v in self.export_accounts:
+            for an in ex.accounts or []:
+                if an not in accs:
+                    self.err(v, f'"{an}" account not defined for {ex.kind} export')
+        # nats-server adds every stream import, then every service import, refusing any
+        # that would close a cycle (accounts.go serviceImportFormsCycle/streamImportFormsCycle).
+        self._added_imports = {}
+        ordered = ([x for x in self.imports if x[1].kind == "stream"] +
+                   [x for x in self.imports if x[1].kind == "service"])
+        for acc, im, node in ordered:
+            target = accs.get(im.account)
+            if target is None:
+                self.err(node, f'"{im.account}" account not defined for {im.kind} import')
+                continue
+            ok = any(ex.kind == im.kind and subject_is_subset(im.subject, ex.subject)
+                     and (ex.accounts is None or acc.name in ex.accounts)
+                     for ex in target.exports)
+            if not ok:
+                self.err(node, f'Error adding {im.kind} import "{im.subject}": {im.kind} import not authorized '
+                               f'(account "{im.account}" has no matching {im.kind} export)')
+                continue
+            if self._import_forms_cycle(acc, im):
+                self.err(node, f'Error adding {im.kind} import "{im.subject}": import forms a cycle')
+                continue
+            self._added_imports.setdefault(acc.name, []).append(im)
+        for r, node in getattr(self, "remote_nodes", []):
+            if r.account and r.account != "$G" and r.account not in accs:
+                self.err(node, f'leafnode remote account "{r.account}" is not defined in "accounts"')
+        sysacc = o.system_account
+        if sysacc and sysacc != "$SYS" and sysacc not in accs:
+            self.err(self.system_account_node, f'system account "{sysacc}" is not defined in "accounts"')
+        if o.no_auth_user:
+            names = {u.username for u in o.users} | {u.nkey for u in o.nkeys}
+            if o.no_auth_user not in names:
+                self.err(self.no_auth_node, f'no_auth_user: "{o.no_auth_user}" not present as user or nkey '
+                                            "in authorization block or account configuration")
+
+    def _import_forms_cycle(self, acc, im: ImportOpts) -> bool:
+        """Would adding `im` to `acc` close an import cycle? (checks imports added so far)"""
+        accs = self.o.accounts
+        added = self._added_imports
+
+        def svc(name: str, frm: str, visited: set[str], depth: int = 0) -> bool:
+            if depth > 1024:
+                return True
+            for si in added.get(name, ()):
+                if si.kind != "service" or not subjects_overlap(frm, si.subject):
+                    continue
+                if si.account in visited:
+                    return True
+                visited.add(name)
+                f = si.to or si.subject
+                nf = f if subject_is_subset(f, frm) else frm
+                if svc(si.account, nf, visited, depth + 1):
+                    return True
+            return False
+
+        def stream(name: str, to: str, visited: set[str], depth: int = 0) -> bool:
+            if depth > 1024:
+                return True
+            a = accs.get(name)
+            if a is None or not any(ex.kind == "stream" and subject_is_subset(to, ex.subject)
+                                    for ex in a.exports):
+                return False
+            for si in added.get(name, ()):
+                sto = _stream_local(si) if si.kind == "stream" else None
+                if sto is None or not subjects_overlap(to, sto):
+                    continue
+                if si.account in visited:
+                    return True
+                visited.add(name)
+                if stream(si.account, sto if subject_is_subset(sto, to) else to, visited, depth + 1):
+                    return True
+            return False
+
+        if im.kind == "service":
+            frm = im.to or im.subject
+            if "*" in im.subject or ">" in im.subject:     # transformUntokenize the local subject
+                frm = re.sub(r"\$\d+|\{\{\s*wildcard\s*\(\s*\d+\s*\)\s*\}\}", "*", frm)
+            return svc(im.account, frm, {acc.name})
+        return (stream(im.account, _stream_local(im), {acc.name})
+                or stream(im.account, im.subject, {acc.name}))

@@ -1,0 +1,378 @@
+"""Config sections for the other listeners and links: `leafnodes` (with remotes and their
+authorization), `cluster`, `gateway`, `websocket`/`mqtt` blocks, and TLS blocks checked as
+nats-server's parseTLS and GenTLSConfig check them."""
+from __future__ import annotations
+
+import re
+
+from urllib.parse import urlsplit
+
+from ..options import RemoteLeafOpts, User
+from .errors import go_read_error
+from .parser import Node
+from .reader import GO_TYPE, KIND_NAME, Reader, parse_duration
+
+
+_TLS_BOOLS = {"insecure", "verify", "verify_and_map", "verify_cert_and_check_known_urls",
+              "allow_insecure_cipher_suites"}
+_TLS_OTHER = {"cipher_suites", "curve_preferences", "timeout", "connection_rate_limit", "pinned_certs",
+              "cert_store", "cert_match_by", "cert_match", "ca_certs_match", "handshake_first", "first",
+              "immediate", "cert_match_skip_invalid", "ocsp_peer", "min_version"}
+_WEBSOCKET_FIELDS = {"listen", "port", "host", "net", "advertise", "no_tls", "same_origin", "allowed_origins",
+                     "allowed_origin", "allow_origins", "allow_origin", "origins", "origin", "handshake_timeout",
+                     "compress", "compression", "authorization", "authentication", "jwt_cookie", "user_cookie",
+                     "pass_cookie", "token_cookie", "no_auth_user", "headers", "ping_interval"}
+_MQTT_FIELDS = {"listen", "port", "host", "net", "authorization", "authentication", "no_auth_user", "ack_wait",
+                "ackwait", "js_api_timeout", "api_timeout", "max_ack_pending", "max_pending", "max_inflight",
+                "js_domain", "stream_replicas", "consumer_replicas", "consumer_memory_storage",
+                "consumer_inactive_threshold", "consumer_auto_cleanup", "reject_qos2_publish",
+                "downgrade_qos2_subscribe"}
+
+
+def _read_pem(path: str) -> tuple[bytes | None, str | None]:
+    try:
+        with open(path, "rb") as f:
+            return f.read(), None
+    except OSError as e:
+        return None, go_read_error(path, e)
+
+
+def gen_tls_error(cert_file: str, key_file: str, ca_file: str) -> str | None:
+    """What nats-server's GenTLSConfig says about these files, or None.
+
+    The files are read as nats-server reads them (relative to the working directory).
+    Only what can be told without a TLS stack is checked: presence, readability, PEM
+    data; a certificate that does not parse is left to the refusal of TLS itself."""
+    if cert_file and not key_file:
+        return "missing 'key_file' in TLS configuration"
+    if key_file and not cert_file:
+        return "missing 'cert_file' in TLS configuration"
+    if cert_file:
+        cert, err = _read_pem(cert_file)
+        if err is None:
+            key, err = _read_pem(key_file)
+        if err is None and b"-----BEGIN" not in cert:
+            err = "tls: failed to find any PEM data in certificate input"
+        if err is None and b"-----BEGIN" not in key:
+            err = "tls: failed to find any PEM data in key input"
+        if err:
+            return f"error parsing X509 certificate/key pair: {err}"
+    if ca_file:
+        pem, err = _read_pem(ca_file)
+        if err:
+            return err
+        if b"-----BEGIN CERTIFICATE-----" not in pem:
+            return "failed to parse root ca certificate"
+    return None
+
+
+
+def _valid_url(u: str) -> bool:
+    """Rough equivalent of Go's url.Parse acceptance for server URLs."""
+    if not u or any(c.isspace() or ord(c) < 0x20 for c in u):
+        return False
+    try:
+        parts = urlsplit(u if "://" in u else "nats://" + u)
+        parts.port  # raises on a non-numeric port
+    except ValueError:
+        return False
+    return bool(parts.hostname) or parts.netloc.startswith(":")
+
+
+
+class LinkSections(Reader):
+    # -- leafnodes ---------------------------------------------------------------
+    def leafnodes(self, k: str, n: Node):
+        m = self.m(n, k)
+        if m is None:
+            return
+        ln = self.o.leafnode
+        ln.configured = True
+        for mk, mv in m.items():
+            lk = mk.lower()
+            if lk == "listen":
+                hp = self.listen(mv, mk)
+                if hp:
+                    ln.host = hp[0] or ln.host
+                    ln.port = hp[1]
+            elif lk == "port":
+                ln.port = self.i(mv, mk)
+            elif lk in ("host", "net"):
+                ln.host = self.s(mv, mk)
+            elif lk == "authorization":
+                self.leaf_authorization(mv)
+            elif lk == "remotes":
+                self.remotes(mv)
+            elif lk in ("reconnect", "reconnect_delay", "reconnect_interval"):
+                ln.reconnect_delay = self.duration(mv, "reconnect", ln.reconnect_delay)
+            elif lk == "tls":
+                ln.tls = mv.plain() if self.tls(mv) is not None else None
+            elif lk in ("leafnode_advertise", "advertise"):
+                ln.advertise = self.s(mv, mk)
+            elif lk == "no_advertise":
+                ln.no_advertise = self.b(mv, mk)
+            elif lk in ("min_version", "minimum_version"):
+                ln.min_version = self.s(mv, mk)
+                if ln.min_version and not re.fullmatch(r"v?\d+\.\d+\.\d+(-.*)?", ln.min_version):
+                    self.err(mv, f"invalid leafnode's minimum version: {ln.min_version}")
+            elif lk == "compression":
+                ln.compression = mv.plain()
+            elif lk in ("isolate_leafnode_interest", "isolate"):
+                ln.isolate_leafnode_interest = self.b(mv, mk)
+            elif lk in ("dial_timeout", "write_deadline"):
+                self.duration(mv, lk)
+            elif lk == "write_timeout":
+                self.s(mv, mk)
+            else:
+                self.unknown(mk, mv)
+
+    def leaf_authorization(self, n: Node):
+        m = self.m(n, "authorization")
+        ln = self.o.leafnode
+        for k, v in (m or {}).items():
+            lk = k.lower()
+            if lk in ("user", "username"):
+                ln.username = self.s(v, k)
+            elif lk in ("pass", "password"):
+                ln.password = self.s(v, k)
+            elif lk == "nkey":
+                self.s(v, k)
+            elif lk == "timeout":
+                if v.kind in ("integer", "float"):
+                    ln.auth_timeout = float(v.value)
+                else:
+                    ln.auth_timeout = self.duration(v, k)
+            elif lk == "users":
+                if not self.want(v, ("array",), k):
+                    continue
+                for un in v.value:
+                    if un.kind != "map":
+                        self.err(un, f"Expected user entry to be a map/struct, got {self.show(un)}")
+                        continue
+                    u = User(pos=un.pos)
+                    for uk, uv in un.value.items():
+                        luk = uk.lower()
+                        if luk in ("user", "username"):
+                            u.username = self.s(uv, uk)
+                        elif luk in ("pass", "password"):
+                            u.password = self.s(uv, uk)
+                        elif luk == "account":
+                            u.account = self.s(uv, uk)
+                        elif luk == "proxy_required":
+                            u.proxy_required = self.b(uv, uk)
+                        else:
+                            self.unknown(uk, uv)
+                    ln.users.append(u)
+            elif lk == "account":
+                ln.account = self.s(v, k)
+            elif lk == "proxy_required":
+                self.b(v, k)
+            else:
+                self.unknown(k, v)
+        if ln.users and (ln.username or ln.password):
+            self.err(n, "can not have a single user/pass and a users array")
+
+    def remotes(self, n: Node):
+        if n.kind != "array":
+            self.err(n, f"Expected remotes field to be an array, got {KIND_NAME[n.kind]}")
+            return
+        seen: set[tuple] = set()
+        for rn in n.value:
+            if rn.kind != "map":
+                self.err(rn, f"Expected remote leafnode entry to be a map/struct, got {self.show(rn)}")
+                continue
+            r = RemoteLeafOpts(pos=rn.pos)
+            self.remote_nodes = getattr(self, "remote_nodes", [])
+            account_node = None
+            for k, v in rn.value.items():
+                lk = k.lower()
+                if lk in ("url", "urls"):
+                    for u in self.strs(v, k):
+                        if not _valid_url(u.strip()):
+                            self.err(v, f'error parsing leafnode url "{u}"')
+                        r.urls.append(u.strip())
+                elif lk in ("account", "local"):
+                    r.account = self.s(v, k)
+                    account_node = v
+                elif lk in ("creds", "credentials"):
+                    r.credentials = self.s(v, k)
+                    if r.nkey:
+                        self.err(v, "Remote leafnode can not have both creds and nkey defined")
+                elif lk in ("nkey", "seed"):
+                    r.nkey = self.s(v, k)
+                    if not r.nkey.startswith("SU"):
+                        self.err(v, f'Remote leafnode nkey is not a valid seed: "{r.nkey}"')
+                    if r.credentials:
+                        self.err(v, "Remote leafnode can not have both creds and nkey defined")
+                elif lk == "tls":
+                    r.tls = v.plain() if self.tls(v) is not None else None
+                elif lk == "hub":
+                    r.hub = self.b(v, k)
+                elif lk in ("deny_imports", "deny_import"):
+                    r.deny_imports = self.perm_subjects(v, k, False)
+                elif lk in ("deny_exports", "deny_export"):
+                    r.deny_exports = self.perm_subjects(v, k, False)
+                elif lk == "disabled":
+                    r.disabled = self.b(v, k)
+                elif lk in ("no_randomize", "dont_randomize"):
+                    r.no_randomize = self.b(v, k)
+                elif lk == "compression":
+                    r.compression = v.plain()
+                elif lk in ("first_info_timeout",):
+                    r.first_info_timeout = self.duration(v, k)
+                elif lk in ("ws_compress", "ws_compression", "websocket_compress", "websocket_compression",
+                            "ws_no_masking", "websocket_no_masking", "jetstream_cluster_migrate",
+                            "js_cluster_migrate", "isolate_leafnode_interest", "isolate", "request_isolation",
+                            "dial_timeout", "proxy", "ignore_discovered_servers"):
+                    r.extra[lk] = v.plain()
+                else:
+                    self.unknown(k, v)
+            ident = (tuple(r.urls), r.account)
+            if ident in seen:
+                self.err(rn, f"duplicate remote {', '.join(r.urls)} for account {r.account or '$G'}")
+                continue
+            seen.add(ident)
+            self.o.leafnode.remotes.append(r)
+            self.remote_nodes.append((r, account_node or rn))
+
+    # -- cluster / gateway (parsed, not run) --------------------------------------
+    def _name(self, v: Node, k: str) -> str:
+        name = self.s(v, k)
+        if " " in name:
+            self.err(v, f"{k} name cannot contain spaces")
+        return name
+
+    def cluster(self, k: str, n: Node):
+        m = self.m(n, k)
+        if m is None:
+            return
+        c = self.o.cluster
+        c.configured, c.raw = True, n.plain()
+        for mk, mv in m.items():
+            lk = mk.lower()
+            if lk == "name":
+                c.name = self._name(mv, "cluster")
+            elif lk == "listen":
+                hp = self.listen(mv, mk)
+                if hp:
+                    c.host, c.port = hp
+            elif lk == "port":
+                c.port = self.i(mv, mk)
+            elif lk in ("host", "net"):
+                c.host = self.s(mv, mk)
+            elif lk == "routes":
+                c.routes = self.strs(mv, mk)
+            elif lk in ("cluster_advertise", "advertise"):
+                c.advertise = self.s(mv, mk)
+            elif lk == "no_advertise":
+                c.no_advertise = self.b(mv, mk)
+            elif lk == "connect_retries":
+                c.connect_retries = self.i(mv, mk)
+            elif lk == "pool_size":
+                c.pool_size = self.i(mv, mk, 3)
+            elif lk == "compression":
+                c.compression = mv.plain()
+            elif lk == "authorization":
+                c.authorization = mv.plain() if self.want(mv, ("map",), mk) else None
+            elif lk == "tls":
+                c.tls = mv.plain() if self.tls(mv, client_ctx=False) is not None else None
+            elif lk == "accounts":
+                c.accounts = self.strs(mv, mk)
+            elif lk == "ping_interval":
+                c.ping_interval = self.duration(mv, mk)
+            elif lk == "ping_max":
+                c.ping_max = self.i(mv, mk)
+            elif lk == "connect_backoff":
+                c.connect_backoff = self.b(mv, mk)
+            elif lk in ("permissions", "write_deadline", "write_timeout"):
+                pass  # kept in c.raw
+            else:
+                self.unknown(mk, mv)
+
+    def gateway(self, k: str, n: Node):
+        m = self.m(n, k)
+        if m is None:
+            return
+        g = self.o.gateway
+        g.configured, g.raw = True, n.plain()
+        for mk, mv in m.items():
+            lk = mk.lower()
+            if lk == "name":
+                g.name = self._name(mv, "gateway")
+            elif lk == "listen":
+                hp = self.listen(mv, mk)
+                if hp:
+                    g.host, g.port = hp
+            elif lk == "port":
+                g.port = self.i(mv, mk)
+            elif lk in ("host", "net"):
+                g.host = self.s(mv, mk)
+            elif lk == "gateways":
+                g.gateways = mv.plain() if self.want(mv, ("array",), mk) else []
+            elif lk == "tls":
+                self.tls(mv, client_ctx=False)   # kept in g.raw
+            elif lk in ("authorization", "advertise", "connect_retries", "connect_backoff",
+                        "reject_unknown", "reject_unknown_cluster", "write_deadline", "write_timeout"):
+                pass  # kept in g.raw
+            else:
+                self.unknown(mk, mv)
+
+    # -- TLS, websocket, mqtt, operators (checked as nats-server checks them, not run) ----
+    def tls(self, n: Node, client_ctx: bool = True) -> dict | None:
+        """A `tls {}` block: nats-server's parseTLS field checks, then GenTLSConfig's
+        certificate checks.  Returns the block, or None after an error."""
+        if n.kind != "map":
+            self.err(n, f"interface conversion: interface {{}} is {GO_TYPE[n.kind]}, not map[string]interface {{}}")
+            return None
+        files = {"cert_file": "", "key_file": "", "ca_file": ""}
+        certs = False
+        for k, v in n.value.items():
+            lk = k.lower()
+            if lk in files:
+                if v.kind != "string":
+                    self.err(v, f"error parsing tls config, expected '{lk}' to be filename")
+                    return None
+                files[lk] = v.value
+            elif lk in _TLS_BOOLS:
+                if v.kind != "bool":
+                    self.err(v, f"error parsing tls config, expected '{lk}' to be a boolean")
+                    return None
+                if lk == "verify_cert_and_check_known_urls" and v.value and client_ctx:
+                    self.err(v, "verify_cert_and_check_known_urls not supported in this context")
+                    return None
+            elif lk in ("certs", "certificates"):
+                certs = True
+            elif lk not in _TLS_OTHER:
+                self.err(v, f'error parsing tls config, unknown field "{k}"')
+                return None
+        if certs and files["cert_file"]:
+            self.err(n, "error parsing tls config, cannot combine 'cert_file' option with 'certs' option")
+            return None
+        problem = gen_tls_error(files["cert_file"], files["key_file"], files["ca_file"])
+        if problem:
+            self.err(n, problem)
+            return None
+        return n.value
+
+    def listener_block(self, n: Node, name: str) -> bool:
+        """`websocket {}` / `mqtt {}`: a map of known fields, its `tls {}` checked."""
+        if n.kind != "map":
+            self.err(n, f"Expected {name} to be a map, got {GO_TYPE[n.kind]}")
+            return False
+        fields = _WEBSOCKET_FIELDS if name == "websocket" else _MQTT_FIELDS
+        for k, v in n.value.items():
+            lk = k.lower()
+            if lk == "tls":
+                self.tls(v)
+            elif lk not in fields:
+                self.unknown(k, v)
+            elif lk == "handshake_timeout" and name == "websocket":
+                if v.kind == "string":
+                    try:
+                        parse_duration(v.value)
+                    except ValueError as e:
+                        self.err(v, f"error parsing handshake timeout: {e}")
+                elif v.kind != "integer":
+                    self.err(v, "error parsing handshake timeout: unsupported type "
+                                f"{GO_TYPE.get(v.kind, v.kind)}")
+        return True
