@@ -247,8 +247,8 @@ class ClientProtocol(ProtocolHandler):
                 self._remove_sub(c, s)
         self._ok(c)
 
-    def auto_unsubscribed(self, c, s):
-        self._remove_sub(c, s)
+    def auto_unsubscribed(self, c, sub):
+        self._remove_sub(c, sub)
 
     def _remove_sub(self, c, s):
         s.closed = True

@@ -1213,7 +1213,7 @@ class LeafProtocol(ProtocolHandler):
     def delivery_denied(self, c, sub, subject):
         return not c.state.perms.send.allows(subject.decode("utf-8", "surrogateescape"))
 
-    def auto_unsubscribed(self, c, s):
+    def auto_unsubscribed(self, c, sub):
         pass
 
     def close(self, c):

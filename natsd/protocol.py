@@ -1,8 +1,15 @@
-"""ProtocolHandler: what every connection kind's handler does the same way.
+"""ProtocolHandler: the one interface through which the Cython core calls Python, and what
+every connection kind's handler does the same way.
 
-The Cython parser and router call a handler object per connection kind (clients in
-natsd/client.py, leaf nodes in natsd/leafnode.py). Error replies, protocol violations,
-tracing and write-readiness are identical for all kinds and live here.
+The loop, parser and router (natsd/_core) call `c.handler.<method>` on the handler of the
+connection's kind (clients in natsd/client.py, routes in natsd/cluster/routeproto.py, leaf
+nodes in natsd/leafnode.py) and on nothing else. Every method they call is declared here:
+the shared ones are implemented here (error replies, protocol violations, TLS, tracing,
+write-readiness), the kind-specific ones are declared and each kind implements those its
+parser can reach. Methods marked @per_message run for single messages (only on the paths
+their docstrings name: the plain PUB/MSG path never enters Python); the rest run once per
+protocol operation or connection event. tests/core/test_handler_interface.py checks that
+the core calls nothing undeclared.
 """
 import json
 import logging
@@ -16,14 +23,119 @@ from natsd.tls import go_tls_error
 log = logging.getLogger("natsd")
 
 
+def per_message(method):
+    """Mark a handler method the core may call once per message (keep it cheap)."""
+    method.per_message = True
+    return method
+
+
 class ProtocolHandler:
     def __init__(self, server):
         self.server = server
+
+    # ---- kind-specific operations (each kind implements those its parser reaches) ----
+
+    def connect(self, c, payload):
+        """CONNECT with its JSON `payload` (bytes)."""
+        raise NotImplementedError
+
+    def info(self, c, payload):
+        """INFO from the peer, its JSON `payload` (bytes)."""
+        raise NotImplementedError
+
+    def auth_pending(self, c):
+        """A command arrived before CONNECT: True when it must be refused (and was)."""
+        raise NotImplementedError
+
+    def send_connect_info(self, c):
+        """The first PING after CONNECT was answered: send what follows it (INFO updates)."""
+        raise NotImplementedError
+
+    def pong(self, c):
+        """PONG on a route (a pooled route opens its next connection after it)."""
+        raise NotImplementedError
+
+    def client_error(self, c, text):
+        """-ERR from the peer, its text (bytes); the core then closes the connection."""
+        raise NotImplementedError
+
+    def sub(self, c, subject, queue, sid):
+        """SUB (queue is None without a queue group)."""
+        raise NotImplementedError
+
+    def unsub(self, c, sid, max_msgs):
+        """UNSUB, with max_msgs 0 for at once."""
+        raise NotImplementedError
+
+    def leaf_sub(self, c, subject, queue, weight):
+        """LS+ from a leaf node (or a route's leaf-origin interest)."""
+        raise NotImplementedError
+
+    def leaf_unsub(self, c, subject, queue):
+        """LS- from a leaf node (or a route's leaf-origin interest)."""
+        raise NotImplementedError
+
+    def route_interest(self, c, leaf, plus, args):
+        """RS+/RS-/LS+/LS- on a route: `args` is the rest of the line, checked by the handler."""
+        raise NotImplementedError
+
+    def unknown_account(self, c, account, subject):
+        """A routed message names an account this route has no sublist for: return the
+        account's sublist (registering it), or None to drop the message."""
+        raise NotImplementedError
+
+    def codec_head(self, c):
+        """An HTTP upgrade request head arrived (WebSocket): answer it."""
+        raise NotImplementedError
+
+    def codec_error(self, c, error):
+        """The connection's codec (WebSocket framing, S2) failed with `error`."""
+        raise NotImplementedError
+
+    def close(self, c):
+        """The connection closed: release everything it held."""
+        raise NotImplementedError
+
+    @per_message
+    def publish_mapped(self, c, subject, reply, hdr, payload):
+        """A PUB in an account with subject mappings: map, then deliver."""
+        raise NotImplementedError
+
+    @per_message
+    def remote_message(self, c, subject, reply, hdr, payload, queues):
+        """An RMSG/LMSG in an account with mappings: map, filter queues, deliver."""
+        raise NotImplementedError
+
+    @per_message
+    def no_responders(self, c, subject, reply):
+        """A request (headers on) found no subscribers: answer the 503 status."""
+        raise NotImplementedError
+
+    @per_message
+    def reserved_reply(self, c, reply):
+        """A client's PUB names a reply in a reserved prefix: refused as nats-server."""
+        raise NotImplementedError
+
+    @per_message
+    def check_publish(self, c, subject):
+        """Publish permission for a subject not yet in c.pub_allowed: decide (and cache)."""
+        raise NotImplementedError
+
+    @per_message
+    def delivery_denied(self, c, sub, subject):
+        """A subscription with a deny filter matched `subject`: True to skip the delivery."""
+        raise NotImplementedError
+
+    @per_message
+    def auto_unsubscribed(self, c, sub):
+        """A subscription reached its UNSUB max with this delivery: remove it."""
+        raise NotImplementedError
 
     def _prefix(self, c):
         raise NotImplementedError
 
     def send_err(self, c, text):
+        """Send nats-server's `-ERR '<text>'` (the connection stays open)."""
         c.send_bytes(b"-ERR '" + text.encode() + b"'\r\n")
         if log.isEnabledFor(TRACE):
             log.log(TRACE, "%s->> [-ERR '%s']", self._prefix(c), text)
@@ -54,16 +166,19 @@ class ProtocolHandler:
         return None
 
     def protocol_error(self, c, text, send_err):
+        """A protocol violation: logged, -ERR when `send_err`, the connection closed."""
         log.error("%s%s", self._prefix(c), text)
         if send_err:
             self.send_err(c, text)
         c.schedule_close("Protocol Violation")
 
     def control_line_exceeded(self, c):
+        """A control line longer than max_control_line: -ERR and close."""
         log.error("%smaximum control line exceeded", self._prefix(c))
         self.fail(c, "maximum control line exceeded", "Maximum Control Line Exceeded")
 
     def max_payload_exceeded(self, c, size):
+        """A PUB/HPUB/MSG larger than max_payload: -ERR and close."""
         log.error("%smaximum payload exceeded: %d vs %d", self._prefix(c), size, c.max_payload)
         self.fail(c, "Maximum Payload Violation", "Maximum Payload Exceeded")
 
@@ -81,6 +196,7 @@ class ProtocolHandler:
 
     # ---- allow_responses: replies a connection may publish to once it got a request ----
 
+    @per_message
     def allow_reply(self, c, reply):
         """A message with `reply` was delivered to c, whose permissions have allow_responses:
         c may publish to `reply` (max_msgs times, until expires), as nats-server tracks it."""
@@ -127,11 +243,13 @@ class ProtocolHandler:
         return False
 
     def tls_failed(self, c, reason):
+        """The TLS handshake failed (or the peer's certificate was refused): logged, closed."""
         log.error("%sTLS %shandshake error: %s", self._prefix(c),
                   self.tls_kind + " " if self.tls_kind else "", go_tls_error(reason))
         c.schedule_close("TLS Handshake Failure")
 
     def tls_established(self, c):
+        """The TLS handshake finished: check the peer, record version and cipher, go on."""
         st = c.state
         if st.tls_timer is not None:
             st.tls_timer.cancel()
@@ -161,14 +279,20 @@ class ProtocolHandler:
 
     # ---- tracing (-V) ----
 
+    @per_message
     def trace_in(self, c, line):
+        """-V: a received protocol line (every one, PUBs included)."""
         log.log(TRACE, '%s<<- [%s]', self._prefix(c), line.decode("utf-8", "replace"))
 
+    @per_message
     def trace_payload(self, c, payload):
+        """-V: a received message payload."""
         log.log(TRACE, '%s<<- MSG_PAYLOAD: ["%s"]', self._prefix(c),
                 payload[:self.server.opts.max_traced_msg_len or None].decode("utf-8", "replace"))
 
+    @per_message
     def trace_out(self, c, line):
+        """-V: a delivered MSG/HMSG line."""
         log.log(TRACE, '%s->> [%s]', self._prefix(c), line.rstrip(b"\r\n").decode("utf-8", "replace"))
 
     # ---- calls from the connection ----
@@ -182,6 +306,7 @@ class ProtocolHandler:
             self.server.blocked.discard(c)
 
     def slow_consumer(self, c):
+        """Output beyond max_pending: logged and closed as nats-server's slow consumer."""
         log.info("%sSlow Consumer Detected: MaxPending of %d Exceeded", self._prefix(c), c.max_pending)
         c.schedule_close("Slow Consumer (Pending Bytes)")
 

@@ -403,7 +403,7 @@ class RouteProtocol(ProtocolHandler):
     def delivery_denied(self, c, sub, subject):
         return False
 
-    def auto_unsubscribed(self, c, s):
+    def auto_unsubscribed(self, c, sub):
         pass
 
     def close(self, c):
