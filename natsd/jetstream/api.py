@@ -15,7 +15,6 @@ from natsd.jetstream import advisories, gojson, placement, snapshot
 from natsd.jetstream import errors as E
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import build_headers
-from natsd.jetstream.stream import parse_rfc3339
 from natsd.jetstream.streamconfig import (STREAM_FIELDS, check_config, check_filters_at_create,
                                           check_update, config_json, decode_request,
                                           decode_stream_config)
@@ -727,9 +726,12 @@ def _build_headers(pairs, base=None):
 
 def _seq_from_time(st, t):
     try:
-        ns = parse_rfc3339(t)
+        ns = gojson.go_parse_rfc3339(t)
     except ValueError:
         raise E.error("JSBadRequestErr")
+    # Go's time.UnixNano wraps around outside 1678-2262: a start time in the year 2999 is a
+    # negative instant to nats-server, before every message
+    ns = (ns + (1 << 63)) % (1 << 64) - (1 << 63)
     seq = st.store.first_seq
     while True:
         sm = st.store.load_next(seq, None)

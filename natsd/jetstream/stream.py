@@ -35,25 +35,6 @@ MAX_TTL = (1 << 62) // NS       # seconds; a larger Nats-TTL (valid for nats-ser
 
 
 
-def parse_rfc3339(s):
-    """RFC 3339 -> ns since the epoch (0 for Go's zero time)."""
-    import calendar
-    import re
-    m = re.match(r"(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)$", s or "")
-    if not m:
-        raise ValueError("bad time %r" % s)
-    y, mo, d, h, mi, se = (int(x) for x in m.groups()[:6])
-    if y <= 1:
-        return 0
-    secs = calendar.timegm((y, mo, d, h, mi, se, 0, 0, 0))
-    frac = int((m.group(7) or "0")[:9].ljust(9, "0"))
-    tz = m.group(8)
-    if tz not in ("Z", "z"):
-        sign = 1 if tz[0] == "+" else -1
-        secs -= sign * (int(tz[1:3]) * 3600 + int(tz[4:6]) * 60)
-    return secs * NS + frac
-
-
 def _batch_id(hdr):
     """The Nats-Batch-Id of an atomic batch message, or None."""
     if not hdr or b"Nats-Batch-Id:" not in hdr:

@@ -134,7 +134,16 @@ def test_direct_get_matches_reference(natsd, reference, tmp_path):
                            ("$JS.API.DIRECT.GET.D", {"next_by_subj": "d.b", "seq": 1}),
                            ("$JS.API.DIRECT.GET.D.d.b", ""), ("$JS.API.DIRECT.GET.D", {}),
                            ("$JS.API.DIRECT.GET.D", "bad"), ("$JS.API.DIRECT.GET.D", ""),
-                           ("$JS.API.DIRECT.GET.D", {"seq": 1, "last_by_subj": "d.a"})]:
+                           ("$JS.API.DIRECT.GET.D", {"seq": 1, "last_by_subj": "d.a"}),
+                           # by start time: before the first message, far after, a bad time
+                           ("$JS.API.DIRECT.GET.D", {"start_time": "2020-01-02T03:04:05.5+01:00"}),
+                           ("$JS.API.DIRECT.GET.D", {"start_time": "2200-01-01T00:00:00Z"}),
+                           ("$JS.API.DIRECT.GET.D", {"start_time": "2999-01-01T00:00:00Z"}),  # wraps
+                           ("$JS.API.DIRECT.GET.D", {"start_time": "2020-01-02T03:04:05Z",
+                                                     "next_by_subj": "d.b"}),
+                           ("$JS.API.DIRECT.GET.D", {"start_time": "0001-01-01T00:00:00Z"}),
+                           ("$JS.API.DIRECT.GET.D", {"start_time": "2020-13-01T00:00:00Z"}),
+                           ("$JS.API.DIRECT.GET.D", {"start_time": "2020-01-01t00:00:00z"})]:
             data = json.dumps(body).encode() if isinstance(body, dict) else body.encode()
             m = await nc.request(subj, data, timeout=2)
             h = {k: ("*" if k == "Nats-Time-Stamp" else v) for k, v in (m.headers or {}).items()}
