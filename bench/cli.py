@@ -34,6 +34,7 @@ KINDS = {
     "js-pub-counter": "JetStream counter incrementer",
     "js-ordered": "JetStream ordered ephemeral consumer",
     "js-consume": "JetStream durable consumer (callback)",
+    "js-push": "JetStream durable push consumer",
     "js-fetch": "JetStream durable consumer (fetch)",
     "js-get-sync": "JetStream synchronous getter",
     "js-get-batch": "JetStream batched direct getter",
@@ -125,7 +126,7 @@ def build_parser():
     p = js.add_parser("pub", parents=[common])
     p.add_argument("how", choices=["sync", "async", "batch", "counter"])
     p.add_argument("subject")
-    for name in ("ordered", "consume", "fetch"):
+    for name in ("ordered", "consume", "fetch", "push"):
         js.add_parser(name, parents=[common])
     p = js.add_parser("get", parents=[common])
     p.add_argument("how", choices=["sync", "batch"])
@@ -165,7 +166,7 @@ def banner_params(mode, a):
                   "batch": a.batch, "stream": a.stream, "purge": a.purge})
     elif mode == "js-ordered":
         p.update({"stream": a.stream, "purge": a.purge})
-    elif mode in ("js-consume", "js-fetch"):
+    elif mode in ("js-consume", "js-fetch", "js-push"):
         p.update({"stream": a.stream, "purge": a.purge, "consumer": a.consumer, "acks": a.acks,
                   "double-acked": a.doubleack, "batch": a.batch})
         if a.prioritized:

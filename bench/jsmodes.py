@@ -1,7 +1,7 @@
 """bench/jsmodes.py: natsd-bench's JetStream and KV modes, on nats-py (asyncio).
 
 Owns: stream/bucket preparation (`--create`, `--purge`, "Using stream: X", "Purging the stream")
-and the workers of `js pub sync|async|batch`, `js ordered`, `js consume`, `js fetch`,
+and the workers of `js pub sync|async|batch`, `js ordered`, `js consume`, `js fetch`, `js push`,
 `js get sync|batch`, `kv put`, `kv get`. Every client has its own connection; all clients run
 on one asyncio loop in a helper thread. Results are bench.fastclient.ClientResult objects.
 
@@ -112,11 +112,15 @@ async def _prepare(a, mode, pr, counts):
             await js.purge_stream(a.stream)
         if mode == "js-fetch" and a.prioritized:
             await _prioritized_consumer(nc, a)
-        elif mode in ("js-consume", "js-fetch"):
+        elif mode in ("js-consume", "js-fetch", "js-push"):
             ack = {"none": api.AckPolicy.NONE, "all": api.AckPolicy.ALL}.get(a.acks, api.AckPolicy.EXPLICIT)
             cc = api.ConsumerConfig(durable_name=a.consumer, deliver_policy=api.DeliverPolicy.ALL, ack_policy=ack,
                                     replay_policy=api.ReplayPolicy.INSTANT, max_ack_pending=a.batch * a.clients,
                                     inactive_threshold=10.0)
+            if mode == "js-push":
+                if a.clients != 1:
+                    raise BenchError("js push delivers to one subscriber: use --clients 1")
+                cc.deliver_subject = PUSH_SUBJECT % a.consumer
             try:
                 await js.add_consumer(a.stream, cc)
             except APIError as e:
@@ -125,6 +129,8 @@ async def _prepare(a, mode, pr, counts):
     finally:
         await nc.close()
 
+
+PUSH_SUBJECT = "natsd-bench.push.%s"     # js push: the durable push consumer's deliver subject
 
 # stream settings a mode needs that nats-py's StreamConfig may not know (nats-server 2.12+)
 STREAM_FLAGS = {"js-pub-batch": {"allow_atomic": True}, "js-pub-counter": {"allow_msg_counter": True}}
@@ -294,18 +300,23 @@ async def w_ordered(nc, a, res, count, offset, progress, stop):
 
     sub = await js.subscribe(">", stream=a.stream, cb=cb, ordered_consumer=True, idle_heartbeat=2.0)
     try:
-        while not done.done():
-            _check(stop)
-            last = res.msgs
-            try:
-                await asyncio.wait_for(asyncio.shield(done), a.timeout)
-            except asyncio.TimeoutError:
-                if res.msgs == last:
-                    raise BenchError("no message for %s (got %d of %d)" % (report.go_duration(a.timeout),
-                                                                          res.msgs, count)) from None
+        await _until_done(done, res, count, a, stop)
         res.end = time.perf_counter()
     finally:
         await sub.unsubscribe()
+
+
+async def _until_done(done, res, count, a, stop):
+    """Wait for a subscriber's `done`, failing when no message came for --timeout."""
+    while not done.done():
+        _check(stop)
+        last = res.msgs
+        try:
+            await asyncio.wait_for(asyncio.shield(done), a.timeout)
+        except asyncio.TimeoutError:
+            if res.msgs == last:
+                raise BenchError("no message for %s (got %d of %d)" % (report.go_duration(a.timeout),
+                                                                      res.msgs, count)) from None
 
 
 async def _pull_loop(nc, a, res, count, progress, stop):
@@ -417,6 +428,32 @@ async def w_consume(nc, a, res, count, offset, progress, stop):
     await _pull_loop(nc, a, res, count, progress, stop)
 
 
+async def w_push(nc, a, res, count, offset, progress, stop):
+    """A durable push consumer (created by prepare): every delivery acked as --acks says
+    (explicit: each; all: every --batch-th), counted until `count` arrived."""
+    done = asyncio.get_running_loop().create_future()
+    every = a.batch if a.acks == "all" else 1
+
+    async def cb(msg):
+        if res.start is None:
+            res.start = time.perf_counter()
+        res.msgs += 1
+        res.bytes += len(msg.data)
+        if a.acks != "none" and (res.msgs % every == 0 or res.msgs >= count):
+            await nc.publish(msg.reply, b"+ACK")
+        if res.msgs % 100 == 0 or res.msgs >= count:
+            progress(res.client, res.msgs)
+        if res.msgs >= count and not done.done():
+            done.set_result(True)
+
+    sub = await nc.subscribe(PUSH_SUBJECT % a.consumer, cb=cb)
+    try:
+        await _until_done(done, res, count, a, stop)
+        res.end = time.perf_counter()
+    finally:
+        await sub.unsubscribe()
+
+
 async def w_fetch(nc, a, res, count, offset, progress, stop):
     if a.prioritized:
         await _prioritized_loop(nc, a, res, count, progress, stop)
@@ -521,5 +558,6 @@ WORKERS = {
     "js-pub-sync": w_pub_sync, "js-pub-async": w_pub_async, "js-pub-batch": w_pub_batch,
     "js-pub-counter": w_pub_counter,
     "js-ordered": w_ordered, "js-consume": w_consume, "js-fetch": w_fetch,
+    "js-push": w_push,
     "js-get-sync": w_get_sync, "js-get-batch": w_get_batch, "kv-put": w_kv_put, "kv-get": w_kv_get,
 }

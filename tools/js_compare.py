@@ -1,15 +1,25 @@
 #!/usr/bin/env python3
-"""tools/js_features_bench.py: the 2.12+ JetStream modes, natsd against nats-server.
+"""tools/js_compare.py: every JetStream mode, natsd against nats-server, in one run.
 
-Runs `natsd-bench` (nats-py) against a fresh natsd and a fresh nats-server, interleaved, best
-of --reps, for: counter increments (`js pub counter`: `counter` one at a time, each waiting for
-its PubAck, so natsd is bound by the disk's sync latency; `counter100` with 100 increments in
-flight, as an application with many writers), atomic batch publish (`js pub batch`, batches of 100) and prioritized pulls (`js fetch
---prioritized`, two clients asking with different priorities, explicit acks). natsd runs in
-its default durable mode (fsync before every PubAck); nats-server in its default mode, and with
-`sync_interval: always` for the modes bound by one publisher's round trips.
+Runs `natsd-bench` (nats-py) against a fresh natsd, a fresh nats-server in its default mode and
+a fresh nats-server with `jetstream { sync_interval: always }`, interleaved, best of --reps:
 
-usage: python tools/js_features_bench.py [--reps 3] [--msgs 20000] [--only counter,counter100,batch,prio]
+  pub-file, pub-mem   async publish (100 in flight, then wait), file and memory storage
+  pub-sync            one publisher waiting for each PubAck (bound by the disk's sync latency)
+  ordered             ordered push consumer over a filled stream
+  push                durable push consumer, every message acked explicitly
+  pull                durable pull consumer, fetch 100, explicit acks
+  kv-put, kv-get      sequential KV put; KV get over the filled bucket
+  counter             counter increments one at a time; counter100 with 100 in flight
+  batch               atomic batch publish, batches of 100
+  prio                prioritized pulls, two clients asking with different priorities
+
+natsd runs in its default durable mode (fdatasync before every PubAck). The disk's append +
+fdatasync latency is measured first and printed beside the table: it is the floor of the
+sequential modes for a durable server.
+
+usage: python tools/js_compare.py [--reps 3] [--msgs 20000] [--only pub-file,kv-put,...]
+       [--no-always]
 """
 import argparse
 import os
@@ -29,15 +39,26 @@ NATS_SERVER = os.path.join(BIN, "nats-server")
 BENCH = os.path.join(BIN, "natsd-bench")
 RATE = re.compile(r"stats: ([\d,]+) msgs/sec")
 
-# name -> (natsd-bench argv before the common flags, argv that fills the stream first or None)
+# name -> (natsd-bench argv, argv that fills the stream first or None)
+FILL = ["js", "pub", "async", "bench.f", "--stream", "bf", "--create", "--purge"]
 MODES = {
-    "counter": (["js", "pub", "counter", "bench.c", "--stream", "bc", "--create", "--purge"], None, True),
+    "pub-file": (["js", "pub", "async", "bench.a", "--stream", "ba", "--create", "--purge", "--batch", "100"],
+                 None),
+    "pub-mem": (["js", "pub", "async", "bench.a", "--stream", "ba", "--create", "--purge", "--batch", "100",
+                 "--storage", "memory"], None),
+    "pub-sync": (["js", "pub", "sync", "bench.s", "--stream", "bs", "--create", "--purge"], None),
+    "ordered": (["js", "ordered", "--stream", "bf"], FILL),
+    "push": (["js", "push", "--stream", "bf", "--batch", "100"], FILL),
+    "pull": (["js", "fetch", "--stream", "bf", "--batch", "100"], FILL),
+    "kv-put": (["kv", "put", "--bucket", "bk", "--create", "--purge"], None),
+    "kv-get": (["kv", "get", "--bucket", "bk"], ["kv", "put", "--bucket", "bk", "--create", "--purge"]),
+    "counter": (["js", "pub", "counter", "bench.c", "--stream", "bc", "--create", "--purge"], None),
     "counter100": (["js", "pub", "counter", "bench.c", "--stream", "bc", "--create", "--purge",
-                    "--batch", "100"], None, True),
+                    "--batch", "100"], None),
     "batch": (["js", "pub", "batch", "bench.b", "--stream", "bb", "--create", "--purge", "--batch", "100"],
-              None, False),
+              None),
     "prio": (["js", "fetch", "--stream", "bp", "--prioritized", "--clients", "2", "--batch", "100"],
-             ["js", "pub", "async", "bench.p", "--stream", "bp", "--create", "--purge"], False),
+             ["js", "pub", "async", "bench.p", "--stream", "bp", "--create", "--purge"]),
 }
 
 
@@ -94,6 +115,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--msgs", type=int, default=20000)
     ap.add_argument("--only", default=",".join(MODES))
+    ap.add_argument("--no-always", dest="always", action="store_false",
+                    help="skip nats-server with sync_interval: always")
     a = ap.parse_args()
     best = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,8 +125,8 @@ def main():
               "waiting publisher)" % (lat * 1e6, "{:,}".format(int(1 / lat))))
         for rep in range(a.reps):
             for name in a.only.split(","):
-                argv, fill, with_always = MODES[name]
-                kinds = [("natsd", False), ("nats-server", False)] + ([("nats-server", True)] if with_always else [])
+                argv, fill = MODES[name]
+                kinds = [("natsd", False), ("nats-server", False)] + ([("nats-server", True)] if a.always else [])
                 for kind, always in kinds:
                     srv = start(kind, tmp, "%s-%d%s" % (name, rep, "-always" if always else ""), always)
                     try:
@@ -114,16 +137,14 @@ def main():
                         srv.stop()
                     key = (name, kind + (" (sync always)" if always else ""))
                     best[key] = max(best.get(key, 0), rate)
-    print("%-10s %-28s %12s" % ("mode", "server", "msgs/s"))
-    for (name, kind), rate in best.items():
-        print("%-10s %-28s %12s" % (name, kind, "{:,}".format(rate)))
+    print("| mode | natsd | nats-server | nats-server always | natsd / default | natsd / always |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name in a.only.split(","):
         ours, theirs = best.get((name, "natsd")), best.get((name, "nats-server"))
-        line = "%s: natsd/nats-server %.2fx" % (name, ours / theirs)
         always = best.get((name, "nats-server (sync always)"))
-        if always:
-            line += ", against nats-server with sync_interval: always %.2fx" % (ours / always)
-        print(line)
+        print("| %s | %s | %s | %s | %.2fx | %s |" % (
+            name, "{:,}".format(ours), "{:,}".format(theirs), "{:,}".format(always) if always else "-",
+            ours / theirs, "%.2fx" % (ours / always) if always else "-"))
 
 
 if __name__ == "__main__":

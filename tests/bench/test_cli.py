@@ -205,7 +205,7 @@ def test_units():
     assert msgs_per_client(10, 3) == [4, 3, 3]
 
 
-def _js_sequence(url, natsd_side=False):
+def _js_sequence(url):
     r = bench("js", "pub", "async", "jsfoo", "--msgs", "2000", "--create", "--storage", "memory", "--purge",
               "-s", url)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -215,8 +215,6 @@ def _js_sequence(url, natsd_side=False):
     assert params["max-bytes"] == "1,073,741,824" and params["stream"] == "benchstream"
     assert "Purging the stream" in r.stdout
     assert STATS_RE.search(r.stdout.splitlines()[-1]) or any(STATS_RE.match(l) for l in r.stdout.splitlines())
-    if natsd_side:
-        return
     r = bench("js", "pub", "sync", "jsfoo", "--msgs", "200", "-s", url)
     assert r.returncode == 0, r.stderr
     assert "Using stream: benchstream" in r.stdout and banner(r.stdout)[1]["batch"] == "0"
@@ -226,6 +224,11 @@ def _js_sequence(url, natsd_side=False):
     r = bench("js", "fetch", "--msgs", "1000", "--clients", "2", "--acks", "explicit", "-s", url)
     assert r.returncode == 0, r.stderr
     assert banner(r.stdout)[1]["consumer"] == "nats-bench"
+    r = bench("js", "push", "--msgs", "1000", "--batch", "100", "--consumer", "pushed", "-s", url)
+    assert r.returncode == 0, r.stderr
+    assert banner(r.stdout)[0] == "JetStream durable push consumer"
+    r = bench("js", "push", "--msgs", "10", "--clients", "2", "--consumer", "pushed2", "-s", url)
+    assert r.returncode == 1 and "js push delivers to one subscriber: use --clients 1" in r.stderr
     r = bench("js", "get", "sync", "--msgs", "100", "-s", url)
     assert r.returncode == 0, r.stderr
     r = bench("js", "get", "batch", "--msgs", "1000", "--batch", "100", "-s", url)
@@ -244,9 +247,9 @@ def test_jetstream_modes_reference(reference, tmp_path):
     _js_sequence(s.url)
 
 
-def test_jetstream_publish_natsd(natsd, tmp_path):
+def test_jetstream_modes_natsd(natsd, tmp_path):
     s = natsd("-js", "-sd", str(tmp_path))
-    _js_sequence(s.url, natsd_side=True)
+    _js_sequence(s.url)
 
 
 def test_js_stream_missing(reference, tmp_path):
