@@ -1144,7 +1144,7 @@ cdef class Log:
 
     # ---------------------------------------------------------------- batched reads
     # A pull consumer's Fetch delivers up to `batch` consecutive matching messages in one C
-    # loop (natsd/jetstream/pullfast.pyx): no StoredMsg, no bytes per message, and one pread of a
+    # loop (natsd/jetstream/fastdeliver.pyx): no StoredMsg, no bytes per message, and one pread of a
     # read-ahead window serves the many small records that sit back to back in a block.
 
     cdef int batch_begin(self, filt) except -1:

@@ -21,7 +21,7 @@ import os
 import random
 import time
 
-from natsd.jetstream.pullfast import client_target, pull_batch
+from natsd.jetstream.fastdeliver import client_target, deliver_batch
 from natsd.jetstream.pending import Pending
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_time
@@ -305,7 +305,6 @@ class Consumer(AckState, PushDelivery):
         return False
 
     def _calc_num_pending(self):
-        store = self.stream.store
         if self.lss:
             n = len(self.lss)
             return n + self._store_pending(self.lss_resume)
@@ -427,16 +426,15 @@ class Consumer(AckState, PushDelivery):
                     break
             elif not self.waiting.has_requests():
                 break
-            else:
-                fast = self._pull_fast(budget)
-                if fast is not None:
-                    n, at_end = fast
-                    if n:
-                        budget -= n
-                        continue
-                    if at_end:
-                        eos = True
-                        break
+            fast = self._push_fast(budget) if push else self._pull_fast(budget)
+            if fast is not None:
+                n, at_end = fast
+                if n:
+                    budget -= n
+                    continue
+                if at_end:
+                    eos = True
+                    break
             got = self._next_msg()
             if got is None:
                 eos = True
@@ -490,23 +488,65 @@ class Consumer(AckState, PushDelivery):
         if not push:
             self.waiting.process(eos=eos)
 
-    def _pull_fast(self, budget):
-        """Serve the pull request at the head of the queue with one C call per batch
-        (natsd/jetstream/pullfast.pyx) instead of once per message: -> (delivered, at_end), or
-        None when the per-message path must serve - several waiting requests (they take turns
-        per message), redeliveries, last-per-subject starts, replay/rate limits, headers_only,
-        max_bytes, an expired request, ack policy none, memory storage, several filters, or a
-        reply subject that is not exactly one client subscription (imports, leaf nodes, queue
-        groups, several matches). The wire format, pending map and num_pending match _run's."""
-        q = self.waiting.q
-        if len(q) != 1 or self.rdq or self.lss is not None or self.replay or self.maxpb \
-                or self._hbtimer is not None or len(self.filters) > 1:
+    def _fast_ok(self):
+        """Whether the consumer's state allows the batched path at all (both kinds): only
+        first deliveries in order from one or no filter, no replay, rate limit or
+        headers_only, on a FileStore -> its log, or None."""
+        if self.rdq or self.lss is not None or self.replay or len(self.filters) > 1:
             return None
         cfg = self.cfg
-        if cfg["ack_policy"] not in ("explicit", "all") or cfg["rate_limit_bps"] or cfg["headers_only"] \
+        if cfg["rate_limit_bps"] or cfg["headers_only"]:
+            return None
+        return self.stream.store.fast_log()
+
+    def _fast_batch(self, lg, target, k, byte_room=-1, target_len=0):
+        """Up to k first deliveries to the single client subscription of `target` with one C
+        call (natsd/jetstream/fastdeliver.pyx): pending, ack floors, timers and counters as
+        _deliver keeps them -> (delivered, bytes, at_end), or None when `target` is not one
+        plain client subscription."""
+        sub = client_target(self.account.sublist, target)
+        if sub is None:
+            return None
+        acks = self.cfg["ack_policy"] != "none"
+        ts = now_ns()
+        n, nbytes, self.sseq, self.npc, at_end = deliver_batch(
+            lg, sub, self.filters[0] if self.filters else None, self.sseq, k,
+            ("$JS.ACK.%s.%s.1." % (self.stream.name, self.name)).encode(), self.dseq, self.npc,
+            self._literal_filters, ts, self.pending if acks else None, byte_room, target_len)
+        if n:
+            self.dseq += n
+            self.last_delivered_ns = ts
+            if acks:
+                # one ack-wait timer per batch: a first delivery's deadline does not depend on seq
+                self._arm_ptimer(self._deadline(self.sseq - 1) / NS)
+            else:
+                self.adflr, self.asflr = self.dseq - 1, self.sseq - 1
+            self.last_activity = self.loop.time()
+            self.schedule_save()
+        return n, nbytes, at_end
+
+    def _max_ack_room(self, k):
+        mp = self.cfg["max_ack_pending"]
+        if mp > 0 and self.cfg["ack_policy"] != "none":
+            k = min(k, mp - len(self.pending))
+        return k
+
+    def _pull_fast(self, budget):
+        """Serve the pull request at the head of the queue with one C call per batch instead
+        of once per message: -> (delivered, at_end), or None when the per-message path must
+        serve - several waiting requests (they take turns per message), redeliveries,
+        last-per-subject starts, replay/rate limits, headers_only, max_bytes, an expired
+        request, ack policy none, memory storage, several filters, or a reply subject that is
+        not exactly one client subscription (imports, leaf nodes, queue groups, several
+        matches). The wire format, pending map and num_pending match _run's."""
+        q = self.waiting.q
+        if len(q) != 1 or self.maxpb or self._hbtimer is not None:
+            return None
+        cfg = self.cfg
+        if cfg["ack_policy"] not in ("explicit", "all") \
                 or cfg["priority_policy"] not in ("none", "prioritized"):  # one request: no order to keep
             return None
-        lg = self.stream.store.fast_log()
+        lg = self._fast_ok()
         if lg is None:
             return None
         wr = q[0]
@@ -515,34 +555,55 @@ class Consumer(AckState, PushDelivery):
         loop = self.loop
         if wr.expires is not None and loop.time() >= wr.expires:
             return None
-        k = min(wr.n, budget)
-        mp = cfg["max_ack_pending"]
-        if mp > 0:
-            k = min(k, mp - len(self.pending))
-            if k <= 0:
-                return None
-        sub = client_target(self.account.sublist, wr.reply.encode())
-        if sub is None:
+        k = self._max_ack_room(min(wr.n, budget))
+        if k <= 0:
             return None
-        ts = now_ns()
-        n, self.sseq, self.npc, at_end = pull_batch(
-            lg, sub, self.filters[0] if self.filters else None, self.sseq, k,
-            ("$JS.ACK.%s.%s.1." % (self.stream.name, self.name)).encode(), self.dseq, self.npc,
-            self._literal_filters, ts, self.pending)
+        got = self._fast_batch(lg, wr.reply.encode(), k)
+        if got is None:
+            return None
+        n, _, at_end = got
         if n:
-            self.dseq += n
-            self.last_delivered_ns = ts
-            # one ack-wait timer per batch: a first delivery's deadline does not depend on seq
-            self._arm_ptimer(self._deadline(self.sseq - 1) / NS)
             wr.d += n
             wr.n -= n
-            now = loop.time()
             if wr.n <= 0:
                 q.popleft()
             elif wr.hb:
-                wr.hbt = now + wr.hb
-            self.last_activity = now
-            self.schedule_save()
+                wr.hbt = self.last_activity + wr.hb
+        return n, at_end
+
+    def _push_fast(self, budget):
+        """Push deliveries (ordered consumers included) with one C call per run of messages:
+        -> (delivered, at_end), or None for the per-message path (a deliver group, ack policy
+        none on a non-limits stream, what _fast_ok refuses, or a deliver subject that is not
+        exactly one client subscription). Flow control as _deliver does it: a batch stops
+        where the pending bytes cross half the window (the FC request follows that message)
+        or, with a request outstanding, the whole window; idle heartbeats restart per batch."""
+        cfg = self.cfg
+        if cfg["deliver_group"] or (cfg["ack_policy"] == "none"
+                                    and self.stream.config.get("retention", "limits") != "limits"):
+            return None
+        lg = self._fast_ok()
+        if lg is None:
+            return None
+        k = self._max_ack_room(budget)
+        if k <= 0:
+            return None
+        room = -1
+        if self.maxpb:
+            room = (self.maxpb // 2 if self.fcid is None else self.maxpb) - self.pbytes
+        target = cfg["deliver_subject"].encode()
+        got = self._fast_batch(lg, target, k, room, len(target))
+        if got is None:
+            return None
+        n, nbytes, at_end = got
+        if n:
+            if self.maxpb:
+                self.pbytes += nbytes
+                if self.fcid is None and self.pbytes > self.maxpb // 2:
+                    self._send_fc()
+            if self._hbtimer is not None:
+                self._hbtimer.cancel()
+                self._hbtimer = self.loop.call_later(cfg["idle_heartbeat"] / NS, self._hb)
         return n, at_end
 
     def _watch_interest(self):
@@ -686,6 +747,9 @@ class Consumer(AckState, PushDelivery):
         self._send(target.encode(), subj.encode(), reply.encode(), hdr, payload)
         self.last_activity = self.loop.time()
         if self.maxpb:
+            # flow control counts what nats-server's jsPubMsg.size() does: the deliver
+            # subject, not the message's own (max_bytes and rate limits count that one)
+            sz = len(target) + len(reply) + len(hdr or b"") + len(payload or b"")
             self.pbytes += sz
             if self.fcid is None and self.pbytes > self.maxpb // 2:
                 self._send_fc()

@@ -1,5 +1,5 @@
 # A consumer's pending (delivered, not yet acknowledged) messages in compact pages: see
-# pending.pyx. Declared here so the pull fast path (pullfast.pyx) records deliveries at C level.
+# pending.pyx. Declared here so the delivery fast path (fastdeliver.pyx) records deliveries at C level.
 from libc.stdint cimport uint16_t, uint32_t, uint64_t, int64_t
 
 

@@ -149,7 +149,7 @@ def test_same_contents_as_plaintext(tmp_path, cipher, comp, batched):
 
 
 def test_batched_reads_decrypt(tmp_path):
-    """The pull consumer's batched path (batch_rec through jetstream/pullfast.pyx) over encrypted blocks."""
+    """The pull consumer's batched path (batch_rec through jetstream/fastdeliver.pyx) over encrypted blocks."""
     from natsd._core import log as clog
     c = crypt_for(tmp_path)
     s = FileStore(tmp_path / "e", block_size=2048, compression="lz4", crypt=c)

@@ -1,15 +1,16 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Pull consumer fast path: a Fetch batch framed from the log straight into the requester's
-connection buffer. JetStream's own Cython module: it cimports the core (log, conn, sublist,
-router), the core knows nothing of it.
+"""Consumer delivery fast path: a run of first deliveries framed from the log straight into the
+subscriber's connection buffer, for a pull request's batch or a push consumer's deliver
+subject. JetStream's own Cython module: it cimports the core (log, conn, sublist, router),
+the core knows nothing of it.
 
-Consumer._run (natsd/jetstream/consumer.py) uses this when the request's reply subject resolves
-to exactly one plain client subscription and the stream is a FileStore; everything else
+Consumer._run (natsd/jetstream/consumer.py) uses this when the target subject resolves to
+exactly one plain client subscription and the stream is a FileStore; everything else
 (imports, leaf/route links, several matches, queue groups, redeliveries, max_bytes, replay,
 rate limits, headers_only) takes the general per-message path. For each message it writes what
 that path would: `MSG`/`HMSG <stored subject> <sid> $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>
 .<ts>.<pending>` with the stored headers and payload, and records `pending[sseq] = (dseq, ts)`
-(Pending.put, natsd/jetstream/pending.pyx).
+(Pending.put, natsd/jetstream/pending.pyx) unless the consumer acks nothing.
 """
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
@@ -43,18 +44,23 @@ def client_target(Sublist sl, bytes subject):
     return sub
 
 
-def pull_batch(Log lg, Subscription sub, filt, uint64_t seq, Py_ssize_t k, bytes prefix,
-               uint64_t dseq, uint64_t npc, bint literal, int64_t now, Pending pending not None):
+def deliver_batch(Log lg, Subscription sub, filt, uint64_t seq, Py_ssize_t k, bytes prefix,
+                  uint64_t dseq, uint64_t npc, bint literal, int64_t now, Pending pending,
+                  Py_ssize_t byte_room=-1, Py_ssize_t target_len=0):
     """Deliver up to k first deliveries (delivery count 1) of messages matching `filt` from
     stream sequence `seq` on, to client subscription `sub` (from client_target). `prefix` is
     `$JS.ACK.<stream>.<consumer>.1.`; `dseq` the next delivery sequence, `npc` the consumer's
-    pending count before this batch, `literal` whether its filters are literal subjects.
+    pending count before this batch, `literal` whether its filters are literal subjects;
+    `pending` None for a consumer that acks nothing. With byte_room >= 0 the batch stops after
+    the message that takes the delivered size past byte_room: the size flow control counts,
+    as nats-server's jsPubMsg.size(), target_len (the deliver subject's length) + reply +
+    headers + payload.
 
     num_pending in each reply follows Consumer._run exactly: one less per delivery, 0 once the
     stream's last message went out; where _run would recount (<= 2 left, literal filters) the
     batch stops before that message so the per-message path takes it.
 
-    -> (delivered, next stream seq, npc, at_end): at_end when no further message matches. The
+    -> (delivered, bytes, next stream seq, npc, at_end): at_end when no further message matches. The
     next stream seq moves past unreadable records only when a later message went out (as the
     per-message path, whose sseq follows delivered messages)."""
     cdef Connection c = <Connection>sub.conn
@@ -63,7 +69,7 @@ def pull_batch(Log lg, Subscription sub, filt, uint64_t seq, Py_ssize_t k, bytes
     cdef char* buf = <char*>malloc(plen + 4 * 24)
     cdef char* p
     cdef uint64_t s, nn, scan = seq
-    cdef Py_ssize_t n = 0
+    cdef Py_ssize_t n = 0, nbytes = 0
     cdef bint at_end = False
     cdef bytes sid = sub.sid
     if buf == NULL:
@@ -96,12 +102,16 @@ def pull_batch(Log lg, Subscription sub, filt, uint64_t seq, Py_ssize_t k, bytes
             p = put_int(p + 1, nn)
             write_msg(c, None, sid, r.subj, r.slen, buf, p - buf, r.msg, r.hlen, r.tlen)
             sub.delivered += 1
-            pending.put(s, dseq, now)
+            if pending is not None:
+                pending.put(s, dseq, now)
             dseq += 1
             npc = nn
             seq = scan = s + 1
             n += 1
+            nbytes += target_len + (p - buf) + r.tlen
+            if byte_room >= 0 and nbytes > byte_room:
+                break
     finally:
         lg.batch_end()
         free(buf)
-    return n, seq, npc, at_end
+    return n, nbytes, seq, npc, at_end
