@@ -100,16 +100,10 @@ class AccountSections(Reader):
                 (o.nkeys if isinstance(u, NkeyUser) else o.users).append(u)
 
     def account_jetstream(self, n: Node, acc: AccountOpts):
-        if n.kind == "bool":
-            acc.jetstream = n.value
-        elif n.kind == "string":
-            v = n.value.lower()
-            if v in ("enabled", "enable"):
-                acc.jetstream = True
-            elif v in ("disabled", "disable"):
-                acc.jetstream = False
-            else:
-                self.err(n, f"Expected 'enabled' or 'disabled' for string value, got '{n.value}'")
+        if n.kind in ("bool", "string"):
+            on = self.switch(n)
+            if on is not None:
+                acc.jetstream = on
         elif n.kind == "map":
             acc.jetstream = True
             known = {"max_memory", "max_mem", "mem", "memory", "max_store", "max_file", "max_disk", "store",

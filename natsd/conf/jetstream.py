@@ -9,17 +9,10 @@ class JetStreamSection(Reader):
     # -- jetstream -------------------------------------------------------------
     def jetstream(self, k: str, n: Node):
         js = self.o.jetstream
-        if n.kind == "bool":
-            js.enabled = n.value
-            return
-        if n.kind == "string":
-            v = n.value.lower()
-            if v in ("enabled", "enable"):
-                js.enabled = True
-            elif v in ("disabled", "disable"):
-                js.enabled = False
-            else:
-                self.err(n, f"Expected 'enabled' or 'disabled' for string value, got '{n.value}'")
+        if n.kind in ("bool", "string"):
+            on = self.switch(n)
+            if on is not None:
+                js.enabled = on
             return
         if n.kind != "map":
             self.err(n, f"Expected map, bool or string to define JetStream, got {KIND_NAME[n.kind]}")

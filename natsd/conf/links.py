@@ -90,15 +90,8 @@ class LinkSections(Reader):
         ln.configured = True
         for mk, mv in m.items():
             lk = mk.lower()
-            if lk == "listen":
-                hp = self.listen(mv, mk)
-                if hp:
-                    ln.host = hp[0] or ln.host
-                    ln.port = hp[1]
-            elif lk == "port":
-                ln.port = self.i(mv, mk)
-            elif lk in ("host", "net"):
-                ln.host = self.s(mv, mk)
+            if self.address_key(ln, lk, mk, mv, blank_host_keeps_default=True):
+                pass
             elif lk == "authorization":
                 self.leaf_authorization(mv)
             elif lk == "remotes":
@@ -242,6 +235,22 @@ class LinkSections(Reader):
             self.err(v, f"{k} name cannot contain spaces")
         return name
 
+    def address_key(self, target, lk: str, mk: str, mv: Node, blank_host_keeps_default=False) -> bool:
+        """A listener block's `listen`, `port` and `host`/`net` into target.host/.port; False
+        for any other key. (`listen: ":7422"` keeps the leaf node's default host.)"""
+        if lk == "listen":
+            hp = self.listen(mv, mk)
+            if hp:
+                target.host = hp[0] or target.host if blank_host_keeps_default else hp[0]
+                target.port = hp[1]
+        elif lk == "port":
+            target.port = self.i(mv, mk)
+        elif lk in ("host", "net"):
+            target.host = self.s(mv, mk)
+        else:
+            return False
+        return True
+
     def cluster(self, k: str, n: Node):
         m = self.m(n, k)
         if m is None:
@@ -252,14 +261,8 @@ class LinkSections(Reader):
             lk = mk.lower()
             if lk == "name":
                 c.name = self._name(mv, "cluster")
-            elif lk == "listen":
-                hp = self.listen(mv, mk)
-                if hp:
-                    c.host, c.port = hp
-            elif lk == "port":
-                c.port = self.i(mv, mk)
-            elif lk in ("host", "net"):
-                c.host = self.s(mv, mk)
+            elif self.address_key(c, lk, mk, mv):
+                pass
             elif lk == "routes":
                 c.routes = self.strs(mv, mk)
             elif lk in ("cluster_advertise", "advertise"):
@@ -299,14 +302,8 @@ class LinkSections(Reader):
             lk = mk.lower()
             if lk == "name":
                 g.name = self._name(mv, "gateway")
-            elif lk == "listen":
-                hp = self.listen(mv, mk)
-                if hp:
-                    g.host, g.port = hp
-            elif lk == "port":
-                g.port = self.i(mv, mk)
-            elif lk in ("host", "net"):
-                g.host = self.s(mv, mk)
+            elif self.address_key(g, lk, mk, mv):
+                pass
             elif lk == "gateways":
                 g.gateways = mv.plain() if self.want(mv, ("array",), mk) else []
             elif lk == "tls":

@@ -117,6 +117,19 @@ class Reader:
     def b(self, n: Node, what: str, default: Any = False) -> Any:
         return n.value if self.want(n, ("bool",), what) else default
 
+    def switch(self, n: Node) -> bool | None:
+        """A bool, or the strings enabled/enable/disabled/disable (any case), as nats-server's
+        `jetstream` keys take them; None after reporting anything else."""
+        if n.kind == "bool":
+            return n.value
+        v = n.value.lower()
+        if v in ("enabled", "enable"):
+            return True
+        if v in ("disabled", "disable"):
+            return False
+        self.err(n, f"Expected 'enabled' or 'disabled' for string value, got '{n.value}'")
+        return None
+
     def m(self, n: Node, what: str) -> dict[str, Node] | None:
         return n.value if self.want(n, ("map",), what) else None
 
