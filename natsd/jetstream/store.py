@@ -112,6 +112,16 @@ class StreamStore(abc.ABC):
     def last_seq(self):
         return self._last()
 
+    @property
+    def num_msgs(self):
+        """Live messages (state()["messages"] without building the dict)."""
+        return self._msgs_count()
+
+    @property
+    def num_bytes(self):
+        """Stored bytes as msg_size counts them (state()["bytes"])."""
+        return self._bytes()
+
     @abc.abstractmethod
     def deleted(self):
         """The deleted sequences between first and last -> list."""

@@ -92,13 +92,12 @@ class Stream:
         self.republish = SubjectTransform.compile(rp.get("src") or ">", rp["dest"]) if rp and rp.get("dest") else None
         self.file = cfg.get("storage", "file") == "file"
         self.dup_window = cfg.get("duplicate_window", 0) or 0
-        # Header-less messages to a stream without transforms, count/byte limits, discard-new,
-        # republish or interest/work-queue retention take _on_batch's short path (store,
-        # notify consumers, PubAck); anything else goes through process().
+        # Header-less messages to a stream without transforms, per-subject limits, republish or
+        # interest/work-queue retention take _on_batch's short path (store, notify consumers,
+        # PubAck) while they fit in max_msgs/max_bytes; anything else, and a message that
+        # would reach a limit (discard old or new), goes through process().
         simple = (self.transform is None and self.republish is None and not cfg.get("sealed")
-                  and cfg.get("discard", "old") != "new"
                   and cfg.get("retention", "limits") == "limits"
-                  and cfg.get("max_msgs", -1) <= 0 and cfg.get("max_bytes", -1) <= 0
                   and cfg.get("max_msgs_per_subject", -1) <= 0)
         self._fast_cfg = cfg if simple else None
 
@@ -169,8 +168,11 @@ class Stream:
         acks = self.pending_acks
         n_acks = len(acks)
         if fast:
-            store_msg = self.store.store_msg
+            store = self.store
+            store_msg = store.store_msg
             mms = cfg.get("max_msg_size", -1)
+            max_msgs, max_bytes = cfg.get("max_msgs", -1), cfg.get("max_bytes", -1)
+            limited = max_msgs > 0 or max_bytes > 0
             consumers = list(self.consumers.values()) if self.consumers else None
             tpl = self._ack_template
             if tpl is None or tpl[0] != self.engine.domain:
@@ -179,7 +181,10 @@ class Stream:
             prefix, suffix = tpl[1], tpl[2] + b"}"
         for subject, reply, hdr, payload, origin in msgs:
             if not fast or hdr is not None or (0 <= mms < len(payload)) or self.closed \
-                    or (reply is not None and reply.endswith(fastbatch.SUFFIX)):
+                    or (reply is not None and reply.endswith(fastbatch.SUFFIX)) \
+                    or (limited and ((0 < max_msgs <= store.num_msgs) or (
+                        max_bytes > 0 and store.num_bytes + store.msg_size(subject, None, payload)
+                        > max_bytes))):
                 if group and len(acks) > n_acks:
                     self.engine.want_sync(self)
                 self._on_msg(sub, subject, reply, hdr, payload, origin)
@@ -192,7 +197,7 @@ class Stream:
                 self.store_failed(exc)
                 if reply and not no_ack:
                     err = E.error("JSStreamStoreFailedF", err=str(exc))
-                    self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
+                    self.respond_after_sync(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
                 continue
             if consumers is not None:
                 for c in consumers:
@@ -226,27 +231,25 @@ class Stream:
                 ack = self.process(subject, reply, hdr, payload)
         except E.ApiError as err:
             if reply and not self.config.get("no_ack"):
-                self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
+                self.respond_after_sync(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
             return
         except Exception as exc:    # a store failure must not kill the loop
             self.store_failed(exc)
             if reply and not self.config.get("no_ack"):
                 err = E.error("JSStreamStoreFailedF", err=str(exc))
-                self._reply(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
+                self.respond_after_sync(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
             return
         if reply and ack is not None and not self.config.get("no_ack"):
-            if self.file and ack[1] and self.engine.group_commit:
-                self.pending_acks.append((reply, ack[0]))
-                self.engine.want_sync(self)
-            else:
-                self._reply(reply, ack[0])
+            # every answer (a duplicate's and an error's too) in publish order, as nats-server
+            self.respond_after_sync(reply, ack[0])
 
     def _reply(self, reply, data):
         publish(self.jsa.sublist, reply, None, None, data)
 
     def respond_after_sync(self, reply, data):
         """Answer in order with the PubAcks: after the group-commit sync of what was stored
-        before (file storage), or now."""
+        before (file storage), or now. Errors and duplicates' acks wait their turn too, so a
+        burst is answered in publish order, as nats-server answers it."""
         if self.file and self.engine.group_commit:
             self.pending_acks.append((reply, data))
             self.engine.want_sync(self)
