@@ -34,10 +34,8 @@ import re
 from dataclasses import dataclass
 
 import bcrypt
-import nacl.exceptions
-import nacl.signing
-import nkeys
 
+from natsd import nkey
 from natsd.gofmt import go_quote
 from natsd.permissions import Permissions
 
@@ -387,29 +385,9 @@ def _decode_sig(sig: str) -> bytes | None:
         return None
 
 
-def _decode_public_nkey(public: str) -> bytes | None:
-    """Raw 32-byte Ed25519 key of an encoded public nkey (U..., A..., ...)."""
-    try:
-        raw = base64.b32decode(public + "=" * (-len(public) % 8))
-    except (binascii.Error, ValueError):
-        return None
-    if len(raw) != 35 or not nkeys.valid_public_prefix_byte(raw[0]):
-        return None
-    if nkeys.crc16(raw[:33]) != int.from_bytes(raw[33:], "little"):
-        return None
-    return raw[1:33]
-
-
 def verify_nonce_signature(public_nkey: str, nonce: str | None, sig: str) -> bool:
     """Is ``sig`` (as sent in CONNECT) the signature of ``nonce`` by ``public_nkey``?"""
     if not nonce or not sig:
         return False
     raw_sig = _decode_sig(sig)
-    key = _decode_public_nkey(public_nkey)
-    if key is None or raw_sig is None:
-        return False
-    try:
-        nacl.signing.VerifyKey(key).verify(nonce.encode(), raw_sig)
-        return True
-    except (nacl.exceptions.BadSignatureError, ValueError, TypeError):
-        return False
+    return raw_sig is not None and nkey.verify(public_nkey, nonce.encode(), raw_sig)

@@ -2,29 +2,12 @@
 (`allow_responses` included), and the operator/trusted-key checks nats-server makes."""
 from __future__ import annotations
 
-import base64
-import binascii
-
-import nkeys
-
+from .. import nkey
 from ..options import NkeyUser, Permissions, ResponsePermission, SubjectPermission, User
 from ..subject import is_valid_subject
 from .errors import go_read_error
 from .parser import Node
 from .reader import Reader, parse_duration
-
-
-def _valid_operator_key(key: str) -> bool:
-    """nkeys.IsValidPublicOperatorKey: base32, operator prefix 'O', CRC16."""
-    try:
-        raw = base64.b32decode(key + "=" * (-len(key) % 8))
-    except (binascii.Error, ValueError):
-        return False
-    if len(raw) != 35 or raw[0] != nkeys.PREFIX_BYTE_OPERATOR:
-        return False
-    return nkeys.crc16(bytearray(raw[:33])) == int.from_bytes(raw[33:], "little")
-
-
 
 
 class AuthSections(Reader):
@@ -233,6 +216,6 @@ class AuthSections(Reader):
         items = n.value if n.kind == "array" else [n]
         where = items[-1] if n.kind == "array" and items else n
         for it in items:
-            if it.kind == "string" and not _valid_operator_key(it.value):
+            if it.kind == "string" and not nkey.is_valid_public(it.value, nkey.OPERATOR):
                 self.err(where, f'trust key "{it.value}" required to be a valid public operator nkey')
 

@@ -1,0 +1,168 @@
+"""NATS JWTs (the claim format of nats-io/jwt v2): decoding a token and verifying its signature.
+
+A token is three base64url chunks without padding, `header.claims.signature`. The header is
+`{"typ":"JWT","alg":"ed25519-nkey"}` (`typ` in any case; `alg` `ed25519-nkey` or the v1
+`ed25519`, in any case). The claims hold the registered fields (`jti`, `iat`, `iss`, `sub`,
+`name`, `exp`, `nbf`, `aud`) and the NATS ones under `nats`, with `nats.type` (`operator`,
+`account`, `user`, `activation`, `authorization_request`, `authorization_response`) and
+`nats.version` 2; a v1 token has `type` at the top level. A v2 signature is the issuer's
+Ed25519 signature of `header.claims` as written; a v1 signature covers the claims chunk only.
+The issuer's key kind must fit the claim type (an operator issues operator and account
+claims, an account or its signing key issues user claims, ...).
+
+decode() checks the format, the signature and the issuer's kind, nothing else: whether the
+issuer is trusted, whether the claim has expired (Claims.time_check) and what the claim
+allows are the caller's to decide, as in nats-server.
+"""
+import base64
+import binascii
+import json
+import time
+from dataclasses import dataclass, field
+
+from natsd import nkey
+
+MAX_TOKEN_SIZE = 1024 * 1024
+LIB_VERSION = 2
+
+# claim type -> the key kinds that may issue it (nats-io/jwt ExpectedPrefixes)
+ISSUERS = {
+    "operator": (nkey.OPERATOR,),
+    "account": (nkey.ACCOUNT, nkey.OPERATOR),
+    "user": (nkey.ACCOUNT,),
+    "activation": (nkey.ACCOUNT, nkey.OPERATOR),
+    "authorization_request": (nkey.SERVER,),
+    "authorization_response": (nkey.ACCOUNT,),
+}
+UNSUPPORTED = {"cluster": "ClusterClaims are not supported", "server": "ServerClaims are not supported"}
+
+
+class JwtError(ValueError):
+    """A token that is not a valid NATS JWT; str() says why."""
+
+
+@dataclass
+class Claims:
+    kind: str                       # operator, account, user, ... ("" for generic claims)
+    version: int
+    issuer: str
+    subject: str
+    name: str = ""
+    issued_at: int = 0
+    expires: int = 0
+    not_before: int = 0
+    jti: str = ""
+    audience: str = ""
+    nats: dict = field(default_factory=dict)
+    raw: dict = field(default_factory=dict)
+    token: str = ""
+
+    def time_check(self, now=None):
+        """None while valid, else nats-server's reason ("claim is expired" / "claim is not yet
+        valid")."""
+        now = int(time.time()) if now is None else now
+        if self.expires > 0 and now > self.expires:
+            return "claim is expired"
+        if self.not_before > 0 and self.not_before > now:
+            return "claim is not yet valid"
+        return None
+
+    @property
+    def issuer_account(self):
+        """The account a signing key issued this (user) claim for, or ""."""
+        return self.nats.get("issuer_account") or ""
+
+    def is_self_signed(self):
+        return self.issuer == self.subject
+
+
+_URL_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def _b64(chunk):
+    """Go's base64.RawURLEncoding: the URL alphabet, no padding, nothing else."""
+    if not chunk or not _URL_ALPHABET.issuperset(chunk) or len(chunk) % 4 == 1:
+        raise JwtError("illegal base64 data")
+    try:
+        return base64.urlsafe_b64decode(chunk + "=" * (-len(chunk) % 4))
+    except (binascii.Error, ValueError):
+        raise JwtError("illegal base64 data") from None
+
+
+def _check_header(chunk):
+    try:
+        h = json.loads(_b64(chunk))
+    except ValueError as e:
+        raise JwtError(str(e)) from None
+    if not isinstance(h, dict):
+        raise JwtError("header is not a JSON object")
+    typ, alg = h.get("typ"), h.get("alg")
+    if not isinstance(typ, str) or typ.upper() != "JWT":
+        raise JwtError('not supported type "%s"' % (typ if isinstance(typ, str) else ""))
+    if not isinstance(alg, str) or alg.lower() not in ("ed25519", "ed25519-nkey"):
+        raise JwtError('unexpected "%s" algorithm' % (alg if isinstance(alg, str) else ""))
+
+
+def _int(d, key):
+    v = d.get(key, 0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise JwtError("json: cannot unmarshal %s into Go struct field of type int64" % type(v).__name__)
+    return int(v)
+
+
+def _str(d, key):
+    v = d.get(key, "")
+    if not isinstance(v, str):
+        raise JwtError("json: cannot unmarshal %s into Go struct field of type string" % type(v).__name__)
+    return v
+
+
+def decode(token):
+    """The verified Claims of `token`; JwtError when it is malformed, of an unknown or newer
+    version, wrongly signed, or issued by the wrong kind of key."""
+    if not isinstance(token, str):
+        raise JwtError("token is not a string")
+    if len(token) > MAX_TOKEN_SIZE:
+        raise JwtError("token size %d exceeds maximum of %d bytes: token too large"
+                       % (len(token), MAX_TOKEN_SIZE))
+    chunks = token.split(".")
+    if len(chunks) != 3:
+        raise JwtError("expected 3 chunks")
+    _check_header(chunks[0])
+    try:
+        data = json.loads(_b64(chunks[1]))
+    except ValueError as e:
+        raise JwtError(str(e)) from None
+    if not isinstance(data, dict):
+        raise JwtError("claims are not a JSON object")
+    nats = data.get("nats") or {}
+    if not isinstance(nats, dict):
+        raise JwtError("nats claims are not a JSON object")
+    if data.get("type"):
+        kind, version = _str(data, "type"), 1
+    else:
+        kind, version = _str(nats, "type"), _int(nats, "version")
+    if version > LIB_VERSION:
+        raise JwtError("JWT was generated by a newer version ")
+    if kind in UNSUPPORTED:
+        raise JwtError(UNSUPPORTED[kind])
+    claims = Claims(kind=kind, version=version, issuer=_str(data, "iss"), subject=_str(data, "sub"),
+                    name=_str(data, "name"), issued_at=_int(data, "iat"), expires=_int(data, "exp"),
+                    not_before=_int(data, "nbf"), jti=_str(data, "jti"), audience=_str(data, "aud"),
+                    nats=nats, raw=data, token=token)
+    sig = _b64(chunks[2])
+    signed = chunks[1] if version <= 1 else token[:len(chunks[0]) + len(chunks[1]) + 1]
+    if not nkey.verify(claims.issuer, signed.encode(), sig):
+        raise JwtError("claim failed V%d signature verification" % (1 if version <= 1 else 2))
+    prefixes = ISSUERS.get(kind)
+    if prefixes is not None and not any(nkey.is_valid_public(claims.issuer, p) for p in prefixes):
+        raise JwtError("unable to validate expected prefixes - %s" % list(prefixes))
+    return claims
+
+
+def decode_kind(token, kind):
+    """decode(), then insist on the claim type (nats-server's DecodeUserClaims & co.)."""
+    claims = decode(token)
+    if claims.kind != kind:
+        raise JwtError("not %s claim" % kind)
+    return claims
