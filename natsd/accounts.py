@@ -40,11 +40,12 @@ def _limit(limits, key):
 
 
 class AccountRegistry:
-    """Every account of the server, built from Options.accounts plus $G and the system account."""
+    """Every account of the server, built from Options.accounts (and the accounts of operator
+    mode's resolver, Options.jwt_accounts) plus $G and the system account."""
 
     def __init__(self, opts):
         self.accounts = {}
-        for name, cfg in (opts.accounts or {}).items():
+        for name, cfg in list((opts.accounts or {}).items()) + list(opts.jwt_accounts.items()):
             self.accounts[name] = Account(name, cfg)
             self.accounts[name].jetstream = bool(getattr(cfg, "jetstream", False))
         if GLOBAL_ACCOUNT not in self.accounts:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import bcrypt
 
 from natsd import nkey
+from natsd.jwtauth import JwtAuthenticator
 from natsd.gofmt import go_quote
 from natsd.permissions import Permissions
 
@@ -125,6 +126,7 @@ class AuthResult:
     account: str | None       # None = the global account $G
     permissions: Permissions | None
     nkey: str | None = None
+    expires: int = 0          # a user JWT's `exp` (unix seconds), 0 for none
 
 
 @dataclass(frozen=True)
@@ -173,8 +175,11 @@ class Authenticator:
             if id(u) not in account_users:  # the options may list account users here too
                 self._add(u, getattr(u, "account", None), global_default)
 
-        self.auth_required: bool = bool(self.users or self.nkeys or self.username or self.token)
-        self.nonce_required: bool = bool(self.nkeys)
+        # operator mode: user JWTs against the resolver's accounts (natsd/jwtauth.py)
+        self.jwt = JwtAuthenticator(opts) if getattr(opts, "operator_mode", False) else None
+        self.auth_required: bool = bool(self.users or self.nkeys or self.username or self.token
+                                        or self.jwt)
+        self.nonce_required: bool = bool(self.nkeys or self.jwt)
 
     def _add(self, u, account, default_perms) -> None:
         account = getattr(account, "name", account)  # tolerate an account object
@@ -240,6 +245,12 @@ class Authenticator:
         sig = _str_field(connect, "sig")
         if None in (user, password, token, nkey, sig):
             return None
+        if self.jwt is not None:
+            jwt = _str_field(connect, "jwt")
+            u = self.jwt.authenticate(jwt, nonce, sig, kind, verify_nonce_signature) if jwt else None
+            if u is None:
+                return None
+            return AuthResult(u.public, u.account, u.permissions, u.public, u.expires)
 
         if not self.auth_required:
             return AuthResult(_raw_auth_user(user, token, nkey), None, None, nkey or None)

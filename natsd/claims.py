@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from natsd import nkey
+from natsd.options import Permissions, ResponsePermission, SubjectPermission
 
 MAX_TOKEN_SIZE = 1024 * 1024
 LIB_VERSION = 2
@@ -166,3 +167,34 @@ def decode_kind(token, kind):
     if claims.kind != kind:
         raise JwtError("not %s claim" % kind)
     return claims
+
+
+def jwt_permissions(perms):
+    """A JWT's `{"pub": {"allow", "deny"}, "sub": {...}, "resp": {"max", "ttl"}}` as config
+    Permissions (None when it restricts nothing)."""
+    if not isinstance(perms, dict):
+        return None
+    out = Permissions()
+    for key, attr in (("pub", "publish"), ("sub", "subscribe")):
+        p = perms.get(key) or {}
+        allow, deny = list(p.get("allow") or []), list(p.get("deny") or [])
+        if allow or deny:
+            setattr(out, attr, SubjectPermission(allow=allow, deny=deny))
+    resp = perms.get("resp")
+    if isinstance(resp, dict):
+        out.response = ResponsePermission(max_msgs=int(resp.get("max") or 0) or 1,
+                                          expires=(resp.get("ttl") or 0) / 1e9 or 0.0)
+    if out.publish is None and out.subscribe is None and out.response is None:
+        return None
+    return out
+
+
+def signing_keys(ac):
+    """An account's (or operator's) signing keys -> {key: scope dict or None}."""
+    out = {}
+    for k in ac.nats.get("signing_keys") or []:
+        if isinstance(k, str):
+            out[k] = None
+        elif isinstance(k, dict) and isinstance(k.get("key"), str):
+            out[k["key"]] = k
+    return out

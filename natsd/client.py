@@ -46,7 +46,7 @@ class ClientState:
     __slots__ = ("host", "port", "start", "name", "lang", "version", "user", "account",
                  "perms", "nonce", "auth_timer", "ping_timer", "replies", "connect",
                  "stop", "reason", "rtt", "kind", "nkey", "tls", "label", "tls_timer",
-                 "info_due", "cert", "ws", "ws_upgraded", "ws_cookies")
+                 "info_due", "cert", "ws", "ws_upgraded", "ws_cookies", "expiry_timer")
 
     def __init__(self, host, port):
         self.host = host
@@ -58,6 +58,7 @@ class ClientState:
         self.perms = None
         self.nonce = None
         self.auth_timer = self.ping_timer = None
+        self.expiry_timer = None       # a user JWT's expiry: closes the connection then
         self.replies = None            # reply subject -> [remaining, expires] (allow_responses)
         self.connect = None
         self.stop = None
@@ -169,6 +170,8 @@ class ClientProtocol(ProtocolHandler):
             st.user = result.user or ""
             st.nkey = result.nkey
             self._set_permissions(c, result.permissions)
+            if result.expires:
+                self._expire_at(c, result.expires)
         c.connected = True
         st.label = auth_mod.log_label(info, account.name)
         c.connect_info_due = _int(info.get("protocol")) >= 1
@@ -176,6 +179,19 @@ class ClientProtocol(ProtocolHandler):
             c.max_payload = min(c.max_payload, account.max_payload)
         self._ok(c)
         self.server.client_connected(c)
+
+    def _expire_at(self, c, expires):
+        """nats-server's authExpired: at the user JWT's `exp`, -ERR and close."""
+        st = c.state
+        if st.expiry_timer is not None:
+            st.expiry_timer.cancel()
+
+        def expired():
+            st.expiry_timer = None
+            if not c.closed:
+                log.debug("%sUser Authentication Expired", self._prefix(c))
+                self.fail(c, "User Authentication Expired", "Authentication Expired")
+        st.expiry_timer = self.server.loop.call_later(max(0.0, expires - time.time()), expired)
 
     def send_connect_info(self, c):
         """After the first PONG, protocol-1 clients learn their account (as nats-server does)."""

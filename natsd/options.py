@@ -283,6 +283,13 @@ class Options:
     no_system_account: bool = False
     mappings: dict[str, list[MappingDest]] = field(default_factory=dict)
     mappings_pos: dict[str, Pos] = field(default_factory=dict)
+    # operator (JWT) mode: the operators' keys and signing keys, and the accounts whose JWTs
+    # the MEMORY resolver holds (public key -> AccountOpts, and -> verified natsd.claims.Claims)
+    operator_mode: bool = False
+    trusted_keys: list[str] = field(default_factory=list)
+    resolver: str = ""
+    jwt_accounts: dict[str, AccountOpts] = field(default_factory=dict)
+    jwt_claims: dict[str, Any] = field(default_factory=dict)
 
     jetstream: JetStreamOpts = field(default_factory=JetStreamOpts)
     leafnode: LeafNodeOpts = field(default_factory=LeafNodeOpts)

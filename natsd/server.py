@@ -398,7 +398,8 @@ class Server:
         if c.closed:
             return
         st = c.state
-        release_connection(self.loop, c, st.auth_timer, st.ping_timer, st.tls_timer)
+        release_connection(self.loop, c, st.auth_timer, st.ping_timer, st.tls_timer,
+                           getattr(st, "expiry_timer", None))
         for s in list(c.subs.values()):
             s.closed = True
             if c.sublist.remove(s):

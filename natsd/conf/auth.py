@@ -1,11 +1,9 @@
 """Config sections for who may connect: `authorization`, users and nkeys, permissions
-(`allow_responses` included), and the operator/trusted-key checks nats-server makes."""
+(`allow_responses` included). Operator (JWT) mode is conf/operator.py."""
 from __future__ import annotations
 
-from .. import nkey
 from ..options import NkeyUser, Permissions, ResponsePermission, SubjectPermission, User
 from ..subject import is_valid_subject
-from .errors import go_read_error
 from .parser import Node
 from .reader import Reader, parse_duration
 
@@ -194,28 +192,3 @@ class AuthSections(Reader):
                 continue
             self.err(n, f'subject "{s}" is not a valid subject')
         return subs
-
-
-    def operators(self, n: Node):
-        """`operator: <file or JWT>` (or a list): nats-server reads each one at load time."""
-        items = n.value if n.kind == "array" else [n]
-        for it in items:
-            if it.kind != "string":
-                continue
-            name = it.value
-            if name.startswith("eyJ"):
-                continue
-            try:
-                with open(name, "rb"):
-                    pass
-            except OSError as e:
-                self.err(n, f"error parsing operator JWT: {go_read_error(name, e)}")
-
-    def trusted_keys(self, n: Node):
-        """`trusted: <key>` / `trusted_keys: [...]` must be public operator nkeys."""
-        items = n.value if n.kind == "array" else [n]
-        where = items[-1] if n.kind == "array" and items else n
-        for it in items:
-            if it.kind == "string" and not nkey.is_valid_public(it.value, nkey.OPERATOR):
-                self.err(where, f'trust key "{it.value}" required to be a valid public operator nkey')
-

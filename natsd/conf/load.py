@@ -10,7 +10,7 @@ blocks); those asking for what natsd cannot serve are listed in Options.unsuppor
 (natsd.conf.unsupported) for the command line to refuse.
 
 This module reads the top-level keys; each section has its own module (auth, accounts,
-jetstream, links) mixed into the loader, on the typed readers of reader.py.
+jetstream, links, operator) mixed into the loader, on the typed readers of reader.py.
 """
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ from .errors import ConfigError, go_position, go_read_error, go_syntax_error
 from .jetstream import JetStreamSection
 from .lexer import LexError
 from .links import LinkSections
+from .operator import OperatorSection
 from .parser import Node, config_digest, parse_string
 from .reader import parse_duration
 
 
-class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections):
+class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, OperatorSection):
     """One config file read: the top-level keys here, each section in its mixin."""
 
     # -- top level -----------------------------------------------------------
@@ -42,6 +43,7 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections):
                 self.unknown(key, n)
                 continue
             h(key, n)
+        self.operator_accounts()
         self.cross_checks()
         o.warnings = self.warnings
         return o
@@ -246,6 +248,16 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections):
         for k in ("operator", "operators", "roots", "root", "root_operators", "root_operator"):
             h[k] = operator
         h["trusted"] = h["trusted_keys"] = trusted
+
+        def resolver(k, n):
+            self.resolver(k, n)
+            extra(k, n)
+
+        def resolver_preload(k, n):
+            self.resolver_preload(k, n)
+            extra(k, n)
+        h["resolver"] = resolver
+        h["resolver_preload"] = resolver_preload
         return h
 
 

@@ -51,6 +51,46 @@ def _listen_port(n: Node) -> int:
     return 0
 
 
+def _not_memory(n: Node) -> bool:
+    return not (n.kind == "string" and n.value.strip().upper() == "MEMORY")
+
+
+def _account_claims(n: Node) -> dict:
+    """The `nats` claims of an account JWT in resolver_preload ({} when it does not decode:
+    the loader reports that)."""
+    from natsd import claims
+    if n.kind != "string":
+        return {}
+    try:
+        return claims.decode(n.value).nats
+    except claims.JwtError:
+        return {}
+
+
+def _jwt_uses(*keys):
+    def when(n: Node) -> bool:
+        nats = _account_claims(n)
+        return any(nats.get(k) for k in keys)
+    return when
+
+
+def _jwt_js(n: Node) -> bool:
+    lim = _account_claims(n).get("limits") or {}
+    js = ("mem_storage", "disk_storage", "streams", "consumer", "max_ack_pending", "mem_max_stream_bytes",
+          "disk_max_stream_bytes", "max_bytes_required")
+    return any(lim.get(k) not in (None, 0) for k in js) or bool(lim.get("tiered_limits"))
+
+
+def _jwt_limits(n: Node) -> bool:
+    lim = _account_claims(n).get("limits") or {}
+    return (any(lim.get(k, -1) != -1 for k in ("leaf", "imports", "exports", "data"))
+            or lim.get("wildcards", True) is False)
+
+
+def _jwt_scoped_keys(n: Node) -> bool:
+    return any(isinstance(k, dict) for k in _account_claims(n).get("signing_keys") or [])
+
+
 # -- the table -------------------------------------------------------------------------
 # Config rows: (feature, key path, when).  A path is dot-separated keys (case-insensitive,
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
@@ -59,10 +99,17 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("route permissions", "cluster.permissions", _always),
     ("gateway", "gateway", _always),
     ("MQTT", "mqtt", _always),
-    ("operator (JWT) mode", "operator|operators|root|roots|root_operator|root_operators", _always),
-    ("operator (JWT) mode", "trusted|trusted_keys", _always),
-    ("account resolver", "resolver|account_resolver|accounts_resolver|resolver_preload"
-                          "|resolver_tls|resolver_pinned_accounts", _always),
+    ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),
+    ("an account resolver other than MEMORY", "resolver|account_resolver|accounts_resolver", _not_memory),
+    ("account resolver", "resolver_tls|resolver_pinned_accounts", _always),
+    ("imports and exports in account JWTs", "resolver_preload.*", _jwt_uses("imports", "exports")),
+    ("subject mappings in account JWTs", "resolver_preload.*", _jwt_uses("mappings")),
+    ("JetStream in account JWTs", "resolver_preload.*", _jwt_js),
+    ("leaf node, import, export, data and wildcard limits in account JWTs", "resolver_preload.*",
+     _jwt_limits),
+    ("scoped signing keys", "resolver_preload.*", _jwt_scoped_keys),
+    ("auth callout", "resolver_preload.*", _jwt_uses("authorization")),
+    ("message tracing in account JWTs", "resolver_preload.*", _jwt_uses("trace")),
     ("auth callout", "authorization.auth_callout|auth_hook", _always),
     ("trusted proxy authentication", "proxies", _always),
     ("trusted proxy authentication", "authorization.proxy_required", _true),
@@ -207,9 +254,22 @@ def _jetstream_cluster(o) -> str | None:
     return None
 
 
+def _operators(o) -> str | None:
+    """nats-server's validateTrustedOperators (operator mode with a MEMORY resolver)."""
+    if not o.operator_mode:
+        return None
+    if not o.resolver:
+        return "operators require an account resolver to be configured"
+    if o.accounts:
+        return "operators do not allow Accounts to be configured directly"
+    if o.users or o.nkeys:
+        return "operators do not allow users to be configured directly"
+    return None
+
+
 # In nats-server's validateOptions order.
-START_CHECKS: list[Callable] = [_leaf_mixed_urls, _gateway, _mqtt, _websocket, _route_compression,
-                                _jetstream_cluster]
+START_CHECKS: list[Callable] = [_operators, _leaf_mixed_urls, _gateway, _mqtt, _websocket,
+                                _route_compression, _jetstream_cluster]
 
 
 def start_error(opts) -> str | None:

@@ -135,7 +135,8 @@ class AckState:
             if len(toks) < 9:
                 continue
             try:
-                sseq, dseq = int(toks[5]), int(toks[6])
+                sseq = int(toks[5])
+                int(toks[6])                    # a malformed delivery sequence: skipped too
             except ValueError:
                 continue
             n += 1

@@ -136,7 +136,7 @@ def apply_state(o, st):
     o.last_delivered_ns = st.get("last_delivered_ns")
     o.last_ack_ns = st.get("last_ack_ns")
     # Messages that left the stream while we were down.
-    first, last = o.stream.store.first_seq, o.stream.store.last_seq
+    first = o.stream.store.first_seq
     if first and o.sseq < first:
         o.sseq = first
     if first:

@@ -6,7 +6,8 @@ import subprocess
 import pytest
 
 from natsd.conf import ConfigError, load_file, load_string, parse_duration, parse_size
-from natsd.options import NkeyUser, Options, User
+from natsd.options import NkeyUser, Options
+from tests.jwtmint import Mint
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 
@@ -91,8 +92,8 @@ def test_top_level_values_and_aliases():
         system: SYS
         accounts { SYS {} }
         sync_other: 1
-        operator: "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.e30.sig"
-    """.replace("        sync_other: 1\n", ""))
+        operator: "%s"
+    """.replace("        sync_other: 1\n", "") % Mint(seed=2).operator()[1])
     assert (o.host, o.port, o.server_name, o.http_port, o.https_port) == ("127.0.0.1", 4333, "srv", 8222, 8443)
     assert o.max_payload == 2 * 2**20 and o.max_control_line == 1024 and o.max_connections == 100
     assert o.max_subscriptions == 7 and o.log_file == "/tmp/x.log" and o.log_size_limit == 1024

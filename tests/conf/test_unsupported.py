@@ -61,11 +61,12 @@ REFUSED = {
     "gateway_empty": ("port: -1\ngateway {}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
     "mqtt": ("port: -1\njetstream: enabled\nmqtt {\n  port: -1\n}\n", ["{f}:3:1: MQTT is not supported by natsd yet"]),
     "trusted_keys": (f'port: -1\ntrusted_keys: ["{OP}"]\n',
-                     ["{f}:2:1: operator (JWT) mode is not supported by natsd yet"]),
-    "trusted": (f'port: -1\ntrusted: "{OP}"\n', ["{f}:2:1: operator (JWT) mode is not supported by natsd yet"]),
-    "resolver": ("port: -1\nresolver: MEMORY\n", ["{f}:2:1: account resolver is not supported by natsd yet"]),
-    "resolver_preload": ("port: -1\nresolver_preload {}\n",
-                         ["{f}:2:1: account resolver is not supported by natsd yet"]),
+                     ["{f}:2:1: trusted keys without an operator JWT is not supported by natsd yet"]),
+    "trusted": (f'port: -1\ntrusted: "{OP}"\n',
+                ["{f}:2:1: trusted keys without an operator JWT is not supported by natsd yet"]),
+    "resolver": ("port: -1\nresolver: URL(http://127.0.0.1:1/jwt/v1/accounts/)\n",
+                 ["{f}:2:1: an account resolver other than MEMORY is not supported by natsd yet"]),
+    "resolver_tls": ("port: -1\nresolver_tls {}\n", ["{f}:2:1: account resolver is not supported by natsd yet"]),
     "auth_callout": ("port: -1\naccounts {\n  AUTH { users: [ {user: auth, password: pwd} ] }\n}\n"
                      f'authorization {{\n  auth_callout {{\n    issuer: "{ACCOUNT}"\n'
                      "    auth_users: [ auth ]\n    account: AUTH\n  }\n}\n",
@@ -87,6 +88,8 @@ REFUSED = {
 
 # nats-server accepts these and they change nothing for a standalone server: natsd runs them.
 ACCEPTED = {
+    "resolver_memory": "port: -1\nresolver: MEMORY\n",
+    "resolver_preload_empty": "port: -1\nresolver: MEMORY\nresolver_preload {}\n",
     "cluster_name_only": "port: -1\ncluster {\n  name: hub\n}\n",
     "cluster_no_port": "port: -1\ncluster {\n  name: hub\n  no_advertise: true\n  connect_retries: 3\n  pool_size: 2\n}\n",
     "remote_nats_url": 'port: -1\nleafnodes {\n  remotes [ { url: "nats-leaf://127.0.0.1:7422" } ]\n}\n',

@@ -2,7 +2,6 @@
 ingest path until one would reach max_msgs or max_bytes, and that one and the rest go through
 the full path. The PubAcks (in order) and the stream state must be nats-server's for discard
 new and discard old, by count and by bytes, file and memory storage."""
-import asyncio
 import json
 
 import nats

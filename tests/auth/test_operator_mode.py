@@ -1,0 +1,176 @@
+"""Operator (JWT) mode with the MEMORY resolver, natsd against nats-server: the same operator,
+account and user JWTs (tests/jwtmint.py) loaded into both, the same nats-py clients with .creds
+files, the same outcomes: connects, permission violations, expired, wrongly signed, revoked and
+unknown-account users, users of an account's signing key, the account's connection limit, and
+a user disconnected when its JWT expires. Plus what the config loader accepts and refuses."""
+import asyncio
+import time
+
+import nats
+import pytest
+
+from natsd.conf import ConfigError, load_string
+from natsd.conf.unsupported import start_error
+from tests.jwtmint import Mint, creds
+
+
+def build(tmp_path):
+    m = Mint(seed=11)
+    op, op_jwt = m.operator("OP")
+    acc, acc_jwt = m.account(op, "ACC", limits={"conn": 2})
+    sk = m.key("account")
+    acc2 = m.key("account")
+    now = int(time.time())
+    revoked_user = m.key("user")
+    acc2_jwt = m.token(op, acc2.public, "account", {
+        "limits": {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+                   "wildcards": True, "conn": -1, "leaf": -1},
+        "signing_keys": [sk.public], "revocations": {revoked_user.public: now + 3600},
+        "default_permissions": {"pub": {"deny": ["secret.>"]}, "sub": {}}}, name="ACC2")
+    stranger_acc = m.key("account")
+    users = {}
+
+    def user(name, account, **kw):
+        u, tok = m.user(account, name, **kw)
+        path = tmp_path / (name + ".creds")
+        path.write_text(creds(tok, u))
+        users[name] = str(path)
+        return u, tok
+    user("alice", acc, pub={"allow": ["a.>", "_INBOX.>"]}, sub={"allow": [">"]})
+    user("carol", acc)
+    user("old", acc, registered={"exp": now - 5})
+    user("signed", acc2, signer=sk)
+    user("defaults", acc2)
+    user("stranger", stranger_acc)
+    tokens = {"bearer": m.user(acc, "bearer", bearer_token=True)[1], "unsigned": m.user(acc, "unsigned")[1]}
+    tok = m.token(acc2, revoked_user.public, "user", {"pub": {}, "sub": {}, "subs": -1, "data": -1,
+                                                    "payload": -1}, name="revoked", iat=now - 60)
+    (tmp_path / "revoked.creds").write_text(creds(tok, revoked_user))
+    users["revoked"] = str(tmp_path / "revoked.creds")
+    good = users["carol"]
+    wrong = m.key("user")
+    text = open(good).read()
+    seed = text.split("-----BEGIN USER NKEY SEED-----\n")[1].split("\n")[0]
+    (tmp_path / "wrongseed.creds").write_text(text.replace(seed, wrong.seed.decode()))
+    users["wrongseed"] = str(tmp_path / "wrongseed.creds")
+    conf = tmp_path / "operator.conf"
+    conf.write_text("operator: %s\nresolver: MEMORY\nresolver_preload: {\n  %s: %s\n  %s: %s\n}\n"
+                    % (op_jwt, acc.public, acc_jwt, acc2.public, acc2_jwt))
+
+    def soon():
+        """A user whose JWT expires two seconds from now."""
+        return user("soon", acc, registered={"exp": int(time.time()) + 2}) and users["soon"]
+    return str(conf), users, soon, tokens
+
+
+async def attempt(url, path, publish=None):
+    """-> (connected, errors seen, got own message) for one client."""
+    errors = []
+
+    async def on_error(e):
+        errors.append(str(e).lower())
+    try:
+        nc = await nats.connect(url, user_credentials=path, allow_reconnect=False,
+                                error_cb=on_error, connect_timeout=3)
+    except Exception as e:
+        return False, sorted(set(errors + [type(e).__name__])), False
+    got = False
+    if publish:
+        sub = await nc.subscribe(publish)
+        await nc.publish(publish, b"x")
+        try:
+            await sub.next_msg(timeout=1)
+            got = True
+        except nats.errors.TimeoutError:
+            pass
+        await nc.flush()
+        await asyncio.sleep(0.05)
+    await nc.close()
+    return True, sorted(set(errors)), got
+
+
+async def without_signature(url, token):
+    """A CONNECT with the JWT and an empty signature (what a bearer token needs)."""
+    try:
+        nc = await nats.connect(url, user_jwt_cb=lambda: token.encode(), signature_cb=lambda nonce: b"",
+                                allow_reconnect=False, connect_timeout=3)
+    except Exception as e:
+        return type(e).__name__
+    await nc.close()
+    return "connected"
+
+
+async def scenario(url, users, soon, tokens):
+    out = {name: await without_signature(url, tok) for name, tok in tokens.items()}
+    for name, subject in [("alice", "a.x"), ("alice", "b.x"), ("carol", "any"), ("old", None),
+                          ("wrongseed", None), ("revoked", None), ("signed", "s.x"),
+                          ("defaults", "secret.x"), ("defaults", "open.x"), ("stranger", None)]:
+        out[name + ":" + str(subject)] = await attempt(url, users[name], subject)
+    # the account allows two connections
+    held = [await nats.connect(url, user_credentials=users["carol"], allow_reconnect=False)
+            for _ in range(2)]
+    out["third"] = await attempt(url, users["carol"])
+    for nc in held:
+        await nc.close()
+    # a user whose JWT expires while connected is cut off
+    errors, closed = [], asyncio.get_running_loop().create_future()
+
+    async def on_error(e):
+        errors.append(str(e).lower())
+
+    async def on_closed():
+        if not closed.done():
+            closed.set_result(None)
+    nc = await nats.connect(url, user_credentials=soon(), allow_reconnect=False,
+                            error_cb=on_error, closed_cb=on_closed)
+    await asyncio.wait_for(closed, 10)
+    out["expired while connected"] = sorted(set(errors))
+    return out
+
+
+def test_operator_mode_matches_nats_server(natsd, reference, tmp_path):
+    conf, users, soon, tokens = build(tmp_path)
+    theirs = asyncio.run(scenario(reference("-c", conf).url, users, soon, tokens))
+    ours = asyncio.run(scenario(natsd("-c", conf).url, users, soon, tokens))
+    assert ours == theirs
+    assert theirs["carol:any"] == (True, [], True)
+    assert theirs["old:None"][0] is False and theirs["signed:s.x"][0] is True
+    assert theirs["bearer"] == "connected" and theirs["unsigned"] != "connected"
+
+
+def _conf(tmp_path, text):
+    p = tmp_path / "c.conf"
+    p.write_text(text)
+    return str(p)
+
+
+def test_operator_config_loading(tmp_path):
+    m = Mint(seed=5)
+    op, op_jwt = m.operator("OP", signing_keys=[m.key("operator").public])
+    acc, acc_jwt = m.account(op, "ACC")
+    other_op, _ = m.operator("OTHER")
+    foreign, foreign_jwt = m.account(other_op, "FOREIGN")
+    decorated = tmp_path / "op.jwt"
+    decorated.write_text("-----BEGIN NATS OPERATOR JWT-----\n%s\n------END NATS OPERATOR JWT------\n" % op_jwt)
+    o = load_string("operator: %s\nresolver: MEMORY\nresolver_preload: {%s: %s, %s: %s}\n"
+                    % (decorated, acc.public, acc_jwt, foreign.public, foreign_jwt))
+    assert o.operator_mode and o.trusted_keys[0] == op.public and len(o.trusted_keys) == 2
+    assert list(o.jwt_accounts) == [acc.public]          # the untrusted issuer's account is out
+    assert o.unsupported == [] and start_error(o) is None
+    with pytest.raises(ConfigError) as e:
+        load_string("operator: %s\nresolver: MEMORY\nresolver_preload: {%s: nope}\n" % (op_jwt, acc.public))
+    assert str(e.value).endswith("invalid account JWT")
+    with pytest.raises(ConfigError, match="error parsing operator JWT"):
+        load_string("operator: eyJnot.a.jwt\nresolver: MEMORY\n")
+    o = load_string("operator: %s\n" % op_jwt)
+    assert start_error(o) == "operators require an account resolver to be configured"
+    o = load_string("operator: %s\nresolver: MEMORY\naccounts: {A: {}}\n" % op_jwt)
+    assert start_error(o) == "operators do not allow Accounts to be configured directly"
+    o = load_string("operator: %s\nresolver: URL(http://localhost:9090/jwt/v1/accounts/)\n" % op_jwt)
+    assert [r for _, r in o.unsupported] == [
+        "<string>:2:1: an account resolver other than MEMORY is not supported by natsd yet"]
+    exporting, exp_jwt = m.account(op, "EXP", exports=[{"subject": "x.>", "type": "stream"}])
+    o = load_string("operator: %s\nresolver: MEMORY\nresolver_preload: {%s: %s}\n"
+                    % (op_jwt, exporting.public, exp_jwt))
+    assert [r.split(": ", 1)[1] for _, r in o.unsupported] == [
+        "imports and exports in account JWTs is not supported by natsd yet"]
