@@ -84,11 +84,13 @@ class Mint:
 
 
 def creds(jwt, user):
-    """A .creds file's text, as nsc writes it."""
+    """A .creds file's text, as nsc writes it (`user` a Key or its seed)."""
+    seed = user.seed if isinstance(user, Key) else user
+    seed = seed.decode() if isinstance(seed, bytes) else seed
     return ("-----BEGIN NATS USER JWT-----\n%s\n------END NATS USER JWT------\n\n"
             "************************* IMPORTANT *************************\n"
             "NKEY Seed printed below can be used to sign and prove identity.\n"
             "NKEYs are sensitive and should be treated as secrets.\n\n"
             "-----BEGIN USER NKEY SEED-----\n%s\n------END USER NKEY SEED------\n\n"
             "*************************************************************\n"
-            % (jwt, user.seed.decode()))
+            % (jwt, seed))

@@ -21,6 +21,7 @@ import nkeys
 import pytest
 
 from tests.conftest import nats_server_cmd, poll, start_server
+from tests.jwtmint import creds as creds_text
 from tests.leaf.conftest import ENV, free_port, http_json
 from natsd.creds import (CredsError, check_creds, expand_path, leaf_connect_auth, parse_creds,
                          read_creds, sign_nonce)
@@ -88,16 +89,6 @@ def account_jwt(op_seed, acc_seed, name):
 def user_jwt(acc_seed, user_seed, name):
     return encode_jwt(acc_seed, pub_of(user_seed), name, {
         "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1, "type": "user", "version": 2})
-
-
-def creds_text(jwt, seed):
-    return ("-----BEGIN NATS USER JWT-----\n%s\n------END NATS USER JWT------\n\n"
-            "************************* IMPORTANT *************************\n"
-            "NKEY Seed printed below can be used to sign and prove identity.\n"
-            "NKEYs are sensitive and should be treated as secrets.\n\n"
-            "-----BEGIN USER NKEY SEED-----\n%s\n------END USER NKEY SEED------\n\n"
-            "*************************************************************\n"
-            % (jwt, seed.decode() if isinstance(seed, bytes) else seed))
 
 
 def verify(pub, nonce, sig):
