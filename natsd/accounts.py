@@ -40,12 +40,14 @@ def _limit(limits, key):
 
 
 class AccountRegistry:
-    """Every account of the server, built from Options.accounts (and the accounts of operator
-    mode's resolver, Options.jwt_accounts) plus $G and the system account."""
+    """Every account of the server, built from Options.accounts plus $G and the system account;
+    operator mode adds the accounts of its JWTs as they are looked up (`add`), and whoever
+    keeps something per account learns of them through `on_add`."""
 
     def __init__(self, opts):
         self.accounts = {}
-        for name, cfg in list((opts.accounts or {}).items()) + list(opts.jwt_accounts.items()):
+        self.on_add = []                # callables(account), run for each account added later
+        for name, cfg in (opts.accounts or {}).items():
             self.accounts[name] = Account(name, cfg)
             self.accounts[name].jetstream = bool(getattr(cfg, "jetstream", False))
         if GLOBAL_ACCOUNT not in self.accounts:
@@ -70,6 +72,13 @@ class AccountRegistry:
                 acc.mappings = MappingTable.from_options(cfg, cluster)
         if opts.mappings:                   # top-level mappings belong to the global account
             self.accounts[GLOBAL_ACCOUNT].mappings = MappingTable.from_options(opts.mappings, cluster)
+
+    def add(self, name):
+        """A new, empty account (operator mode: made from its JWT by natsd.jwtaccounts)."""
+        acc = self.accounts[name] = Account(name)
+        for hook in self.on_add:
+            hook(acc)
+        return acc
 
     def get(self, name):
         return self.accounts.get(name or GLOBAL_ACCOUNT)

@@ -127,6 +127,7 @@ class AuthResult:
     permissions: Permissions | None
     nkey: str | None = None
     expires: int = 0          # a user JWT's `exp` (unix seconds), 0 for none
+    jwt_user: object = None   # natsd.jwtauth.JwtUser in operator mode
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ def _str_field(connect: dict, key: str) -> str | None:
 
 
 class Authenticator:
-    def __init__(self, opts):
+    def __init__(self, opts, jwt_accounts=None):
+        """`jwt_accounts` (natsd.jwtaccounts.JwtAccounts) in operator mode."""
         self.username: str = getattr(opts, "username", None) or ""
         self.password: str = getattr(opts, "password", None) or ""
         self.token: str = getattr(opts, "authorization", None) or ""
@@ -176,7 +178,7 @@ class Authenticator:
                 self._add(u, getattr(u, "account", None), global_default)
 
         # operator mode: user JWTs against the resolver's accounts (natsd/jwtauth.py)
-        self.jwt = JwtAuthenticator(opts) if getattr(opts, "operator_mode", False) else None
+        self.jwt = JwtAuthenticator(jwt_accounts) if jwt_accounts is not None else None
         self.auth_required: bool = bool(self.users or self.nkeys or self.username or self.token
                                         or self.jwt)
         self.nonce_required: bool = bool(self.nkeys or self.jwt)
@@ -250,7 +252,7 @@ class Authenticator:
             u = self.jwt.authenticate(jwt, nonce, sig, kind, verify_nonce_signature) if jwt else None
             if u is None:
                 return None
-            return AuthResult(u.public, u.account, u.permissions, u.public, u.expires)
+            return AuthResult(u.public, u.account, u.permissions, u.public, u.expires, u)
 
         if not self.auth_required:
             return AuthResult(_raw_auth_user(user, token, nkey), None, None, nkey or None)

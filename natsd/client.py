@@ -46,7 +46,7 @@ class ClientState:
     __slots__ = ("host", "port", "start", "name", "lang", "version", "user", "account",
                  "perms", "nonce", "auth_timer", "ping_timer", "replies", "connect",
                  "stop", "reason", "rtt", "kind", "nkey", "tls", "label", "tls_timer",
-                 "info_due", "cert", "ws", "ws_upgraded", "ws_cookies", "expiry_timer")
+                 "info_due", "cert", "ws", "ws_upgraded", "ws_cookies", "expiry_timer", "jwt_user")
 
     def __init__(self, host, port):
         self.host = host
@@ -66,6 +66,7 @@ class ClientState:
         self.rtt = 0.0
         self.kind = "Client"
         self.nkey = None
+        self.jwt_user = None           # operator mode: the natsd.jwtauth.JwtUser logged in
         self.label = ""
         self.tls = None                # what the TLS handshake established (/connz)
         self.tls_timer = None
@@ -169,6 +170,7 @@ class ClientProtocol(ProtocolHandler):
         if result is not None:
             st.user = result.user or ""
             st.nkey = result.nkey
+            st.jwt_user = result.jwt_user
             self._set_permissions(c, result.permissions)
             if result.expires:
                 self._expire_at(c, result.expires)

@@ -1,9 +1,9 @@
 """Operator mode's client authentication: a CONNECT with a user JWT, as nats-server's
 processClientOrLeafAuthentication checks one.
 
-The token must decode as user claims (natsd.claims), be within its time window, be issued by a
-known account of the resolver or by one of that account's signing keys (then `issuer_account`
-names the account), not be revoked by the account (`revocations`: the user's key or `*`, at or
+The token must decode as user claims (natsd.claims), be within its time window, be issued by an
+account natsd.jwtaccounts can serve (looked up through the resolver) or by one of that
+account's signing keys (then `issuer_account` names the account), not be revoked by the account (`revocations`: the user's key or `*`, at or
 after the token's `iat`), and, unless it is a bearer token, come with the user key's signature
 of the INFO nonce. The user's permissions are the JWT's `pub`/`sub`/`resp`, or the account's
 `default_permissions` when the JWT has none. User JWTs asking for what natsd does not enforce
@@ -11,10 +11,10 @@ yet (`src` networks, `times`, per-user subscription/data/payload limits) are ref
 a log line saying so: never admitted with the restriction dropped.
 """
 import logging
-import time
 
 from natsd import claims
-from natsd.claims import jwt_permissions, signing_keys
+from natsd.claims import jwt_permissions
+from natsd.jwtaccounts import revoked
 from natsd.permissions import Permissions
 
 log = logging.getLogger("natsd")
@@ -35,10 +35,8 @@ class JwtUser:
 
 
 class JwtAuthenticator:
-    def __init__(self, opts):
-        self.accounts = dict(opts.jwt_claims)           # public key -> account Claims
-        self.keys = {k: signing_keys(ac) for k, ac in self.accounts.items()}
-        self._perms = {}                                # account -> compiled defaults
+    def __init__(self, accounts):
+        self.accounts = accounts                        # natsd.jwtaccounts.JwtAccounts
 
     def authenticate(self, token, nonce, sig, kind, verify_sig):
         """JwtUser, or None (the client gets 'Authorization Violation'). verify_sig(public,
@@ -53,14 +51,14 @@ class JwtAuthenticator:
             log.debug("User JWT not valid: %s", why)
             return None
         acc_key = uc.issuer_account or uc.issuer
-        ac = self.accounts.get(acc_key)
+        ac = self.accounts.lookup(acc_key)
         if ac is None or ac.time_check():
             log.debug("Account JWT of %s not found or not valid", acc_key)
             return None
-        if uc.issuer != acc_key and uc.issuer not in self.keys[acc_key]:
+        if uc.issuer != acc_key and uc.issuer not in self.accounts.keys[acc_key]:
             log.debug("User JWT issuer %s is not a signing key of account %s", uc.issuer, acc_key)
             return None
-        if self._revoked(ac, uc):
+        if revoked(ac.nats.get("revocations") or {}, uc.subject, uc.issued_at):
             log.debug("User JWT of %s has been revoked", uc.subject)
             return None
         nats = uc.nats
@@ -80,25 +78,7 @@ class JwtAuthenticator:
         if types and kind.upper() not in types:
             return None
         perms = jwt_permissions(nats)
-        compiled = Permissions.from_config(perms) if perms is not None else self._defaults(acc_key)
+        compiled = (Permissions.from_config(perms) if perms is not None
+                    else self.accounts.default_permissions(acc_key))
         return JwtUser(uc, acc_key, compiled)
 
-    @staticmethod
-    def _revoked(ac, uc):
-        revs = ac.nats.get("revocations") or {}
-        for key in (uc.subject, "*"):
-            t = revs.get(key)
-            if isinstance(t, (int, float)) and t >= uc.issued_at:
-                return True
-        return False
-
-    def _defaults(self, acc_key):
-        if acc_key not in self._perms:
-            cfg = jwt_permissions(self.accounts[acc_key].nats.get("default_permissions"))
-            self._perms[acc_key] = Permissions.from_config(cfg) if cfg is not None else None
-        return self._perms[acc_key]
-
-
-def seconds_left(expires):
-    """Seconds until a JWT's `exp` (None without one)."""
-    return None if not expires else max(0.0, expires - time.time())

@@ -125,6 +125,22 @@ class AccountOpts:
 
 
 @dataclass
+class ResolverOpts:
+    """Operator mode's account resolver (`resolver:`), as nats-server's config reads it."""
+    kind: str = ""                  # "MEMORY", "URL", "FULL" or "CACHE"; "" = none configured
+    url: str = ""                   # URL(...)
+    dir: str = ""                   # FULL / CACHE: the directory of <account key>.jwt files
+    delete: str = ""                # FULL: "" (no deletes), "rename" (allow_delete) or "hard"
+    limit: int = 0                  # most JWTs held (0 = no limit)
+    ttl: float = 0.0                # CACHE: seconds a JWT is kept (0 = for ever)
+    interval: float = 0.0           # FULL: seconds between store syncs (0 = a minute)
+    timeout: float = 1.9            # seconds an account fetch waits (DEFAULT_ACCOUNT_FETCH_TIMEOUT)
+
+    def __bool__(self):
+        return bool(self.kind)
+
+
+@dataclass
 class JetStreamOpts:
     enabled: bool = False
     store_dir: str = ""
@@ -284,12 +300,11 @@ class Options:
     mappings: dict[str, list[MappingDest]] = field(default_factory=dict)
     mappings_pos: dict[str, Pos] = field(default_factory=dict)
     # operator (JWT) mode: the operators' keys and signing keys, and the accounts whose JWTs
-    # the MEMORY resolver holds (public key -> AccountOpts, and -> verified natsd.claims.Claims)
+    # the resolver is given at start (resolver_preload: public key -> account JWT)
     operator_mode: bool = False
     trusted_keys: list[str] = field(default_factory=list)
-    resolver: str = ""
-    jwt_accounts: dict[str, AccountOpts] = field(default_factory=dict)
-    jwt_claims: dict[str, Any] = field(default_factory=dict)
+    resolver: ResolverOpts = field(default_factory=ResolverOpts)
+    resolver_preload: dict[str, str] = field(default_factory=dict)
 
     jetstream: JetStreamOpts = field(default_factory=JetStreamOpts)
     leafnode: LeafNodeOpts = field(default_factory=LeafNodeOpts)

@@ -45,7 +45,11 @@ class Server:
         self.name = opts.server_name or self.id
         self.start_time = time.time()
         self.accounts = AccountRegistry(opts)
-        self.authenticator = Authenticator(opts)
+        self.jwt_accounts = None            # natsd.jwtaccounts.JwtAccounts in operator mode
+        if opts.operator_mode:
+            from natsd.jwtaccounts import JwtAccounts
+            self.jwt_accounts = JwtAccounts(opts, self.accounts, self.client_disconnect)
+        self.authenticator = Authenticator(opts, self.jwt_accounts)
         self.auth_workers = AuthWorkers(self.loop, lambda: self.authenticator)
         self.client_proto = ClientProtocol(self)
         self.clients = {}                   # cid -> Connection
@@ -105,6 +109,9 @@ class Server:
             self.system = SystemServices(self)
             self.system.start()
             self.subsystems.append(self.system)
+            if self.jwt_accounts is not None:
+                from natsd.claimservice import ClaimServices
+                ClaimServices(self.system, self.jwt_accounts).start()
         if opts.jetstream.enabled:
             from natsd.jetstream.engine import JetStream
             self.jetstream = JetStream(self)
@@ -383,6 +390,10 @@ class Server:
         if self.system is not None:
             self.system.client_event(c, True)
 
+    def client_disconnect(self, c, text, reason):
+        """-ERR '<text>' to a client, then close it (`reason` for /connz)."""
+        self.client_proto.fail(c, text, reason)
+
     def bind_account(self, c, account):
         old = c.state.account
         if old is not None:
@@ -500,7 +511,7 @@ class Server:
         self.opts = new_opts
         self.client_proto.opts = new_opts
         logger.configure(new_opts)
-        self.authenticator = Authenticator(new_opts)
+        self.authenticator = Authenticator(new_opts, self.jwt_accounts)
         try:
             self.tls = client_tls(new_opts)     # new connections; open ones keep their session
         except Exception as e:

@@ -67,23 +67,37 @@ class SystemServices:
         # ACCOUNT.<acc>.CONNZ service asked about an account named "PING".
         self._sub(sys_sl, "$SYS.REQ.ACCOUNT.PING.STATZ", self._account_ping_statz)
         for acc in self.server.accounts:
-            if acc is self.account:
-                continue
-            # what nats-server imports into every account from the system account
-            self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.CONNZ", self._scoped_request, acc)
-            self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.STATZ", self._scoped_request, acc)
-            self._sub(acc.sublist, "$SYS.REQ.SERVER.PING.CONNZ", self._scoped_request, acc)
-            self._sub(acc.sublist, "$SYS.REQ.USER.INFO", self._user_info)
+            self.account_added(acc)
+        self.server.accounts.on_add.append(self.account_added)
         self.timer = self.server.loop.call_later(self.statsz_delay, self._statsz_tick)
 
-    def _sub(self, sublist, subject, handler, account=None):
+    def account_added(self, acc):
+        """What nats-server imports into every account from the system account."""
+        if acc is self.account:
+            return
+        self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.CONNZ", self._scoped_request, acc)
+        self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.STATZ", self._scoped_request, acc)
+        self._sub(acc.sublist, "$SYS.REQ.SERVER.PING.CONNZ", self._scoped_request, acc)
+        self._sub(acc.sublist, "$SYS.REQ.USER.INFO", self._user_info)
+
+    def subscribe(self, subject, handler, queue=None):
+        """A service of the system account: handler(sub, subject, reply, hdr, payload, origin)."""
+        self._sub(self.account.sublist, subject, handler, queue=queue)
+
+    def publish(self, subject, payload):
+        """A message from the server into the system account (`subject` bytes or str)."""
+        if isinstance(subject, str):
+            subject = subject.encode()
+        publish(self.account.sublist, subject, None, None, payload)
+
+    def _sub(self, sublist, subject, handler, account=None, queue=None):
         def counted(*args):
             self.in_progress += 1
             try:
                 handler(*args)
             finally:
                 self.in_progress -= 1
-        s = Subscription(None, subject.encode(), b"", None, counted)
+        s = Subscription(None, subject.encode(), b"", queue.encode() if queue else None, counted)
         s.data = account
         sublist.insert(s)
         self.subs.append((sublist, s))

@@ -391,7 +391,7 @@ class AccountSections(Reader):
             if r.account and r.account != "$G" and r.account not in accs:
                 self.err(node, f'leafnode remote account "{r.account}" is not defined in "accounts"')
         sysacc = o.system_account
-        if sysacc and sysacc != "$SYS" and sysacc not in accs:
+        if sysacc and sysacc != "$SYS" and sysacc not in accs and not o.operator_mode:
             self.err(self.system_account_node, f'system account "{sysacc}" is not defined in "accounts"')
         if o.no_auth_user:
             names = {u.username for u in o.users} | {u.nkey for u in o.nkeys}

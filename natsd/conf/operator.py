@@ -1,27 +1,35 @@
 """Config section for operator (JWT) mode: `operator` (a JWT, a file holding one, or a list),
-`trusted`/`trusted_keys`, `resolver: MEMORY` and `resolver_preload`, as nats-server reads
-them (readOperatorJWT, the preload map's "invalid account JWT").
+`trusted`/`trusted_keys`, `resolver` (MEMORY, URL(...) or the FULL/CACHE directory map) and
+`resolver_preload`, as nats-server reads them (readOperatorJWT, the resolver map's checks,
+the preload map's "invalid account JWT").
 
-The trusted keys are each operator's own key and its signing keys. The preloaded account JWTs
-whose issuer is trusted and whose subject is their key become accounts (Options.jwt_accounts, with
-their connection, subscription and payload limits and default permissions) and
-Options.jwt_claims (their verified claims, for the authenticator: signing keys,
-revocations). An account JWT from an untrusted issuer is kept out, so its users are refused
-at connect, as nats-server refuses them. What natsd does not serve in account JWTs yet is
-refused by natsd.conf.unsupported.
+The trusted keys are each operator's own key and its signing keys. Preloaded account JWTs are
+only decoded here; natsd.jwtaccounts verifies them (trusted issuer, subject) when an account
+is looked up, as nats-server does. What natsd does not serve in account JWTs is refused by
+natsd.conf.unsupported at start and by natsd.jwtaccounts at run time.
 """
 from __future__ import annotations
 
+import os
 import re
 
 from .. import claims, nkey
-from ..claims import jwt_permissions, signing_keys
-from ..options import AccountLimits, AccountOpts
+from ..claims import signing_keys
+from ..gofmt import go_duration, go_quote, parse_go_duration
+from ..options import ResolverOpts
 from .errors import go_read_error
 from .parser import Node
-from .reader import Reader
+from .reader import GO_TYPE, Reader
 
 _DECORATED = re.compile(r"-{3,}[^\n]*-{3,}\r?\n([\w\-.=]+)\r?\n-{3,}")
+_MEMORY = re.compile(r"(?i)(MEM|MEMORY)\s*")
+_URL = re.compile(r'(?i)(?:URL)(?:\(\s*"?([^\s"]*)"?\s*\))?\s*')
+
+
+def _go_url_parses(url: str) -> bool:
+    """Go's url.Parse refuses control characters and broken %-escapes (little else)."""
+    return not (any(ord(ch) < 0x20 or ord(ch) == 0x7f for ch in url)
+                or re.search(r"%(?![0-9A-Fa-f]{2})", url))
 
 
 class OperatorSection(Reader):
@@ -29,7 +37,6 @@ class OperatorSection(Reader):
         super().__init__(*args)
         self.operator_claims = []           # decoded operator JWTs
         self.explicit_trusted = []          # `trusted` keys
-        self.preloads = []                  # (key, account claims, node)
 
     def operators(self, n: Node):
         """`operator: <file or JWT>` (or a list): each read and decoded now, as nats-server."""
@@ -69,8 +76,73 @@ class OperatorSection(Reader):
                 self.explicit_trusted.append(it.value)
 
     def resolver(self, k: str, n: Node):
+        """`resolver: MEMORY | URL(<url>)` or `resolver { type: full|cache, dir, ... }`, with
+        nats-server's texts for what it refuses."""
+        r = ResolverOpts()
         if n.kind == "string":
-            self.o.resolver = n.value.strip()
+            if _MEMORY.search(n.value):         # nats-server matches MEM anywhere in the text
+                r.kind = "MEMORY"
+            else:
+                m = _URL.search(n.value)
+                if m:
+                    r.kind, r.url = "URL", (m.group(1) or "").strip()
+                    if not _go_url_parses(r.url):
+                        self.err(n, f"error parsing account resolver url [{go_quote(r.url)}]")
+                        return
+        elif n.kind == "map":
+            r = self._resolver_map(n)
+            if r is None:
+                return
+        else:
+            self.err(n, f"error parsing operator resolver, wrong type {GO_TYPE.get(n.kind, n.kind)}")
+            return
+        if not r.kind:
+            self.err(n, 'error parsing account resolver, should be MEM or  URL("url") or a map '
+                        "containing dir and type state=[FULL|CACHE])")
+            return
+        self.o.resolver = r
+
+    def _resolver_map(self, n: Node) -> ResolverOpts | None:
+        v = {key.lower(): val for key, val in n.value.items()}
+        r = ResolverOpts(dir=self.s(v["dir"], "dir") if "dir" in v else "")
+        kind = (self.s(v["type"], "type") if "type" in v else "").upper()
+        delete = self.b(v["allow_delete"], "allow_delete") if "allow_delete" in v else False
+        hard = self.b(v["hard_delete"], "hard_delete") if "hard_delete" in v else None
+        r.limit = self.i(v["limit"], "limit") if "limit" in v else 0
+        try:
+            for key in ("ttl", "interval", "timeout"):
+                if key in v:
+                    text = self.s(v[key], key)
+                    setattr(r, key, parse_go_duration(text) / 1e9)
+        except ValueError as e:
+            self.err(n, str(e))
+            return None
+        if kind in ("FULL", "CACHE"):
+            self._resolver_dir(n, r.dir)
+        if kind == "CACHE":
+            if r.interval:
+                self.err(n, "CACHE does not accept sync")
+            if delete:
+                self.err(n, "CACHE does not accept allow_delete")
+            if hard is not None:
+                self.err(n, "CACHE does not accept hard_delete")
+        elif kind == "FULL":
+            if r.ttl:
+                self.err(n, "FULL does not accept ttl")
+            if hard is not None and not delete:
+                self.err(n, "hard_delete has no effect without delete")
+            r.delete = ("hard" if hard else "rename") if delete else ""
+        if kind in ("FULL", "CACHE", "MEM", "MEMORY"):
+            r.kind = "MEMORY" if kind.startswith("MEM") else kind
+        if r.timeout <= 0:
+            self.err(n, f"Fetch timeout {go_duration(int(r.timeout * 1e9))} is too smal")
+        return r
+
+    def _resolver_dir(self, n: Node, path: str):
+        if not path:
+            self.err(n, "dir has no value and needs to point to a directory")
+        elif os.path.exists(path) and (not os.path.isdir(path) or not os.access(path, os.W_OK)):
+            self.err(n, "dir needs to point to an accessible directory")
 
     def resolver_preload(self, k: str, n: Node):
         if n.kind != "map":
@@ -81,27 +153,17 @@ class OperatorSection(Reader):
                 self.err(v, "preload map value should be a string JWT")
                 continue
             try:
-                ac = claims.decode_kind(v.value, "account")
+                claims.decode_kind(v.value, "account")
             except claims.JwtError:
                 self.err(v, "invalid account JWT")
                 continue
-            self.preloads.append((key, ac, v))
+            self.o.resolver_preload[key] = v.value
 
     def operator_accounts(self):
-        """After the whole file: the trusted preloaded accounts become accounts."""
+        """After the whole file: `trusted` alone (refused by conf/unsupported.py) and the
+        operator's system account."""
         o = self.o
         if self.explicit_trusted and not self.operator_claims:
-            o.trusted_keys = list(self.explicit_trusted)    # refused (conf/unsupported.py)
+            o.trusted_keys = list(self.explicit_trusted)
         if self.operator_claims and not o.system_account:
             o.system_account = self.operator_claims[0].nats.get("system_account") or ""
-        trusted = set(o.trusted_keys)
-        for key, ac, node in self.preloads:
-            if ac.subject != key or ac.issuer not in trusted or key in o.accounts:
-                continue                # refused at connect (nats-server: not a valid account)
-            lim = ac.nats.get("limits") or {}
-            acc = AccountOpts(name=key, pos=node.pos, limits=AccountLimits(
-                max_connections=int(lim.get("conn", -1)), max_subscriptions=int(lim.get("subs", -1)),
-                max_payload=int(lim.get("payload", -1))),
-                default_permissions=jwt_permissions(ac.nats.get("default_permissions")))
-            o.jwt_accounts[key] = acc
-            o.jwt_claims[key] = ac

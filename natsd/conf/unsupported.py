@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
+from natsd.jwtaccounts import UNSERVED
+
 from .errors import go_position
 from .parser import Node
 
@@ -51,8 +53,10 @@ def _listen_port(n: Node) -> int:
     return 0
 
 
-def _not_memory(n: Node) -> bool:
-    return not (n.kind == "string" and n.value.strip().upper() == "MEMORY")
+def _url_resolver(n: Node) -> bool:
+    """`resolver: URL(...)` (a string that does not say MEM; the loader refused the rest)."""
+    from .operator import _MEMORY
+    return n.kind == "string" and not _MEMORY.search(n.value)
 
 
 def _account_claims(n: Node) -> dict:
@@ -67,28 +71,8 @@ def _account_claims(n: Node) -> dict:
         return {}
 
 
-def _jwt_uses(*keys):
-    def when(n: Node) -> bool:
-        nats = _account_claims(n)
-        return any(nats.get(k) for k in keys)
-    return when
-
-
-def _jwt_js(n: Node) -> bool:
-    lim = _account_claims(n).get("limits") or {}
-    js = ("mem_storage", "disk_storage", "streams", "consumer", "max_ack_pending", "mem_max_stream_bytes",
-          "disk_max_stream_bytes", "max_bytes_required")
-    return any(lim.get(k) not in (None, 0) for k in js) or bool(lim.get("tiered_limits"))
-
-
-def _jwt_limits(n: Node) -> bool:
-    lim = _account_claims(n).get("limits") or {}
-    return (any(lim.get(k, -1) != -1 for k in ("leaf", "imports", "exports", "data"))
-            or lim.get("wildcards", True) is False)
-
-
-def _jwt_scoped_keys(n: Node) -> bool:
-    return any(isinstance(k, dict) for k in _account_claims(n).get("signing_keys") or [])
+def _preload_uses(used: Callable[[dict], bool]) -> Callable[[Node], bool]:
+    return lambda n: used(_account_claims(n))
 
 
 # -- the table -------------------------------------------------------------------------
@@ -100,16 +84,9 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("gateway", "gateway", _always),
     ("MQTT", "mqtt", _always),
     ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),
-    ("an account resolver other than MEMORY", "resolver|account_resolver|accounts_resolver", _not_memory),
+    ("the URL account resolver", "resolver|account_resolver|accounts_resolver", _url_resolver),
     ("account resolver", "resolver_tls|resolver_pinned_accounts", _always),
-    ("imports and exports in account JWTs", "resolver_preload.*", _jwt_uses("imports", "exports")),
-    ("subject mappings in account JWTs", "resolver_preload.*", _jwt_uses("mappings")),
-    ("JetStream in account JWTs", "resolver_preload.*", _jwt_js),
-    ("leaf node, import, export, data and wildcard limits in account JWTs", "resolver_preload.*",
-     _jwt_limits),
-    ("scoped signing keys", "resolver_preload.*", _jwt_scoped_keys),
-    ("auth callout", "resolver_preload.*", _jwt_uses("authorization")),
-    ("message tracing in account JWTs", "resolver_preload.*", _jwt_uses("trace")),
+] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
     ("auth callout", "authorization.auth_callout|auth_hook", _always),
     ("trusted proxy authentication", "proxies", _always),
     ("trusted proxy authentication", "authorization.proxy_required", _true),

@@ -155,7 +155,7 @@ def test_operator_config_loading(tmp_path):
     o = load_string("operator: %s\nresolver: MEMORY\nresolver_preload: {%s: %s, %s: %s}\n"
                     % (decorated, acc.public, acc_jwt, foreign.public, foreign_jwt))
     assert o.operator_mode and o.trusted_keys[0] == op.public and len(o.trusted_keys) == 2
-    assert list(o.jwt_accounts) == [acc.public]          # the untrusted issuer's account is out
+    assert sorted(o.resolver_preload) == sorted([acc.public, foreign.public])   # verified at lookup
     assert o.unsupported == [] and start_error(o) is None
     with pytest.raises(ConfigError) as e:
         load_string("operator: %s\nresolver: MEMORY\nresolver_preload: {%s: nope}\n" % (op_jwt, acc.public))
@@ -168,7 +168,7 @@ def test_operator_config_loading(tmp_path):
     assert start_error(o) == "operators do not allow Accounts to be configured directly"
     o = load_string("operator: %s\nresolver: URL(http://localhost:9090/jwt/v1/accounts/)\n" % op_jwt)
     assert [r for _, r in o.unsupported] == [
-        "<string>:2:1: an account resolver other than MEMORY is not supported by natsd yet"]
+        "<string>:2:1: the URL account resolver is not supported by natsd yet"]
     exporting, exp_jwt = m.account(op, "EXP", exports=[{"subject": "x.>", "type": "stream"}])
     o = load_string("operator: %s\nresolver: MEMORY\nresolver_preload: {%s: %s}\n"
                     % (op_jwt, exporting.public, exp_jwt))

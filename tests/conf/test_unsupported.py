@@ -65,7 +65,7 @@ REFUSED = {
     "trusted": (f'port: -1\ntrusted: "{OP}"\n',
                 ["{f}:2:1: trusted keys without an operator JWT is not supported by natsd yet"]),
     "resolver": ("port: -1\nresolver: URL(http://127.0.0.1:1/jwt/v1/accounts/)\n",
-                 ["{f}:2:1: an account resolver other than MEMORY is not supported by natsd yet"]),
+                 ["{f}:2:1: the URL account resolver is not supported by natsd yet"]),
     "resolver_tls": ("port: -1\nresolver_tls {}\n", ["{f}:2:1: account resolver is not supported by natsd yet"]),
     "auth_callout": ("port: -1\naccounts {\n  AUTH { users: [ {user: auth, password: pwd} ] }\n}\n"
                      f'authorization {{\n  auth_callout {{\n    issuer: "{ACCOUNT}"\n'

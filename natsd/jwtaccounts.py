@@ -1,0 +1,228 @@
+"""Operator mode's accounts: account JWTs verified and turned into live accounts.
+
+An account is made the first time something looks it up (a user logging in), from the JWT the
+resolver (natsd.resolver) holds: the JWT must decode as account claims, name the key it is
+filed under, and be issued by a trusted operator key, as nats-server's verifyAccountClaims
+checks. A newer JWT for a live account (a CLAIMS.UPDATE, or a directory resolver's store
+changing) is applied at once, as nats-server's updateAccountClaimsWithRefresh: the new
+connection, subscription and payload limits reach the connected clients (the newest
+connections past the limit are closed), users the JWT revokes are disconnected. A deleted
+account locks out new clients and disconnects its own.
+
+What natsd does not serve in account JWTs (UNSERVED) makes the account unusable, with a log
+line naming it: its users are refused, never admitted with a restriction dropped.
+"""
+from __future__ import annotations
+
+import logging
+
+from natsd import claims
+from natsd.claims import jwt_permissions, signing_keys
+from natsd.permissions import Permissions
+from natsd.resolver import make_resolver
+
+log = logging.getLogger("natsd")
+
+ERR_ACCOUNT_CONNS = "maximum account active connections exceeded"
+ERR_MAX_SUBS = "maximum subscriptions exceeded"
+ERR_REVOKED = "User Authentication Revoked"
+ERR_ACCOUNT_EXPIRED = "Account Authentication Expired"
+
+
+def _limits(nats: dict) -> dict:
+    lim = nats.get("limits")
+    return lim if isinstance(lim, dict) else {}
+
+
+def _js_limits(nats: dict) -> bool:
+    lim = _limits(nats)
+    js = ("mem_storage", "disk_storage", "streams", "consumer", "max_ack_pending", "mem_max_stream_bytes",
+          "disk_max_stream_bytes", "max_bytes_required")
+    return any(lim.get(k) not in (None, 0) for k in js) or bool(lim.get("tiered_limits"))
+
+
+def _other_limits(nats: dict) -> bool:
+    lim = _limits(nats)
+    return (any(lim.get(k, -1) != -1 for k in ("leaf", "imports", "exports", "data"))
+            or lim.get("wildcards", True) is False or bool(lim.get("disallow_bearer")))
+
+
+def _scoped_keys(nats: dict) -> bool:
+    return any(isinstance(k, dict) for k in nats.get("signing_keys") or [])
+
+
+def _uses(*keys):
+    return lambda nats: any(nats.get(k) for k in keys)
+
+
+# (feature, does the account JWT's `nats` claims use it?)
+UNSERVED = [
+    ("imports and exports in account JWTs", _uses("imports", "exports")),
+    ("subject mappings in account JWTs", _uses("mappings")),
+    ("JetStream in account JWTs", _js_limits),
+    ("leaf node, import, export, data, wildcard and bearer limits in account JWTs", _other_limits),
+    ("scoped signing keys", _scoped_keys),
+    ("auth callout", _uses("authorization")),
+    ("message tracing in account JWTs", _uses("trace")),
+]
+
+
+def unserved_feature(nats: dict) -> str | None:
+    for feature, used in UNSERVED:
+        if used(nats):
+            return feature
+    return None
+
+
+class AccountJwtError(Exception):
+    """An account JWT that cannot back an account; str() says why."""
+
+
+class JwtAccounts:
+    """Verified account claims by account key, and the live accounts made from them.
+
+    `registry` is the server's AccountRegistry; `disconnect(c, err_text, reason)` sends a
+    client nats-server's -ERR and closes it."""
+
+    def __init__(self, opts, registry, disconnect):
+        self.trusted = set(opts.trusted_keys)
+        self.server_max_payload = opts.max_payload
+        self.registry = registry
+        self.disconnect = disconnect
+        self.claims: dict[str, claims.Claims] = {}      # account key -> claims of a live account
+        self.keys: dict[str, dict] = {}                 # account key -> its signing keys
+        self.defaults: dict[str, Permissions | None] = {}
+        self.resolver = make_resolver(opts.resolver, self._stored, self._deleted)
+        for key, token in opts.resolver_preload.items():
+            try:
+                self.resolver.store(key, token)
+            except Exception as e:          # nats-server keeps going past a bad preload
+                log.error("Preloaded account [%s] not valid: %s", key, e)
+
+    # -- looking up --
+
+    def verify(self, token: str, key: str | None = None) -> claims.Claims:
+        """The claims of an account JWT natsd can serve; AccountJwtError otherwise."""
+        try:
+            ac = claims.decode_kind(token, "account")
+        except claims.JwtError as e:
+            raise AccountJwtError(str(e)) from None
+        if key is not None and ac.subject != key:
+            raise AccountJwtError("subject does not match jwt content")
+        if ac.issuer not in self.trusted or ac.time_check():
+            raise AccountJwtError("account validation failed")   # nats-server's ErrAccountValidation
+        feature = unserved_feature(ac.nats)
+        if feature:
+            raise AccountJwtError("uses %s, which natsd does not serve yet" % feature)
+        return ac
+
+    def lookup(self, key: str) -> claims.Claims | None:
+        """The live claims of account `key`, making the account from the resolver's JWT on
+        first use; None when there is no usable JWT (logged)."""
+        ac = self.claims.get(key)
+        if ac is not None:
+            return ac
+        token = self.resolver.fetch(key)
+        if token is None:
+            log.debug("Account JWT lookup error: account %s not found", key)
+            return None
+        try:
+            ac = self.verify(token, key)
+        except AccountJwtError as e:
+            log.error("Account %s can not be used: %s", key, e)
+            return None
+        self._install(ac)
+        return ac
+
+    def default_permissions(self, key: str) -> Permissions | None:
+        return self.defaults.get(key)
+
+    # -- applying claims --
+
+    def _install(self, ac: claims.Claims) -> None:
+        key = ac.subject
+        acc = self.registry.get(key) if key in self.registry.accounts else None
+        if acc is None:
+            acc = self.registry.add(key)
+        self.claims[key] = ac
+        self.keys[key] = signing_keys(ac)
+        cfg = jwt_permissions(ac.nats.get("default_permissions"))
+        self.defaults[key] = Permissions.from_config(cfg) if cfg is not None else None
+        lim = _limits(ac.nats)
+        acc.max_connections = int(lim.get("conn", -1))
+        acc.max_subscriptions = int(lim.get("subs", -1))
+        acc.max_payload = int(lim.get("payload", -1))
+
+    def update(self, key: str, token: str) -> None:
+        """A new JWT for account `key`, applied when the account is live (a JWT for an
+        account nobody uses yet waits in the resolver). AccountJwtError when refused."""
+        ac = self.verify(token, key)
+        if key not in self.claims:
+            return
+        old = self.claims[key]
+        if old.token == token:
+            return
+        log.debug("Updating account claims: %s/%s", key, ac.name)
+        self._install(ac)
+        self._enforce(key, ac)
+
+    def _enforce(self, key: str, ac: claims.Claims) -> None:
+        """What the new claims mean for the connected clients, oldest first."""
+        acc = self.registry.get(key)
+        revocations = ac.nats.get("revocations") or {}
+        count = 0
+        for c in sorted(acc.clients, key=lambda c: c.cid):
+            if c.closing or c.closed or not hasattr(c.state, "jwt_user"):
+                continue                # clients only, as nats-server (not leafs)
+            if 0 <= acc.max_connections <= count:
+                log.error("%s", ERR_ACCOUNT_CONNS)
+                self.disconnect(c, ERR_ACCOUNT_CONNS, "Maximum Account Connections Exceeded")
+                continue
+            count += 1
+            user = c.state.jwt_user
+            if user is not None and revoked(revocations, user.public, user.claims.issued_at):
+                log.debug("%s", ERR_REVOKED)
+                self.disconnect(c, ERR_REVOKED, "Credentials Revoked")
+                continue
+            self._apply_client_limits(c, acc)
+
+    def _apply_client_limits(self, c, acc) -> None:
+        server_max = self.server_max_payload
+        c.max_payload = server_max if acc.max_payload < 0 else min(server_max, acc.max_payload)
+        if 0 <= acc.max_subscriptions <= len(c.subs):
+            log.error("%s", ERR_MAX_SUBS)
+            self.disconnect(c, ERR_MAX_SUBS, "Maximum Subscriptions Exceeded")
+
+    # -- resolver callbacks --
+
+    def _stored(self, key: str) -> None:
+        """The directory resolver holds a new JWT for `key`."""
+        if key not in self.claims:
+            return
+        token = self.resolver.fetch(key)
+        try:
+            self.update(key, token)
+        except AccountJwtError as e:
+            log.error("DirResolver - Update for account %r resulted in error %s", key, e)
+
+    def _deleted(self, key: str) -> None:
+        """nats-server's removeCb: new clients are locked out, connected ones expire."""
+        log.debug("Disable account %s due to remove", key)
+        self.claims.pop(key, None)
+        acc = self.registry.get(key) if key in self.registry.accounts else None
+        if acc is None:
+            return
+        acc.max_connections = acc.max_subscriptions = acc.max_payload = 0
+        for c in sorted(acc.clients, key=lambda c: c.cid):
+            if not (c.closing or c.closed) and hasattr(c.state, "jwt_user"):
+                self.disconnect(c, ERR_ACCOUNT_EXPIRED, "Authentication Expired")
+
+
+def revoked(revocations: dict, public: str, issued_at: int) -> bool:
+    """Is a user JWT issued at `issued_at` revoked (its key, or `*` for all, at or after)?"""
+    for key in (public, "*"):
+        t = revocations.get(key)
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and t >= issued_at:
+            return True
+    return False
+

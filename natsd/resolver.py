@@ -1,0 +1,219 @@
+"""Operator mode's account resolvers: where account JWTs are kept and found.
+
+MemoryResolver is nats-server's MEMORY resolver: what resolver_preload gives, held in memory.
+DirResolver is its FULL and CACHE directory resolvers (DirJWTStore): one
+`<account key>.jwt` file per account in `dir`, found again at the next start. Both answer
+`fetch(key)`; the directory resolver also keeps a running hash of what it holds (the XOR of
+each JWT's SHA-256, for CLAIMS.PACK), a `limit` (FULL refuses past it with "jwt store is
+full", CACHE evicts the least recently used JWT), CACHE's `ttl`, and FULL's deletes (renamed to
+`.deleted`, or removed with hard_delete). What a JWT means is not this module's business: it
+stores text, natsd.jwtaccounts verifies it.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections import OrderedDict
+
+from natsd import claims, nkey
+
+log = logging.getLogger("natsd")
+
+EXTENSION = ".jwt"
+
+
+class ResolverError(Exception):
+    """A store operation refused; str() is nats-server's reason."""
+
+
+class MemoryResolver:
+    tracks_updates = False          # updates reach accounts through the server, not the store
+    kind = "MEMORY"
+
+    def __init__(self):
+        self.jwts: dict[str, str] = {}
+
+    def fetch(self, key: str) -> str | None:
+        return self.jwts.get(key)
+
+    def store(self, key: str, token: str) -> None:
+        self.jwts[key] = token
+
+
+class DirResolver:
+    """FULL or CACHE: JWT files in one directory, an index of them in memory (LRU order)."""
+    tracks_updates = True
+
+    def __init__(self, ropts, on_change=None, on_delete=None):
+        self.kind = ropts.kind
+        self.dir = os.path.abspath(ropts.dir)
+        self.delete_mode = ropts.delete             # "", "rename" or "hard"
+        self.limit = ropts.limit if ropts.limit > 0 else None
+        self.ttl = ropts.ttl if self.kind == "CACHE" else 0.0
+        self.interval = ropts.interval or 60.0
+        self.on_change = on_change or (lambda key: None)
+        self.on_delete = on_delete or (lambda key: None)
+        self.index: OrderedDict[str, tuple[bytes, float]] = OrderedDict()   # key -> (sha256, written)
+        self._hash = bytearray(32)
+        os.makedirs(self.dir, exist_ok=True)
+        for name in sorted(os.listdir(self.dir)):
+            if name.endswith(EXTENSION):
+                token = self._read(name[:-len(EXTENSION)])
+                if token:
+                    self._track(name[:-len(EXTENSION)], token)
+
+    # -- the index --
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.dir, key + EXTENSION)
+
+    def _track(self, key: str, token: str) -> None:
+        self._untrack(key)
+        digest = hashlib.sha256(token.encode()).digest()
+        self.index[key] = (digest, time.time())
+        self._xor(digest)
+
+    def _untrack(self, key: str) -> None:
+        old = self.index.pop(key, None)
+        if old is not None:
+            self._xor(old[0])
+
+    def _xor(self, digest: bytes) -> None:
+        for i, b in enumerate(digest):
+            self._hash[i] ^= b
+
+    def hash(self) -> bytes:
+        """What CLAIMS.PACK compares: all zeroes for an empty store."""
+        return bytes(self._hash)
+
+    def _read(self, key: str) -> str | None:
+        try:
+            with open(self._path(key), encoding="utf-8", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return None
+
+    def _expired(self, key: str) -> bool:
+        entry = self.index.get(key)
+        return bool(self.ttl and entry is not None and time.time() - entry[1] > self.ttl)
+
+    # -- reading --
+
+    def fetch(self, key: str) -> str | None:
+        if not nkey.is_valid_public(key, nkey.ACCOUNT):
+            return None
+        if self._expired(key):
+            self._remove(key)
+            return None
+        token = self._read(key)
+        if token is not None and key in self.index:
+            self.index.move_to_end(key)             # most recently used
+        return token
+
+    def keys(self) -> list[str]:
+        return [k for k in sorted(self.index) if not self._expired(k)]
+
+    def pack(self):
+        """Each held JWT as nats-server's pack line `<key>|<jwt>`, skipping expired claims."""
+        now = int(time.time())
+        for key in self.keys():
+            token = self._read(key)
+            if not token:
+                continue
+            try:
+                exp = claims.decode(token).expires
+            except claims.JwtError:
+                exp = 0
+            if not (exp and exp < now):
+                yield "%s|%s" % (key, token)
+
+    # -- writing --
+
+    def _write(self, key: str, token: str) -> bool:
+        """Write unless the same JWT is held; False when nothing changed."""
+        if not token:
+            raise ResolverError("invalid JWT")
+        digest = hashlib.sha256(token.encode()).digest()
+        held = self.index.get(key)
+        if held is not None and held[0] == digest:
+            self.index.move_to_end(key)
+            return False
+        if held is None and self.limit is not None and len(self.index) >= self.limit:
+            if self.kind != "CACHE":
+                raise ResolverError("jwt store is full")
+            self._remove(next(iter(self.index)))    # the least recently used goes
+        tmp = self._path(key) + ".tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(token)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._path(key))
+        except OSError as e:
+            raise ResolverError(str(e)) from None
+        self._track(key, token)
+        return True
+
+    def _remove(self, key: str) -> None:
+        try:
+            os.remove(self._path(key))
+        except OSError:
+            pass
+        self._untrack(key)
+
+    def save(self, key: str, token: str) -> None:
+        """An update (CLAIMS.UPDATE): written whatever its age, then on_change(key)."""
+        if not nkey.is_valid_public(key, nkey.ACCOUNT):
+            raise ResolverError("invalid public key")
+        if self._write(key, token):
+            self.on_change(key)
+
+    def store(self, key: str, token: str) -> None:
+        """A preload or a merge: written only when newer than what is held (by `iat`), as
+        nats-server's saveIfNewer."""
+        if not nkey.is_valid_public(key, nkey.ACCOUNT):
+            raise ResolverError("invalid public key")
+        held = self._read(key) if key in self.index else None
+        if held is not None:
+            try:
+                new = claims.decode(token)
+            except claims.JwtError as e:
+                raise ResolverError(str(e)) from None
+            try:
+                old = claims.decode(held)
+            except claims.JwtError:
+                old = None
+            if old is not None:
+                if old.jti == new.jti or old.issued_at > new.issued_at:
+                    return
+                if new.subject != key:
+                    raise ResolverError("jwt subject nkey and provided nkey do not match")
+                if old.subject != new.subject:
+                    raise ResolverError("subject of existing and new jwt do not match")
+        if self._write(key, token):
+            self.on_change(key)
+
+    def delete(self, key: str) -> None:
+        if self.kind != "FULL" or not self.delete_mode:
+            raise ResolverError("store is not set up to for delete")
+        path = self._path(key)
+        try:
+            if self.delete_mode == "rename":
+                os.replace(path, path + ".deleted")
+            else:
+                os.remove(path)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise ResolverError(str(e)) from None
+        self._untrack(key)
+        self.on_delete(key)
+
+
+def make_resolver(ropts, on_change=None, on_delete=None):
+    """The resolver the options ask for (URL resolvers are refused before this is reached)."""
+    if ropts.kind in ("FULL", "CACHE"):
+        return DirResolver(ropts, on_change, on_delete)
+    return MemoryResolver()

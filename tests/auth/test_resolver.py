@@ -1,0 +1,290 @@
+"""Account resolvers of operator mode, natsd against nats-server with the same JWTs
+(tests/jwtmint.py) and the same nats-py clients.
+
+The FULL directory resolver: an account unknown until its JWT is pushed through
+`$SYS.REQ.CLAIMS.UPDATE`, refused updates (garbage, wrong subject), an untrusted account stored
+but unusable, CLAIMS.LOOKUP / LIST / PACK, live updates reaching connected clients (a lower
+connection limit closes the newest connection, a revocation disconnects the user), deletes
+(operator-signed requests; refused ones), and the directory found again after a restart.
+The MEMORY resolver: an update for an account nobody uses is skipped, one for a live account
+is applied. And the resolver config errors nats-server gives.
+"""
+import asyncio
+import json
+import os
+import subprocess
+import time
+
+import nats
+import pytest
+
+from natsd.conf import ConfigError, load_string
+from tests.conftest import nats_server_cmd
+from tests.jwtmint import Mint, creds
+
+LIMITS = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,
+          "conn": -1, "leaf": -1}
+
+
+class World:
+    """One operator with a system account, account ACC with user u, an untrusted account."""
+
+    def __init__(self, tmp_path):
+        self.m = m = Mint(seed=23)
+        self.tmp = tmp_path
+        self.op, _ = m.operator("OP")
+        self.sys = m.key("account")
+        self.sys_jwt = self.account_jwt(self.sys, "SYS")
+        self.op_jwt = m.token(self.op, self.op.public, "operator", {"system_account": self.sys.public},
+                              name="OP")
+        self.acc = m.key("account")
+        self.acc_jwt = self.account_jwt(self.acc, "ACC")
+        other, _ = m.operator("OTHER")
+        self.foreign, self.foreign_jwt = m.account(other, "FOREIGN")
+        self.sys_creds = self.user(self.sys, "sysuser")
+        self.u_creds = self.user(self.acc, "u")
+        self.f_creds = self.user(self.foreign, "f")
+
+    def account_jwt(self, key, name, iat=None, **nats):
+        claims = {"limits": dict(LIMITS, **nats.pop("limits", {})),
+                  "default_permissions": {"pub": {}, "sub": {}}, **nats}
+        reg = {"iat": iat} if iat else {}
+        return self.m.token(self.op, key.public, "account", claims, name=name, **reg)
+
+    def user(self, account, name):
+        u, tok = self.m.user(account, name)
+        path = self.tmp / (name + ".creds")
+        path.write_text(creds(tok, u))
+        self.__dict__[name + "_key"] = u
+        return str(path)
+
+    def conf(self, name, resolver):
+        path = self.tmp / (name + ".conf")
+        path.write_text("operator: %s\nsystem_account: %s\nresolver: %s\nresolver_preload: {\n  %s: %s\n}\n"
+                        % (self.op_jwt, self.sys.public, resolver, self.sys.public, self.sys_jwt))
+        return str(path)
+
+
+def _answer(msg):
+    """A CLAIMS.* answer without its server envelope."""
+    body = json.loads(msg.data)
+    assert body.pop("server")["id"]
+    return body
+
+
+async def _connect(url, path):
+    async def on_error(e):
+        pass
+    try:
+        return await nats.connect(url, user_credentials=path, allow_reconnect=False, connect_timeout=3,
+                                  error_cb=on_error)
+    except Exception as e:
+        return str(e).lower() or type(e).__name__
+
+
+async def _connect_close(url, path):
+    nc = await _connect(url, path)
+    if isinstance(nc, str):
+        return nc
+    await nc.close()
+    return "connected"
+
+
+async def _closed(nc, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not nc.is_closed and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return nc.is_closed
+
+
+async def full_scenario(url, w):
+    out = {"unknown account": await _connect(url, w.u_creds)}
+    sc = await _connect(url, w.sys_creds)
+    assert not isinstance(sc, str), sc
+
+    async def req(subject, payload):
+        return _answer(await sc.request(subject, payload.encode(), timeout=3))
+    out["push"] = await req("$SYS.REQ.CLAIMS.UPDATE", w.acc_jwt)
+    out["garbage"] = await req("$SYS.REQ.CLAIMS.UPDATE", "garbage")
+    out["wrong subject"] = await req("$SYS.REQ.ACCOUNT.%s.CLAIMS.UPDATE" % w.sys.public, w.acc_jwt)
+    out["untrusted push"] = await req("$SYS.REQ.CLAIMS.UPDATE", w.foreign_jwt)
+    out["untrusted user"] = await _connect(url, w.f_creds)
+    out["list"] = sorted((await req("$SYS.REQ.CLAIMS.LIST", ""))["data"])
+    look = await sc.request("$SYS.REQ.ACCOUNT.%s.CLAIMS.LOOKUP" % w.acc.public, b"", timeout=3)
+    out["lookup"] = look.data.decode() == w.acc_jwt
+    missing = w.m.key("account").public
+    out["lookup missing"] = (await sc.request("$SYS.REQ.ACCOUNT.%s.CLAIMS.LOOKUP" % missing, b"",
+                                              timeout=3)).data
+    out["pack"] = await pack(sc, b"")
+    out["pack, same hash"] = await pack(sc, await store_hash(sc))
+
+    # live limits: two clients, then at most one connection
+    first = await _connect(url, w.u_creds)
+    second = await _connect(url, w.u_creds)
+    lower = w.account_jwt(w.acc, "ACC", limits={"conn": 1}, iat=int(time.time()) + 1)
+    out["limit update"] = await req("$SYS.REQ.ACCOUNT.%s.CLAIMS.UPDATE" % w.acc.public, lower)
+    out["newest closed"] = await _closed(second)
+    out["oldest kept"] = first.is_connected
+    out["limit errors"] = [str(first.last_error), str(second.last_error)]
+    out["third"] = await _connect(url, w.u_creds)
+
+    # a revocation disconnects the user
+    await first.close()
+    user = await _connect(url, w.u_creds)
+    revoke = w.account_jwt(w.acc, "ACC", iat=int(time.time()) + 2,
+                           revocations={w.u_key.public: int(time.time()) + 60})
+    out["revoke"] = await req("$SYS.REQ.CLAIMS.UPDATE", revoke)
+    out["revoked closed"] = await _closed(user)
+    out["revoked error"] = str(user.last_error)
+    out["revoked reconnect"] = await _connect(url, w.u_creds)
+
+    # deletes: refused, then done
+    unrevoked = w.account_jwt(w.acc, "ACC", iat=int(time.time()) + 3)
+    out["unrevoke"] = await req("$SYS.REQ.CLAIMS.UPDATE", unrevoked)
+    user = await _connect(url, w.u_creds)
+    by_account = w.m.token(w.acc, w.acc.public, "generic", {"accounts": [w.acc.public]})
+    out["delete by account"] = await req("$SYS.REQ.CLAIMS.DELETE", by_account)
+    sys_del = w.m.token(w.op, w.op.public, "generic", {"accounts": [w.sys.public]})
+    out["delete system"] = await req("$SYS.REQ.CLAIMS.DELETE", sys_del)
+    bad = w.m.token(w.op, w.op.public, "generic", {"accounts": ["nope"]})
+    out["delete malformed"] = await req("$SYS.REQ.CLAIMS.DELETE", bad)
+    good = w.m.token(w.op, w.op.public, "generic", {"accounts": [w.acc.public]})
+    out["delete"] = await req("$SYS.REQ.CLAIMS.DELETE", good)
+    out["deleted user closed"] = await _closed(user)
+    out["deleted user error"] = str(user.last_error)
+    out["after delete"] = await _connect(url, w.u_creds)
+    out["list after delete"] = sorted((await req("$SYS.REQ.CLAIMS.LIST", ""))["data"])
+    await sc.close()
+    return out
+
+
+async def store_hash(sc):
+    """The hash of the store, from a server's answer to our all-zero one: XOR of SHA-256s."""
+    import hashlib
+    lines = await pack(sc, b"")
+    h = bytearray(32)
+    for line in lines:
+        for i, b in enumerate(hashlib.sha256(line.split("|", 1)[1].encode()).digest()):
+            h[i] ^= b
+    return bytes(h)
+
+
+async def pack(sc, their_hash):
+    """Every message answering a CLAIMS.PACK, up to the empty one that ends it."""
+    inbox = sc.new_inbox()
+    sub = await sc.subscribe(inbox)
+    await sc.publish("$SYS.REQ.CLAIMS.PACK", their_hash, reply=inbox)
+    out = []
+    while True:
+        msg = await sub.next_msg(timeout=3)
+        if not msg.data:
+            break
+        out.append(msg.data.decode())
+    await sub.unsubscribe()
+    return sorted(out)
+
+
+def _run_full(start, w, name):
+    jwt_dir = w.tmp / (name + "-jwt")
+    jwt_dir.mkdir()
+    conf = w.conf(name, "{ type: full, dir: '%s', allow_delete: true, timeout: '200ms' }" % jwt_dir)
+    srv = start("-c", conf)
+    out = asyncio.run(full_scenario(srv.url, w))
+    out["files"] = sorted(os.listdir(jwt_dir))
+    srv.stop()
+    # the directory is what a restart finds again: the system account's user still logs in
+    srv = start("-c", conf)
+    out["after restart"] = asyncio.run(_connect_close(srv.url, w.sys_creds))
+    srv.kill()
+    return out
+
+
+def test_full_resolver_matches_nats_server(natsd, reference, tmp_path):
+    w = World(tmp_path)
+    theirs = _run_full(reference, w, "ref")
+    ours = _run_full(natsd, w, "natsd")
+    assert ours == theirs
+    # what nats-server does, spelled out
+    assert theirs["push"] == {"data": {"account": w.acc.public, "code": 200, "message": "jwt updated"}}
+    assert theirs["newest closed"] and theirs["oldest kept"]
+    assert theirs["revoked closed"] and theirs["deleted user closed"]
+    assert "revoked" in theirs["revoked error"] and "maximum account" in theirs["limit errors"][1]
+    assert theirs["files"] == sorted([w.sys.public + ".jwt", w.foreign.public + ".jwt",
+                                      w.acc.public + ".jwt.deleted"])
+
+
+async def memory_scenario(url, w):
+    sc = await _connect(url, w.sys_creds)
+
+    async def update(token):
+        return _answer(await sc.request("$SYS.REQ.ACCOUNT.%s.CLAIMS.UPDATE" % w.acc.public,
+                                        token.encode(), timeout=3))
+    out = {"not live": await update(w.account_jwt(w.acc, "ACC", iat=int(time.time()) + 1))}
+    first = await _connect(url, w.u_creds)
+    second = await _connect(url, w.u_creds)
+    out["live"] = await update(w.account_jwt(w.acc, "ACC", limits={"conn": 1}, iat=int(time.time()) + 2))
+    out["newest closed"] = await _closed(second)
+    out["oldest kept"] = first.is_connected
+    out["empty"] = await update("")
+    await first.close()
+    await sc.close()
+    return out
+
+
+def test_memory_resolver_updates_match_nats_server(natsd, reference, tmp_path):
+    w = World(tmp_path)
+    path = tmp_path / "mem.conf"
+    path.write_text("operator: %s\nsystem_account: %s\nresolver: MEMORY\nresolver_preload: {\n  %s: %s\n  %s: %s\n}\n"
+                    % (w.op_jwt, w.sys.public, w.sys.public, w.sys_jwt, w.acc.public, w.acc_jwt))
+    theirs = asyncio.run(memory_scenario(reference("-c", str(path)).url, w))
+    ours = asyncio.run(memory_scenario(natsd("-c", str(path)).url, w))
+    assert ours == theirs
+    assert theirs["not live"]["data"]["message"] == "jwt update skipped"
+    assert theirs["live"]["data"]["message"] == "jwt updated" and theirs["newest closed"]
+
+
+RESOLVER_ERRORS = {
+    "cache with allow_delete": ("{ type: cache, dir: '%(dir)s', allow_delete: true }",
+                                "CACHE does not accept allow_delete"),
+    "cache with interval": ("{ type: cache, dir: '%(dir)s', interval: '2m' }", "CACHE does not accept sync"),
+    "full with ttl": ("{ type: full, dir: '%(dir)s', ttl: '2m' }", "FULL does not accept ttl"),
+    "hard_delete alone": ("{ type: full, dir: '%(dir)s', hard_delete: true }",
+                          "hard_delete has no effect without delete"),
+    "no dir": ("{ type: full }", "dir has no value and needs to point to a directory"),
+    "dir is a file": ("{ type: full, dir: '%(file)s' }", "dir needs to point to an accessible directory"),
+    "unknown type": ("{ type: other, dir: '%(dir)s' }", "error parsing account resolver, should be MEM or "),
+    "not a resolver": ("NOPE", "error parsing account resolver, should be MEM or "),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESOLVER_ERRORS))
+def test_resolver_config_errors_match_nats_server(tmp_path, case):
+    text, message = RESOLVER_ERRORS[case]
+    w = World(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    resolver = text % {"dir": tmp_path, "file": tmp_path / "afile"}
+    conf = "operator: %s\nresolver: %s\n" % (w.op_jwt, resolver)
+    with pytest.raises(ConfigError) as e:
+        load_string(conf)
+    assert message in str(e.value)
+    cmd = nats_server_cmd()
+    if cmd is not None:
+        path = tmp_path / "bad.conf"
+        path.write_text(conf)
+        res = subprocess.run(cmd + ["-t", "-c", str(path)], capture_output=True, text=True, timeout=30)
+        assert res.returncode != 0 and message in res.stderr + res.stdout
+
+
+def test_resolver_configs_load(tmp_path):
+    w = World(tmp_path)
+    o = load_string("operator: %s\nresolver: { type: cache, dir: '%s', limit: 10, ttl: '1h', timeout: '3s' }\n"
+                    % (w.op_jwt, tmp_path))
+    r = o.resolver
+    assert (r.kind, r.limit, r.ttl, r.timeout, r.delete) == ("CACHE", 10, 3600.0, 3.0, "")
+    o = load_string("operator: %s\nresolver: { type: full, dir: '%s', allow_delete: true, hard_delete: true,"
+                    " interval: '2m' }\n" % (w.op_jwt, tmp_path))
+    assert (o.resolver.kind, o.resolver.delete, o.resolver.interval) == ("FULL", "hard", 120.0)
+    assert o.unsupported == []
+    assert load_string("operator: %s\nresolver: mem\n" % w.op_jwt).resolver.kind == "MEMORY"
+    o = load_string("operator: %s\nresolver: URL(http://127.0.0.1:9/jwt/v1/accounts/)\n" % w.op_jwt)
+    assert o.resolver.kind == "URL" and o.unsupported
