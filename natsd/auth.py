@@ -255,7 +255,7 @@ class Authenticator:
             return AuthResult(u.public, u.account, u.permissions, u.public, u.expires, u)
 
         if not self.auth_required:
-            return AuthResult(_raw_auth_user(user, token, nkey), None, None, nkey or None)
+            return AuthResult(connect_auth_user(user, token, nkey), None, None, nkey or None)
 
         # "Sent no credentials", as nats-server judges it (a jwt is not looked at).
         anonymous = not (user or password or token)
@@ -379,7 +379,7 @@ def _type_allowed(p: _Principal, kind: str) -> bool:
     return not p.conn_types or kind in p.conn_types
 
 
-def _raw_auth_user(user: str, token: str, nkey: str) -> str:
+def connect_auth_user(user: str, token: str, nkey: str) -> str:
     # Mirrors client.go getRawAuthUser: what /connz shows even without auth.
     if nkey:
         return nkey

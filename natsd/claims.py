@@ -12,10 +12,13 @@ claims, an account or its signing key issues user claims, ...).
 
 decode() checks the format, the signature and the issuer's kind, nothing else: whether the
 issuer is trusted, whether the claim has expired (Claims.time_check) and what the claim
-allows are the caller's to decide, as in nats-server.
+allows are the caller's to decide, as in nats-server. encode() issues a token as nats-io/jwt's
+ClaimsData.encode does (`jti` the base32 SHA-512/256 of the claims written with an empty jti):
+the server signs auth callout requests with it.
 """
 import base64
 import binascii
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -116,6 +119,35 @@ def _str(d, key):
     if not isinstance(v, str):
         raise JwtError("json: cannot unmarshal %s into Go struct field of type string" % type(v).__name__)
     return v
+
+
+def _b64enc(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def encode(signer, subject, kind, nats=None, name="", version=2, header=None, **registered):
+    """A signed token. `signer` has sign() and public_key (an nkeys.KeyPair); `registered`
+    may give aud, exp, nbf and iat (default now). Empty registered claims are left out, as
+    Go's omitempty; `nats` gets its type and version."""
+    issuer = signer.public_key.decode() if isinstance(signer.public_key, bytes) else signer.public_key
+    std = {"aud": registered.get("aud", ""), "exp": registered.get("exp", 0), "jti": "",
+           "iat": registered.get("iat", int(time.time())), "iss": issuer, "name": name,
+           "nbf": registered.get("nbf", 0), "sub": subject}
+    std = {k: v for k, v in std.items() if v}
+    digest = hashlib.new("sha512_256", json.dumps(std, separators=(",", ":")).encode()).digest()
+    std["jti"] = base64.b32encode(digest).decode().rstrip("=")
+    body = dict(std)
+    nats = dict(nats or {})
+    if version >= 2:
+        nats.update(type=kind, version=version)
+    else:
+        body["type"] = kind
+    body["nats"] = nats
+    head = _b64enc(json.dumps(header or {"typ": "JWT", "alg": "ed25519-nkey"},
+                              separators=(",", ":")).encode())
+    signed = head + "." + _b64enc(json.dumps(body, separators=(",", ":")).encode())
+    sig = signer.sign((signed if version >= 2 else signed.split(".")[1]).encode())
+    return signed + "." + _b64enc(sig)
 
 
 def decode(token):

@@ -4,6 +4,7 @@ The Cython parser handles PUB/HPUB/PING/PONG itself and calls this handler for e
 else. One ClientProtocol serves every client connection; per-connection Python state lives in
 `conn.state` (a ClientState).
 """
+import dataclasses
 import logging
 import time
 
@@ -139,6 +140,9 @@ class ClientProtocol(ProtocolHandler):
         """Check the credentials, then bind; a bcrypt comparison runs off the loop first
         (natsd/authwork.py) and this runs again with its verdict."""
         st = c.state
+        if st.auth_timer is not None:       # nats-server stops it once a CONNECT is read
+            st.auth_timer.cancel()
+            st.auth_timer = None
         auth = self.server.authenticator
         required = auth.auth_required
         try:
@@ -151,6 +155,20 @@ class ClientProtocol(ProtocolHandler):
         except auth_mod.SlowCheck as slow:
             self.server.auth_workers.check(c, st.host, slow, lambda: self._authenticate(c, info))
             return
+        callout = self.server.callout
+        if callout is not None:
+            if callout.applies(info, result.account if result is not None else None):
+                callout.ask(c, info, lambda answer: self._admit(c, info, answer, True))
+                return
+            if result is not None:
+                result = dataclasses.replace(
+                    result, permissions=callout.guard(result.account, result.permissions))
+        self._admit(c, info, result, required)
+
+    def _admit(self, c, info, result, required):
+        """Bind an authenticated client (`result`, None when nobody vouched for it) to its
+        account, or refuse it."""
+        st = c.state
         if result is None and required:
             self._auth_failed(c, info)
             return
@@ -163,9 +181,6 @@ class ClientProtocol(ProtocolHandler):
             log.error("%sMaximum account active connections exceeded", self._prefix(c))
             self.fail(c, "maximum account active connections exceeded", "Max Account Connections Exceeded")
             return
-        if st.auth_timer is not None:
-            st.auth_timer.cancel()
-            st.auth_timer = None
         self.server.bind_account(c, account)
         if result is not None:
             st.user = result.user or ""

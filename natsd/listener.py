@@ -1,20 +1,11 @@
 """Listening sockets on the event loop (client, leaf, route, WebSocket and monitoring ports),
-`host:port` text as nats-server prints it, and the random server id and nonces of INFO."""
+`host:port` text as nats-server prints it, and the nonces of INFO."""
 import base64
-import binascii
 import logging
 import os
 import socket
-import struct
 
 log = logging.getLogger("natsd")
-
-
-def new_server_id():
-    """A random server nkey public key: 'N' prefix, base32, CRC16 — like nats-server's."""
-    raw = bytes([13 << 3]) + os.urandom(32)      # 13 = nkeys server prefix byte ('N')
-    crc = binascii.crc_hqx(raw, 0)
-    return base64.b32encode(raw + struct.pack("<H", crc)).decode().rstrip("=")
 
 
 def new_nonce():

@@ -1,19 +1,29 @@
-"""Public nkeys: decoding and checking them, and verifying their Ed25519 signatures.
+"""nkeys: decoding and checking public keys, verifying their Ed25519 signatures, and the
+server's own keys.
 
-An encoded public nkey is base32 (no padding) of prefix byte + 32-byte Ed25519 key + CRC16
-(little endian) of the first 33 bytes; the prefix byte says what it names (operator 'O',
-account 'A', user 'U', server 'N', cluster 'C'). The nkeys package signs (it holds seeds);
-this module only reads public keys, as nats-server's nkeys.FromPublicKey/IsValidPublic*Key do.
+An encoded public nkey is base32 (no padding) of prefix byte + 32-byte key + CRC16 (little
+endian) of the first 33 bytes; the prefix byte says what it names (operator 'O', account 'A',
+user 'U', server 'N', cluster 'C', and 'X' for the curve25519 "xkeys" that encrypt). Reading
+public keys follows nats-server's nkeys.FromPublicKey/IsValidPublic*Key. The server has a
+signing key (its id is the public key, as nats-server's) and an xkey; new_user_key() makes
+the one-off user keys of auth callout requests. `seal`/`open_sealed` are nkeys' xkey boxes:
+"xkv1", a 24-byte nonce, then the NaCl box of the message.
 """
 import base64
 import binascii
+import os
+import struct
 
 import nacl.exceptions
+import nacl.public
 import nacl.signing
 import nkeys
 
 OPERATOR, ACCOUNT, USER, SERVER = (nkeys.PREFIX_BYTE_OPERATOR, nkeys.PREFIX_BYTE_ACCOUNT,
                                    nkeys.PREFIX_BYTE_USER, nkeys.PREFIX_BYTE_SERVER)
+CURVE = 23 << 3
+XKEY_VERSION = b"xkv1"
+_NONCE_LEN = 24
 
 
 def public_key_bytes(public, prefix=None):
@@ -25,7 +35,7 @@ def public_key_bytes(public, prefix=None):
         raw = base64.b32decode(public + "=" * (-len(public) % 8))
     except (binascii.Error, ValueError):
         return None
-    if len(raw) != 35 or not nkeys.valid_public_prefix_byte(raw[0]):
+    if len(raw) != 35 or not (nkeys.valid_public_prefix_byte(raw[0]) or raw[0] == CURVE):
         return None
     if prefix is not None and raw[0] != prefix:
         return None
@@ -48,3 +58,49 @@ def verify(public, data, sig):
         return True
     except (nacl.exceptions.BadSignatureError, ValueError, TypeError):
         return False
+
+
+def encode_public(prefix, raw):
+    """The encoded public nkey of a raw 32-byte key."""
+    body = bytes([prefix]) + bytes(raw)
+    return base64.b32encode(body + struct.pack("<H", binascii.crc_hqx(body, 0))).decode().rstrip("=")
+
+
+def new_key(prefix):
+    """A fresh Ed25519 key pair of the given kind (nkeys.KeyPair: sign(), public_key)."""
+    return nkeys.from_seed(bytearray(nkeys.encode_seed(os.urandom(32), prefix)))
+
+
+def public_of(kp):
+    return kp.public_key.decode()
+
+
+class XKey:
+    """A curve25519 key pair: the server's, for encrypted auth callouts."""
+
+    def __init__(self, private=None):
+        self.private = private or nacl.public.PrivateKey.generate()
+        self.public = encode_public(CURVE, bytes(self.private.public_key))
+
+    def seal(self, data, recipient):
+        """nkeys' Seal: encrypt `data` for the public xkey `recipient`."""
+        box = nacl.public.Box(self.private, nacl.public.PublicKey(public_key_bytes(recipient, CURVE)))
+        nonce = os.urandom(_NONCE_LEN)
+        return XKEY_VERSION + box.encrypt(bytes(data), nonce)
+
+    def open(self, data, sender):
+        """nkeys' Open: decrypt what `sender` sealed for us; ValueError when it cannot."""
+        data = bytes(data)
+        if len(data) <= len(XKEY_VERSION) + _NONCE_LEN:
+            raise ValueError("nkeys: invalid encrypted data")
+        if not data.startswith(XKEY_VERSION):
+            raise ValueError("nkeys: encrypted input is not a recognized version")
+        key = public_key_bytes(sender, CURVE)
+        if key is None:
+            raise ValueError("nkeys: invalid public key")
+        box = nacl.public.Box(self.private, nacl.public.PublicKey(key))
+        try:
+            return box.decrypt(data[len(XKEY_VERSION) + _NONCE_LEN:],
+                               data[len(XKEY_VERSION):len(XKEY_VERSION) + _NONCE_LEN])
+        except nacl.exceptions.CryptoError:
+            raise ValueError("nkeys: message could not be decrypted") from None

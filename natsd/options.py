@@ -125,6 +125,16 @@ class AccountOpts:
 
 
 @dataclass
+class AuthCalloutOpts:
+    """`authorization { auth_callout { ... } }`: who answers for users the config does not know."""
+    issuer: str = ""                # the account nkey that signs the answers
+    account: str = "$G"             # where requests are sent (`$SYS.REQ.USER.AUTH`)
+    auth_users: list[str] = field(default_factory=list)   # users that log in as configured
+    xkey: str = ""                  # the service's public xkey: requests are encrypted to it
+    allowed_accounts: list[str] = field(default_factory=list)
+
+
+@dataclass
 class ResolverOpts:
     """Operator mode's account resolver (`resolver:`), as nats-server's config reads it."""
     kind: str = ""                  # "MEMORY", "URL", "FULL" or "CACHE"; "" = none configured
@@ -301,6 +311,7 @@ class Options:
     mappings_pos: dict[str, Pos] = field(default_factory=dict)
     # operator (JWT) mode: the operators' keys and signing keys, and the accounts whose JWTs
     # the resolver is given at start (resolver_preload: public key -> account JWT)
+    auth_callout: AuthCalloutOpts | None = None
     operator_mode: bool = False
     trusted_keys: list[str] = field(default_factory=list)
     resolver: ResolverOpts = field(default_factory=ResolverOpts)

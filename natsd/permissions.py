@@ -154,6 +154,16 @@ class Permissions:
         perms.pub_allow_configured = bool(pub_allow_cfg)
         return perms
 
+    @classmethod
+    def with_pub_deny(cls, perms: "Permissions | None", subject: str) -> "Permissions":
+        """`perms` (None: everything allowed) with publishing to `subject` denied as well."""
+        if perms is None:
+            return cls(pub_deny=[subject])
+        out = cls(perms.pub_allow, perms.pub_deny + (subject,), perms.sub_allow, perms.sub_deny,
+                  perms.response)
+        out.pub_allow_configured = perms.pub_allow_configured
+        return out
+
     # -- checks -----------------------------------------------------------
 
     def can_publish(self, subject: str) -> bool:

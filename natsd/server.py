@@ -20,8 +20,10 @@ from natsd.imports import ResponseRouter, install_imports
 from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT, RESERVED_REPLY_PREFIXES
 from natsd.authwork import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
-from natsd.listener import Listener, host_port, new_nonce, new_server_id
+from natsd import nkey
+from natsd.listener import Listener, host_port, new_nonce
 from natsd.gofmt import go_seconds
+from natsd.jetstream.apilevel import API_LEVEL
 from natsd.options import set_baseline
 from natsd.protocol import info_line, prepare_accepted, release_connection
 
@@ -41,7 +43,9 @@ class Server:
         parser.set_reserved_replies(RESERVED_REPLY_PREFIXES)
         sublist.set_uncached_prefix(INBOX_PREFIX)
         self.loop = Loop()
-        self.id = new_server_id()
+        self.key = nkey.new_key(nkey.SERVER)     # signs auth callout requests
+        self.id = nkey.public_of(self.key)        # the server id is its public nkey
+        self.xkey = nkey.XKey()                   # encrypted auth callouts
         self.name = opts.server_name or self.id
         self.start_time = time.time()
         self.accounts = AccountRegistry(opts)
@@ -50,6 +54,10 @@ class Server:
             from natsd.jwtaccounts import JwtAccounts
             self.jwt_accounts = JwtAccounts(opts, self.accounts, self.client_disconnect)
         self.authenticator = Authenticator(opts, self.jwt_accounts)
+        self.callout = None                 # natsd.authcallout.AuthCallout when configured
+        if opts.auth_callout is not None:
+            from natsd.authcallout import AuthCallout
+            self.callout = AuthCallout(self, opts.auth_callout)
         self.auth_workers = AuthWorkers(self.loop, lambda: self.authenticator)
         self.client_proto = ClientProtocol(self)
         self.clients = {}                   # cid -> Connection
@@ -235,6 +243,8 @@ class Server:
                 info["connect_urls"] = list(urls.client)
             if urls.ws:
                 info["ws_connect_urls"] = list(urls.ws)
+        info["api_lvl"] = API_LEVEL
+        info["xkey"] = self.xkey.public
         return info
 
     def cluster_name(self):

@@ -1,22 +1,15 @@
 """Test helper: operators, accounts and users as nats-io/jwt v2 issues them (nsc's tokens).
 
-Keys come from a seeded random source, so a test's tokens are reproducible. A token is
-`base64url(header).base64url(claims).base64url(sig)` without padding, the header
-`{"typ":"JWT","alg":"ed25519-nkey"}`, `jti` the base32 (no padding) SHA-512/256 of the
-registered claims with an empty jti, signed with the issuer's seed. The same tokens are loaded
-into nats-server by the tests, which is what shows that this format is the real one.
+Keys come from a seeded random source, so a test's tokens are reproducible. Tokens are written
+by natsd.claims.encode (the encoder the server signs auth callout requests with); the same
+tokens are loaded into nats-server by the tests, which is what shows that the format is the
+real one.
 """
-import base64
-import hashlib
-import json
 import random
-import time
 
 import nkeys
 
-
-def _b64(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+from natsd import claims
 
 
 class Key:
@@ -41,24 +34,8 @@ class Mint:
     @staticmethod
     def token(issuer, subject, kind, nats=None, name="", header=None, version=2, **registered):
         """A signed token: `registered` holds exp, nbf, aud, iat (default now)."""
-        std = {"aud": registered.get("aud", ""), "exp": registered.get("exp", 0), "jti": "",
-               "iat": registered.get("iat", int(time.time())), "iss": issuer.public, "name": name,
-               "nbf": registered.get("nbf", 0), "sub": subject}
-        std = {k: v for k, v in std.items() if v}           # Go's omitempty
-        digest = hashlib.new("sha512_256", json.dumps(std, separators=(",", ":")).encode()).digest()
-        std["jti"] = base64.b32encode(digest).decode().rstrip("=")
-        body = dict(std)
-        nats = dict(nats or {})
-        if version >= 2:
-            nats.update(type=kind, version=version)
-        else:
-            body["type"] = kind
-        body["nats"] = nats
-        head = _b64(json.dumps(header or {"typ": "JWT", "alg": "ed25519-nkey"},
-                               separators=(",", ":")).encode())
-        signed = head + "." + _b64(json.dumps(body, separators=(",", ":")).encode())
-        sig = issuer.sign((signed if version >= 2 else signed.split(".")[1]).encode())
-        return signed + "." + _b64(sig)
+        return claims.encode(issuer.kp, subject, kind, nats, name=name, version=version,
+                             header=header, **registered)
 
     def operator(self, name="O", **nats):
         op = self.key("operator")

@@ -7,6 +7,7 @@ import re
 
 from ..options import (AccountLimits, AccountOpts, ExportOpts, ImportOpts, MappingDest,
                        NkeyUser, ServiceLatency)
+from ..gofmt import go_quote
 from ..subject import is_valid_subject, subject_is_subset, subjects_overlap
 from .parser import Node
 from .reader import KIND_NAME, Reader, parse_duration, parse_size
@@ -390,6 +391,11 @@ class AccountSections(Reader):
         for r, node in getattr(self, "remote_nodes", []):
             if r.account and r.account != "$G" and r.account not in accs:
                 self.err(node, f'leafnode remote account "{r.account}" is not defined in "accounts"')
+        if o.auth_callout is not None:
+            for name in o.auth_callout.allowed_accounts:
+                if name not in accs:
+                    self.err(self.auth_callout_node,
+                             f"auth_callout allowed account {go_quote(name)} not found in configured accounts")
         sysacc = o.system_account
         if sysacc and sysacc != "$SYS" and sysacc not in accs and not o.operator_mode:
             self.err(self.system_account_node, f'system account "{sysacc}" is not defined in "accounts"')

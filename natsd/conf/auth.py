@@ -1,11 +1,13 @@
-"""Config sections for who may connect: `authorization`, users and nkeys, permissions
-(`allow_responses` included). Operator (JWT) mode is conf/operator.py."""
+"""Config sections for who may connect: `authorization` (with `auth_callout`), users and nkeys,
+permissions (`allow_responses` included). Operator (JWT) mode is conf/operator.py."""
 from __future__ import annotations
 
-from ..options import NkeyUser, Permissions, ResponsePermission, SubjectPermission, User
+from .. import nkey
+from ..gofmt import go_quote
+from ..options import AuthCalloutOpts, NkeyUser, Permissions, ResponsePermission, SubjectPermission, User
 from ..subject import is_valid_subject
 from .parser import Node
-from .reader import Reader, parse_duration
+from .reader import GO_TYPE, Reader, parse_duration
 
 
 class AuthSections(Reader):
@@ -49,8 +51,7 @@ class AuthSections(Reader):
             "timeout": timeout,
             "users": set_users,
             "default_permission": perms, "default_permissions": perms, "permissions": perms,
-            "auth_callout": lambda kk, v: o.extra.__setitem__("auth_callout", v.plain()),
-            "auth_hook": lambda kk, v: o.extra.__setitem__("auth_callout", v.plain()),
+            "auth_callout": self.auth_callout, "auth_hook": self.auth_callout,
             "proxy_required": lambda kk, v: o.extra.__setitem__("proxy_required", self.b(v, kk)),
         })
         o.default_permissions = default_perms
@@ -65,6 +66,47 @@ class AuthSections(Reader):
                 if default_perms is not None and u.permissions is None:
                     u.permissions = default_perms
                 (o.nkeys if isinstance(u, NkeyUser) else o.users).append(u)
+
+    def auth_callout(self, k: str, n: Node):
+        """nats-server's parseAuthCallout: every key checked, issuer and auth_users required."""
+        if n.kind != "map":
+            self.err(n, f"Expected authorization callout to be a map/struct, got {self.show(n)}")
+            return
+        ac = AuthCalloutOpts()
+        for key, v in n.value.items():
+            lk = key.lower()
+            if lk == "issuer":
+                ac.issuer = self.s(v, key)
+                if not nkey.is_valid_public(ac.issuer, nkey.ACCOUNT):
+                    self.err(v, f"Expected callout user to be a valid public account nkey, got {go_quote(ac.issuer)}")
+                    return
+            elif lk in ("account", "acc"):
+                ac.account = self.s(v, key)
+            elif lk in ("auth_users", "users"):
+                if v.kind != "array":
+                    self.err(v, f"Expected auth_users field to be an array, got {GO_TYPE.get(v.kind, v.kind)}")
+                    return
+                ac.auth_users = self.strs(v, key)
+            elif lk in ("xkey", "key"):
+                ac.xkey = self.s(v, key)
+                if not nkey.is_valid_public(ac.xkey, nkey.CURVE):
+                    self.err(v, f"Expected callout xkey to be a valid public xkey, got {go_quote(ac.xkey)}")
+                    return
+            elif lk == "allowed_accounts":
+                if v.kind != "array":
+                    self.err(v, f"Expected allowed accounts field to be an array, got {GO_TYPE.get(v.kind, v.kind)}")
+                    return
+                ac.allowed_accounts = self.strs(v, key)
+            elif not v.used_variable:
+                self.err(v, f"Unknown field {go_quote(key)} parsing authorization callout")
+        ac.account = ac.account or "$G"
+        if not ac.issuer:
+            self.err(n, "Authorization callouts require an issuer to be specified")
+        elif not ac.auth_users:
+            self.err(n, "Authorization callouts require authorized users to be specified")
+        else:
+            self.o.auth_callout = ac
+            self.auth_callout_node = n
 
     def users(self, n: Node, what: str, account: str | None) -> list[User | NkeyUser]:
         """`users: [{user, password, permissions, ...}, {nkey: U...}]`, with duplicate detection."""

@@ -87,7 +87,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("the URL account resolver", "resolver|account_resolver|accounts_resolver", _url_resolver),
     ("account resolver", "resolver_tls|resolver_pinned_accounts", _always),
 ] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
-    ("auth callout", "authorization.auth_callout|auth_hook", _always),
     ("trusted proxy authentication", "proxies", _always),
     ("trusted proxy authentication", "authorization.proxy_required", _true),
     ("trusted proxy authentication", "authorization.users[].proxy_required", _true),

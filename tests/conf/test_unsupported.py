@@ -67,10 +67,6 @@ REFUSED = {
     "resolver": ("port: -1\nresolver: URL(http://127.0.0.1:1/jwt/v1/accounts/)\n",
                  ["{f}:2:1: the URL account resolver is not supported by natsd yet"]),
     "resolver_tls": ("port: -1\nresolver_tls {}\n", ["{f}:2:1: account resolver is not supported by natsd yet"]),
-    "auth_callout": ("port: -1\naccounts {\n  AUTH { users: [ {user: auth, password: pwd} ] }\n}\n"
-                     f'authorization {{\n  auth_callout {{\n    issuer: "{ACCOUNT}"\n'
-                     "    auth_users: [ auth ]\n    account: AUTH\n  }\n}\n",
-                     ["{f}:6:3: auth callout is not supported by natsd yet"]),
     # natsd does not enforce these: running would let users in that nats-server keeps out
     "proxy_required": ("port: -1\nauthorization {\n  users: [ {user: a, password: b, proxy_required: true} ]\n}\n",
                        ["{f}:3:35: trusted proxy authentication is not supported by natsd yet"]),
@@ -95,6 +91,9 @@ ACCEPTED = {
     "remote_nats_url": 'port: -1\nleafnodes {\n  remotes [ { url: "nats-leaf://127.0.0.1:7422" } ]\n}\n',
     "proxy_required_false": "port: -1\nauthorization {\n  users: [ {user: a, password: b, proxy_required: false} ]\n}\n",
     "prof_port_zero": "port: -1\nprof_port: 0\n",
+    "auth_callout": ("port: -1\naccounts {\n  AUTH { users: [ {user: auth, password: pwd} ] }\n}\n"
+                     f'authorization {{\n  auth_callout {{\n    issuer: "{ACCOUNT}"\n'
+                     "    auth_users: [ auth ]\n    account: AUTH\n  }\n}\n"),
 }
 
 

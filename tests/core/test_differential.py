@@ -246,9 +246,8 @@ def test_auth_script(auth_servers, name):
 
 
 # INFO keys of nats-server 2.15 that natsd does not send (reported, not hidden): git_commit (omitted
-# when empty), xkey (auth callout encryption, not implemented), api_lvl (JetStream API level; natsd
-# should only announce the level its JetStream implements).
-INFO_OPTIONAL = {"git_commit", "xkey", "api_lvl"}
+# when empty).
+INFO_OPTIONAL = {"git_commit"}
 
 
 def test_info_key_sets(servers, auth_servers):

@@ -13,10 +13,9 @@ from tests.core.rawclient import RawClient
 
 LDM_CONF = 'lame_duck_duration: "30s"\nlame_duck_grace_period: "1s"\n'
 INFO_RE = re.compile(rb"INFO ([^\r]*) \r\n")
-# INFO keys nats-server sends that natsd does not have yet: api_lvl (the JetStream API level,
-# issue 11), xkey (auth callout's curve key, issue 16), git_commit (natsd is not built from
+# INFO keys nats-server sends that natsd does not: git_commit (natsd is not built from
 # nats-server's git tree).
-NOT_YET = {"api_lvl", "xkey", "git_commit"}
+NOT_YET = {"git_commit"}
 
 
 def write_conf(tmp_path, text=LDM_CONF):
