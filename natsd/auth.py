@@ -210,7 +210,7 @@ class Authenticator:
     # -- authentication -----------------------------------------------------
 
     def authenticate(self, connect: dict, nonce: str | None, kind: str = "STANDARD",
-                     defer: bool = False, cert=None) -> AuthResult | None:
+                     defer: bool = False, cert=None, host: str = "") -> AuthResult | None:
         """Check a CONNECT.  Returns the binding, or None -> the server sends
         ``-ERR 'Authorization Violation'`` and closes.  With ``defer``, a bcrypt comparison
         whose verdict is not known yet raises SlowCheck instead of running here.  ``cert`` is
@@ -218,7 +218,7 @@ class Authenticator:
         certificates to users (verify_and_map)."""
         self._defer = defer
         try:
-            return self._authenticate(connect, nonce, kind, cert)
+            return self._authenticate(connect, nonce, kind, cert, host)
         finally:
             self._defer = False
 
@@ -239,7 +239,8 @@ class Authenticator:
                 self._verdicts.clear()
             self._verdicts[key] = False
 
-    def _authenticate(self, connect: dict, nonce: str | None, kind: str, cert) -> AuthResult | None:
+    def _authenticate(self, connect: dict, nonce: str | None, kind: str, cert,
+                      host: str) -> AuthResult | None:
         user = _str_field(connect, "user")
         password = _str_field(connect, "pass")
         token = _str_field(connect, "auth_token")
@@ -249,7 +250,7 @@ class Authenticator:
             return None
         if self.jwt is not None:
             jwt = _str_field(connect, "jwt")
-            u = self.jwt.authenticate(jwt, nonce, sig, kind, verify_nonce_signature) if jwt else None
+            u = self.jwt.authenticate(jwt, nonce, sig, kind, verify_nonce_signature, host) if jwt else None
             if u is None:
                 return None
             return AuthResult(u.public, u.account, u.permissions, u.public, u.expires, u)

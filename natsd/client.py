@@ -151,7 +151,7 @@ class ClientProtocol(ProtocolHandler):
                 info = ws.connect_credentials(c, info)
                 result, required = ws.authenticate(auth, info, st)
             else:
-                result = auth.authenticate(info, st.nonce, defer=True, cert=st.cert)
+                result = auth.authenticate(info, st.nonce, defer=True, cert=st.cert, host=st.host)
         except auth_mod.SlowCheck as slow:
             self.server.auth_workers.check(c, st.host, slow, lambda: self._authenticate(c, info))
             return
@@ -194,6 +194,8 @@ class ClientProtocol(ProtocolHandler):
         c.connect_info_due = _int(info.get("protocol")) >= 1
         if account.max_payload > 0:
             c.max_payload = min(c.max_payload, account.max_payload)
+        if st.jwt_user is not None and st.jwt_user.max_payload >= 0:
+            c.max_payload = min(c.max_payload, st.jwt_user.max_payload)
         self._ok(c)
         self.server.client_connected(c)
 
@@ -259,7 +261,9 @@ class ClientProtocol(ProtocolHandler):
         acc = st.account
         if acc is not None and acc.max_subscriptions > 0:
             limit = acc.max_subscriptions if limit <= 0 else min(limit, acc.max_subscriptions)
-        if limit > 0 and len(c.subs) >= limit:
+        user = st.jwt_user
+        if (limit > 0 and len(c.subs) >= limit
+                or user is not None and 0 <= user.max_subs <= len(c.subs)):
             log.error("%sMaximum Subscriptions Exceeded", self._prefix(c))
             self.send_err(c, "maximum subscriptions exceeded")
             return
@@ -300,7 +304,7 @@ class ClientProtocol(ProtocolHandler):
         if not auth.knows_user(connect):
             c.schedule_close("Client Closed")       # the user is gone: as if it moved away
             return
-        result = auth.authenticate(connect, st.nonce, cert=st.cert)
+        result = auth.authenticate(connect, st.nonce, cert=st.cert, host=st.host)
         if result is None and auth.auth_required:
             self._auth_failed(c, connect)
             return

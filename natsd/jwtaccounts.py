@@ -27,6 +27,7 @@ ERR_ACCOUNT_CONNS = "maximum account active connections exceeded"
 ERR_MAX_SUBS = "maximum subscriptions exceeded"
 ERR_REVOKED = "User Authentication Revoked"
 ERR_ACCOUNT_EXPIRED = "Account Authentication Expired"
+ERR_AUTH_VIOLATION = "Authorization Violation"
 
 
 def _limits(nats: dict) -> dict:
@@ -43,8 +44,8 @@ def _js_limits(nats: dict) -> bool:
 
 def _other_limits(nats: dict) -> bool:
     lim = _limits(nats)
-    return (any(lim.get(k, -1) != -1 for k in ("leaf", "imports", "exports", "data"))
-            or lim.get("wildcards", True) is False or bool(lim.get("disallow_bearer")))
+    return (any(lim.get(k, -1) != -1 for k in ("imports", "exports"))
+            or lim.get("wildcards", True) is False)
 
 
 def _scoped_keys(nats: dict) -> bool:
@@ -60,7 +61,7 @@ UNSERVED = [
     ("imports and exports in account JWTs", _uses("imports", "exports")),
     ("subject mappings in account JWTs", _uses("mappings")),
     ("JetStream in account JWTs", _js_limits),
-    ("leaf node, import, export, data, wildcard and bearer limits in account JWTs", _other_limits),
+    ("import, export and wildcard limits in account JWTs", _other_limits),
     ("scoped signing keys", _scoped_keys),
     ("auth callout", _uses("authorization")),
     ("message tracing in account JWTs", _uses("trace")),
@@ -152,6 +153,7 @@ class JwtAccounts:
         acc.max_connections = int(lim.get("conn", -1))
         acc.max_subscriptions = int(lim.get("subs", -1))
         acc.max_payload = int(lim.get("payload", -1))
+        acc.max_leafnodes = int(lim.get("leaf", -1))
 
     def update(self, key: str, token: str) -> None:
         """A new JWT for account `key`, applied when the account is live (a JWT for an
@@ -180,6 +182,10 @@ class JwtAccounts:
                 continue
             count += 1
             user = c.state.jwt_user
+            if user is not None and user.claims.nats.get("bearer_token") and bearer_refused(ac):
+                log.debug("Bearer User JWT not allowed")
+                self.disconnect(c, ERR_AUTH_VIOLATION, "Authentication Failure")
+                continue
             if user is not None and revoked(revocations, user.public, user.claims.issued_at):
                 log.debug("%s", ERR_REVOKED)
                 self.disconnect(c, ERR_REVOKED, "Credentials Revoked")
@@ -187,9 +193,13 @@ class JwtAccounts:
             self._apply_client_limits(c, acc)
 
     def _apply_client_limits(self, c, acc) -> None:
-        server_max = self.server_max_payload
-        c.max_payload = server_max if acc.max_payload < 0 else min(server_max, acc.max_payload)
-        if 0 <= acc.max_subscriptions <= len(c.subs):
+        """nats-server's applyAccountLimits: the smallest of the user's, the account's and the
+        server's limits; a client at its subscription limit is closed."""
+        user = c.state.jwt_user
+        payload = [self.server_max_payload, acc.max_payload, user.max_payload if user else -1]
+        c.max_payload = min(p for p in payload if p >= 0)
+        subs = [n for n in (acc.max_subscriptions, user.max_subs if user else -1) if n >= 0]
+        if subs and min(subs) <= len(c.subs):
             log.error("%s", ERR_MAX_SUBS)
             self.disconnect(c, ERR_MAX_SUBS, "Maximum Subscriptions Exceeded")
 
@@ -216,6 +226,11 @@ class JwtAccounts:
         for c in sorted(acc.clients, key=lambda c: c.cid):
             if not (c.closing or c.closed) and hasattr(c.state, "jwt_user"):
                 self.disconnect(c, ERR_ACCOUNT_EXPIRED, "Authentication Expired")
+
+
+def bearer_refused(ac: claims.Claims) -> bool:
+    """The account's `disallow_bearer` limit."""
+    return bool(_limits(ac.nats).get("disallow_bearer"))
 
 
 def revoked(revocations: dict, public: str, issued_at: int) -> bool:

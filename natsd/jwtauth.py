@@ -5,42 +5,112 @@ The token must decode as user claims (natsd.claims), be within its time window, 
 account natsd.jwtaccounts can serve (looked up through the resolver) or by one of that
 account's signing keys (then `issuer_account` names the account), not be revoked by the account (`revocations`: the user's key or `*`, at or
 after the token's `iat`), and, unless it is a bearer token, come with the user key's signature
-of the INFO nonce. The user's permissions are the JWT's `pub`/`sub`/`resp`, or the account's
-`default_permissions` when the JWT has none. User JWTs asking for what natsd does not enforce
-yet (`src` networks, `times`, per-user subscription/data/payload limits) are refused with
-a log line saying so: never admitted with the restriction dropped.
+of the INFO nonce. The client's address must be in one of the JWT's `src` networks and the
+time within one of its `times` (in `times_location`, else the server's zone), as nats-server's
+validateSrc/validateTimes; the connection then ends with the time window (or the JWT's `exp`).
+The user's permissions are the JWT's `pub`/`sub`/`resp`, or the account's `default_permissions`
+when the JWT has none; its `subs` and `payload` limits apply to the connection (a claim left
+out is 0, as Go decodes it; -1 is no limit).
 """
+import datetime
+import ipaddress
 import logging
+import re
+import time
+import zoneinfo
 
 from natsd import claims
 from natsd.claims import jwt_permissions
-from natsd.jwtaccounts import revoked
+from natsd.jwtaccounts import bearer_refused, revoked
 from natsd.permissions import Permissions
 
 log = logging.getLogger("natsd")
 
-UNSUPPORTED_USER = (("src", "source network (src) restrictions"), ("times", "connect time windows"),
-                    ("locale", "connect time windows"))
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2}):(\d{2})$")
 
 
 class JwtUser:
     """What an accepted user JWT binds the connection to."""
 
-    def __init__(self, uc, account, permissions):
+    def __init__(self, uc, account, permissions, window_end=None):
         self.claims = uc
         self.public = uc.subject
         self.account = account
         self.permissions = permissions
-        self.expires = uc.expires
+        ends = [t for t in (uc.expires, window_end) if t]
+        self.expires = min(ends) if ends else 0     # when the connection is cut off
+        self.max_subs = _limit(uc.nats, "subs")
+        self.max_payload = _limit(uc.nats, "payload")
+
+
+def _limit(nats, key):
+    v = nats.get(key, 0)
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+
+
+def src_allows(src, host):
+    """nats-server's validateSrc: no `src` allows all; else the host must be in one of them
+    (a list, or the older comma-separated text)."""
+    if isinstance(src, str):
+        src = [s.strip().lower() for s in src.split(",")]
+    if not src:
+        return True
+    try:
+        ip = ipaddress.ip_address((host or "").strip("[]"))
+    except ValueError:
+        return False
+    for cidr in src:
+        try:
+            net = ipaddress.ip_network(str(cidr), strict=False)
+        except ValueError:
+            return False
+        if ip.version == net.version and ip in net:
+            return True
+    return False
+
+
+def connect_window(times, location, now=None):
+    """nats-server's validateTimes: (allowed now, unix time the window ends or None)."""
+    if not times:
+        return True, None
+    now = time.time() if now is None else now
+    if location:
+        try:
+            zone = zoneinfo.ZoneInfo(location)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            return False, None
+    else:
+        zone = datetime.datetime.now().astimezone().tzinfo
+    local = datetime.datetime.fromtimestamp(now, zone)
+    best = None
+    for tr in times:
+        bounds = []
+        for key in ("start", "end"):
+            m = _CLOCK.match(str((tr or {}).get(key, "")) if isinstance(tr, dict) else "")
+            if not m or int(m[1]) > 23 or int(m[2]) > 59 or int(m[3]) > 59:
+                return False, None
+            bounds.append(local.replace(hour=int(m[1]), minute=int(m[2]), second=int(m[3]), microsecond=0))
+        start, end = bounds
+        if start > end:                         # crosses midnight
+            if end > local:
+                end_at = end
+            else:
+                end = end + datetime.timedelta(days=1)
+                end_at = end if start < local < end else None
+        else:
+            end_at = end if start < local < end else None
+        if end_at is not None and (best is None or end_at.timestamp() > best):
+            best = end_at.timestamp()
+    return best is not None, best
 
 
 class JwtAuthenticator:
     def __init__(self, accounts):
         self.accounts = accounts                        # natsd.jwtaccounts.JwtAccounts
 
-    def authenticate(self, token, nonce, sig, kind, verify_sig):
+    def authenticate(self, token, nonce, sig, kind, verify_sig, host=""):
         """JwtUser, or None (the client gets 'Authorization Violation'). verify_sig(public,
-        nonce, sig) checks the nonce signature."""
+        nonce, sig) checks the nonce signature; `host` is the client's address."""
         try:
             uc = claims.decode_kind(token, "user")
         except claims.JwtError as e:
@@ -62,23 +132,23 @@ class JwtAuthenticator:
             log.debug("User JWT of %s has been revoked", uc.subject)
             return None
         nats = uc.nats
+        if nats.get("bearer_token") and bearer_refused(ac):
+            log.debug("Bearer User JWT not allowed")
+            return None
         if not nats.get("bearer_token") and not verify_sig(uc.subject, nonce, sig):
             return None
-        for key, what in UNSUPPORTED_USER:
-            if nats.get(key):
-                log.error("User JWT of %s asks for %s, which natsd does not enforce yet: refused",
-                          uc.subject, what)
-                return None
-        for key in ("subs", "data", "payload"):
-            if nats.get(key, -1) not in (-1, None):
-                log.error("User JWT of %s asks for a %s limit, which natsd does not enforce yet: "
-                          "refused", uc.subject, key)
-                return None
+        if not src_allows(nats.get("src"), host):
+            log.error("Bad src Ip %s", host)
+            return None
+        allowed, window_end = connect_window(nats.get("times"), nats.get("times_location"))
+        if not allowed:
+            log.error("Outside connect times")
+            return None
         types = {str(t).upper() for t in nats.get("allowed_connection_types") or []}
         if types and kind.upper() not in types:
             return None
         perms = jwt_permissions(nats)
         compiled = (Permissions.from_config(perms) if perms is not None
                     else self.accounts.default_permissions(acc_key))
-        return JwtUser(uc, acc_key, compiled)
+        return JwtUser(uc, acc_key, compiled, window_end)
 

@@ -284,7 +284,8 @@ class WebSockets:
             p = auth.users.get(s.no_auth_user)
             if p is not None:
                 return auth._bind(p, "WEBSOCKET"), True
-        return auth.authenticate(info, st.nonce, kind="WEBSOCKET", defer=True, cert=st.cert), \
+        return auth.authenticate(info, st.nonce, kind="WEBSOCKET", defer=True, cert=st.cert,
+                                 host=st.host), \
             auth.auth_required
 
     def info_fields(self):

@@ -11,6 +11,7 @@ import pytest
 
 from natsd.conf import ConfigError, load_string
 from natsd.conf.unsupported import start_error
+from tests.conftest import until
 from tests.jwtmint import Mint, creds
 
 
@@ -42,7 +43,24 @@ def build(tmp_path):
     user("signed", acc2, signer=sk)
     user("defaults", acc2)
     user("stranger", stranger_acc)
-    tokens = {"bearer": m.user(acc, "bearer", bearer_token=True)[1], "unsigned": m.user(acc, "unsigned")[1]}
+    # source networks and connect time windows (UTC clock times around now)
+    user("cidr_ok", acc2, src=["10.0.0.0/8", "127.0.0.0/8"])
+    user("cidr_bad", acc2, src=["10.0.0.0/8"])
+    user("cidr_text", acc2, src="192.168.0.0/16,127.0.0.1/32")
+    clock = lambda t: time.strftime("%H:%M:%S", time.gmtime(t))
+    user("times_ok", acc2, times=[{"start": clock(now - 3600), "end": clock(now + 3600)}],
+         times_location="UTC")
+    user("times_bad", acc2, times=[{"start": clock(now + 7200), "end": clock(now + 10800)}],
+         times_location="UTC")
+    user("bad_zone", acc2, times=[{"start": "00:00:00", "end": "23:59:59"}], times_location="Nowhere/Zone")
+    user("limited", acc2, subs=1, payload=8)
+    strict = m.key("account")
+    strict_jwt = m.token(op, strict.public, "account", {
+        "limits": {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+                   "wildcards": True, "conn": -1, "leaf": -1, "disallow_bearer": True},
+        "default_permissions": {"pub": {}, "sub": {}}}, name="STRICT")
+    tokens = {"bearer": m.user(acc, "bearer", bearer_token=True)[1], "unsigned": m.user(acc, "unsigned")[1],
+              "bearer refused": m.user(strict, "bearer2", bearer_token=True)[1]}
     tok = m.token(acc2, revoked_user.public, "user", {"pub": {}, "sub": {}, "subs": -1, "data": -1,
                                                     "payload": -1}, name="revoked", iat=now - 60)
     (tmp_path / "revoked.creds").write_text(creds(tok, revoked_user))
@@ -54,13 +72,19 @@ def build(tmp_path):
     (tmp_path / "wrongseed.creds").write_text(text.replace(seed, wrong.seed.decode()))
     users["wrongseed"] = str(tmp_path / "wrongseed.creds")
     conf = tmp_path / "operator.conf"
-    conf.write_text("operator: %s\nresolver: MEMORY\nresolver_preload: {\n  %s: %s\n  %s: %s\n}\n"
-                    % (op_jwt, acc.public, acc_jwt, acc2.public, acc2_jwt))
+    conf.write_text("operator: %s\nresolver: MEMORY\nresolver_preload: {\n  %s: %s\n  %s: %s\n  %s: %s\n}\n"
+                    % (op_jwt, acc.public, acc_jwt, acc2.public, acc2_jwt, strict.public, strict_jwt))
 
     def soon():
         """A user whose JWT expires two seconds from now."""
         return user("soon", acc, registered={"exp": int(time.time()) + 2}) and users["soon"]
-    return str(conf), users, soon, tokens
+
+    def window_closing():
+        """A user whose connect window ends two seconds from now."""
+        t = int(time.time())
+        return user("closing", acc, times=[{"start": clock(t - 60), "end": clock(t + 2)}],
+                    times_location="UTC") and users["closing"]
+    return str(conf), users, (soon, window_closing), tokens
 
 
 async def attempt(url, path, publish=None):
@@ -104,7 +128,9 @@ async def scenario(url, users, soon, tokens):
     out = {name: await without_signature(url, tok) for name, tok in tokens.items()}
     for name, subject in [("alice", "a.x"), ("alice", "b.x"), ("carol", "any"), ("old", None),
                           ("wrongseed", None), ("revoked", None), ("signed", "s.x"),
-                          ("defaults", "secret.x"), ("defaults", "open.x"), ("stranger", None)]:
+                          ("defaults", "secret.x"), ("defaults", "open.x"), ("stranger", None),
+                          ("cidr_ok", None), ("cidr_bad", None), ("cidr_text", None), ("times_ok", None),
+                          ("times_bad", None), ("bad_zone", None)]:
         out[name + ":" + str(subject)] = await attempt(url, users[name], subject)
     # the account allows two connections
     held = [await nats.connect(url, user_credentials=users["carol"], allow_reconnect=False)
@@ -112,20 +138,44 @@ async def scenario(url, users, soon, tokens):
     out["third"] = await attempt(url, users["carol"])
     for nc in held:
         await nc.close()
-    # a user whose JWT expires while connected is cut off
-    errors, closed = [], asyncio.get_running_loop().create_future()
+    out["limits"] = await limited(url, users["limited"])
+    # a user whose JWT expires, or whose connect window ends, while connected is cut off
+    for name, make in zip(("expired while connected", "window ended while connected"), soon):
+        errors, closed = [], asyncio.get_running_loop().create_future()
 
-    async def on_error(e):
-        errors.append(str(e).lower())
+        async def on_error(e):
+            errors.append(str(e).lower())
 
-    async def on_closed():
-        if not closed.done():
-            closed.set_result(None)
-    nc = await nats.connect(url, user_credentials=soon(), allow_reconnect=False,
-                            error_cb=on_error, closed_cb=on_closed)
-    await asyncio.wait_for(closed, 10)
-    out["expired while connected"] = sorted(set(errors))
+        async def on_closed():
+            if not closed.done():
+                closed.set_result(None)
+        nc = await nats.connect(url, user_credentials=make(), allow_reconnect=False,
+                                error_cb=on_error, closed_cb=on_closed)
+        await asyncio.wait_for(closed, 10)
+        out[name] = str(nc.last_error).lower()
     return out
+
+
+async def limited(url, path):
+    """A user JWT with subs 1 and payload 8: a second SUB is refused, a 9-byte message closes
+    the connection (each on its own connection: nats-py closes on the first -ERR)."""
+    out = []
+    for second in (b"SUB two 2\r\n", b"PUB one 9\r\n123456789\r\n"):
+        nc = await nats.connect(url, user_credentials=path, allow_reconnect=False,
+                                error_cb=_ignore)
+        await nc.subscribe("one")
+        await nc.publish("one", b"12345678")
+        await nc.flush()
+        await nc._send_command(second)          # past nats-py's own checks
+        await nc._flush_pending()
+        await until(lambda: nc.is_closed, 5)
+        out.append(str(nc.last_error).lower())
+        await nc.close()
+    return out
+
+
+async def _ignore(e):
+    pass
 
 
 def test_operator_mode_matches_nats_server(natsd, reference, tmp_path):
@@ -136,6 +186,12 @@ def test_operator_mode_matches_nats_server(natsd, reference, tmp_path):
     assert theirs["carol:any"] == (True, [], True)
     assert theirs["old:None"][0] is False and theirs["signed:s.x"][0] is True
     assert theirs["bearer"] == "connected" and theirs["unsigned"] != "connected"
+    assert theirs["bearer refused"] != "connected"
+    assert [theirs[u + ":None"][0] for u in ("cidr_ok", "cidr_bad", "cidr_text", "times_ok", "times_bad",
+                                             "bad_zone")] == [True, False, True, True, False, False]
+    assert theirs["limits"] == ["nats: maximum subscriptions exceeded", "nats: maximum payload violation"]
+    assert theirs["window ended while connected"] == theirs["expired while connected"] == \
+        "nats: user authentication expired"
 
 
 def _conf(tmp_path, text):
