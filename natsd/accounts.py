@@ -11,7 +11,8 @@ DEFAULT_SYSTEM_ACCOUNT = "$SYS"
 
 class Account:
     __slots__ = ("name", "sublist", "clients", "max_connections", "max_subscriptions",
-                 "max_payload", "max_leafnodes", "config", "is_system", "jetstream", "mappings")
+                 "max_payload", "max_leafnodes", "config", "is_system", "jetstream", "mappings",
+                 "jwt", "updated")
 
     def __init__(self, name, config=None):
         self.name = name
@@ -21,11 +22,18 @@ class Account:
         self.is_system = False
         self.jetstream = False
         self.mappings = None            # MappingTable, set by the registry
+        self.jwt = None                 # operator mode: the account's natsd.claims.Claims
+        self.updated = None             # when its JWT was last applied (unix time)
         limits = getattr(config, "limits", None)
         self.max_connections = _limit(limits, "max_connections")
         self.max_subscriptions = _limit(limits, "max_subscriptions")
         self.max_payload = _limit(limits, "max_payload")
         self.max_leafnodes = _limit(limits, "max_leafnodes")
+
+    @property
+    def name_tag(self):
+        """What monitoring and events call the account: its JWT's name, else its own."""
+        return (self.jwt.name if self.jwt is not None else "") or self.name
 
     def __repr__(self):
         return "<Account %s>" % self.name

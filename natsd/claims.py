@@ -230,3 +230,45 @@ def signing_keys(ac):
         elif isinstance(k, dict) and isinstance(k.get("key"), str):
             out[k["key"]] = k
     return out
+
+
+def _perm_json(p):
+    p = p if isinstance(p, dict) else {}
+    return {k: list(p[k]) for k in ("allow", "deny") if p.get(k)}
+
+
+def account_json(ac):
+    """Account claims as nats-server shows them decoded (/accountz `decoded_jwt`): nats-io/jwt's
+    AccountClaims written back by Go, its fields in struct order, empty ones left out where the
+    struct says omitempty."""
+    out = {k: ac.raw[k] for k in ("aud", "exp", "jti", "iat", "iss", "name", "nbf", "sub") if ac.raw.get(k)}
+    n = ac.nats
+    lim = n.get("limits") if isinstance(n.get("limits"), dict) else {}
+    limits = {"subs": lim.get("subs", 0), "data": lim.get("data", 0), "payload": lim.get("payload", 0),
+              "imports": lim.get("imports", 0), "exports": lim.get("exports", 0),
+              "wildcards": bool(lim.get("wildcards", False))}
+    if lim.get("disallow_bearer"):
+        limits["disallow_bearer"] = True
+    limits.update(conn=lim.get("conn", 0), leaf=lim.get("leaf", 0))
+    for k in ("mem_storage", "disk_storage", "streams", "consumer", "max_ack_pending",
+              "mem_max_stream_bytes", "disk_max_stream_bytes", "max_bytes_required", "tiered_limits"):
+        if lim.get(k):
+            limits[k] = lim[k]
+    nats = {k: n[k] for k in ("imports", "exports") if n.get(k)}
+    nats["limits"] = limits
+    for k in ("signing_keys", "revocations"):
+        if n.get(k):
+            nats[k] = n[k]
+    dp = n.get("default_permissions") if isinstance(n.get("default_permissions"), dict) else {}
+    nats["default_permissions"] = {"pub": _perm_json(dp.get("pub")), "sub": _perm_json(dp.get("sub"))}
+    if dp.get("resp"):
+        nats["default_permissions"]["resp"] = dp["resp"]
+    if n.get("mappings"):
+        nats["mappings"] = n["mappings"]
+    auth = n.get("authorization") if isinstance(n.get("authorization"), dict) else {}
+    nats["authorization"] = {k: auth[k] for k in ("auth_users", "allowed_accounts", "xkey") if auth.get(k)}
+    for k in ("trace", "cluster_traffic", "description", "info_url", "tags", "type", "version"):
+        if n.get(k):
+            nats[k] = n[k]
+    out["nats"] = nats
+    return out

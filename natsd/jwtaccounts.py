@@ -15,6 +15,7 @@ line naming it: its users are refused, never admitted with a restriction dropped
 from __future__ import annotations
 
 import logging
+import time
 
 from natsd import claims
 from natsd.claims import jwt_permissions, signing_keys
@@ -146,6 +147,7 @@ class JwtAccounts:
         if acc is None:
             acc = self.registry.add(key)
         self.claims[key] = ac
+        acc.jwt, acc.updated = ac, time.time()
         self.keys[key] = signing_keys(ac)
         cfg = jwt_permissions(ac.nats.get("default_permissions"))
         self.defaults[key] = Permissions.from_config(cfg) if cfg is not None else None

@@ -409,16 +409,24 @@ class SystemServices:
             return                      # nobody listens in $SYS: skip building the events
         st = c.state
         client = {"start": rfc3339(st.start), "host": st.host, "id": c.cid, "acc": acc.name,
-                  "user": st.user, "name": st.name, "lang": st.lang, "ver": st.version,
-                  "name_tag": acc.name, "kind": st.kind, "client_type": "nats"}
+                  "user": st.user, "name": st.name, "lang": st.lang, "ver": st.version}
         if st.rtt:
             client["rtt"] = int(st.rtt * 1e9)   # Go time.Duration: nanoseconds
+        if not connected:
+            client["stop"] = rfc3339(st.stop or time.time())
+        user = getattr(st, "jwt_user", None)
+        if user is not None:
+            client["jwt"] = user.claims.token
+            client["issuer_key"] = user.claims.issuer
+        client["name_tag"] = acc.name_tag
+        if user is not None and user.claims.nats.get("tags"):
+            client["tags"] = list(user.claims.nats["tags"])
+        client.update(kind=st.kind, client_type="nats")
         if connected:
             ev = self._advisory("client_connect")
             ev["client"] = client
             self.send_event("$SYS.ACCOUNT.%s.CONNECT" % acc.name, ev)
         else:
-            client["stop"] = rfc3339(st.stop or time.time())
             ev = self._advisory("client_disconnect")
             ev["client"] = client
             # from the client's side, as nats-server reports them: what it sent us, and

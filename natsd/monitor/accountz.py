@@ -13,6 +13,7 @@ route/gateway/leaf sub-figures and per-account slow consumers are 0 (no such tra
 import time
 from dataclasses import dataclass, field
 
+from natsd.claims import account_json
 from natsd.monitor import params as P
 from natsd.monitor.connz import kind_of
 from natsd.monitor.subsz import SublistStats
@@ -117,7 +118,8 @@ def _mappings_json(server, acc):
 def account_info(server, acc):
     clients, leafs = local_counts(acc)
     cfg = acc.config
-    info = {"account_name": acc.name, "update_time": P.now_rfc3339(server.config_load_time)}
+    info = {"account_name": acc.name,
+            "update_time": P.now_rfc3339(acc.updated or server.config_load_time)}
     if acc.is_system:
         info["is_system"] = True
     info.update({
@@ -139,7 +141,14 @@ def account_info(server, acc):
     imports = [_import_json(server, acc, i) for i in imports] + system_imports(server, acc)
     if imports:
         info["imports"] = imports
-    info["name_tag"] = acc.name
+    if acc.jwt is not None:
+        info["jwt"] = acc.jwt.token
+        info["issuer_key"] = acc.jwt.issuer
+    info["name_tag"] = acc.name_tag
+    if acc.jwt is not None:
+        if acc.jwt.nats.get("tags"):
+            info["tags"] = list(acc.jwt.nats["tags"])
+        info["decoded_jwt"] = account_json(acc.jwt)
     info["sublist_stats"] = SublistStats.of(acc.sublist).to_json()
     return info
 

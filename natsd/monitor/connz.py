@@ -174,11 +174,18 @@ def conn_info(c, now, mono_now, opts, closed=False):
         jwt = _redact_bearer((st.connect or {}).get("jwt") or "")
         if jwt:
             ci["jwt"] = jwt
+        user = getattr(st, "jwt_user", None)
+        if user is not None:
+            ci["issuer_key"] = user.claims.issuer
+        account = getattr(st, "account", None)
+        tag = account.name_tag if account is not None else acc
         if closed:
             if acc and acc != GLOBAL:
-                ci["name_tag"] = acc
+                ci["name_tag"] = tag
         elif acc:
-            ci["name_tag"] = acc
+            ci["name_tag"] = tag
+        if user is not None and user.claims.nats.get("tags"):
+            ci["tags"] = list(user.claims.nats["tags"])
     ci["_last"] = last
     ci["_stop"] = end
     ci["_start"] = st.start

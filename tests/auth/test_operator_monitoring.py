@@ -1,0 +1,72 @@
+"""What monitoring and `$SYS` events show of operator mode, natsd against nats-server: the same
+JWTs, the same clients. /connz?auth=1 (the user's key, account, JWT, issuer, the account's name
+tag, the user's tags), /accountz?acc=<key> (the account JWT, its issuer, name tag, tags and the
+decoded claims) and the client fields of `$SYS.ACCOUNT.<acc>.CONNECT` / `DISCONNECT`."""
+import asyncio
+import json
+import urllib.request
+
+import nats
+
+from tests.jwtmint import Mint, creds
+
+CONNZ_KEYS = ("authorized_user", "account", "jwt", "issuer_key", "name_tag", "tags", "name")
+ACCOUNTZ_KEYS = ("account_name", "jwt", "issuer_key", "name_tag", "tags", "decoded_jwt", "client_connections")
+EVENT_KEYS = ("acc", "user", "name", "jwt", "issuer_key", "name_tag", "tags", "kind", "client_type")
+
+
+def _get(port, path):
+    return json.loads(urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5).read())
+
+
+async def observe(srv, acc_key, user_creds, sys_creds):
+    sc = await nats.connect(srv.url, user_credentials=sys_creds)
+    events = []
+
+    async def record(msg):
+        events.append(json.loads(msg.data))
+    await sc.subscribe("$SYS.ACCOUNT.*.CONNECT", cb=record)
+    await sc.subscribe("$SYS.ACCOUNT.*.DISCONNECT", cb=record)
+    await sc.flush()
+    nc = await nats.connect(srv.url, user_credentials=user_creds, name="watched")
+    await nc.flush()
+    conns = [c for c in _get(srv.http_port, "/connz?auth=1")["connections"] if c.get("name") == "watched"]
+    detail = _get(srv.http_port, "/accountz?acc=" + acc_key)["account_detail"]
+    await nc.close()
+    deadline = asyncio.get_running_loop().time() + 5
+    while len(events) < 2 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.02)
+    await sc.close()
+    return {"connz": [{k: c.get(k) for k in CONNZ_KEYS} for c in conns],
+            "accountz": {k: detail.get(k) for k in ACCOUNTZ_KEYS},
+            # rtt: nats-server measures it with a PING of its own, natsd does not yet
+            "events": [(e["type"], sorted(set(e["client"]) - {"rtt"}),
+                        {k: e["client"].get(k) for k in EVENT_KEYS}) for e in events]}
+
+
+def test_operator_monitoring_matches_nats_server(natsd, reference, tmp_path):
+    m = Mint(seed=41)
+    op, _ = m.operator("OP")
+    sys_acc, sys_jwt = m.account(op, "SYS")
+    op_jwt = m.token(op, op.public, "operator", {"system_account": sys_acc.public}, name="OP")
+    signer = m.key("account")
+    acc, acc_jwt = m.account(op, "ACC", tags=["blue"], signing_keys=[signer.public],
+                             revocations={m.key("user").public: 1})
+    user, user_jwt = m.user(acc, "watched-user", signer=signer, tags=["east"])
+    sys_user, sys_user_jwt = m.user(sys_acc, "sys")
+    (tmp_path / "u.creds").write_text(creds(user_jwt, user))
+    (tmp_path / "s.creds").write_text(creds(sys_user_jwt, sys_user))
+    conf = tmp_path / "op.conf"
+    conf.write_text("operator: %s\nresolver: MEMORY\nresolver_preload: {\n  %s: %s\n  %s: %s\n}\n"
+                    % (op_jwt, acc.public, acc_jwt, sys_acc.public, sys_jwt))
+    seen = []
+    for start in (reference, natsd):
+        srv = start("-c", str(conf), "-m", "-1")
+        seen.append(asyncio.run(observe(srv, acc.public, str(tmp_path / "u.creds"),
+                                        str(tmp_path / "s.creds"))))
+    theirs, ours = seen
+    assert ours == theirs
+    assert theirs["connz"][0]["name_tag"] == "ACC" and theirs["connz"][0]["issuer_key"] == signer.public
+    assert theirs["accountz"]["decoded_jwt"]["nats"]["signing_keys"] == [signer.public]
+    assert [e[0] for e in theirs["events"]] == ["io.nats.server.advisory.v1.client_connect",
+                                                "io.nats.server.advisory.v1.client_disconnect"]
