@@ -186,6 +186,10 @@ def test_account_details():
     assert (i1.kind, i1.account, i1.subject, i1.to, i1.share) == ("service", "A", "svc.x", "local.x", True)
     assert (i2.kind, i2.prefix) == ("stream", "pre")
     assert a.pos == ("<string>", 2, 7)
+    # natsd does not track latency or check token positions: refused, not ignored
+    assert [r.split(": ", 1)[1] for _, r in o.unsupported] == [
+        "service latency tracking is not supported by natsd yet",
+        "account token positions in exports is not supported by natsd yet"]
 
 
 # -- seeds ---------------------------------------------------------------------
