@@ -188,6 +188,18 @@ def find_export(exporter, kind, subject, importer_name):
     return None
 
 
+def install_import(server, acc, exporter, export, imp):
+    """The internal subscription that carries one import of `acc` (from `exporter`, under
+    `export`): (the sublist it is in, the subscription)."""
+    if imp.kind == "service":
+        si = ServiceImport(server, acc, exporter, export, imp.to or imp.subject, imp.subject)
+        acc.sublist.insert(si.sub)
+        return acc.sublist, si.sub
+    si = StreamImport(acc, exporter, imp.subject, stream_local_subject(imp))
+    exporter.sublist.insert(si.sub)
+    return exporter.sublist, si.sub
+
+
 def install_imports(server):
     """Create the internal subscriptions for every configured import. Returns them all."""
     installed = []
@@ -202,12 +214,5 @@ def install_imports(server):
                 log.error("Account %s: no %s export of %r in account %s", acc.name, imp.kind,
                           imp.subject, exporter.name)
                 continue
-            if imp.kind == "service":
-                si = ServiceImport(server, acc, exporter, export, imp.to or imp.subject, imp.subject)
-                acc.sublist.insert(si.sub)
-                installed.append((acc, si.sub))
-            else:
-                si = StreamImport(acc, exporter, imp.subject, stream_local_subject(imp))
-                exporter.sublist.insert(si.sub)
-                installed.append((exporter, si.sub))
+            installed.append(install_import(server, acc, exporter, export, imp))
     return installed

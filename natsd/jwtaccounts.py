@@ -19,8 +19,13 @@ import time
 
 from natsd import claims
 from natsd.claims import jwt_permissions, signing_keys
+from natsd.jwtexports import (JwtExport, JwtImport, UnservedExport, authorize, exports_of, imports_of,
+                              validation_error)
+from natsd.mappings import MappingTable
+from natsd.options import AccountOpts, MappingDest
 from natsd.permissions import Permissions
 from natsd.resolver import make_resolver
+from natsd.transform import TransformError
 
 log = logging.getLogger("natsd")
 
@@ -57,10 +62,14 @@ def _uses(*keys):
     return lambda nats: any(nats.get(k) for k in keys)
 
 
+def _export_uses(key):
+    return lambda nats: any(isinstance(e, dict) and e.get(key) for e in nats.get("exports") or [])
+
+
 # (feature, does the account JWT's `nats` claims use it?)
 UNSERVED = [
-    ("imports and exports in account JWTs", _uses("imports", "exports")),
-    ("subject mappings in account JWTs", _uses("mappings")),
+    ("service latency tracking", _export_uses("service_latency")),
+    ("account token positions in exports", _export_uses("account_token_position")),
     ("JetStream in account JWTs", _js_limits),
     ("import, export and wildcard limits in account JWTs", _other_limits),
     ("scoped signing keys", _scoped_keys),
@@ -84,13 +93,19 @@ class JwtAccounts:
     """Verified account claims by account key, and the live accounts made from them.
 
     `registry` is the server's AccountRegistry; `disconnect(c, err_text, reason)` sends a
-    client nats-server's -ERR and closes it."""
+    client nats-server's -ERR and closes it; `link` installs one import (natsd.imports)."""
 
-    def __init__(self, opts, registry, disconnect):
+    def __init__(self, opts, registry, disconnect, link):
         self.trusted = set(opts.trusted_keys)
         self.server_max_payload = opts.max_payload
+        self.cluster = opts.cluster.name or ""
         self.registry = registry
         self.disconnect = disconnect
+        self.link = link            # link(importer, exporter, ExportOpts, ImportOpts) -> (sublist, sub)
+        self.exports: dict[str, list[JwtExport]] = {}
+        self.imports: dict[str, list[JwtImport]] = {}
+        self.links: dict[str, list] = {}               # account key -> its installed imports
+        self._linking: set[str] = set()
         self.claims: dict[str, claims.Claims] = {}      # account key -> claims of a live account
         self.keys: dict[str, dict] = {}                 # account key -> its signing keys
         self.defaults: dict[str, Permissions | None] = {}
@@ -111,12 +126,29 @@ class JwtAccounts:
             raise AccountJwtError(str(e)) from None
         if key is not None and ac.subject != key:
             raise AccountJwtError("subject does not match jwt content")
-        if ac.issuer not in self.trusted or ac.time_check():
+        why = validation_error(ac)
+        if why:
+            log.debug("Account JWT of %s not valid: %s", ac.subject, why)
+        if ac.issuer not in self.trusted or ac.time_check() or why:
             raise AccountJwtError("account validation failed")   # nats-server's ErrAccountValidation
         feature = unserved_feature(ac.nats)
         if feature:
             raise AccountJwtError("uses %s, which natsd does not serve yet" % feature)
+        self._mappings(ac)
         return ac
+
+    def _mappings(self, ac: claims.Claims):
+        """The JWT's `mappings` ({source: [{subject, weight, cluster}]}) compiled, or None."""
+        maps = ac.nats.get("mappings")
+        if not isinstance(maps, dict) or not maps:
+            return None
+        rules = {src: [MappingDest(str(d.get("subject") or ""), int(d.get("weight") or 100),
+                                   str(d.get("cluster") or "")) for d in dests if isinstance(d, dict)]
+                 for src, dests in maps.items() if isinstance(dests, list)}
+        try:
+            return MappingTable.from_options(rules, self.cluster)
+        except TransformError as e:
+            raise AccountJwtError("invalid subject mapping: %s" % e) from None
 
     def lookup(self, key: str) -> claims.Claims | None:
         """The live claims of account `key`, making the account from the resolver's JWT on
@@ -156,6 +188,50 @@ class JwtAccounts:
         acc.max_subscriptions = int(lim.get("subs", -1))
         acc.max_payload = int(lim.get("payload", -1))
         acc.max_leafnodes = int(lim.get("leaf", -1))
+        acc.mappings = self._mappings(ac)
+        self.exports[key], self.imports[key] = exports_of(ac), imports_of(ac)
+        acc.config = AccountOpts(name=key, exports=[e.opts for e in self.exports[key]],
+                                 imports=[i.opts for i in self.imports[key]])
+        self._relink(key)
+
+    # -- imports --
+
+    def _relink(self, key: str) -> None:
+        """(Re)install the imports of `key` and of every live account that imports from it."""
+        self._link(key)
+        for other, imps in list(self.imports.items()):
+            if other != key and any(i.opts.account == key for i in imps):
+                self._link(other)
+
+    def _link(self, key: str) -> None:
+        if key in self._linking:
+            return                      # an exporter loaded while linking `key` came back to it
+        self._linking.add(key)
+        try:
+            for sublist, sub in self.links.pop(key, []):
+                sublist.remove(sub)
+            installed = []
+            acc = self.registry.get(key)
+            for imp in self.imports.get(key, []) if key in self.claims else []:
+                exporter = imp.opts.account
+                ec = self.lookup(exporter)
+                if ec is None:
+                    log.error("Can't locate account [%s] for import of [%s] %s", exporter,
+                              imp.opts.subject, imp.opts.kind)
+                    continue
+                try:
+                    exp, why = authorize(key, imp, ec, self.keys[exporter], self.exports[exporter],
+                                         int(time.time()))
+                except UnservedExport as e:
+                    exp, why = None, "natsd does not serve %s yet" % e
+                if exp is None:
+                    log.error("Account %s: %s import of [%s] from %s not added: %s", key, imp.opts.kind,
+                              imp.opts.subject, exporter, why)
+                    continue
+                installed.append(self.link(acc, self.registry.get(exporter), exp.opts, imp.opts))
+            self.links[key] = installed
+        finally:
+            self._linking.discard(key)
 
     def update(self, key: str, token: str) -> None:
         """A new JWT for account `key`, applied when the account is live (a JWT for an
@@ -192,6 +268,8 @@ class JwtAccounts:
                 log.debug("%s", ERR_REVOKED)
                 self.disconnect(c, ERR_REVOKED, "Credentials Revoked")
                 continue
+            c.has_mappings = bool(acc.mappings)
+            c.forget_lookup()
             self._apply_client_limits(c, acc)
 
     def _apply_client_limits(self, c, acc) -> None:
@@ -221,6 +299,7 @@ class JwtAccounts:
         """nats-server's removeCb: new clients are locked out, connected ones expire."""
         log.debug("Disable account %s due to remove", key)
         self.claims.pop(key, None)
+        self._relink(key)
         acc = self.registry.get(key) if key in self.registry.accounts else None
         if acc is None:
             return

@@ -16,7 +16,7 @@ from natsd._core import parser, sublist
 from natsd._core.loop import Loop
 from natsd._core.router import publish
 from natsd.accounts import AccountRegistry
-from natsd.imports import ResponseRouter, install_imports
+from natsd.imports import ResponseRouter, install_import, install_imports
 from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT, RESERVED_REPLY_PREFIXES
 from natsd.authwork import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
@@ -52,7 +52,8 @@ class Server:
         self.jwt_accounts = None            # natsd.jwtaccounts.JwtAccounts in operator mode
         if opts.operator_mode:
             from natsd.jwtaccounts import JwtAccounts
-            self.jwt_accounts = JwtAccounts(opts, self.accounts, self.client_disconnect)
+            self.jwt_accounts = JwtAccounts(opts, self.accounts, self.client_disconnect,
+                                            lambda *link: install_import(self, *link))
         self.authenticator = Authenticator(opts, self.jwt_accounts)
         self.callout = None                 # natsd.authcallout.AuthCallout when configured
         if opts.auth_callout is not None:

@@ -225,8 +225,9 @@ def test_operator_config_loading(tmp_path):
     o = load_string("operator: %s\nresolver: URL(http://localhost:9090/jwt/v1/accounts/)\n" % op_jwt)
     assert [r for _, r in o.unsupported] == [
         "<string>:2:1: the URL account resolver is not supported by natsd yet"]
-    exporting, exp_jwt = m.account(op, "EXP", exports=[{"subject": "x.>", "type": "stream"}])
+    exporting, exp_jwt = m.account(op, "EXP", exports=[{"subject": "x.>", "type": "service",
+                                                         "service_latency": {"sampling": 50, "results": "lat"}}])
     o = load_string("operator: %s\nresolver: MEMORY\nresolver_preload: {%s: %s}\n"
                     % (op_jwt, exporting.public, exp_jwt))
     assert [r.split(": ", 1)[1] for _, r in o.unsupported] == [
-        "imports and exports in account JWTs is not supported by natsd yet"]
+        "service latency tracking is not supported by natsd yet"]
