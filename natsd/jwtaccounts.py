@@ -54,10 +54,6 @@ def _other_limits(nats: dict) -> bool:
             or lim.get("wildcards", True) is False)
 
 
-def _scoped_keys(nats: dict) -> bool:
-    return any(isinstance(k, dict) for k in nats.get("signing_keys") or [])
-
-
 def _uses(*keys):
     return lambda nats: any(nats.get(k) for k in keys)
 
@@ -72,7 +68,6 @@ UNSERVED = [
     ("account token positions in exports", _export_uses("account_token_position")),
     ("JetStream in account JWTs", _js_limits),
     ("import, export and wildcard limits in account JWTs", _other_limits),
-    ("scoped signing keys", _scoped_keys),
     ("auth callout", _uses("authorization")),
     ("message tracing in account JWTs", _uses("trace")),
 ]
@@ -243,7 +238,15 @@ class JwtAccounts:
         if old.token == token:
             return
         log.debug("Updating account claims: %s/%s", key, ac.name)
+        old_keys = self.keys.get(key, {})
         self._install(ac)
+        new_keys = self.keys[key]
+        altered = {k for k, scope in old_keys.items() if k not in new_keys or new_keys[k] != scope}
+        for c in sorted(self.registry.get(key).clients, key=lambda c: c.cid):
+            user = getattr(c.state, "jwt_user", None)
+            if user is not None and user.claims.issuer in altered and not (c.closing or c.closed):
+                log.debug("User JWT signing key of %s was removed or changed", user.public)
+                self.disconnect(c, None, "Authentication Failure")
         self._enforce(key, ac)
 
     def _enforce(self, key: str, ac: claims.Claims) -> None:
@@ -260,7 +263,7 @@ class JwtAccounts:
                 continue
             count += 1
             user = c.state.jwt_user
-            if user is not None and user.claims.nats.get("bearer_token") and bearer_refused(ac):
+            if user is not None and user.nats.get("bearer_token") and bearer_refused(ac):
                 log.debug("Bearer User JWT not allowed")
                 self.disconnect(c, ERR_AUTH_VIOLATION, "Authentication Failure")
                 continue

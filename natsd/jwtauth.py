@@ -10,10 +10,13 @@ time within one of its `times` (in `times_location`, else the server's zone), as
 validateSrc/validateTimes; the connection then ends with the time window (or the JWT's `exp`).
 The user's permissions are the JWT's `pub`/`sub`/`resp`, or the account's `default_permissions`
 when the JWT has none; its `subs` and `payload` limits apply to the connection (a claim left
-out is 0, as Go decodes it; -1 is no limit).
+out is 0, as Go decodes it; -1 is no limit). A user issued by a scoped signing key sets none of
+this itself: the scope's template does, its subjects templated ({{name()}}, {{subject()}},
+{{account-name()}}, {{account-subject()}}, {{tag(x)}}, {{account-tag(x)}}).
 """
 import datetime
 import ipaddress
+import itertools
 import logging
 import re
 import time
@@ -22,7 +25,9 @@ import zoneinfo
 from natsd import claims
 from natsd.claims import jwt_permissions
 from natsd.jwtaccounts import bearer_refused, revoked
+from natsd.gofmt import go_quote
 from natsd.permissions import Permissions
+from natsd.subject import is_valid_subject
 
 log = logging.getLogger("natsd")
 
@@ -32,15 +37,16 @@ _CLOCK = re.compile(r"^(\d{1,2}):(\d{2}):(\d{2})$")
 class JwtUser:
     """What an accepted user JWT binds the connection to."""
 
-    def __init__(self, uc, account, permissions, window_end=None):
+    def __init__(self, uc, account, permissions, window_end=None, nats=None):
         self.claims = uc
+        self.nats = uc.nats if nats is None else nats  # what applies (a scoped key's template)
         self.public = uc.subject
         self.account = account
         self.permissions = permissions
         ends = [t for t in (uc.expires, window_end) if t]
         self.expires = min(ends) if ends else 0     # when the connection is cut off
-        self.max_subs = _limit(uc.nats, "subs")
-        self.max_payload = _limit(uc.nats, "payload")
+        self.max_subs = _limit(self.nats, "subs")
+        self.max_payload = _limit(self.nats, "payload")
 
 
 def _limit(nats, key):
@@ -125,13 +131,21 @@ class JwtAuthenticator:
         if ac is None or ac.time_check():
             log.debug("Account JWT of %s not found or not valid", acc_key)
             return None
-        if uc.issuer != acc_key and uc.issuer not in self.accounts.keys[acc_key]:
+        keys = self.accounts.keys[acc_key]
+        if uc.issuer != acc_key and uc.issuer not in keys:
             log.debug("User JWT issuer %s is not a signing key of account %s", uc.issuer, acc_key)
             return None
+        nats = uc.nats
+        scope = keys.get(uc.issuer)
+        if scope is not None:
+            try:
+                nats = scoped_user(scope, uc, ac)
+            except ScopeError as e:
+                log.debug("User JWT is not valid: %s", e)
+                return None
         if revoked(ac.nats.get("revocations") or {}, uc.subject, uc.issued_at):
             log.debug("User JWT of %s has been revoked", uc.subject)
             return None
-        nats = uc.nats
         if nats.get("bearer_token") and bearer_refused(ac):
             log.debug("Bearer User JWT not allowed")
             return None
@@ -150,5 +164,85 @@ class JwtAuthenticator:
         perms = jwt_permissions(nats)
         compiled = (Permissions.from_config(perms) if perms is not None
                     else self.accounts.default_permissions(acc_key))
-        return JwtUser(uc, acc_key, compiled, window_end)
+        return JwtUser(uc, acc_key, compiled, window_end, nats)
+
+
+class ScopeError(ValueError):
+    """A user JWT its scoped signing key does not allow; str() says why."""
+
+
+_USER_LIMITS = ("pub", "sub", "resp", "src", "times", "times_location", "subs", "data", "payload",
+                "bearer_token", "proxy_required", "allowed_connection_types")
+_MUSTACHE = re.compile(r"\{\{([^}]+)\}\}")
+MAX_TEMPLATE_EXPANSIONS = 4096
+
+
+def scoped_user(scope, uc, ac):
+    """What a user issued by a scoped signing key may do: the scope's template (limits -1 where
+    it says nothing), its subjects templated from the user and account claims, as nats-server's
+    processUserPermissionsTemplate. The user JWT itself must set no permissions or limits."""
+    if any(_set(uc.nats.get(k)) for k in _USER_LIMITS):
+        raise ScopeError("scoped users require no permissions or limits set")
+    tpl = scope.get("template") if isinstance(scope.get("template"), dict) else {}
+    nats = {"subs": -1, "data": -1, "payload": -1, **tpl}
+    for direction in ("pub", "sub"):
+        perm = dict(nats.get(direction) or {})
+        had_allow = bool(perm.get("allow"))
+        for key in ("allow", "deny"):
+            if perm.get(key):
+                perm[key] = _expand(list(perm[key]), uc, ac, fail_on_bad=key == "deny")
+        if had_allow and not perm.get("allow"):
+            perm["deny"] = list(perm.get("deny") or []) + [">"]
+        nats[direction] = perm
+    return nats
+
+
+def _set(v):
+    return v not in (None, "", 0, False, [], {})
+
+
+def _expand(subjects, uc, ac, fail_on_bad):
+    if not any(_MUSTACHE.search(s) for s in subjects):
+        return subjects
+    out = []
+    for subject in subjects:
+        ops = _MUSTACHE.findall(subject)
+        choices = [_template_values(op.strip(), subject, uc, ac, fail_on_bad) for op in ops]
+        count = 1
+        for values in choices:
+            count *= len(values)
+        if len(out) + count > MAX_TEMPLATE_EXPANSIONS:
+            raise ScopeError("template expansion exceeds limit: %d" % MAX_TEMPLATE_EXPANSIONS)
+        for combo in itertools.product(*choices):
+            expanded = subject
+            for op, value in zip(_MUSTACHE.findall(subject), combo):
+                expanded = expanded.replace("{{%s}}" % op, value)
+            if is_valid_subject(expanded):
+                out.append(expanded)
+            elif fail_on_bad:
+                raise ScopeError("generated invalid subject")
+    return out
+
+
+def _template_values(op, subject, uc, ac, fail_on_bad):
+    low = op.lower()
+    if low == "name()":
+        return [uc.name]
+    if low == "subject()":
+        return [uc.subject]
+    if low == "account-name()":
+        return [ac.name or ac.subject]
+    if low == "account-subject()":
+        return [uc.issuer_account]
+    for prefix, tags in (("tag(", uc.nats.get("tags")), ("account-tag(", ac.nats.get("tags"))):
+        if low.startswith(prefix) and op.endswith(")"):
+            name = op[len(prefix):-1].lower() + ":"
+            values = [t[len(name):] for t in tags or [] if isinstance(t, str) and t.startswith(name)]
+            if values:
+                return values
+            if fail_on_bad:
+                raise ScopeError("generated invalid subject %s: %s is not defined"
+                                 % (go_quote(subject), go_quote(op[len(prefix):-1])))
+            return [" "]
+    raise ScopeError("template operation in %s: %s is not defined" % (go_quote(subject), go_quote(op)))
 

@@ -402,8 +402,11 @@ class Server:
             self.system.client_event(c, True)
 
     def client_disconnect(self, c, text, reason):
-        """-ERR '<text>' to a client, then close it (`reason` for /connz)."""
-        self.client_proto.fail(c, text, reason)
+        """-ERR '<text>' to a client (unless text is None), then close it (`reason` for /connz)."""
+        if text is None:
+            c.schedule_close(reason)
+        else:
+            self.client_proto.fail(c, text, reason)
 
     def bind_account(self, c, account):
         old = c.state.account

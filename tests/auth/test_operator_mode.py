@@ -20,13 +20,21 @@ def build(tmp_path):
     op, op_jwt = m.operator("OP")
     acc, acc_jwt = m.account(op, "ACC", limits={"conn": 2})
     sk = m.key("account")
+    scoped_key, tag_key = m.key("account"), m.key("account")
     acc2 = m.key("account")
     now = int(time.time())
     revoked_user = m.key("user")
     acc2_jwt = m.token(op, acc2.public, "account", {
         "limits": {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
                    "wildcards": True, "conn": -1, "leaf": -1},
-        "signing_keys": [sk.public], "revocations": {revoked_user.public: now + 3600},
+        "signing_keys": [sk.public,
+                         {"kind": "user_scope", "key": scoped_key.public, "role": "team",
+                          "template": {"pub": {"allow": ["{{account-name()}}.{{name()}}.>", "_INBOX.>"]},
+                                       "sub": {"allow": [">"]}, "subs": 5}},
+                         {"kind": "user_scope", "key": tag_key.public, "role": "tags",
+                          "template": {"pub": {"allow": ["tags.{{tag(team)}}.>", "_INBOX.>"],
+                                               "deny": ["tags.{{tag(banned)}}.>"]}}}],
+        "revocations": {revoked_user.public: now + 3600},
         "default_permissions": {"pub": {"deny": ["secret.>"]}, "sub": {}}}, name="ACC2")
     stranger_acc = m.key("account")
     users = {}
@@ -54,6 +62,17 @@ def build(tmp_path):
          times_location="UTC")
     user("bad_zone", acc2, times=[{"start": "00:00:00", "end": "23:59:59"}], times_location="Nowhere/Zone")
     user("limited", acc2, subs=1, payload=8)
+
+    def scoped(name, key, **nats):
+        """A user of a scoped signing key: nats-server wants no permissions or limits in it."""
+        u = m.key("user")
+        tok = m.token(key, u.public, "user", {"issuer_account": acc2.public, **nats}, name=name)
+        (tmp_path / (name + ".creds")).write_text(creds(tok, u))
+        users[name] = str(tmp_path / (name + ".creds"))
+    scoped("scoped", scoped_key)
+    scoped("scoped_perms", scoped_key, pub={"allow": [">"]})
+    scoped("tagged", tag_key, tags=["team:red", "team:blue", "banned:blue"])
+    scoped("untagged", tag_key)
     strict = m.key("account")
     strict_jwt = m.token(op, strict.public, "account", {
         "limits": {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
@@ -130,7 +149,9 @@ async def scenario(url, users, soon, tokens):
                           ("wrongseed", None), ("revoked", None), ("signed", "s.x"),
                           ("defaults", "secret.x"), ("defaults", "open.x"), ("stranger", None),
                           ("cidr_ok", None), ("cidr_bad", None), ("cidr_text", None), ("times_ok", None),
-                          ("times_bad", None), ("bad_zone", None)]:
+                          ("times_bad", None), ("bad_zone", None), ("scoped", "ACC2.scoped.x"),
+                          ("scoped", "other.x"), ("scoped_perms", None), ("tagged", "tags.red.x"),
+                          ("tagged", "tags.blue.x"), ("untagged", "tags.red.x")]:
         out[name + ":" + str(subject)] = await attempt(url, users[name], subject)
     # the account allows two connections
     held = [await nats.connect(url, user_credentials=users["carol"], allow_reconnect=False)
@@ -189,6 +210,10 @@ def test_operator_mode_matches_nats_server(natsd, reference, tmp_path):
     assert theirs["bearer refused"] != "connected"
     assert [theirs[u + ":None"][0] for u in ("cidr_ok", "cidr_bad", "cidr_text", "times_ok", "times_bad",
                                              "bad_zone")] == [True, False, True, True, False, False]
+    assert [theirs[k][0] for k in ("scoped:ACC2.scoped.x", "scoped_perms:None", "untagged:tags.red.x")] == [
+        True, False, False]
+    assert theirs["scoped:ACC2.scoped.x"][2] and not theirs["scoped:other.x"][2]
+    assert theirs["tagged:tags.red.x"][2] and not theirs["tagged:tags.blue.x"][2]
     assert theirs["limits"] == ["nats: maximum subscriptions exceeded", "nats: maximum payload violation"]
     assert theirs["window ended while connected"] == theirs["expired while connected"] == \
         "nats: user authentication expired"

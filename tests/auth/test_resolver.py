@@ -41,6 +41,10 @@ class World:
         self.acc_jwt = self.account_jwt(self.acc, "ACC")
         other, _ = m.operator("OTHER")
         self.foreign, self.foreign_jwt = m.account(other, "FOREIGN")
+        self.signer = m.key("account")
+        su, stok = m.user(self.acc, "signed", signer=self.signer)
+        self.signed_creds = str(tmp_path / "signed.creds")
+        (tmp_path / "signed.creds").write_text(creds(stok, su))
         self.sys_creds = self.user(self.sys, "sysuser")
         self.u_creds = self.user(self.acc, "u")
         self.f_creds = self.user(self.foreign, "f")
@@ -227,6 +231,13 @@ async def memory_scenario(url, w):
     out["oldest kept"] = first.is_connected
     out["empty"] = await update("")
     await first.close()
+    # a user of a signing key the account's new JWT no longer lists is disconnected
+    out["with signer"] = await update(w.account_jwt(w.acc, "ACC", iat=int(time.time()) + 3,
+                                                    signing_keys=[w.signer.public]))
+    signed = await _connect(url, w.signed_creds)
+    out["signed user connected"] = not isinstance(signed, str)
+    out["without signer"] = await update(w.account_jwt(w.acc, "ACC", iat=int(time.time()) + 4))
+    out["signed user closed"] = await _closed(signed)
     await sc.close()
     return out
 
@@ -241,6 +252,7 @@ def test_memory_resolver_updates_match_nats_server(natsd, reference, tmp_path):
     assert ours == theirs
     assert theirs["not live"]["data"]["message"] == "jwt update skipped"
     assert theirs["live"]["data"]["message"] == "jwt updated" and theirs["newest closed"]
+    assert theirs["signed user connected"] and theirs["signed user closed"]
 
 
 RESOLVER_ERRORS = {
