@@ -1,24 +1,30 @@
-"""Auth callout (config mode): users the config does not vouch for are decided by a service.
+"""Auth callout: users are decided by a service instead of the configuration.
 
-A client that is not one of `auth_users` (and, with `allowed_accounts`, did not log in to an
-account outside them) is held while the server asks `$SYS.REQ.USER.AUTH` in the callout
-account: an authorization-request JWT signed with the server's key (natsd.claims.encode), with
-a one-off user key the answer must name, the server, the client and its CONNECT, encrypted to
-the service's `xkey` when one is configured (the server's own xkey in a `Nats-Server-Xkey`
+Config mode (`authorization { auth_callout {...} }`): every client but the `auth_users` (and,
+with `allowed_accounts`, but a user the config logged in to another account) goes through it.
+Operator mode: a user JWT of an account whose JWT has `authorization.auth_users` goes through
+it unless it is one of them; the answer may place the user in that account or one of its
+`allowed_accounts`, issued by that account's keys (scoped keys' templates apply).
+
+The client is held while the server asks `$SYS.REQ.USER.AUTH` in the callout account: an
+authorization-request JWT signed with the server's key (natsd.claims.encode), with a one-off
+user key the answer must name, the server, the client and its CONNECT, encrypted to the
+service's `xkey` when one is configured (the server's own xkey in a `Nats-Server-Xkey`
 header). The answer is an authorization-response JWT for that user key and this server,
-possibly encrypted back, holding either an `error` or a user JWT issued by `issuer` whose
-audience names the account to bind; its permissions and expiry apply, and `name` becomes the
-user's name. Anything else, or no answer within the auth timeout, is an Authorization
-Violation, with nats-server's reason in the log. Users bound to the callout account may never
-publish to `$SYS.REQ.USER.AUTH` themselves.
+possibly encrypted back, holding either an `error` or a user JWT; its permissions, time
+windows and expiry apply, and `name` becomes the user's name. Anything else, or no answer
+within the auth timeout, is an Authorization Violation, with nats-server's reason in the log.
+Users bound to a callout account may never publish to `$SYS.REQ.USER.AUTH` themselves.
 """
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 
 from natsd import VERSION, claims, nkey
 from natsd.auth import AuthResult, connect_auth_user
+from natsd.jwtauth import ScopeError, connect_window, scoped_user
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.claims import jwt_permissions
@@ -42,46 +48,75 @@ class CalloutFailed(Exception):
 
 class Callout:
     """What one client's pending callout waits for."""
-    __slots__ = ("c", "then", "user_key", "account", "sub", "timer")
+    __slots__ = ("c", "then", "user_key", "account", "spec", "sub", "timer")
+
+
+@dataclass
+class Spec:
+    """Where and how to call out: the config's auth_callout, or an account JWT's
+    `authorization` (operator mode: `issuer` is the account itself or its signing keys)."""
+    account: str                    # where requests go, and what the config calls the issuer's
+    issuer: str                     # the request's subject; the key answers must be signed by
+    auth_users: list
+    xkey: str = ""
+    allowed_accounts: list = field(default_factory=list)
+    operator: bool = False
 
 
 class AuthCallout:
-    def __init__(self, server, copts):
+    def __init__(self, server, copts=None):
         self.server = server
-        self.opts = copts
+        self.config = (Spec(copts.account, copts.issuer, list(copts.auth_users), copts.xkey,
+                            list(copts.allowed_accounts)) if copts is not None else None)
         self.inbox = "$SYS._INBOX.%s." % random_token(8)
 
     # -- who goes through the callout --
 
-    def applies(self, connect: dict, bound_account: str | None) -> bool:
-        """nats-server's rule: everyone but the auth_users; with allowed_accounts, a user the
-        config logged in to another account (not $G) keeps that login."""
-        allowed = self.opts.allowed_accounts
-        if allowed and bound_account not in (None, "$G") and bound_account not in allowed:
-            return False
-        return raw_auth_user(connect) not in self.opts.auth_users
+    def spec_for(self, connect: dict, result) -> Spec | None:
+        """The callout a client goes through, or None. Config mode (nats-server's rule):
+        everyone but the auth_users, unless allowed_accounts is given and the config logged the
+        user in to another account (not $G). Operator mode: a user JWT of an account whose JWT
+        names `authorization.auth_users`, unless the user is one of them."""
+        user = getattr(result, "jwt_user", None)
+        if user is not None:
+            ac = self.server.jwt_accounts.claims.get(user.account)
+            auth = ac.nats.get("authorization") if ac is not None else None
+            if not isinstance(auth, dict) or not auth.get("auth_users") or user.public in auth["auth_users"]:
+                return None
+            return Spec(user.account, user.account, list(auth["auth_users"]), str(auth.get("xkey") or ""),
+                        list(auth.get("allowed_accounts") or []), operator=True)
+        spec = self.config
+        if spec is None:
+            return None
+        bound = result.account if result is not None else None
+        if spec.allowed_accounts and bound not in (None, "$G") and bound not in spec.allowed_accounts:
+            return None
+        return None if raw_auth_user(connect) in spec.auth_users else spec
 
     def guard(self, account_name: str | None, perms: Permissions | None) -> Permissions | None:
-        """Users of the callout account may not publish callout requests themselves."""
-        if (account_name or "$G") == self.opts.account:
+        """Users of a callout account may not publish callout requests themselves."""
+        name = account_name or "$G"
+        ac = self.server.jwt_accounts.claims.get(name) if self.server.jwt_accounts else None
+        auth = ac.nats.get("authorization") if ac is not None else None
+        if (self.config is not None and name == self.config.account
+                or isinstance(auth, dict) and auth.get("auth_users")):
             return Permissions.with_pub_deny(perms, SUBJECT)
         return perms
 
     # -- asking --
 
-    def ask(self, c, connect: dict, then) -> None:
+    def ask(self, c, connect: dict, spec: Spec, then) -> None:
         """Send the request; then(AuthResult or None) runs on the loop when it is decided. The
         connection is not read meanwhile."""
         server = self.server
-        acc = server.accounts.get(self.opts.account) if self.opts.account in server.accounts.accounts \
-            else None
+        acc = server.accounts.get(spec.account) if spec.account in server.accounts.accounts else None
         if acc is None:
             log.warning("No valid account %s for auth callout request: account missing",
-                        go_quote(self.opts.account))
+                        go_quote(spec.account))
             then(None)
             return
         p = Callout()
-        p.c, p.then, p.account = c, then, acc
+        p.c, p.then, p.account, p.spec = c, then, acc, spec
         p.user_key = nkey.public_of(nkey.new_key(nkey.USER))
         reply = self.inbox + random_token(22)
         p.sub = Subscription(None, reply.encode(), b"", None,
@@ -89,17 +124,17 @@ class AuthCallout:
         acc.sublist.insert(p.sub)
         timeout = server._auth_timeout()
         p.timer = server.loop.call_later(timeout, self._timed_out, p)
-        token = claims.encode(server.key, self.opts.issuer, "authorization_request",
-                              self._request(c, connect, p.user_key), aud=AUDIENCE,
+        token = claims.encode(server.key, spec.issuer, "authorization_request",
+                              self._request(c, connect, p.user_key, spec), aud=AUDIENCE,
                               exp=int(time.time() + timeout))
         payload, hdr = token.encode(), None
-        if self.opts.xkey:
-            payload = server.xkey.seal(payload, self.opts.xkey)
+        if spec.xkey:
+            payload = server.xkey.seal(payload, spec.xkey)
             hdr = ("NATS/1.0\r\n%s: %s\r\n\r\n" % (XKEY_HEADER, server.xkey.public)).encode()
         c.stalled = True
         publish(acc.sublist, SUBJECT.encode(), reply.encode(), hdr, payload)
 
-    def _request(self, c, connect, user_key):
+    def _request(self, c, connect, user_key, spec):
         s, st = self.server, c.state
         server_id = {"name": s.name, "host": s.opts.host, "id": s.id, "version": VERSION}
         cluster = s.cluster_name()
@@ -107,7 +142,7 @@ class AuthCallout:
             server_id["cluster"] = cluster
         if s.opts.server_tags:
             server_id["tags"] = list(s.opts.server_tags)
-        if self.opts.xkey:
+        if spec.xkey:
             server_id["xkey"] = s.xkey.public
         info = {"host": st.host, "id": c.cid, "user": raw_auth_user(connect), "name": st.name,
                 "kind": "Client", "type": "websocket" if st.ws else "nats"}
@@ -162,16 +197,18 @@ class AuthCallout:
         self._finish(p, answer)
 
     def _decide(self, p, msg):
-        account = p.account.name
+        account, spec = p.account.name, p.spec
         if not msg:
             raise CalloutFailed("auth callout violation: %s on account %s"
                                 % (go_quote("no reason supplied"), go_quote(account)))
-        if self.opts.xkey and not msg.startswith(b"eyJ"):
+        encrypted = False
+        if spec.xkey and not msg.startswith(b"eyJ"):
             try:
-                msg = self.server.xkey.open(msg, self.opts.xkey)
+                msg = self.server.xkey.open(msg, spec.xkey)
             except ValueError as e:
                 raise CalloutFailed("error decrypting auth callout response on account %s: %s"
                                     % (go_quote(account), e)) from None
+            encrypted = True
         try:
             cr = claims.decode_kind(msg.decode("utf-8", "replace"), "authorization_response")
         except claims.JwtError as e:
@@ -185,6 +222,10 @@ class AuthCallout:
             raise CalloutFailed("auth callout violation: auth callout response is not for server")
         if cr.nats.get("error"):
             raise CalloutFailed("auth callout service returned an error: %s" % cr.nats["error"])
+        signer = cr.issuer_account or cr.issuer
+        if spec.operator and not encrypted and signer != account and \
+                signer not in self.server.jwt_accounts.keys.get(account, {}):
+            raise CalloutFailed("auth callout signing key is unknown")
         try:
             uc = claims.decode_kind(cr.nats.get("jwt") or "", "user")
         except claims.JwtError as e:
@@ -198,29 +239,59 @@ class AuthCallout:
         if uc.subject != p.user_key:
             raise CalloutFailed("Expected authorized user of %s but got %s on account %s"
                                 % (go_quote(p.user_key), go_quote(uc.subject), go_quote(account)))
-        nats = uc.nats
-        for key in ("times", "locale", "src"):
-            if nats.get(key):
-                raise CalloutFailed("authorized user on account %s asks for %s, which natsd does not "
-                                    "enforce yet" % (go_quote(account), key))
+        nats, spec = uc.nats, p.spec
+        allowed, window_end = connect_window(nats.get("times"), nats.get("times_location"))
+        if not allowed:
+            log.error("Outside connect times")
+            raise CalloutFailed("authorized user on account %s outside of valid connect times"
+                                % go_quote(account))
+        expires = min(t for t in (uc.expires, window_end) if t) if (uc.expires or window_end) else 0
         types = {str(t).upper() for t in nats.get("allowed_connection_types") or []}
         kind = "WEBSOCKET" if p.c.state.ws else "STANDARD"
         if types and kind not in types:
             raise CalloutFailed("authorized user on account %s using invalid connection type"
                                 % go_quote(account))
+        if spec.operator:
+            return self._operator_user(p, uc, nats, account, expires)
         if uc.issuer_account:
             raise CalloutFailed("error non operator mode account %s: attempted to use issuer_account"
                                 % go_quote(account))
-        if uc.issuer != self.opts.issuer:
+        if uc.issuer != spec.issuer:
             raise CalloutFailed("wrong issuer for auth callout response on account %s, expected %s got %s"
-                                % (go_quote(account), go_quote(self.opts.issuer), go_quote(uc.issuer)))
+                                % (go_quote(account), go_quote(spec.issuer), go_quote(uc.issuer)))
         target = uc.audience
         if target not in self.server.accounts.accounts:
             raise CalloutFailed("no valid account %s for auth callout response on account %s: account missing"
                                 % (go_quote(target), go_quote(account)))
         cfg = jwt_permissions(nats)
+        if cfg is None:
+            cfg = getattr(self.server.accounts.get(target).config, "default_permissions", None)
         perms = Permissions.from_config(cfg) if cfg is not None else None
-        return AuthResult(uc.name or uc.subject, target, self.guard(target, perms), None, uc.expires)
+        return AuthResult(uc.name or uc.subject, target, self.guard(target, perms), None, expires)
+
+    def _operator_user(self, p, uc, nats, account, expires):
+        """Operator mode: the user lands in its issuer's account, which must be the callout
+        account or one of its allowed_accounts, and be issued by that account's keys."""
+        target = uc.issuer_account or uc.issuer
+        if target != account and target not in p.spec.allowed_accounts and "*" not in p.spec.allowed_accounts:
+            raise CalloutFailed("account %s not permitted as valid account option for auth callout for account %s"
+                                % (go_quote(uc.issuer), go_quote(account)))
+        accounts = self.server.jwt_accounts
+        ac = accounts.lookup(target)
+        if ac is None:
+            raise CalloutFailed("no valid account %s for auth callout response on account %s: account missing"
+                                % (go_quote(target), go_quote(account)))
+        keys = accounts.keys[target]
+        if uc.issuer != target and uc.issuer not in keys:
+            raise CalloutFailed("user JWT issuer %s is not known" % go_quote(uc.issuer))
+        if keys.get(uc.issuer) is not None:
+            try:
+                nats = scoped_user(keys[uc.issuer], uc, ac)
+            except ScopeError as e:
+                raise CalloutFailed("user JWT is not valid: %s" % e) from None
+        cfg = jwt_permissions(nats)
+        perms = Permissions.from_config(cfg) if cfg is not None else accounts.default_permissions(target)
+        return AuthResult(uc.name or uc.subject, target, self.guard(target, perms), None, expires)
 
 
 def raw_auth_user(connect: dict) -> str:

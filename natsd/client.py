@@ -157,8 +157,9 @@ class ClientProtocol(ProtocolHandler):
             return
         callout = self.server.callout
         if callout is not None:
-            if callout.applies(info, result.account if result is not None else None):
-                callout.ask(c, info, lambda answer: self._admit(c, info, answer, True))
+            spec = callout.spec_for(info, result)
+            if spec is not None:
+                callout.ask(c, info, spec, lambda answer: self._admit(c, info, answer, True))
                 return
             if result is not None:
                 result = dataclasses.replace(

@@ -68,7 +68,6 @@ UNSERVED = [
     ("account token positions in exports", _export_uses("account_token_position")),
     ("JetStream in account JWTs", _js_limits),
     ("import, export and wildcard limits in account JWTs", _other_limits),
-    ("auth callout", _uses("authorization")),
     ("message tracing in account JWTs", _uses("trace")),
 ]
 

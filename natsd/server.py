@@ -55,8 +55,8 @@ class Server:
             self.jwt_accounts = JwtAccounts(opts, self.accounts, self.client_disconnect,
                                             lambda *link: install_import(self, *link))
         self.authenticator = Authenticator(opts, self.jwt_accounts)
-        self.callout = None                 # natsd.authcallout.AuthCallout when configured
-        if opts.auth_callout is not None:
+        self.callout = None                 # natsd.authcallout.AuthCallout: config or operator mode
+        if opts.auth_callout is not None or opts.operator_mode:
             from natsd.authcallout import AuthCallout
             self.callout = AuthCallout(self, opts.auth_callout)
         self.auth_workers = AuthWorkers(self.loop, lambda: self.authenticator)

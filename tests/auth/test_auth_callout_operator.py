@@ -1,0 +1,100 @@
+"""Auth callout in operator mode, natsd against nats-server: account AUTH's JWT delegates its
+users (`authorization { auth_users, allowed_accounts }`) to a service written here. Clients log
+in with a bearer "sentinel" user of AUTH (their client name says who they are); the service answers with user JWTs
+issued by APP (allowed), by AUTH itself, by an account that is not allowed, or with an error."""
+import asyncio
+
+import nats
+
+from natsd import claims
+from tests.jwtmint import Mint, creds
+
+LIMITS = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,
+          "conn": -1, "leaf": -1}
+
+
+def build(tmp_path):
+    m = Mint(seed=61)
+    op, _ = m.operator("OP")
+    sys_acc, auth, app, other = (m.key("account") for _ in range(4))
+    svc_user = m.key("user")
+
+    def account(key, name, **nats):
+        return m.token(op, key.public, "account", {"limits": dict(LIMITS),
+                                                  "default_permissions": {"pub": {}, "sub": {}}, **nats}, name=name)
+    jwts = {sys_acc.public: account(sys_acc, "SYS"), app.public: account(app, "APP"),
+            other.public: account(other, "OTHER"),
+            auth.public: account(auth, "AUTH", authorization={"auth_users": [svc_user.public],
+                                                              "allowed_accounts": [app.public]})}
+    op_jwt = m.token(op, op.public, "operator", {"system_account": sys_acc.public}, name="OP")
+    conf = tmp_path / "op.conf"
+    conf.write_text("operator: %s\nresolver: MEMORY\nresolver_preload: {\n%s}\n"
+                    % (op_jwt, "".join("  %s: %s\n" % kv for kv in jwts.items())))
+    svc_jwt = m.token(auth, svc_user.public, "user", {"pub": {}, "sub": {}, "subs": -1, "data": -1,
+                                                       "payload": -1}, name="svc")
+    (tmp_path / "svc.creds").write_text(creds(svc_jwt, svc_user))
+    sentinel = m.key("user")
+    sentinel_jwt = m.token(auth, sentinel.public, "user", {
+        "pub": {"deny": [">"]}, "sub": {"deny": [">"]}, "subs": -1, "data": -1, "payload": -1,
+        "bearer_token": True}, name="sentinel")
+    (tmp_path / "sentinel.creds").write_text(creds(sentinel_jwt, sentinel))
+    return m, str(conf), {"auth": auth, "app": app, "other": other}, tmp_path
+
+
+def answer(m, keys, msg):
+    req = claims.decode_kind(msg.data.decode(), "authorization_request")
+    n = req.nats
+    user, user_key, server = n["connect_opts"].get("name"), n["user_nkey"], n["server_id"]["id"]
+    perms = {"pub": {"allow": ["app.>", "_INBOX.>"]}, "sub": {"allow": [">"]}, "subs": -1, "data": -1,
+             "payload": -1}
+    issuer = {"alice": keys["app"], "bob": keys["auth"], "eve": keys["other"]}.get(user)
+    if issuer is None:
+        body = {"error": "no such user %s" % user}
+    else:
+        body = {"jwt": m.token(issuer, user_key, "user", perms, name=user)}
+    return m.token(keys["auth"], user_key, "authorization_response", body, aud=server).encode(), req
+
+
+async def scenario(url, m, keys, tmp):
+    svc = await nats.connect(url, user_credentials=str(tmp / "svc.creds"))
+    requests = []
+
+    async def handle(msg):
+        out, req = answer(m, keys, msg)
+        requests.append(req)
+        await svc.publish(msg.reply, out)
+    await svc.subscribe("$SYS.REQ.USER.AUTH", cb=handle)
+    await svc.flush()
+    out = {}
+    for user in ("alice", "bob", "eve", "mallory"):
+        try:
+            nc = await nats.connect(url, user_credentials=str(tmp / "sentinel.creds"), name=user,
+                                    allow_reconnect=False, connect_timeout=4)
+        except Exception as e:
+            out[user] = str(e).lower()
+            continue
+        sub = await nc.subscribe("app.x")
+        await nc.publish("app.x", b"ok")
+        got = await sub.next_msg(timeout=2)
+        await nc.publish("forbidden.x", b"no")
+        await nc.flush()
+        await asyncio.sleep(0.1)
+        out[user] = ("connected", got.data, str(nc.last_error).lower())
+        await nc.close()
+    out["requests"] = [(r.subject == keys["auth"].public, r.nats["connect_opts"].get("name"),
+                        sorted(r.nats["connect_opts"])) for r in requests]
+    await svc.publish("$SYS.REQ.USER.AUTH", b"x")
+    await svc.flush()
+    await asyncio.sleep(0.1)
+    out["service publishing requests"] = str(svc.last_error).lower()
+    await svc.close()
+    return out
+
+
+def test_operator_auth_callout_matches_nats_server(natsd, reference, tmp_path):
+    m, conf, keys, tmp = build(tmp_path)
+    theirs = asyncio.run(scenario(reference("-c", conf).url, m, keys, tmp))
+    ours = asyncio.run(scenario(natsd("-c", conf).url, m, keys, tmp))
+    assert ours == theirs
+    assert theirs["alice"][0] == "connected" and theirs["bob"][0] == "connected"
+    assert "authorization violation" in theirs["eve"] and "authorization violation" in theirs["mallory"]
