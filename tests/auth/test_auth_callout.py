@@ -74,27 +74,33 @@ async def scenario(url, service):
     await svc.flush()
     out = {}
     for user in USERS:
-        try:
-            nc = await nats.connect(url, user=user, password="secret", allow_reconnect=False,
-                                    connect_timeout=4, error_cb=on_error)
-        except Exception as e:
-            out[user] = str(e).lower()
-            continue
-        sub = await nc.subscribe("app.x")
-        await nc.publish("app.x", b"ok")
-        await nc.publish("other.x", b"denied")
-        got = await sub.next_msg(timeout=2)
-        await nc.flush()
-        await asyncio.sleep(0.1)
-        out[user] = ("connected", got.data, str(nc.last_error).lower())
-        await nc.close()
+        out[user] = await login_outcome(url, user=user, password="secret", error_cb=on_error)
     # the auth user may not send callout requests itself
-    await svc.publish("$SYS.REQ.USER.AUTH", b"x")
-    await svc.flush()
-    await asyncio.sleep(0.1)
-    out["auth user publishing requests"] = str(svc.last_error).lower()
+    out["auth user publishing requests"] = await error_after_publish(svc, "$SYS.REQ.USER.AUTH")
     await svc.close()
     return out
+
+
+async def login_outcome(url, **connect):
+    """What a client logging in sees: the error, or that it may use app.x but not other.x."""
+    try:
+        nc = await nats.connect(url, allow_reconnect=False, connect_timeout=4, **connect)
+    except Exception as e:
+        return str(e).lower()
+    sub = await nc.subscribe("app.x")
+    await nc.publish("app.x", b"ok")
+    got = await sub.next_msg(timeout=2)
+    out = ("connected", got.data, await error_after_publish(nc, "other.x"))
+    await nc.close()
+    return out
+
+
+async def error_after_publish(nc, subject):
+    """The client's last error once a publish to `subject` has been answered (or not)."""
+    await nc.publish(subject, b"x")
+    await nc.flush()
+    await asyncio.sleep(0.1)
+    return str(nc.last_error).lower()
 
 
 def _shape(req):
