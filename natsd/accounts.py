@@ -55,6 +55,7 @@ class AccountRegistry:
     def __init__(self, opts):
         self.accounts = {}
         self.on_add = []                # callables(account), run for each account added later
+        self.on_update = []             # callables(account), run when an account's JWT changed
         for name, cfg in (opts.accounts or {}).items():
             self.accounts[name] = Account(name, cfg)
             self.accounts[name].jetstream = bool(getattr(cfg, "jetstream", False))

@@ -41,11 +41,30 @@ def _limits(nats: dict) -> dict:
     return lim if isinstance(lim, dict) else {}
 
 
-def _js_limits(nats: dict) -> bool:
+def _js_tiers(nats: dict) -> bool:
+    """Tiered JetStream limits beyond R1 (a single server has only the R1 tier)."""
+    tiers = _limits(nats).get("tiered_limits")
+    return isinstance(tiers, dict) and any(t != "R1" for t in tiers)
+
+
+def jetstream_limits(nats: dict) -> dict | None:
+    """The JetStream limits of account claims as natsd.jetstream reads an account's
+    `jetstream` limits, or None when the JWT does not enable JetStream (neither memory nor
+    disk storage, as nats-io/jwt's IsJSEnabled). An R1 tier stands in for untiered limits."""
     lim = _limits(nats)
-    js = ("mem_storage", "disk_storage", "streams", "consumer", "max_ack_pending", "mem_max_stream_bytes",
-          "disk_max_stream_bytes", "max_bytes_required")
-    return any(lim.get(k) not in (None, 0) for k in js) or bool(lim.get("tiered_limits"))
+    tiers = lim.get("tiered_limits")
+    tiered = isinstance(tiers, dict) and isinstance(tiers.get("R1"), dict)
+    if tiered:
+        lim = tiers["R1"]
+    if not lim.get("mem_storage") and not lim.get("disk_storage"):
+        return None
+    unlimited = lambda v: -1 if not v else v      # nats-server's toUnlimited (0 means no limit)
+    return {"max_mem": lim.get("mem_storage", 0), "max_store": lim.get("disk_storage", 0),
+            "max_streams": lim.get("streams", 0), "max_consumers": lim.get("consumer", 0),
+            "max_ack_pending": unlimited(lim.get("max_ack_pending")),
+            "mem_max_stream_bytes": unlimited(lim.get("mem_max_stream_bytes")),
+            "disk_max_stream_bytes": unlimited(lim.get("disk_max_stream_bytes")),
+            "max_bytes_required": bool(lim.get("max_bytes_required")), "tiered": tiered}
 
 
 def _other_limits(nats: dict) -> bool:
@@ -66,7 +85,7 @@ def _export_uses(key):
 UNSERVED = [
     ("service latency tracking", _export_uses("service_latency")),
     ("account token positions in exports", _export_uses("account_token_position")),
-    ("JetStream in account JWTs", _js_limits),
+    ("JetStream tiers other than R1 in account JWTs", _js_tiers),
     ("import, export and wildcard limits in account JWTs", _other_limits),
     ("message tracing in account JWTs", _uses("trace")),
 ]
@@ -184,9 +203,14 @@ class JwtAccounts:
         acc.max_leafnodes = int(lim.get("leaf", -1))
         acc.mappings = self._mappings(ac)
         self.exports[key], self.imports[key] = exports_of(ac), imports_of(ac)
+        js = jetstream_limits(ac.nats)
         acc.config = AccountOpts(name=key, exports=[e.opts for e in self.exports[key]],
-                                 imports=[i.opts for i in self.imports[key]])
+                                 imports=[i.opts for i in self.imports[key]],
+                                 jetstream=js is not None, jetstream_limits=js or {})
+        acc.jetstream = js is not None
         self._relink(key)
+        for hook in self.registry.on_update:
+            hook(acc)
 
     # -- imports --
 

@@ -16,6 +16,7 @@ import time
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_time
 from natsd.gofmt import friendly_bytes
+from natsd import nkey
 from natsd.jetstream import errors as E
 from natsd.jetstream import api, batch, consumer, jscrypt, placement
 from natsd.jetstream.store import open_store
@@ -77,6 +78,8 @@ class JsAccount:
                        "max_ack_pending": -1, "memory_max_stream_bytes": -1,
                        "storage_max_stream_bytes": -1, "max_bytes_required": False}
         cfg = getattr(account, "config", None)
+        # operator mode: limits given as an R1 tier are reported as one
+        self.tiered = bool((getattr(cfg, "jetstream_limits", None) or {}).get("tiered"))
         for k, v in (getattr(cfg, "jetstream_limits", None) or {}).items():
             key = _LIMIT_KEYS.get(k.lower())
             if key is None:
@@ -254,12 +257,16 @@ class JsAccount:
     def account_info(self):
         mem, store = self.usage()
         rmem, rstore = self.reserved()
-        out = {"memory": mem, "storage": store, "reserved_memory": rmem, "reserved_storage": rstore,
-               "streams": len(self.streams), "consumers": self.num_consumers(),
-               "limits": dict(self.limits)}
+        usage = {"memory": mem, "storage": store, "reserved_memory": rmem, "reserved_storage": rstore,
+                 "streams": len(self.streams), "consumers": self.num_consumers()}
+        out = dict(usage, limits=dict(self.limits))
+        if self.tiered:             # the limits are the R1 tier's; the untiered ones are zero
+            out["limits"] = {k: False if k == "max_bytes_required" else 0 for k in self.limits}
         if self.engine.domain:
             out["domain"] = self.engine.domain
         out["api"] = {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors}
+        if self.tiered:
+            out["tiers"] = {"R1": dict(usage, limits=dict(self.limits))}
         return out
 
 
@@ -296,6 +303,7 @@ class JetStream:
     def __init__(self, server):
         self.server = server
         self.opts = server.opts.jetstream
+        self.api_subs = {}              # account name -> its $JS.API subscriptions
         o = self.opts
         self.temp_dir = not o.store_dir
         base = o.store_dir or os.path.join(tempfile.gettempdir(), "nats")
@@ -376,6 +384,10 @@ class JetStream:
             self._install_api(acc, jsa)
         for jsa in self.jsas.values():
             jsa.recover()
+        # operator mode makes accounts, and enables JetStream in them, as their JWTs say
+        self.server.accounts.on_add.append(lambda acc: self._install_api(acc, None))
+        self.server.accounts.on_update.append(self.account_updated)
+        self._load_stored_accounts()
         if not self.group_commit and not self.sync_always:
             self.sync_timer = self.server.loop.call_later(self.sync_interval, self._sync_tick)
         log.info("Took %s to start JetStream", "%.3fms" % ((time.monotonic() - t0) * 1000))
@@ -384,7 +396,7 @@ class JetStream:
         accs = list(self.server.accounts)
         configured = [a for a in accs if a.config is not None]
         sysacc = self.server.accounts.system
-        if not configured:
+        if not configured and not self.server.opts.operator_mode:
             return [self.server.accounts.global_account]
         out = [a for a in accs if a.jetstream and a is not sysacc]
         return out
@@ -393,11 +405,42 @@ class JetStream:
         prefixes = ["$JS.API.>"]
         if self.domain:
             prefixes.append("$JS.%s.API.>" % self.domain)
+        subs = self.api_subs.setdefault(acc.name, [])
         for p in prefixes:
             s = Subscription(None, p.encode(), b"", None, self.api_handler.on_request)
             s.local_only = True         # on a cluster, streams claim their requests (placement.py)
             s.data = (acc, jsa)
             acc.sublist.insert(s)
+            subs.append(s)
+
+    def _load_stored_accounts(self):
+        """Operator mode: accounts with streams on disk are looked up now (their JWTs enable
+        JetStream and their streams recover), as nats-server does at start."""
+        accounts = self.server.jwt_accounts
+        if accounts is None or not self.store_dir or not os.path.isdir(self.store_dir):
+            return
+        for name in sorted(os.listdir(self.store_dir)):
+            if nkey.is_valid_public(name, nkey.ACCOUNT) and name not in self.jsas:
+                accounts.lookup(name)
+
+    def account_updated(self, acc):
+        """An account's JetStream settings changed (operator mode: a new account JWT): enable
+        it, with its streams from disk, or apply its new limits; an account whose JWT no
+        longer enables JetStream keeps its streams on disk but answers as not enabled."""
+        jsa = self.jsas.get(acc.name)
+        if acc.jetstream and jsa is None and not self.stopped:
+            jsa = self.jsas[acc.name] = JsAccount(self, acc)
+            jsa.recover()
+        elif acc.jetstream and jsa is not None:
+            fresh = JsAccount(self, acc)
+            jsa.limits, jsa.tiered = fresh.limits, fresh.tiered
+        elif not acc.jetstream and jsa is not None:
+            for st in list(jsa.streams.values()):
+                st.stop()
+            del self.jsas[acc.name]
+            jsa = None
+        for s in self.api_subs.get(acc.name, []):
+            s.data = (acc, jsa)
 
     def shutdown(self):
         """Stop every stream (lame duck mode and server shutdown; the second call is a no-op).
