@@ -33,9 +33,8 @@ import hmac
 import re
 from dataclasses import dataclass
 
-import bcrypt
-
 from natsd import nkey
+from natsd.authwork import OffLoop, compare_hash
 from natsd.jwtauth import JwtAuthenticator
 from natsd.gofmt import go_quote
 from natsd.permissions import Permissions
@@ -108,14 +107,22 @@ def is_bcrypt(secret: str) -> bool:
     return bool(secret) and _BCRYPT_RE.match(secret) is not None
 
 
-class SlowCheck(Exception):
+class SlowCheck(OffLoop):
     """Authentication needs a bcrypt comparison: run it off the loop (natsd/authwork.py),
     record the verdict, and authenticate again."""
 
-    def __init__(self, configured: str, given: str):
+    def __init__(self, configured: str, given: str, memo=None):
         super().__init__("bcrypt comparison needed")
         self.configured = configured
         self.given = given
+        self.memo = memo                # the Authenticator that records the verdict
+
+    def work(self):
+        return compare_hash(self.configured, self.given)
+
+    def settle(self, ok):
+        if self.memo is not None:
+            self.memo.record_verdict(self, bool(ok))
 
 
 @dataclass(frozen=True)
@@ -250,7 +257,8 @@ class Authenticator:
             return None
         if self.jwt is not None:
             jwt = _str_field(connect, "jwt")
-            u = self.jwt.authenticate(jwt, nonce, sig, kind, verify_nonce_signature, host) if jwt else None
+            u = (self.jwt.authenticate(jwt, nonce, sig, kind, verify_nonce_signature, host, self._defer)
+                 if jwt else None)
             if u is None:
                 return None
             return AuthResult(u.public, u.account, u.permissions, u.public, u.expires, u)
@@ -335,11 +343,8 @@ class Authenticator:
         if verdict is not None:
             return verdict
         if self._defer:
-            raise SlowCheck(configured, given)
-        try:
-            ok = bcrypt.checkpw(given.encode(), configured.encode())
-        except ValueError:  # e.g. a $2x$ hash the bcrypt package does not support
-            ok = False
+            raise SlowCheck(configured, given, self)
+        ok = compare_hash(configured, given)
         if ok:
             self._remember(key)
         return ok

@@ -1,11 +1,13 @@
-"""Password hashes are checked off the event loop.
+"""Slow parts of authentication run off the event loop.
 
-A bcrypt comparison costs 0.1-0.3 s of CPU; done on the loop it would stall every connection.
-When authenticating a CONNECT needs one (``natsd.auth.SlowCheck``), the connection stops being
-read, the comparison runs on a small pool of its own threads (bcrypt releases the GIL), and the
-authentication is run again on the loop with the verdict. At most PER_SOURCE comparisons per
-client address run at a time; more from the same address wait their turn, so a login storm
-from one place cannot take every worker.
+A bcrypt comparison costs 0.1-0.3 s of CPU, an account JWT fetched from a URL resolver a
+network round trip; done on the loop either would stall every connection. When authenticating
+a CONNECT needs one (an ``OffLoop`` exception: ``natsd.auth.SlowCheck``,
+``natsd.resolver.PendingFetch``), the connection stops being read, the work runs on a small
+pool of threads (bcrypt and sockets release the GIL), its result is settled on the loop, and
+the authentication is run again. At most PER_SOURCE jobs per client address run at a time;
+more from the same address wait their turn, so a login storm from one place cannot take
+every worker.
 """
 import collections
 import logging
@@ -19,7 +21,18 @@ WORKERS = 2
 PER_SOURCE = 1
 
 
-def _compare(configured, given):
+class OffLoop(Exception):
+    """Authentication must wait for work() (run in a worker thread); settle(result) then runs
+    on the loop before the authentication is tried again."""
+
+    def work(self):
+        raise NotImplementedError
+
+    def settle(self, result):
+        raise NotImplementedError
+
+
+def compare_hash(configured, given):
     try:
         return bcrypt.checkpw(given.encode(), configured.encode())
     except ValueError:              # e.g. a $2x$ hash the bcrypt package does not support
@@ -27,16 +40,15 @@ def _compare(configured, given):
 
 
 class AuthWorkers:
-    def __init__(self, loop, authenticator_of):
+    def __init__(self, loop):
         self.loop = loop
-        self.authenticator_of = authenticator_of    # () -> the current Authenticator
         self.pool = None
         self.running = collections.Counter()        # source address -> comparisons running
         self.waiting = collections.defaultdict(collections.deque)
 
     def check(self, c, source, slow, then):
-        """Compare `slow` (a SlowCheck) off the loop; then() runs on the loop afterwards unless
-        the connection closed meanwhile. The connection is not read until then."""
+        """Run `slow` (an OffLoop) off the loop; then() runs on the loop afterwards unless the
+        connection closed meanwhile. The connection is not read until then."""
         c.stalled = True
         job = (c, source, slow, then)
         if self.running[source] >= PER_SOURCE:
@@ -49,7 +61,7 @@ class AuthWorkers:
         self.running[source] += 1
         if self.pool is None:
             self.pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="natsd-auth")
-        fut = self.pool.submit(_compare, slow.configured, slow.given)
+        fut = self.pool.submit(slow.work)
         fut.add_done_callback(lambda f: self.loop.call_soon_threadsafe(self._done, job, f))
 
     def _done(self, job, fut):
@@ -64,8 +76,7 @@ class AuthWorkers:
                 del self.waiting[source]
         if c.closed or c.closing:
             return
-        ok = fut.exception() is None and fut.result()
-        self.authenticator_of().record_verdict(slow, ok)
+        slow.settle(fut.result() if fut.exception() is None else None)
         try:
             then()
         except Exception:

@@ -88,9 +88,13 @@ def _print_refusals(refusals):
 
 
 def run_server(opts):
-    from natsd.server import MonitorError, Server
+    from natsd.server import InitError, MonitorError, Server
     try:
         server = Server(opts)
+    except InitError as e:
+        print("nats-server: %s" % e, file=sys.stderr)
+        return 1
+    try:
         install_signal_handlers(server)     # before "Server is ready": launchers signal at once
         server.start()
     except MonitorError as e:

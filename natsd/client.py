@@ -9,6 +9,7 @@ import logging
 import time
 
 from natsd import auth as auth_mod
+from natsd.authwork import OffLoop
 from natsd._core.router import deliver_to
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
@@ -152,7 +153,7 @@ class ClientProtocol(ProtocolHandler):
                 result, required = ws.authenticate(auth, info, st)
             else:
                 result = auth.authenticate(info, st.nonce, defer=True, cert=st.cert, host=st.host)
-        except auth_mod.SlowCheck as slow:
+        except OffLoop as slow:             # bcrypt, or an account JWT fetched from a URL
             self.server.auth_workers.check(c, st.host, slow, lambda: self._authenticate(c, info))
             return
         callout = self.server.callout

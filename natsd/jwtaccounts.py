@@ -24,7 +24,7 @@ from natsd.jwtexports import (JwtExport, JwtImport, UnservedExport, authorize, e
 from natsd.mappings import MappingTable
 from natsd.options import AccountOpts, MappingDest
 from natsd.permissions import Permissions
-from natsd.resolver import make_resolver
+from natsd.resolver import PendingFetch, make_resolver
 from natsd.transform import TransformError
 
 log = logging.getLogger("natsd")
@@ -129,6 +129,11 @@ class JwtAccounts:
             except Exception as e:          # nats-server keeps going past a bad preload
                 log.error("Preloaded account [%s] not valid: %s", key, e)
 
+    def resolver_unreachable(self) -> str | None:
+        """nats-server's start-up test of a URL resolver ("is anyone home"), or None."""
+        check = getattr(self.resolver, "check", None)
+        return check() if check is not None else None
+
     # -- looking up --
 
     def verify(self, token: str, key: str | None = None) -> claims.Claims:
@@ -163,13 +168,19 @@ class JwtAccounts:
         except TransformError as e:
             raise AccountJwtError("invalid subject mapping: %s" % e) from None
 
-    def lookup(self, key: str) -> claims.Claims | None:
+    def lookup(self, key: str, defer: bool = False) -> claims.Claims | None:
         """The live claims of account `key`, making the account from the resolver's JWT on
-        first use; None when there is no usable JWT (logged)."""
+        first use; None when there is no usable JWT (logged). A URL resolver's fetch raises
+        PendingFetch with `defer` (a login waits for it off the loop) and blocks without."""
         ac = self.claims.get(key)
         if ac is not None:
             return ac
-        token = self.resolver.fetch(key)
+        try:
+            token = self.resolver.fetch(key)
+        except PendingFetch as pending:
+            if defer:
+                raise
+            token = pending.work()
         if token is None:
             log.debug("Account JWT lookup error: account %s not found", key)
             return None

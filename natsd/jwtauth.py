@@ -114,9 +114,10 @@ class JwtAuthenticator:
     def __init__(self, accounts):
         self.accounts = accounts                        # natsd.jwtaccounts.JwtAccounts
 
-    def authenticate(self, token, nonce, sig, kind, verify_sig, host=""):
+    def authenticate(self, token, nonce, sig, kind, verify_sig, host="", defer=False):
         """JwtUser, or None (the client gets 'Authorization Violation'). verify_sig(public,
-        nonce, sig) checks the nonce signature; `host` is the client's address."""
+        nonce, sig) checks the nonce signature; `host` is the client's address. With `defer`,
+        an account JWT that must be fetched raises natsd.resolver.PendingFetch."""
         try:
             uc = claims.decode_kind(token, "user")
         except claims.JwtError as e:
@@ -127,7 +128,7 @@ class JwtAuthenticator:
             log.debug("User JWT not valid: %s", why)
             return None
         acc_key = uc.issuer_account or uc.issuer
-        ac = self.accounts.lookup(acc_key)
+        ac = self.accounts.lookup(acc_key, defer)
         if ac is None or ac.time_check():
             log.debug("Account JWT of %s not found or not valid", acc_key)
             return None

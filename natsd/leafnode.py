@@ -30,7 +30,7 @@ from natsd._core.conn import Connection
 from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
-from natsd.auth import SlowCheck
+from natsd.authwork import OffLoop
 from natsd.gofmt import go_json, go_quote, go_seconds
 from natsd.compression import (NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError,
                                codec as compression_codec, compresses)
@@ -860,7 +860,7 @@ class LeafProtocol(ProtocolHandler):
         st = c.state
         try:
             bound = self.ln.authenticate(info, st.nonce, defer=True)
-        except SlowCheck as slow:
+        except OffLoop as slow:
             self.server.auth_workers.check(c, st.host, slow,
                                            lambda: self._authenticate(c, info, cluster))
             return

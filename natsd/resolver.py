@@ -1,6 +1,8 @@
 """Operator mode's account resolvers: where account JWTs are kept and found.
 
 MemoryResolver is nats-server's MEMORY resolver: what resolver_preload gives, held in memory.
+UrlResolver fetches `<url><account key>` over HTTP(S), off the loop (PendingFetch), keeping
+what it fetched.
 DirResolver is its FULL and CACHE directory resolvers (DirJWTStore): one
 `<account key>.jwt` file per account in `dir`, found again at the next start. Both answer
 `fetch(key)`; the directory resolver also keeps a running hash of what it holds (the XOR of
@@ -15,9 +17,13 @@ import hashlib
 import logging
 import os
 import time
+import urllib.error
+import urllib.request
 from collections import OrderedDict
 
 from natsd import claims, nkey
+from natsd.authwork import OffLoop
+from natsd.gofmt import go_quote
 
 log = logging.getLogger("natsd")
 
@@ -37,6 +43,79 @@ class MemoryResolver:
 
     def fetch(self, key: str) -> str | None:
         return self.jwts.get(key)
+
+    def store(self, key: str, token: str) -> None:
+        self.jwts[key] = token
+
+
+class PendingFetch(OffLoop):
+    """An account JWT the URL resolver must fetch first (natsd.authwork runs it)."""
+
+    def __init__(self, resolver, key):
+        super().__init__("account JWT fetch needed")
+        self.resolver, self.key = resolver, key
+
+    def work(self):
+        return self.resolver.fetch_now(self.key)
+
+    def settle(self, token):
+        self.resolver.fetched(self.key, token)
+
+
+class UrlResolver:
+    """nats-server's URLAccResolver: GET <url><key>; a 200 answer's body is the JWT."""
+    tracks_updates = False
+    kind = "URL"
+
+    def __init__(self, url, timeout):
+        self.url = url if url.endswith("/") else url + "/"
+        self.timeout = timeout
+        self.jwts: dict[str, str] = {}
+        self._failed: set[str] = set()      # fetched and not found: the login retrying sees it
+
+    def fetch(self, key: str) -> str | None:
+        if key in self.jwts:
+            return self.jwts[key]
+        if key in self._failed:
+            self._failed.discard(key)
+            return None
+        raise PendingFetch(self, key)
+
+    def _get(self, key: str) -> str:
+        """GET <url><key>; ResolverError with nats-server's "could not fetch" text."""
+        url = self.url + key
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout) as resp:
+                return resp.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as e:
+            raise ResolverError("could not fetch <%s>: %d %s" % (go_quote(url), e.code, e.reason)) from None
+        except (OSError, ValueError) as e:
+            raise ResolverError("could not fetch <%s>: %s" % (go_quote(url), e)) from None
+
+    def check(self) -> str | None:
+        """nats-server's start-up test: the base URL must answer 200."""
+        try:
+            self._get("")
+        except ResolverError as e:
+            return str(e)
+        return None
+
+    def fetch_now(self, key: str) -> str | None:
+        """The JWT from the URL (blocking, at most `timeout`), None when there is none."""
+        t0 = time.monotonic()
+        try:
+            token = self._get(key)
+        except ResolverError as e:
+            log.warning("Account fetch failed: %s", e)
+            return None
+        log.debug("Account [%s] fetch took %.3fms", key, (time.monotonic() - t0) * 1000)
+        return token
+
+    def fetched(self, key: str, token: str | None) -> None:
+        if token:
+            self.jwts[key] = token
+        else:
+            self._failed.add(key)
 
     def store(self, key: str, token: str) -> None:
         self.jwts[key] = token
@@ -213,7 +292,9 @@ class DirResolver:
 
 
 def make_resolver(ropts, on_change=None, on_delete=None):
-    """The resolver the options ask for (URL resolvers are refused before this is reached)."""
+    """The resolver the options ask for."""
     if ropts.kind in ("FULL", "CACHE"):
         return DirResolver(ropts, on_change, on_delete)
+    if ropts.kind == "URL":
+        return UrlResolver(ropts.url, ropts.timeout)
     return MemoryResolver()

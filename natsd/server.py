@@ -54,12 +54,17 @@ class Server:
             from natsd.jwtaccounts import JwtAccounts
             self.jwt_accounts = JwtAccounts(opts, self.accounts, self.client_disconnect,
                                             lambda *link: install_import(self, *link))
+            why = self.jwt_accounts.resolver_unreachable()
+            if why:
+                raise InitError(why)
+            if self.accounts.system_name:   # nats-server looks its system account up at start
+                self.jwt_accounts.lookup(self.accounts.system_name)
         self.authenticator = Authenticator(opts, self.jwt_accounts)
         self.callout = None                 # natsd.authcallout.AuthCallout: config or operator mode
         if opts.auth_callout is not None or opts.operator_mode:
             from natsd.authcallout import AuthCallout
             self.callout = AuthCallout(self, opts.auth_callout)
-        self.auth_workers = AuthWorkers(self.loop, lambda: self.authenticator)
+        self.auth_workers = AuthWorkers(self.loop)
         self.client_proto = ClientProtocol(self)
         self.clients = {}                   # cid -> Connection
         self.closed_clients = []            # recent closed connection records (/connz)
@@ -557,6 +562,10 @@ def ws_port(opts):
 
 class MonitorError(Exception):
     """The monitoring port cannot start (nats-server: "Can't start monitoring: ...")."""
+
+
+class InitError(Exception):
+    """What nats-server's NewServer refuses (printed as `nats-server: <error>`, exit 1)."""
 
 
 def client_tls(opts):

@@ -53,12 +53,6 @@ def _listen_port(n: Node) -> int:
     return 0
 
 
-def _url_resolver(n: Node) -> bool:
-    """`resolver: URL(...)` (a string that does not say MEM; the loader refused the rest)."""
-    from .operator import _MEMORY
-    return n.kind == "string" and not _MEMORY.search(n.value)
-
-
 def _account_claims(n: Node) -> dict:
     """The `nats` claims of an account JWT in resolver_preload ({} when it does not decode:
     the loader reports that)."""
@@ -84,7 +78,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("gateway", "gateway", _always),
     ("MQTT", "mqtt", _always),
     ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),
-    ("the URL account resolver", "resolver|account_resolver|accounts_resolver", _url_resolver),
     ("account resolver", "resolver_tls|resolver_pinned_accounts", _always),
 ] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
     ("service latency tracking", "accounts.*.exports[].latency", _always),
@@ -233,7 +226,7 @@ def _jetstream_cluster(o) -> str | None:
 
 
 def _operators(o) -> str | None:
-    """nats-server's validateTrustedOperators (operator mode with a MEMORY resolver)."""
+    """nats-server's validateTrustedOperators."""
     if not o.operator_mode:
         return None
     if not o.resolver:
@@ -245,9 +238,16 @@ def _operators(o) -> str | None:
     return None
 
 
-# In nats-server's validateOptions order.
+def _read_only_preloads(o) -> str | None:
+    """nats-server's configureResolver (after validateOptions): a URL resolver takes no preloads."""
+    if o.resolver.kind == "URL" and o.resolver_preload:
+        return "resolver preloads only available for writeable resolver types MEM/DIR/CACHE_DIR"
+    return None
+
+
+# In nats-server's order: validateOptions, then configureResolver.
 START_CHECKS: list[Callable] = [_operators, _leaf_mixed_urls, _gateway, _mqtt, _websocket,
-                                _route_compression, _jetstream_cluster]
+                                _route_compression, _jetstream_cluster, _read_only_preloads]
 
 
 def start_error(opts) -> str | None:

@@ -247,9 +247,10 @@ def test_operator_config_loading(tmp_path):
     assert start_error(o) == "operators require an account resolver to be configured"
     o = load_string("operator: %s\nresolver: MEMORY\naccounts: {A: {}}\n" % op_jwt)
     assert start_error(o) == "operators do not allow Accounts to be configured directly"
-    o = load_string("operator: %s\nresolver: URL(http://localhost:9090/jwt/v1/accounts/)\n" % op_jwt)
-    assert [r for _, r in o.unsupported] == [
-        "<string>:2:1: the URL account resolver is not supported by natsd yet"]
+    o = load_string("operator: %s\nresolver: URL(http://localhost:9090/jwt/v1/accounts/)\n"
+                    "resolver_preload: {%s: %s}\n" % (op_jwt, acc.public, acc_jwt))
+    assert o.unsupported == [] and start_error(o) == (
+        "resolver preloads only available for writeable resolver types MEM/DIR/CACHE_DIR")
     exporting, exp_jwt = m.account(op, "EXP", exports=[{"subject": "x.>", "type": "service",
                                                          "service_latency": {"sampling": 50, "results": "lat"}}])
     o = load_string("operator: %s\nresolver: MEMORY\nresolver_preload: {%s: %s}\n"

@@ -299,4 +299,83 @@ def test_resolver_configs_load(tmp_path):
     assert o.unsupported == []
     assert load_string("operator: %s\nresolver: mem\n" % w.op_jwt).resolver.kind == "MEMORY"
     o = load_string("operator: %s\nresolver: URL(http://127.0.0.1:9/jwt/v1/accounts/)\n" % w.op_jwt)
-    assert o.resolver.kind == "URL" and o.unsupported
+    assert (o.resolver.kind, o.resolver.url, o.unsupported) == ("URL", "http://127.0.0.1:9/jwt/v1/accounts/", [])
+
+
+class _JwtServer:
+    """An account server over HTTP: GET <prefix><key> answers the JWT or 404; records paths."""
+
+    def __init__(self, jwts, base_ok=True):
+        import http.server
+        import threading
+        self.paths = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.paths.append(self.path)
+                key = self.path.rsplit("/", 1)[-1]
+                token = jwts.get(key)
+                self.send_response(200 if token or (base_ok and not key) else 404)
+                self.end_headers()
+                if token:
+                    self.wfile.write(token.encode())
+
+            def log_message(self, *args):
+                pass
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d/jwt/v1/accounts/" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+async def url_scenario(url, w):
+    out = {"user": await _connect_close(url, w.u_creds),
+           "unknown account": await _connect_close(url, w.f_creds),
+           "again": await _connect_close(url, w.u_creds)}
+    return out
+
+
+def test_url_resolver_matches_nats_server(natsd, reference, tmp_path):
+    w = World(tmp_path)
+    accounts = _JwtServer({w.sys.public: w.sys_jwt, w.acc.public: w.acc_jwt})
+    try:
+        conf = tmp_path / "url.conf"
+        conf.write_text('operator: %s\nsystem_account: %s\nresolver: URL("%s")\n'
+                        % (w.op_jwt, w.sys.public, accounts.url))
+        seen = []
+        for start in (reference, natsd):
+            accounts.paths.clear()
+            out = asyncio.run(url_scenario(start("-c", str(conf)).url, w))
+            out["fetched"] = sorted(set(accounts.paths))
+            seen.append(out)
+    finally:
+        accounts.close()
+    theirs, ours = seen
+    assert ours == theirs
+    assert theirs["user"] == "connected" and theirs["unknown account"] != "connected"
+    assert "/jwt/v1/accounts/" + w.acc.public in theirs["fetched"]
+
+
+def test_unreachable_url_resolver_stops_the_server_as_nats_server(tmp_path):
+    """nats-server asks the base URL at start; anything but 200 stops it with its text."""
+    import subprocess
+    import sys
+    w = World(tmp_path)
+    accounts = _JwtServer({}, base_ok=False)
+    try:
+        conf = tmp_path / "url.conf"
+        conf.write_text('operator: %s\nresolver: URL("%s")\n' % (w.op_jwt, accounts.url))
+        outs = []
+        for cmd in ([sys.executable, "-m", "natsd"], nats_server_cmd()):
+            if cmd is None:
+                continue
+            r = subprocess.run(cmd + ["-c", str(conf), "-p", "-1"], capture_output=True, text=True, timeout=30)
+            outs.append((r.returncode, r.stderr.strip()))
+    finally:
+        accounts.close()
+    assert outs[0] == (1, 'nats-server: could not fetch <"%s">: 404 Not Found' % accounts.url)
+    assert all(o == outs[0] for o in outs)
