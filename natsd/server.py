@@ -406,6 +406,14 @@ class Server:
         if self.system is not None:
             self.system.client_event(c, True)
 
+    def account_named(self, name):
+        """The account called `name`, or None; operator mode looks unknown ones up (a route
+        or leaf telling of interest in an account this server has not used yet)."""
+        acc = self.accounts.accounts.get(name)
+        if acc is None and self.jwt_accounts is not None and self.jwt_accounts.lookup(name) is not None:
+            acc = self.accounts.accounts.get(name)
+        return acc
+
     def client_disconnect(self, c, text, reason):
         """-ERR '<text>' to a client (unless text is None), then close it (`reason` for /connz)."""
         if text is None:

@@ -266,7 +266,7 @@ class RouteProtocol(ProtocolHandler):
                 return self._interest_error(c, leaf, plus, args)
             queue, weight = (rest[1] if len(rest) == 2 else None), 0
         subject = rest[0]
-        acc = self.server.accounts.get(account)
+        acc = self.server.account_named(account)
         if acc is None:
             if plus:
                 log.error("%sUnknown account %s for remote subject %s", self._prefix(c),
@@ -325,7 +325,7 @@ class RouteProtocol(ProtocolHandler):
 
     def unknown_account(self, c, account, subject):
         """An RMSG for an account we do not have here (yet): created ones join the routes."""
-        acc = self.server.accounts.get(account.decode("utf-8", "replace"))
+        acc = self.server.account_named(account.decode("utf-8", "replace"))
         if acc is None:
             log.debug("%sUnknown account %s for routed message on subject: %s", self._prefix(c),
                       go_quote(account), go_quote(subject))

@@ -158,6 +158,7 @@ class Routes:
         s = self.server
         for acc in s.accounts:
             self.add_account(acc)
+        s.accounts.on_add.append(self.add_account)      # operator mode makes accounts later
         log.info("Cluster name is %s", self.name)
         if self.dynamic:
             log.warning("Cluster name was dynamically generated, consider setting one")

@@ -1,0 +1,70 @@
+"""Operator mode on a cluster, natsd against nats-server (two members each, FULL resolvers with
+their own directories): an account JWT pushed to one member reaches the other (the
+CLAIMS.UPDATE subscription crosses the routes), users of that account on both members talk to
+each other, and an account the second member learns of only through route interest is looked
+up there."""
+import asyncio
+
+import nats
+import pytest
+
+from tests.cluster.clusterhelp import start_member, wait_mesh
+from tests.conftest import nats_server_cmd, until
+from tests.jwtmint import Mint, creds
+
+LIMITS = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,
+          "conn": -1, "leaf": -1}
+
+
+def _world(tmp_path):
+    m = Mint(seed=83)
+    op, _ = m.operator("OP")
+    sys_acc, acc = m.key("account"), m.key("account")
+    jwt = lambda key, name: m.token(op, key.public, "account", {
+        "limits": dict(LIMITS), "default_permissions": {"pub": {}, "sub": {}}}, name=name)
+    op_jwt = m.token(op, op.public, "operator", {"system_account": sys_acc.public}, name="OP")
+    paths = {}
+    for name, key in (("sys", sys_acc), ("a", acc), ("b", acc)):
+        u, tok = m.user(key, name)
+        paths[name] = tmp_path / (name + ".creds")
+        paths[name].write_text(creds(tok, u))
+    return op_jwt, sys_acc, jwt(sys_acc, "SYS"), acc, jwt(acc, "ACC"), {k: str(v) for k, v in paths.items()}
+
+
+async def scenario(s1, s2, sys_acc, acc, acc_jwt, paths):
+    sc = await nats.connect(s1.url, user_credentials=paths["sys"])
+    reply = await sc.request("$SYS.REQ.CLAIMS.UPDATE", acc_jwt.encode(), timeout=3)
+    out = {"pushed": b'"jwt updated"' in reply.data}
+    # the second member got it too: its user logs in and hears the first member's user
+    b = await nats.connect(s2.url, user_credentials=paths["b"])
+    sub = await b.subscribe("greet")
+    await b.flush()
+    a = await nats.connect(s1.url, user_credentials=paths["a"])
+    await until(lambda: "greet" in s1.route_subjects(), 10)
+    await a.publish("greet", b"hello")
+    out["heard across"] = (await sub.next_msg(timeout=3)).data
+    for nc in (a, b, sc):
+        await nc.close()
+    return out
+
+
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_operator_cluster_shares_account_jwts(tmp_path, kind):
+    if kind == "nats-server" and nats_server_cmd() is None:
+        pytest.skip("nats-server is not installed")
+    op_jwt, sys_acc, sys_jwt, acc, acc_jwt, paths = _world(tmp_path)
+    members = []
+    try:
+        for name in ("s1", "s2"):
+            extra = ("operator: %s\nsystem_account: %s\nresolver { type: full, dir: '%s' }\n"
+                     "resolver_preload: { %s: %s }\n" % (op_jwt, sys_acc.public, tmp_path / (name + "-jwt"),
+                                                       sys_acc.public, sys_jwt))
+            routes = [members[0].route_url] if members else []
+            members.append(start_member(kind, tmp_path / kind, name, routes, extra=extra))
+        wait_mesh(members)
+        out = asyncio.run(scenario(members[0], members[1], sys_acc, acc, acc_jwt, paths))
+    finally:
+        for mem in members:
+            mem.proc.kill()
+    assert out == {"pushed": True, "heard across": b"hello"}
+    assert (tmp_path / "s2-jwt" / (acc.public + ".jwt")).exists()
