@@ -8,15 +8,19 @@ every update (applied to the account when it is live) and also serve
 (the JWT, or an empty message), `$SYS.REQ.CLAIMS.LIST` (the keys held), `$SYS.REQ.CLAIMS.PACK`
 (`<key>|<jwt>` messages and an empty one to end, or only the empty one when the requester's
 hash is ours) and `$SYS.REQ.CLAIMS.DELETE` (a generic JWT self-signed by the operator listing
-`accounts`). Answers use nats-server's respondToUpdate envelope: `data` with code 200 and a
+`accounts`); an account their directory lacks is asked of the cluster's other servers with
+CLAIMS.LOOKUP. Answers use nats-server's respondToUpdate envelope: `data` with code 200 and a
 message, or `error` with code 500 and "<message> - <reason>".
 """
 from __future__ import annotations
 
 import logging
+import threading
 
 from natsd import claims, nkey
+from natsd._core.sublist import Subscription
 from natsd.gofmt import go_json
+from natsd.ids import random_token
 from natsd.jwtaccounts import AccountJwtError
 from natsd.resolver import ResolverError
 
@@ -44,7 +48,40 @@ class ClaimServices:
         sub("$SYS.REQ.CLAIMS.PACK", self._pack, queue="responder")
         sub("$SYS.REQ.CLAIMS.LIST", self._list)
         sub("$SYS.REQ.CLAIMS.DELETE", self._delete)
+        self.resolver.ask_others = self.ask_others
         log.info("Managing all jwt in exclusive directory %s", self.resolver.dir)
+
+    # -- asking the other servers --
+
+    def ask_others(self, key, timeout):
+        """Blocking, in a worker thread (never on the loop): the first JWT the cluster's servers
+        answer `$SYS.REQ.ACCOUNT.<key>.CLAIMS.LOOKUP` with, or None once every server (this
+        one included) answered empty or `timeout` passed, as nats-server's fetch."""
+        server = self.system.server
+        routes = getattr(server.cluster, "routes", None) or {}
+        if not routes:
+            return None
+        left = [len(routes) + 1]            # the others and our own responder
+        found, done = [None], threading.Event()
+        inbox = ("$SYS._INBOX.%s.%s" % (server.id[:8], random_token(12))).encode()
+
+        def on_reply(sub, subject, reply, hdr, payload, origin):
+            left[0] -= 1
+            if payload:
+                found[0] = bytes(payload).decode("utf-8", "replace")
+                done.set()
+            elif left[0] <= 0:
+                done.set()
+        reply_sub = Subscription(None, inbox, b"", None, on_reply)
+
+        def send():
+            self.system.account.sublist.insert(reply_sub)
+            self.system.publish("$SYS.REQ.ACCOUNT.%s.CLAIMS.LOOKUP" % key, b"", reply=inbox)
+        server.loop.call_soon_threadsafe(send)
+        if not done.wait(timeout):
+            log.warning("Account fetch failed: fetching jwt timed out")
+        server.loop.call_soon_threadsafe(self.system.account.sublist.remove, reply_sub)
+        return found[0]
 
     # -- answers --
 
@@ -141,7 +178,7 @@ class ClaimServices:
         tokens = subject.decode("utf-8", "replace").split(".")
         if not reply or len(tokens) != 6:
             return
-        token = self.resolver.fetch(tokens[3])
+        token = self.resolver.held(tokens[3])
         if token is None:
             log.debug("DirResolver - Could not find account %r", tokens[3])
         self.system.publish(reply, (token or "").encode())

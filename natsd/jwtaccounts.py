@@ -170,8 +170,9 @@ class JwtAccounts:
 
     def lookup(self, key: str, defer: bool = False) -> claims.Claims | None:
         """The live claims of account `key`, making the account from the resolver's JWT on
-        first use; None when there is no usable JWT (logged). A URL resolver's fetch raises
-        PendingFetch with `defer` (a login waits for it off the loop) and blocks without."""
+        first use; None when there is no usable JWT (logged). A fetch (URL resolver, or the
+        cluster for a directory resolver) raises PendingFetch with `defer` (a login waits for
+        it off the loop); without, a URL is fetched blocking and the cluster is not asked."""
         ac = self.claims.get(key)
         if ac is not None:
             return ac
@@ -180,7 +181,9 @@ class JwtAccounts:
         except PendingFetch as pending:
             if defer:
                 raise
-            token = pending.work()
+            # on the loop: a URL may be fetched here (blocking); other servers' answers could
+            # not arrive while we wait, so the cluster is not asked
+            token = pending.work() if pending.resolver.kind == "URL" else None
         if token is None:
             log.debug("Account JWT lookup error: account %s not found", key)
             return None
@@ -326,7 +329,7 @@ class JwtAccounts:
         """The directory resolver holds a new JWT for `key`."""
         if key not in self.claims:
             return
-        token = self.resolver.fetch(key)
+        token = self.resolver.held(key)
         try:
             self.update(key, token)
         except AccountJwtError as e:

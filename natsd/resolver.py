@@ -4,7 +4,8 @@ MemoryResolver is nats-server's MEMORY resolver: what resolver_preload gives, he
 UrlResolver fetches `<url><account key>` over HTTP(S), off the loop (PendingFetch), keeping
 what it fetched.
 DirResolver is its FULL and CACHE directory resolvers (DirJWTStore): one
-`<account key>.jwt` file per account in `dir`, found again at the next start. Both answer
+`<account key>.jwt` file per account in `dir`, found again at the next start; an account the
+directory lacks is asked of the cluster's other servers (CLAIMS.LOOKUP) while the login waits. Both answer
 `fetch(key)`; the directory resolver also keeps a running hash of what it holds (the XOR of
 each JWT's SHA-256, for CLAIMS.PACK), a `limit` (FULL refuses past it with "jwt store is
 full", CACHE evicts the least recently used JWT), CACHE's `ttl`, and FULL's deletes (renamed to
@@ -134,6 +135,9 @@ class DirResolver:
         self.interval = ropts.interval or 60.0
         self.on_change = on_change or (lambda key: None)
         self.on_delete = on_delete or (lambda key: None)
+        self.timeout = ropts.timeout
+        self.ask_others = None          # (key, timeout) -> JWT or None: natsd.claimservice
+        self._failed: set[str] = set()  # asked and not found: the login retrying sees it
         self.index: OrderedDict[str, tuple[bytes, float]] = OrderedDict()   # key -> (sha256, written)
         self._hash = bytearray(32)
         os.makedirs(self.dir, exist_ok=True)
@@ -181,15 +185,41 @@ class DirResolver:
     # -- reading --
 
     def fetch(self, key: str) -> str | None:
+        """The JWT held for `key`; one the directory lacks is asked of the other servers
+        (PendingFetch) when `ask_others` is set, as nats-server's DirAccResolver.Fetch."""
+        token = self.held(key)
+        if token is not None or not nkey.is_valid_public(key, nkey.ACCOUNT):
+            return token
+        if key in self._failed:
+            self._failed.discard(key)
+            return None
+        if self.ask_others is not None:
+            raise PendingFetch(self, key)
+        return None
+
+    def held(self, key: str) -> str | None:
+        """The JWT this directory holds for `key` (never asking anyone)."""
         if not nkey.is_valid_public(key, nkey.ACCOUNT):
             return None
         if self._expired(key):
             self._remove(key)
-            return None
-        token = self._read(key)
-        if token is not None and key in self.index:
+        token = self._read(key) if key in self.index else None
+        if token is not None:
             self.index.move_to_end(key)             # most recently used
         return token
+
+    def fetch_now(self, key: str) -> str | None:
+        """Blocking, in a worker thread: the first JWT another server has for `key`."""
+        return self.ask_others(key, self.timeout) if self.ask_others is not None else None
+
+    def fetched(self, key: str, token: str | None) -> None:
+        if token:
+            try:
+                self.store(key, token)
+                return
+            except ResolverError as e:
+                log.error("DirResolver - Could not store the fetched JWT of %s: %s", key, e)
+        self._failed.add(key)
 
     def keys(self) -> list[str]:
         return [k for k in sorted(self.index) if not self._expired(k)]

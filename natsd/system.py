@@ -84,11 +84,13 @@ class SystemServices:
         """A service of the system account: handler(sub, subject, reply, hdr, payload, origin)."""
         self._sub(self.account.sublist, subject, handler, queue=queue)
 
-    def publish(self, subject, payload):
-        """A message from the server into the system account (`subject` bytes or str)."""
+    def publish(self, subject, payload, reply=None):
+        """A message from the server into the system account (`subject`, `reply` bytes or str)."""
         if isinstance(subject, str):
             subject = subject.encode()
-        publish(self.account.sublist, subject, None, None, payload)
+        if isinstance(reply, str):
+            reply = reply.encode()
+        publish(self.account.sublist, subject, reply, None, payload)
 
     def _sub(self, sublist, subject, handler, account=None, queue=None):
         def counted(*args):

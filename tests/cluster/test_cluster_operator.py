@@ -68,3 +68,41 @@ def test_operator_cluster_shares_account_jwts(tmp_path, kind):
             mem.proc.kill()
     assert out == {"pushed": True, "heard across": b"hello"}
     assert (tmp_path / "s2-jwt" / (acc.public + ".jwt")).exists()
+
+
+async def late_member(s1, s2, acc_jwt, paths):
+    sc = await nats.connect(s1.url, user_credentials=paths["sys"])
+    out = {"pushed": b'"jwt updated"' in (await sc.request("$SYS.REQ.CLAIMS.UPDATE", acc_jwt.encode(),
+                                                             timeout=3)).data}
+    await sc.close()
+    return out
+
+
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_member_without_the_jwt_asks_the_cluster(tmp_path, kind):
+    """A member that was not there when the JWT was pushed finds it with CLAIMS.LOOKUP."""
+    if kind == "nats-server" and nats_server_cmd() is None:
+        pytest.skip("nats-server is not installed")
+    op_jwt, sys_acc, sys_jwt, acc, acc_jwt, paths = _world(tmp_path)
+    members = []
+
+    def extra(name):
+        return ("operator: %s\nsystem_account: %s\nresolver { type: full, dir: '%s' }\n"
+                "resolver_preload: { %s: %s }\n" % (op_jwt, sys_acc.public, tmp_path / (name + "-jwt"),
+                                                  sys_acc.public, sys_jwt))
+    try:
+        members.append(start_member(kind, tmp_path / kind, "s1", extra=extra("s1")))
+        pushed = asyncio.run(late_member(members[0], None, acc_jwt, paths))
+        members.append(start_member(kind, tmp_path / kind, "s2", [members[0].route_url], extra=extra("s2")))
+        wait_mesh(members)
+
+        async def login():
+            nc = await nats.connect(members[1].url, user_credentials=paths["b"], allow_reconnect=False)
+            await nc.close()
+            return "connected"
+        out = dict(pushed, login=asyncio.run(login()))
+    finally:
+        for mem in members:
+            mem.proc.kill()
+    assert out == {"pushed": True, "login": "connected"}
+    assert (tmp_path / "s2-jwt" / (acc.public + ".jwt")).exists()      # kept once fetched
