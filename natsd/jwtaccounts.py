@@ -1,13 +1,17 @@
 """Operator mode's accounts: account JWTs verified and turned into live accounts.
 
-An account is made the first time something looks it up (a user logging in), from the JWT the
-resolver (natsd.resolver) holds: the JWT must decode as account claims, name the key it is
-filed under, and be issued by a trusted operator key, as nats-server's verifyAccountClaims
-checks. A newer JWT for a live account (a CLAIMS.UPDATE, or a directory resolver's store
-changing) is applied at once, as nats-server's updateAccountClaimsWithRefresh: the new
-connection, subscription and payload limits reach the connected clients (the newest
-connections past the limit are closed), users the JWT revokes are disconnected. A deleted
-account locks out new clients and disconnects its own.
+An account is made the first time something looks it up (a user logging in, a route telling
+of interest), from the JWT the resolver (natsd.resolver) holds: the JWT must decode as account
+claims, name the key it is filed under, be issued by a trusted operator key and pass
+nats-io/jwt's validation, as nats-server's verifyAccountClaims checks. The account then gets
+the JWT's limits, default permissions, signing keys, mappings, exports and imports (linked
+through natsd.jwtexports and natsd.imports) and JetStream settings (AccountRegistry.on_update
+tells the JetStream engine). A newer JWT for a live account (a CLAIMS.UPDATE, or a directory
+resolver's store changing) is applied at once, as nats-server's updateAccountClaimsWithRefresh:
+the new limits reach the connected clients (the newest connections past the limit are closed),
+users the JWT revokes, or whose signing key it drops, are disconnected, and the account's
+imports and its importers' are linked again. A deleted account locks out new clients and
+disconnects its own.
 
 What natsd does not serve in account JWTs (UNSERVED) makes the account unusable, with a log
 line naming it: its users are refused, never admitted with a restriction dropped.
@@ -19,8 +23,8 @@ import time
 
 from natsd import claims
 from natsd.claims import jwt_permissions, signing_keys
-from natsd.jwtexports import (JwtExport, JwtImport, UnservedExport, authorize, exports_of, imports_of,
-                              validation_error)
+from natsd.jwtexports import (JwtExport, JwtImport, activation_expiry, authorize, exports_of,
+                              imports_of, validation_error)
 from natsd.mappings import MappingTable
 from natsd.options import AccountOpts, MappingDest
 from natsd.permissions import Permissions
@@ -106,9 +110,10 @@ class JwtAccounts:
     """Verified account claims by account key, and the live accounts made from them.
 
     `registry` is the server's AccountRegistry; `disconnect(c, err_text, reason)` sends a
-    client nats-server's -ERR and closes it; `link` installs one import (natsd.imports)."""
+    client nats-server's -ERR and closes it; `link` installs one import (natsd.imports);
+    `call_later` is the loop's timer."""
 
-    def __init__(self, opts, registry, disconnect, link):
+    def __init__(self, opts, registry, disconnect, link, call_later):
         self.trusted = set(opts.trusted_keys)
         self.server_max_payload = opts.max_payload
         self.cluster = opts.cluster.name or ""
@@ -118,6 +123,8 @@ class JwtAccounts:
         self.exports: dict[str, list[JwtExport]] = {}
         self.imports: dict[str, list[JwtImport]] = {}
         self.links: dict[str, list] = {}               # account key -> its installed imports
+        self.call_later = call_later                    # (delay, fn, *args) -> timer (the loop's)
+        self.timers: dict[str, list] = {}              # account key -> activation expiry timers
         self._linking: set[str] = set()
         self.claims: dict[str, claims.Claims] = {}      # account key -> claims of a live account
         self.keys: dict[str, dict] = {}                 # account key -> its signing keys
@@ -242,7 +249,9 @@ class JwtAccounts:
         try:
             for sublist, sub in self.links.pop(key, []):
                 sublist.remove(sub)
-            installed = []
+            for timer in self.timers.pop(key, []):
+                timer.cancel()
+            installed, timers = [], []
             acc = self.registry.get(key)
             for imp in self.imports.get(key, []) if key in self.claims else []:
                 exporter = imp.opts.account
@@ -251,17 +260,18 @@ class JwtAccounts:
                     log.error("Can't locate account [%s] for import of [%s] %s", exporter,
                               imp.opts.subject, imp.opts.kind)
                     continue
-                try:
-                    exp, why = authorize(key, imp, ec, self.keys[exporter], self.exports[exporter],
-                                         int(time.time()))
-                except UnservedExport as e:
-                    exp, why = None, "natsd does not serve %s yet" % e
+                exp, why = authorize(key, imp, ec, self.keys[exporter], self.exports[exporter],
+                                     int(time.time()))
                 if exp is None:
                     log.error("Account %s: %s import of [%s] from %s not added: %s", key, imp.opts.kind,
                               imp.opts.subject, exporter, why)
                     continue
                 installed.append(self.link(acc, self.registry.get(exporter), exp.opts, imp.opts))
+                expiry = activation_expiry(imp) if exp.token_req else 0
+                if expiry:                  # then the import goes (nats-server: activationExpired)
+                    timers.append(self.call_later(max(0.0, expiry + 1 - time.time()), self._link, key))
             self.links[key] = installed
+            self.timers[key] = timers
         finally:
             self._linking.discard(key)
 

@@ -8,7 +8,8 @@ updateAccountClaims maps them: a stream import's `to` is a prefix, a service imp
 `subject` is local unless `local_subject` is given. `authorize` is nats-server's
 checkStreamImportAuthorized/checkServiceImportAuthorized: the export must cover the subject,
 and a `token_req` export wants an activation token issued by the exporter (or one of its
-signing keys) to this importer for a subject covering it, unexpired and not revoked.
+signing keys) to this importer for a subject covering it, unexpired and not revoked (an
+import whose token expires is dropped then: natsd.jwtaccounts links the account again).
 `validation_error` is what nats-io/jwt's Validate finds wrong in them: an account JWT with
 such an export or import (a token for another account, an overlapping service import, ...)
 is not a valid account at all.
@@ -37,10 +38,6 @@ class JwtExport:
 class JwtImport:
     opts: ImportOpts
     token: str
-
-
-class UnservedExport(ValueError):
-    """An export or import natsd cannot honour; str() names what."""
 
 
 def exports_of(ac: claims.Claims) -> list[JwtExport]:
@@ -99,6 +96,14 @@ def authorize(importer: str, imp: JwtImport, exporter: claims.Claims, exporter_k
     return None, "no %s export of %s in account %s" % (imp.opts.kind, subject, exporter.subject)
 
 
+def activation_expiry(imp: JwtImport) -> int:
+    """When an import's activation token expires (unix seconds), 0 for never."""
+    try:
+        return claims.decode_kind(imp.token, "activation").expires if imp.token else 0
+    except claims.JwtError:
+        return 0
+
+
 def _activation_refusal(importer, imp, exporter, exporter_keys, exp, now):
     if not imp.token:
         return "the export requires an activation token"
@@ -115,8 +120,6 @@ def _activation_refusal(importer, imp, exporter, exporter_keys, exp, now):
         return "activation token does not cover the subject"
     if act.time_check(now):
         return "activation token %s" % act.time_check(now).replace("claim ", "")
-    if act.expires:
-        raise UnservedExport("activation tokens that expire")
     for key in (importer, "*"):
         t = exp.revocations.get(key)
         if isinstance(t, (int, float)) and not isinstance(t, bool) and t >= act.issued_at:

@@ -53,7 +53,8 @@ class Server:
         if opts.operator_mode:
             from natsd.jwtaccounts import JwtAccounts
             self.jwt_accounts = JwtAccounts(opts, self.accounts, self.client_disconnect,
-                                            lambda *link: install_import(self, *link))
+                                            lambda *link: install_import(self, *link),
+                                            self.loop.call_later)
             why = self.jwt_accounts.resolver_unreachable()
             if why:
                 raise InitError(why)

@@ -145,3 +145,47 @@ def test_jwt_exports_imports_and_mappings_match_nats_server(natsd, reference, tm
     assert theirs["request ask.q"] == "answer to help.q" and theirs["request psvc"] != "answer to psvc"
     assert ("private.f", "private.f") in theirs["streams after update"]
     assert not any(subject.startswith("imported.") for subject, _ in theirs["streams after update"])
+
+
+async def expiring_scenario(url, w, expires):
+    exp = await nats.connect(url, user_credentials=w.creds["exp"])
+    imp = await nats.connect(url, user_credentials=w.creds["late"])
+    sub = await imp.subscribe("private.>")
+    await imp.flush()
+    await exp.publish("private.before", b"1")
+    await exp.flush()
+    out = {"before": await _got(sub)}
+    await asyncio.sleep(max(0.0, expires + 1.6 - time.time()))
+    await exp.publish("private.after", b"2")
+    await exp.flush()
+    out["after"] = await _got(sub)
+    await exp.close()
+    await imp.close()
+    return out
+
+
+def test_expiring_activation_token_matches_nats_server(natsd, reference, tmp_path):
+    w = World(tmp_path)
+    late = w.m.key("account")
+    expires = int(time.time()) + 3
+    token = w.m.token(w.exp, late.public, "activation", {"subject": "private.>", "kind": "stream"}, exp=expires)
+    late_jwt = w.account(late, "LATE", imports=[{"name": "private", "subject": "private.>",
+                                                 "account": w.exp.public, "type": "stream", "token": token}])
+    w.creds["late"] = w.user(late, "late")
+    conf = w.conf()
+    text = open(conf).read().replace("}\n", "  %s: %s\n}\n" % (late.public, late_jwt))
+    open(conf, "w").write(text)
+    seen = []
+    for start in (reference, natsd):
+        srv = start("-c", conf)
+        seen.append(asyncio.run(expiring_scenario(srv.url, w, expires)))
+        expires = int(time.time()) + 3          # the second server gets a fresh token
+        token = w.m.token(w.exp, late.public, "activation", {"subject": "private.>", "kind": "stream"},
+                          exp=expires)
+        late_jwt = w.account(late, "LATE", imports=[{"name": "private", "subject": "private.>",
+                                                     "account": w.exp.public, "type": "stream",
+                                                     "token": token}])
+        open(conf, "w").write(text.split("  " + late.public)[0] + "  %s: %s\n}\n" % (late.public, late_jwt))
+    theirs, ours = seen
+    assert ours == theirs
+    assert theirs == {"before": [("private.before", "1")], "after": []}

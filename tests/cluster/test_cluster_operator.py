@@ -31,10 +31,17 @@ def _world(tmp_path):
     return op_jwt, sys_acc, jwt(sys_acc, "SYS"), acc, jwt(acc, "ACC"), {k: str(v) for k, v in paths.items()}
 
 
+def _member(kind, tmp_path, name, world, routes=()):
+    """A member in operator mode with a FULL resolver in its own directory."""
+    op_jwt, sys_acc, sys_jwt = world[:3]
+    extra = ("operator: %s\nsystem_account: %s\nresolver { type: full, dir: '%s' }\n"
+             "resolver_preload: { %s: %s }\n" % (op_jwt, sys_acc.public, tmp_path / (name + "-jwt"),
+                                               sys_acc.public, sys_jwt))
+    return start_member(kind, tmp_path / kind, name, list(routes), extra=extra)
+
+
 async def scenario(s1, s2, sys_acc, acc, acc_jwt, paths):
-    sc = await nats.connect(s1.url, user_credentials=paths["sys"])
-    reply = await sc.request("$SYS.REQ.CLAIMS.UPDATE", acc_jwt.encode(), timeout=3)
-    out = {"pushed": b'"jwt updated"' in reply.data}
+    out = {"pushed": await push(s1, acc_jwt, paths)}
     # the second member got it too: its user logs in and hears the first member's user
     b = await nats.connect(s2.url, user_credentials=paths["b"])
     sub = await b.subscribe("greet")
@@ -43,7 +50,7 @@ async def scenario(s1, s2, sys_acc, acc, acc_jwt, paths):
     await until(lambda: "greet" in s1.route_subjects(), 10)
     await a.publish("greet", b"hello")
     out["heard across"] = (await sub.next_msg(timeout=3)).data
-    for nc in (a, b, sc):
+    for nc in (a, b):
         await nc.close()
     return out
 
@@ -52,15 +59,12 @@ async def scenario(s1, s2, sys_acc, acc, acc_jwt, paths):
 def test_operator_cluster_shares_account_jwts(tmp_path, kind):
     if kind == "nats-server" and nats_server_cmd() is None:
         pytest.skip("nats-server is not installed")
-    op_jwt, sys_acc, sys_jwt, acc, acc_jwt, paths = _world(tmp_path)
+    world = _world(tmp_path)
+    op_jwt, sys_acc, sys_jwt, acc, acc_jwt, paths = world
     members = []
     try:
         for name in ("s1", "s2"):
-            extra = ("operator: %s\nsystem_account: %s\nresolver { type: full, dir: '%s' }\n"
-                     "resolver_preload: { %s: %s }\n" % (op_jwt, sys_acc.public, tmp_path / (name + "-jwt"),
-                                                       sys_acc.public, sys_jwt))
-            routes = [members[0].route_url] if members else []
-            members.append(start_member(kind, tmp_path / kind, name, routes, extra=extra))
+            members.append(_member(kind, tmp_path, name, world, [m.route_url for m in members]))
         wait_mesh(members)
         out = asyncio.run(scenario(members[0], members[1], sys_acc, acc, acc_jwt, paths))
     finally:
@@ -70,12 +74,12 @@ def test_operator_cluster_shares_account_jwts(tmp_path, kind):
     assert (tmp_path / "s2-jwt" / (acc.public + ".jwt")).exists()
 
 
-async def late_member(s1, s2, acc_jwt, paths):
-    sc = await nats.connect(s1.url, user_credentials=paths["sys"])
-    out = {"pushed": b'"jwt updated"' in (await sc.request("$SYS.REQ.CLAIMS.UPDATE", acc_jwt.encode(),
-                                                             timeout=3)).data}
+async def push(member, acc_jwt, paths):
+    """CLAIMS.UPDATE through `member`, as the system account's user: did it say updated?"""
+    sc = await nats.connect(member.url, user_credentials=paths["sys"])
+    reply = await sc.request("$SYS.REQ.CLAIMS.UPDATE", acc_jwt.encode(), timeout=3)
     await sc.close()
-    return out
+    return b'"jwt updated"' in reply.data
 
 
 @pytest.mark.parametrize("kind", ["natsd", "nats-server"])
@@ -83,17 +87,13 @@ def test_member_without_the_jwt_asks_the_cluster(tmp_path, kind):
     """A member that was not there when the JWT was pushed finds it with CLAIMS.LOOKUP."""
     if kind == "nats-server" and nats_server_cmd() is None:
         pytest.skip("nats-server is not installed")
-    op_jwt, sys_acc, sys_jwt, acc, acc_jwt, paths = _world(tmp_path)
+    world = _world(tmp_path)
+    acc, acc_jwt, paths = world[3:]
     members = []
-
-    def extra(name):
-        return ("operator: %s\nsystem_account: %s\nresolver { type: full, dir: '%s' }\n"
-                "resolver_preload: { %s: %s }\n" % (op_jwt, sys_acc.public, tmp_path / (name + "-jwt"),
-                                                  sys_acc.public, sys_jwt))
     try:
-        members.append(start_member(kind, tmp_path / kind, "s1", extra=extra("s1")))
-        pushed = asyncio.run(late_member(members[0], None, acc_jwt, paths))
-        members.append(start_member(kind, tmp_path / kind, "s2", [members[0].route_url], extra=extra("s2")))
+        members.append(_member(kind, tmp_path, "s1", world))
+        pushed = {"pushed": asyncio.run(push(members[0], acc_jwt, paths))}
+        members.append(_member(kind, tmp_path, "s2", world, [members[0].route_url]))
         wait_mesh(members)
 
         async def login():
