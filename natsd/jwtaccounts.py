@@ -302,7 +302,7 @@ class JwtAccounts:
         revocations = ac.nats.get("revocations") or {}
         count = 0
         for c in sorted(acc.clients, key=lambda c: c.cid):
-            if c.closing or c.closed or not hasattr(c.state, "jwt_user"):
+            if c.closing or c.closed or not _is_client(c):
                 continue                # clients only, as nats-server (not leafs)
             if 0 <= acc.max_connections <= count:
                 log.error("%s", ERR_ACCOUNT_CONNS)
@@ -355,8 +355,13 @@ class JwtAccounts:
             return
         acc.max_connections = acc.max_subscriptions = acc.max_payload = 0
         for c in sorted(acc.clients, key=lambda c: c.cid):
-            if not (c.closing or c.closed) and hasattr(c.state, "jwt_user"):
+            if not (c.closing or c.closed) and _is_client(c):
                 self.disconnect(c, ERR_ACCOUNT_EXPIRED, "Authentication Expired")
+
+
+def _is_client(c) -> bool:
+    """A client connection (not a leaf node: leaf limits are counted apart, as nats-server)."""
+    return getattr(c.state, "kind", "") == "Client"
 
 
 def bearer_refused(ac: claims.Claims) -> bool:

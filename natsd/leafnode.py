@@ -205,7 +205,7 @@ class LeafNodes:
             st = c.state
             if st.solicited or c.closing or c.closed:
                 continue
-            bound = self.authenticate(st.connect or {}, st.nonce)
+            bound = self.authenticate(st.connect or {}, st.nonce, host=st.host)
             if bound is False:
                 user = st.connect.get("user") if st.connect else None
                 log.error("%sauthentication error%s", self.prefix(c),
@@ -364,10 +364,11 @@ class LeafNodes:
             log.error("%sAuthentication Timeout", self.prefix(c))
             self.proto.fail(c, "Authentication Timeout", "Authentication Timeout")
 
-    def authenticate(self, connect, nonce, defer=False):
+    def authenticate(self, connect, nonce, defer=False, host=""):
         """What a leaf CONNECT binds to: (account name or None, the user's permissions or
-        None), or False when it is refused. With `defer`, a bcrypt comparison raises
-        SlowCheck (see Authenticator.authenticate)."""
+        None), or False when it is refused. With `defer`, slow work (bcrypt, an account JWT
+        fetch) raises an OffLoop (see Authenticator.authenticate); `host` is the peer's
+        address (a user JWT's `src` networks)."""
         lo = self.opts
         auth = self.server.authenticator
         if lo.users or lo.username:
@@ -384,7 +385,7 @@ class LeafNodes:
             return False
         if not auth.auth_required:
             return lo.account or None, None
-        result = auth.authenticate(connect, nonce, kind="LEAF", defer=defer)
+        result = auth.authenticate(connect, nonce, kind="LEAF", defer=defer, host=host)
         if result is None:
             return False
         return result.account or lo.account or None, result.permissions
@@ -859,7 +860,7 @@ class LeafProtocol(ProtocolHandler):
         (natsd/authwork.py) and this runs again with its verdict."""
         st = c.state
         try:
-            bound = self.ln.authenticate(info, st.nonce, defer=True)
+            bound = self.ln.authenticate(info, st.nonce, defer=True, host=st.host)
         except OffLoop as slow:
             self.server.auth_workers.check(c, st.host, slow,
                                            lambda: self._authenticate(c, info, cluster))
