@@ -152,7 +152,8 @@ REF_REFUSES = {
     "mqtt_not_a_map": "port: -1\nmqtt: 5\n",
     "mqtt_tls_missing": 'port: -1\nmqtt {\n  tls { cert_file: "a.pem", key_file: "b.pem" }\n}\n',
     "operator_missing_file": 'port: -1\noperator: "op.jwt"\n',
-    "trusted_bad_key": f'port: -1\ntrusted_keys: ["{OP}", "{OP[:-1]}A"]\n',
+    # the last character changed (to one it is not): the checksum no longer fits
+    "trusted_bad_key": f'port: -1\ntrusted_keys: ["{OP}", "{OP[:-1]}{"B" if OP.endswith("A") else "A"}"]\n',
     "trusted_not_operator": f'port: -1\ntrusted: "{USER}"\n',
 }
 
