@@ -144,6 +144,25 @@ def reference():
         p.kill()
 
 
+@pytest.fixture(scope="session")
+def goclient():
+    """The nats.go probe (tools/goclient), built once per run from Debian's Go packages:
+    goclient(url, *steps, creds=None, jwt=None) -> the JSON reports, one per step."""
+    import json
+    build = subprocess.run([os.path.join(ROOT, "tools", "goclient", "build.sh")],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, "tools/goclient/build.sh failed:\n" + build.stderr
+    binary = build.stdout.strip().splitlines()[-1]
+
+    def run(url, *steps, creds=None, jwt=None):
+        argv = [binary, "-url", url] + (["-creds", creds] if creds else []) + \
+            (["-jwt", jwt] if jwt else []) + list(steps)
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return [json.loads(line) for line in out.stdout.splitlines()]
+    return run
+
+
 @pytest.fixture(params=["natsd", "nats-server"])
 def any_server(request, natsd, reference):
     """The same scenario against natsd and against the reference server."""
