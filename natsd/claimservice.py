@@ -9,7 +9,9 @@ every update (applied to the account when it is live) and also serve
 (`<key>|<jwt>` messages and an empty one to end, or only the empty one when the requester's
 hash is ours) and `$SYS.REQ.CLAIMS.DELETE` (a generic JWT self-signed by the operator listing
 `accounts`); an account their directory lacks is asked of the cluster's other servers with
-CLAIMS.LOOKUP. Answers use nats-server's respondToUpdate envelope: `data` with code 200 and a
+CLAIMS.LOOKUP. A FULL resolver also asks CLAIMS.PACK with its store's hash every `interval`
+(one responder of the cluster answers) and merges what comes back (newer JWTs only), so
+members that missed an update catch up. Answers use nats-server's respondToUpdate envelope: `data` with code 200 and a
 message, or `error` with code 500 and "<message> - <reason>".
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ class ClaimServices:
         self.system = system                # natsd.system.SystemServices
         self.accounts = accounts            # natsd.jwtaccounts.JwtAccounts
         self.resolver = accounts.resolver
+        self.sync_timer = None
 
     def start(self):
         sub = self.system.subscribe
@@ -49,7 +52,39 @@ class ClaimServices:
         sub("$SYS.REQ.CLAIMS.LIST", self._list)
         sub("$SYS.REQ.CLAIMS.DELETE", self._delete)
         self.resolver.ask_others = self.ask_others
+        if self.resolver.kind == "FULL":
+            server = self.system.server
+            self.pack_inbox = "$SYS._INBOX.%s.%s" % (server.id[:8], random_token(12))
+            sub(self.pack_inbox, self._merge)
+            self.sync_timer = server.loop.call_later(self.resolver.interval, self._sync)
         log.info("Managing all jwt in exclusive directory %s", self.resolver.dir)
+
+    def shutdown(self):
+        if self.sync_timer is not None:
+            self.sync_timer.cancel()
+
+    # -- keeping the cluster's directories alike --
+
+    def _sync(self):
+        """Every `interval`: ask one pack responder (ourselves included) for what we lack."""
+        ours = self.resolver.hash()
+        log.debug("DirResolver - Checking store state: %s", ours.hex())
+        self.system.publish("$SYS.REQ.CLAIMS.PACK", ours, reply=self.pack_inbox)
+        self.sync_timer = self.system.server.loop.call_later(self.resolver.interval, self._sync)
+
+    def _merge(self, sub, subject, reply, hdr, payload, origin):
+        """A pack answer: `<key>|<jwt>` lines, stored when newer; empty ends the answer."""
+        if not payload:
+            log.debug("DirResolver - Merging finished and resulting in: %s", self.resolver.hash().hex())
+            return
+        before = self.resolver.hash()
+        try:
+            self.resolver.merge(bytes(payload).decode("utf-8", "replace"))
+        except ResolverError as e:
+            log.error("DirResolver - Merging resulted in error: %s", e)
+        else:
+            log.debug("DirResolver - Merging succeeded and changed %s to %s",
+                      before.hex(), self.resolver.hash().hex())
 
     # -- asking the other servers --
 

@@ -304,6 +304,18 @@ class DirResolver:
         if self._write(key, token):
             self.on_change(key)
 
+    def merge(self, pack: str) -> None:
+        """A CLAIMS.PACK answer: `<key>|<jwt>` lines, each stored when newer (as `store`)."""
+        for line in pack.split("\n"):
+            if not line:
+                continue
+            parts = line.split("|")
+            if len(parts) != 2:
+                raise ResolverError("line in package didn't contain 2 entries: %r" % line)
+            if not nkey.is_valid_public(parts[0], nkey.ACCOUNT):
+                raise ResolverError("key to merge is not a valid public account key")
+            self.store(parts[0], parts[1])
+
     def delete(self, key: str) -> None:
         if self.kind != "FULL" or not self.delete_mode:
             raise ResolverError("store is not set up to for delete")

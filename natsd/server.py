@@ -126,7 +126,9 @@ class Server:
             self.subsystems.append(self.system)
             if self.jwt_accounts is not None:
                 from natsd.claimservice import ClaimServices
-                ClaimServices(self.system, self.jwt_accounts).start()
+                claim_services = ClaimServices(self.system, self.jwt_accounts)
+                claim_services.start()
+                self.subsystems.append(claim_services)
         if opts.jetstream.enabled:
             from natsd.jetstream.engine import JetStream
             self.jetstream = JetStream(self)

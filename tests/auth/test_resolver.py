@@ -379,3 +379,21 @@ def test_unreachable_url_resolver_stops_the_server_as_nats_server(tmp_path):
         accounts.close()
     assert outs[0] == (1, 'nats-server: could not fetch <"%s">: 404 Not Found' % accounts.url)
     assert all(o == outs[0] for o in outs)
+
+
+def test_directory_merge_takes_newer_jwts_and_refuses_bad_lines(tmp_path):
+    """What a CLAIMS.PACK answer does to a FULL directory (nats-server's DirJWTStore.Merge)."""
+    from natsd.options import ResolverOpts
+    from natsd.resolver import DirResolver, ResolverError
+    w = World(tmp_path)
+    changed = []
+    store = DirResolver(ResolverOpts(kind="FULL", dir=str(tmp_path / "jwt")), on_change=changed.append)
+    older = w.m.token(w.op, w.acc.public, "account", {}, name="ACC", iat=int(time.time()) - 60)
+    store.merge("%s|%s\n\n%s|%s" % (w.acc.public, w.acc_jwt, w.sys.public, w.sys_jwt))
+    assert store.keys() == sorted([w.acc.public, w.sys.public]) and len(changed) == 2
+    store.merge("%s|%s" % (w.acc.public, older))          # older than what is held: kept as is
+    assert store.held(w.acc.public) == w.acc_jwt and len(changed) == 2
+    with pytest.raises(ResolverError, match="didn't contain 2 entries"):
+        store.merge("no separator")
+    with pytest.raises(ResolverError, match="not a valid public account key"):
+        store.merge("%s|%s" % (w.op.public, w.acc_jwt))

@@ -2,7 +2,7 @@
 their own directories): an account JWT pushed to one member reaches the other (the
 CLAIMS.UPDATE subscription crosses the routes), users of that account on both members talk to
 each other, and an account the second member learns of only through route interest is looked
-up there."""
+up there; members that missed a JWT get it by the periodic CLAIMS.PACK sync."""
 import asyncio
 
 import nats
@@ -31,12 +31,12 @@ def _world(tmp_path):
     return op_jwt, sys_acc, jwt(sys_acc, "SYS"), acc, jwt(acc, "ACC"), {k: str(v) for k, v in paths.items()}
 
 
-def _member(kind, tmp_path, name, world, routes=()):
+def _member(kind, tmp_path, name, world, routes=(), interval="2m"):
     """A member in operator mode with a FULL resolver in its own directory."""
     op_jwt, sys_acc, sys_jwt = world[:3]
-    extra = ("operator: %s\nsystem_account: %s\nresolver { type: full, dir: '%s' }\n"
+    extra = ("operator: %s\nsystem_account: %s\nresolver { type: full, dir: '%s', interval: \"%s\" }\n"
              "resolver_preload: { %s: %s }\n" % (op_jwt, sys_acc.public, tmp_path / (name + "-jwt"),
-                                               sys_acc.public, sys_jwt))
+                                               interval, sys_acc.public, sys_jwt))
     return start_member(kind, tmp_path / kind, name, list(routes), extra=extra)
 
 
@@ -106,3 +106,26 @@ def test_member_without_the_jwt_asks_the_cluster(tmp_path, kind):
             mem.proc.kill()
     assert out == {"pushed": True, "login": "connected"}
     assert (tmp_path / "s2-jwt" / (acc.public + ".jwt")).exists()      # kept once fetched
+
+
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_members_sync_directories_by_pack(tmp_path, kind):
+    """A JWT pushed while the second member was away reaches that member's directory with no
+    login asking for it: every `interval` each FULL resolver asks CLAIMS.PACK with its hash and
+    merges the answer."""
+    if kind == "nats-server" and nats_server_cmd() is None:
+        pytest.skip("nats-server is not installed")
+    world = _world(tmp_path)
+    acc, acc_jwt, paths = world[3:]
+    members = []
+    try:
+        members.append(_member(kind, tmp_path, "s1", world, interval="1s"))
+        pushed = asyncio.run(push(members[0], acc_jwt, paths))
+        members.append(_member(kind, tmp_path, "s2", world, [members[0].route_url], interval="1s"))
+        wait_mesh(members)
+        synced = tmp_path / "s2-jwt" / (acc.public + ".jwt")
+        asyncio.run(until(synced.exists, 20))
+    finally:
+        for mem in members:
+            mem.proc.kill()
+    assert pushed and synced.read_text() == acc_jwt
