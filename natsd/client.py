@@ -47,7 +47,7 @@ class ClientState:
     """What the Python side knows about one client connection."""
     __slots__ = ("host", "port", "start", "name", "lang", "version", "user", "account",
                  "perms", "nonce", "auth_timer", "ping_timer", "replies", "connect",
-                 "stop", "reason", "rtt", "kind", "nkey", "tls", "label", "tls_timer",
+                 "stop", "reason", "kind", "nkey", "tls", "label", "tls_timer",
                  "info_due", "cert", "ws", "ws_upgraded", "ws_cookies", "expiry_timer", "jwt_user")
 
     def __init__(self, host, port):
@@ -65,7 +65,6 @@ class ClientState:
         self.connect = None
         self.stop = None
         self.reason = ""
-        self.rtt = 0.0
         self.kind = "Client"
         self.nkey = None
         self.jwt_user = None           # operator mode: the natsd.jwtauth.JwtUser logged in
@@ -111,6 +110,10 @@ class ClientProtocol(ProtocolHandler):
 
     def connect(self, c, payload):
         st = c.state
+        # as nats-server: the time since accept stands for the RTT until the first PING's
+        # PONG, which goes out within about 2 s of CONNECT
+        c.rtt = max(time.time() - st.start, 1e-6)
+        self.server.first_ping(c)
         info = self.parse_json_op(c, payload, "ClientOpts", CLIENT_OPTS)
         if info is None:
             return

@@ -125,6 +125,15 @@ def go_duration(nanos):
 ZERO_TIME = "0001-01-01T00:00:00Z"
 
 
+def rtt_nanos(seconds):
+    """A connection's RTT as nats-server's getRTT gives it: nanoseconds, truncated to whole
+    microseconds between 1 µs and 1 ms; 0 when not measured."""
+    n = int(seconds * 1e9) if seconds else 0
+    if 1000 < n < 1000000:
+        n -= n % 1000
+    return n
+
+
 def go_time(ns):
     """Unix ns -> time.Time's JSON text (RFC 3339 UTC, nanoseconds with trailing zeros trimmed);
     None or 0 -> Go's zero time."""

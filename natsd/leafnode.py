@@ -750,8 +750,7 @@ class LeafNodes:
             log.debug("%sStale Client Connection - Closing", self.prefix(c))
             self.proto.fail(c, "Stale Connection", "Stale Connection")
             return
-        c.pings_out += 1
-        c.send_bytes(b"PING\r\n")
+        c.send_ping()
         c.state.ping_timer = self.loop.call_later(sopts.ping_interval, self._ping, c)
 
     # ---- closing ----

@@ -34,6 +34,7 @@ GO_VERSION = "python"
 
 
 INBOX_PREFIX = b"_INBOX."                 # clients' one-off reply subjects
+FIRST_CLIENT_PING = 2.0                 # seconds: nats-server's firstClientPingInterval
 
 
 class Server:
@@ -373,6 +374,15 @@ class Server:
             log.error("%s:%d - cid:%d - Authentication Timeout", st.host, st.port, c.cid)
             self.client_proto.fail(c, ERR_AUTH_TIMEOUT, "Authentication Timeout")
 
+    def first_ping(self, c):
+        """After CONNECT the first PING goes out within about 2 s (not a whole ping interval),
+        as nats-server's setFirstPingTimer: its PONG measures the client's RTT."""
+        st = c.state
+        if st.ping_timer is not None:
+            st.ping_timer.cancel()
+        delay = min(self.opts.ping_interval, FIRST_CLIENT_PING)
+        st.ping_timer = self.loop.call_later(delay + random.random() * delay / 5, self._ping, c)
+
     def _ping(self, c):
         if c.closed or c.closing:
             return
@@ -383,8 +393,7 @@ class Server:
             log.debug("%s:%d - cid:%d - Stale Client Connection - Closing", st.host, st.port, c.cid)
             self.client_proto.fail(c, "Stale Connection", "Stale Connection")
             return
-        c.pings_out += 1
-        c.send_bytes(b"PING\r\n")
+        c.send_ping()
         c.release_idle_buffers()
         st.ping_timer = self.loop.call_later(opts.ping_interval, self._ping, c)
 

@@ -15,7 +15,7 @@ from natsd import VERSION
 from natsd._core.conn import totals
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
-from natsd.gofmt import go_json
+from natsd.gofmt import go_json, rtt_nanos
 from natsd.ids import random_token
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
@@ -412,9 +412,9 @@ class SystemServices:
         st = c.state
         client = {"start": rfc3339(st.start), "host": st.host, "id": c.cid, "acc": acc.name,
                   "user": st.user, "name": st.name, "lang": st.lang, "ver": st.version}
-        if st.rtt:
-            client["rtt"] = int(st.rtt * 1e9)   # Go time.Duration: nanoseconds
         if not connected:
+            if c.rtt:                   # (the CONNECT event has no rtt)
+                client["rtt"] = rtt_nanos(c.rtt)
             client["stop"] = rfc3339(st.stop or time.time())
         user = getattr(st, "jwt_user", None)
         if user is not None:
@@ -456,8 +456,8 @@ class SystemServices:
                       "name": str(info.get("name") or ""), "lang": str(info.get("lang") or ""),
                       "ver": str(info.get("version") or "")}
             client = {k: v for k, v in client.items() if v != ""}
-            if st.rtt:
-                client["rtt"] = int(st.rtt * 1e9)
+            if getattr(c, "rtt", 0):
+                client["rtt"] = rtt_nanos(c.rtt)
             client.update({"stop": rfc3339(time.time()), "name_tag": "$G"})
         client.update({"kind": "Client", "client_type": "nats"})
         ev["client"] = client

@@ -99,6 +99,8 @@ cdef class Connection:
     cdef public long long out_msgs
     cdef public long long out_bytes
     cdef public int pings_out
+    cdef public double rtt_start        # when our last PING went out (monotonic)
+    cdef public double rtt              # the last round trip measured by PING/PONG, seconds
     cdef public double last_activity
 
     # Links. A route carries every account: RMSG/RS+ name theirs (looked up in

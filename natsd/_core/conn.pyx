@@ -118,6 +118,12 @@ cdef class Connection:
         """Queue bytes for this connection (control path: INFO, PONG, -ERR, internal delivery)."""
         self.write(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
 
+    def send_ping(self):
+        """A keepalive PING; the PONG that answers it measures the round trip (`rtt`)."""
+        self.pings_out += 1
+        self.rtt_start = now_mono()
+        self.write("PING\r\n", 6)
+
     def pending_bytes(self):
         return queued_bytes(self)
 

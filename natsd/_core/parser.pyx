@@ -12,7 +12,7 @@ connection's Python handler: they are control operations.
 from libc.string cimport memchr, memcmp
 from libc.stdlib cimport malloc, free
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from natsd._core.conn cimport Connection, Totals, KIND_ROUTE
+from natsd._core.conn cimport Connection, Totals, KIND_ROUTE, now_mono
 from natsd._core.sublist cimport SublistResult, Sublist
 from natsd._core.router cimport route, route_queues, route_from_link
 from natsd._core import conn as _conn_module
@@ -293,6 +293,8 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
                 c.connect_info_due = False
                 c.handler.send_connect_info(c)
         elif op == c'P' and op_is(line, clen, "PONG", 4):
+            if c.pings_out > 0:             # the answer to our PING: the round trip
+                c.rtt = now_mono() - c.rtt_start
             c.pings_out = 0
             if c.kind == KIND_ROUTE:
                 c.handler.pong(c)           # a pooled route opens the next one after it

@@ -423,8 +423,7 @@ class Routes:
             log.debug("%sStale Client Connection - Closing", self.prefix(c))
             self.proto.fail(c, "Stale Connection", "Stale Connection")
             return
-        c.pings_out += 1
-        c.send_bytes(b"PING\r\n")
+        c.send_ping()
         st.ping_timer = self.loop.call_later(self.ping_interval, self.ping, c)
 
     def pong(self, c):
@@ -526,8 +525,7 @@ class Routes:
         self.interest.send_all(c, accounts)
         if pool and st.did_solicit and size != effective:
             st.start_new_route = (st.url, st.route_type, gossip_mode)
-            c.pings_out += 1
-            c.send_bytes(b"PING\r\n")
+            c.send_ping()
         return True
 
     def _register_pinned(self, c, info, account, send_delayed_info, gossip_mode):

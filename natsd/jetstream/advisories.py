@@ -87,7 +87,7 @@ def client_info(origin, account, server=None):
     st = getattr(origin, "state", None)
     if origin is None or st is None:
         return None
-    from natsd.gofmt import go_time
+    from natsd.gofmt import go_time, rtt_nanos
     acc = getattr(st, "account", None) or account
     ci = {}
     start = getattr(st, "start", None)
@@ -106,9 +106,9 @@ def client_info(origin, account, server=None):
         v = getattr(st, attr, None)
         if v:
             ci[key] = v
-    rtt = getattr(st, "rtt", 0)
+    rtt = getattr(origin, "rtt", 0)
     if rtt:
-        ci["rtt"] = int(rtt * 1e9)
+        ci["rtt"] = rtt_nanos(rtt)
     if server is not None:
         ci["server"] = server.name
     kind = getattr(st, "kind", None)

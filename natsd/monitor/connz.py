@@ -138,7 +138,7 @@ def conn_info(c, now, mono_now, opts, closed=False):
         ci["stop"] = P.now_rfc3339(end)
         if st.reason:
             ci["reason"] = st.reason
-    ci["rtt"] = P.rtt_string(st.rtt)
+    ci["rtt"] = P.rtt_string(c.rtt)
     ci["uptime"] = P.my_uptime(end - st.start)
     ci["idle"] = P.my_uptime(end - last)
     ci["pending_bytes"] = 0 if closed else c.pending_bytes()
@@ -189,7 +189,7 @@ def conn_info(c, now, mono_now, opts, closed=False):
     ci["_last"] = last
     ci["_stop"] = end
     ci["_start"] = st.start
-    ci["_rtt"] = st.rtt
+    ci["_rtt"] = c.rtt
     return ci
 
 

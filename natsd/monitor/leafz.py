@@ -43,7 +43,7 @@ def leaf_info(c, opts):
     if getattr(st, "isolated", False):
         li["is_isolated"] = True
     li.update({"account": account_name(c), "ip": st.host, "port": st.port,
-               "rtt": P.rtt_string(st.rtt), "in_msgs": c.in_msgs, "out_msgs": c.out_msgs,
+               "rtt": P.rtt_string(c.rtt), "in_msgs": c.in_msgs, "out_msgs": c.out_msgs,
                "in_bytes": c.in_bytes, "out_bytes": c.out_bytes, "subscriptions": len(c.subs)})
     if opts.subscriptions and c.subs:
         li["subscriptions_list"] = [s.subject.decode("utf-8", "replace") for s in c.subs.values()]

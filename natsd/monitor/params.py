@@ -10,7 +10,7 @@ ignored, a wrong type is an error).
 import re
 from datetime import datetime, timezone
 
-from natsd.gofmt import go_duration
+from natsd.gofmt import go_duration, rtt_nanos
 
 class HttpError(Exception):
     """A monitoring request answered with an HTTP error status and nats-server's text."""
@@ -202,10 +202,7 @@ def my_uptime(seconds):
 
 def rtt_string(seconds):
     """A connection's RTT as nats-server prints it (µs-truncated below 1ms)."""
-    n = int(seconds * 1e9) if seconds else 0
-    if 1000 < n < 1000000:
-        n -= n % 1000
-    return go_duration(n)
+    return go_duration(rtt_nanos(seconds))
 
 
 def paginate(items, offset, limit):

@@ -40,7 +40,7 @@ def _route_info(c, now, mono_now, opts):
           "did_solicit": bool(getattr(st, "did_solicit", False)),
           "is_configured": bool(getattr(st, "is_configured", False)),
           "ip": st.host, "port": st.port, "start": P.now_rfc3339(st.start),
-          "last_activity": P.now_rfc3339(last), "rtt": P.rtt_string(st.rtt),
+          "last_activity": P.now_rfc3339(last), "rtt": P.rtt_string(c.rtt),
           "uptime": P.my_uptime(now - st.start), "idle": P.my_uptime(now - last),
           "pending_size": c.pending_bytes(), "in_msgs": c.in_msgs, "out_msgs": c.out_msgs,
           "in_bytes": c.in_bytes, "out_bytes": c.out_bytes, "subscriptions": len(c.subs)}

@@ -39,8 +39,7 @@ async def observe(srv, acc_key, user_creds, sys_creds):
     await sc.close()
     return {"connz": [{k: c.get(k) for k in CONNZ_KEYS} for c in conns],
             "accountz": {k: detail.get(k) for k in ACCOUNTZ_KEYS},
-            # rtt: nats-server measures it with a PING of its own, natsd does not yet
-            "events": [(e["type"], sorted(set(e["client"]) - {"rtt"}),
+            "events": [(e["type"], sorted(e["client"]),
                         {k: e["client"].get(k) for k in EVENT_KEYS}) for e in events]}
 
 
