@@ -182,7 +182,7 @@ def find_export(exporter, kind, subject, importer_name):
     for exp in getattr(exporter.config, "exports", None) or ():
         if exp.kind != kind or not subject_is_subset(subject, exp.subject):
             continue
-        if exp.accounts is not None and importer_name not in exp.accounts:
+        if not exp.allows(importer_name, subject):
             continue
         return exp
     return None

@@ -45,36 +45,34 @@ def _limits(nats: dict) -> dict:
     return lim if isinstance(lim, dict) else {}
 
 
-def _js_tiers(nats: dict) -> bool:
-    """Tiered JetStream limits beyond R1 (a single server has only the R1 tier)."""
-    tiers = _limits(nats).get("tiered_limits")
-    return isinstance(tiers, dict) and any(t != "R1" for t in tiers)
-
-
 def jetstream_limits(nats: dict) -> dict | None:
     """The JetStream limits of account claims as natsd.jetstream reads an account's
-    `jetstream` limits, or None when the JWT does not enable JetStream (neither memory nor
-    disk storage, as nats-io/jwt's IsJSEnabled). An R1 tier stands in for untiered limits."""
+    `jetstream` limits, or None when the JWT does not enable JetStream (no tier, or the
+    untiered limits, with memory or disk storage: nats-io/jwt's IsJSEnabled). Tiered limits
+    (`tiered_limits` by replica count) come as `tiers`, and the R1 tier, the one streams on a
+    single server use, also as the limits themselves."""
     lim = _limits(nats)
     tiers = lim.get("tiered_limits")
-    tiered = isinstance(tiers, dict) and isinstance(tiers.get("R1"), dict)
-    if tiered:
-        lim = tiers["R1"]
-    if not lim.get("mem_storage") and not lim.get("disk_storage"):
+    tiers = {name: t for name, t in tiers.items() if isinstance(t, dict)} if isinstance(tiers, dict) else {}
+    enables = lambda t: bool(t.get("mem_storage") or t.get("disk_storage"))
+    if tiers:
+        if not any(enables(t) for t in tiers.values()):
+            return None
+        return dict(_js_tier(tiers.get("R1", {})) if "R1" in tiers else {}, tiered=True,
+                    tiers={name: _js_tier(t) for name, t in tiers.items()})
+    if not enables(lim):
         return None
+    return dict(_js_tier(lim), tiered=False)
+
+
+def _js_tier(lim: dict) -> dict:
     unlimited = lambda v: -1 if not v else v      # nats-server's toUnlimited (0 means no limit)
     return {"max_mem": lim.get("mem_storage", 0), "max_store": lim.get("disk_storage", 0),
             "max_streams": lim.get("streams", 0), "max_consumers": lim.get("consumer", 0),
             "max_ack_pending": unlimited(lim.get("max_ack_pending")),
             "mem_max_stream_bytes": unlimited(lim.get("mem_max_stream_bytes")),
             "disk_max_stream_bytes": unlimited(lim.get("disk_max_stream_bytes")),
-            "max_bytes_required": bool(lim.get("max_bytes_required")), "tiered": tiered}
-
-
-def _other_limits(nats: dict) -> bool:
-    lim = _limits(nats)
-    return (any(lim.get(k, -1) != -1 for k in ("imports", "exports"))
-            or lim.get("wildcards", True) is False)
+            "max_bytes_required": bool(lim.get("max_bytes_required"))}
 
 
 def _uses(*keys):
@@ -88,9 +86,6 @@ def _export_uses(key):
 # (feature, does the account JWT's `nats` claims use it?)
 UNSERVED = [
     ("service latency tracking", _export_uses("service_latency")),
-    ("account token positions in exports", _export_uses("account_token_position")),
-    ("JetStream tiers other than R1 in account JWTs", _js_tiers),
-    ("import, export and wildcard limits in account JWTs", _other_limits),
     ("message tracing in account JWTs", _uses("trace")),
 ]
 

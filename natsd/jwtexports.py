@@ -52,6 +52,9 @@ def exports_of(ac: claims.Claims) -> list[JwtExport]:
                                                            "Singleton"),
                           response_threshold=threshold / 1e9 if isinstance(threshold, (int, float)) else 0.0,
                           allow_trace=bool(e.get("allow_trace")))
+        pos = e.get("account_token_position")
+        if isinstance(pos, int) and not isinstance(pos, bool) and pos > 0:
+            opts.account_token_position = pos
         revs = e.get("revocations") if isinstance(e.get("revocations"), dict) else {}
         out.append(JwtExport(opts, bool(e.get("token_req")), revs))
     return out
@@ -87,6 +90,10 @@ def authorize(importer: str, imp: JwtImport, exporter: claims.Claims, exporter_k
     for exp in exports:
         if exp.opts.kind != imp.opts.kind or not subject_is_subset(subject, exp.opts.subject):
             continue
+        if exp.opts.account_token_position:         # checked before any activation token
+            if exp.opts.allows(importer, subject):
+                return exp, ""
+            return None, "the subject's account token is not the importer's"
         if not exp.token_req:
             return exp, ""
         why = _activation_refusal(importer, imp, exporter, exporter_keys, exp, now)
@@ -150,6 +157,9 @@ def validation_error(ac: claims.Claims) -> str | None:
             return "negative response threshold is invalid"
         if not is_valid_subject(str(e.get("subject") or "")):
             return "subject %s is not valid" % go_quote(str(e.get("subject") or ""))
+        why = _token_position_error(str(e.get("subject")), e.get("account_token_position"))
+        if why:
+            return why
     services = {}
     for i in ac.nats.get("imports") or []:
         if not isinstance(i, dict):
@@ -165,6 +175,38 @@ def validation_error(ac: claims.Claims) -> str | None:
                     return "overlapping subject namespace for %s and %s in same account %s" % (
                         go_quote(sub), go_quote(other), go_quote(str(i.get("account") or "")))
             mine.append(sub)
+    return _limit_error(ac.nats)
+
+
+def _limit_error(nats):
+    """The operator's import, export and wildcard-export limits (nats-io/jwt reads a limit
+    left out as 0, and `wildcards` left out as false)."""
+    lim = nats.get("limits") if isinstance(nats.get("limits"), dict) else {}
+    imports, exports = nats.get("imports") or [], nats.get("exports") or []
+    count = lambda v: v if isinstance(v, int) and not isinstance(v, bool) else 0
+    max_imports, max_exports = count(lim.get("imports", 0)), count(lim.get("exports", 0))
+    if max_imports != -1 and len(imports) > max_imports:
+        return "the account contains more imports than allowed by the operator"
+    if max_exports != -1:
+        if len(exports) > max_exports:
+            return "the account contains more exports than allowed by the operator"
+        if not lim.get("wildcards") and any(
+                isinstance(e, dict) and any(t in ("*", ">") for t in str(e.get("subject") or "").split("."))
+                for e in exports):
+            return "the account contains wildcard exports that are not allowed by the operator"
+    return None
+
+
+def _token_position_error(subject, pos):
+    if not isinstance(pos, int) or isinstance(pos, bool) or pos <= 0:
+        return None
+    tokens = subject.split(".")
+    if not any(t in ("*", ">") for t in tokens):
+        return "Account Token Position can only be used with wildcard subjects: %s" % subject
+    if pos > len(tokens):
+        return "Account Token Position %d exceeds length of subject '%s'" % (pos, subject)
+    if tokens[pos - 1] != "*":
+        return "Account Token Position %d matches '%s' but must match a * in: %s" % (pos, tokens[pos - 1], subject)
     return None
 
 

@@ -83,9 +83,28 @@ class ExportOpts:
     response_type: str = "Singleton"     # "Singleton" | "Stream" | "Chunked"
     response_threshold: float = 0.0      # seconds, 0 = nats-server default (2m)
     latency: ServiceLatency | None = None
-    account_token_position: int = 0
+    account_token_position: int = 0     # >0: that token of an import's subject must be the importer
     allow_trace: bool = False
     pos: Pos = None
+
+    def position_is_wildcard(self) -> bool:
+        """An account token position must point at a `*` of the subject (nats-server's
+        setExportAuth; a subject without one at that position is "invalid subject")."""
+        tokens = self.subject.split(".")
+        pos = self.account_token_position
+        return pos <= 0 or (pos <= len(tokens) and tokens[pos - 1] == "*")
+
+    def allows(self, importer: str, subject: str) -> bool:
+        """May account `importer` import `subject` (a subject this export covers)? With an
+        account token position, only when that token of `subject` is the importer's name
+        (nats-server's checkAuth: an import of the export's own wildcard subject never is);
+        otherwise when the export is public or lists the importer. Activation tokens are
+        natsd.jwtexports' part."""
+        pos = self.account_token_position
+        if pos > 0:
+            tokens = subject.split(".")
+            return subject != self.subject and pos <= len(tokens) and tokens[pos - 1] == importer
+        return self.accounts is None or importer in self.accounts
 
 
 @dataclass

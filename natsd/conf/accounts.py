@@ -204,6 +204,8 @@ class AccountSections(Reader):
                     self.err(lat_node, "Detected latency directive on non-service")
             if ex.subject and not is_valid_subject(ex.subject):
                 self.err(en, f'Error adding {ex.kind} export "{ex.subject}": subject is not valid')
+            elif not ex.position_is_wildcard():
+                self.err(en, f'Error adding {ex.kind} export "{ex.subject}": sublist: invalid subject')
             acc.exports.append(ex)
 
     def latency(self, n: Node) -> ServiceLatency | None:
@@ -378,11 +380,9 @@ class AccountSections(Reader):
                 self.err(node, f'"{im.account}" account not defined for {im.kind} import')
                 continue
             ok = any(ex.kind == im.kind and subject_is_subset(im.subject, ex.subject)
-                     and (ex.accounts is None or acc.name in ex.accounts)
-                     for ex in target.exports)
+                     and ex.allows(acc.name, im.subject) for ex in target.exports)
             if not ok:
-                self.err(node, f'Error adding {im.kind} import "{im.subject}": {im.kind} import not authorized '
-                               f'(account "{im.account}" has no matching {im.kind} export)')
+                self.err(node, f'Error adding {im.kind} import "{im.subject}": {im.kind} import not authorized')
                 continue
             if self._import_forms_cycle(acc, im):
                 self.err(node, f'Error adding {im.kind} import "{im.subject}": import forms a cycle')

@@ -81,7 +81,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("account resolver", "resolver_tls|resolver_pinned_accounts", _always),
 ] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
     ("service latency tracking", "accounts.*.exports[].latency", _always),
-    ("account token positions in exports", "accounts.*.exports[].account_token_position", _nonzero),
     ("trusted proxy authentication", "proxies", _always),
     ("trusted proxy authentication", "authorization.proxy_required", _true),
     ("trusted proxy authentication", "authorization.users[].proxy_required", _true),

@@ -263,13 +263,13 @@ class ApiHandler:
                 info["did_create"] = True
                 return info
             raise E.error("JSStreamNameExistErr")
+        jsa.check_limits(cfg)           # first, as nats-server's jsNonClusteredStreamLimitsCheck
         if cfg["num_replicas"] > 1 and not self._clustered():
             if self.server.cluster is not None:
                 # routes, but no replicated JetStream (Raft) yet: no server can hold a replica
                 raise E.error("JSInsufficientResourcesErr")
             raise E.error("JSStreamReplicasNotSupportedErr")
         self._check_overlap(jsa, cfg, None)
-        jsa.check_limits(cfg)
         check_filters_at_create(cfg)
         if not _fs_name_ok(name):      # natsd keeps a directory for memory streams too
             raise _stream_store_failed(jsa, name, "invalid stream directory name")

@@ -61,6 +61,26 @@ _LIMIT_KEYS = {
 }
 
 
+def api_limits(given: dict) -> dict:
+    """JetStream account limits as the API reports them, from a config block's or an account
+    JWT's keys (natsd.jwtaccounts.jetstream_limits); what is not given is unlimited."""
+    out = {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
+           "max_ack_pending": -1, "memory_max_stream_bytes": -1,
+           "storage_max_stream_bytes": -1, "max_bytes_required": False}
+    for k, v in given.items():
+        key = _LIMIT_KEYS.get(k.lower())
+        if key is None:
+            continue
+        if key == "max_bytes_required":
+            out[key] = bool(v)
+        else:
+            try:
+                out[key] = int(v)
+            except (TypeError, ValueError):
+                pass
+    return out
+
+
 class JsAccount:
     """JetStream state of one account."""
 
@@ -74,23 +94,12 @@ class JsAccount:
         self.claims = {}                # stream name -> placement.Claim (on a cluster)
         self.api_total = 0
         self.api_errors = 0
-        self.limits = {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
-                       "max_ack_pending": -1, "memory_max_stream_bytes": -1,
-                       "storage_max_stream_bytes": -1, "max_bytes_required": False}
-        cfg = getattr(account, "config", None)
-        # operator mode: limits given as an R1 tier are reported as one
-        self.tiered = bool((getattr(cfg, "jetstream_limits", None) or {}).get("tiered"))
-        for k, v in (getattr(cfg, "jetstream_limits", None) or {}).items():
-            key = _LIMIT_KEYS.get(k.lower())
-            if key is None:
-                continue
-            if key == "max_bytes_required":
-                self.limits[key] = bool(v)
-            else:
-                try:
-                    self.limits[key] = int(v)
-                except (TypeError, ValueError):
-                    pass
+        given = getattr(getattr(account, "config", None), "jetstream_limits", None) or {}
+        self.limits = api_limits(given)
+        # operator mode: tiered limits (by replica count, "R1", "R3", ...) are reported per
+        # tier; on one server streams live in the R1 tier, whose limits are `limits`
+        self.tiered = bool(given.get("tiered"))
+        self.tiers = {name: api_limits(lim) for name, lim in (given.get("tiers") or {}).items()}
         self.dir = os.path.join(engine.store_dir, self.name, "streams") if engine.store_dir else None
 
     # ---- helpers the consumer side uses ----
@@ -134,8 +143,15 @@ class JsAccount:
 
     def check_limits(self, cfg, existing=None):
         """Resource checks for a new (or updated) stream."""
+        replicas = max(1, cfg.get("num_replicas", 1))
         lim = self.limits
-        if existing is None and lim["max_streams"] > 0 and len(self.streams) >= lim["max_streams"]:
+        if self.tiered:             # the tier of the stream's replica count (nats-server's selectLimits)
+            lim = self.tiers.get("R%d" % replicas)
+            if lim is None:
+                raise E.error("JSNoLimitsErr")
+        in_tier = [s for s in self.streams.values() if s.config.get("name") != cfg.get("name")
+                   and (not self.tiered or max(1, s.config.get("num_replicas", 1)) == replicas)]
+        if lim["max_streams"] > 0 and len(in_tier) >= lim["max_streams"]:
             raise E.error("JSMaximumStreamsLimitErr")
         mem, store = self.reserved()
         mb = max(cfg.get("max_bytes", -1), 0)
@@ -266,7 +282,9 @@ class JsAccount:
             out["domain"] = self.engine.domain
         out["api"] = {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors}
         if self.tiered:
-            out["tiers"] = {"R1": dict(usage, limits=dict(self.limits))}
+            idle = {k: 0 for k in usage}
+            out["tiers"] = {name: dict(usage if name == "R1" else idle, limits=dict(lim))
+                            for name, lim in sorted(self.tiers.items())}
         return out
 
 
@@ -433,7 +451,7 @@ class JetStream:
             jsa.recover()
         elif acc.jetstream and jsa is not None:
             fresh = JsAccount(self, acc)
-            jsa.limits, jsa.tiered = fresh.limits, fresh.tiered
+            jsa.limits, jsa.tiered, jsa.tiers = fresh.limits, fresh.tiered, fresh.tiers
         elif not acc.jetstream and jsa is not None:
             for st in list(jsa.streams.values()):
                 st.stop()

@@ -1,5 +1,5 @@
 """JetStream in operator mode, natsd against nats-server: account JWTs that enable JetStream
-with limits (untiered, and an R1 tier), one that does not, the same JetStream API requests
+with limits (untiered, an R1 tier, R1 and R3 tiers, only an R3 tier), one that does not, the same JetStream API requests
 from nats-py clients and the same answers (account info limits, a stream past the stream
 limit, an account without JetStream), and the streams found again after a restart."""
 import asyncio
@@ -17,9 +17,12 @@ JS = {"mem_storage": -1, "disk_storage": 1 << 30, "streams": 2, "consumer": -1, 
 def build(tmp_path, store):
     m = Mint(seed=71)
     op, _ = m.operator("OP")
-    keys = {n: m.key("account") for n in ("SYS", "JS", "TIER", "NOJS")}
+    keys = {n: m.key("account") for n in ("SYS", "JS", "TIER", "NOJS", "T13", "T3")}
     limits = {"JS": dict(LIMITS, **JS), "TIER": dict(LIMITS, tiered_limits={"R1": dict(JS, streams=1)}),
-              "SYS": LIMITS, "NOJS": LIMITS}
+              "SYS": LIMITS, "NOJS": LIMITS,
+              # tiers for three replicas too: on one server only R1 streams can exist
+              "T13": dict(LIMITS, tiered_limits={"R1": dict(JS, streams=2), "R3": dict(JS, streams=5)}),
+              "T3": dict(LIMITS, tiered_limits={"R3": JS})}
     jwts = {n: m.token(op, k.public, "account", {"limits": limits[n], "default_permissions": {"pub": {}, "sub": {}}},
                        name=n) for n, k in keys.items()}
     op_jwt = m.token(op, op.public, "operator", {"system_account": keys["SYS"].public}, name="OP")
@@ -48,7 +51,7 @@ def _strip(body):
 
 async def scenario(url, paths):
     out = {}
-    for name in ("JS", "TIER", "NOJS"):
+    for name in ("JS", "TIER", "NOJS", "T13", "T3"):
         nc = await nats.connect(url, user_credentials=paths[name])
 
         async def api(subject, payload=b""):
@@ -65,6 +68,11 @@ async def scenario(url, paths):
                               "storage": "file"}).encode()
             r = await api("$JS.API.STREAM.CREATE.%s%s" % (name, stream), cfg)
             out["%s create %s" % (name, stream)] = r.get("error") if isinstance(r, dict) else r
+        cfg = json.dumps({"name": name + "R3", "subjects": [name.lower() + ".r3"], "num_replicas": 3}).encode()
+        r = await api("$JS.API.STREAM.CREATE.%sR3" % name, cfg)
+        out[name + " create R3"] = r.get("error") if isinstance(r, dict) else r
+        info = await api("$JS.API.INFO")
+        out[name + " tiers after"] = info.get("tiers") if isinstance(info, dict) else info
         await nc.close()
     return out
 
@@ -93,3 +101,6 @@ def test_jwt_jetstream_matches_nats_server(natsd, reference, tmp_path):
     assert theirs["JS create S1"] is None and theirs["JS create S3"]["err_code"] == 10027
     assert theirs["NOJS create S1"]["err_code"] == 10039
     assert theirs["streams after restart"] == ["JSS1", "JSS2"]
+    assert sorted(theirs["T13 tiers after"]) == ["R1", "R3"] and theirs["T13 tiers after"]["R1"]["streams"] == 2
+    assert theirs["T13 create R3"]["err_code"] == 10074 and theirs["T3 create R3"]["err_code"] == 10074
+    assert theirs["T3 create S1"]["err_code"] == 10120
