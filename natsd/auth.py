@@ -264,7 +264,7 @@ class Authenticator:
             return AuthResult(u.public, u.account, u.permissions, u.public, u.expires, u)
 
         if not self.auth_required:
-            return AuthResult(connect_auth_user(user, token, nkey), None, None, nkey or None)
+            return AuthResult(raw_auth_user(connect), None, None, nkey or None)
 
         # "Sent no credentials", as nats-server judges it (a jwt is not looked at).
         anonymous = not (user or password or token)
@@ -385,13 +385,17 @@ def _type_allowed(p: _Principal, kind: str) -> bool:
     return not p.conn_types or kind in p.conn_types
 
 
-def connect_auth_user(user: str, token: str, nkey: str) -> str:
-    # Mirrors client.go getRawAuthUser: what /connz shows even without auth.
-    if nkey:
-        return nkey
-    if user:
-        return user
-    return REDACTED if token else ""
+def raw_auth_user(connect: dict, jwt_key: str = "") -> str:
+    """nats-server's getRawAuthUser, what /connz, events and auth callout name a client by,
+    authenticated or not: CONNECT's nkey, its user, the public key of its JWT (`jwt_key`, once
+    verified), or a redacted token."""
+    if connect.get("nkey"):
+        return str(connect["nkey"])
+    if connect.get("user"):
+        return str(connect["user"])
+    if connect.get("jwt"):
+        return jwt_key
+    return REDACTED if connect.get("auth_token") else ""
 
 
 def _decode_sig(sig: str) -> bytes | None:

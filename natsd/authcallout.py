@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from natsd import VERSION, claims, nkey
-from natsd.auth import AuthResult, connect_auth_user
+from natsd.auth import AuthResult, raw_auth_user
 from natsd.jwtauth import ScopeError, connect_window, scoped_user
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
@@ -293,7 +293,3 @@ class AuthCallout:
         perms = Permissions.from_config(cfg) if cfg is not None else accounts.default_permissions(target)
         return AuthResult(uc.name or uc.subject, target, self.guard(target, perms), None, expires)
 
-
-def raw_auth_user(connect: dict) -> str:
-    return connect_auth_user(connect.get("user") or "", connect.get("auth_token") or "",
-                             connect.get("nkey") or "")

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from natsd._core.conn import monotonic
+from natsd.auth import raw_auth_user
 from natsd.monitor import params as P
 
 GLOBAL = "$G"
@@ -65,18 +66,8 @@ def kind_of(c):
     return getattr(c.state, "kind", None) or "Client"
 
 
-def raw_auth_user(st):
-    """nats-server's getRawAuthUser: nkey, user, JWT public key, or a redacted token."""
-    connect = st.connect or {}
-    if connect.get("nkey"):
-        return str(connect["nkey"])
-    if connect.get("user"):
-        return str(connect["user"])
-    if connect.get("jwt"):
-        return str(st.nkey or st.user or "")
-    if connect.get("auth_token"):
-        return "[REDACTED]"
-    return ""
+def connz_auth_user(st):
+    return raw_auth_user(st.connect or {}, str(st.nkey or st.user or ""))
 
 
 def _redact_bearer(jwt):
@@ -158,7 +149,7 @@ def conn_info(c, now, mono_now, opts, closed=False):
                     ci[key] = tls[key]
     acc = account_name(c)
     if opts.auth:
-        user = raw_auth_user(st)
+        user = connz_auth_user(st)
         if user:
             ci["authorized_user"] = user
         if acc and acc != GLOBAL:
@@ -291,7 +282,7 @@ def handler(server, opts):
         for c in clist:
             if acc_name and account_name(c) != acc_name:
                 continue
-            if opts.user and raw_auth_user(c.state) != opts.user:
+            if opts.user and connz_auth_user(c.state) != opts.user:
                 continue
             if opts.mqtt_client:
                 continue                # no MQTT clients yet
@@ -308,7 +299,7 @@ def handler(server, opts):
     for c in closed:
         if acc_name and _closed_acc(c) != acc_name:
             continue
-        if opts.user and raw_auth_user(c.state) != opts.user:
+        if opts.user and connz_auth_user(c.state) != opts.user:
             continue
         if opts.mqtt_client:
             continue
