@@ -16,6 +16,7 @@ import logging
 from natsd._core.router import publish, publish_delivery, publish_local, split_delivery
 from natsd._core.sublist import Subscription
 from natsd.ids import random_token
+from natsd.latency import LatencyReporter
 
 log = logging.getLogger("natsd")
 
@@ -56,11 +57,13 @@ class ResponseRouter:
         account.sublist.insert(self.sub)
         self.sweeper = None
 
-    def register(self, importer, reply, response_type, threshold):
+    def register(self, importer, reply, response_type, threshold, tracking=None):
+        """A reply subject for the exporter; `tracking` is (LatencyReporter, Tracking) for a
+        request whose latency is measured."""
         token = random_token(10)
         new_reply = (self.prefix + token).encode()
         self.entries[new_reply] = _Response(importer, reply, response_type,
-                                            self.server.loop.time() + threshold, threshold)
+                                            self.server.loop.time() + threshold, threshold, tracking)
         if self.sweeper is None:
             self.sweeper = self.server.loop.call_later(1.0, self._sweep)
         return new_reply
@@ -73,12 +76,26 @@ class ResponseRouter:
             del self.entries[subject]
         else:
             entry.expires = self.server.loop.time() + entry.threshold
+        if entry.tracking is not None:          # the first response is measured
+            reporter, tracked = entry.tracking
+            entry.tracking = None
+            reporter.measured(tracked, origin)
         publish(entry.importer.sublist, entry.reply, reply, hdr, payload)
+
+    def undelivered(self, reply):
+        """Nobody took the request sent with `reply`: forget it (503 when measured)."""
+        entry = self.entries.pop(reply, None)
+        if entry is not None and entry.tracking is not None:
+            reporter, tracked = entry.tracking
+            reporter.failed(tracked, 503, "Service Unavailable")
 
     def _sweep(self):
         now = self.server.loop.time()
         for k in [k for k, e in self.entries.items() if e.expires <= now]:
-            del self.entries[k]
+            entry = self.entries.pop(k)
+            if entry.tracking is not None:      # no response within the threshold
+                reporter, tracked = entry.tracking
+                reporter.failed(tracked, 504, "Service Timeout")
         self.sweeper = self.server.loop.call_later(1.0, self._sweep) if self.entries else None
 
     def close(self):
@@ -88,20 +105,21 @@ class ResponseRouter:
 
 
 class _Response:
-    __slots__ = ("importer", "reply", "response_type", "expires", "threshold")
+    __slots__ = ("importer", "reply", "response_type", "expires", "threshold", "tracking")
 
-    def __init__(self, importer, reply, response_type, expires, threshold):
+    def __init__(self, importer, reply, response_type, expires, threshold, tracking):
         self.importer = importer
         self.reply = reply
         self.response_type = response_type
         self.expires = expires
         self.threshold = threshold
+        self.tracking = tracking
 
 
 class ServiceImport:
     """Requests on `local` in the importer go to `remote` in the exporter."""
 
-    def __init__(self, server, importer, exporter, export, local, remote):
+    def __init__(self, server, importer, exporter, export, local, remote, share=False):
         self.server = server
         self.importer = importer
         self.exporter = exporter
@@ -111,6 +129,9 @@ class ServiceImport:
         self.threshold = (export.response_threshold if export and export.response_threshold
                           else DEFAULT_RESPONSE_THRESHOLD)
         self.transform = renaming(local, remote)
+        self.latency = (LatencyReporter(server, exporter, export.latency)
+                        if export is not None and export.latency is not None else None)
+        self.share = share              # the import shows the exporter who asked (latency)
         self.sub = Subscription(None, local.encode(), b"", None, self._on_request)
         self.sub.forwarder = True
         # every server of a cluster runs the import for its own clients
@@ -130,17 +151,23 @@ class ServiceImport:
                 return
             subject = mapped.encode()
         reply, delivered_as = split_delivery(reply)
+        tracked = self.latency.sample(origin, self.share, hdr) if self.latency is not None else None
         new_reply = None
         if reply:
             router = self.server.response_router(self.exporter)
-            new_reply = router.register(self.importer, reply, self.response_type, self.threshold)
+            new_reply = router.register(self.importer, reply, self.response_type, self.threshold,
+                                        (self.latency, tracked) if tracked is not None else None)
+        elif tracked is not None:
+            self.latency.failed(tracked, 400, "Bad Request")
         if delivered_as is not None:
             delivered = publish_delivery(self.exporter.sublist, subject, delivered_as, new_reply,
                                          hdr, payload)
         else:
             delivered = publish(self.exporter.sublist, subject, new_reply, hdr, payload)
-        if not delivered and reply and origin is not None and origin.no_responders:
-            origin.handler.no_responders(origin, requested, reply)
+        if not delivered and reply:
+            router.undelivered(new_reply)
+            if origin is not None and origin.no_responders:
+                origin.handler.no_responders(origin, requested, reply)
 
 
 class StreamImport:
@@ -192,7 +219,7 @@ def install_import(server, acc, exporter, export, imp):
     """The internal subscription that carries one import of `acc` (from `exporter`, under
     `export`): (the sublist it is in, the subscription)."""
     if imp.kind == "service":
-        si = ServiceImport(server, acc, exporter, export, imp.to or imp.subject, imp.subject)
+        si = ServiceImport(server, acc, exporter, export, imp.to or imp.subject, imp.subject, imp.share)
         acc.sublist.insert(si.sub)
         return acc.sublist, si.sub
     si = StreamImport(acc, exporter, imp.subject, stream_local_subject(imp))

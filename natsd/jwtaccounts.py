@@ -85,13 +85,17 @@ def _export_uses(key):
 
 # (feature, does the account JWT's `nats` claims use it?)
 UNSERVED = [
-    ("service latency tracking", _export_uses("service_latency")),
     ("message tracing in account JWTs", _uses("trace")),
+]
+# ... and on a server with routes or leaf nodes, where a responder on another server is
+# measured by that server (nats-server's $SYS.LATENCY.M2 exchange, which natsd lacks)
+UNSERVED_LINKED = [
+    ("service latency tracking across routes and leaf nodes", _export_uses("service_latency")),
 ]
 
 
-def unserved_feature(nats: dict) -> str | None:
-    for feature, used in UNSERVED:
+def unserved_feature(nats: dict, linked: bool = False) -> str | None:
+    for feature, used in UNSERVED + (UNSERVED_LINKED if linked else []):
         if used(nats):
             return feature
     return None
@@ -112,6 +116,7 @@ class JwtAccounts:
         self.trusted = set(opts.trusted_keys)
         self.server_max_payload = opts.max_payload
         self.cluster = opts.cluster.name or ""
+        self.linked = bool(opts.cluster.port or opts.leafnode.port or opts.leafnode.remotes)
         self.registry = registry
         self.disconnect = disconnect
         self.link = link            # link(importer, exporter, ExportOpts, ImportOpts) -> (sublist, sub)
@@ -151,7 +156,7 @@ class JwtAccounts:
             log.debug("Account JWT of %s not valid: %s", ac.subject, why)
         if ac.issuer not in self.trusted or ac.time_check() or why:
             raise AccountJwtError("account validation failed")   # nats-server's ErrAccountValidation
-        feature = unserved_feature(ac.nats)
+        feature = unserved_feature(ac.nats, self.linked)
         if feature:
             raise AccountJwtError("uses %s, which natsd does not serve yet" % feature)
         self._mappings(ac)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from natsd import claims
 from natsd.gofmt import go_quote
-from natsd.options import ExportOpts, ImportOpts
+from natsd.options import ExportOpts, ImportOpts, ServiceLatency
 from natsd.subject import is_valid_subject, subject_is_subset
 
 RESPONSE_TYPES = {"singleton": "Singleton", "stream": "Stream", "chunked": "Chunked"}
@@ -52,12 +52,23 @@ def exports_of(ac: claims.Claims) -> list[JwtExport]:
                                                            "Singleton"),
                           response_threshold=threshold / 1e9 if isinstance(threshold, (int, float)) else 0.0,
                           allow_trace=bool(e.get("allow_trace")))
+        lat = e.get("service_latency")
+        if kind == "service" and isinstance(lat, dict):
+            opts.latency = ServiceLatency(subject=str(lat.get("results") or ""), sampling=_sampling(lat))
         pos = e.get("account_token_position")
         if isinstance(pos, int) and not isinstance(pos, bool) and pos > 0:
             opts.account_token_position = pos
         revs = e.get("revocations") if isinstance(e.get("revocations"), dict) else {}
         out.append(JwtExport(opts, bool(e.get("token_req")), revs))
     return out
+
+
+def _sampling(lat: dict) -> int:
+    """nats-io/jwt's SamplingRate: a percentage, or "headers" (0)."""
+    v = lat.get("sampling", 0)
+    if isinstance(v, str) and v.lower() == "headers":
+        return 0
+    return v if isinstance(v, int) and not isinstance(v, bool) else -1
 
 
 def imports_of(ac: claims.Claims) -> list[JwtImport]:
@@ -150,6 +161,18 @@ def validation_error(ac: claims.Claims) -> str | None:
             return "invalid response type for stream: %s" % go_quote(str(rt))
         if kind == "stream" and e.get("allow_trace"):
             return "AllowTrace only valid for service export"
+        lat = e.get("service_latency")
+        if lat is not None:
+            if kind != "service":
+                return "latency tracking only permitted for services"
+            lat = lat if isinstance(lat, dict) else {}
+            if _sampling(lat) != 0 and not 1 <= _sampling(lat) <= 100:
+                return "sampling percentage needs to be between 1-100"
+            results = str(lat.get("results") or "")
+            if not is_valid_subject(results):
+                return "subject %s is not valid" % go_quote(results)
+            if any(t in ("*", ">") for t in results.split(".")):
+                return "results subject can not contain wildcards"
         threshold = e.get("response_threshold") or 0
         if threshold and kind == "stream":
             return "response threshold only valid for services"

@@ -80,7 +80,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),
     ("account resolver", "resolver_tls|resolver_pinned_accounts", _always),
 ] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
-    ("service latency tracking", "accounts.*.exports[].latency", _always),
     ("trusted proxy authentication", "proxies", _always),
     ("trusted proxy authentication", "authorization.proxy_required", _true),
     ("trusted proxy authentication", "authorization.users[].proxy_required", _true),
@@ -244,9 +243,23 @@ def _read_only_preloads(o) -> str | None:
     return None
 
 
-# In nats-server's order: validateOptions, then configureResolver.
+def _latency_on_links(o) -> str | None:
+    """Service latency is measured on one server: with routes or leaf nodes a responder on
+    another server needs nats-server's $SYS.LATENCY.M2 exchange, which natsd lacks."""
+    if not (o.cluster.port or o.leafnode.port or o.leafnode.remotes):
+        return None
+    for acc in o.accounts.values():
+        for ex in acc.exports:
+            if ex.latency is not None:
+                where = "%s: " % go_position(*ex.pos) if ex.pos else ""
+                return where + NOT_SUPPORTED % "service latency tracking across routes and leaf nodes"
+    return None
+
+
+# In nats-server's order: validateOptions, then configureResolver (natsd's own refusals last).
 START_CHECKS: list[Callable] = [_operators, _leaf_mixed_urls, _gateway, _mqtt, _websocket,
-                                _route_compression, _jetstream_cluster, _read_only_preloads]
+                                _route_compression, _jetstream_cluster, _read_only_preloads,
+                                _latency_on_links]
 
 
 def start_error(opts) -> str | None:

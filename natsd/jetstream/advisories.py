@@ -21,6 +21,7 @@ import logging
 import time
 
 from natsd._core.router import publish
+from natsd.clientinfo import client_info as full_client_info
 from natsd.ids import random_token
 from natsd.jetstream.errors import dumps
 
@@ -83,37 +84,11 @@ def stream_action(stream, action):
 # ---- client info ----
 
 def client_info(origin, account, server=None):
-    """ClientInfo of the connection `origin` (None for internal requests -> None)."""
-    st = getattr(origin, "state", None)
-    if origin is None or st is None:
-        return None
-    from natsd.gofmt import go_time, rtt_nanos
-    acc = getattr(st, "account", None) or account
-    ci = {}
-    start = getattr(st, "start", None)
-    if start:
-        ci["start"] = go_time(int(start * 1e9))
-    for key, attr in (("host", "host"),):
-        v = getattr(st, attr, None)
-        if v:
-            ci[key] = v
-    cid = getattr(origin, "cid", 0)
-    if cid:
-        ci["id"] = cid
-    if acc is not None:
-        ci["acc"] = acc.name
-    for key, attr in (("user", "user"), ("name", "name"), ("lang", "lang"), ("ver", "version")):
-        v = getattr(st, attr, None)
-        if v:
-            ci[key] = v
-    rtt = getattr(origin, "rtt", 0)
-    if rtt:
-        ci["rtt"] = rtt_nanos(rtt)
-    if server is not None:
-        ci["server"] = server.name
-    kind = getattr(st, "kind", None)
-    ci["kind"] = kind if isinstance(kind, str) and kind else "Client"
-    ci["client_type"] = "nats"
+    """ClientInfo of the connection `origin` as advisories carry it (nats-server's
+    forAdvisory: no user JWT), None for internal requests."""
+    ci = full_client_info(origin, account, server)
+    if ci is not None:
+        ci.pop("jwt", None)
     return ci
 
 

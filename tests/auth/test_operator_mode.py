@@ -255,5 +255,9 @@ def test_operator_config_loading(tmp_path):
                                                          "service_latency": {"sampling": 50, "results": "lat"}}])
     o = load_string("operator: %s\nresolver: MEMORY\nresolver_preload: {%s: %s}\n"
                     % (op_jwt, exporting.public, exp_jwt))
+    assert o.unsupported == []              # latency is tracked (refused only with routes or leafs)
+    tracing, trace_jwt = m.account(op, "TRACE", trace={"dest": "trace.x"})
+    o = load_string("operator: %s\nresolver: MEMORY\nresolver_preload: {%s: %s}\n"
+                    % (op_jwt, tracing.public, trace_jwt))
     assert [r.split(": ", 1)[1] for _, r in o.unsupported] == [
-        "service latency tracking is not supported by natsd yet"]
+        "message tracing in account JWTs is not supported by natsd yet"]

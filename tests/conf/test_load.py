@@ -186,9 +186,7 @@ def test_account_details():
     assert (i1.kind, i1.account, i1.subject, i1.to, i1.share) == ("service", "A", "svc.B.x", "local.x", True)
     assert (i2.kind, i2.prefix) == ("stream", "pre")
     assert a.pos == ("<string>", 2, 7)
-    # natsd does not track latency: refused, not ignored
-    assert [r.split(": ", 1)[1] for _, r in o.unsupported] == [
-        "service latency tracking is not supported by natsd yet"]
+    assert o.unsupported == []              # latency is tracked (refused only with routes or leafs)
 
 
 # -- seeds ---------------------------------------------------------------------

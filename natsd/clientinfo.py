@@ -1,0 +1,54 @@
+"""nats-server's ClientInfo of a connection (getClientInfo), as service latency metrics and
+JetStream advisories carry it: always the account and the RTT; in detail also the server and
+cluster, start, host, id, name, the raw auth user, lang, version, the user JWT with its issuer,
+name and tags, and the connection's kind."""
+from __future__ import annotations
+
+from natsd.auth import raw_auth_user
+from natsd.gofmt import go_time
+
+
+def client_info(c, account=None, server=None, detailed=True):
+    """The ClientInfo of connection `c` (None for an internal publisher, which has no state).
+    `account` stands in when the connection has none bound; `server` adds server and cluster."""
+    st = getattr(c, "state", None)
+    if c is None or st is None:
+        return None
+    acc = getattr(st, "account", None) or account
+    user = getattr(st, "jwt_user", None)
+    ci = {}
+    if detailed:
+        start = getattr(st, "start", None)
+        if start:
+            ci["start"] = go_time(int(start * 1e9))
+        if getattr(st, "host", None):
+            ci["host"] = st.host
+        if getattr(c, "cid", 0):
+            ci["id"] = c.cid
+    if acc is not None:
+        ci["acc"] = acc.name
+    if detailed:
+        connect = getattr(st, "connect", None) or {}
+        fields = (("user", raw_auth_user(connect, str(getattr(st, "nkey", None) or ""))),
+                  ("name", getattr(st, "name", "")), ("lang", getattr(st, "lang", "")),
+                  ("ver", getattr(st, "version", "")))
+        ci.update((k, v) for k, v in fields if v)
+    if getattr(c, "rtt", 0):
+        ci["rtt"] = int(c.rtt * 1e9)        # as measured (getRTT's truncation is for events)
+    if detailed:
+        if server is not None:
+            ci["server"] = server.name
+            cluster = server.cluster_name() if hasattr(server, "cluster_name") else ""
+            if cluster:
+                ci["cluster"] = cluster
+        if user is not None:
+            ci["jwt"] = user.claims.token
+            ci["issuer_key"] = user.claims.issuer
+            if user.claims.name:
+                ci["name_tag"] = user.claims.name
+            if user.claims.nats.get("tags"):
+                ci["tags"] = list(user.claims.nats["tags"])
+        kind = getattr(st, "kind", None)
+        ci["kind"] = kind if isinstance(kind, str) and kind else "Client"
+        ci["client_type"] = "nats"
+    return ci

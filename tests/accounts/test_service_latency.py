@@ -1,0 +1,200 @@
+"""Service latency tracking, natsd against nats-server: exports with `latency` (100% and
+"headers" sampling, one with a short response threshold), imports that share the requester or
+not, the same nats-py clients and requests; the metrics on the results subjects compared by
+status, description, which fields the requestor and responder carry and their values that do
+not depend on the server (account, user, name, kind), the trace headers reported, and the
+durations' relations. On a server with routes or leaf nodes natsd refuses latency tracking."""
+import asyncio
+import json
+
+import nats
+import pytest
+
+from tests.conftest import natsd_cmd, start_server
+
+CONF = """accounts {
+  SVC: { users: [{user: svc, password: svc}],
+         exports: [{service: "svc.echo", latency: {sampling: 100, subject: "lat.echo"}},
+                   {service: "svc.slow", latency: {sampling: "100%", subject: "lat.slow"},
+                    response_threshold: "500ms"},
+                   {service: "svc.none", latency: {sampling: 100, subject: "lat.none"}},
+                   {service: "svc.hdr", latency: {sampling: "headers", subject: "lat.hdr"}},
+                   {service: "svc.plain"}] }
+  REQ: { users: [{user: req, password: req}],
+         imports: [{service: {account: SVC, subject: "svc.echo"}, share: true},
+                   {service: {account: SVC, subject: "svc.slow"}},
+                   {service: {account: SVC, subject: "svc.none"}},
+                   {service: {account: SVC, subject: "svc.hdr"}},
+                   {service: {account: SVC, subject: "svc.plain"}}] }
+}
+"""
+STABLE = ("acc", "user", "name", "lang", "kind", "client_type")
+TRACE_HEADERS = [
+    ("w3c sampled", {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                     "tracestate": "congo=t61rcWkgMzE"}),
+    ("w3c not sampled", {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"}),
+    ("b3 sampled", {"X-B3-TraceId": "80f198ee56343ba864fe8b2a57d3eff7", "X-B3-SpanId": "e457b5a2e4d86bd1",
+                    "X-B3-Sampled": "1"}),
+    ("b3 single not sampled", {"b3": "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-0"}),
+    ("uber sampled", {"uber-trace-id": "479fefe9525eddb:5adb976bfc1f95c1:479fefe9525eddb:1",
+                      "uberctx-user": "alice"}),
+    ("no trace header", {"other": "x"}),
+]
+
+
+def shape(metric):
+    """What of a metric does not depend on the server or the clock."""
+    out = {k: metric[k] for k in ("type", "status", "description", "header") if k in metric}
+    for side in ("requestor", "responder"):
+        if side in metric:
+            ci = metric[side]
+            out[side] = {"keys": sorted(ci), **{k: ci[k] for k in STABLE if k in ci}}
+    service, system, total = metric["service"], metric["system"], metric["total"]
+    out["durations"] = (service >= 0, system >= 0, total >= service if metric["status"] == 200 else total == 0)
+    return out
+
+
+async def scenario(url):
+    svc = await nats.connect(url, user="svc", password="svc", name="the-service")
+    req = await nats.connect(url, user="req", password="req", name="the-requester")
+    metrics = []
+
+    async def collect(msg):
+        metrics.append((msg.subject, json.loads(msg.data)))
+
+    async def echo(msg):
+        if msg.reply:
+            await svc.publish(msg.reply, msg.data)
+    await svc.subscribe("lat.>", cb=collect)
+    await svc.subscribe("svc.echo", cb=echo)
+    await svc.subscribe("svc.hdr", cb=echo)
+    await svc.subscribe("svc.plain", cb=echo)
+    await svc.subscribe("svc.slow")                 # takes requests, never answers
+    await svc.flush()
+    out = {"echo": (await req.request("svc.echo", b"hi", timeout=2)).data.decode()}
+    await req.publish("svc.echo", b"no reply")
+    for subject in ("svc.none", "svc.slow"):
+        try:
+            await req.request(subject, b"?", timeout=2)
+        except Exception as e:
+            out[subject] = type(e).__name__
+    out["plain"] = (await req.request("svc.plain", b"p", timeout=2)).data.decode()
+    for name, headers in TRACE_HEADERS:
+        await req.request("svc.hdr", name.encode(), timeout=2, headers=headers)
+    await req.flush()
+    deadline = asyncio.get_running_loop().time() + 5
+    while len(metrics) < 7 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)                        # nothing more should come
+    for nc in (svc, req):
+        await nc.close()
+    out["metrics"] = sorted((subject, json.dumps(shape(m), sort_keys=True)) for subject, m in metrics)
+    return out
+
+
+def test_service_latency_matches_nats_server(natsd, reference, tmp_path):
+    conf = tmp_path / "lat.conf"
+    conf.write_text(CONF)
+    theirs = asyncio.run(scenario(reference("-c", str(conf)).url))
+    ours = asyncio.run(scenario(natsd("-c", str(conf)).url))
+    assert ours == theirs
+    statuses = [(s, json.loads(m)["status"]) for s, m in theirs["metrics"]]
+    assert sorted(statuses) == sorted([("lat.echo", 200), ("lat.echo", 400), ("lat.none", 503),
+                                       ("lat.slow", 504), ("lat.hdr", 200), ("lat.hdr", 200),
+                                       ("lat.hdr", 200)])
+    shared = [json.loads(m) for s, m in theirs["metrics"] if s == "lat.echo"]
+    assert all(m["requestor"]["name"] == "the-requester" for m in shared)
+    alone = [json.loads(m) for s, m in theirs["metrics"] if s == "lat.none"][0]
+    assert alone["requestor"]["keys"] == ["acc", "rtt"]          # not shared: account and RTT
+
+
+def test_latency_refused_with_routes(tmp_path):
+    conf = tmp_path / "c.conf"
+    conf.write_text(CONF + "cluster { port: -1, name: C }\n")
+    proc = start_server(natsd_cmd(), "-c", str(conf), wait=False)
+    try:
+        assert proc.proc.wait(10) == 1
+    finally:
+        proc.kill()
+    assert "c.conf:3:20: service latency tracking across routes and leaf nodes is not supported by natsd yet" \
+        in "\n".join(proc.lines)
+
+
+def _jwt_world(tmp_path):
+    from tests.jwtmint import Mint, creds
+    m = Mint(seed=61)
+    op, _ = m.operator("OP")
+    sys_acc, sys_jwt = m.account(op, "SYS")        # metrics go out only with a system account
+    op_jwt = m.token(op, op.public, "operator", {"system_account": sys_acc.public}, name="OP")
+    exports = [{"name": "echo", "subject": "svc.echo", "type": "service",
+                "service_latency": {"sampling": 100, "results": "lat.echo"}},
+               {"name": "hdr", "subject": "svc.hdr", "type": "service",
+                "service_latency": {"sampling": "headers", "results": "lat.hdr"}}]
+    svc, svc_jwt = m.account(op, "SVC", exports=exports)
+    req, req_jwt = m.account(op, "REQ", imports=[
+        {"subject": "svc.echo", "account": svc.public, "type": "service", "share": True},
+        {"subject": "svc.hdr", "account": svc.public, "type": "service"}])
+    jwts = {svc: svc_jwt, req: req_jwt, sys_acc: sys_jwt}
+    for name, lat in (("bad sampling", {"sampling": 150, "results": "lat.x"}),
+                      ("wildcard results", {"sampling": 100, "results": "lat.*"}),
+                      ("on a stream", {"sampling": 100, "results": "lat.x"})):
+        kind = "stream" if name == "on a stream" else "service"
+        key, tok = m.account(op, name, exports=[{"subject": "x", "type": kind, "service_latency": lat}])
+        jwts[key] = tok
+        u, utok = m.user(key, "u")
+        (tmp_path / (name + ".creds")).write_text(creds(utok, u))
+    paths = {}
+    for name, key in (("svc", svc), ("req", req)):
+        u, utok = m.user(key, name)
+        paths[name] = str(tmp_path / (name + ".creds"))
+        (tmp_path / (name + ".creds")).write_text(creds(utok, u))
+    conf = tmp_path / "op.conf"
+    conf.write_text("operator: %s\nresolver: MEMORY\nresolver_preload: {\n%s}\n"
+                    % (op_jwt, "".join("  %s: %s\n" % (k.public, j) for k, j in jwts.items())))
+    return str(conf), paths
+
+
+async def jwt_scenario(url, tmp_path, paths):
+    out = {}
+    for name in ("bad sampling", "wildcard results", "on a stream"):
+        try:
+            await (await nats.connect(url, user_credentials=str(tmp_path / (name + ".creds")),
+                                      allow_reconnect=False)).close()
+            out[name] = "connected"
+        except Exception as e:
+            out[name] = str(e).lower()
+    svc = await nats.connect(url, user_credentials=paths["svc"], name="jwt-service")
+    req = await nats.connect(url, user_credentials=paths["req"], name="jwt-requester")
+    metrics = []
+
+    async def collect(msg):
+        metrics.append((msg.subject, json.loads(msg.data)))
+
+    async def echo(msg):
+        await svc.publish(msg.reply, msg.data)
+    await svc.subscribe("lat.>", cb=collect)
+    await svc.subscribe("svc.*", cb=echo)
+    await svc.flush()
+    await req.request("svc.echo", b"hi", timeout=2)
+    await req.request("svc.hdr", b"plain", timeout=2)
+    await req.request("svc.hdr", b"traced", timeout=2, headers=dict(TRACE_HEADERS[0][1]))
+    deadline = asyncio.get_running_loop().time() + 5
+    while len(metrics) < 2 and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    for nc in (svc, req):
+        await nc.close()
+    out["metrics"] = sorted((s, json.dumps(shape(m), sort_keys=True)) for s, m in metrics)
+    return out
+
+
+def test_jwt_service_latency_matches_nats_server(natsd, reference, tmp_path):
+    conf, paths = _jwt_world(tmp_path)
+    theirs = asyncio.run(jwt_scenario(reference("-c", conf).url, tmp_path, paths))
+    ours = asyncio.run(jwt_scenario(natsd("-c", conf).url, tmp_path, paths))
+    assert ours == theirs
+    assert [s for s, _ in theirs["metrics"]] == ["lat.echo", "lat.hdr"]
+    assert theirs["bad sampling"] == theirs["wildcard results"] == theirs["on a stream"] == \
+        "nats: 'authorization violation'"
+    shared = json.loads(theirs["metrics"][0][1])
+    assert "jwt" in shared["requestor"]["keys"] and shared["requestor"]["name"] == "jwt-requester"
