@@ -4,6 +4,7 @@ CLAIMS.UPDATE subscription crosses the routes), users of that account on both me
 each other, and an account the second member learns of only through route interest is looked
 up there; members that missed a JWT get it by the periodic CLAIMS.PACK sync."""
 import asyncio
+import contextlib
 
 import nats
 import pytest
@@ -82,28 +83,35 @@ async def push(member, acc_jwt, paths):
     return b'"jwt updated"' in reply.data
 
 
-@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
-def test_member_without_the_jwt_asks_the_cluster(tmp_path, kind):
-    """A member that was not there when the JWT was pushed finds it with CLAIMS.LOOKUP."""
+@contextlib.contextmanager
+def _pushed_then_joined(kind, tmp_path, interval="2m"):
+    """An account JWT pushed to s1, then s2 joining: yields (s2, account key, creds paths,
+    whether the push was answered "jwt updated"); both members are killed after."""
     if kind == "nats-server" and nats_server_cmd() is None:
         pytest.skip("nats-server is not installed")
     world = _world(tmp_path)
     acc, acc_jwt, paths = world[3:]
     members = []
     try:
-        members.append(_member(kind, tmp_path, "s1", world))
-        pushed = {"pushed": asyncio.run(push(members[0], acc_jwt, paths))}
-        members.append(_member(kind, tmp_path, "s2", world, [members[0].route_url]))
+        members.append(_member(kind, tmp_path, "s1", world, interval=interval))
+        pushed = asyncio.run(push(members[0], acc_jwt, paths))
+        members.append(_member(kind, tmp_path, "s2", world, [members[0].route_url], interval=interval))
         wait_mesh(members)
-
-        async def login():
-            nc = await nats.connect(members[1].url, user_credentials=paths["b"], allow_reconnect=False)
-            await nc.close()
-            return "connected"
-        out = dict(pushed, login=asyncio.run(login()))
+        yield members[1], acc, acc_jwt, paths, pushed
     finally:
         for mem in members:
             mem.proc.kill()
+
+
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_member_without_the_jwt_asks_the_cluster(tmp_path, kind):
+    """A member that was not there when the JWT was pushed finds it with CLAIMS.LOOKUP."""
+    with _pushed_then_joined(kind, tmp_path) as (s2, acc, _, paths, pushed):
+        async def login():
+            nc = await nats.connect(s2.url, user_credentials=paths["b"], allow_reconnect=False)
+            await nc.close()
+            return "connected"
+        out = {"pushed": pushed, "login": asyncio.run(login())}
     assert out == {"pushed": True, "login": "connected"}
     assert (tmp_path / "s2-jwt" / (acc.public + ".jwt")).exists()      # kept once fetched
 
@@ -113,19 +121,7 @@ def test_members_sync_directories_by_pack(tmp_path, kind):
     """A JWT pushed while the second member was away reaches that member's directory with no
     login asking for it: every `interval` each FULL resolver asks CLAIMS.PACK with its hash and
     merges the answer."""
-    if kind == "nats-server" and nats_server_cmd() is None:
-        pytest.skip("nats-server is not installed")
-    world = _world(tmp_path)
-    acc, acc_jwt, paths = world[3:]
-    members = []
-    try:
-        members.append(_member(kind, tmp_path, "s1", world, interval="1s"))
-        pushed = asyncio.run(push(members[0], acc_jwt, paths))
-        members.append(_member(kind, tmp_path, "s2", world, [members[0].route_url], interval="1s"))
-        wait_mesh(members)
+    with _pushed_then_joined(kind, tmp_path, interval="1s") as (_, acc, acc_jwt, _, pushed):
         synced = tmp_path / "s2-jwt" / (acc.public + ".jwt")
         asyncio.run(until(synced.exists, 20))
-    finally:
-        for mem in members:
-            mem.proc.kill()
     assert pushed and synced.read_text() == acc_jwt
