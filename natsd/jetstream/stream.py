@@ -14,6 +14,7 @@ import logging
 import os
 import time
 
+from natsd._core.conn import flush_all
 from natsd._core.router import publish, publish_many
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_time
@@ -33,6 +34,10 @@ MAX_HDR = 64 * 1024
 NS = 1_000_000_000
 MAX_TTL = (1 << 62) // NS       # seconds; a larger Nats-TTL (valid for nats-server) never expires
 
+
+
+ACK_CHUNK = 16                  # messages of one ingest batch answered together
+SYNC_CHUNK = 0.0003             # seconds of storing after which a chunk gets a sync of its own
 
 
 def _batch_id(hdr):
@@ -158,7 +163,9 @@ class Stream:
     def _on_batch(self, sub, msgs):
         """Ingest every message the loop read for this stream in one iteration (the router's
         batched mode): header-less messages to a simple stream are stored inline, the rest go
-        through _on_msg; PubAcks of file storage wait for one group-commit sync together."""
+        through _on_msg. PubAcks go out in chunks of ACK_CHUNK messages: for file storage each
+        chunk after a group-commit sync that covers it, started once storing the chunk took
+        longer than SYNC_CHUNK (a sync's time on a fast disk)."""
         if self.closed:
             return
         cfg = self.config
@@ -167,6 +174,7 @@ class Stream:
         fast = self._fast_cfg is cfg and not self.closed
         acks = self.pending_acks
         n_acks = len(acks)
+        chunk_start = time.monotonic()
         if fast:
             store = self.store
             store_msg = store.store_msg
@@ -179,7 +187,19 @@ class Stream:
                 self._puback(0)
                 tpl = self._ack_template
             prefix, suffix = tpl[1], tpl[2] + b"}"
-        for subject, reply, hdr, payload, origin in msgs:
+        for i, (subject, reply, hdr, payload, origin) in enumerate(msgs):
+            if i and not i % ACK_CHUNK:
+                # answer in chunks, not all at the batch's end: the publishers get their first
+                # PubAcks while the rest is stored, and the two sides overlap instead of
+                # taking turns. With file storage a chunk needs a sync of its own, worth it
+                # only once the chunk took longer than a sync takes.
+                if not group:
+                    flush_all()
+                elif time.monotonic() - chunk_start > SYNC_CHUNK:
+                    self.flush_acks()
+                    acks = self.pending_acks
+                    n_acks = len(acks)
+                    chunk_start = time.monotonic()
             if not fast or hdr is not None or (0 <= mms < len(payload)) or self.closed \
                     or (reply is not None and reply.endswith(fastbatch.SUFFIX)) \
                     or (limited and ((0 < max_msgs <= store.num_msgs) or (
