@@ -8,7 +8,7 @@ import re
 from ..options import (AccountLimits, AccountOpts, ExportOpts, ImportOpts, MappingDest,
                        NkeyUser, ServiceLatency)
 from ..gofmt import go_quote
-from ..subject import is_valid_subject, subject_is_subset, subjects_overlap
+from ..subject import is_valid_literal_subject, is_valid_subject, subject_is_subset, subjects_overlap
 from .parser import Node
 from .reader import KIND_NAME, Reader, parse_duration, parse_size
 
@@ -206,6 +206,10 @@ class AccountSections(Reader):
                 self.err(en, f'Error adding {ex.kind} export "{ex.subject}": subject is not valid')
             elif not ex.position_is_wildcard():
                 self.err(en, f'Error adding {ex.kind} export "{ex.subject}": sublist: invalid subject')
+            elif (ex.kind == "service" and ex.latency is not None and ex.latency.subject
+                  and not is_valid_literal_subject(ex.latency.subject)):
+                self.err(lat_node, f'Error adding service latency sampling for "{ex.subject}" on subject '
+                                   f'"{ex.latency.subject}": invalid publish subject')
             acc.exports.append(ex)
 
     def latency(self, n: Node) -> ServiceLatency | None:

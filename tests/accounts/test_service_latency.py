@@ -198,3 +198,25 @@ def test_jwt_service_latency_matches_nats_server(natsd, reference, tmp_path):
         "nats: 'authorization violation'"
     shared = json.loads(theirs["metrics"][0][1])
     assert "jwt" in shared["requestor"]["keys"] and shared["requestor"]["name"] == "jwt-requester"
+
+
+@pytest.mark.parametrize("subject", ["lat.*", "lat.>", "lat..x"])
+def test_latency_subject_must_be_publishable_as_nats_server(tmp_path, subject):
+    """A results subject a message cannot be published to is a config error in both."""
+    import re
+    import subprocess
+    from tests.conftest import nats_server_cmd
+    conf = tmp_path / "bad.conf"
+    conf.write_text('accounts { A: { exports: [{service: "svc", latency: {sampling: 100, subject: "%s"}}] } }\n'
+                    % subject)
+
+    def check(cmd):
+        out = subprocess.run(cmd + ["-t", "-c", str(conf)], capture_output=True, text=True, timeout=30)
+        texts = {re.sub(r"^.*?\.conf:\d+:\d+: ", "", line) for line in (out.stdout + out.stderr).splitlines()
+                 if ".conf:" in line and "configuration file" not in line}
+        return out.returncode, sorted(texts)
+    ours = check(natsd_cmd())
+    assert ours == (1, ['Error adding service latency sampling for "svc" on subject "%s": invalid publish subject'
+                        % subject])
+    if nats_server_cmd() is not None:
+        assert check(nats_server_cmd()) == ours
