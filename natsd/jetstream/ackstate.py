@@ -13,10 +13,12 @@ import logging
 import random
 
 from natsd.gofmt import parse_go_duration
+from natsd._core.conn import flush_all
 
 log = logging.getLogger("natsd")
 
 NS = 1_000_000_000
+EARLY_RUN = 32         # acks applied before a push consumer waiting on max_ack_pending delivers again
 
 
 def now_ns():
@@ -116,7 +118,10 @@ class AckState:
     def _on_acks(self, sub, msgs):
         """Every ack the loop read for this consumer in one iteration (router batched mode).
         A plain +ACK without a reply under the explicit policy (the bulk of a pull consumer's
-        traffic) is applied inline; anything else goes through _on_ack."""
+        traffic) is applied inline; anything else goes through _on_ack. A push consumer that
+        max_ack_pending held back delivers again every EARLY_RUN acks, its output flushed at
+        once, rather than after the whole burst: the client gets its next messages while the
+        rest of its acks are applied, so client and server work side by side."""
         if self.closed:
             return
         explicit = self.cfg["ack_policy"] == "explicit" and not self.sample and not self.lss
@@ -149,6 +154,9 @@ class AckState:
                     self.kick()
             self.rdc.pop(sseq, None)
             self.rdq_set.discard(sseq)
+            if n % EARLY_RUN == 0 and self._scheduled and self.is_push():
+                self._run()
+                flush_all()
         if n:
             self.last_ack_ns = now_ns()
             self.last_activity = self.loop.time()

@@ -84,3 +84,56 @@ def test_push_flow_control_matches_reference(natsd, reference, tmp_path):
         assert sum(1 for e in o if e[0] == "FC") >= 2        # flow control did take part
         assert o == t
     assert ours[2] == theirs[2]
+
+
+async def windowed(url):
+    """A push consumer held by max_ack_pending, its client acking everything it got in
+    bursts: natsd delivers again part-way through such a burst of acks (every EARLY_RUN acks,
+    natsd/jetstream/ackstate.py), nats-server as each ack lands. Either way each message once,
+    in order, first deliveries only, and nothing left pending."""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="W", subjects=["w"])
+    total = 3000
+    for i in range(total):
+        await nc.publish("w", b"%d" % i)
+    await nc.flush()
+
+    async def stored():
+        return (await js.stream_info("W")).state.messages == total
+    assert await until(stored, timeout=20)
+    seen = []
+    done = asyncio.get_running_loop().create_future()
+
+    async def cb(m):
+        t = m.reply.split(".")
+        seen.append((m.data, t[4], t[5], t[6], t[8]))      # payload, dc, sseq, dseq, pending
+        await nc.publish(m.reply, b"+ACK")
+        if len(seen) == total and not done.done():
+            done.set_result(None)
+    inbox = nc.new_inbox()
+    await nc.subscribe(inbox, cb=cb)
+    r = json.loads((await nc.request("$JS.API.CONSUMER.CREATE.W.d", json.dumps({
+        "stream_name": "W", "config": {"durable_name": "d", "deliver_subject": inbox,
+                                       "ack_policy": "explicit", "max_ack_pending": 40}}).encode(),
+        timeout=5)).data)
+    assert "error" not in r, r
+    await asyncio.wait_for(done, 30)
+    await nc.flush()
+
+    async def settled():
+        i = json.loads((await nc.request("$JS.API.CONSUMER.INFO.W.d", b"", timeout=5)).data)
+        return i["num_ack_pending"] == 0 and i
+    info = await until(settled, timeout=10)
+    await nc.close()
+    return seen, {k: info[k] for k in ("num_pending", "num_redelivered", "num_ack_pending")}, \
+        (info["delivered"]["stream_seq"], info["ack_floor"]["stream_seq"])
+
+
+def test_push_window_refilled_mid_burst_matches_reference(natsd, reference, tmp_path):
+    ours = run(windowed)(natsd("-js", "-sd", str(tmp_path / "a")).url)
+    theirs = run(windowed)(reference("-js", "-sd", str(tmp_path / "b")).url)
+    seen = ours[0]
+    assert [s[0] for s in seen] == [b"%d" % i for i in range(3000)]
+    assert all(s[1] == "1" for s in seen)
+    assert ours == theirs
