@@ -64,8 +64,8 @@ ends that block (the file is cut there) and a warning names the file. A record w
 fails on read is never returned.
 
 Group commit: appends are `pwrite`s at once (the kernel has them); `sync_async` hands one
-`fdatasync` of the active block (+ the directory when a block was created) to a worker thread
-without the GIL; appends that arrive while it runs wait for the next round, which covers all
+`fdatasync` of the active block (+ the directory when a block was created), a SyncJob, to the
+caller's submit (the loop's: natsd/_core/syncer.pyx runs it on a thread without the GIL); appends that arrive while it runs wait for the next round, which covers all
 of them with one fdatasync. Sealing a block fdatasyncs it, so only the active block is dirty.
 Encrypted, the pending frame is written first; when that write fails, every waiter that needs
 it gets the error and the records stay pending (written again by the next sync); the header's
@@ -85,6 +85,7 @@ from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memset, memcmp, strerror
 from libc.errno cimport errno, EINTR
+from natsd._core.syncer cimport SyncJob
 
 cdef extern from "unistd.h" nogil:
     ssize_t pread(int fd, void* buf, size_t n, long off)
@@ -183,25 +184,6 @@ cdef int _pwrite_all(int fd, const char* buf, Py_ssize_t n, long off) except -2:
         n -= w
         off += w
     return 0
-
-
-def _sync_fds(int fd, int dirfd):
-    """Worker-thread body of a group commit: fdatasync without the GIL, then close the dups."""
-    cdef int rc = 0, rc2 = 0, err = 0
-    with nogil:
-        rc = fdatasync(fd)
-        if rc != 0:
-            err = errno
-        if dirfd >= 0:
-            rc2 = fsync(dirfd)
-            if rc2 != 0 and err == 0:
-                err = errno
-        close(fd)
-        if dirfd >= 0:
-            close(dirfd)
-    if err:
-        raise OSError(err, strerror(err).decode())
-    return True
 
 
 cdef bytes _frame_aad(uint32_t n, uint64_t off, int num):
@@ -1802,7 +1784,7 @@ cdef class Log:
 
         def done(result, exc):
             log_ref._sync_done(target, exc, executor_submit)
-        executor_submit(lambda: _sync_fds(fd, dirfd), done)
+        executor_submit(SyncJob(fd, dirfd), done)
 
     def _sync_done(self, uint64_t target, exc, executor_submit):
         self.inflight -= 1

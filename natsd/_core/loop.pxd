@@ -40,3 +40,4 @@ cdef class Loop:
     cdef int run_once(self) except -1
     cdef void _conn_event(self, Connection c, unsigned int evs)
     cdef void _set_reading(self, Connection c, bint reading)
+    cdef bint _events_ready(self)

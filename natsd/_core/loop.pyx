@@ -1,10 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The event loop: one thread, one epoll set for every socket, a timer heap, and a hand-off
-to worker threads for blocking work (fsync, compression) whose results come back through an
-eventfd.
+to other threads for blocking work whose results come back through an eventfd: group-commit
+fdatasyncs to the GIL-free sync threads (natsd/_core/syncer.pyx), the rest (compression,
+slow authentication) to a worker pool.
 
 One iteration: wait; read every readable socket (client connections are parsed and routed in
-C); run queued internal deliveries; run due timers and ready callbacks; flush every connection
+C); run the callbacks of finished syncs; run queued internal deliveries; run due timers and ready callbacks; flush every connection
 that gained output; close the connections that asked to be closed.
 """
 import heapq
@@ -23,6 +24,8 @@ from natsd._core.tls cimport TlsSession
 from natsd._core.codec cimport Bytes
 from natsd._core.parser cimport parse
 from natsd._core.router cimport run_internal
+from natsd._core.syncer cimport SyncJob, drain as drain_syncs, quick_and_idle
+from natsd._core.syncer import submit as submit_sync, run_here as sync_here, set_wake_fd
 from natsd._core import conn as _conn_module
 from natsd._core import router as _router_module
 
@@ -39,6 +42,14 @@ cdef extern from "sys/epoll.h" nogil:
         EPOLL_CTL_MOD
         EPOLL_CTL_DEL
         EPOLL_CLOEXEC
+
+cdef extern from "poll.h" nogil:
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    int poll(pollfd* fds, unsigned long n, int timeout)
+    short POLLIN
 
 cdef extern from "sys/eventfd.h" nogil:
     int eventfd(unsigned int initval, int flags)
@@ -99,6 +110,7 @@ cdef class Loop:
         if self.rbuf == NULL or self.events == NULL or self.tls_plain == NULL:
             raise MemoryError()
         self.add_handler(self.wakefd, _WakeReader(self.wakefd))
+        set_wake_fd(self.wakefd)
 
     def __dealloc__(self):
         free(self.rbuf)
@@ -173,6 +185,27 @@ cdef class Loop:
         self.ready.append((callback, args))
         write(self.wakefd, &one, 8)
 
+    def submit(self, fn, done):
+        """Run fn() off the loop thread; done(result, exc) runs on the loop afterwards. A
+        SyncJob (a group commit's fdatasync) goes to the GIL-free sync threads
+        (natsd/_core/syncer.pyx), or runs here and now when the loop has nothing else to do
+        and syncs are quick; anything else goes to the worker pool."""
+        if type(fn) is SyncJob:
+            if quick_and_idle() and not self._events_ready():
+                sync_here(fn, done)
+            else:
+                submit_sync(fn, done)
+        else:
+            self.run_in_worker(fn, done)
+
+    cdef bint _events_ready(self):
+        """Whether a socket or the wake-up eventfd is ready, without taking its event."""
+        cdef pollfd p
+        p.fd = self.epfd
+        p.events = POLLIN
+        p.revents = 0
+        return poll(&p, 1, 0) > 0
+
     def run_in_worker(self, fn, done, *args):
         """Run fn(*args) on a worker thread; done(result, exc) runs on the loop afterwards."""
         if self.executor is None:
@@ -243,6 +276,7 @@ cdef class Loop:
                     obj.on_event(evs)
                 except Exception:
                     log.exception("event handler failed")
+        drain_syncs()
         run_internal()
         self._run_timers()
         self._run_ready()

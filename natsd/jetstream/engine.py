@@ -352,7 +352,7 @@ class JetStream:
         self.api_handler = None
 
     def submit(self, fn, done):
-        self.server.loop.run_in_worker(fn, done)
+        self.server.loop.submit(fn, done)
 
     def cluster_name(self):
         f = getattr(self.server, "cluster_name", None)
