@@ -96,12 +96,12 @@ cdef class Log:
     cdef char nbase[12]                # nonce = nbase + counter (random base per open)
     cdef uint64_t nctr
     cdef public uint64_t snap_last     # last seq an index snapshot recorded (even an unusable one)
-    cdef object pend                   # encrypted: records appended to the active block, not yet
-    cdef uint64_t pend_off             #   written (one frame at pend_off, sealed by _flush_frame)
+    cdef object pend                   # records appended to the active block, not yet written
+    cdef uint64_t pend_off             #   (at pend_off by _flush_frame: as they are, or sealed)
     cdef uint64_t flushed              # `appended` when pend was last empty
     cdef uint64_t flushed_last         # `last` then (the high-water mark a sync may write)
-    cdef object call_soon              # the loop's call_soon (crypt.call_soon): write a frame per
-    cdef bint flush_scheduled          #   loop iteration; None: one frame per record
+    cdef object call_soon              # the loop's call_soon: write pend once per loop
+    cdef bint flush_scheduled          #   iteration; None: each record at once
     cdef object flush_err              # the last frame write error logged (logged once)
     cdef Block fc_blk                  # the frame last decrypted for a read: block, offset, plain
     cdef uint64_t fc_off

@@ -63,14 +63,21 @@ Recovery: blocks are scanned in order; the first record that is short or fails i
 ends that block (the file is cut there) and a warning names the file. A record whose checksum
 fails on read is never returned.
 
-Group commit: appends are `pwrite`s at once (the kernel has them); `sync_async` hands one
-`fdatasync` of the active block (+ the directory when a block was created), a SyncJob, to the
-caller's submit (the loop's: natsd/_core/syncer.pyx runs it on a thread without the GIL); appends that arrive while it runs wait for the next round, which covers all
-of them with one fdatasync. Sealing a block fdatasyncs it, so only the active block is dirty.
-Encrypted, the pending frame is written first; when that write fails, every waiter that needs
-it gets the error and the records stay pending (written again by the next sync); the header's
+Group commit: without a call_soon hook every append is a `pwrite` at once (the kernel has
+it). With the loop's hook (given to plaintext logs when nothing is acknowledged before a sync,
+and to encrypted ones) the messages of one loop iteration wait in memory (`pend`, read from
+there) and go out with one pwrite when the iteration ends, before anything else touches the
+block (a sync, a tombstone, a rotation, a truncation) and at 64 KiB; a crash inside the
+iteration loses only what nobody was told about. `sync_async` hands one `fdatasync` of the
+active block (+ the directory when a block was created), a SyncJob, to the caller's submit
+(the loop's: natsd/_core/syncer.pyx runs it on a thread without the GIL, or at once when the
+loop is idle); appends that arrive while it runs wait for the next round, which covers all of
+them with one fdatasync. Sealing a block fdatasyncs it, so only the active block is dirty.
+The pending records are written first; when that write fails, every waiter that needs them
+gets the error and they stay pending (written again by the next sync); the header's
 high-water mark then only covers what was written.
 """
+DEF PLAIN_PEND_MAX = 65536  # plaintext records waiting for one pwrite, at most (bytes)
 DEF MAX_INFLIGHT = 3      # concurrent fdatasyncs per log (the kernel joins them in one journal commit)
 
 import bisect
@@ -339,9 +346,11 @@ cdef class Log:
         self.rbuf = NULL
 
     def __init__(self, path, block_size=8 * 1024 * 1024, compression="none", first_seq=0,
-                 crypt=None):
+                 crypt=None, call_soon=None):
         """crypt: the stream's key context (natsd/jetstream/jscrypt.StreamCrypt: `kid`, `aead`,
-        `aead_for(kid)`, `seal`, `open`), or None for a plaintext log."""
+        `aead_for(kid)`, `seal`, `open`), or None for a plaintext log. call_soon: the loop's,
+        for a plaintext log whose messages of one loop iteration may be written together (its
+        owner syncs before it acknowledges them; see "Group commit" above)."""
         cdef Block b
         cdef uint64_t floor
         self.dir = os.fspath(path)
@@ -366,6 +375,7 @@ cdef class Log:
             raise MemoryError()
         self.crypt = crypt
         self.pend = bytearray()
+        self.call_soon = call_soon
         if crypt is not None:
             self.enc = crypt.aead
             self.enc_kid = crypt.kid
@@ -550,12 +560,23 @@ cdef class Log:
         return out
 
     cdef _flush_frame(self):
-        # Seal and write the pending records of the active block as one frame. On a write
-        # error the block is cut back and the records stay pending (a later flush retries).
+        # Write the pending records of the active block: encrypted, sealed as one frame;
+        # plaintext, as they are, with one pwrite. On a write error the block is cut back and
+        # the records stay pending (a later flush retries).
         cdef Block b = self.active
         cdef bytes data
         cdef int err
         if self.pend is None or PyByteArray_GET_SIZE(self.pend) == 0:
+            self.flushed = self.appended
+            self.flushed_last = self.last
+            return
+        if self.enc is None:
+            err = _pwrite_all(b.fd, PyByteArray_AS_STRING(self.pend), PyByteArray_GET_SIZE(self.pend),
+                              self.pend_off)
+            if err:
+                ftruncate(b.fd, self.pend_off)
+                raise _oserr(b.path, err)
+            del self.pend[:]
             self.flushed = self.appended
             self.flushed_last = self.last
             return
@@ -571,7 +592,7 @@ cdef class Log:
         self.flushed_last = self.last
 
     def _flush_cb(self):
-        """call_soon callback: the records of this loop iteration go to disk as one frame."""
+        """call_soon callback: the records of this loop iteration go to disk together."""
         self.flush_scheduled = False
         if self.closed:
             return
@@ -928,7 +949,9 @@ cdef class Log:
         """Append one record to the active block; returns its offset (rotates first if full).
         Encrypted: the record joins the pending frame, written once per loop iteration (the
         call_soon hook), before any sync, at FRAME_MAX, and at once for anything but a message
-        (so a tombstone's write error reaches its caller as in plaintext)."""
+        (so a tombstone's write error reaches its caller as in plaintext). Plaintext with the
+        hook: a message joins the pending records the same way (written as they are, in one
+        pwrite); anything else is written at once, after them. Without it, one pwrite each."""
         cdef Py_ssize_t reclen = REC_MIN + slen + hlen + mlen
         cdef Py_ssize_t dlen, plen
         cdef bint enc = self.enc is not None
@@ -946,6 +969,9 @@ cdef class Log:
                 self._flush_frame()
             if PyByteArray_GET_SIZE(self.pend) == 0:
                 dlen += FRAME_OVH
+        elif PyByteArray_GET_SIZE(self.pend) and (rtype != T_MSG or PyByteArray_GET_SIZE(self.pend)
+                                                  + reclen > PLAIN_PEND_MAX):
+            self._flush_frame()             # plaintext: records reach the file in order
         if rtype == T_MSG and self.active.size > BLK_HDR and self.active.size + dlen > self.block_size:
             self._rotate()
         b = self.active
@@ -991,6 +1017,20 @@ cdef class Log:
                 self.flush_scheduled = True
                 self.call_soon(self._flush_cb)
             return <int>(self.pend_off + FRAME_PRE + plen)
+        if rtype == T_MSG and self.call_soon is not None:
+            # plaintext with the loop's hook: the messages of this iteration are written
+            # together by _flush_cb (or before anything else touches the block)
+            plen = PyByteArray_GET_SIZE(self.pend)
+            if plen == 0:
+                self.pend_off = b.size
+            PyByteArray_Resize(self.pend, plen + reclen)
+            memcpy(PyByteArray_AS_STRING(self.pend) + plen, p, reclen)
+            self.appended += 1
+            b.size += reclen
+            if not self.flush_scheduled:
+                self.flush_scheduled = True
+                self.call_soon(self._flush_cb)
+            return <int>(b.size - reclen)
         err = _pwrite_all(b.fd, p, reclen, b.size)
         if err:
             # Leave the block exactly as it was so the tail stays well-formed.
@@ -1086,6 +1126,7 @@ cdef class Log:
         cdef uint32_t rl = e.size & SIZE_MASK
         cdef bytes data
         cdef ssize_t n
+        cdef Py_ssize_t k
         if b is None:
             return None
         if b.compressed:
@@ -1095,6 +1136,10 @@ cdef class Log:
             if data is None:
                 log.warning("%s: seq %d at offset %d does not decrypt, not served", b.path, seq, e.off)
                 return None
+        elif b is self.active and PyByteArray_GET_SIZE(self.pend) and e.off >= self.pend_off:
+            k = e.off - self.pend_off                   # not written yet
+            data = PyBytes_FromStringAndSize(PyByteArray_AS_STRING(self.pend) + k, rl) \
+                if k + rl <= PyByteArray_GET_SIZE(self.pend) else b""
         else:
             data = PyBytes_FromStringAndSize(NULL, rl)
             n = pread(b.fd, PyBytes_AS_STRING(data), rl, e.off)
@@ -1177,6 +1222,7 @@ cdef class Log:
         cdef const char* base
         cdef Py_ssize_t want, n, k
         cdef char* nb
+        cdef bint pending = False
         if e == NULL or e.size == 0:
             return 0
         rl = e.size & SIZE_MASK
@@ -1199,6 +1245,12 @@ cdef class Log:
                     return 0
                 self.rdec = pt
                 p = PyBytes_AS_STRING(pt) + k
+        elif b is self.active and PyByteArray_GET_SIZE(self.pend) and e.off >= self.pend_off:
+            k = e.off - self.pend_off                   # plaintext, not written yet
+            if k + rl > PyByteArray_GET_SIZE(self.pend):
+                return 0
+            p = PyByteArray_AS_STRING(self.pend) + k
+            pending = True
         elif b.compressed:
             if b is not self.rblk or self.rimg is None:
                 self.rimg = self._image(b)
@@ -1226,7 +1278,7 @@ cdef class Log:
                 self.roff = e.off
                 self.rlen = n
             base = self.rbuf
-        if not b.encrypted or b.compressed:
+        if (not b.encrypted or b.compressed) and not pending:
             if e.off < self.roff or e.off + rl > self.roff + self.rlen:
                 log.warning("%s: short read of seq %d at %d", b.path, seq, e.off)
                 return 0
@@ -1549,6 +1601,9 @@ cdef class Log:
             err = _pwrite_all(b.fd, PyBytes_AS_STRING(enc), PyBytes_GET_SIZE(enc), fo)
             if err:
                 raise _oserr(b.path, err)
+        elif b is self.active and PyByteArray_GET_SIZE(self.pend) and e.off >= self.pend_off:
+            k = e.off - self.pend_off                   # plaintext, not written yet
+            memcpy(PyByteArray_AS_STRING(self.pend) + k, PyByteArray_AS_STRING(rec), rl)
         else:
             err = _pwrite_all(b.fd, PyByteArray_AS_STRING(rec), rl, e.off)
             if err:
@@ -1629,8 +1684,7 @@ cdef class Log:
         cdef Py_ssize_t i
         if seq >= self.last:
             return
-        if self.enc is not None:
-            self._flush_frame()
+        self._flush_frame()
         self._unindex_range(max(seq + 1, self.first), self.last)
         # Find the first MSG record with a seq above `seq` and cut the log there.
         for b in self.blocks:
@@ -1716,8 +1770,7 @@ cdef class Log:
         """fdatasync the active block (and the directory if blocks came or went) now."""
         cdef int rc, fd = self.active.fd
         cdef uint64_t target = self.appended
-        if self.enc is not None:
-            self._flush_frame()
+        self._flush_frame()
         if self.last > self.active.hwm:     # (flushed: every record is written)
             self._write_hwm(self.active, self.last)
         with nogil:
@@ -1757,20 +1810,19 @@ cdef class Log:
 
     cdef _start_sync(self, executor_submit):
         cdef uint64_t target = self.appended, hw
-        if self.enc is not None:
-            try:
-                self._flush_frame()
-            except StoreError as exc:
-                # the pending frame could not be written: whoever waits for it fails
-                failed = [w for w in self.waiters if w[0] > self.flushed]
-                self.waiters = [w for w in self.waiters if w[0] <= self.flushed]
-                for w in failed:
-                    if w[2] is not None:
-                        w[2](exc)
-                target = self.flushed       # what was written still gets its sync
-                if not self.waiters or target <= self.inflight_target:
-                    return
-        hw = self.flushed_last if self.enc is not None else self.last
+        try:
+            self._flush_frame()
+        except StoreError as exc:
+            # the pending records could not be written: whoever waits for them fails
+            failed = [w for w in self.waiters if w[0] > self.flushed]
+            self.waiters = [w for w in self.waiters if w[0] <= self.flushed]
+            for w in failed:
+                if w[2] is not None:
+                    w[2](exc)
+            target = self.flushed       # what was written still gets its sync
+            if not self.waiters or target <= self.inflight_target:
+                return
+        hw = self.flushed_last
         if hw > self.active.hwm:
             self._write_hwm(self.active, hw)
         fd = os.dup(self.active.fd)

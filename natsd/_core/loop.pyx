@@ -185,13 +185,14 @@ cdef class Loop:
         self.ready.append((callback, args))
         write(self.wakefd, &one, 8)
 
-    def submit(self, fn, done):
+    def submit(self, fn, done, bint may_inline=True):
         """Run fn() off the loop thread; done(result, exc) runs on the loop afterwards. A
         SyncJob (a group commit's fdatasync) goes to the GIL-free sync threads
-        (natsd/_core/syncer.pyx), or runs here and now when the loop has nothing else to do
-        and syncs are quick; anything else goes to the worker pool."""
+        (natsd/_core/syncer.pyx), or, with `may_inline` (the caller has nothing else to do
+        either), runs here and now when no socket is ready and syncs are quick; anything else
+        goes to the worker pool."""
         if type(fn) is SyncJob:
-            if quick_and_idle() and not self._events_ready():
+            if may_inline and quick_and_idle() and not self._events_ready():
                 sync_here(fn, done)
             else:
                 submit_sync(fn, done)

@@ -190,7 +190,7 @@ class JsAccount:
         sdir = os.path.join(d, "msgs") if d else None
         if sdir and storage == "file":
             os.makedirs(sdir, exist_ok=True)
-        store = open_store(storage, sdir, cfg, self.engine.sync_always, crypt)
+        store = open_store(storage, sdir, cfg, self.engine.sync_always, crypt, self.engine.write_hook())
         st = Stream(self, cfg, created or time.time_ns(), store, d)
         if crypt is not None:
             # the stream's meta.json is sealed like the rest of its files
@@ -351,8 +351,21 @@ class JetStream:
         self.started = time.time()
         self.api_handler = None
 
+    def write_hook(self):
+        """The loop's call_soon for logs that may write a loop iteration's messages together:
+        only under group commit, where nothing is acknowledged before the sync that follows
+        (with a sync interval, a PubAck leaves before the sync and the kernel must already
+        have the message)."""
+        return self.server.loop.call_soon if self.group_commit and hasattr(self.server, "loop") else None
+
     def submit(self, fn, done):
+        """A sync (or other blocking work) for the end of a loop iteration: it may run at once
+        when the loop is idle (natsd/_core/syncer.pyx)."""
         self.server.loop.submit(fn, done)
+
+    def submit_off_loop(self, fn, done):
+        """The same from the middle of a batch, which has more to do: always on a thread."""
+        self.server.loop.submit(fn, done, False)
 
     def cluster_name(self):
         f = getattr(self.server, "cluster_name", None)

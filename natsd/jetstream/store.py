@@ -51,14 +51,16 @@ def _bytes(x):
     return x.encode() if isinstance(x, str) else bytes(x)
 
 
-def open_store(storage, directory, cfg, sync_always=False, crypt=None):
+def open_store(storage, directory, cfg, sync_always=False, crypt=None, call_soon=None):
     """The store a stream config asks for: MemoryStore for `storage: memory`, else a FileStore
-    in `directory` (sealed with `crypt`, the stream's keys, when JetStream encrypts at rest)."""
+    in `directory` (sealed with `crypt`, the stream's keys, when JetStream encrypts at rest;
+    writing the messages of one loop iteration together through `call_soon` when nothing is
+    acknowledged before a sync)."""
     first_seq = cfg.get("first_seq", 0) or 0
     if storage == "memory":
         return MemoryStore(first_seq)
     return FileStore(directory, compression=cfg.get("compression", "none"), first_seq=first_seq,
-                     sync_always=sync_always, crypt=crypt)
+                     sync_always=sync_always, crypt=crypt, call_soon=call_soon)
 
 
 class StreamStore(abc.ABC):
@@ -437,11 +439,13 @@ class FileStore(StreamStore):
     """A stream's messages in a segmented log directory (see natsd/_core/log.pyx)."""
 
     def __init__(self, directory, block_size=8 * 1024 * 1024, compression="none", first_seq=0,
-                 sync_always=False, crypt=None, **_):
+                 sync_always=False, crypt=None, call_soon=None, **_):
         """crypt: the stream's keys (natsd/jetstream/jscrypt.StreamCrypt) to encrypt the log
-        at rest, or None."""
+        at rest, or None. call_soon: the loop's, when every acknowledgement waits for a sync
+        (group commit): the log then writes one loop iteration's messages with one pwrite."""
         self.dir = os.fspath(directory)
-        self.log = Log(self.dir, block_size, compression, first_seq or 0, crypt)
+        self.log = Log(self.dir, block_size, compression, first_seq or 0, crypt,
+                       call_soon if crypt is None else None)
         self.sync_always = sync_always
         self._first_cfg = first_seq or 0
 

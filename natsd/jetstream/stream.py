@@ -196,7 +196,7 @@ class Stream:
                 if not group:
                     flush_all()
                 elif time.monotonic() - chunk_start > SYNC_CHUNK:
-                    self.flush_acks()
+                    self.flush_acks(mid_batch=True)
                     acks = self.pending_acks
                     n_acks = len(acks)
                     chunk_start = time.monotonic()
@@ -294,8 +294,10 @@ class Stream:
                       self.jsa.name, self.name, path, text)
         self.store_error = (path, text)
 
-    def flush_acks(self):
-        """Called once per loop iteration by the engine: one sync covers every pending ack."""
+    def flush_acks(self, mid_batch=False):
+        """Called once per loop iteration by the engine (and by _on_batch between chunks,
+        `mid_batch`: its sync never runs on the loop thread, the batch goes on meanwhile):
+        one sync covers every pending ack."""
         acks, self.pending_acks = self.pending_acks, []
         if not acks:
             return
@@ -309,7 +311,8 @@ class Stream:
             data = E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
             for reply, _ in acks:
                 self._reply(reply, data)
-        self.store.sync_async(self.engine.submit, done, failed)
+        submit = self.engine.submit_off_loop if mid_batch else self.engine.submit
+        self.store.sync_async(submit, done, failed)
 
     def _puback(self, seq, duplicate=False, value=None, batch=None):
         """`{"stream":..[,"domain":..],"seq":..[,"duplicate": true][,"val":..]}`, byte for byte

@@ -18,14 +18,22 @@ from natsd._core import log as clog
 from natsd.jetstream.store import FileStore, MemoryStore, StoreError, StoredMsg
 
 HDR = b"NATS/1.0\r\nA: b\r\n\r\n"
-KINDS = ["memory", "file", "file-lz4", "file-s2"]
+# file-grouped: a FileStore as the server opens it under group commit, with the loop's call_soon
+# (here: a list nobody runs unless a test ends the "iteration"), so its messages wait in memory
+# until a sync, a read of the block's file, a tombstone, a rotation or 64 KiB make them go out.
+KINDS = ["memory", "file", "file-lz4", "file-s2", "file-grouped"]
 
 
 def open_store(kind, path, **kw):
     if kind == "memory":
         return MemoryStore(**kw)
     comp = {"file-lz4": "lz4", "file-s2": "s2"}.get(kind, "none")
-    return FileStore(path, block_size=kw.pop("block_size", 2048), compression=comp, **kw)
+    hooks = []
+    if kind == "file-grouped":
+        kw["call_soon"] = hooks.append
+    s = FileStore(path, block_size=kw.pop("block_size", 2048), compression=comp, **kw)
+    s.end_iteration = lambda: [hooks.pop(0)() for _ in range(len(hooks))]
+    return s
 
 
 @pytest.fixture(params=KINDS)
@@ -499,6 +507,41 @@ class FakeExecutor:
             done(r, e)
 
 
+def test_grouped_writes_reach_the_file_at_the_iteration_end(tmp_path):
+    """Under group commit the messages of one loop iteration go out with one pwrite when the
+    iteration ends: read back before that from memory, after it from the file; a crash inside
+    the iteration loses them (nothing was acknowledged: acks wait for a sync), a crash after
+    it does not; a sync writes them first."""
+    p = tmp_path / "s"
+    s = open_store("file-grouped", p, block_size=1 << 20)
+    blk = lambda: sorted(p.glob("*.blk"))[-1].stat().st_size
+    empty = blk()
+    fill(s, 10)
+    assert blk() == empty                         # nothing written yet
+    assert [m.msg for m in iter_msgs(s)] == [b"m%d" % i for i in range(10)]
+    s.remove(3, erase=True)                       # the tombstone goes after the messages
+    assert blk() > empty
+    fill(s, 5)
+    s.end_iteration()
+    s.log.abandon()
+    s = open_store("file-grouped", p, block_size=1 << 20)
+    assert s.state()["messages"] == 14 and s.load(3) is None
+    s.store_msg(b"lost", None, b"x")              # a crash inside the iteration: gone
+    s.log.abandon()
+    s = open_store("file-grouped", p, block_size=1 << 20)
+    assert s.state()["last_seq"] == 15
+    s.store_msg(b"kept", None, b"y")
+    ex = FakeExecutor()
+    acked = []
+    s.sync_async(ex.submit, lambda: acked.append(True))
+    ex.run_all()
+    assert acked == [True]
+    s.log.abandon()
+    s = open_store("file-grouped", p, block_size=1 << 20)
+    assert s.load(16).msg == b"y"
+    s.close()
+
+
 def test_sync_async_batches(tmp_path):
     s = FileStore(tmp_path / "s")
     ex = FakeExecutor()
@@ -672,6 +715,7 @@ def test_model(tmp_path_factory, kind, ops):
             if op[1]:
                 s.close()
             else:
+                s.end_iteration()               # the server's loop iteration ended first
                 s.log.abandon()
             s = open_store(kind, path, block_size=512)
         st_ = s.state()
