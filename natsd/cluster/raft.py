@@ -56,7 +56,7 @@ class Node:
         self.term, self.vote = storage.hard_state()
         snap_index, snap_term, snap_members = storage.snapshot_meta()
         self.commit = self.applied = snap_index
-        self.durable_index = snap_index
+        self.durable_index = storage.last_index()   # a storage opens synced
         self.config_index = 0
         self.members = self._config_from_log() or tuple(snap_members) or tuple(members or ())
         self.role = FOLLOWER

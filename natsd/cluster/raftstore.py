@@ -136,7 +136,9 @@ class MemoryStorage:
         self.durable_upto = index
 
     def crash(self):
-        """kill -9: what was not durable is gone (the hard state and snapshots always are)."""
+        """kill -9: what was not durable is gone (the hard state and snapshots always are).
+        -> the storage a restarted server finds (this one)."""
         del self.log[max(0, self.durable_upto - self.snap[0]):]
         self.sync_requested = False
         self.syncing = []
+        return self

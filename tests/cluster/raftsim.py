@@ -21,7 +21,8 @@ TICK = 0.01
 
 class World:
     def __init__(self, n, seed, *, delay=(0.0005, 0.005), drop=0.0, disk=(0.0001, 0.0003),
-                 election_timeout=(0.3, 0.6), heartbeat=0.05, snapshot_every=0):
+                 election_timeout=(0.3, 0.6), heartbeat=0.05, snapshot_every=0, storage=None):
+        """storage(server id) -> a new, empty RaftStorage (default: MemoryStorage)."""
         self.rng = random.Random(seed)
         self.seed = seed
         self.now = 0.0
@@ -30,7 +31,8 @@ class World:
         self.disk = {i: disk for i in self.ids}
         self.et, self.hb = election_timeout, heartbeat
         self.snapshot_every = snapshot_every
-        self.stores = {i: MemoryStorage() for i in self.ids}
+        self.new_storage = storage or (lambda sid: MemoryStorage())
+        self.stores = {i: self.new_storage(i) for i in self.ids}
         self.nodes = {}
         self.incarnation = {i: 0 for i in self.ids}
         self.applied = {}
@@ -77,7 +79,7 @@ class World:
     def kill(self, sid):
         """kill -9: the process is gone, and whatever its disk had not synced."""
         self.nodes.pop(sid, None)
-        self.stores[sid].crash()
+        self.stores[sid] = self.stores[sid].crash()
 
     def restart(self, sid):
         if sid not in self.nodes:
@@ -86,7 +88,7 @@ class World:
     def wipe_and_restart(self, sid):
         """The server comes back with an empty store: it knows nothing, not even its group."""
         self.nodes.pop(sid, None)
-        self.stores[sid] = MemoryStorage()
+        self.stores[sid] = self.new_storage(sid)
         self._boot(sid, None)
 
     def partition(self, side):

@@ -176,7 +176,7 @@ def test_membership_changes_and_leader_transfer():
     # s3 starts outside the group: the group is s0..s2
     for s in w.ids:
         w.kill(s)
-        w.stores[s] = type(w.stores[s])()
+        w.stores[s] = w.new_storage(s)
     w.ids = ["s0", "s1", "s2", "s3"]
     for s in ["s0", "s1", "s2"]:
         w._boot(s, ("s0", "s1", "s2"))

@@ -1,0 +1,215 @@
+"""Raft's storage on disk (RaftStorage, natsd/cluster/raftstore.py) on natsd's Cython log.
+
+A group's directory holds:
+
+- `wal/`: the log (natsd/_core/log.pyx) with one record per entry: sequence = index, timestamp =
+  term, subject = the entry kind ("0" command, "1" noop, "2" members), payload = the data. The
+  log's group commit is the WAL's: appends are written at once and made durable by one
+  fdatasync for everything appended before it (`sync_async`, on the loop's sync threads).
+- `state`: the term and the vote, replaced atomically (write, fsync, rename, fsync the
+  directory) before the node acts on them.
+- `snapshot`: the state machine's last snapshot with its index, term and members, replaced the
+  same way, with a checksum; entries up to its index are compacted away after it is durable.
+
+What the log holds when it opens counts as durable: it is synced before the node starts. A
+tail the log reports lost (a damaged last block) is cut back to the last entry it still has.
+"""
+import os
+import struct
+import zlib
+from array import array
+
+from natsd._core.log import Log
+from natsd.cluster.raftmsg import Entry, decode_members, encode_members
+
+_SNAP = struct.Struct("<QQII")          # index, term, len(members), crc32 of the rest
+_KIND_SUBJECT = [b"0", b"1", b"2"]
+
+
+def _write_durably(path, data):
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class CorruptState(Exception):
+    pass
+
+
+class LogStorage:
+    """RaftStorage in a directory (see the module text)."""
+
+    def __init__(self, directory):
+        self.dir = os.fspath(directory)
+        os.makedirs(self.dir, exist_ok=True)
+        self.term, self.vote = self._read_state()
+        self.snap, self.snap_bytes = self._read_snapshot()
+        self.log = Log(os.path.join(self.dir, "wal"), block_size=4 * 1024 * 1024)
+        if self.log.lost_tail is not None:
+            self.log.truncate(self.log.lost_tail[0] - 1)
+        if self.log.msgs and self.log.first <= self.snap[0] or self.log.last < self.snap[0]:
+            self.log.compact(self.snap[0] + 1)
+        self.log.sync()
+        self.base = self.snap[0]                # terms[i] is the term of entry base + 1 + i
+        self.terms = array("Q")
+        for index in range(self.base + 1, self.log.last + 1):
+            r = self.log.read(index)
+            if r is None:
+                raise CorruptState("%s: entry %d is missing from the log" % (self.dir, index))
+            self.terms.append(r[3])
+        self.sync_requested = False
+        self.syncing = []
+
+    # ---- hard state ----
+
+    def _read_state(self):
+        try:
+            with open(os.path.join(self.dir, "state"), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return 0, ""
+        if len(data) < 12 or zlib.crc32(data[4:]) != int.from_bytes(data[:4], "little"):
+            raise CorruptState("%s: the term/vote file is damaged" % self.dir)
+        return int.from_bytes(data[4:12], "little"), data[12:].decode()
+
+    def hard_state(self):
+        return self.term, self.vote
+
+    def save_hard_state(self, term, vote):
+        body = term.to_bytes(8, "little") + vote.encode()
+        _write_durably(os.path.join(self.dir, "state"), zlib.crc32(body).to_bytes(4, "little") + body)
+        self.term, self.vote = term, vote
+
+    # ---- snapshot ----
+
+    def _read_snapshot(self):
+        try:
+            with open(os.path.join(self.dir, "snapshot"), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return (0, 0, ()), b""
+        if len(data) < _SNAP.size:
+            raise CorruptState("%s: the snapshot file is short" % self.dir)
+        index, term, mlen, crc = _SNAP.unpack_from(data)
+        rest = data[_SNAP.size:]
+        if zlib.crc32(rest) != crc or mlen > len(rest):
+            raise CorruptState("%s: the snapshot file is damaged" % self.dir)
+        return (index, term, decode_members(rest[:mlen])), rest[mlen:]
+
+    def _write_snapshot(self, index, term, members, data):
+        m = encode_members(members)
+        rest = m + data
+        _write_durably(os.path.join(self.dir, "snapshot"),
+                       _SNAP.pack(index, term, len(m), zlib.crc32(rest)) + rest)
+        self.snap, self.snap_bytes = (index, term, tuple(members)), data
+
+    def snapshot_meta(self):
+        return self.snap
+
+    def snapshot_data(self):
+        return self.snap_bytes
+
+    def compact(self, index, term, members, data):
+        if index <= self.snap[0]:
+            return
+        self._write_snapshot(index, term, members, data)
+        del self.terms[:index - self.base]
+        self.base = index
+        self.log.compact(index + 1)
+
+    def install_snapshot(self, index, term, members, data):
+        self._write_snapshot(index, term, members, data)
+        if self.log.msgs:
+            self.log.truncate(self.log.first - 1)
+        self.log.compact(index + 1)
+        self.log.sync()
+        self.base = index
+        self.terms = array("Q")
+
+    # ---- entries ----
+
+    def last_index(self):
+        return self.base + len(self.terms)
+
+    def term_at(self, index):
+        if index == self.base:
+            return self.snap[1]
+        if index < self.base or index > self.base + len(self.terms):
+            return None
+        return self.terms[index - self.base - 1]
+
+    def entries(self, lo, hi):
+        out = []
+        for index in range(lo, hi + 1):
+            r = self.log.read(index)
+            if r is None:
+                raise CorruptState("%s: entry %d cannot be read" % (self.dir, index))
+            subject, _, data, term = r
+            out.append(Entry(term, _KIND_SUBJECT.index(subject), data))
+        return out
+
+    def append(self, entries):
+        index = self.last_index()
+        for e in entries:
+            index += 1
+            self.log.append(index, e.term, _KIND_SUBJECT[e.kind], None, e.data)
+            self.terms.append(e.term)
+
+    def truncate_after(self, index):
+        if index >= self.last_index():
+            return
+        self.log.truncate(index)
+        del self.terms[index - self.base:]
+        for s in self.syncing:
+            s[0] = min(s[0], index)
+
+    # ---- durability ----
+
+    def request_sync(self):
+        self.sync_requested = True
+
+    def sync_async(self, submit, done):
+        """fdatasync what was appended (one group commit with whatever else is waiting);
+        done(index) once it is on disk. submit is the loop's (natsd/_core/syncer.pyx)."""
+        self.sync_requested = False
+        s = [self.last_index()]
+        self.syncing.append(s)
+
+        def synced():
+            self.syncing.remove(s)
+            done(min(s[0], self.last_index()))
+        self.log.sync_async(submit, synced)
+
+    def syncs_in_flight(self):
+        return self.syncing
+
+    def begin_sync(self):
+        """The deterministic tests' form of a sync (raftsim): started now, ended by complete_sync."""
+        self.sync_requested = False
+        s = [self.last_index()]
+        self.syncing.append(s)
+        return s
+
+    def complete_sync(self, s):
+        self.syncing.remove(s)
+        self.log.sync()
+        return min(s[0], self.last_index())
+
+    def close(self):
+        self.log.close()
+
+    def crash(self):
+        """kill -9 (tests): the files are left as they are (what was written, the kernel has)
+        and the directory is opened again, as a restarted server would. -> the new storage."""
+        self.log.abandon()
+        return LogStorage(self.dir)

@@ -1,0 +1,139 @@
+"""Raft's WAL on the Cython log (natsd/cluster/raftwal.py): the same answers as the in-memory
+storage for the same seeded operations, everything back after a reopen, every synced entry
+back after a real kill -9 of the writing process, and Raft groups in the deterministic world
+running on it through leader kills and crashes of every server."""
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from natsd.cluster.raftmsg import CONFIG, NOOP, NORMAL, Entry
+from natsd.cluster.raftstore import MemoryStorage
+from natsd.cluster.raftwal import CorruptState, LogStorage
+from tests.cluster import test_raft as scenarios
+from tests.cluster.raftsim import World
+
+
+def observe(s):
+    last = s.last_index()
+    first = s.snapshot_meta()[0] + 1
+    return (s.hard_state(), s.snapshot_meta(), s.snapshot_data(), last,
+            [s.term_at(i) for i in range(max(0, first - 2), last + 2)],
+            s.entries(first, last) if last >= first else [])
+
+
+def test_same_answers_as_memory_storage(tmp_path):
+    rnd = random.Random(3)
+    mem, wal = MemoryStorage(), LogStorage(tmp_path / "g")
+    term = 1
+    for step in range(400):
+        op = rnd.random()
+        last = mem.last_index()
+        if op < 0.55:
+            es = [Entry(term, rnd.choice([NORMAL, NORMAL, NOOP, CONFIG]), os.urandom(rnd.randrange(0, 40)))
+                  for _ in range(rnd.randrange(1, 6))]
+            for s in (mem, wal):
+                s.append(es)
+        elif op < 0.65 and last > mem.snapshot_meta()[0]:
+            cut = rnd.randrange(mem.snapshot_meta()[0], last)
+            for s in (mem, wal):
+                s.truncate_after(cut)
+        elif op < 0.72 and last > mem.snapshot_meta()[0]:
+            at = rnd.randrange(mem.snapshot_meta()[0] + 1, last + 1)
+            for s in (mem, wal):
+                s.compact(at, s.term_at(at), ("a", "b"), b"snap%d" % step)
+        elif op < 0.75:
+            at = last + rnd.randrange(1, 20)
+            for s in (mem, wal):
+                s.install_snapshot(at, term, ("a", "b", "c"), b"leader%d" % step)
+        elif op < 0.85:
+            term += 1
+            vote = rnd.choice(["", "a", "b"])
+            for s in (mem, wal):
+                s.save_hard_state(term, vote)
+        elif op < 0.9:
+            wal.close()
+            wal = LogStorage(tmp_path / "g")
+        assert observe(wal) == observe(mem), step
+    wal.close()
+
+
+def test_a_damaged_state_file_is_refused(tmp_path):
+    s = LogStorage(tmp_path / "g")
+    s.save_hard_state(4, "b")
+    s.close()
+    assert LogStorage(tmp_path / "g").hard_state() == (4, "b")
+    with open(tmp_path / "g" / "state", "r+b") as f:
+        f.seek(6)
+        f.write(b"\xff")
+    with pytest.raises(CorruptState):
+        LogStorage(tmp_path / "g")
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from natsd.cluster.raftmsg import Entry, NORMAL
+    from natsd.cluster.raftwal import LogStorage
+    s = LogStorage(sys.argv[1])
+    i = 0
+    while True:
+        i += 1
+        s.append([Entry(1, NORMAL, b"e%d" % i)])
+        if i % 7 == 0:
+            s.log.sync()
+            print(i, flush=True)            # entries up to i are on disk
+""")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_synced_entry_survives_kill_9(tmp_path, seed):
+    d = tmp_path / "g"
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    p = subprocess.Popen([sys.executable, "-c", WRITER, str(d)], stdout=subprocess.PIPE, env=env)
+    synced = 0
+    want = random.Random(seed).randrange(50, 400)
+    for line in p.stdout:
+        synced = int(line)
+        if synced >= want:
+            break
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    s = LogStorage(d)
+    assert s.last_index() >= synced
+    assert [e.data for e in s.entries(1, synced)] == [b"e%d" % i for i in range(1, synced + 1)]
+    s.append([Entry(2, NORMAL, b"after")])      # and it goes on from where it is
+    assert s.term_at(s.last_index()) == 2
+    s.close()
+
+
+def _world(tmp_path, seed, **kw):
+    gen = {}
+
+    def storage(sid):
+        gen[sid] = gen.get(sid, 0) + 1
+        return LogStorage(tmp_path / ("%s-%d" % (sid, gen[sid])))
+    return World(3, seed, storage=storage, **kw)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_groups_on_the_wal_survive_kills(tmp_path, seed):
+    w = _world(tmp_path, seed, disk=scenarios.SLOW, snapshot_every=50)
+    scenarios.elect(w)
+    w.run(0.4, load=200)
+    w.kill(w.leader())
+    scenarios.writes_again_within(w, 3 * scenarios.ET[1] + 1.0)
+    w.run(0.3, load=200)
+    for s in w.ids:
+        w.kill(s)
+    for s in w.ids:
+        w.restart(s)
+    scenarios.elect(w)
+    w.run(0.3, load=200)
+    victim = next(s for s in w.ids if s != w.leader())
+    w.wipe_and_restart(victim)
+    w.run(0.5, load=200)
+    scenarios.finish(w)
