@@ -8,7 +8,8 @@ a json.Decoder with DisallowUnknownFields decoding value after value into the sa
 CreateConsumerRequest.config.max_deliver of type int", `json: unknown field "x"`,
 "parsing time ..."), and in non-strict mode Go's json.Unmarshal fallback; plus the request
 gates `is_empty_request` / `is_json_object_or_array`, `go_parse_rfc3339` and the
-quoting helpers.
+quoting helpers. `decode_plain` reads the common body (exact field names, flat values of
+their own JSON types) with json.loads, where Go could not read it differently.
 
 Bytes that are not UTF-8 are kept through the parser (surrogateescape) and become U+FFFD in
 decoded strings, as Go does; a JSON escape of a lone surrogate becomes U+FFFD too. Nesting
@@ -604,9 +605,42 @@ def unmarshal(value, spec, type_name, strict=True, out=None, data=None):
     return _struct(ctx, value, spec, [], "server." + type_name, out) or (out if out is not None else {})
 
 
+_PLAIN_TYPES = {"str": str, "int": int, "uint": int, "bool": bool}
+
+
+def decode_plain(data, spec):
+    """A body json.loads can read as Go would -> the dict of its fields; None for anything
+    else (the caller then decodes with Go's rules): one JSON object whose keys are the spec's
+    exact field names, each value a string, integer or boolean of its field's kind, integers
+    in the Go type's range (and no "-0" where Go reads unsigned), strings ASCII (Go turns a
+    lone surrogate escape into U+FFFD, Python keeps it)."""
+    try:
+        d = json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if type(d) is not dict:
+        return None
+    for k, v in d.items():
+        f = spec.get(k)
+        t = _PLAIN_TYPES.get(f[1]) if f is not None else None
+        if t is None or type(v) is not t:
+            return None
+        if t is int:
+            lo, hi = INT_RANGES.get(f[0], INT_RANGES["int"])
+            if not lo <= v <= hi or (v == 0 and lo == 0 and b"-" in data):
+                return None
+        elif t is str and not v.isascii():
+            return None
+    return d
+
+
 def unmarshal_request(payload, spec, type_name, strict=True):
     """nats-server's unmarshalRequest: -> dict of the fields present; raises JSONError."""
     data = bytes(payload or b"")
+    if data[:1] == b"{":
+        plain = decode_plain(data, spec)
+        if plain is not None:
+            return plain
     out = {}
     try:
         i, n = 0, len(data)

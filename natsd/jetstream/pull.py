@@ -16,7 +16,6 @@ or by CONSUMER.UNPIN, 423 for a stale id); `prioritized` keeps the queue ordered
 request's `priority` (0 first), first come first served within one priority.
 """
 import collections
-import json
 import time
 
 from natsd.jetstream import gojson
@@ -46,30 +45,6 @@ _NEXT_REQ = {"expires": ("time.Duration", "int"), "batch": ("int", "int"),
              "id": ("string", "str"), "priority": ("int", "int")}
 
 
-_NEXT_TYPES = {name: (bool if kind == "bool" else str if kind == "str" else int)
-               for name, (_, kind) in _NEXT_REQ.items()}
-_I64 = 2 ** 63
-
-
-def _decode_plain(req):
-    """The common request (exact field names, each value of its own JSON type, integers in
-    range, ASCII strings) decoded by json.loads, as Go's json.Unmarshal reads it; None for
-    anything else, which gojson decodes (case-folded names, conversions, Go's errors)."""
-    try:
-        d = json.loads(req.decode())
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    if type(d) is not dict:
-        return None
-    for k, v in d.items():
-        t = _NEXT_TYPES.get(k)
-        if t is None or type(v) is not t:
-            return None
-        if (t is int and not -_I64 <= v < _I64) or (t is str and not v.isascii()):
-            return None
-    return d
-
-
 def parse_next_request(body):
     """-> dict(batch, expires, max_bytes, no_wait, hb, group) or raise BadRequest with Go's
     decoding error. `group` (the priority group fields) is set for every JSON request."""
@@ -78,7 +53,7 @@ def parse_next_request(body):
     if not req:
         return out
     if req[:1] == b"{":
-        d = _decode_plain(req)
+        d = gojson.decode_plain(req, _NEXT_REQ)
         if d is None:
             try:
                 d = gojson.unmarshal(gojson.loads_node(req), _NEXT_REQ, "", strict=False, data=bytes(req))
