@@ -25,7 +25,7 @@ from natsd._core.codec cimport Bytes
 from natsd._core.parser cimport parse
 from natsd._core.router cimport run_internal
 from natsd._core.syncer cimport SyncJob, drain as drain_syncs, quick_and_idle
-from natsd._core.syncer import submit as submit_sync, run_here as sync_here, set_wake_fd
+from natsd._core.syncer import submit as submit_sync, run_here as sync_here, set_wake_fd, wake_fd_now
 from natsd._core import conn as _conn_module
 from natsd._core import router as _router_module
 
@@ -119,6 +119,8 @@ cdef class Loop:
         if self.epfd >= 0:
             close(self.epfd)
         if self.wakefd >= 0:
+            if wake_fd_now() == self.wakefd:
+                set_wake_fd(-1)             # the syncer must not write to a closed (reused) fd
             close(self.wakefd)
 
     # ---- registration ----

@@ -209,6 +209,10 @@ def set_wake_fd(int fd):
     wake_fd = fd
 
 
+def wake_fd_now():
+    return wake_fd
+
+
 def submit(SyncJob job, done):
     """Run `job` on a sync thread; done(None, exc) runs on the loop thread, from drain()."""
     global todo, todo_head, todo_len, todo_cap, next_token

@@ -703,6 +703,13 @@ def is_empty_request(payload):
     if payload == b"{}":
         return True
     try:
+        # what json.loads reads, Go reads the same way as far as emptiness goes (it may
+        # refuse a body json.loads takes, which is "not empty" too)
+        v = json.loads(bytes(payload).decode())
+        return type(v) is dict and not v
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        pass
+    try:
         v = loads(payload)
     except JSONError:
         return False

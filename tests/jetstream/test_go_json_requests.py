@@ -203,6 +203,19 @@ def test_decoder_unit():
         gojson.unmarshal_request(b'{"name":"T"} {"x":1}', sc.STREAM_FIELDS, SC, strict=False)
     assert str(ei.value) == "invalid character '{' after top-level value"
     assert gojson.is_empty_request(b" { } ") and not gojson.is_empty_request(b"null")
+    # the json.loads shortcut answers as Go's parser would, on seeded bodies
+    import random
+    rnd = random.Random(5)
+    parts = [b"{", b"}", b" ", b"\n", b'"a"', b":", b"1", b"NaN", b"[", b"]", b",", b"\xff", b"null",
+             b'"\\ud800"', b"{}", b"\t"]
+    for _ in range(3000):
+        body = b"".join(rnd.choice(parts) for _ in range(rnd.randrange(1, 7)))
+        try:
+            v = gojson.loads(body)
+            want = isinstance(v, dict) and not v
+        except gojson.JSONError:
+            want = False
+        assert gojson.is_empty_request(body) == want, body
     assert gojson.is_json_object_or_array(b"\t [") and not gojson.is_json_object_or_array(b"5")
 
 
