@@ -54,7 +54,34 @@ class RaftStorage(Protocol):
         """A leader's snapshot replaces the whole log (durable on return)."""
 
 
-class MemoryStorage:
+class SyncBook:
+    """The syncs a storage has in flight, each covering what was appended before it started
+    (less what a truncation took back since): shared by both storages."""
+
+    def request_sync(self):
+        self.sync_requested = True
+
+    def syncs_in_flight(self):
+        return self.syncing
+
+    def begin_sync(self):
+        """A sync starts now -> its ticket for end_sync."""
+        self.sync_requested = False
+        s = [self.last_index()]
+        self.syncing.append(s)
+        return s
+
+    def end_sync(self, s):
+        """That sync ended -> the last index it made durable."""
+        self.syncing.remove(s)
+        return min(s[0], self.last_index())
+
+    def _truncated(self, index):
+        for s in self.syncing:
+            s[0] = min(s[0], index)
+
+
+class MemoryStorage(SyncBook):
     """RaftStorage in lists, with a modelled disk (see the module text)."""
 
     def __init__(self):
@@ -99,26 +126,11 @@ class MemoryStorage:
     def truncate_after(self, index):
         del self.log[index - self.snap[0]:]
         self.durable_upto = min(self.durable_upto, index)
-        for s in self.syncs_in_flight():
-            s[0] = min(s[0], index)
-
-    def request_sync(self):
-        self.sync_requested = True
-
-    def syncs_in_flight(self):
-        return self.syncing
-
-    def begin_sync(self):
-        """A sync starts: it covers what was appended so far."""
-        self.sync_requested = False
-        s = [self.last_index()]
-        self.syncing.append(s)
-        return s
+        self._truncated(index)
 
     def complete_sync(self, s):
-        """That sync ended. -> the durable index now."""
-        self.syncing.remove(s)
-        self.durable_upto = max(self.durable_upto, min(s[0], self.last_index()))
+        """The disk finished the sync `s` (from begin_sync) -> the durable index now."""
+        self.durable_upto = max(self.durable_upto, self.end_sync(s))
         return self.durable_upto
 
     def compact(self, index, term, members, data):

@@ -21,6 +21,7 @@ from array import array
 
 from natsd._core.log import Log
 from natsd.cluster.raftmsg import Entry, decode_members, encode_members
+from natsd.cluster.raftstore import SyncBook
 
 _SNAP = struct.Struct("<QQII")          # index, term, len(members), crc32 of the rest
 _KIND_SUBJECT = [b"0", b"1", b"2"]
@@ -46,7 +47,7 @@ class CorruptState(Exception):
     pass
 
 
-class LogStorage:
+class LogStorage(SyncBook):
     """RaftStorage in a directory (see the module text)."""
 
     def __init__(self, directory):
@@ -170,40 +171,20 @@ class LogStorage:
             return
         self.log.truncate(index)
         del self.terms[index - self.base:]
-        for s in self.syncing:
-            s[0] = min(s[0], index)
+        self._truncated(index)
 
     # ---- durability ----
-
-    def request_sync(self):
-        self.sync_requested = True
 
     def sync_async(self, submit, done):
         """fdatasync what was appended (one group commit with whatever else is waiting);
         done(index) once it is on disk. submit is the loop's (natsd/_core/syncer.pyx)."""
-        self.sync_requested = False
-        s = [self.last_index()]
-        self.syncing.append(s)
-
-        def synced():
-            self.syncing.remove(s)
-            done(min(s[0], self.last_index()))
-        self.log.sync_async(submit, synced)
-
-    def syncs_in_flight(self):
-        return self.syncing
-
-    def begin_sync(self):
-        """The deterministic tests' form of a sync (raftsim): started now, ended by complete_sync."""
-        self.sync_requested = False
-        s = [self.last_index()]
-        self.syncing.append(s)
-        return s
+        s = self.begin_sync()
+        self.log.sync_async(submit, lambda: done(self.end_sync(s)))
 
     def complete_sync(self, s):
-        self.syncing.remove(s)
+        """The deterministic tests' form (raftsim): the sync `s` ends now, blocking."""
         self.log.sync()
-        return min(s[0], self.last_index())
+        return self.end_sync(s)
 
     def close(self):
         self.log.close()

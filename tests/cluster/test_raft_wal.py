@@ -137,3 +137,16 @@ def test_groups_on_the_wal_survive_kills(tmp_path, seed):
     w.wipe_and_restart(victim)
     w.run(0.5, load=200)
     scenarios.finish(w)
+
+
+def test_sync_async_reports_what_it_covered(tmp_path):
+    s = LogStorage(tmp_path / "g")
+    s.append([Entry(1, NORMAL, b"a"), Entry(1, NORMAL, b"b")])
+    queued, got = [], []
+    s.sync_async(lambda job, done: queued.append((job, done)), got.append)
+    s.append([Entry(1, NORMAL, b"c")])          # after the sync started: not covered by it
+    s.truncate_after(1)                         # and a truncation takes one back
+    job, done = queued.pop()
+    done(job(), None)
+    assert got == [1]
+    s.close()
