@@ -2,7 +2,6 @@
 all of them. Every scenario runs on all-natsd, all-nats-server and mixed clusters and must give
 the same deliveries (the all-nats-server run is the reference)."""
 import asyncio
-import re
 import signal
 import socket
 import time
