@@ -4,44 +4,9 @@
 It owns the block files, the in-memory index, the per-subject table, recovery and group commit.
 store.py turns it into the stream-store interface (StoredMsg, purge semantics, state()).
 
-On disk, directory `<dir>/`:
-
-  `<n>.blk`   blocks, n = 1, 2, ... . A 16-byte header `NLOG` u8 version(1) u8 flags(1 = lz4,
-              2 = encrypted, 4 = S2) u16 key-id (encrypted blocks) u64 image-length (compressed blocks) or
-              high-water mark (the others: the highest sequence the log had stored when it last
-              synced this block, so a tail lost later is detected), then records, little-endian,
-              back to back:
-                 u32 length (whole record)  u64 seq  i64 ts(ns)  u8 type|flags  u16 subject-len
-                 u32 hdr-len  i64 ttl(s)  subject  hdr  msg  u64 xxhash64(all of the above)
-              Record types: MSG; TOMBS (payload = packed u64 seqs deleted: one record per remove,
-              one per purge batch); FIRST (seq = new first sequence, everything below is gone:
-              compact/purge); SKIP (seq is used without a message: truncate keeps last_seq, and
-              a tail lost while the store was down keeps the last sequence ever stored).
-              Only the active (last) block is appended to. When it reaches `block_size` it is
-              fdatasync'ed and sealed; with compression "lz4" or "s2" a sealed block's records
-              are rewritten as one lz4 block (flags=1) or S2 block (flags=4, natsd/_core/s2.pyx),
-              read back by decompressing the whole image into a small LRU.
-              Encrypted (a `crypt` key context, natsd/jetstream/jscrypt.py): an uncompressed
-              block holds frames `u32 n | 12-byte nonce | AEAD(n bytes of records) | tag`, the
-              associated data binding n, the frame's offset and the block number. The records
-              appended in one loop iteration (the server's call_soon hook) wait in memory and
-              are sealed as one frame, written before any sync, at 16 KiB, at rotation, and at
-              once for anything but a message; without the hook every record is its own
-              frame. Reads decrypt a whole frame (the last one is cached). An lz4 block is
-              `header | nonce | AEAD(lz4 image) | tag` with the header as associated data:
-              compressed first, then encrypted. Nonces are a random base per open plus a
-              counter, never reused for a key (an erased record's frame is sealed again with a
-              new one). Index entries keep the plain record length (byte accounting is
-              unchanged) and the record's offset in the block as stored. Blocks in plaintext
-              or under an older key are rewritten under the current key when the log opens (a
-              key added to a store, key rotation); an encrypted block without its key, or
-              whose first frame does not authenticate while more follow, is an error, never
-              a rescan that cuts it.
-  `index.snap` written on clean close: block list, subject table, index chunks, each with a
-              checksum (sealed when encrypted); used on open only if every block still has the
-              recorded size and the last block's tail checksum matches, then unlinked (a later
-              crash means a full rescan). Its last sequence is a floor for the recovered one
-              even when the rest is unusable.
+On disk: blocks `<n>.blk` of records, and `index.snap` on clean close; natsd/_core/logfmt.pyx
+describes the layout (and owns the helpers that parse and write it), logsnap.pyx the
+snapshot.
 
 Sequence numbers are never reused: the recovered last sequence is at least the index
 snapshot's and every block header's high-water mark; when records are missing below it (a
@@ -79,6 +44,7 @@ high-water mark then only covers what was written.
 """
 DEF PLAIN_PEND_MAX = 65536  # plaintext records waiting for one pwrite, at most (bytes)
 DEF MAX_INFLIGHT = 3      # concurrent fdatasyncs per log (the kernel joins them in one journal commit)
+DEF FRAME_MAX = 16384     # payload bytes a pending encrypted frame may hold before it is written
 
 import bisect
 import heapq
@@ -93,6 +59,12 @@ from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memset, memcmp, strerror
 from libc.errno cimport errno, EINTR
 from natsd._core.syncer cimport SyncJob
+from natsd._core.logfmt cimport (
+    BLK_HDR, VERSION, F_LZ4, F_ENC, F_S2, F_ZIP, NONCE_LEN, FRAME_PRE, FRAME_OVH, REC_HDR, REC_MIN,
+    SIZE_MASK, MAX_BLOCK, T_MSG, T_TOMBS, T_FIRST, T_SKIP, F_HDR, F_ERASED,
+    acct_size, plain_ok, oserr, pwrite_all, frame_aad, rec_ok)
+from natsd._core.logfmt import (StoreError, xxh64, subject_match, payload_records, block_records,
+                                parse_frames, zip_image, unzip_image, zipped_payload, write_file)
 
 cdef extern from "unistd.h" nogil:
     ssize_t pread(int fd, void* buf, size_t n, long off)
@@ -115,27 +87,6 @@ cdef extern from "nlog.h":
 
 log = logging.getLogger("natsd")
 
-DEF BLK_HDR = 16
-DEF F_LZ4 = 1               # block flags
-DEF F_ENC = 2
-DEF F_S2 = 4
-DEF F_ZIP = 5               # either compression
-DEF NONCE_LEN = 12
-DEF FRAME_PRE = 16          # encrypted frame: u32 payload length, nonce(12), ...
-DEF FRAME_OVH = 32          # ... AEAD(payload), tag(16)
-DEF FRAME_MAX = 16384       # payload bytes a pending frame may hold before it is written
-DEF REC_HDR = 35            # u32 len, u64 seq, i64 ts, u8 type, u16 slen, u32 hlen, i64 ttl
-DEF REC_MIN = 43            # REC_HDR + checksum
-DEF VERSION = 1
-DEF SIZE_MASK = 0x7fffffff
-DEF MAX_BLOCK = 0x7fff0000
-
-DEF T_MSG = 0
-DEF T_TOMBS = 1
-DEF T_FIRST = 2
-DEF T_SKIP = 3
-DEF F_HDR = 0x10            # hdr was given (None vs b"" round-trips)
-DEF F_ERASED = 0x20
 DEF RAW_CACHE = 2           # decompressed images of compressed blocks kept in memory
 
 # mode of a resolved filter
@@ -143,187 +94,6 @@ DEF M_NONE = -1             # literal subject never seen: nothing matches
 DEF M_ALL = 0
 DEF M_SID = 1
 DEF M_BITMAP = 2
-
-
-class StoreError(Exception):
-    """A disk error while storing; the store is left as it was before the failed operation."""
-
-    def __init__(self, path, text):
-        super().__init__(f"{path}: {text}")
-        self.path = path
-        self.text = text
-
-
-def xxh64(data, uint64_t seed=0):
-    """XXH64 of bytes (exposed for tests: it must equal xxhash.xxh64_intdigest)."""
-    cdef const unsigned char[:] v = data
-    if v.shape[0] == 0:
-        return nlog_xxh64(b"", 0, seed)
-    return nlog_xxh64(&v[0], v.shape[0], seed)
-
-
-def subject_match(bytes pattern, bytes subject):
-    return bool(nlog_match(pattern, len(pattern), subject, len(subject)))
-
-
-cdef inline uint64_t acct_size(uint32_t size) nogil:
-    # nats-server filestore accounting: 22+subj+msg+8, or 22+subj+4+hdr+msg+8 when hdr is
-    # non-empty. Our record is 43+subj+hdr+msg, so accounting = reclen-13 (+4 with hdr).
-    cdef uint64_t rl = size & SIZE_MASK
-    if size & HDR_BIT:
-        return rl - 9
-    return rl - 13
-
-
-cdef _oserr(path, int err):
-    return StoreError(path, strerror(err).decode("utf-8", "replace"))
-
-
-cdef int _pwrite_all(int fd, const char* buf, Py_ssize_t n, long off) except -2:
-    cdef ssize_t w
-    while n > 0:
-        w = pwrite(fd, buf, n, off)
-        if w < 0:
-            if errno == EINTR:
-                continue
-            return errno
-        buf += w
-        n -= w
-        off += w
-    return 0
-
-
-cdef bytes _frame_aad(uint32_t n, uint64_t off, int num):
-    # a frame is bound to its length, its place in the block and the block
-    cdef char a[16]
-    nlog_wr32(a, n)
-    nlog_wr64(a + 4, off)
-    nlog_wr32(a + 12, <uint32_t>num)
-    return PyBytes_FromStringAndSize(a, 16)
-
-
-cdef bint _plain_ok(const char* p, Py_ssize_t avail):
-    """A whole plain record at p whose checksum matches."""
-    cdef uint32_t rl
-    if avail < REC_MIN:
-        return False
-    rl = nlog_rd32(p)
-    if rl < REC_MIN or rl > avail:
-        return False
-    if REC_MIN + <uint64_t>nlog_rd16(p + 21) + nlog_rd32(p + 23) > rl:
-        return False
-    return nlog_xxh64(p, rl - 8, 0) == nlog_rd64(p + rl - 8)
-
-
-def _payload_records(bytes pt, uint64_t base):
-    """[(offset, record)] of the records back to back in pt (offsets from base); None when
-    one does not parse."""
-    cdef const char* p = PyBytes_AS_STRING(pt)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(pt), off = 0
-    cdef uint32_t rl
-    cdef list out = []
-    while off < n:
-        if not _plain_ok(p + off, n - off):
-            return None
-        rl = nlog_rd32(p + off)
-        out.append((base + off, pt[off:off + rl]))
-        off += rl
-    return out
-
-
-def _parse_frames(bytes raw, aead, int num):
-    """The frames of an encrypted uncompressed block as read from disk: ([(offset, plaintext)],
-    end of the last good one, suspect). Stops at the first frame that is short or does not
-    authenticate. suspect: the first frame is whole but does not authenticate and more bytes
-    follow it - a wrong key rather than a torn tail."""
-    cdef const char* p = PyBytes_AS_STRING(raw)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), off = BLK_HDR
-    cdef uint32_t ln
-    cdef list frames = []
-    suspect = False
-    while off + FRAME_OVH <= n:
-        ln = nlog_rd32(p + off)
-        if ln == 0 or off + <Py_ssize_t>ln + FRAME_OVH > n:
-            break
-        try:
-            pt = aead.decrypt(raw[off + 4:off + FRAME_PRE], raw[off + FRAME_PRE:off + ln + FRAME_OVH],
-                              _frame_aad(ln, off, num))
-        except Exception:
-            if not frames and off + <Py_ssize_t>ln + FRAME_OVH < n:
-                suspect = True
-            break
-        frames.append((off, pt))
-        off += ln + FRAME_OVH
-    return frames, off, suspect
-
-
-def _block_records(bytes raw, aead, int num):
-    """The records of an uncompressed block as read from disk (framed when aead is given):
-    ([(offset, plain record)], end of the last good one, suspect). Stops at the first record
-    (or frame) that is short, fails its checksum or does not authenticate."""
-    cdef const char* p = PyBytes_AS_STRING(raw)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), off = BLK_HDR
-    cdef uint32_t rl
-    cdef list recs = []
-    if aead is None:
-        while off + REC_MIN <= n:
-            if not _plain_ok(p + off, n - off):
-                break
-            rl = nlog_rd32(p + off)
-            recs.append((off, raw[off:off + rl]))
-            off += rl
-        return recs, off, False
-    frames, end, suspect = _parse_frames(raw, aead, num)
-    for fo, pt in frames:
-        r = _payload_records(pt, fo + FRAME_PRE)
-        if r is None:
-            return recs, fo, suspect
-        recs.extend(r)
-    return recs, end, suspect
-
-
-def _zip(bytes data, int zflag):
-    """A sealed block's records, compressed (lz4 or S2 by the flag)."""
-    if zflag == F_S2:
-        from natsd._core.s2 import compress_block
-        return compress_block(data, "better")
-    import lz4.block
-    return lz4.block.compress(data, store_size=False)
-
-
-def _unzip(bytes comp, int zflag, Py_ssize_t n):
-    if zflag == F_S2:
-        from natsd._core.s2 import decompress_block
-        out = decompress_block(comp, n)
-        if len(out) != n:
-            raise ValueError("s2: corrupt input")
-        return out
-    import lz4.block
-    return lz4.block.decompress(comp, uncompressed_size=n)
-
-
-def _zipped_payload(bytes data, aead):
-    """The compressed bytes of a compressed block file (decrypted with aead when encrypted)."""
-    if not (data[5] & F_ENC):
-        return data[BLK_HDR:]
-    if aead is None:
-        raise ValueError("encrypted block without its key")
-    return aead.decrypt(data[BLK_HDR:BLK_HDR + NONCE_LEN], data[BLK_HDR + NONCE_LEN:], data[:BLK_HDR])
-
-
-def _write_file(path, data):
-    """Write a whole block file through `<path>.tmp` + fsync + rename; returns the new fd."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.rename(tmp, path)
-    return fd
 
 
 cdef class Block:
@@ -551,7 +321,7 @@ cdef class Log:
         """The stored form of a frame at `off` of block `num`: length | nonce | AEAD | tag."""
         cdef uint32_t n = len(payload)
         cdef bytes nonce = self._nonce()
-        cdef bytes ct = self.enc.encrypt(nonce, payload, _frame_aad(n, off, num))
+        cdef bytes ct = self.enc.encrypt(nonce, payload, frame_aad(n, off, num))
         cdef bytes out = PyBytes_FromStringAndSize(NULL, 4 + NONCE_LEN + PyBytes_GET_SIZE(ct))
         cdef char* o = PyBytes_AS_STRING(out)
         nlog_wr32(o, n)
@@ -571,20 +341,20 @@ cdef class Log:
             self.flushed_last = self.last
             return
         if self.enc is None:
-            err = _pwrite_all(b.fd, PyByteArray_AS_STRING(self.pend), PyByteArray_GET_SIZE(self.pend),
+            err = pwrite_all(b.fd, PyByteArray_AS_STRING(self.pend), PyByteArray_GET_SIZE(self.pend),
                               self.pend_off)
             if err:
                 ftruncate(b.fd, self.pend_off)
-                raise _oserr(b.path, err)
+                raise oserr(b.path, err)
             del self.pend[:]
             self.flushed = self.appended
             self.flushed_last = self.last
             return
         data = self._seal_frame(self.pend, self.pend_off, b.num)
-        err = _pwrite_all(b.fd, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), self.pend_off)
+        err = pwrite_all(b.fd, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), self.pend_off)
         if err:
             ftruncate(b.fd, self.pend_off)
-            raise _oserr(b.path, err)
+            raise oserr(b.path, err)
         b.frames.append(self.pend_off)
         del self.pend[:]
         b.size = self.pend_off + PyBytes_GET_SIZE(data)
@@ -631,7 +401,7 @@ cdef class Log:
                 return None
         mv = memoryview(raw)
         try:
-            pt = b.aead.decrypt(mv[4:FRAME_PRE], mv[FRAME_PRE:n + FRAME_OVH], _frame_aad(n, fo, b.num))
+            pt = b.aead.decrypt(mv[4:FRAME_PRE], mv[FRAME_PRE:n + FRAME_OVH], frame_aad(n, fo, b.num))
         except Exception:
             return None
         self.fc_blk = b
@@ -684,7 +454,7 @@ cdef class Log:
         # (records [(offset, plain record)], end, suspect) of an uncompressed block on disk
         if b is self.active:
             self._flush_frame()
-        return _block_records(os.pread(b.fd, b.size, 0), b.aead if b.encrypted else None, b.num)
+        return block_records(os.pread(b.fd, b.size, 0), b.aead if b.encrypted else None, b.num)
 
     cdef bytes _seal_blob(self, data, bytes aad):
         cdef bytes nonce = self._nonce()
@@ -703,9 +473,9 @@ cdef class Log:
         if b.compressed or b.fd < 0:
             return
         nlog_wr64(buf, v)
-        err = _pwrite_all(b.fd, buf, 8, 8)
+        err = pwrite_all(b.fd, buf, 8, 8)
         if err:
-            raise _oserr(b.path, err)
+            raise oserr(b.path, err)
         b.hwm = v
 
     def _convert_blocks(self):
@@ -738,20 +508,20 @@ cdef class Log:
                 raw = os.pread(fd, os.fstat(fd).st_size, 0)
                 if flags & F_ZIP:
                     try:
-                        comp = _zipped_payload(raw, old)
+                        comp = zipped_payload(raw, old)
                     except Exception:
                         raise StoreError(path, "cannot decrypt the block with its key")
                     h = self._blk_header((flags & F_ZIP) | F_ENC, int.from_bytes(hdr[8:16], "little"))
                     data = h + self._seal_blob(comp, h)
                 else:
-                    recs, end, suspect = _block_records(raw, old, num)
+                    recs, end, suspect = block_records(raw, old, num)
                     if suspect:
                         raise StoreError(path, "cannot decrypt the block with its key")
                     if end < len(raw):
                         log.warning("%s: truncated or corrupt record at offset %d, %d bytes dropped",
                                     path, end, len(raw) - end)
                     data = self._build_framed(num, recs, int.from_bytes(hdr[8:16], "little"))[0]
-                os.close(_write_file(path, data))
+                os.close(write_file(path, data))
                 converted += 1
             finally:
                 os.close(fd)
@@ -774,14 +544,14 @@ cdef class Log:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         except OSError as e:
             raise StoreError(path, e.strerror)
-        err = _pwrite_all(fd, hdr, BLK_HDR, 0)
+        err = pwrite_all(fd, hdr, BLK_HDR, 0)
         if err:
             os.close(fd)
             try:
                 os.unlink(path)
             except OSError:
                 pass
-            raise _oserr(path, err)
+            raise oserr(path, err)
         b.fd = fd
         b.hwm = self.last
         b.encrypted = enc
@@ -799,7 +569,7 @@ cdef class Log:
         with nogil:
             rc = fdatasync(old.fd)
         if rc != 0:
-            raise _oserr(old.path, errno)
+            raise oserr(old.path, errno)
         self._new_block(old.num + 1)
         if self.compression != "none":
             try:
@@ -830,11 +600,11 @@ cdef class Log:
         else:
             data = os.pread(b.fd, b.size - BLK_HDR, BLK_HDR)
             n = b.size
-        comp = _zip(data, zflag)
+        comp = zip_image(data, zflag)
         if len(comp) + BLK_HDR >= n:
             return
         hdr = self._blk_header(zflag | (F_ENC if b.encrypted else 0), n)
-        fd = _write_file(b.path, hdr + (self._seal_blob(comp, hdr) if b.encrypted else comp))
+        fd = write_file(b.path, hdr + (self._seal_blob(comp, hdr) if b.encrypted else comp))
         os.close(b.fd)
         b.fd = fd
         b.compressed = True
@@ -854,8 +624,8 @@ cdef class Log:
             return b.raw
         data = os.pread(b.fd, os.fstat(b.fd).st_size, 0)
         n = int.from_bytes(data[8:16], "little")
-        comp = _zipped_payload(data, b.aead)
-        b.raw = bytes(BLK_HDR) + _unzip(comp, b.zflag, n - BLK_HDR)
+        comp = zipped_payload(data, b.aead)
+        b.raw = bytes(BLK_HDR) + unzip_image(comp, b.zflag, n - BLK_HDR)
         self.raw_lru.append(b)
         while len(self.raw_lru) > RAW_CACHE:
             (<Block>self.raw_lru.pop(0)).raw = None
@@ -883,12 +653,12 @@ cdef class Log:
         cdef bytes img = self._image(b)[:cut]
         cdef dict offmap = None
         if b.encrypted:
-            recs = _payload_records(img[BLK_HDR:], BLK_HDR) or []
+            recs = payload_records(img[BLK_HDR:], BLK_HDR) or []
             data, offmap, frames = self._build_framed(b.num, recs, 0)
         else:
             data = self._blk_header(0, 0) + img[BLK_HDR:]
             frames = None
-        fd = _write_file(b.path, data)
+        fd = write_file(b.path, data)
         close(b.fd)
         b.fd = fd
         b.compressed = False
@@ -906,9 +676,9 @@ cdef class Log:
 
     cdef _reseal(self, Block b, img):
         """Write a compressed block again from a changed image (same length, same offsets)."""
-        comp = _zip(bytes(img[BLK_HDR:]), b.zflag)
+        comp = zip_image(bytes(img[BLK_HDR:]), b.zflag)
         hdr = self._blk_header(b.zflag | (F_ENC if b.encrypted else 0), len(img))
-        fd = _write_file(b.path, hdr + (self._seal_blob(comp, hdr) if b.encrypted else comp))
+        fd = write_file(b.path, hdr + (self._seal_blob(comp, hdr) if b.encrypted else comp))
         close(b.fd)
         b.fd = fd
         b.raw = None
@@ -1031,11 +801,11 @@ cdef class Log:
                 self.flush_scheduled = True
                 self.call_soon(self._flush_cb)
             return <int>(b.size - reclen)
-        err = _pwrite_all(b.fd, p, reclen, b.size)
+        err = pwrite_all(b.fd, p, reclen, b.size)
         if err:
             # Leave the block exactly as it was so the tail stays well-formed.
             ftruncate(b.fd, b.size)
-            raise _oserr(b.path, err)
+            raise oserr(b.path, err)
         self.appended += 1
         b.size += reclen
         return <int>(b.size - reclen)
@@ -1146,7 +916,7 @@ cdef class Log:
             if n != rl:
                 log.warning("%s: short read of seq %d at %d", b.path, seq, e.off)
                 return None
-        if len(data) != rl or not _rec_ok(data, seq):
+        if len(data) != rl or not rec_ok(data, seq):
             log.warning("%s: bad checksum for seq %d at offset %d, not served", b.path, seq, e.off)
             return None
         return data
@@ -1598,16 +1368,16 @@ cdef class Log:
             frame[k:k + rl] = rec
             enc = self._seal_frame(frame, fo, b.num)
             self.fc_blk = None
-            err = _pwrite_all(b.fd, PyBytes_AS_STRING(enc), PyBytes_GET_SIZE(enc), fo)
+            err = pwrite_all(b.fd, PyBytes_AS_STRING(enc), PyBytes_GET_SIZE(enc), fo)
             if err:
-                raise _oserr(b.path, err)
+                raise oserr(b.path, err)
         elif b is self.active and PyByteArray_GET_SIZE(self.pend) and e.off >= self.pend_off:
             k = e.off - self.pend_off                   # plaintext, not written yet
             memcpy(PyByteArray_AS_STRING(self.pend) + k, PyByteArray_AS_STRING(rec), rl)
         else:
-            err = _pwrite_all(b.fd, PyByteArray_AS_STRING(rec), rl, e.off)
+            err = pwrite_all(b.fd, PyByteArray_AS_STRING(rec), rl, e.off)
             if err:
-                raise _oserr(b.path, err)
+                raise oserr(b.path, err)
 
     def remove_matching(self, filt, uint64_t below=0, uint64_t maxp=0):
         """Remove live messages matching filt with seq < below (0 = any), at most maxp (0 = all),
@@ -1711,7 +1481,7 @@ cdef class Log:
                         break
                     keep.append((off, rec))
                 data, offmap, frames = self._build_framed(cut.num, keep, cut.hwm)
-                fd = _write_file(cut.path, data)
+                fd = write_file(cut.path, data)
                 close(cut.fd)
                 cut.fd = fd
                 cut.frames = frames
@@ -1776,7 +1546,7 @@ cdef class Log:
         with nogil:
             rc = fdatasync(fd)
         if rc != 0:
-            raise _oserr(self.active.path, errno)
+            raise oserr(self.active.path, errno)
         if self.dir_dirty:
             self.dir_dirty = False
             dfd = os.open(self.dir, os.O_RDONLY)
@@ -1949,7 +1719,7 @@ cdef class Log:
                     img = os.pread(b.fd, os.fstat(b.fd).st_size, 0)
                     disk = len(img)
                     if b.encrypted:
-                        frames, _, suspect = _parse_frames(img, b.aead, b.num)
+                        frames, _, suspect = parse_frames(img, b.aead, b.num)
                         if suspect:
                             close(b.fd)
                             raise StoreError(path, "the block does not decrypt with the stream's key")
@@ -1968,7 +1738,7 @@ cdef class Log:
                 b.frames = array("Q")
                 good = BLK_HDR
                 for fo, pt in frames:
-                    if _payload_records(pt, 0) is None:
+                    if payload_records(pt, 0) is None:
                         break
                     self._scan_image(b, pt, 0, fo + FRAME_PRE)
                     b.frames.append(fo)
@@ -2051,11 +1821,3 @@ cdef class Log:
                     self.last = seq
             off += rl
         return off
-
-
-cdef bint _rec_ok(bytes data, uint64_t seq):
-    cdef const char* p = PyBytes_AS_STRING(data)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
-    if n < REC_MIN or nlog_rd32(p) != n or nlog_rd64(p + 4) != seq:
-        return False
-    return nlog_xxh64(p, n - 8, 0) == nlog_rd64(p + n - 8)

@@ -330,7 +330,7 @@ def test_frames_batch_a_loop_iteration(tmp_path):
     """With the loop's call_soon, the records appended in one iteration are written as one
     frame when the callback runs (or a sync, a rotation, FRAME_MAX, a tombstone comes first);
     until then they are served from memory; a crash before loses only those (never acked)."""
-    from natsd._core import log as clog
+    from natsd._core import logfmt as cfmt
     q = []
     c = crypt_for(tmp_path, batched=q)
     d = tmp_path / "s"
@@ -344,7 +344,7 @@ def test_frames_batch_a_loop_iteration(tmp_path):
     size = os.path.getsize(blk)
     assert size > 16
     raw = open(blk, "rb").read()
-    frames, end, _ = clog._parse_frames(raw, c.aead, 1)
+    frames, end, _ = cfmt.parse_frames(raw, c.aead, 1)
     assert end == size and len(frames) == 2                     # the 50 messages, the tombstone
     for i in range(50, 80):
         s.store_msg(SUBJ, HDRV, PAYLOAD + b"-%d" % i)
