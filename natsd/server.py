@@ -159,6 +159,8 @@ class Server:
             self.cluster = Routes(self)
             self.cluster.start()
             self.subsystems.append(self.cluster)
+            if self.jetstream is not None:
+                self.jetstream.start_cluster()
         self._write_pid_file()
         self._write_ports_file()
         self.loop.call_later(1.0, self._write_deadline_sweep)

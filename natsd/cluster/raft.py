@@ -149,6 +149,15 @@ class Node:
             return
         self.store.compact(index, term, self._members_at(index), data)
 
+    def bootstrap(self, members, now):
+        """The first members of a new group, for a node that started without any, has an
+        empty log and has heard no leader; the first leader writes them into the log (its
+        term may have moved: candidates asked it for a vote it could not give)."""
+        if self.members or self.store.last_index() or self.leader:
+            raise ValueError("the group already exists here")
+        self.members = tuple(sorted(members))
+        self._reset_election(now)
+
     def add_member(self, member, now=0.0):
         return self._change_members(tuple(sorted(set(self.members) | {member})), now)
 

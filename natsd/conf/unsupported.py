@@ -220,6 +220,8 @@ def _route_compression(o) -> str | None:
 def _jetstream_cluster(o) -> str | None:
     if o.jetstream.enabled and o.cluster.port and not o.server_name:
         return "jetstream cluster requires `server_name` to be set"
+    if o.jetstream.enabled and o.cluster.port and not o.cluster.name:
+        return "jetstream cluster requires `cluster.name` to be set"
     return None
 
 

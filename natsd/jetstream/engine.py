@@ -16,6 +16,7 @@ import time
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_time
 from natsd.gofmt import friendly_bytes
+from natsd.subject import subject_is_subset
 from natsd import nkey
 from natsd.jetstream import errors as E
 from natsd.jetstream import api, batch, consumer, jscrypt, placement
@@ -348,6 +349,7 @@ class JetStream:
         self.flush_scheduled = False
         self.sync_timer = None
         self.stopped = False
+        self.meta = None                # natsd.jetstream.meta.MetaGroup on a cluster
         self.started = time.time()
         self.api_handler = None
 
@@ -421,7 +423,25 @@ class JetStream:
         self._load_stored_accounts()
         if not self.group_commit and not self.sync_always:
             self.sync_timer = self.server.loop.call_later(self.sync_interval, self._sync_tick)
+        err = None
+        if self.server.opts.cluster.port:
+            log.info("Starting JetStream cluster")
+            err = self._cluster_config_error()
         log.info("Took %s to start JetStream", "%.3fms" % ((time.monotonic() - t0) * 1000))
+        if err:
+            raise JetStreamStartError("Can't start JetStream: " + err)
+
+    def _cluster_config_error(self):
+        """nats-server's enableJetStreamClustering check (a cluster without a name was refused
+        with the options): configured routes, unless a leafnode remote binds the system account
+        and lets Raft traffic ($NRG.>) in."""
+        o = self.server.opts
+        sys_name = self.server.accounts.system_name
+        leaf_share = any(r.account == sys_name and not any(subject_is_subset(d, "$NRG.>") for d in r.deny_imports)
+                         for r in o.leafnode.remotes) if sys_name else False
+        if not o.cluster.routes and not leaf_share:
+            return "JetStream cluster requires configured routes or solicited leafnode for the system account"
+        return None
 
     def _js_accounts(self):
         accs = list(self.server.accounts)
@@ -481,6 +501,8 @@ class JetStream:
             return
         self.stopped = True
         log.info("Initiating JetStream Shutdown...")
+        if self.meta is not None:
+            self.meta.stop()
         self._stop_streams()
         log.info("JetStream Shutdown")
 
@@ -493,6 +515,16 @@ class JetStream:
                     st.stop()
                 except Exception:
                     log.exception("stopping stream %s failed", st.name)
+
+    def start_cluster(self):
+        """The routes are up: join (or found) the cluster's meta group. It needs the system
+        account, which carries its traffic."""
+        if self.server.accounts.system is None or self.server.system is None:
+            log.warning("JetStream cluster needs a system account: no metadata group")
+            return
+        from natsd.jetstream.meta import MetaGroup
+        self.meta = MetaGroup(self)
+        self.meta.start()
 
     def enabled_for(self, account):
         return account.name in self.jsas
@@ -568,19 +600,23 @@ class JetStream:
             mem_r += m
             store_r += s
         return {"memory": t["memory"], "storage": t["storage"], "reserved_memory": mem_r,
-                "reserved_storage": store_r, "accounts": len(self.jsas), "ha_assets": 0,
+                "reserved_storage": store_r, "accounts": len(self.jsas),
+                "ha_assets": 1 if self.meta is not None else 0,
                 "api": {"level": API_LEVEL, "total": t["api_total"], "errors": t["api_errors"]}}
 
     def varz(self):
-        return {"config": self.config_dict(), "stats": self.stats_dict(),
-                "limits": {"default_max_consumers": 1000}}
+        out = {"config": self.config_dict(), "stats": self.stats_dict()}
+        if self.meta is not None:
+            out["meta"] = self.meta.cluster_info()
+        out["limits"] = {"default_max_consumers": 1000}
+        return out
 
     # ---- the interface natsd/monitor/jsz.py (and /metrics) reads ----
 
     enabled = True
 
     def is_leader(self):
-        return True
+        return self.meta.is_leader() if self.meta is not None else True
 
     def config(self):
         return self.config_dict()
@@ -592,7 +628,7 @@ class JetStream:
         return self.stats_dict()
 
     def meta_cluster(self):
-        return None
+        return self.meta.cluster_info() if self.meta is not None else None
 
     def accounts(self):
         return [_JszAccount(j) for j in self.jsas.values()]
@@ -601,8 +637,9 @@ class JetStream:
         return self.jsas.get(name)
 
     def health_errors(self, query=None):
-        """Streams whose store reported a disk error (Stream.store_error)."""
-        out = []
+        """The meta group without a leader (on a cluster), streams whose store reported a disk
+        error (Stream.store_error)."""
+        out = self.meta.health_errors() if self.meta is not None else []
         for jsa in self.jsas.values():
             for st in jsa.streams.values():
                 se = getattr(st, "store_error", None)
@@ -711,4 +748,4 @@ class _JszStream:
         return [c for c in self.st.consumers.values() if not getattr(c, "internal", False)]
 
     def is_leader(self):
-        return True
+        return self.meta.is_leader() if self.meta is not None else True

@@ -36,7 +36,7 @@ _SOURCE = {
     "consumer": ("server.StreamConsumerSource", "obj", _CONSUMER_SRC),
     "domain": ("string", "str"),          # client sugar some clients send
 }
-_PLACEMENT = {"cluster": ("string", "str"), "tags": ("[]string", "strlist"),
+PLACEMENT_FIELDS = {"cluster": ("string", "str"), "tags": ("[]string", "strlist"),
               "preferred": ("string", "str")}
 _REPUBLISH = {"src": ("string", "str"), "dest": ("string", "str"), "headers_only": ("bool", "bool")}
 _CONSUMER_LIMITS = {"inactive_threshold": ("time.Duration", "int"), "max_ack_pending": ("int", "int")}
@@ -65,7 +65,7 @@ STREAM_FIELDS = {
     "num_replicas": ("int", "int"),
     "no_ack": ("bool", "bool"),
     "duplicate_window": ("time.Duration", "int"),
-    "placement": ("server.Placement", "obj", _PLACEMENT),
+    "placement": ("server.Placement", "obj", PLACEMENT_FIELDS),
     "mirror": ("server.StreamSource", "obj", _SOURCE),
     "sources": ("[]*server.StreamSource", "objlist", _SOURCE),
     "compression": ("server.StoreCompression", "enum"),

@@ -1,9 +1,11 @@
 """`/raftz` and `$SYS.REQ.SERVER.PING.RAFTZ`: Raft groups by account.
 
-natsd has no clustering, hence no Raft groups: the answers are nats-server's for a server
-without any (HTTP 404 "No Raft nodes registered"; for a $SYS request an empty map, or nothing
-usable (`null`) when there is no system account to default the account filter to).
+The groups are the JetStream meta group's (natsd/jetstream/meta.py), in the system account.
+A server without any answers as nats-server does: HTTP 404 "No Raft nodes registered"; for a
+$SYS request an empty map, or nothing usable (`null`) when there is no system account to
+default the account filter to. Filters that match nothing give `{}`.
 """
+import json
 from dataclasses import dataclass
 
 from natsd.monitor import params as P
@@ -24,9 +26,19 @@ def options_from_json(body):
     return RaftzOptions(account=P.j_str(b, "account", S), group=P.j_str(b, "group", S))
 
 
-def raft_groups(server, account):
-    """account -> {group name -> RaftzGroup}: none in natsd."""
-    return {}
+def _meta(server):
+    js = getattr(server, "jetstream", None)
+    return getattr(js, "meta", None) if js is not None else None
+
+
+def raft_groups(server, account, group=""):
+    """account -> {group name -> RaftzGroup} for the groups of `account` (and `group`)."""
+    meta = _meta(server)
+    sys_acc = server.accounts.system
+    if meta is None or sys_acc is None or account != sys_acc.name:
+        return {}
+    groups = {name: info for name, info in meta.raftz().items() if not group or name == group}
+    return {account: groups} if groups else {}
 
 
 def handler(server, opts):
@@ -36,8 +48,13 @@ def handler(server, opts):
         if sys_acc is None:
             return None
         account = sys_acc.name
-    return raft_groups(server, account)
+    return raft_groups(server, account, opts.group)
 
 
 def http_handler(server, opts):
-    return 404, b"No Raft nodes registered", "text/plain; charset=utf-8"
+    if _meta(server) is None:
+        return 404, b"No Raft nodes registered", "text/plain; charset=utf-8"
+    groups = handler(server, opts)
+    if groups is None:
+        return 404, b"No Raft nodes returned, check supplied filters", "text/plain; charset=utf-8"
+    return 200, json.dumps(groups, indent=3).encode(), "application/json"

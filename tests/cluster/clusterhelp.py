@@ -90,3 +90,34 @@ def wait_interest(members, subject, timeout=10.0):
         if time.monotonic() > deadline:
             raise AssertionError("interest in %r never reached %r" % (subject, lacking))
         time.sleep(0.05)
+
+
+def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: ""):
+    """A JetStream cluster as nats-server requires one: every member's route list names every
+    member (itself included), on route ports chosen before the start. `extra(name)` adds to a
+    member's config; each gets its own store directory."""
+    from tools.serverproc import free_port
+    ports = {n: free_port() for n in names}
+    routes = ["nats://127.0.0.1:%d" % p for p in ports.values()]
+    members = []
+    try:
+        for n in names:
+            members.append(start_member(kind, tmp_path, n, routes=routes, route_port=ports[n],
+                                        extra=js_extra(tmp_path, n, extra(n))))
+        wait_mesh(members)
+    except BaseException:
+        for m in members:
+            m.proc.kill()
+        raise
+    return members
+
+
+def js_extra(tmp_path, name, extra=""):
+    return "%s\njetstream { store_dir: '%s' }" % (extra, os.path.join(str(tmp_path), "store-" + name))
+
+
+def restart_member(member, tmp_path, extra=""):
+    """The same member again (config, route port and store), after it died."""
+    routes = re.findall(r'"(nats://[^"]+)"', open(member.conf).read())
+    return start_member(member.kind, tmp_path, member.name, routes=routes, route_port=member.route_port,
+                        extra=js_extra(tmp_path, member.name, extra))

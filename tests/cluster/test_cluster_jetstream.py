@@ -8,18 +8,12 @@ import nats
 import pytest
 from nats.js.api import StreamConfig
 
-from tests.cluster.clusterhelp import start_member, wait_mesh
+from tests.cluster.clusterhelp import start_js_cluster
 
 
 @pytest.fixture
 def js_cluster(tmp_path):
-    members = []
-    a = start_member("natsd", tmp_path, "A", extra="jetstream { store_dir: '%s' }" % (tmp_path / "A"))
-    members.append(a)
-    for name in "BC":
-        members.append(start_member("natsd", tmp_path, name, routes=[a.route_url],
-                                    extra="jetstream { store_dir: '%s' }" % (tmp_path / name)))
-    wait_mesh(members)
+    members = start_js_cluster("natsd", tmp_path)
     yield members
     for m in members:
         m.proc.kill()

@@ -1,0 +1,200 @@
+"""A Raft group on a running server: the pure state machine of natsd/cluster/raft.py driven by
+the server's loop, talking over the system account, with its log on disk.
+
+- Transport: every member subscribes to `$NRG.<group>.<peer>` in the system account, so route
+  interest carries a message for peer p to the server where p lives. A message is the binary
+  encoding of natsd/cluster/raftmsg.py (natsd's own; nats-server's Raft traffic is not
+  understood, and a mixed group is not a goal). One that does not decode is logged and dropped.
+- Time: the node is ticked every TICK seconds (`loop.call_later`) on the monotonic clock.
+- Disk: natsd/cluster/raftwal.py's LogStorage under the group's directory. When the node asks
+  for a sync it goes to the loop's sync threads (natsd/_core/syncer.pyx); the node learns the
+  durable index when it ends, and only then acknowledges or counts those entries.
+- Output: after every tick, message and sync the node's outbox is sent, committed entries go
+  to `apply(kind, index, data)` and a change of leader to `on_leader(leader_peer)`.
+
+`status()` is the group as nats-server's `/raftz` shows one (RaftzGroup).
+"""
+import logging
+import time
+
+from natsd.cluster import raftmsg
+from natsd.cluster.raft import LEADER, Node
+from natsd.cluster.raftwal import LogStorage
+from natsd.gofmt import go_duration, go_time
+
+log = logging.getLogger("natsd")
+
+TICK = 0.05                     # seconds between two ticks of the node
+MAX_SYNCS = 2                   # syncs of one group in flight
+BAD_MESSAGE_REPORTS = 10        # malformed messages logged before the group goes quiet about them
+_STATE = {"follower": "FOLLOWER", "pre-candidate": "CANDIDATE", "candidate": "CANDIDATE",
+          "leader": "LEADER"}
+
+
+def subject(group, peer):
+    return "$NRG.%s.%s" % (group, peer)
+
+
+class RaftGroup:
+    def __init__(self, server, group, peer, directory, *, members=None, apply=None, on_leader=None,
+                 election_timeout=(1.5, 3.0), heartbeat=0.3):
+        """members: the group at its creation, or None for a restarted member (its log knows)
+        or one that waits to be added by a leader."""
+        self.server = server
+        self.loop = server.loop
+        self.group = group
+        self.peer = peer
+        self.storage = LogStorage(directory)
+        self.node = Node(peer, members, self.storage, now=time.monotonic(),
+                         election_timeout=election_timeout, heartbeat=heartbeat, log=log)
+        self.apply = apply
+        self.on_leader = on_leader
+        self.leader = ""
+        self.leader_since = None            # wall clock (ns) this server became leader
+        self.ever_had_leader = False
+        self.timer = None
+        self.stopped = False
+        self.bad_messages = 0
+
+    # ---- lifecycle ----
+
+    def start(self):
+        self.server.system.subscribe(subject(self.group, self.peer), self._on_message)
+        self.timer = self.loop.call_later(TICK, self._tick)
+
+    def stop(self):
+        """Leave the group on this server (shutdown): the log is closed, the disk keeps it."""
+        if self.stopped:
+            return
+        self.stopped = True
+        if self.timer is not None:
+            self.timer.cancel()
+        self.storage.close()
+
+    # ---- what the owner asks ----
+
+    def is_leader(self):
+        return self.node.role == LEADER
+
+    def propose(self, data):
+        """Append a command (raises raft.NotLeader elsewhere than on the leader) -> its index."""
+        index = self.node.propose(data, time.monotonic())
+        self._flush()
+        return index
+
+    def add_member(self, peer):
+        self.node.add_member(peer, time.monotonic())
+        self._flush()
+
+    def transfer_leadership(self, target):
+        self.node.transfer_leadership(target, time.monotonic())
+        self._flush()
+
+    def members(self):
+        return tuple(self.node.members)
+
+    def last_heard(self, peer):
+        """Seconds since this server heard from `peer` (leader: any member; follower: its
+        leader), or None when it never did."""
+        n = self.node
+        now = time.monotonic()
+        if n.role == LEADER:
+            t = n.last_heard.get(peer)
+        else:
+            t = n.heard_leader_at if peer == n.leader else None
+        if t is None or t < -1e17:
+            return None
+        return max(0.0, now - t)
+
+    def match(self, peer):
+        """The leader's view of how far `peer`'s log is known to match (0 elsewhere)."""
+        return self.node.match_index.get(peer, 0) if self.node.role == LEADER else 0
+
+    # ---- the loop's side ----
+
+    def _tick(self):
+        if self.stopped:
+            return
+        self.timer = self.loop.call_later(TICK, self._tick)
+        self.node.tick(time.monotonic())
+        self._flush()
+
+    def _on_message(self, sub, subj, reply, hdr, payload, origin):
+        if self.stopped:
+            return
+        try:
+            msg = raftmsg.decode(bytes(payload))
+        except raftmsg.MalformedMessage as e:
+            self.bad_messages += 1
+            if self.bad_messages <= BAD_MESSAGE_REPORTS:
+                log.warning("Raft group %s: dropped a malformed message on %s: %s", self.group, subj, e)
+            return
+        self.node.step(msg, time.monotonic())
+        self._flush()
+
+    def _synced(self, index):
+        if self.stopped:
+            return
+        self.node.durable(index)
+        self._flush()
+
+    def _flush(self):
+        n = self.node
+        out, n.outbox = n.outbox, []
+        system = self.server.system
+        for dst, msg in out:
+            system.publish(subject(self.group, dst), raftmsg.encode(msg))
+        st = self.storage
+        if st.sync_requested and len(st.syncs_in_flight()) < MAX_SYNCS:
+            st.sync_async(self.loop.submit, self._synced)
+        ready = n.take_ready()
+        if ready and self.apply is not None:
+            for kind, index, data in ready:
+                self.apply(kind, index, data)
+        if n.leader != self.leader:
+            self.leader = n.leader
+            if n.leader:
+                self.ever_had_leader = True
+            self.leader_since = time.time_ns() if n.leader == self.peer else None
+            if self.on_leader is not None:
+                self.on_leader(n.leader)
+
+    # ---- monitoring ----
+
+    def status(self, names):
+        """nats-server's RaftzGroup; names: peer id -> server name."""
+        n = self.node
+        lg = self.storage.log
+        size = len(n.members)
+        last = self.storage.last_index()
+        out = {"id": self.peer, "state": _STATE[n.role], "size": size,
+               "quorum_needed": size // 2 + 1, "committed": n.commit, "applied": n.applied}
+        if n.leader:
+            out["leader"] = n.leader
+        if self.leader_since is not None and n.role == LEADER:
+            out["leader_since"] = go_time(self.leader_since)
+        out["ever_had_leader"] = self.ever_had_leader
+        out["term"] = n.term
+        if n.vote:
+            out["voted_for"] = n.vote
+        out.update({"pterm": self.storage.term_at(last) or 0, "pindex": last,
+                    "system_account": True, "traffic_account": self.server.accounts.system.name,
+                    "ipq_proposal_len": 0, "ipq_entry_len": 0, "ipq_resp_len": 0,
+                    "ipq_apply_len": 0})
+        # the WAL's records carry terms where a stream keeps times: no times to show
+        out["wal"] = {"messages": lg.msgs, "bytes": lg.bytes, "first_seq": lg.first,
+                      "first_ts": go_time(0), "last_seq": lg.last, "last_ts": go_time(0),
+                      "consumer_count": 0}
+        peers = {}
+        for p in sorted(n.members):
+            if p == self.peer:
+                continue
+            e = {"name": names.get(p, ""), "known": True}
+            if self.match(p):
+                e["last_replicated_index"] = self.match(p)
+            seen = self.last_heard(p)
+            if seen is not None:
+                e["last_seen"] = go_duration(int(seen * 1e9))
+            peers[p] = e
+        out["peers"] = peers
+        return out

@@ -1,0 +1,257 @@
+"""The JetStream meta group of a cluster (natsd/jetstream/meta.py over natsd/cluster/raftgroup.py):
+three real servers joined by routes elect a meta leader and report it as nats-server does
+(/jsz and /varz `meta_cluster`, /raftz, /healthz), survive kill -9 of the leader and of a
+quorum, restart from their disks, and hand leadership over on $JS.API.META.LEADER.STEPDOWN.
+The shapes and the stepdown replies are compared with a nats-server cluster run the same way."""
+import asyncio
+import json
+import signal
+import time
+import urllib.error
+import urllib.request
+
+import nats
+import pytest
+
+from tests.cluster.clusterhelp import restart_member, start_js_cluster
+from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd, poll
+
+need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
+
+SYS_USERS = ("accounts { SYS: { users: [{user: sys, password: pass}] }, "
+             "APP: { jetstream: enabled, users: [{user: app, password: pass}] } }\n"
+             "system_account: SYS\n")
+
+
+def start_cluster(kind, tmp_path):
+    """Three servers, each routed to all, with JetStream and a system account."""
+    return start_js_cluster(kind, tmp_path, extra=lambda name: SYS_USERS)
+
+
+def restart(member, tmp_path):
+    return restart_member(member, tmp_path, SYS_USERS)
+
+
+def meta(m):
+    try:
+        return m.get("/jsz").get("meta_cluster") or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def agreed_leader(members, timeout=30.0, exclude=()):
+    """Poll until every member names the same meta leader (not one of `exclude`) -> its name."""
+    def check():
+        leaders = {meta(m).get("leader") for m in members}
+        if len(leaders) == 1 and None not in leaders and not leaders & set(exclude):
+            return leaders.pop()
+    leader = poll(check, timeout=timeout, interval=0.05)
+    assert leader, "no agreed meta leader: %r" % [meta(m) for m in members]
+    return leader
+
+
+def raft_group(m):
+    return m.get("/raftz")["SYS"]["_meta_"]
+
+
+def healthz(m):
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d/healthz?js-enabled-only=true"
+                                    % m.proc.http_port, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def _shape(obj):
+    """The keys of a JSON value, recursively (values left out; lists by their first item; a
+    map keyed by peer id by its number of entries and their shapes)."""
+    if isinstance(obj, dict):
+        return {k: (sorted(map(json.dumps, map(_shape, v.values()))) if k == "peers" else _shape(v))
+                for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_shape(obj[0])] if obj else []
+    return type(obj).__name__
+
+
+def _snapshot(members):
+    leader_name = agreed_leader(members)
+    leader = next(m for m in members if m.name == leader_name)
+    follower = next(m for m in members if m.name != leader_name)
+    # the leader's view of the replicas is current once they answered
+    poll(lambda: all(r["current"] for r in meta(leader).get("replicas", [])), timeout=10)
+    return leader, follower
+
+
+@need_ref
+def test_meta_cluster_and_raftz_are_shaped_as_nats_server(tmp_path):
+    shapes = {}
+    for kind in ("natsd", "nats-server"):
+        members = start_cluster(kind, tmp_path / kind)
+        try:
+            leader, follower = _snapshot(members)
+            names = {m.name for m in members}
+            lm, fm = meta(leader), meta(follower)
+            assert lm["name"] == "C1" and lm["cluster_size"] == 3 and lm["quorum_needed"] == 2
+            assert [r["name"] for r in lm["replicas"]] == sorted(names - {leader.name})
+            assert all(r["current"] and r["active"] > 0 for r in lm["replicas"])
+            # a follower lists everyone but itself, the leader current
+            assert [r["name"] for r in fm["replicas"]] == sorted(names - {follower.name})
+            assert next(r for r in fm["replicas"] if r["name"] == leader.name)["current"]
+            lg, fg = raft_group(leader), raft_group(follower)
+            assert lg["state"] == "LEADER" and fg["state"] == "FOLLOWER"
+            assert lg["id"] == lm["peer"] == fg["leader"] and lg["term"] == fg["term"] >= 1
+            assert {p["name"] for p in lg["peers"].values()} == names - {leader.name}
+            assert lg["committed"] >= 1
+            assert poll(lambda: raft_group(follower)["committed"] >= 1, timeout=10)
+            varz_meta = leader.get("/varz")["jetstream"]["meta"]
+            assert varz_meta["leader"] == leader.name and varz_meta["cluster_size"] == 3
+            assert leader.get("/jsz")["ha_assets"] == 1
+            assert healthz(follower) == (200, {"status": "ok"})
+            shapes[kind] = (_shape(lm), _shape(fm), _shape(lg), _shape(fg),
+                            list(leader.get("/varz")["jetstream"]))
+        finally:
+            for m in members:
+                m.proc.kill()
+    for what, mine, ref in zip(("leader meta_cluster", "follower meta_cluster", "leader raftz",
+                                "follower raftz", "varz jetstream"), shapes["natsd"], shapes["nats-server"]):
+        assert mine == ref, "%s: natsd %s, nats-server %s" % (what, json.dumps(mine), json.dumps(ref))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_leader_kill9_elects_another_and_the_restarted_server_follows(tmp_path, seed):
+    members = start_cluster("natsd", tmp_path)
+    try:
+        first = agreed_leader(members)
+        victim = next(m for m in members if m.name == first)
+        term = raft_group(victim)["term"]
+        victim.proc.proc.send_signal(signal.SIGKILL)
+        victim.proc.proc.wait(5)
+        rest = [m for m in members if m is not victim]
+        second = agreed_leader(rest, exclude=(first,))
+        assert raft_group(next(m for m in rest if m.name == second))["term"] > term
+        back = restart(victim, tmp_path)
+        members[members.index(victim)] = back
+        assert agreed_leader(members) == second
+        assert raft_group(back)["state"] == "FOLLOWER"
+        # every server killed at once: they come back from their disks, term moves on
+        term = max(raft_group(m)["term"] for m in members)
+        order = members[seed:] + members[:seed]
+        for m in order:
+            m.proc.proc.send_signal(signal.SIGKILL)
+        for m in order:
+            m.proc.proc.wait(5)
+        members = [restart(m, tmp_path) for m in members]
+        leader = agreed_leader(members)
+        assert raft_group(next(m for m in members if m.name == leader))["term"] > term
+        assert all(raft_group(m)["size"] == 3 for m in members)
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+def test_lost_quorum_is_explained_and_heals(tmp_path):
+    members = start_cluster("natsd", tmp_path)
+    try:
+        agreed_leader(members)
+        survivor, gone = members[1], [members[0], members[2]]
+        for m in gone:
+            m.proc.proc.send_signal(signal.SIGKILL)
+            m.proc.proc.wait(5)
+        status = poll(lambda: healthz(survivor)[0] == 503 and healthz(survivor), timeout=20)
+        assert status, "the survivor never reported the lost quorum"
+        code, body = status
+        assert body["error"] == "JetStream has not established contact with a meta leader"
+        detail = [e["error"] for e in body["errors"][1:]]
+        assert len(detail) == 2 and all(e.startswith("JetStream meta group member ") for e in detail)
+        assert {d.split()[4] for d in detail} == {"A", "C"}
+        assert all("needs 2 of its 3 members" in d for d in detail)
+        survivor.proc.wait_log(r"JetStream meta group has no leader: it needs 2 of its 3 members "
+                               r"and 2 are unreachable \(A, C\)", timeout=15)
+        back = restart(members[2], tmp_path)
+        members[2] = back
+        agreed_leader([survivor, back])
+        assert poll(lambda: healthz(survivor) == (200, {"status": "ok"}), timeout=10)
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+async def _sys_request(m, payload):
+    nc = await nats.connect(m.url, user="sys", password="pass")
+    try:
+        r = await nc.request("$JS.API.META.LEADER.STEPDOWN", payload, timeout=5)
+        return r.data
+    finally:
+        await nc.close()
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_meta_stepdown_replies_and_moves_the_leader(tmp_path, kind):
+    members = start_cluster(kind, tmp_path)
+    try:
+        leader, _ = _snapshot(members)
+        prefix = b'{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response",'
+        unknown = asyncio.run(_sys_request(leader, b'{"placement":{"preferred":"nope"}}'))
+        assert unknown == prefix + (b'"error":{"code":400,"err_code":10005,'
+                                    b'"description":"preferred server \\"nope\\" not known"}}')
+        same = asyncio.run(_sys_request(leader, b'{"placement":{"preferred":"%s"}}' % leader.name.encode()))
+        assert same == prefix + (b'"error":{"code":400,"err_code":10005,"description":'
+                                 b'"preferred server \\"%s\\" is already leader"}}' % leader.name.encode())
+        bad = asyncio.run(_sys_request(leader, b'{"placement":{"preferred":1}}'))
+        assert bad.startswith(prefix + b'"error":{"code":400,"err_code":10025,')
+        target = sorted({m.name for m in members} - {leader.name})[0]
+        ok = asyncio.run(_sys_request(leader, b'{"placement":{"preferred":"%s"}}' % target.encode()))
+        assert ok == prefix + b'"success":true}'
+        assert agreed_leader(members, exclude=(leader.name,)) == target
+        poll(lambda: all(r["current"] for r in meta(next(m for m in members if m.name == target))
+                         .get("replicas", [])), timeout=10)
+        ok = asyncio.run(_sys_request(next(m for m in members if m.name == target), b""))
+        assert ok == prefix + b'"success":true}'
+        assert agreed_leader(members, exclude=(target,)) != target
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+def test_malformed_raft_traffic_is_dropped_and_logged(tmp_path):
+    members = start_cluster("natsd", tmp_path)
+    try:
+        leader_name = agreed_leader(members)
+        leader = next(m for m in members if m.name == leader_name)
+        term = raft_group(leader)["term"]
+        peer = raft_group(leader)["id"]
+
+        async def garbage():
+            nc = await nats.connect(members[0].url, user="sys", password="pass")
+            for payload in (b"", b"\xff" * 3, b"\x02" + b"\x00" * 40, b"\x01" * 200):
+                await nc.publish("$NRG._meta_.%s" % peer, payload)
+            await nc.flush()
+            await nc.close()
+        asyncio.run(garbage())
+        leader.proc.wait_log(r"Raft group _meta_: dropped a malformed message", timeout=10)
+        time.sleep(0.5)
+        assert agreed_leader(members) == leader_name and raft_group(leader)["term"] == term
+        assert leader.proc.proc.poll() is None
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+@need_ref
+@pytest.mark.parametrize("cluster,error", [
+    ("name: C1, port: -1", "[FTL] Can't start JetStream: JetStream cluster requires configured "
+                           "routes or solicited leafnode for the system account"),
+    ("port: -1, routes: [nats://127.0.0.1:1]", "nats-server: jetstream cluster requires `cluster.name` to be set")])
+def test_jetstream_cluster_config_refused_as_nats_server(tmp_path, cluster, error):
+    conf = tmp_path / "c.conf"
+    conf.write_text("server_name: S\njetstream { store_dir: '%s' }\ncluster { %s }\n" % (tmp_path / "s", cluster))
+    for cmd in (natsd_cmd(), nats_server_cmd()):
+        p = ServerProcess(list(cmd) + ["-c", str(conf), "-p", "-1"])
+        try:
+            assert p.proc.wait(15) == 1
+            p.reader.join(5)
+            assert error in p.log, p.log
+        finally:
+            p.kill()
