@@ -158,6 +158,12 @@ class Node:
         self.members = tuple(sorted(members))
         self._reset_election(now)
 
+    def campaign_soon(self, now):
+        """Stand for election at the next tick (a group just created, whose first member is
+        expected to lead it) instead of after a whole election timeout."""
+        if self.role != LEADER and not self.leader and self.id in self.members:
+            self.election_at = now
+
     def add_member(self, member, now=0.0):
         return self._change_members(tuple(sorted(set(self.members) | {member})), now)
 

@@ -11,7 +11,7 @@ import logging
 
 from natsd._core.router import publish
 from natsd.gofmt import go_time
-from natsd.jetstream import advisories, gojson, placement, snapshot
+from natsd.jetstream import advisories, gojson, placement, snapshot, streamops
 from natsd.jetstream import errors as E
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import build_headers
@@ -264,6 +264,11 @@ class ApiHandler:
                 return info
             raise E.error("JSStreamNameExistErr")
         jsa.check_limits(cfg)           # first, as nats-server's jsNonClusteredStreamLimitsCheck
+        if cfg["num_replicas"] > 1 and self.engine.meta is not None:
+            self._check_overlap(jsa, cfg, None)
+            check_filters_at_create(cfg)
+            self.engine.meta.request("add", jsa, {"cfg": cfg}, r.reply)   # the meta leader answers
+            raise NoReply()
         if cfg["num_replicas"] > 1 and not self._clustered():
             if self.server.cluster is not None:
                 # routes, but no replicated JetStream (Raft) yet: no server can hold a replica
@@ -296,9 +301,15 @@ class ApiHandler:
             raise E.error("JSStreamNotFoundErr")
         if getattr(st, "snapshotting", False):
             raise E.error("JSStreamUpdateErrF", err="stream update not permitted while a snapshot is in progress")
-        cfg = check_update(st.config, req, pedantic, self._lookup_cfg(jsa), jsa, self._clustered())
+        cfg = check_update(st.config, req, pedantic, self._lookup_cfg(jsa), jsa,
+                           self._clustered() or st.replica is not None)
         self._check_overlap(jsa, cfg, st)
         jsa.check_limits(cfg, st)
+        if st.replica is not None:
+            if cfg["num_replicas"] != st.config["num_replicas"]:
+                raise E.error("JSStreamUpdateErrF", err="natsd cannot change the replicas of a stream yet")
+            st.replica.propose_op("update", {"config": cfg}, r.reply)
+            raise NoReply()
         st.update_config(cfg)
         advisories.stream_action(st, "modify")
         return st.info(with_cluster=False)
@@ -306,6 +317,9 @@ class ApiHandler:
     def op_stream_delete(self, r):
         self._empty(r)
         st = self._stream(r)
+        if st.replica is not None:
+            self.engine.meta.request("del", r.jsa, {"name": st.name}, r.reply)
+            raise NoReply()
         r.jsa.delete_stream(st.name)
         advisories.stream_action(st, "delete")
         return {"success": True}
@@ -366,39 +380,21 @@ class ApiHandler:
             req = decode_request(r.payload, _PURGE_REQ, "JSApiStreamPurgeRequest", self.engine.strict)
             if req.get("seq", 0) and req.get("keep", 0):
                 raise E.error("JSBadRequestErr")
-        st = self._stream(r)
-        if st.config.get("sealed"):
-            raise E.error("JSStreamSealedErr")
-        if st.config.get("deny_purge"):
-            raise E.error("JSStreamPurgeFailedF", err="stream purge not permitted")
-        filt = req.get("filter", "")
-        seq = req.get("seq", 0)
-        keep = req.get("keep", 0)
-        # nats-server hands any filter to PurgeEx, which purges what matches it (an invalid
-        # subject like "a..b" matches nothing stored from a valid publish)
-        n = st.purge(filt or None, seq, keep)
-        return {"success": True, "purged": n}
+        return self._change(r, "purge", req)
 
     def op_stream_msg_delete(self, r):
         if gojson.is_empty_request(r.payload):
             raise E.error("JSBadRequestErr")
         req = decode_request(r.payload, _DELETE_REQ, "JSApiMsgDeleteRequest", self.engine.strict)
+        return self._change(r, "msg_delete", req)
+
+    def _change(self, r, op, req):
+        """A purge or message delete: now, or on every replica once its group commits it."""
         st = self._stream(r)
-        if st.config.get("sealed"):
-            raise E.error("JSStreamSealedErr")
-        if st.config.get("deny_delete"):
-            raise E.error("JSStreamMsgDeleteFailedF", err="message delete not permitted")
-        seq = req.get("seq", 0)
-        if st.config.get("storage", "file") != "memory":
-            # nats-server's file store: errors for a sequence outside the stream, none for one
-            # deleted inside it (the memory store never errors)
-            state = st.store.state()
-            if seq == 0 or seq < state["first_seq"] or seq > state["last_seq"] or not state["messages"]:
-                raise E.error("JSStreamMsgDeleteFailedF", 
-                    err="stream store EOF" if seq > state["last_seq"] else "no message found")
-        if not st.delete_msg(seq, not req.get("no_erase", False)):
-            raise E.error("JSSequenceNotFoundErrF", seq=seq)
-        return {"success": True}
+        if st.replica is not None:
+            st.replica.propose_op(op, req, r.reply)
+            raise NoReply()
+        return streamops.OPS[op][0](st, req)
 
     def op_stream_msg_get(self, r):
         if gojson.is_empty_request(r.payload):

@@ -178,9 +178,12 @@ class JsAccount:
     def stream_dir(self, name):
         return os.path.join(self.dir, name) if self.dir else None
 
-    def add_stream(self, cfg, created=None, recovering=False, crypt=None):
+    def add_stream(self, cfg, created=None, recovering=False, crypt=None, replica=None):
+        """A stream of this account. `replica`: a replicated stream's local copy
+        (natsd/jetstream/replicated.py), in the replica's directory, with no meta file: its
+        group's log is what survives a restart."""
         name = cfg["name"]
-        d = self.stream_dir(name)
+        d = replica.local_dir if replica is not None else self.stream_dir(name)
         if d and not recovering:
             if os.path.exists(d):
                 shutil.rmtree(d, ignore_errors=True)
@@ -193,7 +196,10 @@ class JsAccount:
             os.makedirs(sdir, exist_ok=True)
         store = open_store(storage, sdir, cfg, self.engine.sync_always, crypt, self.engine.write_hook())
         st = Stream(self, cfg, created or time.time_ns(), store, d)
-        if crypt is not None:
+        st.replica = replica
+        if replica is not None:
+            st.save_meta = lambda: None
+        elif crypt is not None:
             # the stream's meta.json is sealed like the rest of its files
             st.save_meta = lambda: jscrypt.write_stream_meta(st, crypt)
         if not recovering:
@@ -202,10 +208,18 @@ class JsAccount:
             st.rebuild_dedup()
             st.rebuild_timers()
         self.streams[name] = st
-        if self.engine.server.cluster is not None:
+        if self.engine.server.cluster is not None and replica is None:
             self.claims[name] = placement.Claim(self.sublist, name)
         st.start()
         return st
+
+    def claim(self, name, on):
+        """Draw (or stop drawing) the API requests about stream `name` to this server."""
+        claim = self.claims.pop(name, None)
+        if claim is not None:
+            claim.release()
+        if on:
+            self.claims[name] = placement.Claim(self.sublist, name)
 
     def delete_stream(self, name):
         st = self.streams.pop(name, None)
@@ -319,6 +333,8 @@ def _check_store_dir(path):
 
 
 class JetStream:
+    meta = None                         # natsd.jetstream.meta.MetaGroup on a cluster
+
     def __init__(self, server):
         self.server = server
         self.opts = server.opts.jetstream
@@ -349,7 +365,6 @@ class JetStream:
         self.flush_scheduled = False
         self.sync_timer = None
         self.stopped = False
-        self.meta = None                # natsd.jetstream.meta.MetaGroup on a cluster
         self.started = time.time()
         self.api_handler = None
 

@@ -3,11 +3,18 @@ JetStream server, named `_meta_` as on nats-server, with its log under
 `<store_dir>/jetstream/$SYS/_js_/_meta_/`. Peer ids are nats-server's: 8 base-62 characters of
 the server name's SHA-256.
 
-What it does now: it elects the meta leader and keeps the members, and it answers what
-monitoring and operators ask about it (`/jsz` and `/varz` `meta_cluster`, `/raftz`,
-`/healthz?js-enabled-only=true`, `$JS.API.META.LEADER.STEPDOWN`). Stream and consumer
-assignments do not go through it yet: streams are still one-replica streams of the server that
-created them (natsd/jetstream/placement.py).
+What it does: it elects the meta leader and keeps the members; it assigns replicated streams
+(`num_replicas` > 1) to servers and records their creation and deletion, which every server
+applies (the assigned ones run the stream, natsd/jetstream/replicated.py); and it answers
+what monitoring and operators ask about it (`/jsz` and `/varz` `meta_cluster`, `/raftz`,
+`/healthz?js-enabled-only=true`, `$JS.API.META.LEADER.STEPDOWN`). One-replica streams do not
+go through it: they belong to the server that created them (natsd/jetstream/placement.py).
+
+A replicated stream's create or delete request reaches the meta leader from whichever server
+the client asked (forwarded on `$JSC.META.<leader peer>` in the system account); the leader
+places it (its own server first, then the others from a rotation by the stream's name),
+proposes the assignment and answers the client in its account once the entry is committed.
+Placement by `tags` is not supported yet and is refused as unsatisfiable.
 
 Membership:
 - a server with the group on disk starts from it;
@@ -20,14 +27,19 @@ Membership:
 Give every server the same route list: servers that see different sets at their start can
 form more than one group.
 """
+import json
 import logging
 import os
 import time
+import zlib
 
+from natsd._core.router import publish
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftgroup import RaftGroup
 from natsd.jetstream import errors as E
 from natsd.jetstream.apilevel import required_level_too_high
+from natsd.jetstream.clusterinfo import CURRENT_LAG, peer_infos
+from natsd.jetstream.replicated import ReplicatedStream
 from natsd.jetstream.sourcing import get_hash
 from natsd.jetstream.streamconfig import PLACEMENT_FIELDS, decode_request
 
@@ -37,7 +49,7 @@ GROUP = "_meta_"
 SETTLE = 1.0                    # seconds the set of JetStream peers must hold still before a bootstrap
 ALONE = 3.0                     # a server without routes waits this long for others first
 CHECK = 0.25                    # seconds between membership checks
-CURRENT_LAG = 2.0               # a replica heard from within this many seconds is current
+FORWARD = "$JSC.META.%s"        # requests for the meta leader, by its peer id
 STEPDOWN = "$JS.API.META.LEADER.STEPDOWN"
 STEPDOWN_TYPE = "meta_leader_stepdown_response"
 STEPDOWN_REQUEST = {"placement": ("*server.Placement", "obj", PLACEMENT_FIELDS)}
@@ -51,11 +63,16 @@ class MetaGroup:
         self.routes = s.cluster
         self.name = s.name
         self.peer = get_hash(s.name)
-        self.dir = os.path.join(engine.store_dir, s.accounts.system.name, "_js_", GROUP)
+        self.js_dir = os.path.join(engine.store_dir, s.accounts.system.name, "_js_")
+        self.dir = os.path.join(self.js_dir, GROUP)
         self.group = None
+        self.assignments = {}           # (account, stream) -> the committed assignment
+        self.replicas = {}              # (account, stream) -> ReplicatedStream run here
+        self.waiting = {}               # leader: raft index -> (account, reply, response type)
         self.peer_names = {self.peer: self.name}
         self.peer_clusters = {self.peer: self.routes.name}
         self.started_at = time.monotonic()
+        self.started_ns = time.time_ns()        # assignments made before were replayed, not new
         self.seen = frozenset()
         self.seen_since = self.started_at
         self.last_connected = {}        # peer -> monotonic time it was last seen over a route
@@ -70,19 +87,142 @@ class MetaGroup:
         log.info("Creating JetStream metadata controller")
         existing = os.path.isdir(self.dir)
         self.group = RaftGroup(self.server, GROUP, self.peer, self.dir, members=None,
-                               on_leader=self._leader_changed)
+                               apply=self._apply, on_leader=self._leader_changed)
         if not existing or not self.group.members():
             log.info("JetStream cluster bootstrapping")
         self.group.start()
         self.server.system.subscribe(STEPDOWN, self._on_stepdown)
+        self.server.system.subscribe(FORWARD % self.peer, self._on_forward)
         self.timer = self.server.loop.call_later(CHECK, self._check)
 
     def stop(self):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        for r in self.replicas.values():
+            r.stop()
         if self.group is not None:
             self.group.stop()
+
+    # ---- replicated streams: requests ----
+
+    def request(self, op, jsa, body, reply):
+        """A create ("add", body: cfg) or delete ("del", body: name) of a replicated stream asked
+        on this server: the meta leader decides and answers."""
+        msg = dict(body, op=op, acc=jsa.name, reply=reply.decode() if reply else "")
+        if self.is_leader():
+            self._lead(msg)
+        elif self.group.leader:
+            self.server.system.publish(FORWARD % self.group.leader, json.dumps(msg).encode())
+        else:
+            self._answer(msg, E.error("JSClusterNotAvailErr"))
+
+    def _on_forward(self, sub, subject, reply, hdr, payload, origin):
+        try:
+            msg = json.loads(bytes(payload))
+        except ValueError:
+            log.warning("JetStream metadata request that is not JSON dropped")
+            return
+        if self.is_leader():
+            self._lead(msg)
+        else:
+            self._answer(msg, E.error("JSClusterNotAvailErr"))
+
+    def _lead(self, msg):
+        try:
+            key = (msg["acc"], msg["cfg"]["name"] if msg["op"] == "add" else msg["name"])
+            if msg["op"] == "add":
+                have = self.assignments.get(key)
+                if have is not None:
+                    if json.dumps(have["cfg"], sort_keys=True) != json.dumps(msg["cfg"], sort_keys=True):
+                        raise E.error("JSStreamNameExistErr")
+                    self._answer(msg, self._created(key, have))
+                    return
+                entry = {"op": "add", "acc": key[0], "cfg": msg["cfg"], "peers": self._place(key, msg["cfg"]),
+                         "group": "S-R%dF-%s" % (msg["cfg"]["num_replicas"], get_hash("%s.%s" % key)),
+                         "created": time.time_ns(), "reply": msg.get("reply", "")}
+            else:
+                if key not in self.assignments:
+                    raise E.error("JSStreamNotFoundErr")
+                entry = {"op": "del", "acc": key[0], "name": key[1]}
+            index = self.group.propose(json.dumps(entry).encode())
+            if msg["op"] == "del":
+                self.waiting[index] = msg   # a create is answered by the stream's first leader
+        except E.ApiError as err:
+            self._answer(msg, err)
+        except NotLeader:
+            self._answer(msg, E.error("JSClusterNotAvailErr"))
+
+    def _place(self, key, cfg):
+        """The servers of a new replicated stream: this one, then the others connected to it
+        in a rotation by the stream's name."""
+        n = cfg["num_replicas"]
+        pl = cfg.get("placement") or {}
+        if pl.get("tags") or (pl.get("cluster") and pl["cluster"] != self.routes.name):
+            raise E.error("JSClusterNoPeersErrF", err="no suitable peers for placement")
+        others = sorted((p for p in self.group.members() if p in self.connected),
+                        key=lambda p: self.peer_names.get(p, p))
+        if len(others) + 1 < n:
+            raise E.error("JSClusterNoPeersErrF", err="no suitable peers for placement")
+        if others:
+            k = zlib.crc32(("%s.%s" % key).encode()) % len(others)
+            others = others[k:] + others[:k]
+        return [self.peer] + others[:n - 1]
+
+    def _answer(self, msg, result):
+        if not msg.get("reply"):
+            return
+        acc = self.server.accounts.get(msg["acc"])
+        if acc is None:
+            return
+        rtype = "stream_create_response" if msg["op"] == "add" else "stream_delete_response"
+        publish(acc.sublist, msg["reply"].encode(), None, None, E.api_response(rtype, result))
+
+    def _created(self, key, assignment):
+        r = self.replicas.get(key)
+        if r is None:
+            return E.error("JSClusterNotAvailErr")
+        info = r.stream.info()
+        info["did_create"] = True
+        return info
+
+    # ---- replicated streams: what every server applies ----
+
+    def _apply(self, kind, index, data):
+        if kind != "entry" or not data:
+            return
+        try:
+            entry = json.loads(data)
+            key = (entry["acc"], entry["cfg"]["name"] if entry["op"] == "add" else entry["name"])
+        except (ValueError, KeyError, TypeError) as e:
+            log.error("JetStream metadata entry %d does not decode: %s", index, e)
+            return
+        if entry["op"] == "add":
+            self.assignments[key] = entry
+            if self.peer in entry["peers"] and key not in self.replicas:
+                self._host(key, entry, fresh=entry["created"] >= self.started_ns)
+        elif entry["op"] == "del":
+            self.assignments.pop(key, None)
+            r = self.replicas.pop(key, None)
+            if r is not None:
+                r.stop(delete=True)
+                r.jsa.delete_stream(key[1])
+        msg = self.waiting.pop(index, None)
+        if msg is not None:
+            self._answer(msg, {"success": True})
+
+    def _host(self, key, entry, fresh):
+        jsa = self.engine.jsas.get(key[0])
+        if jsa is None:
+            log.error("Replicated stream '%s > %s' assigned here, but the account has no JetStream", *key)
+            return
+        if key[1] in jsa.streams:
+            log.error("Replicated stream '%s > %s' assigned here, but a stream of that name exists", *key)
+            return
+        try:
+            self.replicas[key] = ReplicatedStream(self, jsa, entry, fresh)
+        except (OSError, ValueError) as e:
+            log.error("Replicated stream '%s > %s' could not start here: %s", key[0], key[1], e)
 
     # ---- membership ----
 
@@ -191,24 +331,7 @@ class MetaGroup:
         if leader:
             out["leader"] = leader
             out["peer"] = get_hash(leader)
-        replicas = []
-        connected = self.js_peers()
-        for p in members:
-            if p == self.peer and g.leader:
-                continue                # the others, and this server too while leaderless
-            heard = g.last_heard(p)
-            r = {"name": self.peer_names.get(p, p),
-                 "current": heard is not None and heard < CURRENT_LAG and (p == g.leader or g.is_leader()
-                                                                           and g.match(p) >= g.node.commit)}
-            if p != self.peer and p not in connected:
-                r["offline"] = True
-            r["active"] = int(heard * 1e9) if heard is not None else 0
-            lag = g.node.store.last_index() - g.match(p) if g.is_leader() else 0
-            if lag:
-                r["lag"] = lag
-            r["peer"] = p
-            replicas.append(r)
-        replicas.sort(key=lambda r: r["name"])
+        replicas = peer_infos(g, self.peer, self.peer_names, self.connected)
         if replicas:
             out["replicas"] = replicas
         size = len(members)

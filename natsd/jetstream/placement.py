@@ -69,8 +69,9 @@ def claimed_elsewhere(sublist, subject):
 def answer_here(jsa, stream, api_subject, request_subject, reply, hdr, payload, origin):
     """Should this server answer a request about `stream`? Forwards a domain-prefixed
     request to the server that has the stream."""
-    if jsa is not None and stream in jsa.streams:
-        return True
+    st = jsa.streams.get(stream) if jsa is not None else None
+    if st is not None and (st.replica is None or st.replica.is_leader()):
+        return True                     # a replica that is not its group's leader is silent
     if origin is not None and origin.kind == KIND_ROUTE:
         return False
     if not claimed_elsewhere(jsa.sublist, api_subject):

@@ -84,6 +84,7 @@ class Stream:
         self.transform = None
         self.republish = None
         self.sourcing = None            # natsd.jetstream.sourcing.Sourcing (mirror/sources)
+        self.replica = None             # natsd.jetstream.replicated.ReplicatedStream (num_replicas > 1)
         self._configure()
 
     # ---- configuration ----
@@ -122,12 +123,26 @@ class Stream:
             s.closed = True
             self.jsa.sublist.remove(s)
         self.subs = []
+        if self.replica is not None:
+            # a replicated stream takes messages on its group's leader only, through Raft
+            if self.replica.is_leader():
+                for subj in self.config.get("subjects") or []:
+                    s = Subscription(None, subj.encode(), b"", None, self.replica.on_publish)
+                    s.data = self
+                    self.jsa.sublist.insert(s)
+                    self.subs.append(s)
+            return
         for subj in self.config.get("subjects") or []:
             s = Subscription(None, subj.encode(), b"", None, self._on_batch)
             s.batched = True            # one Python call per loop iteration (_on_batch)
             s.data = self
             self.jsa.sublist.insert(s)
             self.subs.append(s)
+
+    def resubscribe(self):
+        """Take (or stop taking) messages again: a replicated stream's leader changed."""
+        if not self.closed:
+            self._subscribe()
 
     def update_config(self, cfg):
         old = self.config
@@ -824,6 +839,8 @@ class Stream:
         return out
 
     def cluster_info(self):
+        if self.replica is not None:
+            return self.replica.cluster_info()
         ci = {}
         name = self.engine.cluster_name()
         if name:

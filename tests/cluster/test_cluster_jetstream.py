@@ -1,6 +1,6 @@
 """JetStream on a natsd cluster of one-replica streams: each stream lives on one server, and
-the API answers for the whole cluster (natsd/jetstream/placement.py). Replicated streams wait
-for the Raft layer and are refused with nats-server's error."""
+the API answers for the whole cluster (natsd/jetstream/placement.py). Replicated streams have
+their own tests (test_replicated_streams.py)."""
 import asyncio
 import time
 
@@ -95,17 +95,3 @@ def test_key_value_across_servers(js_cluster):
         for n in (na, nb, nc):
             await n.close()
     asyncio.run(run())
-
-
-def test_replicated_streams_refused_until_raft(js_cluster):
-    a = js_cluster[0]
-
-    async def run():
-        nc = await nats.connect(a.url)
-        resp = await nc.request("$JS.API.STREAM.CREATE.R3",
-                                b'{"name":"R3","subjects":["r3"],"num_replicas":3}', timeout=5)
-        await nc.close()
-        return resp.data
-    import json
-    body = json.loads(asyncio.run(run()))
-    assert body["error"] == {"code": 503, "err_code": 10023, "description": "insufficient resources"}

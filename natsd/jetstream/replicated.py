@@ -1,0 +1,188 @@
+"""Replicated streams (`num_replicas` > 1 on a cluster): one Raft group per stream, its members
+the servers the meta group assigned (natsd/jetstream/meta.py).
+
+- Every replica keeps a local copy of the stream, an ordinary Stream (natsd/jetstream/stream.py)
+  whose store lives in the group's directory, `<store_dir>/jetstream/$SYS/_js_/<group>/msgs`.
+- Only the group's leader subscribes to the stream's subjects and claims its API requests
+  (natsd/jetstream/placement.py). A message it receives becomes a Raft entry (subject, headers,
+  payload, the leader's time); nothing is stored yet.
+- Once the entry is committed, on the disks of a quorum, every replica applies it through
+  Stream.process, in log order, so all copies take the same checks and sequence numbers. The
+  leader then answers the publisher with what its own apply gave: the PubAck or the error.
+  Acknowledged therefore means committed on a quorum of fdatasynced logs.
+- Purge, message delete and configuration updates are entries too (natsd/jetstream/streamops.py
+  runs them on every replica at apply); the leader answers the request.
+- The group's log is the stream's durable record: the local copy is rebuilt from it when the
+  server starts (the log is replayed as the group learns what is committed), so the copy is
+  never its own source of truth.
+
+Not replicated yet: consumers (they live on the server that created them and read its copy),
+and the log is never compacted (a restart replays the whole stream).
+"""
+import json
+import logging
+import os
+import shutil
+import struct
+import time
+
+from natsd._core.router import publish
+from natsd.cluster.raft import NotLeader
+from natsd.cluster.raftgroup import RaftGroup
+from natsd.jetstream import errors as E, streamops
+from natsd.jetstream.clusterinfo import peer_infos
+
+log = logging.getLogger("natsd")
+
+_MSG = struct.Struct("<BqII")           # kind, leader time (ns), len(subject), len(headers) + 1 (0: None)
+K_MSG = 1                               # a published message
+K_OP = 2                                # a stream operation: JSON {"op", "req"}
+
+
+def encode_msg(subject, hdr, payload, ts):
+    h = b"" if hdr is None else bytes(hdr)
+    return b"".join((_MSG.pack(K_MSG, ts, len(subject), len(h) + 1 if hdr is not None else 0),
+                     bytes(subject), h, bytes(payload)))
+
+
+def decode_msg(data):
+    kind, ts, slen, hl = _MSG.unpack_from(data)
+    if kind != K_MSG:
+        raise ValueError("unknown replicated stream entry kind %d" % kind)
+    off = _MSG.size
+    subject = bytes(data[off:off + slen])
+    off += slen
+    hdr = None
+    if hl:
+        hdr = bytes(data[off:off + hl - 1])
+        off += hl - 1
+    return subject, hdr, bytes(data[off:]), ts
+
+
+class ReplicatedStream:
+    def __init__(self, meta, jsa, assignment, fresh=False):
+        """fresh: the assignment was just made (not replayed at a start): its first server
+        stands for election at once."""
+        self.meta = meta
+        self.jsa = jsa
+        self.engine = meta.engine
+        self.server = meta.server
+        self.group_name = assignment["group"]
+        self.peers = tuple(assignment["peers"])
+        self.dir = os.path.join(meta.js_dir, self.group_name)
+        self.local_dir = os.path.join(self.dir, "copy")
+        self.pending = {}               # leader: raft index -> reply subject of the publisher
+        self.leader_peer = ""
+        shutil.rmtree(self.local_dir, ignore_errors=True)   # rebuilt from the group's log
+        os.makedirs(self.local_dir, exist_ok=True)
+        self.creator = (assignment["acc"], assignment["reply"]) if fresh and assignment.get("reply") else None
+        self.group = RaftGroup(self.server, self.group_name, meta.peer, os.path.join(self.dir, "raft"),
+                               members=self.peers, apply=self._apply, on_leader=self._leader_changed)
+        self.stream = jsa.add_stream(dict(assignment["cfg"]), assignment["created"], replica=self)
+        if self.peers[0] == meta.peer and fresh:
+            self.group.node.campaign_soon(time.monotonic())
+        self.group.start()
+
+    def is_leader(self):
+        return self.group.is_leader()
+
+    def stop(self, delete=False):
+        self.group.stop()
+        if delete:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- the leader takes messages ----
+
+    def on_publish(self, sub, subject, reply, hdr, payload, origin=None):
+        if self.stream.closed:
+            return
+        try:
+            index = self.group.propose(encode_msg(subject, hdr, payload, time.time_ns()))
+        except NotLeader:
+            return                      # leadership just moved: the publisher retries
+        if reply:
+            self.pending[index] = bytes(reply)
+
+    def propose_op(self, op, req, reply):
+        """A purge, message delete or update asked of the leader: done on every replica once
+        committed, answered by the leader then."""
+        try:
+            index = self.group.propose(bytes([K_OP]) + json.dumps({"op": op, "req": req}).encode())
+        except NotLeader:
+            if reply:
+                publish(self.jsa.sublist, reply, None, None,
+                        E.api_response(streamops.OPS[op][1], E.error("JSClusterNotAvailErr")))
+            return
+        if reply:
+            self.pending[index] = bytes(reply)
+
+    # ---- every replica applies ----
+
+    def _apply(self, kind, index, data):
+        if kind != "entry" or not data:
+            return
+        reply = self.pending.pop(index, None)
+        st = self.stream
+        if data[0] == K_OP:
+            self._apply_op(index, data, reply)
+            return
+        try:
+            subject, hdr, payload, ts = decode_msg(data)
+        except (ValueError, struct.error) as e:
+            log.error("Replicated stream '%s > %s': entry %d does not decode: %s", self.jsa.name,
+                      st.name, index, e)
+            return
+        try:
+            answer = st.process(subject, None, hdr, payload)[0]
+        except E.ApiError as err:
+            answer = E.dumps({"error": err.to_dict(), "stream": st.name, "seq": 0})
+        except Exception as exc:
+            st.store_failed(exc)
+            err = E.error("JSStreamStoreFailedF", err=str(exc))
+            answer = E.dumps({"error": err.to_dict(), "stream": st.name, "seq": 0})
+        if reply and answer is not None and not st.config.get("no_ack"):
+            publish(self.jsa.sublist, reply, None, None, answer)
+
+    def _apply_op(self, index, data, reply):
+        try:
+            body = json.loads(bytes(data[1:]))
+            fn, rtype = streamops.OPS[body["op"]]
+        except (ValueError, KeyError, TypeError) as e:
+            log.error("Replicated stream '%s > %s': operation %d does not decode: %s", self.jsa.name,
+                      self.stream.name, index, e)
+            return
+        try:
+            result = fn(self.stream, body["req"])
+        except E.ApiError as err:
+            result = err
+        if reply:
+            publish(self.jsa.sublist, reply, None, None, E.api_response(rtype, result))
+
+    def _leader_changed(self, leader):
+        self.leader_peer = leader
+        me = leader == self.meta.peer
+        if not me:
+            self.pending.clear()        # their entries may still commit; the publishers retry
+        self.jsa.claim(self.stream.name, me)
+        self.stream.resubscribe()
+        if me and self.creator:
+            # as nats-server, the stream's first leader answers the create request
+            info = self.stream.info()
+            info["did_create"] = True
+            publish(self.jsa.sublist, self.creator[1].encode(), None, None,
+                    E.api_response("stream_create_response", info))
+        self.creator = None
+
+    # ---- what info shows ----
+
+    def cluster_info(self):
+        """nats-server's ClusterInfo of the stream's group."""
+        g = self.group
+        names = self.meta.peer_names
+        out = {"name": self.meta.routes.name, "raft_group": self.group_name}
+        if g.leader:
+            out["leader"] = names.get(g.leader, g.leader)
+        replicas = peer_infos(g, self.meta.peer, names, self.meta.connected)
+        if replicas:
+            out["replicas"] = replicas
+        return out

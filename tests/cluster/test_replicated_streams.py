@@ -1,0 +1,256 @@
+"""Replicated streams (natsd/jetstream/replicated.py): three real natsd servers, an R3 stream,
+publishers that record every PubAck, and faults: kill -9 of the stream's leader during the
+publishing, kill -9 of every server at once, a restart. Afterwards every acknowledged message is
+in the stream exactly once, at the sequence its PubAck named, on every replica. The API's answers
+for a replicated stream are compared with a nats-server cluster where the bytes are stable."""
+import asyncio
+import base64
+import json
+import random
+import signal
+
+import nats
+import pytest
+
+from tests.cluster.clusterhelp import restart_member, start_js_cluster
+from tests.conftest import poll
+
+need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
+
+STREAM = {"name": "R3", "subjects": ["r3.>"], "num_replicas": 3}
+
+
+def local_state(m, stream="R3"):
+    """The stream's state in this server's own copy (/jsz), or None."""
+    try:
+        d = m.get("/jsz?streams=1")
+    except (OSError, ValueError):
+        return None
+    for acc in d.get("account_details") or []:
+        for s in acc.get("stream_detail") or []:
+            if s["name"] == stream:
+                return s["state"]
+    return None
+
+
+async def api(m, subject, body=b"", timeout=5):
+    nc = await nats.connect(m.url)
+    try:
+        return json.loads((await nc.request(subject, body, timeout=timeout)).data)
+    finally:
+        await nc.close()
+
+
+async def create(m, cfg=STREAM):
+    """Create through `m`, retrying while the cluster has no meta leader yet."""
+    for _ in range(100):
+        try:
+            r = await api(m, "$JS.API.STREAM.CREATE.%s" % cfg["name"], json.dumps(cfg).encode())
+        except nats.errors.TimeoutError:
+            continue
+        if r.get("error", {}).get("err_code") != 10008:
+            return r
+        await asyncio.sleep(0.2)
+    raise AssertionError("no meta leader answered")
+
+
+def leader_of(members, stream="R3"):
+    """The member the stream's info names as its leader (a follower may name a dead one for an
+    election timeout: asked again until it is one of `members`)."""
+    names = {m.name for m in members}
+
+    def check():
+        try:
+            info = asyncio.run(api(members[0], "$JS.API.STREAM.INFO.%s" % stream))
+        except Exception:
+            return None
+        leader = info.get("cluster", {}).get("leader")
+        return leader if leader in names else None
+    name = poll(check, timeout=30, interval=0.1)
+    assert name, "the stream never had a leader"
+    return next(m for m in members if m.name == name)
+
+
+async def publish_window(url, count, prefix, window=16, on_progress=None):
+    """Publish `count` messages with up to `window` in flight; -> {seq: payload} of the acked."""
+    nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
+    js = nc.jetstream(timeout=2)
+    acked = {}
+    sem = asyncio.Semaphore(window)
+
+    async def one(i):
+        payload = b"%s-%d" % (prefix, i)
+        try:
+            ack = await js.publish("r3.%d" % (i % 7), payload)
+        except Exception:
+            return
+        finally:
+            sem.release()
+        assert ack.seq not in acked, "two PubAcks named sequence %d" % ack.seq
+        acked[ack.seq] = payload
+
+    tasks = []
+    for i in range(count):
+        await sem.acquire()
+        tasks.append(asyncio.create_task(one(i)))
+        if on_progress is not None:
+            on_progress(i)
+    await asyncio.gather(*tasks)
+    await nc.close()
+    return acked
+
+
+def stored(member, last):
+    """seq -> payload of the stream as `member` (its leader) serves it."""
+    async def run():
+        nc = await nats.connect(member.url)
+        out = {}
+        for seq in range(1, last + 1):
+            r = json.loads((await nc.request("$JS.API.STREAM.MSG.GET.R3",
+                                             json.dumps({"seq": seq}).encode(), timeout=5)).data)
+            if "message" in r:
+                out[seq] = base64.b64decode(r["message"]["data"])
+        await nc.close()
+        return out
+    return asyncio.run(run())
+
+
+def converged(members, want_last):
+    """Every member's copy holds the same messages, at least up to want_last."""
+    def check():
+        states = [local_state(m) for m in members]
+        if any(s is None for s in states):
+            return False
+        keys = {(s["messages"], s["first_seq"], s["last_seq"], s["bytes"]) for s in states}
+        return len(keys) == 1 and states[0]["last_seq"] >= want_last and states
+    states = poll(check, timeout=30, interval=0.1)
+    assert states, "replicas never converged: %r" % [local_state(m) for m in members]
+    return states[0]
+
+
+def check_acked(member, acked, state):
+    have = stored(member, state["last_seq"])
+    for seq, payload in acked.items():
+        assert have.get(seq) == payload, "acked seq %d: stored %r, acked %r" % (seq, have.get(seq), payload)
+    payloads = list(have.values())
+    assert len(payloads) == len(set(payloads)), "a message is stored twice"
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_leader_kill9_during_publishing_loses_no_acked_message(tmp_path, seed):
+    rng = random.Random(seed)
+    members = start_js_cluster("natsd", tmp_path)
+    try:
+        created = asyncio.run(create(members[rng.randrange(3)]))
+        assert created["type"] == "io.nats.jetstream.api.v1.stream_create_response", created
+        assert created["config"]["num_replicas"] == 3 and created["did_create"] is True
+        leader = leader_of(members)
+        others = [m for m in members if m is not leader]
+        entry = rng.choice(others)          # publishers on a server that survives
+        kill_at = rng.randrange(60, 140)
+
+        def progress(i):
+            if i == kill_at:
+                leader.proc.proc.send_signal(signal.SIGKILL)
+        acked = asyncio.run(publish_window(entry.url, 300, b"a", on_progress=progress))
+        leader.proc.proc.wait(5)
+        new_leader = leader_of(others)
+        assert new_leader is not leader
+        more = asyncio.run(publish_window(entry.url, 50, b"b"))
+        assert len(more) == 50, "the new leader did not take every publish"
+        acked.update(more)
+        back = restart_member(leader, tmp_path)
+        members[members.index(leader)] = back
+        state = converged(members, max(acked))
+        check_acked(leader_of(members), acked, state)
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+def test_every_server_killed_at_once_comes_back_with_every_acked_message(tmp_path):
+    members = start_js_cluster("natsd", tmp_path)
+    try:
+        asyncio.run(create(members[0]))
+        leader_of(members)
+        acked = asyncio.run(publish_window(members[1].url, 200, b"c"))
+        assert len(acked) == 200
+        for m in members:
+            m.proc.proc.send_signal(signal.SIGKILL)
+        for m in members:
+            m.proc.proc.wait(5)
+        members = [restart_member(m, tmp_path) for m in members]
+        state = converged(members, max(acked))
+        assert state["messages"] == 200
+        check_acked(leader_of(members), acked, state)
+        # and it takes writes again
+        assert len(asyncio.run(publish_window(members[2].url, 20, b"d"))) == 20
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+def test_delete_removes_every_copy(tmp_path):
+    members = start_js_cluster("natsd", tmp_path)
+    try:
+        asyncio.run(create(members[2]))
+        leader_of(members)
+        asyncio.run(publish_window(members[0].url, 10, b"e"))
+        converged(members, 10)
+        r = asyncio.run(api(members[1], "$JS.API.STREAM.DELETE.R3"))
+        assert r == {"type": "io.nats.jetstream.api.v1.stream_delete_response", "success": True}
+        assert poll(lambda: all(local_state(m) is None for m in members), timeout=10)
+        r = asyncio.run(api(members[0], "$JS.API.STREAM.INFO.R3"))
+        assert r["error"]["err_code"] == 10059
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_more_replicas_than_servers_refused_as_nats_server(tmp_path, kind):
+    members = start_js_cluster(kind, tmp_path)
+    try:
+        r = asyncio.run(create(members[0], dict(STREAM, name="R5", num_replicas=5)))
+        assert r == {"type": "io.nats.jetstream.api.v1.stream_create_response",
+                     "error": {"code": 400, "err_code": 10005, "description": "no suitable peers for placement"}}
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+@need_ref
+def test_purge_delete_update_change_every_copy_as_nats_server(tmp_path):
+    """The same operations on an R3 stream of natsd and of nats-server: the same replies, the
+    same final state; on natsd every replica's copy ends the same."""
+    seen = {}
+    for kind in ("natsd", "nats-server"):
+        members = start_js_cluster(kind, tmp_path / kind)
+        try:
+            asyncio.run(create(members[0]))
+            leader_of(members)
+            assert len(asyncio.run(publish_window(members[1].url, 20, b"f"))) == 20
+
+            async def ops():
+                out = [await api(members[2], "$JS.API.STREAM.MSG.DELETE.R3", b'{"seq":5}'),
+                       await api(members[2], "$JS.API.STREAM.MSG.DELETE.R3", b'{"seq":5}'),
+                       await api(members[0], "$JS.API.STREAM.PURGE.R3", b'{"filter":"r3.1"}'),
+                       await api(members[1], "$JS.API.STREAM.PURGE.R3", b'{"filter":"r3.2","keep":1}')]
+                cfg = dict(STREAM, max_msgs=10)
+                upd = await api(members[1], "$JS.API.STREAM.UPDATE.R3", json.dumps(cfg).encode())
+                out.append({k: upd[k] for k in ("type", "state")} if "state" in upd else upd)
+                out[-1]["state"] = {k: upd["state"][k] for k in ("messages", "first_seq", "last_seq")}
+                out.append(upd["config"]["max_msgs"])
+                bad = await api(members[1], "$JS.API.STREAM.UPDATE.R3",
+                                json.dumps(dict(STREAM, num_replicas=3, subjects=[])).encode())
+                out.append(bad.get("error", {}).get("err_code"))
+                return out
+            seen[kind] = asyncio.run(ops())
+            if kind == "natsd":
+                state = converged(members, 20)
+                assert state["messages"] == seen[kind][4]["state"]["messages"]
+        finally:
+            for m in members:
+                m.proc.kill()
+    assert seen["natsd"] == seen["nats-server"]
