@@ -15,7 +15,7 @@ from natsd.jetstream import advisories, gojson, placement, snapshot, streamops
 from natsd.jetstream import errors as E
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import build_headers
-from natsd.jetstream.streamconfig import (STREAM_FIELDS, check_config, check_filters_at_create,
+from natsd.jetstream.streamconfig import (STEPDOWN_REQUEST, STREAM_FIELDS, check_config, check_filters_at_create,
                                           check_update, config_json, decode_request,
                                           decode_stream_config)
 from natsd.subject import subjects_overlap
@@ -107,6 +107,7 @@ STREAM_NAMED = frozenset((
 # ops that need clustering: 10010 on a server that is not clustered, before anything else
 CLUSTER_ONLY = ("STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.CANCEL_MOVE",
                 "CONSUMER.LEADER.STEPDOWN")
+WITH_META = ("STREAM.LEADER.STEPDOWN",)     # of those, what a natsd cluster answers (natsd/jetstream/meta.py)
 
 
 def _op_of(tokens):
@@ -180,7 +181,7 @@ class ApiHandler:
             if reply:
                 ctx.send(E.error("JSNotEnabledForAccountErr"))
             return
-        if op in CLUSTER_ONLY and not self._clustered():
+        if op in CLUSTER_ONLY and not self._clustered() and not (op in WITH_META and self.engine.meta):
             ctx.send(E.error("JSClusterRequiredErr"))
             return
         from natsd.jetstream import api_consumer
@@ -396,6 +397,18 @@ class ApiHandler:
             raise NoReply()
         return streamops.OPS[op][0](st, req)
 
+    def op_stream_leader_stepdown(self, r):
+        req = {}
+        if gojson.is_json_object_or_array(r.payload):
+            req = decode_request(r.payload, STEPDOWN_REQUEST, "JSApiLeaderStepdownRequest", self.engine.strict)
+        st = self._stream(r)
+        if st.replica is None:
+            return {"success": True}    # a one-replica stream has no group to hand over
+        if not st.replica.is_leader():
+            raise NoReply()
+        st.replica.step_down(req.get("placement") or {})
+        return {"success": True}
+
     def op_stream_msg_get(self, r):
         if gojson.is_empty_request(r.payload):
             raise E.error("JSBadRequestErr")
@@ -449,10 +462,6 @@ class ApiHandler:
             raise E.error("JSStreamRestoreErrF", err="error creating store for stream")
         r.payload = json.dumps(req).encode()
         return snapshot.handle_restore(self, r)
-
-    def op_stream_leader_stepdown(self, r):
-        self._stream(r)
-        raise E.error("JSClusterNotActiveErr")
 
     def op_stream_peer_remove(self, r):
         self._stream(r)

@@ -1,5 +1,9 @@
-"""The `replicas` of nats-server's ClusterInfo and MetaClusterInfo: how one server sees the
-members of a Raft group (natsd/cluster/raftgroup.py) it belongs to."""
+"""How one server sees a Raft group (natsd/cluster/raftgroup.py) it belongs to, as
+nats-server's ClusterInfo and MetaClusterInfo show it (`replicas`), and the leader stepdown
+that the meta and stream groups share."""
+from natsd.cluster.raft import NotLeader
+from natsd.jetstream import errors as E
+from natsd.jetstream.sourcing import get_hash
 
 CURRENT_LAG = 2.0               # a member heard from within this many seconds can be current
 
@@ -27,3 +31,28 @@ def peer_infos(group, me, names, connected):
         out.append(r)
     out.sort(key=lambda r: r["name"])
     return out
+
+
+def step_down(group, me, placement, clusters):
+    """Hand leadership to the placement's `preferred` server, or else to the most up-to-date
+    member heard from lately (in the placement's cluster); nats-server's errors.
+    clusters: peer id -> cluster name."""
+    members = [p for p in group.members() if p != me]
+    preferred = placement.get("preferred") or ""
+    if preferred:
+        target = get_hash(preferred)
+        if target == me:
+            raise E.error("JSClusterNoPeersErrF", err='preferred server "%s" is already leader' % preferred)
+        if target not in members:
+            raise E.error("JSClusterNoPeersErrF", err='preferred server "%s" not known' % preferred)
+    else:
+        cluster = placement.get("cluster") or ""
+        live = [p for p in members if (group.last_heard(p) or 1e9) < CURRENT_LAG
+                and (not cluster or clusters.get(p) == cluster)]
+        if not live:
+            raise E.error("JSClusterNoPeersErrF", err="no replacement peer connected")
+        target = max(live, key=group.match)
+    try:
+        group.transfer_leadership(target)
+    except (NotLeader, ValueError) as e:
+        raise E.error("JSRaftGeneralErrF", err=str(e))

@@ -38,10 +38,10 @@ from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftgroup import RaftGroup
 from natsd.jetstream import errors as E
 from natsd.jetstream.apilevel import required_level_too_high
-from natsd.jetstream.clusterinfo import CURRENT_LAG, peer_infos
+from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replicated import ReplicatedStream
 from natsd.jetstream.sourcing import get_hash
-from natsd.jetstream.streamconfig import PLACEMENT_FIELDS, decode_request
+from natsd.jetstream.streamconfig import STEPDOWN_REQUEST, decode_request
 
 log = logging.getLogger("natsd")
 
@@ -52,7 +52,6 @@ CHECK = 0.25                    # seconds between membership checks
 FORWARD = "$JSC.META.%s"        # requests for the meta leader, by its peer id
 STEPDOWN = "$JS.API.META.LEADER.STEPDOWN"
 STEPDOWN_TYPE = "meta_leader_stepdown_response"
-STEPDOWN_REQUEST = {"placement": ("*server.Placement", "obj", PLACEMENT_FIELDS)}
 
 
 class MetaGroup:
@@ -381,26 +380,5 @@ class MetaGroup:
         self.server.system.publish(reply, E.api_response(STEPDOWN_TYPE, answer))
 
     def step_down(self, placement):
-        """Hand leadership to the placement's `preferred` server, or else to the most up-to-date
-        member heard from lately (in the placement's cluster); ApiError as nats-server's."""
-        g = self.group
-        members = [p for p in g.members() if p != self.peer]
-        preferred = placement.get("preferred") or ""
-        if preferred:
-            target = get_hash(preferred)
-            if target == self.peer:
-                raise E.error("JSClusterNoPeersErrF",
-                              err='preferred server "%s" is already leader' % preferred)
-            if target not in members:
-                raise E.error("JSClusterNoPeersErrF", err='preferred server "%s" not known' % preferred)
-        else:
-            cluster = placement.get("cluster") or ""
-            live = [p for p in members if (g.last_heard(p) or 1e9) < CURRENT_LAG
-                    and (not cluster or self.peer_clusters.get(p) == cluster)]
-            if not live:
-                raise E.error("JSClusterNoPeersErrF", err="no replacement peer connected")
-            target = max(live, key=g.match)
-        try:
-            g.transfer_leadership(target)
-        except (NotLeader, ValueError) as e:
-            raise E.error("JSRaftGeneralErrF", err=str(e))
+        """Hand leadership on, as the placement asks (clusterinfo.step_down)."""
+        step_down(self.group, self.peer, placement, self.peer_clusters)

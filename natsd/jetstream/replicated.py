@@ -30,7 +30,7 @@ from natsd._core.router import publish
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftgroup import RaftGroup
 from natsd.jetstream import errors as E, streamops
-from natsd.jetstream.clusterinfo import peer_infos
+from natsd.jetstream.clusterinfo import peer_infos, step_down
 
 log = logging.getLogger("natsd")
 
@@ -172,6 +172,9 @@ class ReplicatedStream:
             publish(self.jsa.sublist, self.creator[1].encode(), None, None,
                     E.api_response("stream_create_response", info))
         self.creator = None
+
+    def step_down(self, placement):
+        step_down(self.group, self.meta.peer, placement, self.meta.peer_clusters)
 
     # ---- what info shows ----
 

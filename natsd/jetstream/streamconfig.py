@@ -38,6 +38,7 @@ _SOURCE = {
 }
 PLACEMENT_FIELDS = {"cluster": ("string", "str"), "tags": ("[]string", "strlist"),
               "preferred": ("string", "str")}
+STEPDOWN_REQUEST = {"placement": ("*server.Placement", "obj", PLACEMENT_FIELDS)}   # leader stepdowns
 _REPUBLISH = {"src": ("string", "str"), "dest": ("string", "str"), "headers_only": ("bool", "bool")}
 _CONSUMER_LIMITS = {"inactive_threshold": ("time.Duration", "int"), "max_ack_pending": ("int", "int")}
 

@@ -254,3 +254,30 @@ def test_purge_delete_update_change_every_copy_as_nats_server(tmp_path):
             for m in members:
                 m.proc.kill()
     assert seen["natsd"] == seen["nats-server"]
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_stream_leader_stepdown(tmp_path, kind):
+    members = start_js_cluster(kind, tmp_path)
+    try:
+        asyncio.run(create(members[0]))
+        leader = leader_of(members)
+        prefix = {"type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response"}
+        r = asyncio.run(api(members[1], "$JS.API.STREAM.LEADER.STEPDOWN.R3",
+                            b'{"placement":{"preferred":"nope"}}'))
+        assert r == dict(prefix, error={"code": 400, "err_code": 10005,
+                                        "description": 'preferred server "nope" not known'})
+        target = sorted(m.name for m in members if m is not leader)[0]
+        poll(lambda: all(x.get("current") for x in asyncio.run(
+            api(members[0], "$JS.API.STREAM.INFO.R3"))["cluster"].get("replicas", [])), timeout=10)
+        r = asyncio.run(api(members[2], "$JS.API.STREAM.LEADER.STEPDOWN.R3",
+                            json.dumps({"placement": {"preferred": target}}).encode()))
+        assert r == dict(prefix, success=True)
+        assert poll(lambda: leader_of(members).name == target, timeout=15)
+        assert len(asyncio.run(publish_window(members[0].url, 20, b"g"))) == 20
+        r = asyncio.run(api(members[0], "$JS.API.STREAM.LEADER.STEPDOWN.NOPE"))
+        assert r["error"]["err_code"] == 10059
+    finally:
+        for m in members:
+            m.proc.kill()
