@@ -281,3 +281,63 @@ def test_stream_leader_stepdown(tmp_path, kind):
     finally:
         for m in members:
             m.proc.kill()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_partitioned_leader_acks_nothing_and_the_majority_goes_on(tmp_path, seed):
+    """Every route runs through a proxy per direction (and each server advertises a dead
+    address, so no route is made around them). The stream's leader is cut off with a client
+    on each side: nothing published on its side is acknowledged, the other two elect a leader
+    and take writes, and after the heal every replica holds exactly the acknowledged ones."""
+    from tests.cluster.clusterhelp import start_member, wait_mesh
+    from tests.cluster.tcpproxy import TcpProxy
+    from tools.serverproc import free_port
+    rng = random.Random(seed)
+    names = "ABC"
+    ports = {n: free_port() for n in names}
+    dead = free_port()
+    proxies = {(x, y): TcpProxy(ports[y]) for x in names for y in names if x != y}
+    members = []
+    try:
+        for n in names:
+            routes = ["nats://127.0.0.1:%d" % proxies[(n, y)].port for y in names if y != n]
+            members.append(start_member(
+                "natsd", tmp_path, n, routes=routes, route_port=ports[n],
+                cluster_extra='ping_interval: "1s"\n  ping_max: 2\n  advertise: "127.0.0.1:%d"' % dead,
+                extra="jetstream { store_dir: '%s' }" % (tmp_path / ("store-" + n))))
+        wait_mesh(members)
+        asyncio.run(create(members[rng.randrange(3)]))
+        leader = leader_of(members)
+        rest = [m for m in members if m is not leader]
+        acked = asyncio.run(publish_window(rest[0].url, rng.randrange(20, 60), b"h"))
+        for (x, y), p in proxies.items():
+            if leader.name in (x, y):
+                p.cut()
+
+        async def both_sides():
+            minority = asyncio.create_task(publish_window(leader.url, 40, b"minority", window=4))
+            await asyncio.sleep(0.5)
+            majority = []
+            deadline = asyncio.get_running_loop().time() + 30
+            while len(majority) < 30 and asyncio.get_running_loop().time() < deadline:
+                got = await publish_window(rest[rng.randrange(2)].url, 10, b"major-%d" % len(majority))
+                majority.extend(got.items())
+            return await minority, dict(majority)
+        lost, won = asyncio.run(both_sides())
+        assert lost == {}, "the cut-off leader acknowledged %r" % lost
+        assert len(won) >= 30, "the majority took only %d writes" % len(won)
+        assert not set(won) & set(acked)
+        acked.update(won)
+        for p in proxies.values():
+            p.heal()
+        wait_mesh(members, timeout=30)
+        state = converged(members, max(acked))
+        have = stored(leader_of(members), state["last_seq"])
+        for seq, payload in acked.items():
+            assert have.get(seq) == payload, "acked seq %d: stored %r" % (seq, have.get(seq))
+        assert not [p for p in have.values() if p.startswith(b"minority")]
+    finally:
+        for m in members:
+            m.proc.kill()
+        for p in proxies.values():
+            p.close()
