@@ -109,9 +109,13 @@ class Node:
 
     def propose(self, data, now=0.0, kind=NORMAL):
         """Append a command; returns its index. It is committed once `take_ready` yields it."""
+        return self.propose_many([data], now, kind)
+
+    def propose_many(self, datas, now=0.0, kind=NORMAL):
+        """Append several commands, sent to the followers together; returns the last index."""
         if self.role != LEADER or self.transfer_to:
             raise NotLeader(self.leader if self.role != LEADER else "")
-        index = self._append_local([Entry(self.term, kind, data)])
+        index = self._append_local([Entry(self.term, kind, d) for d in datas])
         self._broadcast()
         return index
 

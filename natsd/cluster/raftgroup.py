@@ -7,10 +7,12 @@ the server's loop, talking over the system account, with its log on disk.
   understood, and a mixed group is not a goal). One that does not decode is logged and dropped.
 - Time: the node is ticked every TICK seconds (`loop.call_later`) on the monotonic clock.
 - Disk: natsd/cluster/raftwal.py's LogStorage under the group's directory. When the node asks
-  for a sync it goes to the loop's sync threads (natsd/_core/syncer.pyx); the node learns the
-  durable index when it ends, and only then acknowledges or counts those entries.
-- Output: after every tick, message and sync the node's outbox is sent, committed entries go
-  to `apply(kind, index, data)` and a change of leader to `on_leader(leader_peer)`.
+  for a sync it goes to the loop's sync threads (natsd/_core/syncer.pyx; a follower's may run
+  at once when the loop is idle); the node learns the durable index when it ends, and only
+  then acknowledges or counts those entries.
+- Output: after every tick, message and sync the node's outbox is sent, what became ready goes
+  to `apply(items)` in one call (items: [(kind, index, data)], see Node.take_ready) and a
+  change of leader to `on_leader(leader_peer)`.
 
 `status()` is the group as nats-server's `/raftz` shows one (RaftzGroup).
 """
@@ -82,6 +84,12 @@ class RaftGroup:
         self._flush()
         return index
 
+    def propose_many(self, datas):
+        """Append commands in one go (one Append to each follower) -> the index of the last."""
+        index = self.node.propose_many(datas, time.monotonic())
+        self._flush()
+        return index
+
     def add_member(self, peer):
         self.node.add_member(peer, time.monotonic())
         self._flush()
@@ -132,6 +140,12 @@ class RaftGroup:
         self.node.step(msg, time.monotonic())
         self._flush()
 
+    def _submit_sync(self, job, done):
+        # A leader's sync goes to a thread: run inline it would hold back the Append just
+        # queued for the followers, whose syncs must run alongside it. A follower acknowledges
+        # only after its sync anyway, so it may run it at once when the loop is idle.
+        self.loop.submit(job, done, self.node.role != LEADER)
+
     def _synced(self, index):
         if self.stopped:
             return
@@ -142,15 +156,15 @@ class RaftGroup:
         n = self.node
         out, n.outbox = n.outbox, []
         system = self.server.system
+        blobs = {} if len(out) > 1 else None
         for dst, msg in out:
-            system.publish(subject(self.group, dst), raftmsg.encode(msg))
+            system.publish(subject(self.group, dst), raftmsg.encode(msg, blobs))
         st = self.storage
         if st.sync_requested and len(st.syncs_in_flight()) < MAX_SYNCS:
-            st.sync_async(self.loop.submit, self._synced)
+            st.sync_async(self._submit_sync, self._synced)
         ready = n.take_ready()
         if ready and self.apply is not None:
-            for kind, index, data in ready:
-                self.apply(kind, index, data)
+            self.apply(ready)
         if n.leader != self.leader:
             self.leader = n.leader
             if n.leader:

@@ -97,7 +97,18 @@ def _s(b):
     return _Q.pack(len(b)) + b
 
 
-def encode(msg):
+def _entries_blob(entries):
+    out = []
+    pack = _ENTRY.pack
+    for e in entries:
+        out.append(pack(e.term, e.kind, len(e.data)))
+        out.append(e.data)
+    return b"".join(out)
+
+
+def encode(msg, blobs=None):
+    """The message's bytes. blobs: a dict the caller keeps while it encodes several messages,
+    so the same run of entries sent to several followers is encoded once."""
     kind = _KINDS.index(type(msg))
     src = msg.src.encode()
     out = [_HEAD.pack(kind, msg.term, len(src)), src]
@@ -107,9 +118,17 @@ def encode(msg):
         out.append(struct.pack("<BB", msg.granted, msg.pre_vote))
     elif type(msg) is Append:
         out.append(struct.pack("<QQQI", msg.prev_index, msg.prev_term, msg.commit, len(msg.entries)))
-        for e in msg.entries:
-            out.append(_ENTRY.pack(e.term, e.kind, len(e.data)))
-            out.append(e.data)
+        entries = msg.entries
+        if entries:
+            if blobs is None:
+                out.append(_entries_blob(entries))
+            else:
+                # the entries are the storage's own objects: their identities name the run
+                key = (msg.prev_index, len(entries), id(entries[0]), id(entries[-1]))
+                blob = blobs.get(key)
+                if blob is None:
+                    blob = blobs[key] = _entries_blob(entries)
+                out.append(blob)
     elif type(msg) is AppendResponse:
         out.append(struct.pack("<BQQ", msg.success, msg.match_index, msg.hint))
     elif type(msg) is Snapshot:
@@ -159,11 +178,20 @@ def decode(data):
     elif cls is Append:
         pi, pt, commit, n = r.unpack(struct.Struct("<QQQI"))
         entries = []
+        d, i, end = r.d, r.i, len(r.d)
+        unpack, size = _ENTRY.unpack_from, _ENTRY.size
         for _ in range(n):
-            et, ek, dl = r.unpack(_ENTRY)
+            if i + size > end:
+                raise MalformedMessage("short message")
+            et, ek, dl = unpack(d, i)
+            i += size
             if ek > CONFIG:
                 raise MalformedMessage("unknown entry kind %d" % ek)
-            entries.append(Entry(et, ek, bytes(r.take(dl))))
+            if i + dl > end:
+                raise MalformedMessage("short message")
+            entries.append(Entry(et, ek, bytes(d[i:i + dl])))
+            i += dl
+        r.i = i
         msg = Append(term, src, pi, pt, tuple(entries), commit)
     elif cls is AppendResponse:
         ok, mi, hint = r.unpack(struct.Struct("<BQQ"))

@@ -25,6 +25,8 @@ from natsd.cluster.raftstore import SyncBook
 
 _SNAP = struct.Struct("<QQII")          # index, term, len(members), crc32 of the rest
 _KIND_SUBJECT = [b"0", b"1", b"2"]
+TAIL = 4096                             # the latest entries also kept in memory (a leader's
+                                        # Appends read them back right after appending)
 
 
 def _write_durably(path, data):
@@ -70,6 +72,11 @@ class LogStorage(SyncBook):
             self.terms.append(r[3])
         self.sync_requested = False
         self.syncing = []
+        self._reset_tail()
+
+    def _reset_tail(self):
+        self.tail = []                          # entries tail_lo .. last_index()
+        self.tail_lo = self.last_index() + 1
 
     # ---- hard state ----
 
@@ -127,6 +134,7 @@ class LogStorage(SyncBook):
         del self.terms[:index - self.base]
         self.base = index
         self.log.compact(index + 1)
+        self._reset_tail()
 
     def install_snapshot(self, index, term, members, data):
         self._write_snapshot(index, term, members, data)
@@ -136,6 +144,7 @@ class LogStorage(SyncBook):
         self.log.sync()
         self.base = index
         self.terms = array("Q")
+        self._reset_tail()
 
     # ---- entries ----
 
@@ -150,6 +159,8 @@ class LogStorage(SyncBook):
         return self.terms[index - self.base - 1]
 
     def entries(self, lo, hi):
+        if lo >= self.tail_lo:
+            return self.tail[lo - self.tail_lo:hi - self.tail_lo + 1]
         out = []
         for index in range(lo, hi + 1):
             r = self.log.read(index)
@@ -165,12 +176,21 @@ class LogStorage(SyncBook):
             index += 1
             self.log.append(index, e.term, _KIND_SUBJECT[e.kind], None, e.data)
             self.terms.append(e.term)
+        self.tail.extend(entries)
+        if len(self.tail) > 2 * TAIL:
+            drop = len(self.tail) - TAIL
+            del self.tail[:drop]
+            self.tail_lo += drop
 
     def truncate_after(self, index):
         if index >= self.last_index():
             return
         self.log.truncate(index)
         del self.terms[index - self.base:]
+        if index < self.tail_lo:
+            self._reset_tail()
+        else:
+            del self.tail[index + 1 - self.tail_lo:]
         self._truncated(index)
 
     # ---- durability ----

@@ -187,9 +187,12 @@ class MetaGroup:
 
     # ---- replicated streams: what every server applies ----
 
-    def _apply(self, kind, index, data):
-        if kind != "entry" or not data:
-            return
+    def _apply(self, items):
+        for kind, index, data in items:
+            if kind == "entry" and data:
+                self._apply_entry(index, data)
+
+    def _apply_entry(self, index, data):
         try:
             entry = json.loads(data)
             key = (entry["acc"], entry["cfg"]["name"] if entry["op"] == "add" else entry["name"])

@@ -93,15 +93,23 @@ class ReplicatedStream:
 
     # ---- the leader takes messages ----
 
-    def on_publish(self, sub, subject, reply, hdr, payload, origin=None):
-        if self.stream.closed:
+    def on_publish(self, sub, msgs):
+        """The messages the loop read for the stream in one iteration (a batched
+        subscription): one proposal for all of them."""
+        if self.stream.closed or not msgs:
             return
+        now = time.time_ns()
         try:
-            index = self.group.propose(encode_msg(subject, hdr, payload, time.time_ns()))
+            last = self.group.propose_many([encode_msg(subject, hdr, payload, now)
+                                            for subject, reply, hdr, payload, origin in msgs])
         except NotLeader:
-            return                      # leadership just moved: the publisher retries
-        if reply:
-            self.pending[index] = bytes(reply)
+            return                      # leadership just moved: the publishers retry
+        index = last - len(msgs)
+        pending = self.pending
+        for subject, reply, hdr, payload, origin in msgs:
+            index += 1
+            if reply:
+                pending[index] = bytes(reply)
 
     def propose_op(self, op, req, reply):
         """A purge, message delete or update asked of the leader: done on every replica once
@@ -118,30 +126,33 @@ class ReplicatedStream:
 
     # ---- every replica applies ----
 
-    def _apply(self, kind, index, data):
-        if kind != "entry" or not data:
-            return
-        reply = self.pending.pop(index, None)
-        st = self.stream
-        if data[0] == K_OP:
-            self._apply_op(index, data, reply)
-            return
-        try:
-            subject, hdr, payload, ts = decode_msg(data)
-        except (ValueError, struct.error) as e:
-            log.error("Replicated stream '%s > %s': entry %d does not decode: %s", self.jsa.name,
-                      st.name, index, e)
-            return
-        try:
-            answer = st.process(subject, None, hdr, payload)[0]
-        except E.ApiError as err:
-            answer = E.dumps({"error": err.to_dict(), "stream": st.name, "seq": 0})
-        except Exception as exc:
-            st.store_failed(exc)
-            err = E.error("JSStreamStoreFailedF", err=str(exc))
-            answer = E.dumps({"error": err.to_dict(), "stream": st.name, "seq": 0})
-        if reply and answer is not None and not st.config.get("no_ack"):
-            publish(self.jsa.sublist, reply, None, None, answer)
+    def _apply(self, items):
+        """Committed entries, in log order: runs of messages go through the stream's batched
+        ingest (Stream._on_batch, the path one-replica streams take), operations one by one.
+        Only the leader has the publishers' replies, so only it answers."""
+        pending = self.pending
+        run = []
+        for kind, index, data in items:
+            if kind != "entry" or not data:
+                continue
+            reply = pending.pop(index, None) if pending else None
+            if data[0] == K_OP:
+                self._ingest(run)
+                run = []
+                self._apply_op(index, data, reply)
+                continue
+            try:
+                subject, hdr, payload, ts = decode_msg(data)
+            except (ValueError, struct.error) as e:
+                log.error("Replicated stream '%s > %s': entry %d does not decode: %s", self.jsa.name,
+                          self.stream.name, index, e)
+                continue
+            run.append((subject, reply, hdr, payload, None))
+        self._ingest(run)
+
+    def _ingest(self, msgs):
+        if msgs and not self.stream.closed:
+            self.stream._on_batch(None, msgs)
 
     def _apply_op(self, index, data, reply):
         try:

@@ -128,6 +128,7 @@ class Stream:
             if self.replica.is_leader():
                 for subj in self.config.get("subjects") or []:
                     s = Subscription(None, subj.encode(), b"", None, self.replica.on_publish)
+                    s.batched = True    # one proposal per loop iteration
                     s.data = self
                     self.jsa.sublist.insert(s)
                     self.subs.append(s)
@@ -185,7 +186,7 @@ class Stream:
             return
         cfg = self.config
         no_ack = cfg.get("no_ack")
-        group = self.file and self.engine.group_commit
+        group = self.acks_after_sync
         fast = self._fast_cfg is cfg and not self.closed
         acks = self.pending_acks
         n_acks = len(acks)
@@ -285,11 +286,17 @@ class Stream:
         """Answer in order with the PubAcks: after the group-commit sync of what was stored
         before (file storage), or now. Errors and duplicates' acks wait their turn too, so a
         burst is answered in publish order, as nats-server answers it."""
-        if self.file and self.engine.group_commit:
+        if self.acks_after_sync:
             self.pending_acks.append((reply, data))
             self.engine.want_sync(self)
         else:
             self._reply(reply, data)
+
+    @property
+    def acks_after_sync(self):
+        """PubAcks wait for the group-commit sync of this store. Not for a replicated stream's
+        copy: its group's log is the durable record, synced before anything is applied."""
+        return self.file and self.engine.group_commit and self.replica is None
 
     def last_seq(self):
         return self.store.state()["last_seq"]
@@ -359,7 +366,7 @@ class Stream:
             log.debug("sourced message for '%s > %s' not stored: %s", self.jsa.name, self.name,
                       err.description)
             return False
-        if r is not None and r[1] and self.file and self.engine.group_commit:
+        if r is not None and r[1] and self.acks_after_sync:
             self.engine.want_sync(self)
         return True
 

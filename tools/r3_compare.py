@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""tools/r3_compare.py: replicated JetStream on a three-server cluster, natsd against
+nats-server (default, and with `sync_interval: always`), interleaved, best of --reps
+(gobench on nats.go).
+
+- pub-async: an R3 file stream, async publishes with 256 in flight (`js pub --replicas 3`).
+- pub-sync: one publisher waiting for each PubAck.
+- failover: kill -9 of the stream's leader under a waiting publisher; the time from the kill
+  to the first PubAck from the new leader (a client on a surviving server retrying with
+  0.25 s timeouts).
+
+natsd acknowledges a message once its Raft entry is on the disks (fdatasync) of a quorum;
+nats-server by default acknowledges before any fsync.
+
+usage: python tools/r3_compare.py [--reps 3] [--msgs 20000] [--only pub-async,pub-sync,failover]
+"""
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+from tools.serverproc import ServerProcess, free_port  # noqa: E402
+
+GOBENCH = os.environ.get("GOBENCH", "/tmp/gobench/gobench")
+VENV_BIN = os.path.dirname(sys.executable)
+NATS_SERVER = os.path.join(VENV_BIN, "nats-server")
+RATE = re.compile(r"RESULT .*?pub_rate=([\d.]+)")
+
+
+class Cluster:
+    """Three servers of one kind, each routed to all, with JetStream."""
+
+    def __init__(self, kind, tmp, tag, always=False):
+        self.kind = kind
+        self.members = {}
+        names = "ABC"
+        ports = {n: (free_port(), free_port()) for n in names}
+        routes = ", ".join("nats://127.0.0.1:%d" % ports[n][1] for n in names)
+        self.confs = {}
+        for n in names:
+            conf = os.path.join(tmp, "%s-%s-%s.conf" % (kind, tag, n))
+            with open(conf, "w") as f:
+                f.write('server_name: %s\nport: %d\nhost: 127.0.0.1\n'
+                        'jetstream { store_dir: "%s"%s }\n'
+                        'cluster { name: R, port: %d, host: 127.0.0.1, routes: [%s] }\n'
+                        % (n, ports[n][0], os.path.join(tmp, "%s-%s-%s" % (kind, tag, n)),
+                           ", sync_interval: always" if always else "", ports[n][1], routes))
+            self.confs[n] = conf
+        self.urls = {n: "nats://127.0.0.1:%d" % ports[n][0] for n in names}
+        self.tmp, self.tag = tmp, tag
+        for n in names:
+            self.start(n)
+        for p in self.members.values():
+            p.wait_ready()
+
+    def start(self, name):
+        if self.kind == "natsd":
+            cmd = "%s -m natsd -c %s" % (sys.executable, self.confs[name])
+        else:
+            cmd = "%s -c %s" % (NATS_SERVER, self.confs[name])
+        self.members[name] = ServerProcess(self.kind, cmd, os.path.join(self.tmp, "%s-%s-%s.log"
+                                                                        % (self.kind, self.tag, name)))
+
+    def stop(self):
+        for p in self.members.values():
+            p.stop()
+
+
+async def _request(url, subject, body, timeout=2.0):
+    import nats
+    nc = await nats.connect(url)
+    try:
+        return json.loads((await nc.request(subject, body, timeout=timeout)).data)
+    finally:
+        await nc.close()
+
+
+def create_stream(cluster, name, subject):
+    """An R3 stream, retried until the cluster has its meta leader; -> the stream leader."""
+    body = json.dumps({"name": name, "subjects": [subject], "num_replicas": 3}).encode()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            r = asyncio.run(_request(cluster.urls["A"], "$JS.API.STREAM.CREATE." + name, body))
+            if "error" not in r or r["error"].get("err_code") == 10058:
+                info = asyncio.run(_request(cluster.urls["A"], "$JS.API.STREAM.INFO." + name, b""))
+                leader = info.get("cluster", {}).get("leader")
+                if leader:
+                    return leader
+        except Exception:
+            pass
+        time.sleep(0.25)
+    raise RuntimeError("%s: no R3 stream leader" % cluster.kind)
+
+
+def gobench(args, url):
+    out = subprocess.run([GOBENCH] + args + ["--server", url, "--quiet"], capture_output=True, text=True,
+                         timeout=600)
+    m = RATE.search(out.stdout + out.stderr)
+    if out.returncode != 0 or not m:
+        raise RuntimeError("gobench %s failed:\n%s%s" % (" ".join(args), out.stdout[-1500:], out.stderr[-1500:]))
+    return float(m.group(1))
+
+
+def pub_async(cluster, msgs):
+    leader = create_stream(cluster, "RA", "ra.x")
+    other = next(n for n in "ABC" if n != leader)
+    return gobench(["js", "pub", "ra.x", "--stream", "RA", "--replicas", "3", "--msgs", str(msgs),
+                    "--size", "128", "--purge"], cluster.urls[other])
+
+
+def pub_sync(cluster, msgs):
+    leader = create_stream(cluster, "RS", "rs.x")
+    other = next(n for n in "ABC" if n != leader)
+    return gobench(["js", "pub", "rs.x", "--stream", "RS", "--replicas", "3", "--sync", "--msgs",
+                    str(max(msgs // 10, 500)), "--size", "128", "--purge"], cluster.urls[other])
+
+
+def failover(cluster, msgs):
+    """Seconds from kill -9 of the stream leader to the first PubAck after it."""
+    import nats
+    leader = create_stream(cluster, "RF", "rf.x")
+    other = next(n for n in "ABC" if n != leader)
+
+    async def run():
+        nc = await nats.connect(cluster.urls[other])
+        js = nc.jetstream(timeout=0.25)
+        for _ in range(50):
+            await js.publish("rf.x", b"before")
+        os.kill(cluster.members[leader].pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 60:
+            try:
+                await js.publish("rf.x", b"after")
+                break
+            except Exception:
+                await asyncio.sleep(0.01)
+        took = time.monotonic() - t0
+        await nc.close()
+        return took
+    took = asyncio.run(run())
+    cluster.members[leader].proc.wait(5)
+    return took
+
+
+MODES = {"pub-async": (pub_async, "msgs/s", max), "pub-sync": (pub_sync, "msgs/s", max),
+         "failover": (failover, "s", min)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--msgs", type=int, default=20000)
+    ap.add_argument("--only", default=",".join(MODES))
+    a = ap.parse_args()
+    modes = [m for m in a.only.split(",") if m]
+    kinds = [("natsd", False), ("nats-server", False), ("nats-server", True)]
+    results = {(m, k, al): [] for m in modes for k, al in kinds}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(a.reps):
+            for mode in modes:
+                for kind, always in kinds:
+                    tag = "%s%d%s" % (mode, rep, "a" if always else "")
+                    c = Cluster(kind, tmp, tag, always)
+                    try:
+                        v = MODES[mode][0](c, a.msgs)
+                    finally:
+                        c.stop()
+                    results[(mode, kind, always)].append(v)
+                    print("rep %d %-9s %-11s%s %.3f" % (rep + 1, mode, kind, " always" if always else "", v),
+                          flush=True)
+    print("| mode | natsd | nats-server | nats-server always | natsd / default | natsd / always |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for mode in modes:
+        unit, best = MODES[mode][1], MODES[mode][2]
+        n, d, al = (best(results[(mode, k, x)]) for k, x in kinds)
+        if unit == "s":
+            print("| %s (%s, lower is better) | %.2f | %.2f | %.2f | %.2fx | %.2fx |" % (mode, unit, n, d, al, d / n, al / n))
+        else:
+            print("| %s (%s) | %.0f | %.0f | %.0f | %.2fx | %.2fx |" % (mode, unit, n, d, al, n / d, n / al))
+
+
+if __name__ == "__main__":
+    main()
