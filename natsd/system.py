@@ -81,8 +81,14 @@ class SystemServices:
         self._sub(acc.sublist, "$SYS.REQ.USER.INFO", self._user_info)
 
     def subscribe(self, subject, handler, queue=None):
-        """A service of the system account: handler(sub, subject, reply, hdr, payload, origin)."""
-        self._sub(self.account.sublist, subject, handler, queue=queue)
+        """A service of the system account: handler(sub, subject, reply, hdr, payload, origin).
+        -> the subscription, for unsubscribe."""
+        return self._sub(self.account.sublist, subject, handler, queue=queue)
+
+    def unsubscribe(self, s):
+        s.closed = True
+        self.account.sublist.remove(s)
+        self.subs = [(sl, x) for sl, x in self.subs if x is not s]
 
     def publish(self, subject, payload, reply=None):
         """A message from the server into the system account (`subject`, `reply` bytes or str)."""
@@ -103,6 +109,7 @@ class SystemServices:
         s.data = account
         sublist.insert(s)
         self.subs.append((sublist, s))
+        return s
 
     def shutdown(self):
         if self.timer is not None:

@@ -28,11 +28,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+from tools.cluster_bench import GOBENCH, NATS_SERVER  # noqa: E402
 from tools.serverproc import ServerProcess, free_port  # noqa: E402
 
-GOBENCH = os.environ.get("GOBENCH", "/tmp/gobench/gobench")
-VENV_BIN = os.path.dirname(sys.executable)
-NATS_SERVER = os.path.join(VENV_BIN, "nats-server")
 RATE = re.compile(r"RESULT .*?pub_rate=([\d.]+)")
 
 

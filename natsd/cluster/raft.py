@@ -73,6 +73,7 @@ class Node:
         self.transfer_deadline = 0.0
         self.heard_leader_at = -1e18
         self.elections = 0
+        self.quorum_losses = 0              # times this leader stepped down for want of a quorum
         self.now = now
         self._reset_election(now)
         self.next_heartbeat = now
@@ -89,6 +90,7 @@ class Node:
                 self.quorum_check_at = now + self.et_lo
                 if not self._quorum_heard(now):
                     self._note("stepping down: no quorum heard within %.1fs" % self.et_lo)
+                    self.quorum_losses += 1
                     self._become_follower(self.term, "", now)
             if self.transfer_to and now >= self.transfer_deadline:
                 self.transfer_to = None

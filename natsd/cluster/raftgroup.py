@@ -11,8 +11,9 @@ the server's loop, talking over the system account, with its log on disk.
   at once when the loop is idle); the node learns the durable index when it ends, and only
   then acknowledges or counts those entries.
 - Output: after every tick, message and sync the node's outbox is sent, what became ready goes
-  to `apply(items)` in one call (items: [(kind, index, data)], see Node.take_ready) and a
-  change of leader to `on_leader(leader_peer)`.
+  to `apply(items)` in one call (items: [(kind, index, data)], see Node.take_ready), a
+  change of leader to `on_leader(leader_peer)`, and a leader's step-down for want of a quorum
+  to `on_quorum_lost()`.
 
 `status()` is the group as nats-server's `/raftz` shows one (RaftzGroup).
 """
@@ -39,7 +40,7 @@ def subject(group, peer):
 
 class RaftGroup:
     def __init__(self, server, group, peer, directory, *, members=None, apply=None, on_leader=None,
-                 election_timeout=(1.5, 3.0), heartbeat=0.3):
+                 on_quorum_lost=None, election_timeout=(1.5, 3.0), heartbeat=0.3):
         """members: the group at its creation, or None for a restarted member (its log knows)
         or one that waits to be added by a leader."""
         self.server = server
@@ -51,17 +52,20 @@ class RaftGroup:
                          election_timeout=election_timeout, heartbeat=heartbeat, log=log)
         self.apply = apply
         self.on_leader = on_leader
+        self.on_quorum_lost = on_quorum_lost
+        self.quorum_losses = 0
         self.leader = ""
         self.leader_since = None            # wall clock (ns) this server became leader
         self.ever_had_leader = False
         self.timer = None
+        self.sub = None
         self.stopped = False
         self.bad_messages = 0
 
     # ---- lifecycle ----
 
     def start(self):
-        self.server.system.subscribe(subject(self.group, self.peer), self._on_message)
+        self.sub = self.server.system.subscribe(subject(self.group, self.peer), self._on_message)
         self.timer = self.loop.call_later(TICK, self._tick)
 
     def stop(self):
@@ -71,6 +75,9 @@ class RaftGroup:
         self.stopped = True
         if self.timer is not None:
             self.timer.cancel()
+        if self.sub is not None:
+            self.server.system.unsubscribe(self.sub)
+            self.sub = None
         self.storage.close()
 
     # ---- what the owner asks ----
@@ -172,6 +179,10 @@ class RaftGroup:
             self.leader_since = time.time_ns() if n.leader == self.peer else None
             if self.on_leader is not None:
                 self.on_leader(n.leader)
+        if n.quorum_losses != self.quorum_losses:
+            self.quorum_losses = n.quorum_losses
+            if self.on_quorum_lost is not None:
+                self.on_quorum_lost()
 
     # ---- monitoring ----
 

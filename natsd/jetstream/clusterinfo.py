@@ -8,14 +8,15 @@ from natsd.jetstream.sourcing import get_hash
 CURRENT_LAG = 2.0               # a member heard from within this many seconds can be current
 
 
-def peer_infos(group, me, names, connected):
+def peer_infos(group, me, names, connected, everyone=False):
     """nats-server's PeerInfo list of a group as server `me` sees it: every member but itself
-    (itself too while there is no leader), by name; `current` and `lag` as the leader knows
-    them, `offline` for a member without a route to this server."""
+    (itself too while there is no leader, or with `everyone`: advisories list them all), by
+    name; `current` and `lag` as the leader knows them, `offline` for a member without a route
+    to this server."""
     out = []
     leader = group.is_leader()
     for p in group.members():
-        if p == me and group.leader:
+        if p == me and group.leader and not everyone:
             continue
         heard = group.last_heard(p)
         r = {"name": names.get(p, p),

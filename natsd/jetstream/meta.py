@@ -36,7 +36,7 @@ import zlib
 from natsd._core.router import publish
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftgroup import RaftGroup
-from natsd.jetstream import errors as E
+from natsd.jetstream import advisories, errors as E
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replicated import ReplicatedStream
@@ -207,8 +207,8 @@ class MetaGroup:
             self.assignments.pop(key, None)
             r = self.replicas.pop(key, None)
             if r is not None:
-                r.stop(delete=True)
                 r.jsa.delete_stream(key[1])
+                r.stop(delete=True)
         msg = self.waiting.pop(index, None)
         if msg is not None:
             self._answer(msg, {"success": True})
@@ -309,6 +309,12 @@ class MetaGroup:
     def _leader_changed(self, leader):
         if leader == self.peer:
             log.info("Self is new JetStream cluster metadata leader")
+            system = self.server.accounts.system
+            advisories.send(system.sublist, "$JS.EVENT.ADVISORY.DOMAIN.LEADER_ELECTED",
+                            "io.nats.jetstream.advisory.v1.domain_leader_elected", self.engine.domain or "",
+                            leader=self.peer, replicas=lambda: peer_infos(
+                                self.group, self.peer, self.peer_names, self.connected, everyone=True),
+                            cluster=self.routes.name)
         elif not leader:
             log.info("JetStream cluster no metadata leader")
         else:
@@ -349,10 +355,10 @@ class MetaGroup:
     def health_errors(self):
         """What /healthz reports about the meta group: nats-server's text when there is no
         leader, then (beyond nats-server) which members this server has not heard from since
-        when, and what to do."""
+        when, and what to do; with a leader, the replicated streams here that have none."""
         g = self.group
         if g.leader:
-            return []
+            return [e for r in self.replicas.values() for e in r.health_errors()]
         out = [{"type": "JETSTREAM", "error": "JetStream has not established contact with a meta leader"}]
         size = len(g.members())
         for p, secs in self.missing(time.monotonic()):

@@ -29,7 +29,7 @@ import time
 from natsd._core.router import publish
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftgroup import RaftGroup
-from natsd.jetstream import errors as E, streamops
+from natsd.jetstream import advisories, errors as E, streamops
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 
 log = logging.getLogger("natsd")
@@ -77,7 +77,8 @@ class ReplicatedStream:
         os.makedirs(self.local_dir, exist_ok=True)
         self.creator = (assignment["acc"], assignment["reply"]) if fresh and assignment.get("reply") else None
         self.group = RaftGroup(self.server, self.group_name, meta.peer, os.path.join(self.dir, "raft"),
-                               members=self.peers, apply=self._apply, on_leader=self._leader_changed)
+                               members=self.peers, apply=self._apply, on_leader=self._leader_changed,
+                               on_quorum_lost=self._quorum_lost)
         self.stream = jsa.add_stream(dict(assignment["cfg"]), assignment["created"], replica=self)
         if self.peers[0] == meta.peer and fresh:
             self.group.node.campaign_soon(time.monotonic())
@@ -176,6 +177,9 @@ class ReplicatedStream:
             self.pending.clear()        # their entries may still commit; the publishers retry
         self.jsa.claim(self.stream.name, me)
         self.stream.resubscribe()
+        if me:
+            self._advise("LEADER_ELECTED", "io.nats.jetstream.advisory.v1.stream_leader_elected",
+                         leader=self.meta.name)
         if me and self.creator:
             # as nats-server, the stream's first leader answers the create request
             info = self.stream.info()
@@ -183,6 +187,46 @@ class ReplicatedStream:
             publish(self.jsa.sublist, self.creator[1].encode(), None, None,
                     E.api_response("stream_create_response", info))
         self.creator = None
+
+    def _quorum_lost(self):
+        gone = [self.meta.peer_names.get(p, p) for p in self.group.members()
+                if p != self.meta.peer and p not in self.meta.connected]
+        log.warning("JetStream stream '%s > %s' lost quorum: it needs %d of its %d servers; "
+                    "unreachable: %s", self.jsa.name, self.stream.name, len(self.peers) // 2 + 1,
+                    len(self.peers), ", ".join(gone) or "none (they stopped answering)")
+        self._advise("QUORUM_LOST", "io.nats.jetstream.advisory.v1.stream_quorum_lost")
+
+    def _advise(self, what, type_name, **fields):
+        """A stream advisory as nats-server sends it: in the stream's account, and in the
+        system account with the account named."""
+        subject = "$JS.EVENT.ADVISORY.STREAM.%s.%s" % (what, self.stream.name)
+        meta = self.meta
+
+        def replicas():
+            return peer_infos(self.group, meta.peer, meta.peer_names, meta.connected, everyone=True)
+        domain = self.engine.domain or ""
+        if self.jsa.account is not self.server.accounts.system:
+            advisories.send(self.jsa.sublist, subject, type_name, domain, stream=self.stream.name,
+                            **fields, replicas=replicas)
+        advisories.send(self.server.accounts.system.sublist, subject, type_name, domain,
+                        account=self.jsa.name, stream=self.stream.name, **fields, replicas=replicas)
+
+    def health_errors(self):
+        """nats-server's healthz error for a replica whose group has no leader, then (beyond
+        nats-server) which of its servers are unreachable from here."""
+        if self.group.leader:
+            return []
+        acc, name = self.jsa.name, self.stream.name
+        out = [{"type": "STREAM", "account": acc, "stream": name,
+                "error": "JetStream stream '%s > %s' is not current: group node unhealthy" % (acc, name)}]
+        gone = [self.meta.peer_names.get(p, p) for p in self.group.members()
+                if p != self.meta.peer and p not in self.meta.connected]
+        if gone:
+            out.append({"type": "STREAM", "account": acc, "stream": name,
+                        "error": "JetStream stream '%s > %s' has no leader: it needs %d of its %d "
+                                 "servers and cannot reach %s" % (acc, name, len(self.peers) // 2 + 1,
+                                                                  len(self.peers), ", ".join(gone))})
+        return out
 
     def step_down(self, placement):
         step_down(self.group, self.meta.peer, placement, self.meta.peer_clusters)

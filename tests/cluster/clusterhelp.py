@@ -8,6 +8,7 @@ on sleeps. Members are ServerProcess objects (tests/conftest.py), killed by PID 
 import json
 import os
 import re
+import signal
 import time
 import urllib.request
 
@@ -121,3 +122,11 @@ def restart_member(member, tmp_path, extra=""):
     routes = re.findall(r'"(nats://[^"]+)"', open(member.conf).read())
     return start_member(member.kind, tmp_path, member.name, routes=routes, route_port=member.route_port,
                         extra=js_extra(tmp_path, member.name, extra))
+
+
+def kill9(*members):
+    """kill -9 each member and wait until it is gone."""
+    for m in members:
+        m.proc.proc.send_signal(signal.SIGKILL)
+    for m in members:
+        m.proc.proc.wait(5)

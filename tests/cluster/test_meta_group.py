@@ -5,7 +5,6 @@ quorum, restart from their disks, and hand leadership over on $JS.API.META.LEADE
 The shapes and the stepdown replies are compared with a nats-server cluster run the same way."""
 import asyncio
 import json
-import signal
 import time
 import urllib.error
 import urllib.request
@@ -13,7 +12,7 @@ import urllib.request
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import restart_member, start_js_cluster
+from tests.cluster.clusterhelp import kill9, restart_member, start_js_cluster
 from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd, poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -125,8 +124,7 @@ def test_leader_kill9_elects_another_and_the_restarted_server_follows(tmp_path, 
         first = agreed_leader(members)
         victim = next(m for m in members if m.name == first)
         term = raft_group(victim)["term"]
-        victim.proc.proc.send_signal(signal.SIGKILL)
-        victim.proc.proc.wait(5)
+        kill9(victim)
         rest = [m for m in members if m is not victim]
         second = agreed_leader(rest, exclude=(first,))
         assert raft_group(next(m for m in rest if m.name == second))["term"] > term
@@ -137,10 +135,7 @@ def test_leader_kill9_elects_another_and_the_restarted_server_follows(tmp_path, 
         # every server killed at once: they come back from their disks, term moves on
         term = max(raft_group(m)["term"] for m in members)
         order = members[seed:] + members[:seed]
-        for m in order:
-            m.proc.proc.send_signal(signal.SIGKILL)
-        for m in order:
-            m.proc.proc.wait(5)
+        kill9(*order)
         members = [restart(m, tmp_path) for m in members]
         leader = agreed_leader(members)
         assert raft_group(next(m for m in members if m.name == leader))["term"] > term
@@ -155,9 +150,7 @@ def test_lost_quorum_is_explained_and_heals(tmp_path):
     try:
         agreed_leader(members)
         survivor, gone = members[1], [members[0], members[2]]
-        for m in gone:
-            m.proc.proc.send_signal(signal.SIGKILL)
-            m.proc.proc.wait(5)
+        kill9(*gone)
         status = poll(lambda: healthz(survivor)[0] == 503 and healthz(survivor), timeout=20)
         assert status, "the survivor never reported the lost quorum"
         code, body = status

@@ -8,11 +8,13 @@ import base64
 import json
 import random
 import signal
+import urllib.error
+import urllib.request
 
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import restart_member, start_js_cluster
+from tests.cluster.clusterhelp import kill9, restart_member, start_js_cluster
 from tests.conftest import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -175,10 +177,7 @@ def test_every_server_killed_at_once_comes_back_with_every_acked_message(tmp_pat
         leader_of(members)
         acked = asyncio.run(publish_window(members[1].url, 200, b"c"))
         assert len(acked) == 200
-        for m in members:
-            m.proc.proc.send_signal(signal.SIGKILL)
-        for m in members:
-            m.proc.proc.wait(5)
+        kill9(*members)
         members = [restart_member(m, tmp_path) for m in members]
         state = converged(members, max(acked))
         assert state["messages"] == 200
@@ -341,3 +340,75 @@ def test_partitioned_leader_acks_nothing_and_the_majority_goes_on(tmp_path, seed
             m.proc.kill()
         for p in proxies.values():
             p.close()
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_leader_elected_advisory(tmp_path, kind):
+    members = start_js_cluster(kind, tmp_path)
+    try:
+        async def run():
+            nc = await nats.connect(members[1].url)
+            sub = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.R3")
+            await nc.flush()
+            await create(members[0])
+            msg = await sub.next_msg(timeout=20)
+            await nc.close()
+            return json.loads(msg.data)
+        adv = asyncio.run(run())
+        assert list(adv) == ["type", "id", "timestamp", "stream", "leader", "replicas"]
+        assert adv["type"] == "io.nats.jetstream.advisory.v1.stream_leader_elected"
+        assert adv["stream"] == "R3" and adv["leader"] in {m.name for m in members}
+        assert sorted(r["name"] for r in adv["replicas"]) == ["A", "B", "C"]
+        assert all({"name", "current", "active", "peer"} <= set(r) for r in adv["replicas"])
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+def test_five_servers_stream_quorum_lost_is_advised_and_explained(tmp_path):
+    """Five servers, an R3 stream: its two followers die; the meta group keeps its quorum, the
+    stream's leader steps down, says so (advisory, log line) and /healthz names the stream and
+    the servers it cannot reach; one follower back and the stream takes writes again."""
+    members = start_js_cluster("natsd", tmp_path, names="ABCDE")
+    try:
+        async def setup():
+            nc = await nats.connect(members[0].url)
+            lost = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.QUORUM_LOST.R3")
+            await nc.flush()
+            await create(members[0])
+            return nc, lost
+        loop = asyncio.new_event_loop()
+        nc, lost = loop.run_until_complete(setup())
+        leader = leader_of(members)
+        info = asyncio.run(api(leader, "$JS.API.STREAM.INFO.R3"))
+        followers = [m for m in members if m.name in {r["name"] for r in info["cluster"]["replicas"]}]
+        assert len(followers) == 2 and leader not in followers
+        assert len(asyncio.run(publish_window(leader.url, 20, b"q"))) == 20
+        kill9(*followers)
+        adv = json.loads(loop.run_until_complete(lost.next_msg(timeout=20)).data)
+        assert adv["type"] == "io.nats.jetstream.advisory.v1.stream_quorum_lost" and adv["stream"] == "R3"
+        leader.proc.wait_log(r"JetStream stream '\$G > R3' lost quorum: it needs 2 of its 3 servers", timeout=10)
+
+        def unhealthy():
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/healthz?js-enabled-only=true"
+                                            % leader.proc.http_port, timeout=5):
+                    return None
+            except urllib.error.HTTPError as e:
+                return json.loads(e.read())
+        body = poll(unhealthy, timeout=15)
+        assert body and body["error"] == "JetStream stream '$G > R3' is not current: group node unhealthy"
+        detail = body["errors"][1]["error"]
+        assert detail.startswith("JetStream stream '$G > R3' has no leader: it needs 2 of its 3 servers")
+        assert sorted(detail.rsplit("reach ", 1)[1].split(", ")) == sorted(m.name for m in followers)
+        back = restart_member(followers[0], tmp_path)
+        members[members.index(followers[0])] = back
+        alive = [m for m in members if m is not followers[1]]
+        leader_of(alive)
+        assert len(asyncio.run(publish_window(alive[0].url, 10, b"r"))) == 10
+        loop.run_until_complete(nc.close())
+        loop.close()
+    finally:
+        for m in members:
+            m.proc.kill()
