@@ -101,6 +101,10 @@ class RaftGroup:
         self.node.add_member(peer, time.monotonic())
         self._flush()
 
+    def remove_member(self, peer):
+        self.node.remove_member(peer, time.monotonic())
+        self._flush()
+
     def transfer_leadership(self, target):
         self.node.transfer_leadership(target, time.monotonic())
         self._flush()

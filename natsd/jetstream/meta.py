@@ -36,7 +36,7 @@ import zlib
 from natsd._core.router import publish
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftgroup import RaftGroup
-from natsd.jetstream import advisories, errors as E
+from natsd.jetstream import advisories, errors as E, gojson
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replicated import ReplicatedStream
@@ -51,7 +51,10 @@ ALONE = 3.0                     # a server without routes waits this long for ot
 CHECK = 0.25                    # seconds between membership checks
 FORWARD = "$JSC.META.%s"        # requests for the meta leader, by its peer id
 STEPDOWN = "$JS.API.META.LEADER.STEPDOWN"
+SERVER_REMOVE = "$JS.API.SERVER.REMOVE"
+REMOVE_REQUEST = {"peer": ("string", "str"), "peer_id": ("string", "str")}
 STEPDOWN_TYPE = "meta_leader_stepdown_response"
+REMOVE_TYPE = "meta_server_remove_response"
 
 
 class MetaGroup:
@@ -68,6 +71,8 @@ class MetaGroup:
         self.assignments = {}           # (account, stream) -> the committed assignment
         self.replicas = {}              # (account, stream) -> ReplicatedStream run here
         self.waiting = {}               # leader: raft index -> (account, reply, response type)
+        self.removing = None            # leader: (peer, reply) of a SERVER.REMOVE in progress
+        self.removed = set()            # peers removed by request: not added back automatically
         self.peer_names = {self.peer: self.name}
         self.peer_clusters = {self.peer: self.routes.name}
         self.started_at = time.monotonic()
@@ -91,6 +96,7 @@ class MetaGroup:
             log.info("JetStream cluster bootstrapping")
         self.group.start()
         self.server.system.subscribe(STEPDOWN, self._on_stepdown)
+        self.server.system.subscribe(SERVER_REMOVE, self._on_server_remove)
         self.server.system.subscribe(FORWARD % self.peer, self._on_forward)
         self.timer = self.server.loop.call_later(CHECK, self._check)
 
@@ -256,7 +262,8 @@ class MetaGroup:
         if not g.members():
             self._maybe_bootstrap(now)
         elif g.is_leader():
-            for p in sorted(seen - set(g.members())):
+            self._removal_done()
+            for p in sorted(seen - set(g.members()) - self.removed):
                 try:
                     g.add_member(p)
                     log.info("JetStream cluster adding peer %s (%s) to the metadata group", p, peers[p])
@@ -387,6 +394,51 @@ class MetaGroup:
         except E.ApiError as err:
             answer = err
         self.server.system.publish(reply, E.api_response(STEPDOWN_TYPE, answer))
+
+    # ---- $JS.API.SERVER.REMOVE (system account; only the leader answers) ----
+
+    def _on_server_remove(self, sub, subject, reply, hdr, payload, origin):
+        if not self.is_leader() or not reply:
+            return
+        try:
+            if required_level_too_high(hdr):
+                raise E.error("JSRequiredApiLevelErr")
+            if gojson.is_empty_request(payload):
+                raise E.error("JSBadRequestErr")
+            req = decode_request(payload, REMOVE_REQUEST, "JSApiMetaServerRemoveRequest", True)
+            if self.removing is not None:
+                raise E.error("JSClusterServerMemberChangeInflightErr")
+            members = self.group.members()
+            if req.get("peer_id"):
+                found = req["peer_id"] if req["peer_id"] in members else None
+            else:
+                found = next((p for p in members if self.peer_names.get(p) == req.get("peer", "")), None)
+            if found is None:
+                raise E.error("JSClusterServerNotMemberErr")
+            try:
+                self.group.remove_member(found)
+            except ValueError:
+                raise E.error("JSClusterServerMemberChangeInflightErr") from None
+            except NotLeader as e:
+                raise E.error("JSRaftGeneralErrF", err=str(e)) from None
+        except E.ApiError as err:
+            self.server.system.publish(reply, E.api_response(REMOVE_TYPE, err))
+            return
+        self.removed.add(found)
+        self.removing = (found, bytes(reply))
+        self._removal_done()
+
+    def _removal_done(self):
+        """Answer a SERVER.REMOVE once the change is committed."""
+        if self.removing is None:
+            return
+        peer, reply = self.removing
+        g = self.group
+        if peer not in g.members() and g.node.config_index <= g.node.commit:
+            self.removing = None
+            log.info("JetStream cluster removed peer %s (%s) from the metadata group", peer,
+                     self.peer_names.get(peer, peer))
+            self.server.system.publish(reply, E.api_response(REMOVE_TYPE, {"success": True}))
 
     def step_down(self, placement):
         """Hand leadership on, as the placement asks (clusterinfo.step_down)."""

@@ -17,6 +17,7 @@ from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd, poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
 
+REMOVE = "$JS.API.SERVER.REMOVE"
 SYS_USERS = ("accounts { SYS: { users: [{user: sys, password: pass}] }, "
              "APP: { jetstream: enabled, users: [{user: app, password: pass}] } }\n"
              "system_account: SYS\n")
@@ -170,10 +171,11 @@ def test_lost_quorum_is_explained_and_heals(tmp_path):
             m.proc.kill()
 
 
-async def _sys_request(m, payload):
+async def _sys_request(m, payload, subject="$JS.API.META.LEADER.STEPDOWN"):
+    """A request from the system account's user -> the reply's bytes."""
     nc = await nats.connect(m.url, user="sys", password="pass")
     try:
-        r = await nc.request("$JS.API.META.LEADER.STEPDOWN", payload, timeout=5)
+        r = await nc.request(subject, payload, timeout=10)
         return r.data
     finally:
         await nc.close()
@@ -248,3 +250,26 @@ def test_jetstream_cluster_config_refused_as_nats_server(tmp_path, cluster, erro
             assert error in p.log, p.log
         finally:
             p.kill()
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_server_remove_takes_a_dead_server_out_of_the_meta_group(tmp_path, kind):
+    members = start_cluster(kind, tmp_path)
+    try:
+        leader, _ = _snapshot(members)
+        dead = next(m for m in members if m is not leader)
+        kill9(dead)
+        prefix = b'{"type":"io.nats.jetstream.api.v1.meta_server_remove_response",'
+        empty = asyncio.run(_sys_request(leader, b"", REMOVE))
+        assert empty == prefix + b'"error":{"code":400,"err_code":10003,"description":"bad request"}}'
+        unknown = asyncio.run(_sys_request(leader, b'{"peer":"nope"}', REMOVE))
+        assert unknown == prefix + (b'"error":{"code":400,"err_code":10044,'
+                                    b'"description":"server is not a member of the cluster"}}')
+        ok = asyncio.run(_sys_request(leader, b'{"peer":"%s"}' % dead.name.encode(), REMOVE))
+        assert ok == prefix + b'"success":true}'
+        assert poll(lambda: meta(leader).get("cluster_size") == 2, timeout=10), meta(leader)
+        assert dead.name not in [r["name"] for r in meta(leader).get("replicas", [])]
+    finally:
+        for m in members:
+            m.proc.kill()
