@@ -142,10 +142,18 @@ def test_kv_watch_through_prefixed_stream_import(server):
                 "deliver_subject": "dlv.kv", "ack_policy": "none", "deliver_policy": "last_per_subject",
                 "flow_control": False, "headers_only": False,
                 "filter_subject": "$KV.cfg.>", "replay_policy": "instant"}}).encode(), timeout=5)
-        await kv.put("size", b"xl")
+        await nc.close()
+
+    async def second_put():
+        nc = await jsa(server)
+        await (await nc.jetstream().key_value("cfg")).put("size", b"xl")
         await nc.close()
     run(scenario())
-    got = collect(c, 2)
+    # Both servers deliver the first message after answering the create, so the second put
+    # waits for it: otherwise the first delivery's pending count (0 or 1) is a race.
+    got = collect(c, 1)
+    run(second_put())
+    got += collect(c, 1)
     c.close()
     assert [subj for _, subj, _, _ in got] == ["$KV.cfg.color", "$KV.cfg.size"]
     assert [ack_fields(reply)[2:] for _, _, reply, _ in got] == [(1, 1, 1, 0), (1, 2, 2, 0)]
