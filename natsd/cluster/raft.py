@@ -56,6 +56,7 @@ class Node:
         self.term, self.vote = storage.hard_state()
         snap_index, snap_term, snap_members = storage.snapshot_meta()
         self.commit = self.applied = snap_index
+        self.leader_commit = snap_index     # a follower: the highest commit index a leader sent
         self.durable_index = storage.last_index()   # a storage opens synced
         self.config_index = 0
         self.members = self._config_from_log() or tuple(snap_members) or tuple(members or ())
@@ -453,6 +454,7 @@ class Node:
         if new:
             self._append_local(new)
         match = prev + len(entries)
+        self.leader_commit = max(self.leader_commit, msg.commit)
         if msg.commit > self.commit:
             self.commit = min(msg.commit, match)
         self._ack(msg.src, match)

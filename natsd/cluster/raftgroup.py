@@ -12,8 +12,9 @@ the server's loop, talking over the system account, with its log on disk.
   then acknowledges or counts those entries.
 - Output: after every tick, message and sync the node's outbox is sent, what became ready goes
   to `apply(items)` in one call (items: [(kind, index, data)], see Node.take_ready), a
-  change of leader to `on_leader(leader_peer)`, and a leader's step-down for want of a quorum
-  to `on_quorum_lost()`.
+  change of leader to `on_leader(leader_peer)`, a new leader's having applied everything its
+  predecessors committed (its first entry, a NOOP, is applied) to `on_leader_ready()`, and a
+  leader's step-down for want of a quorum to `on_quorum_lost()`.
 
 `status()` is the group as nats-server's `/raftz` shows one (RaftzGroup).
 """
@@ -29,6 +30,8 @@ log = logging.getLogger("natsd")
 
 TICK = 0.05                     # seconds between two ticks of the node
 MAX_SYNCS = 2                   # syncs of one group in flight
+CATCHUP_REPORT = 1.0            # seconds behind the leader before a follower reports catching up
+CATCHUP_LOG_EVERY = 5.0         # seconds between two progress lines in the log
 BAD_MESSAGE_REPORTS = 10        # malformed messages logged before the group goes quiet about them
 _STATE = {"follower": "FOLLOWER", "pre-candidate": "CANDIDATE", "candidate": "CANDIDATE",
           "leader": "LEADER"}
@@ -40,7 +43,7 @@ def subject(group, peer):
 
 class RaftGroup:
     def __init__(self, server, group, peer, directory, *, members=None, apply=None, on_leader=None,
-                 on_quorum_lost=None, election_timeout=(1.5, 3.0), heartbeat=0.3):
+                 on_leader_ready=None, on_quorum_lost=None, election_timeout=(1.5, 3.0), heartbeat=0.3):
         """members: the group at its creation, or None for a restarted member (its log knows)
         or one that waits to be added by a leader."""
         self.server = server
@@ -52,6 +55,8 @@ class RaftGroup:
                          election_timeout=election_timeout, heartbeat=heartbeat, log=log)
         self.apply = apply
         self.on_leader = on_leader
+        self.on_leader_ready = on_leader_ready
+        self.ready_at = None                # a new leader: the index of its term's first entry
         self.on_quorum_lost = on_quorum_lost
         self.quorum_losses = 0
         self.leader = ""
@@ -61,6 +66,8 @@ class RaftGroup:
         self.sub = None
         self.stopped = False
         self.bad_messages = 0
+        self.behind_since = None            # a follower: since when it has been behind its leader
+        self.catchup_logged = 0.0
 
     # ---- lifecycle ----
 
@@ -181,12 +188,46 @@ class RaftGroup:
             if n.leader:
                 self.ever_had_leader = True
             self.leader_since = time.time_ns() if n.leader == self.peer else None
+            # the leader's NOOP is the last entry when it is elected
+            self.ready_at = self.storage.last_index() if n.leader == self.peer else None
             if self.on_leader is not None:
                 self.on_leader(n.leader)
+        self._watch_catchup(n)
+        if self.ready_at is not None and n.applied >= self.ready_at and n.role == LEADER:
+            self.ready_at = None
+            if self.on_leader_ready is not None:
+                self.on_leader_ready()
         if n.quorum_losses != self.quorum_losses:
             self.quorum_losses = n.quorum_losses
             if self.on_quorum_lost is not None:
                 self.on_quorum_lost()
+
+    # ---- catching up ----
+
+    def _watch_catchup(self, n):
+        behind = n.role != LEADER and n.leader and n.applied < n.leader_commit
+        if not behind:
+            if self.behind_since is not None and self.catchup_logged:
+                log.info("Raft group %s caught up with its leader at entry %d", self.group, n.applied)
+            self.behind_since, self.catchup_logged = None, 0.0
+            return
+        now = time.monotonic()
+        if self.behind_since is None:
+            self.behind_since = now
+        elif now - self.behind_since >= CATCHUP_REPORT and now - self.catchup_logged >= CATCHUP_LOG_EVERY:
+            self.catchup_logged = now
+            applied, target, _ = self.catching_up()
+            log.info("Raft group %s is catching up with its leader: applied %d of %d entries (%d%%)",
+                     self.group, applied, target, applied * 100 // max(1, target))
+
+    def catching_up(self):
+        """(applied, the leader's commit, seconds behind) for a follower that has been behind
+        its leader for CATCHUP_REPORT seconds or more, else None."""
+        n = self.node
+        if self.behind_since is None or n.applied >= n.leader_commit:
+            return None
+        behind = time.monotonic() - self.behind_since
+        return (n.applied, n.leader_commit, behind) if behind >= CATCHUP_REPORT else None
 
     # ---- monitoring ----
 

@@ -197,7 +197,7 @@ class AckState:
         else:
             send_reply = False
         if reply and send_reply:
-            self.send_status(reply, None)
+            self.answer_ack(reply)
 
     def process_ack(self, sseq, dseq, dc, sample=True):
         """Apply an ack; False when nats-server would not answer an AckSync (ack policy none,

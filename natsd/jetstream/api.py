@@ -107,7 +107,7 @@ STREAM_NAMED = frozenset((
 # ops that need clustering: 10010 on a server that is not clustered, before anything else
 CLUSTER_ONLY = ("STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.CANCEL_MOVE",
                 "CONSUMER.LEADER.STEPDOWN")
-WITH_META = ("STREAM.LEADER.STEPDOWN",)     # of those, what a natsd cluster answers (natsd/jetstream/meta.py)
+WITH_META = ("STREAM.LEADER.STEPDOWN", "CONSUMER.LEADER.STEPDOWN")     # of those, what a natsd cluster answers (natsd/jetstream/meta.py)
 
 
 def _op_of(tokens):
@@ -160,6 +160,9 @@ class ApiHandler:
                 and not placement.answer_here(jsa, args[0], b"$JS.API." + rest, subject, reply,
                                               hdr, payload, origin)):
             return          # another server of the cluster has the stream
+        if jsa is not None and args and op in STREAM_NAMED and self._held_for_leader(
+                jsa, args[0], sub, subject, reply, hdr, payload, origin):
+            return          # a new leader: answered once it has applied what came before it
         if op == "DIRECT.GET":
             if jsa is not None and reply:
                 try:
@@ -222,6 +225,17 @@ class ApiHandler:
             return
         if result is not None:
             ctx.send(result)
+
+    def _held_for_leader(self, jsa, stream, *request):
+        """A replicated stream's new leader holds requests until it is ready (see
+        ReplicatedStream.defer_until_ready). A failure here is left to the handlers, which
+        answer it."""
+        try:
+            st = jsa.streams.get(stream)
+            return bool(st is not None and st.replica is not None
+                        and st.replica.defer_until_ready(self.on_request, *request))
+        except Exception:
+            return False
 
     # ---- account ----
 

@@ -21,6 +21,7 @@ from natsd.jetstream import gojson
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import slice_header
 from natsd.jetstream.consumer import Consumer, consumer_dir, now_ns
+from natsd.jetstream.streamconfig import STEPDOWN_REQUEST, decode_request
 from natsd.subject import subjects_overlap
 
 log = logging.getLogger("natsd")
@@ -106,9 +107,7 @@ def handle(jsa, tokens, subject, reply, hdr, payload):
         if op == "MSG" and len(tokens) == 5 and tokens[2] == "NEXT":
             return _next(jsa, tokens[3], tokens[4], reply, hdr, payload)
         if op == "LEADER" and len(tokens) == 5 and tokens[2] == "STEPDOWN":
-            _respond(jsa, reply, "consumer_leader_stepdown_response",
-                     E.error("JSClusterNotActiveErr"))
-            return None
+            return _leader_stepdown(jsa, tokens[3], tokens[4], reply, payload)
         if op in ("UNPIN", "RESET") and len(tokens) == 4:
             return _unpin_reset(jsa, op, tokens[2], tokens[3], reply, payload, hdr)
     except Exception:
@@ -170,7 +169,7 @@ def _create(jsa, tokens, reply, hdr, payload, legacy_durable):
     if filtered and cfg["filter_subject"] != filtered:
         _respond(jsa, reply, rtype, E.error("JSConsumerCreateFilterSubjectMismatchErr"))
         return None
-    if cfg["num_replicas"] > 1:
+    if cfg["num_replicas"] > 1 and getattr(jsa.engine, "meta", None) is None:
         _respond(jsa, reply, rtype, E.error("JSStreamReplicasNotSupportedErr"))
         return None
     if cfg.get("direct") and cfg.get("sourcing") and cfg["name"]:
@@ -190,7 +189,15 @@ def _create(jsa, tokens, reply, hdr, payload, legacy_durable):
         if asked and bytes(asked) != identity.encode():
             _respond(jsa, reply, rtype, E.error("JSConsumerStreamIdentityMismatchF", msg=identity))
             return None
+    replicated = stream.replica is not None and stream.replica.consumers.wants(cfg, stream)
     try:
+        if replicated:
+            # checked here, created on every replica once the stream's group commits it; the
+            # leader answers then (natsd/jetstream/replconsumers.py)
+            eo, name = check_consumer(jsa, stream, cfg, action, pedantic)
+            stream.replica.consumers.propose_create(cfg, name, eo.created if eo else now_ns(),
+                                                    action, reply)
+            return None
         o = create_consumer(jsa, stream, cfg, action, pedantic)
     except E.ApiError as err:
         _respond(jsa, reply, rtype, err)
@@ -201,6 +208,39 @@ def _create(jsa, tokens, reply, hdr, payload, legacy_durable):
 
 def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False):
     """Create (or update) a consumer on `stream`; raises ApiError. Used by the API and mirrors."""
+    eo, name = check_consumer(jsa, stream, cfg, action, pedantic)
+    if eo is not None:
+        if cfg != eo.cfg:
+            eo.update_config(cfg)
+        return eo
+    o = Consumer(stream, name, cfg, now_ns())
+    persistent = (stream.config.get("storage", "file") == "file" and not cfg["mem_storage"]
+                  and not cfg["direct"])
+    if persistent:
+        d = consumer_dir(stream, name)
+        if d:
+            # a name the file system refuses (NUL, more than 255 bytes) fails as nats-server's
+            # store creation fails, before anything touches the disk
+            if not _fs_name_ok(name):
+                raise _store_failed(jsa, stream, cfg, "invalid consumer directory name")
+            o.directory = d
+            try:
+                from natsd.jetstream import persist
+                persist.remove_dir(d)
+                persist.write_meta(d, o)
+            except (OSError, ValueError) as e:
+                raise _store_failed(jsa, stream, cfg, e)
+    stream.consumers[name] = o
+    o.start()
+    o.save_now()
+    o.advisory("CREATED", "io.nats.jetstream.advisory.v1.consumer_action", action="create")
+    return o
+
+
+def check_consumer(jsa, stream, cfg, action, pedantic):
+    """Fill in `cfg`'s defaults and check it against the stream, the limits and an existing
+    consumer of the name, as nats-server does; raises ApiError. -> (the existing consumer or
+    None, the consumer's name)."""
     existing_name = cfg["durable_name"] or cfg["name"]
     eo = stream.consumers.get(existing_name) if existing_name else None
     if eo is not None:
@@ -222,9 +262,7 @@ def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False)
         err = cc.check_update(eo.cfg, cfg, eo.is_push() and eo._has_interest())
         if err is not None:
             raise err
-        if cfg != eo.cfg:
-            eo.update_config(cfg)
-        return eo
+        return eo, existing_name
     if action == "update":
         raise E.error("JSConsumerDoesNotExist")
     maxc = int(scfg.get("max_consumers") or -1)
@@ -261,28 +299,7 @@ def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False)
         # are; natsd's consumers (subscriptions, advisories, state) need text, so the create
         # fails the way a store failure does, before anything is set up
         raise _store_failed(jsa, stream, cfg, "consumer name is not UTF-8")
-    o = Consumer(stream, name, cfg, now_ns())
-    persistent = (scfg.get("storage", "file") == "file" and not cfg["mem_storage"]
-                  and not cfg["direct"])
-    if persistent:
-        d = consumer_dir(stream, name)
-        if d:
-            # a name the file system refuses (NUL, more than 255 bytes) fails as nats-server's
-            # store creation fails, before anything touches the disk
-            if not _fs_name_ok(name):
-                raise _store_failed(jsa, stream, cfg, "invalid consumer directory name")
-            o.directory = d
-            try:
-                from natsd.jetstream import persist
-                persist.remove_dir(d)
-                persist.write_meta(d, o)
-            except (OSError, ValueError) as e:
-                raise _store_failed(jsa, stream, cfg, e)
-    stream.consumers[name] = o
-    o.start()
-    o.save_now()
-    o.advisory("CREATED", "io.nats.jetstream.advisory.v1.consumer_action", action="create")
-    return o
+    return None, name
 
 
 def _is_utf8(name):
@@ -352,9 +369,36 @@ def _info(jsa, sname, cname, reply, payload):
 def _delete(jsa, sname, cname, reply, payload):
     rtype = "consumer_delete_response"
     o = _lookup(jsa, sname, cname, reply, rtype, payload)
-    if o is not None:
+    if o is not None and o.replica is not None:
+        o.replica.propose_delete(o.name, reply)     # on every replica; the leader answers
+    elif o is not None:
         o.delete()
         _respond(jsa, reply, rtype, {"success": True})
+    return None
+
+
+def _leader_stepdown(jsa, sname, cname, reply, payload):
+    """CONSUMER.LEADER.STEPDOWN. A replicated consumer's leader is its stream's leader
+    (natsd/jetstream/replconsumers.py), so both move; a one-replica consumer has no group and
+    answers success, as nats-server's does."""
+    rtype = "consumer_leader_stepdown_response"
+    if getattr(jsa.engine, "meta", None) is None:
+        _respond(jsa, reply, rtype, E.error("JSClusterNotActiveErr"))
+        return None
+    o = _lookup(jsa, sname, cname, reply, rtype, payload, need_empty=False)
+    if o is None:
+        return None
+    if o.replica is not None:
+        try:
+            req = {}
+            if gojson.is_json_object_or_array(payload):
+                req = decode_request(payload, STEPDOWN_REQUEST, "JSApiLeaderStepdownRequest",
+                                     _strict(jsa))
+            o.stream.replica.step_down(req.get("placement") or {})
+        except E.ApiError as err:
+            _respond(jsa, reply, rtype, err)
+            return None
+    _respond(jsa, reply, rtype, {"success": True})
     return None
 
 

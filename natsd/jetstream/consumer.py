@@ -120,6 +120,7 @@ class Consumer(AckState, PushDelivery):
         self.replay_last = None         # (loop time, msg ts) of the previous delivery
         self.sample = _parse_sample(cfg["sample_freq"])
         self.directory = None
+        self.replica = None             # ReplicatedConsumers when its state rides in a Raft group
         self.subs = []
         self.dthresh = self._dthresh()
         self.internal = bool(cfg["direct"])
@@ -169,6 +170,14 @@ class Consumer(AckState, PushDelivery):
             self._dtimer = self.loop.call_later(self.dthresh, self._check_inactive)
         self._check_paused()
         self.kick()
+
+    def answer_ack(self, reply):
+        """Answer an AckSync: at once, or for a replicated consumer once the state that
+        holds the ack is committed."""
+        if self.replica is not None:
+            self.replica.answer_after_commit(self, reply)
+        else:
+            self.send_status(reply, None)
 
     def _on_next(self, sub, subject, reply, hdr, payload, origin):
         if self.closed or not reply:
@@ -783,7 +792,10 @@ class Consumer(AckState, PushDelivery):
         if idle >= self.dthresh:
             log.debug("JetStream consumer %s > %s deleted for inactivity", self.stream.name,
                       self.name)
-            self.delete()
+            if self.replica is not None:
+                self.replica.propose_delete(self.name, None)    # deleted on every replica
+            else:
+                self.delete()
             return
         self._dtimer = self.loop.call_later(max(0.05, min(1.0, self.dthresh - idle)),
                                             self._check_inactive)
@@ -956,6 +968,9 @@ class Consumer(AckState, PushDelivery):
         # ext4 (rename over a file forces the new data out), which at one write per Fetch batch
         # was a third of the pull path. stop() still saves synchronously (save_now), and like
         # nats-server the consumer state is not fsynced, so a crash can redeliver either way.
+        if self.replica is not None:
+            self.replica.changed(self)
+            return
         if self.directory and not self._save_scheduled and not self.closed:
             self._save_scheduled = True
             wait = self._last_save + SAVE_INTERVAL - self.loop.time()
@@ -972,12 +987,16 @@ class Consumer(AckState, PushDelivery):
         persist.save_state(self.directory, self)
 
     def save_now(self):
-        if self.directory and not self.closed:
+        if self.replica is not None:
+            self.replica.changed(self)
+        elif self.directory and not self.closed:
             self._save_scheduled = False
             persist.save_state(self.directory, self)
 
     def save_meta(self):
-        if self.directory and not self.closed:
+        if self.replica is not None:
+            self.replica.changed(self, config=True)
+        elif self.directory and not self.closed:
             persist.write_meta(self.directory, self)
 
     @classmethod

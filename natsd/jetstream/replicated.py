@@ -16,8 +16,10 @@ the servers the meta group assigned (natsd/jetstream/meta.py).
   server starts (the log is replayed as the group learns what is committed), so the copy is
   never its own source of truth.
 
-Not replicated yet: consumers (they live on the server that created them and read its copy),
-and the log is never compacted (a restart replays the whole stream).
+- Consumers with more than one replica ride in the same group (natsd/jetstream/replconsumers.py):
+  they run on the leader, and their state is committed as the stream's entries are.
+
+Not there yet: the log is never compacted (a restart replays the whole stream).
 """
 import json
 import logging
@@ -31,12 +33,14 @@ from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftgroup import RaftGroup
 from natsd.jetstream import advisories, errors as E, streamops
 from natsd.jetstream.clusterinfo import peer_infos, step_down
+from natsd.jetstream.replconsumers import OPS as CONSUMER_OPS, ReplicatedConsumers
 
 log = logging.getLogger("natsd")
 
 _MSG = struct.Struct("<BqII")           # kind, leader time (ns), len(subject), len(headers) + 1 (0: None)
 K_MSG = 1                               # a published message
 K_OP = 2                                # a stream operation: JSON {"op", "req"}
+MAX_DEFERRED = 1024                     # API requests a new leader holds until it is ready
 
 
 def encode_msg(subject, hdr, payload, ts):
@@ -72,12 +76,15 @@ class ReplicatedStream:
         self.dir = os.path.join(meta.js_dir, self.group_name)
         self.local_dir = os.path.join(self.dir, "copy")
         self.pending = {}               # leader: raft index -> reply subject of the publisher
+        self.deferred = []              # a new leader: API requests held until it is ready
         self.leader_peer = ""
         shutil.rmtree(self.local_dir, ignore_errors=True)   # rebuilt from the group's log
         os.makedirs(self.local_dir, exist_ok=True)
         self.creator = (assignment["acc"], assignment["reply"]) if fresh and assignment.get("reply") else None
+        self.consumers = ReplicatedConsumers(self)
         self.group = RaftGroup(self.server, self.group_name, meta.peer, os.path.join(self.dir, "raft"),
                                members=self.peers, apply=self._apply, on_leader=self._leader_changed,
+                               on_leader_ready=self._leader_ready,
                                on_quorum_lost=self._quorum_lost)
         self.stream = jsa.add_stream(dict(assignment["cfg"]), assignment["created"], replica=self)
         if self.peers[0] == meta.peer and fresh:
@@ -88,6 +95,7 @@ class ReplicatedStream:
         return self.group.is_leader()
 
     def stop(self, delete=False):
+        self.consumers.stop_all()
         self.group.stop()
         if delete:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -113,17 +121,19 @@ class ReplicatedStream:
                 pending[index] = bytes(reply)
 
     def propose_op(self, op, req, reply):
-        """A purge, message delete or update asked of the leader: done on every replica once
-        committed, answered by the leader then."""
+        """A stream or consumer operation asked of the leader: done on every replica once
+        committed, answered by the leader then. -> its log index, None when not the leader."""
         try:
             index = self.group.propose(bytes([K_OP]) + json.dumps({"op": op, "req": req}).encode())
         except NotLeader:
-            if reply:
+            rtype = streamops.OPS[op][1] if op in streamops.OPS else CONSUMER_OPS[op]
+            if reply and rtype:
                 publish(self.jsa.sublist, reply, None, None,
-                        E.api_response(streamops.OPS[op][1], E.error("JSClusterNotAvailErr")))
-            return
+                        E.api_response(rtype, E.error("JSClusterNotAvailErr")))
+            return None
         if reply:
-            self.pending[index] = bytes(reply)
+            self.pending[index] = reply.encode() if isinstance(reply, str) else bytes(reply)
+        return index
 
     # ---- every replica applies ----
 
@@ -132,13 +142,13 @@ class ReplicatedStream:
         ingest (Stream._on_batch, the path one-replica streams take), operations one by one.
         Only the leader has the publishers' replies, so only it answers."""
         pending = self.pending
-        run = []
+        run, run_ts = [], None
         for kind, index, data in items:
             if kind != "entry" or not data:
                 continue
             reply = pending.pop(index, None) if pending else None
             if data[0] == K_OP:
-                self._ingest(run)
+                self._ingest(run, run_ts)
                 run = []
                 self._apply_op(index, data, reply)
                 continue
@@ -148,26 +158,39 @@ class ReplicatedStream:
                 log.error("Replicated stream '%s > %s': entry %d does not decode: %s", self.jsa.name,
                           self.stream.name, index, e)
                 continue
+            if ts != run_ts:
+                self._ingest(run, run_ts)
+                run, run_ts = [], ts
             run.append((subject, reply, hdr, payload, None))
-        self._ingest(run)
+        self._ingest(run, run_ts)
 
-    def _ingest(self, msgs):
+    def _ingest(self, msgs, ts):
+        """Store with the leader's time: every copy has the same timestamps."""
         if msgs and not self.stream.closed:
-            self.stream._on_batch(None, msgs)
+            self.stream.leader_ts = ts
+            try:
+                self.stream._on_batch(None, msgs)
+            finally:
+                self.stream.leader_ts = None
 
     def _apply_op(self, index, data, reply):
         try:
             body = json.loads(bytes(data[1:]))
-            fn, rtype = streamops.OPS[body["op"]]
+            op, req = body["op"], body["req"]
+            fn, rtype = streamops.OPS[op] if op in streamops.OPS else (None, CONSUMER_OPS[op])
         except (ValueError, KeyError, TypeError) as e:
             log.error("Replicated stream '%s > %s': operation %d does not decode: %s", self.jsa.name,
                       self.stream.name, index, e)
             return
         try:
-            result = fn(self.stream, body["req"])
+            result = fn(self.stream, req) if fn is not None else self.consumers.apply(op, req, index)
         except E.ApiError as err:
             result = err
-        if reply:
+        except (KeyError, TypeError, ValueError) as e:
+            log.error("Replicated stream '%s > %s': operation %d (%s) failed: %s", self.jsa.name,
+                      self.stream.name, index, op, e)
+            return
+        if reply and result is not None:
             publish(self.jsa.sublist, reply, None, None, E.api_response(rtype, result))
 
     def _leader_changed(self, leader):
@@ -175,6 +198,8 @@ class ReplicatedStream:
         me = leader == self.meta.peer
         if not me:
             self.pending.clear()        # their entries may still commit; the publishers retry
+            self.consumers.stop_all()
+            self.deferred = []
         self.jsa.claim(self.stream.name, me)
         self.stream.resubscribe()
         if me:
@@ -187,6 +212,21 @@ class ReplicatedStream:
             publish(self.jsa.sublist, self.creator[1].encode(), None, None,
                     E.api_response("stream_create_response", info))
         self.creator = None
+
+    def defer_until_ready(self, fn, *args):
+        """On a leader that has not applied its predecessors' entries yet (its consumers do
+        not run yet), hold an API request: fn(*args) runs once it is ready. -> held?"""
+        if not self.is_leader() or self.consumers.live:
+            return False
+        if len(self.deferred) < MAX_DEFERRED:
+            self.deferred.append((fn, tuple(bytes(a) if isinstance(a, memoryview) else a for a in args)))
+        return True
+
+    def _leader_ready(self):
+        self.consumers.start_all()
+        held, self.deferred = self.deferred, []
+        for fn, args in held:
+            fn(*args)
 
     def _quorum_lost(self):
         gone = [self.meta.peer_names.get(p, p) for p in self.group.members()
@@ -213,10 +253,21 @@ class ReplicatedStream:
 
     def health_errors(self):
         """nats-server's healthz error for a replica whose group has no leader, then (beyond
-        nats-server) which of its servers are unreachable from here."""
-        if self.group.leader:
-            return []
+        nats-server) which of its servers are unreachable from here; for a replica catching up,
+        nats-server's error and (beyond it) how far it is."""
         acc, name = self.jsa.name, self.stream.name
+        if self.group.leader:
+            progress = self.group.catching_up()
+            if progress is None:
+                return []
+            applied, target, secs = progress
+            leader = self.meta.peer_names.get(self.group.leader, self.group.leader)
+            return [{"type": "STREAM", "account": acc, "stream": name,
+                     "error": "JetStream stream '%s > %s' is not current: stream catching up" % (acc, name)},
+                    {"type": "STREAM", "account": acc, "stream": name,
+                     "error": "JetStream stream '%s > %s' is catching up from %s: applied %d of %d "
+                              "entries (%d%%) in %.1fs; nothing to do, it goes on by itself"
+                              % (acc, name, leader, applied, target, applied * 100 // max(1, target), secs)}]
         out = [{"type": "STREAM", "account": acc, "stream": name,
                 "error": "JetStream stream '%s > %s' is not current: group node unhealthy" % (acc, name)}]
         gone = [self.meta.peer_names.get(p, p) for p in self.group.members()

@@ -85,6 +85,7 @@ class Stream:
         self.republish = None
         self.sourcing = None            # natsd.jetstream.sourcing.Sourcing (mirror/sources)
         self.replica = None             # natsd.jetstream.replicated.ReplicatedStream (num_replicas > 1)
+        self.leader_ts = None           # a replica applying: the time its group's leader stamped
         self._configure()
 
     # ---- configuration ----
@@ -228,7 +229,7 @@ class Stream:
                 n_acks = len(acks)
                 continue
             try:
-                seq = store_msg(subject, None, payload)[0]
+                seq = store_msg(subject, None, payload, self.leader_ts)[0]
             except Exception as exc:    # a store failure must not kill the loop
                 self.store_failed(exc)
                 if reply and not no_ack:
@@ -465,7 +466,7 @@ class Stream:
             seq, ts = raw
             self.store.store_raw(seq, ts, subject, hdr, payload, ttl if ttl > 0 else 0)
         else:
-            seq, ts = self.store.store_msg(subject, hdr, payload, ttl=ttl if ttl > 0 else 0)
+            seq, ts = self.store.store_msg(subject, hdr, payload, self.leader_ts, ttl=ttl if ttl > 0 else 0)
         if msg_id:
             self._dedup_add(msg_id, seq, ts)
             self.last_msg_id = msg_id
@@ -731,14 +732,20 @@ class Stream:
     def ack_removal(self, seq, consumer=None):
         ret = self.config.get("retention")
         if ret == "workqueue":
-            self.store.remove(seq)
+            self._retention_remove(seq)
         elif ret == "interest":
             sm = self.store.load(seq)
             if sm is None:
                 return
             self._check_interest(seq, sm.subject)
 
+    def _retention_remove(self, seq):
+        if self.store.remove(seq) and self.replica is not None:
+            self.replica.consumers.retention_removed(seq)   # the other replicas remove it too
+
     def _check_interest(self, seq, subject):
+        if self.replica is not None and not self.replica.consumers.live:
+            return      # consumers run on the group's leader, which tells the others what to drop
         for c in self.consumers.values():
             try:
                 if c.needs(seq, subject):
@@ -746,7 +753,7 @@ class Stream:
             except Exception:
                 log.exception("consumer needs() failed")
                 return
-        self.store.remove(seq)
+        self._retention_remove(seq)
 
     def consumer_removed(self, consumer=None):
         """Interest streams: drop messages no remaining consumer needs."""

@@ -60,10 +60,11 @@ def member_conf(tmp_path, name, routes=(), cluster="C1", extra="", cluster_extra
 
 
 def start_member(kind, tmp_path, name, routes=(), cluster="C1", extra="", cluster_extra="",
-                 route_port=-1, args=()):
+                 route_port=-1, args=(), env=None):
     cmd = natsd_cmd() if kind == "natsd" else nats_server_cmd()
     conf = member_conf(tmp_path, name, routes, cluster, extra, cluster_extra, route_port)
-    proc = ServerProcess(list(cmd) + ["-c", conf, "-p", "-1", "-a", "127.0.0.1"] + list(args))
+    proc = ServerProcess(list(cmd) + ["-c", conf, "-p", "-1", "-a", "127.0.0.1"] + list(args),
+                         env=None if env is None else dict(os.environ, **env))
     proc.wait_ready()
     return Member(kind, name, proc, conf)
 
@@ -117,11 +118,46 @@ def js_extra(tmp_path, name, extra=""):
     return "%s\njetstream { store_dir: '%s' }" % (extra, os.path.join(str(tmp_path), "store-" + name))
 
 
-def restart_member(member, tmp_path, extra=""):
+def restart_member(member, tmp_path, extra="", env=None):
     """The same member again (config, route port and store), after it died."""
     routes = re.findall(r'"(nats://[^"]+)"', open(member.conf).read())
     return start_member(member.kind, tmp_path, member.name, routes=routes, route_port=member.route_port,
-                        extra=js_extra(tmp_path, member.name, extra))
+                        extra=js_extra(tmp_path, member.name, extra), env=env)
+
+
+SLOW_SYNC_C = r'''
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+/* A slow disk: every fsync and fdatasync waits SLOW_SYNC_US microseconds first. */
+static useconds_t pause_us(void) { const char *s = getenv("SLOW_SYNC_US"); return s ? (useconds_t)atol(s) : 0; }
+int fdatasync(int fd) {
+    static int (*real)(int);
+    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    usleep(pause_us());
+    return real(fd);
+}
+int fsync(int fd) {
+    static int (*real)(int);
+    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+    usleep(pause_us());
+    return real(fd);
+}
+'''
+
+
+def slow_disk_env(tmp_path, micros):
+    """The environment for a server whose fsync/fdatasync calls each take `micros` longer:
+    an LD_PRELOAD library compiled here (gcc is there: it builds natsd's Cython core)."""
+    import subprocess
+    src = os.path.join(str(tmp_path), "slowsync.c")
+    lib = os.path.join(str(tmp_path), "slowsync.so")
+    if not os.path.exists(lib):
+        with open(src, "w") as f:
+            f.write(SLOW_SYNC_C)
+        subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", lib, src, "-ldl"], check=True)
+    return {"LD_PRELOAD": lib, "SLOW_SYNC_US": str(micros)}
 
 
 def kill9(*members):

@@ -118,12 +118,14 @@ def stored(member, last):
 
 
 def converged(members, want_last):
-    """Every member's copy holds the same messages, at least up to want_last."""
+    """Every member's copy holds the same messages, at least up to want_last, with the same
+    times (the leader's)."""
     def check():
         states = [local_state(m) for m in members]
         if any(s is None for s in states):
             return False
-        keys = {(s["messages"], s["first_seq"], s["last_seq"], s["bytes"]) for s in states}
+        keys = {(s["messages"], s["first_seq"], s["last_seq"], s["bytes"], s["first_ts"],
+                 s["last_ts"]) for s in states}
         return len(keys) == 1 and states[0]["last_seq"] >= want_last and states
     states = poll(check, timeout=30, interval=0.1)
     assert states, "replicas never converged: %r" % [local_state(m) for m in members]

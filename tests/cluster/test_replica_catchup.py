@@ -1,0 +1,77 @@
+"""A replica on a slow disk (every fsync/fdatasync delayed by an LD_PRELOAD library the test
+compiles) and a replica that comes back far behind: the stream keeps acknowledging through the
+quorum of fast disks, loses nothing acknowledged, and the slow replica catches up by itself,
+reporting its progress in /healthz (nats-server's "stream catching up", then how far) and in
+its log until it is current."""
+import asyncio
+import json
+import urllib.error
+import urllib.request
+
+from tests.cluster.clusterhelp import kill9, restart_member, slow_disk_env, start_js_cluster
+from tests.cluster.test_replicated_streams import (STREAM, check_acked, converged, create, leader_of,
+                                                   publish_window)
+from tests.conftest import poll
+
+
+def healthz(m):
+    """(status code, body) of /healthz?js-enabled-only=true&details=true."""
+    url = "http://127.0.0.1:%d/healthz?js-enabled-only=true&details=true" % m.proc.http_port
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_slow_follower_disk_loses_nothing(tmp_path):
+    """One follower syncs 50 ms late: the leader's quorum is the two fast servers, every
+    publish is acknowledged, and the slow copy ends up identical."""
+    members = start_js_cluster("natsd", tmp_path)
+    try:
+        asyncio.run(create(members[0], STREAM))
+        leader = leader_of(members)
+        slow = next(m for m in members if m is not leader)
+        kill9(slow)
+        slow = restart_member(slow, tmp_path, env=slow_disk_env(tmp_path, 50_000))
+        members = [slow if m.name == slow.name else m for m in members]
+        entry = next(m for m in members if m is not slow)
+        acked = asyncio.run(publish_window(entry.url, 400, b"s", window=32))
+        assert len(acked) == 400
+        state = converged(members, max(acked))
+        check_acked(leader_of(members), acked, state)
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+def test_replica_far_behind_catches_up_and_says_so(tmp_path):
+    members = start_js_cluster("natsd", tmp_path)
+    try:
+        asyncio.run(create(members[0], STREAM))
+        leader = leader_of(members)
+        late = next(m for m in members if m is not leader)
+        kill9(late)
+        entry = next(m for m in members if m is not late)
+        acked = asyncio.run(publish_window(entry.url, 10000, b"f", window=256))
+        assert len(acked) == 10000
+        # back with a disk whose every sync takes a second: the catch-up takes a few
+        late = restart_member(late, tmp_path, env=slow_disk_env(tmp_path, 1_000_000))
+        members = [late if m.name == late.name else m for m in members]
+
+        def reported():
+            code, body = healthz(late)
+            texts = [e["error"] for e in body.get("errors") or []]
+            return code == 503 and any("stream catching up" in t for t in texts) and texts
+        texts = poll(reported, timeout=60, interval=0.1)
+        assert texts, healthz(late)
+        assert "JetStream stream '$G > R3' is not current: stream catching up" in texts
+        assert any("is catching up from" in t and "entries" in t for t in texts), texts
+        state = converged(members, max(acked))
+        check_acked(leader_of(members), acked, state)
+        assert poll(lambda: healthz(late)[0] == 200, timeout=30), healthz(late)
+        late.proc.wait_log("is catching up with its leader: applied", timeout=10)
+        late.proc.wait_log("caught up with its leader", timeout=10)
+    finally:
+        for m in members:
+            m.proc.kill()

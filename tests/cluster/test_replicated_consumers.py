@@ -1,0 +1,208 @@
+"""Replicated consumers (natsd/jetstream/replconsumers.py): durable consumers of an R3 stream on
+three real natsd servers. Their acks survive kill -9 of the leader and of every server: an
+answered AckSync is never redelivered, an unacknowledged delivery is, and workqueue removals
+reach every copy. The API's answers are compared with a nats-server cluster."""
+import asyncio
+import json
+import random
+
+import nats
+import pytest
+
+from tests.cluster.clusterhelp import kill9, restart_member, start_js_cluster
+from tests.cluster.test_replicated_streams import api, converged, create, leader_of, local_state
+from tests.conftest import poll
+
+need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
+
+STREAM = {"name": "R3", "subjects": ["r3.>"], "num_replicas": 3}
+WORK = {"durable_name": "work", "ack_policy": "explicit", "ack_wait": 1_000_000_000}
+
+
+async def publish(url, n, prefix=b"m"):
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    for i in range(n):
+        await js.publish("r3.%d" % (i % 5), b"%s-%d" % (prefix, i))
+    await nc.close()
+
+
+async def consumer_request(m, op, name="work", body=b"", stream="R3"):
+    subject = "$JS.API.CONSUMER.%s.%s.%s" % (op, stream, name) if name else \
+        "$JS.API.CONSUMER.%s.%s" % (op, stream)
+    for _ in range(50):                 # a leader that just changed may miss one request
+        try:
+            return await api(m, subject, body)
+        except nats.errors.TimeoutError:
+            await asyncio.sleep(0.1)
+    raise AssertionError("nobody answered %s" % subject)
+
+
+def add_work(m, cfg=WORK):
+    r = asyncio.run(consumer_request(m, "CREATE", cfg["durable_name"],
+                                     json.dumps({"stream_name": "R3", "config": cfg}).encode()))
+    assert r["type"] == "io.nats.jetstream.api.v1.consumer_create_response", r
+    return r
+
+
+async def fetch(url, n, ack, timeout=3.0):
+    """Fetch up to n from `work`; ack them with AckSync when `ack`. -> [(stream seq, payload)]"""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    sub = await js.pull_subscribe_bind("work", "R3")
+    got = []
+    while len(got) < n:
+        try:
+            msgs = await sub.fetch(n - len(got), timeout=timeout)
+        except nats.errors.TimeoutError:
+            break
+        for msg in msgs:
+            got.append((msg.metadata.sequence.stream, msg.data))
+            if ack:
+                await msg.ack_sync(timeout=5)
+    await nc.close()
+    return got
+
+
+def info(m):
+    return asyncio.run(consumer_request(m, "INFO"))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_acks_survive_the_leader(tmp_path, seed):
+    """40 messages acked with AckSync, 10 delivered and left unacked, then kill -9 of the
+    leader: the new leader redelivers the 10 and the 50 never delivered, and nothing acked."""
+    rng = random.Random(seed)
+    members = start_js_cluster("natsd", tmp_path)
+    try:
+        asyncio.run(create(members[rng.randrange(3)], STREAM))
+        leader = leader_of(members)
+        entry = rng.choice([m for m in members if m is not leader])
+        asyncio.run(publish(entry.url, 100))
+        add_work(entry)
+        acked = asyncio.run(fetch(entry.url, 40, ack=True))
+        assert [s for s, _ in acked] == list(range(1, 41))
+        held = asyncio.run(fetch(entry.url, 10, ack=False))
+        assert [s for s, _ in held] == list(range(41, 51))
+        kill9(leader)
+        others = [m for m in members if m is not leader]
+        assert leader_of(others) is not leader
+        after = info(entry)
+        assert after["ack_floor"]["stream_seq"] == 40, after
+        assert after["delivered"]["stream_seq"] in (40, 50), after
+        rest = asyncio.run(fetch(entry.url, 60, ack=True))
+        assert sorted(s for s, _ in rest) == list(range(41, 101)), rest
+        final = info(entry)
+        assert final["ack_floor"]["stream_seq"] == 100 and final["num_ack_pending"] == 0, final
+        assert final["num_pending"] == 0
+        back = restart_member(leader, tmp_path)
+        members[members.index(leader)] = back
+        # the restarted server rebuilt the consumer from the group's log: made leader, it
+        # carries on at the same place
+        poll(lambda: local_state(back) and local_state(back)["last_seq"] == 100, timeout=30)
+        asyncio.run(api(leader_of(members), "$JS.API.STREAM.LEADER.STEPDOWN.R3",
+                        json.dumps({"placement": {"preferred": back.name}}).encode()))
+        assert poll(lambda: leader_of(members) is back, timeout=30)
+        again = info(back)
+        assert again["ack_floor"]["stream_seq"] == 100 and again["num_pending"] == 0, again
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+def test_consumer_comes_back_after_every_server_is_killed(tmp_path):
+    members = start_js_cluster("natsd", tmp_path)
+    try:
+        asyncio.run(create(members[0], STREAM))
+        leader_of(members)
+        asyncio.run(publish(members[1].url, 30))
+        add_work(members[1])
+        assert len(asyncio.run(fetch(members[2].url, 12, ack=True))) == 12
+        kill9(*members)
+        members = [restart_member(m, tmp_path) for m in members]
+        converged(members, 30)
+        leader_of(members)
+        got = info(members[0])
+        assert got["ack_floor"]["stream_seq"] == 12 and got["num_pending"] == 18, got
+        rest = asyncio.run(fetch(members[0].url, 18, ack=True))
+        assert [s for s, _ in rest] == list(range(13, 31))
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+def test_workqueue_removals_reach_every_copy(tmp_path):
+    members = start_js_cluster("natsd", tmp_path)
+    try:
+        asyncio.run(create(members[0], dict(STREAM, retention="workqueue")))
+        leader_of(members)
+        asyncio.run(publish(members[0].url, 20))
+        add_work(members[0])
+        assert len(asyncio.run(fetch(members[1].url, 15, ack=True))) == 15
+
+        def copies():
+            states = [local_state(m) for m in members]
+            return all(s and s["messages"] == 5 and s["first_seq"] == 16 for s in states) and states
+        assert poll(copies, timeout=20), [local_state(m) for m in members]
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+def test_inactive_durable_is_deleted_everywhere(tmp_path):
+    members = start_js_cluster("natsd", tmp_path)
+    try:
+        asyncio.run(create(members[0], STREAM))
+        leader = leader_of(members)
+        add_work(members[0], dict(WORK, inactive_threshold=500_000_000))
+        r = poll(lambda: (lambda x: x.get("error") and x)(info(members[1])), timeout=20)
+        assert r["error"]["err_code"] == 10014, r
+        # another leader does not bring it back
+        asyncio.run(api(leader, "$JS.API.STREAM.LEADER.STEPDOWN.R3"))
+        poll(lambda: leader_of(members) is not leader, timeout=30)
+        assert info(members[2])["error"]["err_code"] == 10014
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+def _shape(r):
+    """A consumer API reply without what differs run to run (times, leader names)."""
+    out = {k: v for k, v in r.items() if k not in ("created", "ts", "cluster")}
+    if "config" in out:
+        out["config"] = {k: v for k, v in out["config"].items() if k != "metadata"}
+    for k in ("delivered", "ack_floor"):
+        if k in out:
+            out[k] = {a: b for a, b in out[k].items() if a != "last_active"}
+    return out
+
+
+@need_ref
+def test_consumer_api_matches_nats_server(tmp_path):
+    seen = {}
+    for kind in ("nats-server", "natsd"):
+        members = start_js_cluster(kind, tmp_path / kind)
+        try:
+            asyncio.run(create(members[0], STREAM))
+            leader_of(members)
+            asyncio.run(publish(members[1].url, 10))
+            replies = [add_work(members[2])]
+            replies.append(asyncio.run(consumer_request(members[0], "CREATE", "big", json.dumps(
+                {"stream_name": "R3", "config": {"durable_name": "big", "num_replicas": 5}}).encode())))
+            assert len(asyncio.run(fetch(members[1].url, 4, ack=True))) == 4
+            i = info(members[0])
+            cluster = i["cluster"]
+            assert set(cluster) >= {"name", "leader", "replicas"} and len(cluster["replicas"]) == 2
+            replies.append(i)
+            replies.append(asyncio.run(consumer_request(members[1], "NAMES", None)))
+            replies.append(asyncio.run(consumer_request(members[1], "LEADER.STEPDOWN")))
+            replies.append(asyncio.run(consumer_request(members[1], "LEADER.STEPDOWN", "nope")))
+            # both servers answer for a consumer again once its new leader is elected
+            assert poll(lambda: info(members[0]).get("cluster", {}).get("leader"), timeout=30)
+            replies.append(asyncio.run(consumer_request(members[0], "DELETE")))
+            replies.append(info(members[2]))
+            seen[kind] = [_shape(r) for r in replies]
+        finally:
+            for m in members:
+                m.proc.kill()
+    assert seen["natsd"] == seen["nats-server"]
