@@ -5,6 +5,10 @@ nats-server (default, and with `sync_interval: always`), interleaved, best of --
 
 - pub-async: an R3 file stream, async publishes with 256 in flight (`js pub --replicas 3`).
 - pub-sync: one publisher waiting for each PubAck.
+- pull: an R3 durable pull consumer (explicit acks, Fetch batch 100) reading a filled R3 stream
+  (`js pull`); natsd replicates the consumer's state through the stream's group, nats-server
+  through the consumer's own group.
+- kv-put: sequential puts (each waits for its PubAck) to an R3 KV bucket.
 - failover: kill -9 of the stream's leader under a waiting publisher; the time from the kill
   to the first PubAck from the new leader (a client on a surviving server retrying with
   0.25 s timeouts).
@@ -12,7 +16,7 @@ nats-server (default, and with `sync_interval: always`), interleaved, best of --
 natsd acknowledges a message once its Raft entry is on the disks (fdatasync) of a quorum;
 nats-server by default acknowledges before any fsync.
 
-usage: python tools/r3_compare.py [--reps 3] [--msgs 20000] [--only pub-async,pub-sync,failover]
+usage: python tools/r3_compare.py [--reps 3] [--msgs 20000] [--only pub-async,pub-sync,pull,kv-put,failover]
 """
 import argparse
 import asyncio
@@ -31,7 +35,6 @@ if ROOT not in sys.path:
 from tools.cluster_bench import GOBENCH, NATS_SERVER  # noqa: E402
 from tools.serverproc import ServerProcess, free_port  # noqa: E402
 
-RATE = re.compile(r"RESULT .*?pub_rate=([\d.]+)")
 
 
 class Cluster:
@@ -100,11 +103,14 @@ def create_stream(cluster, name, subject):
     raise RuntimeError("%s: no R3 stream leader" % cluster.kind)
 
 
-def gobench(args, url):
+def gobench(args, url, rate="pub", counts=True):
+    """counts=False: the stream keeps fewer messages than were published (a KV bucket keeps
+    the last per key), so gobench's count check is not a loss; errors still fail the run."""
     out = subprocess.run([GOBENCH] + args + ["--server", url, "--quiet"], capture_output=True, text=True,
                          timeout=600)
-    m = RATE.search(out.stdout + out.stderr)
-    if out.returncode != 0 or not m:
+    m = re.search(r"RESULT .*?%s_rate=([\d.]+)" % rate, out.stdout + out.stderr)
+    ok = out.returncode == 0 or (not counts and m and " errors=0 async_errors=0 " in out.stdout)
+    if not ok or not m:
         raise RuntimeError("gobench %s failed:\n%s%s" % (" ".join(args), out.stdout[-1500:], out.stderr[-1500:]))
     return float(m.group(1))
 
@@ -121,6 +127,34 @@ def pub_sync(cluster, msgs):
     other = next(n for n in "ABC" if n != leader)
     return gobench(["js", "pub", "rs.x", "--stream", "RS", "--replicas", "3", "--sync", "--msgs",
                     str(max(msgs // 10, 500)), "--size", "128", "--purge"], cluster.urls[other])
+
+
+def pull(cluster, msgs):
+    leader = create_stream(cluster, "RP", "rp.x")
+    other = next(n for n in "ABC" if n != leader)
+    return gobench(["js", "pull", "rp.x", "--stream", "RP", "--replicas", "3", "--msgs", str(msgs),
+                    "--size", "128", "--batch", "100"], cluster.urls[other], rate="sub")
+
+
+def kv_put(cluster, msgs):
+    """Sequential puts to an R3 bucket (a put is a publish to $KV.<bucket>.<key>)."""
+    import nats
+
+    async def bucket():
+        nc = await nats.connect(cluster.urls["A"])
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                await nc.jetstream().create_key_value(bucket="RK", replicas=3)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.25)
+        await nc.close()
+    asyncio.run(bucket())
+    return gobench(["js", "pub", "$KV.RK.key", "--stream", "KV_RK", "--sync", "--msgs",
+                    str(max(msgs // 10, 500)), "--size", "128"], cluster.urls["B"], counts=False)
 
 
 def failover(cluster, msgs):
@@ -151,6 +185,7 @@ def failover(cluster, msgs):
 
 
 MODES = {"pub-async": (pub_async, "msgs/s", max), "pub-sync": (pub_sync, "msgs/s", max),
+         "pull": (pull, "msgs/s", max), "kv-put": (kv_put, "puts/s", max),
          "failover": (failover, "s", min)}
 
 
