@@ -97,6 +97,7 @@ ARGC = {"INFO": 0, "STREAM.NAMES": 0, "STREAM.LIST": 0, "STREAM.CREATE": 1, "STR
         "CONSUMER.UNPIN": 2, "CONSUMER.RESET": 2, "CONSUMER.LEADER.STEPDOWN": 2,
         "CONSUMER.NAMES": 1, "CONSUMER.LIST": 1}
 # requests whose first argument is a stream name (on a cluster, its server answers them)
+PEER_REMOVE_REQUEST = {"peer": ("string", "str")}
 STREAM_NAMED = frozenset((
     "STREAM.CREATE", "STREAM.UPDATE", "STREAM.INFO", "STREAM.DELETE", "STREAM.PURGE",
     "STREAM.MSG.GET", "STREAM.MSG.DELETE", "STREAM.SNAPSHOT", "STREAM.RESTORE",
@@ -107,7 +108,7 @@ STREAM_NAMED = frozenset((
 # ops that need clustering: 10010 on a server that is not clustered, before anything else
 CLUSTER_ONLY = ("STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.CANCEL_MOVE",
                 "CONSUMER.LEADER.STEPDOWN")
-WITH_META = ("STREAM.LEADER.STEPDOWN", "CONSUMER.LEADER.STEPDOWN")     # of those, what a natsd cluster answers (natsd/jetstream/meta.py)
+WITH_META = ("STREAM.LEADER.STEPDOWN", "CONSUMER.LEADER.STEPDOWN", "STREAM.PEER.REMOVE")     # of those, what a natsd cluster answers (natsd/jetstream/meta.py)
 
 
 def _op_of(tokens):
@@ -322,9 +323,18 @@ class ApiHandler:
         jsa.check_limits(cfg, st)
         if st.replica is not None:
             if cfg["num_replicas"] != st.config["num_replicas"]:
-                raise E.error("JSStreamUpdateErrF", err="natsd cannot change the replicas of a stream yet")
+                if cfg["num_replicas"] <= 1:
+                    raise E.error("JSStreamUpdateErrF",
+                                  err="natsd cannot make a replicated stream a one-replica stream yet")
+                # other servers: the meta leader picks them, this leader answers once applied
+                self.engine.meta.request("peers", jsa, {"name": name, "cfg": cfg,
+                                                        "keep": self.engine.meta.peer}, r.reply)
+                raise NoReply()
             st.replica.propose_op("update", {"config": cfg}, r.reply)
             raise NoReply()
+        if cfg["num_replicas"] > 1 and st.config.get("num_replicas", 1) <= 1 and self.engine.meta is not None:
+            raise E.error("JSStreamUpdateErrF",
+                          err="natsd cannot make a one-replica stream a replicated stream yet")
         st.update_config(cfg)
         advisories.stream_action(st, "modify")
         return st.info(with_cluster=False)
@@ -478,8 +488,19 @@ class ApiHandler:
         return snapshot.handle_restore(self, r)
 
     def op_stream_peer_remove(self, r):
-        self._stream(r)
-        raise E.error("JSClusterNotActiveErr")
+        """STREAM.PEER.REMOVE {"peer": server name or peer id}: the meta leader replaces that
+        server with a spare one (natsd/jetstream/remap.py) and answers."""
+        st = self._stream(r)
+        if gojson.is_empty_request(r.payload):
+            raise E.error("JSBadRequestErr")
+        req = decode_request(r.payload, PEER_REMOVE_REQUEST, "JSApiStreamRemovePeerRequest", self.engine.strict)
+        if not req.get("peer"):
+            raise E.error("JSBadRequestErr")
+        if st.replica is None:
+            # a one-replica stream belongs to its server here, outside the meta group
+            raise E.error("JSPeerRemapErr")
+        self.engine.meta.request("peers", r.jsa, {"name": st.name, "remove": req["peer"]}, r.reply)
+        raise NoReply()
 
     # ---- direct get ----
 

@@ -36,7 +36,7 @@ import zlib
 from natsd._core.router import publish
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftgroup import RaftGroup
-from natsd.jetstream import advisories, errors as E, gojson
+from natsd.jetstream import advisories, errors as E, gojson, remap
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replicated import ReplicatedStream
@@ -112,8 +112,11 @@ class MetaGroup:
     # ---- replicated streams: requests ----
 
     def request(self, op, jsa, body, reply):
-        """A create ("add", body: cfg) or delete ("del", body: name) of a replicated stream asked
-        on this server: the meta leader decides and answers."""
+        """A create ("add", body: cfg), delete ("del", body: name) or change of servers ("peers",
+        body: name and either cfg with a new `num_replicas` and the peer to keep, or the peer
+        to remove) of a replicated stream asked on this server: the meta leader decides. It
+        answers a delete and a peer removal; the stream's leader answers a create and an
+        update once it has applied them."""
         msg = dict(body, op=op, acc=jsa.name, reply=reply.decode() if reply else "")
         if self.is_leader():
             self._lead(msg)
@@ -136,6 +139,9 @@ class MetaGroup:
     def _lead(self, msg):
         try:
             key = (msg["acc"], msg["cfg"]["name"] if msg["op"] == "add" else msg["name"])
+            if msg["op"] == "peers":
+                self._lead_peers(key, msg)
+                return
             if msg["op"] == "add":
                 have = self.assignments.get(key)
                 if have is not None:
@@ -157,6 +163,25 @@ class MetaGroup:
             self._answer(msg, err)
         except NotLeader:
             self._answer(msg, E.error("JSClusterNotAvailErr"))
+
+    def _lead_peers(self, key, msg):
+        have = self.assignments.get(key)
+        if have is None:
+            raise E.error("JSStreamNotFoundErr")
+        candidates = [p for p in self.group.members() if p in self.connected or p == self.peer]
+        if "remove" in msg:
+            wanted = msg["remove"]
+            peer = get_hash(wanted) if get_hash(wanted) in have["peers"] else wanted
+            peers = remap.remove_peer(key, have["peers"], peer, candidates)
+            cfg = have["cfg"]
+        else:
+            cfg = msg["cfg"]
+            peers = remap.rescale(key, have["peers"], cfg["num_replicas"], candidates, msg.get("keep"))
+        entry = {"op": "peers", "acc": key[0], "name": key[1], "cfg": cfg, "peers": peers,
+                 "reply": msg.get("reply", "") if "cfg" in msg else ""}
+        self.group.propose(json.dumps(entry).encode())
+        if "remove" in msg:
+            self._answer(msg, {"success": True})    # as nats-server: once proposed
 
     def _place(self, key, cfg):
         """The servers of a new replicated stream: this one, then the others connected to it
@@ -180,7 +205,8 @@ class MetaGroup:
         acc = self.server.accounts.get(msg["acc"])
         if acc is None:
             return
-        rtype = "stream_create_response" if msg["op"] == "add" else "stream_delete_response"
+        rtype = {"add": "stream_create_response", "del": "stream_delete_response",
+                 "peers": "stream_remove_peer_response" if "remove" in msg else "stream_update_response"}[msg["op"]]
         publish(acc.sublist, msg["reply"].encode(), None, None, E.api_response(rtype, result))
 
     def _created(self, key, assignment):
@@ -202,6 +228,9 @@ class MetaGroup:
         try:
             entry = json.loads(data)
             key = (entry["acc"], entry["cfg"]["name"] if entry["op"] == "add" else entry["name"])
+            if entry["op"] == "peers":
+                self._apply_peers(key, entry)
+                return
         except (ValueError, KeyError, TypeError) as e:
             log.error("JetStream metadata entry %d does not decode: %s", index, e)
             return
@@ -219,7 +248,31 @@ class MetaGroup:
         if msg is not None:
             self._answer(msg, {"success": True})
 
-    def _host(self, key, entry, fresh):
+    def _apply_peers(self, key, entry):
+        have = self.assignments.get(key)
+        if have is None:
+            return
+        new = dict(have, peers=entry["peers"], cfg=entry["cfg"])
+        self.assignments[key] = new
+        r = self.replicas.get(key)
+        if self.peer in new["peers"]:
+            if r is None:
+                self._host(key, new, fresh=False, joining=True)
+            else:
+                r.reassign(new, entry.get("reply", ""))
+        elif r is not None:
+            r.leave(lambda: self._left(key, r))
+
+    def _left(self, key, r):
+        """A replica moved off this server: its copy and its group's log go."""
+        if self.replicas.get(key) is r:
+            del self.replicas[key]
+        if r.jsa.streams.get(key[1]) is r.stream:
+            r.jsa.delete_stream(key[1])
+        r.stop(delete=True)
+        log.info("JetStream stream '%s > %s' moved off this server", *key)
+
+    def _host(self, key, entry, fresh, joining=False):
         jsa = self.engine.jsas.get(key[0])
         if jsa is None:
             log.error("Replicated stream '%s > %s' assigned here, but the account has no JetStream", *key)
@@ -228,7 +281,7 @@ class MetaGroup:
             log.error("Replicated stream '%s > %s' assigned here, but a stream of that name exists", *key)
             return
         try:
-            self.replicas[key] = ReplicatedStream(self, jsa, entry, fresh)
+            self.replicas[key] = ReplicatedStream(self, jsa, entry, fresh, joining)
         except (OSError, ValueError) as e:
             log.error("Replicated stream '%s > %s' could not start here: %s", key[0], key[1], e)
 

@@ -41,6 +41,7 @@ _MSG = struct.Struct("<BqII")           # kind, leader time (ns), len(subject), 
 K_MSG = 1                               # a published message
 K_OP = 2                                # a stream operation: JSON {"op", "req"}
 MAX_DEFERRED = 1024                     # API requests a new leader holds until it is ready
+RECONCILE = 0.25                        # seconds between two steps of a change of members
 
 
 def encode_msg(subject, hdr, payload, ts):
@@ -64,9 +65,10 @@ def decode_msg(data):
 
 
 class ReplicatedStream:
-    def __init__(self, meta, jsa, assignment, fresh=False):
+    def __init__(self, meta, jsa, assignment, fresh=False, joining=False):
         """fresh: the assignment was just made (not replayed at a start): its first server
-        stands for election at once."""
+        stands for election at once. joining: this server was added to the stream's servers;
+        the group's leader adds it and sends it the log."""
         self.meta = meta
         self.jsa = jsa
         self.engine = meta.engine
@@ -77,13 +79,16 @@ class ReplicatedStream:
         self.local_dir = os.path.join(self.dir, "copy")
         self.pending = {}               # leader: raft index -> reply subject of the publisher
         self.deferred = []              # a new leader: API requests held until it is ready
+        self.reconcile_timer = None     # leader: members being brought in line with self.peers
+        self.leaving = None             # moved off this server: called once it can go
         self.leader_peer = ""
         shutil.rmtree(self.local_dir, ignore_errors=True)   # rebuilt from the group's log
         os.makedirs(self.local_dir, exist_ok=True)
         self.creator = (assignment["acc"], assignment["reply"]) if fresh and assignment.get("reply") else None
         self.consumers = ReplicatedConsumers(self)
         self.group = RaftGroup(self.server, self.group_name, meta.peer, os.path.join(self.dir, "raft"),
-                               members=self.peers, apply=self._apply, on_leader=self._leader_changed,
+                               members=None if joining else self.peers, apply=self._apply,
+                               on_leader=self._leader_changed,
                                on_leader_ready=self._leader_ready,
                                on_quorum_lost=self._quorum_lost)
         self.stream = jsa.add_stream(dict(assignment["cfg"]), assignment["created"], replica=self)
@@ -95,6 +100,9 @@ class ReplicatedStream:
         return self.group.is_leader()
 
     def stop(self, delete=False):
+        if self.reconcile_timer is not None:
+            self.reconcile_timer.cancel()
+            self.reconcile_timer = None
         self.consumers.stop_all()
         self.group.stop()
         if delete:
@@ -224,9 +232,60 @@ class ReplicatedStream:
 
     def _leader_ready(self):
         self.consumers.start_all()
+        self._reconcile()
         held, self.deferred = self.deferred, []
         for fn, args in held:
             fn(*args)
+
+    # ---- a change of servers (natsd/jetstream/remap.py) ----
+
+    def reassign(self, entry, reply):
+        """The meta group gave the stream other servers (this one stays): the leader changes
+        the group's members to match, one at a time, removals first, so that the group never
+        waits on a member still catching up for its quorum; it answers an update."""
+        self.peers = tuple(entry["peers"])
+        if entry["cfg"] != self.stream.config:
+            self.stream.update_config(dict(entry["cfg"]))
+        if reply and self.is_leader():
+            publish(self.jsa.sublist, reply.encode(), None, None,
+                    E.api_response("stream_update_response", self.stream.info()))
+        self._reconcile()
+
+    def _reconcile(self):
+        self.reconcile_timer = None
+        if self.group.stopped or not self.is_leader():
+            return
+        members, target = set(self.group.members()), set(self.peers)
+        if members == target:
+            return
+        try:
+            gone = sorted(members - target - {self.meta.peer})
+            if gone:
+                self.group.remove_member(gone[0])
+            elif target - members:
+                self.group.add_member(sorted(target - members)[0])
+        except (ValueError, NotLeader):
+            pass                        # a change is in flight: try again
+        self.reconcile_timer = self.server.loop.call_later(RECONCILE, self._reconcile)
+
+    def leave(self, on_gone):
+        """The stream moved off this server: a leader hands over first; then on_gone()."""
+        self.leaving = on_gone
+        self._try_leave()
+
+    def _try_leave(self):
+        if self.group.stopped:
+            return
+        if self.is_leader():
+            heirs = [p for p in self.peers if p in self.meta.connected]
+            try:
+                if heirs:
+                    self.group.transfer_leadership(heirs[0])
+            except (ValueError, NotLeader):
+                pass
+            self.server.loop.call_later(RECONCILE, self._try_leave)
+            return
+        self.leaving()
 
     def _quorum_lost(self):
         gone = [self.meta.peer_names.get(p, p) for p in self.group.members()
