@@ -5,6 +5,7 @@ the first member is the seed the others route to, gossip completes the mesh. Wai
 conditions seen in /routez (every other member present, a subject's interest arrived), never
 on sleeps. Members are ServerProcess objects (tests/conftest.py), killed by PID at teardown.
 """
+import contextlib
 import json
 import os
 import re
@@ -112,6 +113,18 @@ def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: ""):
             m.proc.kill()
         raise
     return members
+
+
+@contextlib.contextmanager
+def js_cluster(kind, tmp_path, names="ABC", extra=lambda name: ""):
+    """start_js_cluster as a context: every member in the list at the end is killed (replace
+    members in place, `members[i] = ...`, to have a restarted one killed too)."""
+    members = start_js_cluster(kind, tmp_path, names, extra)
+    try:
+        yield members
+    finally:
+        for m in members:
+            m.proc.kill()
 
 
 def js_extra(tmp_path, name, extra=""):

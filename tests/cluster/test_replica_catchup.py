@@ -8,7 +8,7 @@ import json
 import urllib.error
 import urllib.request
 
-from tests.cluster.clusterhelp import kill9, restart_member, slow_disk_env, start_js_cluster
+from tests.cluster.clusterhelp import js_cluster, kill9, restart_member, slow_disk_env
 from tests.cluster.test_replicated_streams import (STREAM, check_acked, converged, create, leader_of,
                                                    publish_window)
 from tests.conftest import poll
@@ -27,27 +27,22 @@ def healthz(m):
 def test_slow_follower_disk_loses_nothing(tmp_path):
     """One follower syncs 50 ms late: the leader's quorum is the two fast servers, every
     publish is acknowledged, and the slow copy ends up identical."""
-    members = start_js_cluster("natsd", tmp_path)
-    try:
+    with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[0], STREAM))
         leader = leader_of(members)
         slow = next(m for m in members if m is not leader)
         kill9(slow)
         slow = restart_member(slow, tmp_path, env=slow_disk_env(tmp_path, 50_000))
-        members = [slow if m.name == slow.name else m for m in members]
+        members[:] = [slow if m.name == slow.name else m for m in members]
         entry = next(m for m in members if m is not slow)
         acked = asyncio.run(publish_window(entry.url, 400, b"s", window=32))
         assert len(acked) == 400
         state = converged(members, max(acked))
         check_acked(leader_of(members), acked, state)
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def test_replica_far_behind_catches_up_and_says_so(tmp_path):
-    members = start_js_cluster("natsd", tmp_path)
-    try:
+    with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[0], STREAM))
         leader = leader_of(members)
         late = next(m for m in members if m is not leader)
@@ -57,7 +52,7 @@ def test_replica_far_behind_catches_up_and_says_so(tmp_path):
         assert len(acked) == 10000
         # back with a disk whose every sync takes a second: the catch-up takes a few
         late = restart_member(late, tmp_path, env=slow_disk_env(tmp_path, 1_000_000))
-        members = [late if m.name == late.name else m for m in members]
+        members[:] = [late if m.name == late.name else m for m in members]
 
         def reported():
             code, body = healthz(late)
@@ -72,6 +67,3 @@ def test_replica_far_behind_catches_up_and_says_so(tmp_path):
         assert poll(lambda: healthz(late)[0] == 200, timeout=30), healthz(late)
         late.proc.wait_log("is catching up with its leader: applied", timeout=10)
         late.proc.wait_log("caught up with its leader", timeout=10)
-    finally:
-        for m in members:
-            m.proc.kill()

@@ -9,7 +9,7 @@ import random
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import kill9, restart_member, start_js_cluster
+from tests.cluster.clusterhelp import js_cluster, kill9, restart_member
 from tests.cluster.test_replicated_streams import api, converged, create, leader_of, local_state
 from tests.conftest import poll
 
@@ -73,8 +73,7 @@ def test_acks_survive_the_leader(tmp_path, seed):
     """40 messages acked with AckSync, 10 delivered and left unacked, then kill -9 of the
     leader: the new leader redelivers the 10 and the 50 never delivered, and nothing acked."""
     rng = random.Random(seed)
-    members = start_js_cluster("natsd", tmp_path)
-    try:
+    with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[rng.randrange(3)], STREAM))
         leader = leader_of(members)
         entry = rng.choice([m for m in members if m is not leader])
@@ -105,35 +104,27 @@ def test_acks_survive_the_leader(tmp_path, seed):
         assert poll(lambda: leader_of(members) is back, timeout=30)
         again = info(back)
         assert again["ack_floor"]["stream_seq"] == 100 and again["num_pending"] == 0, again
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def test_consumer_comes_back_after_every_server_is_killed(tmp_path):
-    members = start_js_cluster("natsd", tmp_path)
-    try:
+    with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[0], STREAM))
         leader_of(members)
         asyncio.run(publish(members[1].url, 30))
         add_work(members[1])
         assert len(asyncio.run(fetch(members[2].url, 12, ack=True))) == 12
         kill9(*members)
-        members = [restart_member(m, tmp_path) for m in members]
+        members[:] = [restart_member(m, tmp_path) for m in members]
         converged(members, 30)
         leader_of(members)
         got = info(members[0])
         assert got["ack_floor"]["stream_seq"] == 12 and got["num_pending"] == 18, got
         rest = asyncio.run(fetch(members[0].url, 18, ack=True))
         assert [s for s, _ in rest] == list(range(13, 31))
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def test_workqueue_removals_reach_every_copy(tmp_path):
-    members = start_js_cluster("natsd", tmp_path)
-    try:
+    with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[0], dict(STREAM, retention="workqueue")))
         leader_of(members)
         asyncio.run(publish(members[0].url, 20))
@@ -144,14 +135,10 @@ def test_workqueue_removals_reach_every_copy(tmp_path):
             states = [local_state(m) for m in members]
             return all(s and s["messages"] == 5 and s["first_seq"] == 16 for s in states) and states
         assert poll(copies, timeout=20), [local_state(m) for m in members]
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def test_inactive_durable_is_deleted_everywhere(tmp_path):
-    members = start_js_cluster("natsd", tmp_path)
-    try:
+    with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[0], STREAM))
         leader = leader_of(members)
         add_work(members[0], dict(WORK, inactive_threshold=500_000_000))
@@ -161,9 +148,6 @@ def test_inactive_durable_is_deleted_everywhere(tmp_path):
         asyncio.run(api(leader, "$JS.API.STREAM.LEADER.STEPDOWN.R3"))
         poll(lambda: leader_of(members) is not leader, timeout=30)
         assert info(members[2])["error"]["err_code"] == 10014
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def _shape(r):
@@ -181,8 +165,7 @@ def _shape(r):
 def test_consumer_api_matches_nats_server(tmp_path):
     seen = {}
     for kind in ("nats-server", "natsd"):
-        members = start_js_cluster(kind, tmp_path / kind)
-        try:
+        with js_cluster(kind, tmp_path / kind) as members:
             asyncio.run(create(members[0], STREAM))
             leader_of(members)
             asyncio.run(publish(members[1].url, 10))
@@ -202,7 +185,4 @@ def test_consumer_api_matches_nats_server(tmp_path):
             replies.append(asyncio.run(consumer_request(members[0], "DELETE")))
             replies.append(info(members[2]))
             seen[kind] = [_shape(r) for r in replies]
-        finally:
-            for m in members:
-                m.proc.kill()
     assert seen["natsd"] == seen["nats-server"]

@@ -9,7 +9,7 @@ import json
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import start_js_cluster
+from tests.cluster.clusterhelp import js_cluster
 from tests.cluster.test_replicated_consumers import WORK, add_work, fetch, info
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
                                                    local_state, publish_window)
@@ -40,8 +40,7 @@ def placed(members, want):
 
 
 def test_peer_remove_moves_a_replica_to_the_spare_server(tmp_path):
-    members = start_js_cluster("natsd", tmp_path, names="ABCD")
-    try:
+    with js_cluster("natsd", tmp_path, names="ABCD") as members:
         asyncio.run(create(members[0], STREAM))
         leader = leader_of(members)
         acked = asyncio.run(publish_window(members[1].url, 200, b"p"))
@@ -61,14 +60,10 @@ def test_peer_remove_moves_a_replica_to_the_spare_server(tmp_path):
         # the consumer came along: its acks are there, the rest is delivered once
         assert info(spare)["ack_floor"]["stream_seq"] == 50
         assert [s for s, _ in asyncio.run(fetch(spare.url, 150, ack=True))] == list(range(51, 201))
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def test_scale_up_and_down(tmp_path):
-    members = start_js_cluster("natsd", tmp_path, names="ABCD")
-    try:
+    with js_cluster("natsd", tmp_path, names="ABCD") as members:
         asyncio.run(create(members[0], STREAM))
         leader_of(members)
         acked = asyncio.run(publish_window(members[1].url, 100, b"u"))
@@ -95,17 +90,13 @@ def test_scale_up_and_down(tmp_path):
         assert r["error"]["err_code"] == 10069 and "one-replica" in r["error"]["description"], r
         r = asyncio.run(api(members[0], "$JS.API.STREAM.UPDATE.R3", json.dumps(dict(STREAM, num_replicas=5)).encode()))
         assert r["error"]["err_code"] == 10005, r
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 @need_ref
 def test_peer_remove_errors_match_nats_server(tmp_path):
     seen = {}
     for kind in ("nats-server", "natsd"):
-        members = start_js_cluster(kind, tmp_path / kind)
-        try:
+        with js_cluster(kind, tmp_path / kind) as members:
             asyncio.run(create(members[0], STREAM))
             leader_of(members)
             out, unanswered = [], []
@@ -125,8 +116,5 @@ def test_peer_remove_errors_match_nats_server(tmp_path):
             # must answer every one
             assert kind == "nats-server" or not unanswered, unanswered
             seen[kind] = out
-        finally:
-            for m in members:
-                m.proc.kill()
     assert seen["natsd"] == seen["nats-server"]
     assert [r["error"]["err_code"] for r in seen["natsd"]] == [10003, 10003, 10040, 10075, 10059]
