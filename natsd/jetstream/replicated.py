@@ -40,6 +40,8 @@ log = logging.getLogger("natsd")
 _MSG = struct.Struct("<BqII")           # kind, leader time (ns), len(subject), len(headers) + 1 (0: None)
 K_MSG = 1                               # a published message
 K_OP = 2                                # a stream operation: JSON {"op", "req"}
+K_SRC = 3                               # a message a mirror or source copied (origin seq or 0)
+_SRC_SEQ = struct.Struct("<Q")
 MAX_DEFERRED = 1024                     # API requests a new leader holds until it is ready
 RECONCILE = 0.25                        # seconds between two steps of a change of members
 
@@ -50,18 +52,31 @@ def encode_msg(subject, hdr, payload, ts):
                      bytes(subject), h, bytes(payload)))
 
 
+def encode_sourced(subject, hdr, payload, seq, ts):
+    """A copied message: the K_MSG layout with the origin's sequence (0 for a source) after
+    the fixed part; `ts` is the origin's time for a mirror, the leader's for a source."""
+    h = b"" if hdr is None else bytes(hdr)
+    return b"".join((_MSG.pack(K_SRC, ts, len(subject), len(h) + 1 if hdr is not None else 0),
+                     _SRC_SEQ.pack(seq), bytes(subject), h, bytes(payload)))
+
+
 def decode_msg(data):
+    """-> (subject, headers or None, payload, ts, origin seq (0 unless copied by a mirror))."""
     kind, ts, slen, hl = _MSG.unpack_from(data)
-    if kind != K_MSG:
+    if kind not in (K_MSG, K_SRC):
         raise ValueError("unknown replicated stream entry kind %d" % kind)
     off = _MSG.size
+    seq = 0
+    if kind == K_SRC:
+        seq = _SRC_SEQ.unpack_from(data, off)[0]
+        off += _SRC_SEQ.size
     subject = bytes(data[off:off + slen])
     off += slen
     hdr = None
     if hl:
         hdr = bytes(data[off:off + hl - 1])
         off += hl - 1
-    return subject, hdr, bytes(data[off:]), ts
+    return subject, hdr, bytes(data[off:]), ts, seq
 
 
 class ReplicatedStream:
@@ -128,6 +143,19 @@ class ReplicatedStream:
             if reply:
                 pending[index] = bytes(reply)
 
+    def copies_here(self):
+        """Mirrors and sources run on the leader, once it is ready."""
+        return self.consumers.live
+
+    def propose_sourced(self, subject, hdr, payload, seq, ts):
+        """A message the leader's mirror or source copied: an entry, stored on every replica
+        once committed. -> whether it was proposed (False: the link retries)."""
+        try:
+            self.group.propose(encode_sourced(subject, hdr, payload, seq or 0, ts or time.time_ns()))
+        except NotLeader:
+            return False
+        return True
+
     def propose_op(self, op, req, reply):
         """A stream or consumer operation asked of the leader: done on every replica once
         committed, answered by the leader then. -> its log index, None when not the leader."""
@@ -161,16 +189,31 @@ class ReplicatedStream:
                 self._apply_op(index, data, reply)
                 continue
             try:
-                subject, hdr, payload, ts = decode_msg(data)
+                subject, hdr, payload, ts, seq = decode_msg(data)
             except (ValueError, struct.error) as e:
                 log.error("Replicated stream '%s > %s': entry %d does not decode: %s", self.jsa.name,
                           self.stream.name, index, e)
+                continue
+            if data[0] == K_SRC:
+                self._ingest(run, run_ts)
+                run = []
+                self._store_copied(subject, hdr, payload, seq, ts)
                 continue
             if ts != run_ts:
                 self._ingest(run, run_ts)
                 run, run_ts = [], ts
             run.append((subject, reply, hdr, payload, None))
         self._ingest(run, run_ts)
+
+    def _store_copied(self, subject, hdr, payload, seq, ts):
+        st = self.stream
+        if st.closed:
+            return
+        st.leader_ts = ts
+        try:
+            st.store_sourced_here(subject, hdr, payload, seq or None, ts if seq else None)
+        finally:
+            st.leader_ts = None
 
     def _ingest(self, msgs, ts):
         """Store with the leader's time: every copy has the same timestamps."""
@@ -207,6 +250,7 @@ class ReplicatedStream:
         if not me:
             self.pending.clear()        # their entries may still commit; the publishers retry
             self.consumers.stop_all()
+            self.stream.stop_sourcing()
             self.deferred = []
         self.jsa.claim(self.stream.name, me)
         self.stream.resubscribe()
@@ -232,6 +276,8 @@ class ReplicatedStream:
 
     def _leader_ready(self):
         self.consumers.start_all()
+        if self.stream.sourcing is None:
+            self.stream._start_sourcing()
         self._reconcile()
         held, self.deferred = self.deferred, []
         for fn, args in held:

@@ -115,6 +115,8 @@ class Stream:
         self._start_sourcing()
 
     def _start_sourcing(self):
+        if self.replica is not None and not self.replica.copies_here():
+            return                      # a replicated stream's leader copies, for every replica
         if self.config.get("mirror") or self.config.get("sources"):
             from natsd.jetstream import sourcing
             self.sourcing = sourcing.attach(self)
@@ -355,9 +357,20 @@ class Stream:
             tail += b',"val":"%s"' % value.encode()
         return b"%s%d%s}" % (tpl[1], seq, tail)
 
+    def stop_sourcing(self):
+        if self.sourcing is not None:
+            self.sourcing.stop()
+            self.sourcing = None
+
     def store_sourced(self, subject, hdr, payload, seq=None, ts=None):
         """Store a message copied by a mirror (origin `seq`/`ts`, byte-for-byte) or a source
-        (new local sequence). Returns False when it could not be stored."""
+        (new local sequence). Returns False when it could not be stored. A replicated stream's
+        copy goes through its group first and is stored on every replica at apply."""
+        if self.replica is not None:
+            return self.replica.propose_sourced(subject, hdr, payload, seq, ts)
+        return self.store_sourced_here(subject, hdr, payload, seq, ts)
+
+    def store_sourced_here(self, subject, hdr, payload, seq=None, ts=None):
         if self.closed:
             return False
         try:
