@@ -71,6 +71,7 @@ class MetaGroup:
         self.assignments = {}           # (account, stream) -> the committed assignment
         self.replicas = {}              # (account, stream) -> ReplicatedStream run here
         self.waiting = {}               # leader: raft index -> (account, reply, response type)
+        self.proposed = {}              # leader: (account, stream) -> (config JSON, [same creates])
         self.removing = None            # leader: (peer, reply) of a SERVER.REMOVE in progress
         self.removed = set()            # peers removed by request: not added back automatically
         self.peer_names = {self.peer: self.name}
@@ -144,10 +145,18 @@ class MetaGroup:
                 return
             if msg["op"] == "add":
                 have = self.assignments.get(key)
+                cfg_json = json.dumps(msg["cfg"], sort_keys=True)
                 if have is not None:
-                    if json.dumps(have["cfg"], sort_keys=True) != json.dumps(msg["cfg"], sort_keys=True):
+                    if json.dumps(have["cfg"], sort_keys=True) != cfg_json:
                         raise E.error("JSStreamNameExistErr")
                     self._answer(msg, self._created(key, have))
+                    return
+                if key in self.proposed:
+                    # two creates at once: the first proposed wins; the same config is
+                    # answered once it is applied, another one is refused now
+                    if self.proposed[key][0] != cfg_json:
+                        raise E.error("JSStreamNameExistErr")
+                    self.proposed[key][1].append(msg)
                     return
                 entry = {"op": "add", "acc": key[0], "cfg": msg["cfg"], "peers": self._place(key, msg["cfg"]),
                          "group": "S-R%dF-%s" % (msg["cfg"]["num_replicas"], get_hash("%s.%s" % key)),
@@ -157,6 +166,8 @@ class MetaGroup:
                     raise E.error("JSStreamNotFoundErr")
                 entry = {"op": "del", "acc": key[0], "name": key[1]}
             index = self.group.propose(json.dumps(entry).encode())
+            if msg["op"] == "add":
+                self.proposed[key] = (cfg_json, [])
             if msg["op"] == "del":
                 self.waiting[index] = msg   # a create is answered by the stream's first leader
         except E.ApiError as err:
@@ -235,9 +246,17 @@ class MetaGroup:
             log.error("JetStream metadata entry %d does not decode: %s", index, e)
             return
         if entry["op"] == "add":
+            same = self.proposed.pop(key, (None, []))[1]
+            if key in self.assignments:
+                # a second create of the name committed (proposed by another leader): the
+                # first one stands
+                log.warning("JetStream stream '%s > %s' assigned twice: the first assignment stands", *key)
+                return
             self.assignments[key] = entry
             if self.peer in entry["peers"] and key not in self.replicas:
                 self._host(key, entry, fresh=entry["created"] >= self.started_ns)
+            for msg in same:
+                self._answer(msg, self._created(key, entry))
         elif entry["op"] == "del":
             self.assignments.pop(key, None)
             r = self.replicas.pop(key, None)
@@ -367,6 +386,7 @@ class MetaGroup:
         g.node.bootstrap(set(self.seen) | {self.peer}, now)
 
     def _leader_changed(self, leader):
+        self.proposed.clear()           # the guard against two creates at once is the leader's
         if leader == self.peer:
             log.info("Self is new JetStream cluster metadata leader")
             system = self.server.accounts.system

@@ -414,3 +414,38 @@ def test_five_servers_stream_quorum_lost_is_advised_and_explained(tmp_path):
     finally:
         for m in members:
             m.proc.kill()
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_two_creates_at_once(tmp_path, kind):
+    """Two clients on different servers create the same name at the same moment: with
+    different configs one wins and the other gets 10058, with the same config both succeed;
+    every replica runs the winner's config."""
+    members = start_js_cluster(kind, tmp_path)
+    try:
+        asyncio.run(create(members[0], dict(STREAM, name="WARMUP", subjects=["warm"])))
+
+        async def race(cfgs):
+            conns = [await nats.connect(m.url) for m in members[1:]]
+            try:
+                replies = await asyncio.gather(*[
+                    nc.request("$JS.API.STREAM.CREATE.%s" % c["name"], json.dumps(c).encode(), timeout=10)
+                    for nc, c in zip(conns, cfgs)])
+                return [json.loads(r.data) for r in replies]
+            finally:
+                for nc in conns:
+                    await nc.close()
+        a, b = dict(STREAM, subjects=["a.>"]), dict(STREAM, subjects=["b.>"])
+        got = asyncio.run(race([a, b]))
+        codes = sorted(r.get("error", {}).get("err_code", 0) for r in got)
+        assert codes == [0, 10058], got
+        winner = next(r for r in got if "error" not in r)["config"]["subjects"]
+        for m in members:
+            assert asyncio.run(api(m, "$JS.API.STREAM.INFO.R3"))["config"]["subjects"] == winner
+        same = dict(STREAM, name="SAME", subjects=["s.>"])
+        got = asyncio.run(race([same, same]))
+        assert all("error" not in r and r["config"]["subjects"] == ["s.>"] for r in got), got
+    finally:
+        for m in members:
+            m.proc.kill()
