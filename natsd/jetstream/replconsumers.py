@@ -2,10 +2,11 @@
 configurations and their delivery and ack state ride in the stream's Raft group, so that the
 stream's next leader carries on where the last one stopped.
 
-- Which consumers: those nats-server would give more than one replica (`num_replicas` 0 means
-  the stream's count, except for an ephemeral on a limits stream, which gets one), apart from
-  the internal consumers of mirrors and sources. The others live on the leader that created
-  them, as before.
+- Which consumers: all of them but the internal consumers of mirrors and sources. Those
+  nats-server gives one replica (`num_replicas` 1, or 0 for an ephemeral on a limits stream)
+  ride in the group too, so that they follow the stream's leader: on
+  nats-server an R1 consumer stays on one server, on natsd a consumer away from its stream's
+  leader would have nothing to answer its requests. Their config keeps the count asked.
 - Every replica keeps the table of the stream's replicated consumers: name -> creation time,
   configuration and the last committed state (natsd/jetstream/persist.py's state.json dict).
   The table is rebuilt from the group's log when the server starts, like the stream's copy.
@@ -37,16 +38,6 @@ OPS = {"consumer_create": "consumer_create_response", "consumer_delete": "consum
        "consumer_state": None}
 
 
-def replicas(cfg, scfg):
-    """nats-server's ConsumerConfig.replicas: the consumer's effective replica count."""
-    n, sn = cfg.get("num_replicas", 0), scfg.get("num_replicas", 1) or 1
-    if n == 0 or n > sn:
-        if not cfg.get("durable_name") and scfg.get("retention", "limits") == "limits" and n == 0:
-            return 1
-        return sn
-    return n
-
-
 class ReplicatedConsumers:
     def __init__(self, rs):
         self.rs = rs                    # the ReplicatedStream
@@ -60,7 +51,7 @@ class ReplicatedConsumers:
         self.timer = None
 
     def wants(self, cfg, stream):
-        return not cfg.get("direct") and replicas(cfg, stream.config) > 1
+        return not cfg.get("direct")
 
     # ---- the leader's API ----
 

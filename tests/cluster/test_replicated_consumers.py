@@ -186,3 +186,19 @@ def test_consumer_api_matches_nats_server(tmp_path):
             replies.append(info(members[2]))
             seen[kind] = [_shape(r) for r in replies]
     assert seen["natsd"] == seen["nats-server"]
+
+
+def test_one_replica_consumer_follows_the_stream_leader(tmp_path):
+    """A durable asked with `num_replicas: 1` keeps that in its config, but its state rides in
+    the stream's group like the others: after a stepdown the new leader has it, acks and all."""
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        leader = leader_of(members)
+        asyncio.run(publish(members[1].url, 10))
+        add_work(members[1], dict(WORK, num_replicas=1))
+        assert len(asyncio.run(fetch(members[2].url, 5, ack=True))) == 5
+        asyncio.run(api(leader, "$JS.API.STREAM.LEADER.STEPDOWN.R3"))
+        assert poll(lambda: leader_of(members) is not leader, timeout=30)
+        got = info(members[0])
+        assert got["config"]["num_replicas"] == 1 and got["ack_floor"]["stream_seq"] == 5, got
+        assert [s for s, _ in asyncio.run(fetch(members[0].url, 5, ack=True))] == [6, 7, 8, 9, 10]

@@ -61,6 +61,8 @@ def test_source_and_mirror_on_replicated_streams_survive_the_leader(tmp_path):
         leader = leader_of(members, "AGG")
         kill9(leader)
         others = [m for m in members if m is not leader]
+        for name in ("ORIGIN", "AGG", "MIR"):   # the first leader of all three, often
+            leader_of(others, name)
         asyncio.run(publish(others[0].url, "o.b", 40, b"y"))
         agg = copies_hold(others, "AGG", 100)
         copies_hold(others, "MIR", 100)
