@@ -365,7 +365,13 @@ class Node:
             if self.next_index[msg.src] <= self.store.last_index():
                 self._replicate(msg.src)
         else:
-            nxt = max(self.match_index.get(msg.src, 0) + 1, min(msg.hint, self.next_index.get(msg.src, 1) - 1), 1)
+            match = self.match_index.get(msg.src, 0)
+            if 0 < msg.hint <= match:
+                # entries it acknowledged are gone: a server that came back with an empty (or
+                # older) disk. Nothing committed is undone here; it is sent its log again.
+                self._note("%s no longer has entries %d-%d: sending them again" % (msg.src, msg.hint, match))
+                match = self.match_index[msg.src] = msg.hint - 1
+            nxt = max(match + 1, min(msg.hint, self.next_index.get(msg.src, 1) - 1), 1)
             self.next_index[msg.src] = nxt
             self._replicate(msg.src, heartbeat=True)
 

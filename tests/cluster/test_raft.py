@@ -147,9 +147,12 @@ def test_partition_with_clients_on_both_sides(seed):
     assert not any(c in w.acked for c in stale[-50:]), "minority leader acknowledged writes"
 
 
+@pytest.mark.parametrize("snapshots", [True, False])
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_server_back_with_an_empty_disk_catches_up(seed):
-    w = World(3, seed, snapshot_every=40)
+def test_a_server_back_with_an_empty_disk_catches_up(seed, snapshots):
+    """With snapshots the leader sends one; without, it must notice that entries the server
+    acknowledged are gone and send them again (natsd's stream groups do not compact yet)."""
+    w = World(3, seed, snapshot_every=40) if snapshots else World(3, seed)
     lead = elect(w)
     w.run(0.5, load=300)
     victim = next(s for s in w.ids if s != lead)

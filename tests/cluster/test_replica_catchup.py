@@ -67,3 +67,31 @@ def test_replica_far_behind_catches_up_and_says_so(tmp_path):
         assert poll(lambda: healthz(late)[0] == 200, timeout=30), healthz(late)
         late.proc.wait_log("is catching up with its leader: applied", timeout=10)
         late.proc.wait_log("caught up with its leader", timeout=10)
+
+
+def test_replica_restarted_with_an_empty_store_rebuilds_everything(tmp_path):
+    """kill -9 of a follower, its store directory deleted, more writes, then the server comes
+    back empty: it rejoins the meta group, is given the stream again and rebuilds it from the
+    leader's log; then the old leader is killed and the rebuilt server is part of the quorum
+    that carries on."""
+    import shutil
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        leader = leader_of(members)
+        lost = next(m for m in members if m is not leader)
+        acked = asyncio.run(publish_window(leader.url, 300, b"e"))
+        kill9(lost)
+        shutil.rmtree(str(tmp_path / ("store-" + lost.name)))
+        acked.update(asyncio.run(publish_window(leader.url, 200, b"f")))
+        back = restart_member(lost, tmp_path)
+        members[members.index(lost)] = back
+        state = converged(members, max(acked))
+        assert state["messages"] == 500
+        kill9(leader)
+        rest = [m for m in members if m is not leader]
+        assert leader_of(rest) in rest
+        more = asyncio.run(publish_window(back.url, 50, b"g"))
+        assert len(more) == 50
+        acked.update(more)
+        state = converged(rest, max(acked))
+        check_acked(leader_of(rest), acked, state)
