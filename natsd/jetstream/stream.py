@@ -197,6 +197,7 @@ class Stream:
         if fast:
             store = self.store
             store_msg = store.store_msg
+            leader_ts = self.leader_ts      # None but while a replica applies its group's entries
             mms = cfg.get("max_msg_size", -1)
             max_msgs, max_bytes = cfg.get("max_msgs", -1), cfg.get("max_bytes", -1)
             limited = max_msgs > 0 or max_bytes > 0
@@ -231,7 +232,7 @@ class Stream:
                 n_acks = len(acks)
                 continue
             try:
-                seq = store_msg(subject, None, payload, self.leader_ts)[0]
+                seq = store_msg(subject, None, payload, leader_ts)[0]
             except Exception as exc:    # a store failure must not kill the loop
                 self.store_failed(exc)
                 if reply and not no_ack:
