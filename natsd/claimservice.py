@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from natsd import claims, nkey
 from natsd._core.sublist import Subscription
+from natsd.cluster.interest import routes_listen
 from natsd.gofmt import go_json
-from natsd.ids import random_token
 from natsd.jwtaccounts import AccountJwtError
 from natsd.resolver import ResolverError
 
 log = logging.getLogger("natsd")
 
+INTEREST_WAIT = 0.05                    # seconds between two looks for the routes' responders
 UPDATE_SUBJECTS = ("$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE", "$SYS.ACCOUNT.*.CLAIMS.UPDATE")
 
 
@@ -54,7 +56,7 @@ class ClaimServices:
         self.resolver.ask_others = self.ask_others
         if self.resolver.kind == "FULL":
             server = self.system.server
-            self.pack_inbox = "$SYS._INBOX.%s.%s" % (server.id[:8], random_token(12))
+            self.pack_inbox = self.system.new_inbox()
             sub(self.pack_inbox, self._merge)
             self.sync_timer = server.loop.call_later(self.resolver.interval, self._sync)
         log.info("Managing all jwt in exclusive directory %s", self.resolver.dir)
@@ -98,7 +100,7 @@ class ClaimServices:
             return None
         left = [len(routes) + 1]            # the others and our own responder
         found, done = [None], threading.Event()
-        inbox = ("$SYS._INBOX.%s.%s" % (server.id[:8], random_token(12))).encode()
+        inbox = self.system.new_inbox().encode()
 
         def on_reply(sub, subject, reply, hdr, payload, origin):
             left[0] -= 1
@@ -109,9 +111,17 @@ class ClaimServices:
                 done.set()
         reply_sub = Subscription(None, inbox, b"", None, on_reply)
 
+        subject = "$SYS.REQ.ACCOUNT.%s.CLAIMS.LOOKUP" % key
+        deadline = time.monotonic() + timeout / 2
+
         def send():
+            if not routes_listen(self.system.account.sublist, subject.encode()) and time.monotonic() < deadline:
+                # a server that just joined: its routes have not told it of their
+                # responders yet (a request now would reach nobody)
+                server.loop.call_later(INTEREST_WAIT, send)
+                return
             self.system.account.sublist.insert(reply_sub)
-            self.system.publish("$SYS.REQ.ACCOUNT.%s.CLAIMS.LOOKUP" % key, b"", reply=inbox)
+            self.system.publish(subject, b"", reply=inbox)
         server.loop.call_soon_threadsafe(send)
         if not done.wait(timeout):
             log.warning("Account fetch failed: fetching jwt timed out")

@@ -85,6 +85,10 @@ class SystemServices:
         -> the subscription, for unsubscribe."""
         return self._sub(self.account.sublist, subject, handler, queue=queue)
 
+    def new_inbox(self):
+        """A reply subject of this server's own in the system account."""
+        return "$SYS._INBOX.%s.%s" % (self.server.id[:8], random_token(12))
+
     def unsubscribe(self, s):
         s.closed = True
         self.account.sublist.remove(s)

@@ -19,6 +19,14 @@ KIND_LEAF = 1
 KIND_ROUTE = 2
 
 
+def routes_listen(sublist, subject):
+    """Has a route told this server of a subscriber for `subject` (bytes)?"""
+    for sub in sublist.match(subject).psubs:
+        if sub.conn is not None and sub.conn.kind == KIND_ROUTE:
+            return True
+    return False
+
+
 def announced(sub):
     """Does this subscription count towards what routes are told?"""
     if sub.local_only:
