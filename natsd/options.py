@@ -191,8 +191,6 @@ class JetStreamOpts:
     extension_hint: str = ""
     limits: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # accepted, not used yet
-    # settings that only act on a cluster, which natsd cannot honour there yet: key -> position
-    cluster_only: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

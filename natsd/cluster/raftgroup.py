@@ -33,6 +33,7 @@ MAX_SYNCS = 2                   # syncs of one group in flight
 CATCHUP_REPORT = 1.0            # seconds behind the leader before a follower reports catching up
 CATCHUP_LOG_EVERY = 5.0         # seconds between two progress lines in the log
 BAD_MESSAGE_REPORTS = 10        # malformed messages logged before the group goes quiet about them
+CAUGHT_UP_LAG = 64              # committed entries a member may miss and still count as caught up
 _STATE = {"follower": "FOLLOWER", "pre-candidate": "CANDIDATE", "candidate": "CANDIDATE",
           "leader": "LEADER"}
 
@@ -135,6 +136,15 @@ class RaftGroup:
     def match(self, peer):
         """The leader's view of how far `peer`'s log is known to match (0 elsewhere)."""
         return self.node.match_index.get(peer, 0) if self.node.role == LEADER else 0
+
+    def caught_up(self, peer):
+        """On the leader: has `peer` the latest change of members (so everything before it) and
+        the entries committed since, but for the last CAUGHT_UP_LAG, which a busy group commits
+        while the answer travels?"""
+        n = self.node
+        if peer == self.peer:
+            return True
+        return n.role == LEADER and n.match_index.get(peer, 0) >= max(n.config_index, n.commit - CAUGHT_UP_LAG)
 
     # ---- the loop's side ----
 

@@ -70,7 +70,6 @@ class JetStreamSection(Reader):
                 self.js_limits(mv)
             elif lk == "unique_tag":
                 js.unique_tag = self.s(mv, mk).strip().lower()
-                js.cluster_only["unique_tag"] = mv.pos
             elif lk == "max_buffered_msgs":
                 js.max_buffered_msgs = self.i(mv, mk, js.max_buffered_msgs)
             elif lk == "request_queue_limit":
@@ -89,8 +88,6 @@ class JetStreamSection(Reader):
             lk = k.lower()
             if lk in ("max_ack_pending", "max_ha_assets", "max_request_batch"):
                 lim[lk] = self.i(v, k)
-                if lk == "max_ha_assets":
-                    self.o.jetstream.cluster_only["limits.max_ha_assets"] = v.pos
             elif lk == "duplicate_window":
                 lim[lk] = self.duration(v, k)
             elif lk == "batch":

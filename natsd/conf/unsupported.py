@@ -222,11 +222,6 @@ def _jetstream_cluster(o) -> str | None:
         return "jetstream cluster requires `server_name` to be set"
     if o.jetstream.enabled and o.cluster.port and not o.cluster.name:
         return "jetstream cluster requires `cluster.name` to be set"
-    if o.jetstream.enabled and o.cluster.port:
-        # placement by these (natsd/jetstream/meta.py) is not there yet: refused, not ignored
-        for key, pos in o.jetstream.cluster_only.items():
-            where = "%s: " % go_position(*pos) if pos else ""
-            return where + NOT_SUPPORTED % ("jetstream `%s` on a cluster" % key)
     return None
 
 

@@ -11,7 +11,7 @@ import logging
 
 from natsd._core.router import publish
 from natsd.gofmt import go_time
-from natsd.jetstream import advisories, gojson, placement, snapshot, streamops
+from natsd.jetstream import advisories, gojson, listing, placement, snapshot, streamops
 from natsd.jetstream import errors as E
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import build_headers
@@ -101,14 +101,14 @@ PEER_REMOVE_REQUEST = {"peer": ("string", "str")}
 STREAM_NAMED = frozenset((
     "STREAM.CREATE", "STREAM.UPDATE", "STREAM.INFO", "STREAM.DELETE", "STREAM.PURGE",
     "STREAM.MSG.GET", "STREAM.MSG.DELETE", "STREAM.SNAPSHOT", "STREAM.RESTORE",
-    "STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "DIRECT.GET", "CONSUMER.CREATE",
+    "STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.CANCEL_MOVE", "DIRECT.GET", "CONSUMER.CREATE",
     "CONSUMER.DURABLE.CREATE", "CONSUMER.INFO", "CONSUMER.DELETE", "CONSUMER.NAMES",
     "CONSUMER.LIST", "CONSUMER.MSG.NEXT", "CONSUMER.PAUSE", "CONSUMER.UNPIN", "CONSUMER.RESET",
     "CONSUMER.LEADER.STEPDOWN"))
 # ops that need clustering: 10010 on a server that is not clustered, before anything else
 CLUSTER_ONLY = ("STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.CANCEL_MOVE",
                 "CONSUMER.LEADER.STEPDOWN")
-WITH_META = ("STREAM.LEADER.STEPDOWN", "CONSUMER.LEADER.STEPDOWN", "STREAM.PEER.REMOVE")     # of those, what a natsd cluster answers (natsd/jetstream/meta.py)
+WITH_META = ("STREAM.LEADER.STEPDOWN", "CONSUMER.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.CANCEL_MOVE")     # of those, what a natsd cluster answers (natsd/jetstream/meta.py)
 
 
 def _op_of(tokens):
@@ -280,6 +280,8 @@ class ApiHandler:
                 return info
             raise E.error("JSStreamNameExistErr")
         jsa.check_limits(cfg)           # first, as nats-server's jsNonClusteredStreamLimitsCheck
+        if cfg["num_replicas"] <= 1 and self.engine.meta is not None:
+            self.engine.meta.check_placed_here(cfg)
         if cfg["num_replicas"] > 1 and self.engine.meta is not None:
             self._check_overlap(jsa, cfg, None)
             check_filters_at_create(cfg)
@@ -321,6 +323,15 @@ class ApiHandler:
                            self._clustered() or st.replica is not None)
         self._check_overlap(jsa, cfg, st)
         jsa.check_limits(cfg, st)
+        moving = bool(cfg.get("placement")) and cfg.get("placement") != st.config.get("placement")
+        if moving and cfg["num_replicas"] != st.config["num_replicas"]:
+            raise E.error("JSStreamMoveAndScaleErr")
+        if st.replica is not None and moving:
+            # the meta leader picks servers that meet the new placement; this leader answers
+            self.engine.meta.request("peers", jsa, {"name": name, "cfg": cfg, "change": "move"}, r.reply)
+            raise NoReply()
+        if moving and self.engine.meta is not None:
+            self.engine.meta.check_placed_here(cfg)
         if st.replica is not None:
             if cfg["num_replicas"] != st.config["num_replicas"]:
                 if cfg["num_replicas"] <= 1:
@@ -378,26 +389,42 @@ class ApiHandler:
         return {}
 
     def _filtered_streams(self, jsa, subj):
-        streams = sorted(jsa.streams.values(), key=lambda s: s.name)
-        if subj:
-            streams = [s for s in streams if any(subjects_overlap(subj, x)
-                                                 for x in s.config.get("subjects") or [])]
-        return streams
+        return [jsa.streams[n] for n, _ in listing.matching(((s.name, s.config) for s in jsa.streams.values()), subj)]
 
     def op_stream_names(self, r):
         req = self._names_request(r)
-        streams = self._filtered_streams(r.jsa, req.get("subject", ""))
-        names = [s.name for s in streams]
+        if self.engine.listing is not None:
+            # on a cluster, every server's streams (natsd/jetstream/listing.py)
+            r.detach()
+            self.engine.listing.gather(r.jsa, req.get("subject", ""), False,
+                                       lambda names, _: r.send(self._names_page(req, names)))
+            raise NoReply()
+        return self._names_page(req, [s.name for s in self._filtered_streams(r.jsa, req.get("subject", ""))])
+
+    @staticmethod
+    def _names_page(req, names):
         off = min(max(req.get("offset", 0), 0), len(names))
         return {"total": len(names), "offset": off, "limit": NAMES_LIMIT,
                 "streams": names[off:off + NAMES_LIMIT] or None}      # Go: a nil slice, null
 
     def op_stream_list(self, r):
         req = self._names_request(r, "JSApiStreamListRequest")
+        if self.engine.listing is not None:
+            r.detach()
+            self.engine.listing.gather(r.jsa, req.get("subject", ""), True,
+                                       lambda infos, missing: r.send(self._list_page(req, infos, missing)))
+            raise NoReply()
         streams = self._filtered_streams(r.jsa, req.get("subject", ""))
-        off = min(max(req.get("offset", 0), 0), len(streams))
-        infos = [s.info(with_cluster=False, dynamic=False) for s in streams[off:off + LIST_LIMIT]]
-        return {"total": len(streams), "offset": off, "limit": LIST_LIMIT, "streams": infos}
+        return self._list_page(req, [s.info(with_cluster=False, dynamic=False) for s in streams], [])
+
+    @staticmethod
+    def _list_page(req, infos, missing):
+        off = min(max(req.get("offset", 0), 0), len(infos))
+        out = {"total": len(infos) + len(missing), "offset": off, "limit": LIST_LIMIT,
+               "streams": infos[off:off + LIST_LIMIT]}
+        if missing:
+            out["missing"] = missing
+        return out
 
     def op_stream_purge(self, r):
         req = {}
@@ -486,6 +513,15 @@ class ApiHandler:
             raise E.error("JSStreamRestoreErrF", err="error creating store for stream")
         r.payload = json.dumps(req).encode()
         return snapshot.handle_restore(self, r)
+
+    def op_stream_cancel_move(self, r):
+        """STREAM.CANCEL_MOVE: a move or scale in progress goes back to where it started (the
+        meta leader decides, the stream's leader answers once applied)."""
+        st = self._stream(r)
+        if st.replica is None or self.engine.meta.reconfiguring((r.jsa.name, st.name)) is None:
+            raise E.error("JSStreamReconfigureNotInProgressErr")
+        self.engine.meta.request("peers", r.jsa, {"name": st.name, "change": "cancel"}, r.reply)
+        raise NoReply()
 
     def op_stream_peer_remove(self, r):
         """STREAM.PEER.REMOVE {"peer": server name or peer id}: the meta leader replaces that
@@ -687,6 +723,13 @@ class Request:
         if resp is None:
             return
         advisories.api_audit(self.jsa, self.acc, self.origin, self.subject, self.payload, resp)
+
+    def detach(self):
+        """For an answer sent after the handler returns: copies of what still points into the
+        connection's read buffer. -> self"""
+        self.subject, self.reply, self.hdr, self.payload = (
+            bytes(x) if isinstance(x, memoryview) else x for x in (self.subject, self.reply, self.hdr, self.payload))
+        return self
 
     def send(self, result):
         try:

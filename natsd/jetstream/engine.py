@@ -334,6 +334,7 @@ def _check_store_dir(path):
 
 class JetStream:
     meta = None                         # natsd.jetstream.meta.MetaGroup on a cluster
+    listing = None                      # natsd.jetstream.listing.StreamListing on a cluster
 
     def __init__(self, server):
         self.server = server
@@ -516,6 +517,8 @@ class JetStream:
             return
         self.stopped = True
         log.info("Initiating JetStream Shutdown...")
+        if self.listing is not None:
+            self.listing.stop()
         if self.meta is not None:
             self.meta.stop()
         self._stop_streams()
@@ -537,9 +540,11 @@ class JetStream:
         if self.server.accounts.system is None or self.server.system is None:
             log.warning("JetStream cluster needs a system account: no metadata group")
             return
+        from natsd.jetstream.listing import StreamListing
         from natsd.jetstream.meta import MetaGroup
         self.meta = MetaGroup(self)
         self.meta.start()
+        self.listing = StreamListing(self, self.meta)
 
     def enabled_for(self, account):
         return account.name in self.jsas
@@ -616,7 +621,9 @@ class JetStream:
             store_r += s
         return {"memory": t["memory"], "storage": t["storage"], "reserved_memory": mem_r,
                 "reserved_storage": store_r, "accounts": len(self.jsas),
-                "ha_assets": 1 if self.meta is not None else 0,
+                # Raft groups here: the meta group and each replicated stream's (its consumers
+                # ride in the stream's group)
+                "ha_assets": 1 + len(self.meta.replicas) if self.meta is not None else 0,
                 "api": {"level": API_LEVEL, "total": t["api_total"], "errors": t["api_errors"]}}
 
     def varz(self):

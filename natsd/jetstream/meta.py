@@ -14,7 +14,9 @@ A replicated stream's create or delete request reaches the meta leader from whic
 the client asked (forwarded on `$JSC.META.<leader peer>` in the system account); the leader
 places it (its own server first, then the others from a rotation by the stream's name),
 proposes the assignment and answers the client in its account once the entry is committed.
-Placement by `tags` is not supported yet and is refused as unsatisfiable.
+Servers are chosen by nats-server's placement rules (natsd/jetstream/peerselect.py): the
+placement's cluster and tags, `unique_tag`, `max_ha_assets`; other servers' tags are learnt
+from their `$SYS.SERVER.<id>.STATSZ` events, as nats-server learns them.
 
 Membership:
 - a server with the group on disk starts from it;
@@ -31,12 +33,12 @@ import json
 import logging
 import os
 import time
-import zlib
 
 from natsd._core.router import publish
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftgroup import RaftGroup
 from natsd.jetstream import advisories, errors as E, gojson, remap
+from natsd.jetstream.peerselect import Pool, Rules, Server
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replicated import ReplicatedStream
@@ -51,6 +53,9 @@ ALONE = 3.0                     # a server without routes waits this long for ot
 CHECK = 0.25                    # seconds between membership checks
 FORWARD = "$JSC.META.%s"        # requests for the meta leader, by its peer id
 STEPDOWN = "$JS.API.META.LEADER.STEPDOWN"
+ONE_REPLICA_ELSEWHERE = ("no suitable peers for placement, natsd keeps a one-replica stream on the "
+                         "server its request reached: send it through a server that meets the placement")
+STATSZ = "$SYS.SERVER.*.STATSZ"         # every server's periodic event: its name and tags
 SERVER_REMOVE = "$JS.API.SERVER.REMOVE"
 REMOVE_REQUEST = {"peer": ("string", "str"), "peer_id": ("string", "str")}
 STEPDOWN_TYPE = "meta_leader_stepdown_response"
@@ -76,6 +81,7 @@ class MetaGroup:
         self.removed = set()            # peers removed by request: not added back automatically
         self.peer_names = {self.peer: self.name}
         self.peer_clusters = {self.peer: self.routes.name}
+        self.peer_tags = {self.peer: frozenset(t.lower() for t in s.opts.server_tags)}
         self.started_at = time.monotonic()
         self.started_ns = time.time_ns()        # assignments made before were replayed, not new
         self.seen = frozenset()
@@ -99,6 +105,7 @@ class MetaGroup:
         self.server.system.subscribe(STEPDOWN, self._on_stepdown)
         self.server.system.subscribe(SERVER_REMOVE, self._on_server_remove)
         self.server.system.subscribe(FORWARD % self.peer, self._on_forward)
+        self.server.system.subscribe(STATSZ, self._on_statsz)
         self.timer = self.server.loop.call_later(CHECK, self._check)
 
     def stop(self):
@@ -176,39 +183,96 @@ class MetaGroup:
             self._answer(msg, E.error("JSClusterNotAvailErr"))
 
     def _lead_peers(self, key, msg):
+        """A change of a replicated stream's servers. A move (new placement) and a scale (new
+        `num_replicas`) record where the stream started (`origin`) until its group reports
+        that its members match (`settle`); a cancel goes back there."""
         have = self.assignments.get(key)
         if have is None:
             raise E.error("JSStreamNotFoundErr")
-        candidates = [p for p in self.group.members() if p in self.connected or p == self.peer]
-        if "remove" in msg:
+        origin = have.get("origin")
+        kind = msg.get("change", "remove" if "remove" in msg else "scale")
+        if kind == "settle":
+            if origin is not None and msg.get("peers") == have["peers"]:
+                self.group.propose(json.dumps({"op": "settle", "acc": key[0], "name": key[1]}).encode())
+            return
+        if kind == "move" and origin is not None:
+            raise E.error("JSStreamMoveInProgressErr" if origin["move"] else "JSStreamReconfigureInProgressErr")
+        if kind == "scale" and origin is not None and origin["move"]:
+            raise E.error("JSStreamMoveInProgressErr")
+        if kind == "cancel" and origin is None:
+            raise E.error("JSStreamReconfigureNotInProgressErr")
+        pool = self.pool()
+        cfg = msg.get("cfg") or have["cfg"]
+        if kind == "remove":
             wanted = msg["remove"]
             peer = get_hash(wanted) if get_hash(wanted) in have["peers"] else wanted
-            peers = remap.remove_peer(key, have["peers"], peer, candidates)
-            cfg = have["cfg"]
+            peers = remap.remove_peer(key, have["peers"], peer, pool, cfg.get("placement"))
+        elif kind == "move":
+            peers = remap.move(key, have["peers"], pool, cfg.get("placement"))
+        elif kind == "cancel":
+            cfg = dict(have["cfg"], num_replicas=origin["num_replicas"])
+            cfg.pop("placement", None)
+            if origin.get("placement"):
+                cfg["placement"] = origin["placement"]
+            peers = origin["peers"]
         else:
-            cfg = msg["cfg"]
-            peers = remap.rescale(key, have["peers"], cfg["num_replicas"], candidates, msg.get("keep"))
+            peers = remap.rescale(key, have["peers"], cfg["num_replicas"], pool, cfg.get("placement"),
+                                  msg.get("keep"))
         entry = {"op": "peers", "acc": key[0], "name": key[1], "cfg": cfg, "peers": peers,
-                 "reply": msg.get("reply", "") if "cfg" in msg else ""}
+                 "reply": msg.get("reply", "") if kind != "remove" else ""}
+        if kind == "cancel":
+            entry["answer"] = "stream_cancel_move_response"
+        if kind != "remove":
+            entry["origin"] = origin or {"peers": have["peers"], "num_replicas": have["cfg"]["num_replicas"],
+                                         "placement": have["cfg"].get("placement"), "move": kind == "move"}
         self.group.propose(json.dumps(entry).encode())
-        if "remove" in msg:
+        if kind == "remove":
             self._answer(msg, {"success": True})    # as nats-server: once proposed
 
+    def settle(self, key, peers):
+        """A stream group's leader: its members are the assigned ones now."""
+        self.request("peers", self.engine.jsas[key[0]], {"name": key[1], "change": "settle", "peers": list(peers)},
+                     None)
+
+    def reconfiguring(self, key):
+        """The origin of a move or scale of the stream in progress, or None."""
+        return (self.assignments.get(key) or {}).get("origin")
+
     def _place(self, key, cfg):
-        """The servers of a new replicated stream: this one, then the others connected to it
-        in a rotation by the stream's name."""
-        n = cfg["num_replicas"]
-        pl = cfg.get("placement") or {}
-        if pl.get("tags") or (pl.get("cluster") and pl["cluster"] != self.routes.name):
-            raise E.error("JSClusterNoPeersErrF", err="no suitable peers for placement")
-        others = sorted((p for p in self.group.members() if p in self.connected),
-                        key=lambda p: self.peer_names.get(p, p))
-        if len(others) + 1 < n:
-            raise E.error("JSClusterNoPeersErrF", err="no suitable peers for placement")
-        if others:
-            k = zlib.crc32(("%s.%s" % key).encode()) % len(others)
-            others = others[k:] + others[:k]
-        return [self.peer] + others[:n - 1]
+        """The servers of a new replicated stream (natsd/jetstream/peerselect.py)."""
+        return self.pool().select(key, cfg["num_replicas"], cfg.get("placement"))
+
+    def check_placed_here(self, cfg):
+        """A one-replica stream stays on the server that created it (natsd/jetstream/placement.py):
+        raises nats-server's placement error when no server meets its placement, and says so
+        when only other servers do."""
+        pool, key = self.pool(), ("", cfg["name"])
+        pool.select(key, 1, cfg.get("placement"))
+        try:
+            pool.only(self.peer).select(key, 1, cfg.get("placement"))
+        except E.ApiError:
+            raise E.error("JSClusterNoPeersErrF", err=ONE_REPLICA_ELSEWHERE) from None
+
+    def pool(self):
+        """The meta group's servers as placement sees them."""
+        ha = {}
+        for a in self.assignments.values():
+            if len(a["peers"]) > 1:
+                for p in a["peers"]:
+                    ha[p] = ha.get(p, 0) + 1
+        js = self.server.opts.jetstream
+        servers = [Server(p, self.peer_tags.get(p, frozenset()), p == self.peer or p in self.connected,
+                          ha.get(p, 0), p in self.peer_tags)
+                   for p in sorted(set(self.group.members()) | {self.peer})]
+        return Pool(servers, self.peer, Rules(self.routes.name, js.unique_tag, js.limits.get("max_ha_assets", 0)))
+
+    def _on_statsz(self, sub, subject, reply, hdr, payload, origin):
+        try:
+            server = json.loads(bytes(payload))["server"]
+            peer = get_hash(server["name"])
+            self.peer_tags[peer] = frozenset(str(t).lower() for t in server.get("tags") or ())
+        except (ValueError, KeyError, TypeError):
+            pass                        # not an event of ours to read
 
     def _answer(self, msg, result):
         if not msg.get("reply"):
@@ -242,6 +306,9 @@ class MetaGroup:
             if entry["op"] == "peers":
                 self._apply_peers(key, entry)
                 return
+            if entry["op"] == "settle":
+                self._apply_settle(key)
+                return
         except (ValueError, KeyError, TypeError) as e:
             log.error("JetStream metadata entry %d does not decode: %s", index, e)
             return
@@ -272,15 +339,30 @@ class MetaGroup:
         if have is None:
             return
         new = dict(have, peers=entry["peers"], cfg=entry["cfg"])
+        if entry.get("origin"):
+            new["origin"] = entry["origin"]
         self.assignments[key] = new
         r = self.replicas.get(key)
         if self.peer in new["peers"]:
             if r is None:
                 self._host(key, new, fresh=False, joining=True)
             else:
-                r.reassign(new, entry.get("reply", ""))
+                r.reassign(new, entry.get("reply", ""), entry.get("answer"))
+        elif r is not None and entry.get("origin", {}).get("move"):
+            r.reassign(new, entry.get("reply", ""), entry.get("answer"))    # a member until the move settles
         elif r is not None:
             r.leave(lambda: self._left(key, r))
+
+    def _apply_settle(self, key):
+        have = self.assignments.get(key)
+        if have is None or "origin" not in have:
+            return
+        self.assignments[key] = {k: v for k, v in have.items() if k != "origin"}
+        r = self.replicas.get(key)
+        if r is not None and self.peer not in have["peers"]:
+            r.leave(lambda: self._left(key, r))
+        log.info("JetStream stream '%s > %s' is on its assigned servers: %s", key[0], key[1],
+                 ", ".join(self.peer_names.get(p, p) for p in have["peers"]))
 
     def _left(self, key, r):
         """A replica moved off this server: its copy and its group's log go."""

@@ -12,11 +12,14 @@ server can reach any stream. This works through interest, with no protocol of it
   stream does the server the client is connected to answer (not found, or creating it).
 
 Requests with a JetStream domain prefix are answered the same way, forwarded on under
-`$JS.API.` when another server has the stream. Replicated streams need the Raft meta layer
-and are refused. Stream and consumer listings and account info are this server's.
+`$JS.API.` when another server has the stream. Replicated streams belong to the meta group
+(natsd/jetstream/meta.py). A consumer listing goes to the stream's server like any request
+naming the stream; stream listings ask every server (natsd/jetstream/listing.py); account
+info is this server's.
 """
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
+from natsd.cluster.interest import routes_listen
 
 KIND_ROUTE = 2
 
@@ -58,14 +61,6 @@ class Claim:
         self.subs = []
 
 
-def claimed_elsewhere(sublist, subject):
-    """Has a route told us it serves `subject`?"""
-    for s in sublist.match(subject).psubs:
-        if s.conn is not None and s.conn.kind == KIND_ROUTE:
-            return True
-    return False
-
-
 def answer_here(jsa, stream, api_subject, request_subject, reply, hdr, payload, origin):
     """Should this server answer a request about `stream`? Forwards a domain-prefixed
     request to the server that has the stream."""
@@ -74,7 +69,7 @@ def answer_here(jsa, stream, api_subject, request_subject, reply, hdr, payload, 
         return True                     # a replica that is not its group's leader is silent
     if origin is not None and origin.kind == KIND_ROUTE:
         return False
-    if not claimed_elsewhere(jsa.sublist, api_subject):
+    if not routes_listen(jsa.sublist, api_subject):      # nobody else claimed it
         return True
     if request_subject != api_subject:
         publish(jsa.sublist, api_subject, reply, hdr, payload)

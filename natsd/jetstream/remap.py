@@ -1,45 +1,42 @@
 """Changing the servers of a replicated stream (the meta leader decides, natsd/jetstream/meta.py;
 each stream group's leader carries it out, natsd/jetstream/replicated.py). Pure functions of
-peer ids, so the choices are easy to test and the same on every server.
+peer ids and a peerselect.Pool, so the choices are testable and the same on every server.
 
-- remove_peer: `$JS.API.STREAM.PEER.REMOVE` takes one server out and puts a spare one in its
-  place (nats-server refuses a removal it cannot replace: JSPeerRemapErr).
-- rescale: a `num_replicas` update adds spare servers or drops members, keeping the stream's
-  current leader (which asked) and the earliest members.
-
-A spare is a connected JetStream server that is not a member; they are taken in a rotation by
-the stream's name, as placement does for a new stream.
+- remove_peer: `$JS.API.STREAM.PEER.REMOVE` takes one server out and puts another in its place
+  (nats-server refuses a removal it cannot replace: JSPeerRemapErr);
+- rescale: a `num_replicas` update adds servers or drops members, keeping the stream's current
+  leader (which asked) and the earliest members;
+- move: a `placement` update gives the stream servers that meet the new placement, keeping
+  those of its current ones that do.
+New servers are chosen by the stream's placement rules (natsd/jetstream/peerselect.py).
 """
-import zlib
-
 from natsd.jetstream import errors as E
+from natsd.jetstream.peerselect import meets
 
 
-def spares(key, peers, candidates):
-    """The candidates that are not members, rotated by the stream's (account, name)."""
-    out = sorted(p for p in candidates if p not in peers)
-    if out:
-        k = zlib.crc32(("%s.%s" % key).encode()) % len(out)
-        out = out[k:] + out[:k]
-    return out
-
-
-def remove_peer(key, peers, peer, candidates):
+def remove_peer(key, peers, peer, pool, placement):
     """-> the new member list with `peer` replaced; raises ApiError."""
     if peer not in peers:
         raise E.error("JSClusterPeerNotMemberErr")
-    spare = spares(key, peers, candidates)
-    if not spare:
-        raise E.error("JSPeerRemapErr")
-    return [p if p != peer else spare[0] for p in peers]
+    stay = [p for p in peers if p != peer]
+    try:
+        spare = pool.without(peer).select(key, len(peers), placement, stay)[-1]
+    except E.ApiError:
+        raise E.error("JSPeerRemapErr") from None
+    return [p if p != peer else spare for p in peers]
 
 
-def rescale(key, peers, n, candidates, keep):
+def rescale(key, peers, n, pool, placement, keep):
     """-> the member list for `n` replicas; raises ApiError when too few servers are there."""
     if n >= len(peers):
-        spare = spares(key, peers, candidates)
-        if len(spare) < n - len(peers):
-            raise E.error("JSClusterNoPeersErrF", err="no suitable peers for placement")
-        return list(peers) + spare[:n - len(peers)]
+        return pool.select(key, n, placement, peers)
     kept = [keep] if keep in peers else []
     return kept + [p for p in peers if p != keep][:n - len(kept)]
+
+
+def move(key, peers, pool, placement):
+    """-> the member list under a new placement: the current members that meet it (in order),
+    then new ones; raises ApiError when the placement cannot be met."""
+    by_id = {s.id: s for s in pool.servers}
+    meeting = [p for p in peers if p in by_id and meets(by_id[p], placement, pool.rules)]
+    return pool.select(key, len(peers), placement, meeting)

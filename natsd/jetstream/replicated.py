@@ -285,33 +285,53 @@ class ReplicatedStream:
 
     # ---- a change of servers (natsd/jetstream/remap.py) ----
 
-    def reassign(self, entry, reply):
-        """The meta group gave the stream other servers (this one stays): the leader changes
-        the group's members to match, one at a time, removals first, so that the group never
-        waits on a member still catching up for its quorum; it answers an update."""
+    def reassign(self, entry, reply, answer=None):
+        """The meta group gave the stream other servers: the leader changes the group's
+        members to match, one at a time (_reconcile); it answers the update (or the cancel:
+        `answer` is its response type)."""
         self.peers = tuple(entry["peers"])
         if entry["cfg"] != self.stream.config:
             self.stream.update_config(dict(entry["cfg"]))
         if reply and self.is_leader():
             publish(self.jsa.sublist, reply.encode(), None, None,
-                    E.api_response("stream_update_response", self.stream.info()))
+                    E.api_response(answer or "stream_update_response", self.stream.info()))
         self._reconcile()
 
     def _reconcile(self):
+        """One step towards the assigned members, on the leader. Members that are gone (no
+        route) are removed first, so the group never counts on them for its quorum; then new
+        ones are added, to at most one more than the assignment has; a member still reachable
+        is removed only once every assigned member has caught up, so a move never has fewer
+        up-to-date copies than it had. A leader that is not among the assigned servers hands
+        over last. Once the members match, the meta group hears of it (a move or scale ends)."""
         self.reconcile_timer = None
         if self.group.stopped or not self.is_leader():
             return
-        members, target = set(self.group.members()), set(self.peers)
+        g, me = self.group, self.meta.peer
+        members, target = set(g.members()), set(self.peers)
+        key = (self.jsa.name, self.stream.name)
         if members == target:
-            return
-        try:
-            gone = sorted(members - target - {self.meta.peer})
-            if gone:
-                self.group.remove_member(gone[0])
-            elif target - members:
-                self.group.add_member(sorted(target - members)[0])
-        except (ValueError, NotLeader):
-            pass                        # a change is in flight: try again
+            if self.meta.reconfiguring(key) is None:
+                return
+            self.meta.settle(key, self.peers)       # again each step until the meta group has it
+        else:
+            gone = sorted(members - target - {me})
+            new = sorted(target - members)
+            dead = [p for p in gone if p not in self.meta.connected]
+            caught_up = all(g.caught_up(p) for p in members & target)
+            try:
+                if dead:
+                    g.remove_member(dead[0])
+                elif new and (len(members) <= len(target) or not gone):
+                    g.add_member(new[0])
+                elif gone and caught_up:
+                    g.remove_member(gone[0])
+                elif not gone and not new and caught_up:
+                    heirs = [p for p in self.peers if p in self.meta.connected]
+                    if heirs:
+                        g.transfer_leadership(heirs[0])     # this server is the last to go
+            except (ValueError, NotLeader):
+                pass                    # a change is in flight: try again
         self.reconcile_timer = self.server.loop.call_later(RECONCILE, self._reconcile)
 
     def leave(self, on_gone):
@@ -323,7 +343,7 @@ class ReplicatedStream:
         if self.group.stopped:
             return
         if self.is_leader():
-            heirs = [p for p in self.peers if p in self.meta.connected]
+            heirs = [p for p in self.peers if p in self.meta.connected and p in self.group.members()]
             try:
                 if heirs:
                     self.group.transfer_leadership(heirs[0])

@@ -95,10 +95,10 @@ def wait_interest(members, subject, timeout=10.0):
         time.sleep(0.05)
 
 
-def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: ""):
+def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js=""):
     """A JetStream cluster as nats-server requires one: every member's route list names every
     member (itself included), on route ports chosen before the start. `extra(name)` adds to a
-    member's config; each gets its own store directory."""
+    member's config, `js` to every member's jetstream block; each gets its own store directory."""
     from tools.serverproc import free_port
     ports = {n: free_port() for n in names}
     routes = ["nats://127.0.0.1:%d" % p for p in ports.values()]
@@ -106,7 +106,7 @@ def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: ""):
     try:
         for n in names:
             members.append(start_member(kind, tmp_path, n, routes=routes, route_port=ports[n],
-                                        extra=js_extra(tmp_path, n, extra(n))))
+                                        extra=js_extra(tmp_path, n, extra(n), js)))
         wait_mesh(members)
     except BaseException:
         for m in members:
@@ -116,10 +116,10 @@ def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: ""):
 
 
 @contextlib.contextmanager
-def js_cluster(kind, tmp_path, names="ABC", extra=lambda name: ""):
+def js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js=""):
     """start_js_cluster as a context: every member in the list at the end is killed (replace
     members in place, `members[i] = ...`, to have a restarted one killed too)."""
-    members = start_js_cluster(kind, tmp_path, names, extra)
+    members = start_js_cluster(kind, tmp_path, names, extra, js)
     try:
         yield members
     finally:
@@ -127,8 +127,8 @@ def js_cluster(kind, tmp_path, names="ABC", extra=lambda name: ""):
             m.proc.kill()
 
 
-def js_extra(tmp_path, name, extra=""):
-    return "%s\njetstream { store_dir: '%s' }" % (extra, os.path.join(str(tmp_path), "store-" + name))
+def js_extra(tmp_path, name, extra="", js=""):
+    return "%s\njetstream { store_dir: '%s'\n%s }" % (extra, os.path.join(str(tmp_path), "store-" + name), js)
 
 
 def restart_member(member, tmp_path, extra="", env=None):

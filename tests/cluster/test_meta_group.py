@@ -5,7 +5,6 @@ quorum, restart from their disks, and hand leadership over on $JS.API.META.LEADE
 The shapes and the stepdown replies are compared with a nats-server cluster run the same way."""
 import asyncio
 import json
-import re
 import time
 import urllib.error
 import urllib.request
@@ -274,21 +273,3 @@ def test_server_remove_takes_a_dead_server_out_of_the_meta_group(tmp_path, kind)
     finally:
         for m in members:
             m.proc.kill()
-
-
-@pytest.mark.parametrize("setting,key", [("unique_tag: az", "unique_tag"),
-                                         ("limits { max_ha_assets: 3 }", "limits.max_ha_assets")])
-def test_placement_settings_natsd_cannot_honour_are_refused_on_a_cluster(tmp_path, setting, key):
-    """Placement by unique_tag and max_ha_assets is not there yet: on a cluster natsd stops
-    with the setting's position instead of ignoring it (on one server they act on nothing)."""
-    conf = tmp_path / "c.conf"
-    conf.write_text("server_name: S\njetstream {\n  store_dir: '%s'\n  %s\n}\n"
-                    "cluster { name: C, port: -1, routes: [nats://127.0.0.1:1] }\n" % (tmp_path / "s", setting))
-    p = ServerProcess(list(natsd_cmd()) + ["-c", str(conf), "-p", "-1"])
-    try:
-        assert p.proc.wait(15) == 1
-        p.reader.join(5)
-        assert re.search(r"c\.conf:4:\d+: jetstream `%s` on a cluster is not supported by natsd yet"
-                         % re.escape(key), p.log), p.log
-    finally:
-        p.kill()

@@ -1,0 +1,148 @@
+"""Placement of replicated streams on a running cluster (natsd/jetstream/peerselect.py, the meta
+group, ReplicatedStream._reconcile): `placement.tags` and `jetstream.unique_tag` choose the
+servers, a placement no server meets is refused with nats-server's text, a placement update
+moves the stream (every acknowledged message goes along, the servers left have no copy), and
+`STREAM.CANCEL_MOVE` takes an unfinished move back. Replies are compared with nats-server's."""
+import asyncio
+import json
+import os
+import signal
+
+import nats
+import pytest
+
+from tests.cluster.clusterhelp import js_cluster
+from tests.cluster.test_replicated_streams import api, check_acked, converged, leader_of, publish_window
+from tests.cluster.test_stream_peers import hosts
+from tests.conftest import poll
+
+need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
+
+TAGS = {"A": ["az:1", "ssd"], "B": ["az:2", "ssd", "fast"], "C": ["az:3", "fast"]}
+
+
+def tagged(name):
+    return "server_tags: [%s]" % ", ".join('"%s"' % t for t in TAGS[name])
+
+
+def servers_of(info):
+    c = info.get("cluster") or {}
+    return {c.get("leader")} | {r["name"] for r in c.get("replicas") or []}
+
+
+def cfg(name, tags, replicas=2, **more):
+    return dict({"name": name, "subjects": ["%s.>" % name.lower()], "num_replicas": replicas,
+                 "placement": {"tags": tags}}, **more)
+
+
+async def ask(m, subject, body=b""):
+    """A request the meta leader answers: retried while the cluster has none yet."""
+    for _ in range(50):
+        r = await api(m, subject, body)
+        if r.get("error", {}).get("err_code") != 10008:
+            return r
+        await asyncio.sleep(0.2)
+    raise AssertionError("no meta leader answered %s" % subject)
+
+
+def tags_known(members):
+    """Every member's STATSZ (with its tags) has been seen: a create right after the start may
+    otherwise find a server not heard from yet (nats-server: "miscellaneous issue")."""
+    def check():
+        try:
+            r = asyncio.run(api(members[0], "$JS.API.STREAM.CREATE.PROBE",
+                                json.dumps(cfg("PROBE", ["fast"], 2)).encode(), timeout=2))
+        except nats.errors.TimeoutError:
+            return False                # no meta leader yet
+        return "error" not in r
+    assert poll(check, timeout=20, interval=0.2)
+    asyncio.run(api(members[0], "$JS.API.STREAM.DELETE.PROBE"))
+
+
+@need_ref
+def test_placement_by_tags_and_its_errors_match_nats_server(tmp_path):
+    seen = {}
+    for kind in ("nats-server", "natsd"):
+        with js_cluster(kind, tmp_path / kind, extra=tagged, js="unique_tag: az:") as members:
+            tags_known(members)
+            out = []
+            r = asyncio.run(ask(members[2], "$JS.API.STREAM.CREATE.SSD", json.dumps(cfg("SSD", ["ssd"])).encode()))
+            assert "error" not in r, r
+            leader_of(members, "SSD")
+            assert servers_of(asyncio.run(api(members[0], "$JS.API.STREAM.INFO.SSD"))) == {"A", "B"}
+            for name, c in (("NOPE", cfg("NOPE", ["ssd"], 3)),           # two servers have ssd
+                            ("HDD", cfg("HDD", ["hdd"], 2)),             # nobody has hdd
+                            ("NOTSSD", cfg("NOTSSD", ["!ssd"], 2)),      # only C lacks ssd
+                            ("ONE", cfg("ONE", ["hdd"], 1)),             # one replica: the same rules
+                            ("ELSEWHERE", dict(cfg("ELSEWHERE", [], 2), placement={"cluster": "C9"}))):
+                r = asyncio.run(ask(members[1], "$JS.API.STREAM.CREATE.%s" % name, json.dumps(c).encode()))
+                out.append(r)
+            # a move and a scale at once; a cancel with nothing to cancel
+            both = dict(cfg("SSD", ["fast"], 3))
+            out.append(asyncio.run(ask(members[0], "$JS.API.STREAM.UPDATE.SSD", json.dumps(both).encode())))
+            out.append(asyncio.run(ask(members[0], "$JS.API.STREAM.CANCEL_MOVE.SSD")))
+            seen[kind] = out
+    assert seen["natsd"] == seen["nats-server"]
+    assert [r["error"]["err_code"] for r in seen["natsd"]] == [10005] * 5 + [10123, 10129]
+    assert seen["natsd"][0]["error"]["description"] == "no suitable peers for placement, tags not matched ['ssd']"
+
+
+def test_update_moves_the_stream_and_cancel_takes_it_back(tmp_path):
+    with js_cluster("natsd", tmp_path, extra=tagged, js="limits { max_ha_assets: 2 }") as members:
+        by = {m.name: m for m in members}
+        tags_known(members)
+        r = asyncio.run(ask(by["C"], "$JS.API.STREAM.CREATE.R3", json.dumps(cfg("R3", ["ssd"], subjects=["r3.>"])).encode()))
+        assert "error" not in r, r
+        leader_of(members)
+        acked = asyncio.run(publish_window(by["C"].url, 300, b"before"))
+
+        # ssd (A, B) -> fast (B, C): B stays, C comes, A goes with every message on the new pair
+        r = asyncio.run(api(by["C"], "$JS.API.STREAM.UPDATE.R3", json.dumps(cfg("R3", ["fast"], subjects=["r3.>"])).encode()))
+        assert r["type"] == "io.nats.jetstream.api.v1.stream_update_response" and "error" not in r, r
+        assert r["config"]["placement"] == {"tags": ["fast"]}
+        acked.update(asyncio.run(publish_window(by["A"].url, 200, b"during")))
+        assert poll(lambda: hosts(members) == ["B", "C"], timeout=30), hosts(members)
+        assert poll(lambda: servers_of(asyncio.run(api(by["A"], "$JS.API.STREAM.INFO.R3"))) == {"B", "C"}, timeout=20)
+        state = converged([by["B"], by["C"]], max(acked))
+        check_acked(leader_of([by["B"], by["C"]]), acked, state)
+        # the move is over: nothing to cancel
+        r = asyncio.run(api(by["A"], "$JS.API.STREAM.CANCEL_MOVE.R3"))
+        assert r["error"]["err_code"] == 10129, r
+
+        # a move that cannot finish is taken back: A, the one server it needs, is frozen
+        # (its routes stay up, so it counts as online, but it never catches up)
+        os.kill(by["A"].proc.proc.pid, signal.SIGSTOP)
+        try:
+            to_ssd = json.dumps(cfg("R3", ["ssd"], subjects=["r3.>"])).encode()
+            r = update_through(by["B"], to_ssd)              # A may have been the meta leader
+            assert r.get("config", {}).get("placement") == {"tags": ["ssd"]} or \
+                r.get("error", {}).get("err_code") == 10124, r
+            again = asyncio.run(api(by["B"], "$JS.API.STREAM.UPDATE.R3", json.dumps(cfg("R3", ["fast"], subjects=["r3.>"])).encode()))
+            assert again["error"]["err_code"] == 10124, again            # stream move already in progress
+            r = asyncio.run(api(by["C"], "$JS.API.STREAM.CANCEL_MOVE.R3"))
+            assert r["type"] == "io.nats.jetstream.api.v1.stream_cancel_move_response", r    # as nats-server
+            assert r["config"]["placement"] == {"tags": ["fast"]}, r
+            assert poll(lambda: servers_of(asyncio.run(api(by["B"], "$JS.API.STREAM.INFO.R3"))) == {"B", "C"}, timeout=20)
+        finally:
+            os.kill(by["A"].proc.proc.pid, signal.SIGCONT)
+        assert poll(lambda: hosts(members) == ["B", "C"], timeout=30), hosts(members)
+        assert converged([by["B"], by["C"]], max(acked))["messages"] == len(acked)
+
+        # max_ha_assets: 2 (the meta group counts as one): B and C take one more stream, then
+        # only A is left for another
+        r = asyncio.run(ask(by["A"], "$JS.API.STREAM.CREATE.X", json.dumps(cfg("X", ["fast"])).encode()))
+        assert "error" not in r, r
+        r = asyncio.run(ask(by["A"], "$JS.API.STREAM.CREATE.Y", json.dumps(cfg("Y", [])).encode()))
+        assert r["error"] == {"code": 400, "err_code": 10005,
+                              "description": "no suitable peers for placement, miscellaneous issue"}, r
+
+
+def update_through(m, body):
+    """An update retried while its first attempt goes unanswered (forwarded to a frozen meta
+    leader until the others elect a new one)."""
+    for _ in range(10):
+        try:
+            return asyncio.run(api(m, "$JS.API.STREAM.UPDATE.R3", body, timeout=3))
+        except nats.errors.TimeoutError:
+            continue
+    raise AssertionError("the update was never answered")
