@@ -17,11 +17,15 @@ Requests with a JetStream domain prefix are answered the same way, forwarded on 
 naming the stream; stream listings ask every server (natsd/jetstream/listing.py); account
 info is this server's.
 """
+import time
+
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.cluster.interest import routes_listen
 
 KIND_ROUTE = 2
+CLAIM_WAIT = 2.0                # seconds a request about a replicated stream waits for its leader's claim
+CLAIM_POLL = 0.05
 
 
 def claimed_subjects(stream):
@@ -70,7 +74,32 @@ def answer_here(jsa, stream, api_subject, request_subject, reply, hdr, payload, 
     if origin is not None and origin.kind == KIND_ROUTE:
         return False
     if not routes_listen(jsa.sublist, api_subject):      # nobody else claimed it
+        if _leader_elsewhere_soon(jsa, stream):
+            _hold(jsa, api_subject, reply, hdr, payload)
+            return False
         return True
     if request_subject != api_subject:
         publish(jsa.sublist, api_subject, reply, hdr, payload)
     return False
+
+
+def _leader_elsewhere_soon(jsa, stream):
+    """A replicated stream this server does not lead: its leader's claim may not have
+    arrived yet (it was just created, or its group is electing)."""
+    meta = jsa.engine.meta
+    return meta is not None and (jsa.name, stream) in meta.assignments
+
+
+def _hold(jsa, api_subject, reply, hdr, payload):
+    """Send the request on to the stream's leader once its claim arrives (for up to
+    CLAIM_WAIT: a request to a stream that has no leader by then goes unanswered)."""
+    msg = (bytes(api_subject), bytes(reply) if reply else None, None if hdr is None else bytes(hdr), bytes(payload))
+    loop = jsa.engine.server.loop
+    deadline = time.monotonic() + CLAIM_WAIT
+
+    def check():
+        if routes_listen(jsa.sublist, msg[0]):
+            publish(jsa.sublist, *msg)
+        elif time.monotonic() < deadline:
+            loop.call_later(CLAIM_POLL, check)
+    loop.call_later(CLAIM_POLL, check)

@@ -12,7 +12,7 @@ import asyncio
 
 import nats
 import pytest
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+from nats.errors import NoRespondersError
 
 CONF = """
 accounts {

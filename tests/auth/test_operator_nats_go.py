@@ -3,7 +3,6 @@ test_operator_mode's world, the same steps run by the Go client against both ser
 reports: valid, expired, revoked, wrongly signed, out-of-window and out-of-CIDR users, bearer
 tokens, permission violations (the user's own and the account's defaults), user limits and a
 user cut off when its JWT expires."""
-import pytest
 
 from tests.auth.test_operator_mode import build
 

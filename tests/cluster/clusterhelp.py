@@ -173,6 +173,13 @@ def slow_disk_env(tmp_path, micros):
     return {"LD_PRELOAD": lib, "SLOW_SYNC_US": str(micros)}
 
 
+def fault_seeds(default):
+    """The seeds of a real-process fault scenario: `default` in the suite (its time budget),
+    1..N with NATSD_FAULT_SEEDS=N in the environment (`make faults` runs 20)."""
+    n = int(os.environ.get("NATSD_FAULT_SEEDS") or 0)
+    return list(range(1, n + 1)) if n > 0 else list(default)
+
+
 def kill9(*members):
     """kill -9 each member and wait until it is gone."""
     for m in members:

@@ -12,7 +12,7 @@ import urllib.request
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import kill9, restart_member, start_js_cluster
+from tests.cluster.clusterhelp import fault_seeds, kill9, restart_member, start_js_cluster
 from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd, poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -118,7 +118,7 @@ def test_meta_cluster_and_raftz_are_shaped_as_nats_server(tmp_path):
         assert mine == ref, "%s: natsd %s, nats-server %s" % (what, json.dumps(mine), json.dumps(ref))
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", fault_seeds([1, 2]))
 def test_leader_kill9_elects_another_and_the_restarted_server_follows(tmp_path, seed):
     members = start_cluster("natsd", tmp_path)
     try:

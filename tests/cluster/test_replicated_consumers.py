@@ -9,7 +9,7 @@ import random
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import js_cluster, kill9, restart_member
+from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_member
 from tests.cluster.test_replicated_streams import api, converged, create, leader_of, local_state
 from tests.conftest import poll
 
@@ -68,7 +68,7 @@ def info(m):
     return asyncio.run(consumer_request(m, "INFO"))
 
 
-@pytest.mark.parametrize("seed", [1])   # more seeds by hand: the suite's time budget
+@pytest.mark.parametrize("seed", fault_seeds([1]))
 def test_acks_survive_the_leader(tmp_path, seed):
     """40 messages acked with AckSync, 10 delivered and left unacked, then kill -9 of the
     leader: the new leader redelivers the 10 and the 50 never delivered, and nothing acked."""

@@ -14,7 +14,7 @@ import urllib.request
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import kill9, restart_member, start_js_cluster
+from tests.cluster.clusterhelp import fault_seeds, kill9, restart_member, start_js_cluster
 from tests.conftest import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -140,7 +140,7 @@ def check_acked(member, acked, state):
     assert len(payloads) == len(set(payloads)), "a message is stored twice"
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", fault_seeds([1, 2]))
 def test_leader_kill9_during_publishing_loses_no_acked_message(tmp_path, seed):
     rng = random.Random(seed)
     members = start_js_cluster("natsd", tmp_path)
@@ -284,7 +284,7 @@ def test_stream_leader_stepdown(tmp_path, kind):
             m.proc.kill()
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", fault_seeds([1, 2]))
 def test_partitioned_leader_acks_nothing_and_the_majority_goes_on(tmp_path, seed):
     """Every route runs through a proxy per direction (and each server advertises a dead
     address, so no route is made around them). The stream's leader is cut off with a client

@@ -4,7 +4,6 @@ import socket
 import threading
 import urllib.request
 
-import pytest
 
 from tests.conftest import poll
 from tests.core.rawclient import RawClient, parse_msgs

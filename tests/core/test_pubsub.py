@@ -7,7 +7,6 @@ import nats
 import nats.errors
 import pytest
 
-from tests.conftest import natsd_cmd, start_server
 
 
 def run(coro_fn):

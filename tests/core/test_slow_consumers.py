@@ -6,7 +6,6 @@ not asserted here.)"""
 import re
 import socket
 import threading
-import time
 
 from tests.conftest import poll
 from tests.core.rawclient import RawClient

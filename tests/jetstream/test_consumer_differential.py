@@ -6,9 +6,6 @@ import json
 import re
 
 import nats
-import pytest
-
-from tests.jetstream.jshelp import run
 
 CREATE = "$JS.API.CONSUMER.CREATE.S"
 

@@ -2,7 +2,6 @@
 reply key sets, error codes and descriptions must agree."""
 import json
 
-import pytest
 
 from tests.jetstream.jshelp import connect, run
 

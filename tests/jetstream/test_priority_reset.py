@@ -9,7 +9,6 @@ import re
 import nats
 
 from tests.jetstream.jshelp import same_on_both
-import pytest
 
 from natsd.jetstream.sourcing import get_hash
 

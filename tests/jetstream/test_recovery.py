@@ -2,7 +2,6 @@
 survive a restart with the same store dir; after kill -9 during async publishing every
 acknowledged message is present exactly once."""
 import asyncio
-import json
 import signal
 
 import nats

@@ -6,7 +6,6 @@ test. The 10M-message RSS measurement runs only with NATSD_SLOW=1.
 """
 import logging
 import os
-import resource
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from natsd._core import log as clog
-from natsd.jetstream.store import FileStore, MemoryStore, StoreError, StoredMsg
+from natsd.jetstream.store import FileStore, MemoryStore, StoredMsg
 
 HDR = b"NATS/1.0\r\nA: b\r\n\r\n"
 # file-grouped: a FileStore as the server opens it under group commit, with the loop's call_soon

@@ -1,13 +1,12 @@
 """Streams through nats-py against natsd: create/info/update/delete, publish acks, dedup,
 expected-* headers, limits and discard policies, retention, purge variants, msg get/delete,
 rollups, TTLs, republish, subject transforms, domains and non-JetStream accounts."""
-import asyncio
 import json
 
 import nats
 import nats.js.errors
 import pytest
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType
 
 from tests.jetstream.jshelp import api, connect, run, wait_until
 

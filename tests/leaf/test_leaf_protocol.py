@@ -1,7 +1,5 @@
 """The leaf node protocol on the wire: a raw socket plays the soliciting leaf against natsd's
 and nats-server's leafnode port, and what each server does with LS+/LMSG is compared."""
-import json
-import time
 
 import pytest
 
