@@ -21,6 +21,8 @@ What it implements (Ongaro's dissertation, with natsd's choices):
 - Membership changes one server at a time (a CONFIG entry takes effect when appended); a leader
   that removed itself steps down once the change commits.
 - Leader transfer: proposals pause, the target is brought up to date and told to campaign now.
+- A node whose state machine is still incomplete (it is copying what a snapshot names from
+  another member) is made not `electable`: it votes and acknowledges, but does not campaign.
 """
 import random
 
@@ -43,7 +45,7 @@ class NotLeader(Exception):
 
 class Node:
     def __init__(self, node_id, members, storage, *, now=0.0, rng=None,
-                 election_timeout=(1.0, 2.0), heartbeat=0.25, log=None):
+                 election_timeout=(1.0, 2.0), heartbeat=0.25, log=None, eager_commit=False):
         """members: the group at creation (with this node), or None for a server joining an
         existing group, which waits to hear from its leader. A restarted node reads its
         members from its storage."""
@@ -53,6 +55,7 @@ class Node:
         self.et_lo, self.et_hi = election_timeout
         self.hb = heartbeat
         self.log = log
+        self.eager_commit = eager_commit    # tell followers of every new commit at once
         self.term, self.vote = storage.hard_state()
         snap_index, snap_term, snap_members = storage.snapshot_meta()
         self.commit = self.applied = snap_index
@@ -75,6 +78,7 @@ class Node:
         self.heard_leader_at = -1e18
         self.elections = 0
         self.quorum_losses = 0              # times this leader stepped down for want of a quorum
+        self.electable = True               # False: the state machine is incomplete here
         self.now = now
         self._reset_election(now)
         self.next_heartbeat = now
@@ -95,7 +99,7 @@ class Node:
                     self._become_follower(self.term, "", now)
             if self.transfer_to and now >= self.transfer_deadline:
                 self.transfer_to = None
-        elif now >= self.election_at and self.id in self.members:
+        elif now >= self.election_at and self.id in self.members and self.electable:
             self._campaign(now, pre_vote=True)
 
     def step(self, msg, now):
@@ -308,7 +312,7 @@ class Node:
                 self._become_leader(now)
 
     def _on_timeout_now(self, msg, now):
-        if msg.term == self.term and self.id in self.members and self.role != LEADER:
+        if msg.term == self.term and self.id in self.members and self.role != LEADER and self.electable:
             self._campaign(now, pre_vote=False, transfer=True)
 
     # ---------------------------------------------------------------- replication (leader)
@@ -393,6 +397,8 @@ class Node:
         if n > self.commit and self.store.term_at(n) == self.term:
             self.commit = n
             self._apply()
+            if self.eager_commit and self.role == LEADER:
+                self._broadcast(heartbeat=True)
             if self.id not in self.members and self._config_committed():
                 self._note("removed from the group: stepping down")
                 self.role = FOLLOWER

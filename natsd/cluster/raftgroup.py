@@ -44,16 +44,20 @@ def subject(group, peer):
 
 class RaftGroup:
     def __init__(self, server, group, peer, directory, *, members=None, apply=None, on_leader=None,
-                 on_leader_ready=None, on_quorum_lost=None, election_timeout=(1.5, 3.0), heartbeat=0.3):
+                 on_leader_ready=None, on_quorum_lost=None, election_timeout=(1.5, 3.0), heartbeat=0.3,
+                 eager_commit=False):
         """members: the group at its creation, or None for a restarted member (its log knows)
-        or one that waits to be added by a leader."""
+        or one that waits to be added by a leader. eager_commit: the leader tells followers of
+        each commit at once rather than with its next append or heartbeat (a group with few
+        entries whose followers act on them, as the meta group)."""
         self.server = server
         self.loop = server.loop
         self.group = group
         self.peer = peer
         self.storage = LogStorage(directory)
         self.node = Node(peer, members, self.storage, now=time.monotonic(),
-                         election_timeout=election_timeout, heartbeat=heartbeat, log=log)
+                         election_timeout=election_timeout, heartbeat=heartbeat, log=log,
+                         eager_commit=eager_commit)
         self.apply = apply
         self.on_leader = on_leader
         self.on_leader_ready = on_leader_ready

@@ -28,6 +28,10 @@ Membership:
   a time. Nobody is removed automatically.
 Give every server the same route list: servers that see different sets at their start can
 form more than one group.
+
+Every COMPACT_ENTRIES applied entries a server keeps a snapshot of the assignments in place of
+its log's beginning; a server that starts reads its snapshot, then replays what follows, and a
+server far behind gets its leader's.
 """
 import json
 import logging
@@ -51,6 +55,8 @@ GROUP = "_meta_"
 SETTLE = 1.0                    # seconds the set of JetStream peers must hold still before a bootstrap
 ALONE = 3.0                     # a server without routes waits this long for others first
 CHECK = 0.25                    # seconds between membership checks
+COMPACT_ENTRIES = 64            # applied entries between two snapshots of the assignments
+SNAPSHOT_VERSION = 1
 FORWARD = "$JSC.META.%s"        # requests for the meta leader, by its peer id
 STEPDOWN = "$JS.API.META.LEADER.STEPDOWN"
 ONE_REPLICA_ELSEWHERE = ("no suitable peers for placement, natsd keeps a one-replica stream on the "
@@ -98,9 +104,12 @@ class MetaGroup:
         log.info("Creating JetStream metadata controller")
         existing = os.path.isdir(self.dir)
         self.group = RaftGroup(self.server, GROUP, self.peer, self.dir, members=None,
-                               apply=self._apply, on_leader=self._leader_changed)
+                               apply=self._apply, on_leader=self._leader_changed, eager_commit=True)
         if not existing or not self.group.members():
             log.info("JetStream cluster bootstrapping")
+        index = self.group.storage.snapshot_meta()[0]
+        if index:
+            self._install(index, self.group.storage.snapshot_data(), joining=False)
         self.group.start()
         self.server.system.subscribe(STEPDOWN, self._on_stepdown)
         self.server.system.subscribe(SERVER_REMOVE, self._on_server_remove)
@@ -296,8 +305,52 @@ class MetaGroup:
 
     def _apply(self, items):
         for kind, index, data in items:
-            if kind == "entry" and data:
+            if kind == "snapshot":
+                self._install(index, data, joining=True)
+            elif kind == "entry" and data:
                 self._apply_entry(index, data)
+        self._maybe_compact()
+
+    # ---- snapshots: the assignments in place of the entries that made them ----
+
+    def _maybe_compact(self):
+        n = self.group.node
+        if n.applied - self.group.storage.snapshot_meta()[0] < COMPACT_ENTRIES:
+            return
+        data = json.dumps({"v": SNAPSHOT_VERSION, "assignments": list(self.assignments.values())},
+                          separators=(",", ":")).encode()
+        try:
+            n.compact(n.applied, data)
+        except OSError as e:
+            log.error("JetStream metadata could not take a snapshot at entry %d: %s (its log keeps "
+                      "growing until one succeeds)", n.applied, e)
+
+    def _install(self, index, data, joining):
+        """The assignments as of a snapshot: this server's own at its start (joining False, as
+        replaying the entries would), or its leader's (a server that was far behind: streams
+        assigned to it wait for their groups' leaders). Streams it no longer has go, new ones
+        start, changed ones follow."""
+        try:
+            snap = json.loads(bytes(data))
+            if snap.get("v") != SNAPSHOT_VERSION:
+                raise ValueError("unknown version %r" % snap.get("v"))
+            new = {(e["acc"], e["cfg"]["name"]): e for e in snap["assignments"]}
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.error("JetStream metadata snapshot at entry %d cannot be read: %s", index, e)
+            return
+        for key in [k for k in self.assignments if k not in new]:
+            self._unassign(key)
+        for key, entry in new.items():
+            have = self.assignments.get(key)
+            if have is None:
+                self.assignments[key] = entry
+                if self.peer in entry["peers"] and key not in self.replicas:
+                    self._host(key, entry, fresh=False, joining=joining)
+                continue
+            if (have["peers"], have["cfg"], have.get("origin")) != (entry["peers"], entry["cfg"], entry.get("origin")):
+                self._apply_peers(key, entry)
+                if "origin" not in entry:
+                    self._apply_settle(key)
 
     def _apply_entry(self, index, data):
         try:
@@ -325,14 +378,17 @@ class MetaGroup:
             for msg in same:
                 self._answer(msg, self._created(key, entry))
         elif entry["op"] == "del":
-            self.assignments.pop(key, None)
-            r = self.replicas.pop(key, None)
-            if r is not None:
-                r.jsa.delete_stream(key[1])
-                r.stop(delete=True)
+            self._unassign(key)
         msg = self.waiting.pop(index, None)
         if msg is not None:
             self._answer(msg, {"success": True})
+
+    def _unassign(self, key):
+        self.assignments.pop(key, None)
+        r = self.replicas.pop(key, None)
+        if r is not None:
+            r.jsa.delete_stream(key[1])
+            r.stop(delete=True)
 
     def _apply_peers(self, key, entry):
         have = self.assignments.get(key)
@@ -512,7 +568,12 @@ class MetaGroup:
         return out
 
     def raftz(self):
-        return {GROUP: self.group.status(self.peer_names)}
+        """The meta group's and every replicated stream group's status here, by group name."""
+        out = {GROUP: self.group.status(self.peer_names)}
+        for r in self.replicas.values():
+            if not r.group.stopped:
+                out[r.group_name] = r.group.status(self.peer_names)
+        return out
 
     def health_errors(self):
         """What /healthz reports about the meta group: nats-server's text when there is no

@@ -12,14 +12,21 @@ the servers the meta group assigned (natsd/jetstream/meta.py).
   Acknowledged therefore means committed on a quorum of fdatasynced logs.
 - Purge, message delete and configuration updates are entries too (natsd/jetstream/streamops.py
   runs them on every replica at apply); the leader answers the request.
-- The group's log is the stream's durable record: the local copy is rebuilt from it when the
-  server starts (the log is replayed as the group learns what is committed), so the copy is
-  never its own source of truth.
+- The group's log is the stream's durable record until a snapshot replaces its beginning:
+  once COMPACT_ENTRIES entries (or COMPACT_BYTES) were applied since the last one, a file
+  stream's replica syncs its copy and has the group keep a snapshot of it in place of those
+  entries (natsd/jetstream/replsnapshot.py); a leader waits for its reachable followers to
+  have every entry first, unless the log grew four times that. A server that starts with no
+  snapshot rebuilds its copy from the log, as before; one with a snapshot keeps its copy, cut
+  back to the snapshot, and replays the entries after it.
+- A copy that lacks what a snapshot names (a follower the leader sent its snapshot, a server
+  back with an empty disk) copies those messages from the leader (natsd/jetstream/catchup.py)
+  and holds the entries after the snapshot until it has them; meanwhile it does not stand
+  for election, and the leader does not count it as caught up when it changes members.
+  Memory streams are not compacted: their copies are rebuilt from the log at every start.
 
 - Consumers with more than one replica ride in the same group (natsd/jetstream/replconsumers.py):
   they run on the leader, and their state is committed as the stream's entries are.
-
-Not there yet: the log is never compacted (a restart replays the whole stream).
 """
 import json
 import logging
@@ -29,9 +36,9 @@ import struct
 import time
 
 from natsd._core.router import publish
-from natsd.cluster.raft import NotLeader
+from natsd.cluster.raft import LEADER, NotLeader
 from natsd.cluster.raftgroup import RaftGroup
-from natsd.jetstream import advisories, errors as E, streamops
+from natsd.jetstream import advisories, catchup, errors as E, replsnapshot, streamops
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replconsumers import OPS as CONSUMER_OPS, ReplicatedConsumers
 
@@ -44,6 +51,12 @@ K_SRC = 3                               # a message a mirror or source copied (o
 _SRC_SEQ = struct.Struct("<Q")
 MAX_DEFERRED = 1024                     # API requests a new leader holds until it is ready
 RECONCILE = 0.25                        # seconds between two steps of a change of members
+FIRST_CAMPAIGN_EVERY = 0.1              # seconds between a new group's first server's campaigns
+FIRST_CAMPAIGN_TRIES = 20
+COMPACT_ENTRIES = 8192                  # applied entries between two snapshots
+COMPACT_BYTES = 64 << 20                # or log bytes
+COMPACT_RETRY = 0.5                     # leader: seconds before a put-off snapshot is looked at again
+FETCHING_FOR = 5.0                      # leader: seconds a copying replica counts as copying
 
 
 def encode_msg(subject, hdr, payload, ts):
@@ -97,8 +110,11 @@ class ReplicatedStream:
         self.reconcile_timer = None     # leader: members being brought in line with self.peers
         self.leaving = None             # moved off this server: called once it can go
         self.leader_peer = ""
-        shutil.rmtree(self.local_dir, ignore_errors=True)   # rebuilt from the group's log
-        os.makedirs(self.local_dir, exist_ok=True)
+        self.fetcher = None             # copying what a snapshot names from another replica
+        self.held = []                  # meanwhile: the entries committed after it
+        self.copying = {}               # leader: peer -> when it last asked for messages
+        self.compacting = False         # a snapshot waits for its copy's sync
+        self.compact_timer = None       # leader: a snapshot put off while followers lag
         self.creator = (assignment["acc"], assignment["reply"]) if fresh and assignment.get("reply") else None
         self.consumers = ReplicatedConsumers(self)
         self.group = RaftGroup(self.server, self.group_name, meta.peer, os.path.join(self.dir, "raft"),
@@ -106,10 +122,32 @@ class ReplicatedStream:
                                on_leader=self._leader_changed,
                                on_leader_ready=self._leader_ready,
                                on_quorum_lost=self._quorum_lost)
-        self.stream = jsa.add_stream(dict(assignment["cfg"]), assignment["created"], replica=self)
-        if self.peers[0] == meta.peer and fresh:
-            self.group.node.campaign_soon(time.monotonic())
+        index, snap = self._local_snapshot()
+        cfg = dict(assignment["cfg"])
+        if snap is None:
+            shutil.rmtree(self.local_dir, ignore_errors=True)   # rebuilt from the group's log
+            os.makedirs(self.local_dir, exist_ok=True)
+            self.stream = jsa.add_stream(cfg, assignment["created"], replica=self)
+        else:
+            os.makedirs(self.local_dir, exist_ok=True)
+            self.stream = jsa.add_stream(self._snapshot_config(snap, cfg), assignment["created"],
+                                         recovering=True, replica=self)
+        self.serve_sub = self.server.system.subscribe(catchup.subject(self.group_name, meta.peer), self._serve)
         self.group.start()
+        if self.peers[0] == meta.peer and fresh:
+            self._first_campaign(FIRST_CAMPAIGN_TRIES)
+        if snap is not None:
+            self._align(index, snap)
+
+    def _first_campaign(self, tries):
+        """A new group's first server stands at once, and again every FIRST_CAMPAIGN_EVERY
+        while nobody leads: the others start the group only once they learn that the meta
+        entry is committed, which may be after its first vote requests went unheard (else the
+        create would wait out a whole election timeout)."""
+        if self.group.stopped or self.group.leader or not tries:
+            return
+        self.group.node.campaign_soon(time.monotonic())
+        self.server.loop.call_later(FIRST_CAMPAIGN_EVERY, self._first_campaign, tries - 1)
 
     def is_leader(self):
         return self.group.is_leader()
@@ -118,6 +156,12 @@ class ReplicatedStream:
         if self.reconcile_timer is not None:
             self.reconcile_timer.cancel()
             self.reconcile_timer = None
+        if self.compact_timer is not None:
+            self.compact_timer.cancel()
+            self.compact_timer = None
+        if self.fetcher is not None:
+            self.fetcher.stop()
+        self.server.system.unsubscribe(self.serve_sub)
         self.consumers.stop_all()
         self.group.stop()
         if delete:
@@ -174,9 +218,27 @@ class ReplicatedStream:
     # ---- every replica applies ----
 
     def _apply(self, items):
-        """Committed entries, in log order: runs of messages go through the stream's batched
-        ingest (Stream._on_batch, the path one-replica streams take), operations one by one.
-        Only the leader has the publishers' replies, so only it answers."""
+        """What the group made ready, in log order: committed entries, and a leader's snapshot
+        that replaced the log here. Held while the copy is copying what a snapshot names."""
+        if self.fetcher is not None:
+            self.held.extend(items)
+            return
+        start = 0
+        for i, (kind, index, data) in enumerate(items):
+            if kind == "snapshot":
+                self._apply_entries(items[start:i])
+                start = i + 1
+                self._align(index, self._decode_snapshot(index, data))
+                if self.fetcher is not None:
+                    self.held.extend(items[start:])
+                    return
+        self._apply_entries(items[start:])
+        self._maybe_compact()
+
+    def _apply_entries(self, items):
+        """Committed entries: runs of messages go through the stream's batched ingest
+        (Stream._on_batch, the path one-replica streams take), operations one by one. Only
+        the leader has the publishers' replies, so only it answers."""
         pending = self.pending
         run, run_ts = [], None
         for kind, index, data in items:
@@ -283,6 +345,130 @@ class ReplicatedStream:
         for fn, args in held:
             fn(*args)
 
+    # ---- snapshots and copying (natsd/jetstream/replsnapshot.py, catchup.py) ----
+
+    def _maybe_compact(self):
+        """A snapshot in place of the entries applied since the last one, when there are
+        enough of them (file streams only: a memory copy does not outlive the server)."""
+        g = self.group
+        n = g.node
+        if not self.stream.file or self.stream.closed or g.stopped or self.compacting:
+            return
+        since = n.applied - g.storage.snapshot_meta()[0]
+        if since < COMPACT_ENTRIES and (since < 64 or g.storage.log.bytes < COMPACT_BYTES):
+            return
+        if n.role == LEADER and since < 4 * COMPACT_ENTRIES:
+            # followers that lack entries would need the snapshot and a copy: wait for them
+            for p in n.members:
+                if p != self.meta.peer and p in self.meta.connected and n.match_index.get(p, 0) < n.applied:
+                    if self.compact_timer is None:  # and look again when the writes stop
+                        self.compact_timer = self.server.loop.call_later(COMPACT_RETRY, self._compact_later)
+                    return
+        # the copy must be on disk up to the snapshot before the log gives up those entries
+        index, data = n.applied, replsnapshot.take(self.stream, self.consumers.rows)
+        self.compacting = True
+        self.stream.store.sync_async(self.engine.submit, lambda: self._compact(index, data),
+                                     lambda e: self._compact(index, None, e))
+
+    def _compact_later(self):
+        self.compact_timer = None
+        self._maybe_compact()
+
+    def _compact(self, index, data, error=None):
+        self.compacting = False
+        if error is None and not self.group.stopped:
+            try:
+                self.group.node.compact(index, data)
+                return
+            except OSError as e:
+                error = e
+        if error is not None:
+            log.error("JetStream stream '%s > %s' could not take a snapshot at entry %d: %s (its "
+                      "log keeps growing until one succeeds)", self.jsa.name, self.stream.name, index, error)
+
+    def _local_snapshot(self):
+        """(index, snapshot) of the group's own snapshot on this disk, or (0, None)."""
+        index = self.group.storage.snapshot_meta()[0]
+        if not index:
+            return 0, None
+        return index, self._decode_snapshot(index, self.group.storage.snapshot_data())
+
+    def _decode_snapshot(self, index, data):
+        try:
+            return replsnapshot.decode(data)
+        except (ValueError, TypeError) as e:
+            # a snapshot from a newer natsd, or damaged past its checksum: nothing to align to
+            log.error("JetStream stream '%s' (group %s): the snapshot at entry %d cannot be read: %s",
+                      self.jsa.name, self.group_name, index, e)
+            return None
+
+    @staticmethod
+    def _snapshot_config(snap, cfg):
+        """The stream's configuration at the snapshot; its servers are the meta group's."""
+        out = dict(snap["config"])
+        for key in ("num_replicas", "placement"):
+            if key in cfg:
+                out[key] = cfg[key]
+            else:
+                out.pop(key, None)
+        return out
+
+    def _align(self, index, snap):
+        """Bring the copy in line with the snapshot at `index`: cut back, or copy what it
+        lacks from the leader (the entries after it wait)."""
+        if snap is None:
+            return
+        st = self.stream
+        self.consumers.rows = snap["consumers"]
+        cfg = self._snapshot_config(snap, st.config)
+        if cfg != st.config:
+            st.update_config(cfg)
+        missing = replsnapshot.align(st.store, snap)
+        if missing is None:
+            st.reread_store()
+            return
+        self.group.node.electable = False
+
+        def copied():
+            replsnapshot.finish(st.store, snap)
+            st.reread_store()
+            self.fetcher = None
+            self.group.node.electable = True
+            held, self.held = self.held, []
+            if held:
+                self._apply(held)
+        self.fetcher = catchup.Fetcher(self.server, self.group, st.store, missing[0], missing[1], index,
+                                       "stream '%s > %s'" % (self.jsa.name, st.name), copied,
+                                       lambda p: self.meta.peer_names.get(p, p))
+        self.fetcher.start()
+
+    def _serve(self, sub, subj, reply, hdr, payload, origin):
+        """Another replica asks for messages of this copy."""
+        if not reply or self.group.stopped:
+            return
+        try:
+            req = json.loads(bytes(payload))
+            for key in ("from", "to", "index", "id"):
+                int(req[key])
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("JetStream stream '%s > %s': dropped a malformed catch-up request: %s",
+                        self.jsa.name, self.stream.name, e)
+            return
+        ready = self.fetcher is None and self.group.node.applied >= req["index"] and not self.stream.closed
+        out, done = catchup.answer(self.stream.store, req, ready)
+        peer = req.get("peer")
+        if isinstance(peer, str):
+            if done:
+                self.copying.pop(peer, None)
+            else:
+                self.copying[peer] = time.monotonic()
+        self.server.system.publish(reply, out)
+
+    def is_copying(self, peer):
+        """On the leader: has `peer` asked for messages lately (its copy is incomplete)?"""
+        t = self.copying.get(peer)
+        return t is not None and time.monotonic() - t < FETCHING_FOR
+
     # ---- a change of servers (natsd/jetstream/remap.py) ----
 
     def reassign(self, entry, reply, answer=None):
@@ -318,7 +504,7 @@ class ReplicatedStream:
             gone = sorted(members - target - {me})
             new = sorted(target - members)
             dead = [p for p in gone if p not in self.meta.connected]
-            caught_up = all(g.caught_up(p) for p in members & target)
+            caught_up = all(g.caught_up(p) and not self.is_copying(p) for p in members & target)
             try:
                 if dead:
                     g.remove_member(dead[0])
@@ -381,6 +567,15 @@ class ReplicatedStream:
         nats-server) which of its servers are unreachable from here; for a replica catching up,
         nats-server's error and (beyond it) how far it is."""
         acc, name = self.jsa.name, self.stream.name
+        if self.group.leader and self.fetcher is not None:
+            copied, total, secs, source = self.fetcher.progress()
+            return [{"type": "STREAM", "account": acc, "stream": name,
+                     "error": "JetStream stream '%s > %s' is not current: stream catching up" % (acc, name)},
+                    {"type": "STREAM", "account": acc, "stream": name,
+                     "error": "JetStream stream '%s > %s' is catching up from %s: copied %d of the "
+                              "%d messages its snapshot names (%d%%) in %.1fs; nothing to do, it goes "
+                              "on by itself" % (acc, name, source or "its leader", copied, total,
+                                                copied * 100 // max(1, total), secs)}]
         if self.group.leader:
             progress = self.group.catching_up()
             if progress is None:

@@ -105,6 +105,11 @@ class StreamStore(abc.ABC):
     def truncate(self, seq):
         """Delete everything above `seq`; last_seq becomes `seq`."""
 
+    @abc.abstractmethod
+    def skip_to(self, seq):
+        """Use sequences up to `seq` without storing anything (last_seq becomes `seq` when
+        below it; an empty store's first_seq then follows)."""
+
     # ---- queries ----
     @property
     def first_seq(self):
@@ -384,6 +389,12 @@ class MemoryStore(StreamStore):
         self._fix_first()
         return n
 
+    def skip_to(self, seq):
+        if seq > self.last:
+            self.last = seq
+            if not self._m:
+                self.first = seq + 1
+
     def truncate(self, seq):
         if seq >= self.last:
             return
@@ -540,6 +551,10 @@ class FileStore(StreamStore):
 
     def truncate(self, seq):
         self.log.truncate(seq)
+
+    def skip_to(self, seq):
+        if seq > self.log.last:
+            self.log.skip(seq)
 
     # queries
     def deleted(self):

@@ -713,6 +713,21 @@ class Stream:
                 self._expire(seq, sm.subject, sm.hdr)
         self._schedule_ttl()
 
+    def reread_store(self):
+        """The store changed under the stream (a replica cut its copy back to a snapshot, or
+        copied messages from another replica): what the stream derives from its stored
+        messages (msg ids in the duplicate window, TTL expiries, schedules) is read again."""
+        self.dedup, self.dedup_order, self.last_msg_id = {}, [], ""
+        self.rebuild_dedup()
+        if self.ttl_timer is not None:
+            self.ttl_timer.cancel()
+            self.ttl_timer = None
+        self.ttl_heap = []
+        self.schedules.close()
+        self.schedules = schedules.Timetable(self)
+        self.rebuild_timers()
+        self._schedule_ttl()
+
     def rebuild_timers(self):
         """At start, one pass over the stream: the expiry of every message with a Nats-TTL,
         and the timetable of every stored schedule (a missed one fires once)."""

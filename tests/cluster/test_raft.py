@@ -151,7 +151,7 @@ def test_partition_with_clients_on_both_sides(seed):
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_server_back_with_an_empty_disk_catches_up(seed, snapshots):
     """With snapshots the leader sends one; without, it must notice that entries the server
-    acknowledged are gone and send them again (natsd's stream groups do not compact yet)."""
+    acknowledged are gone and send them again (a memory stream's group never compacts)."""
     w = World(3, seed, snapshot_every=40) if snapshots else World(3, seed)
     lead = elect(w)
     w.run(0.5, load=300)
@@ -200,6 +200,27 @@ def test_membership_changes_and_leader_transfer():
     w.ids.remove(lead)
     w.incarnation.pop(lead)
     w.run(0.5, load=100)
+    finish(w)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_member_that_is_not_electable_never_leads(seed):
+    """A member still copying what a snapshot names (electable False) votes and acknowledges
+    but neither campaigns nor takes a leader transfer; the other two carry the group."""
+    w = World(3, seed)
+    lead = elect(w)
+    copying = next(s for s in w.ids if s != lead)
+    w.nodes[copying].electable = False
+    w.run(0.3, load=100)
+    assert w.leader() == lead
+    w.nodes[lead].transfer_leadership(copying, w.now)
+    w.run(1.5)
+    assert w.leader() != copying
+    w.kill(w.leader())
+    w.run(2.0, load=100)
+    assert w.leader() not in (None, copying)
+    w.restart(lead)
+    w.nodes[copying].electable = True
     finish(w)
 
 

@@ -1,0 +1,218 @@
+"""Snapshots and log compaction of replicated streams (natsd/jetstream/replicated.py,
+replsnapshot.py, catchup.py) on three real natsd servers.
+
+- Past COMPACT_ENTRIES entries every replica keeps a snapshot in place of its log's beginning,
+  and every server killed at once comes back with every acknowledged message (its copy cut
+  back to its snapshot, the entries after it replayed).
+- A follower that was down while the leader compacted gets the snapshot, copies the messages
+  it names (interior deletes included) and ends with a copy identical to the others', with its
+  consumers' acks: made leader, it redelivers nothing acknowledged.
+- A server back with an empty disk after compaction copies the whole stream, and then carries
+  the stream with one other server once the old leader is killed.
+- The meta group keeps its assignments as a snapshot too: a server that missed the streams
+  created and deleted meanwhile gets the leader's.
+"""
+import asyncio
+import json
+import random
+import shutil
+
+import nats
+import pytest
+
+from natsd.jetstream.meta import COMPACT_ENTRIES as META_COMPACT
+from natsd.jetstream.replicated import COMPACT_ENTRIES
+from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_member
+from tests.cluster.test_replicated_consumers import add_work, fetch, info
+from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
+                                                   local_state, publish_window)
+from tests.conftest import poll
+
+MORE = COMPACT_ENTRIES + 1500           # past one snapshot on every replica
+
+
+def stream_wal(m, stream="R3"):
+    """The stream group's WAL as `m`'s /raftz shows it (None while it has none)."""
+    try:
+        group = asyncio.run(api(m, "$JS.API.STREAM.INFO.%s" % stream))["cluster"]["raft_group"]
+        groups = m.get("/raftz")
+    except Exception:
+        return None
+    for acc in groups.values():
+        if group in acc:
+            return acc[group]["wal"]
+    return None
+
+
+def compacted(members):
+    def check():
+        wals = [stream_wal(m) for m in members]
+        return all(w is not None and w["first_seq"] > 1 for w in wals) and wals
+    wals = poll(check, timeout=30, interval=0.2)
+    assert wals, "not every replica compacted its log: %r" % [stream_wal(m) for m in members]
+    return wals
+
+
+def test_every_server_killed_after_compaction_comes_back_with_every_acked_message(tmp_path):
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        leader_of(members)
+        acked = asyncio.run(publish_window(members[1].url, MORE, b"c", window=256))
+        assert len(acked) == MORE
+        wals = compacted(members)
+        assert all(w["messages"] < MORE for w in wals), wals
+        # writes after the snapshot, then kill -9 of all: each copy is cut back to its
+        # snapshot and the entries after it are replayed
+        acked.update(asyncio.run(publish_window(members[2].url, 300, b"d", window=32)))
+        assert len(acked) == MORE + 300
+        kill9(*members)
+        members[:] = [restart_member(m, tmp_path) for m in members]
+        state = converged(members, max(acked))
+        assert state["messages"] == MORE + 300
+        check_acked(leader_of(members), acked, state)
+        more = asyncio.run(publish_window(members[0].url, 20, b"e"))
+        assert len(more) == 20 and min(more) == MORE + 301
+
+
+async def delete_msgs(m, seqs):
+    for seq in seqs:
+        r = await api(m, "$JS.API.STREAM.MSG.DELETE.R3", json.dumps({"seq": seq}).encode())
+        assert r.get("success"), r
+
+
+@pytest.mark.parametrize("seed", fault_seeds([1]))
+def test_follower_behind_the_snapshot_copies_what_it_names(tmp_path, seed):
+    rng = random.Random(seed)
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        leader = leader_of(members)
+        add_work(leader)
+        acked = asyncio.run(publish_window(leader.url, 200, b"a"))
+        done = asyncio.run(fetch(leader.url, 60, ack=True))
+        assert len(done) == 60
+        late = rng.choice([m for m in members if m is not leader])
+        kill9(late)
+        # deletes and acks the late server never sees, then enough for a snapshot
+        gone = sorted(rng.sample(range(61, 200), 5))
+        asyncio.run(delete_msgs(leader, gone))
+        for seq in gone:
+            acked.pop(seq)
+        done += asyncio.run(fetch(leader.url, 40, ack=True))
+        acked.update(asyncio.run(publish_window(leader.url, MORE, b"b", window=256)))
+        compacted([m for m in members if m is not late])
+        late = restart_member(late, tmp_path)
+        members[:] = [late if m.name == late.name else m for m in members]
+        state = converged(members, max(acked))
+        assert state["messages"] == len(acked)
+        late.proc.wait_log(r"copied \d+ messages from", timeout=10)
+        # the copy made from the snapshot leads: the stream and its consumer go on from it
+        for _ in range(50):
+            r = asyncio.run(api(leader_of(members), "$JS.API.STREAM.LEADER.STEPDOWN.R3",
+                                json.dumps({"placement": {"preferred": late.name}}).encode()))
+            if leader_of(members) is late:
+                break
+        assert leader_of(members) is late, r
+        check_acked(late, acked, state)
+        o = info(late)
+        assert o["ack_floor"]["stream_seq"] >= 100, o
+        acked_seqs = {seq for seq, _ in done}
+        got = asyncio.run(fetch(late.url, 30, ack=True))
+        assert got and not acked_seqs & {seq for seq, _ in got}, got
+
+
+def test_server_back_with_an_empty_disk_after_compaction_copies_everything(tmp_path):
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        leader = leader_of(members)
+        lost = next(m for m in members if m is not leader)
+        acked = asyncio.run(publish_window(leader.url, MORE, b"e", window=256))
+        compacted(members)
+        kill9(lost)
+        shutil.rmtree(str(tmp_path / ("store-" + lost.name)))
+        acked.update(asyncio.run(publish_window(leader.url, 200, b"f")))
+        back = restart_member(lost, tmp_path)
+        members[members.index(lost)] = back
+        state = converged(members, max(acked))
+        assert state["messages"] == MORE + 200
+        back.proc.wait_log(r"copied \d+ messages from", timeout=10)
+        kill9(leader)
+        rest = [m for m in members if m is not leader]
+        assert leader_of(rest) in rest
+        more = asyncio.run(publish_window(back.url, 50, b"g"))
+        assert len(more) == 50
+        acked.update(more)
+        state = converged(rest, max(acked))
+        check_acked(leader_of(rest), acked, state)
+
+
+def meta_wal(m):
+    try:
+        return m.get("/raftz")["$SYS"]["_meta_"]["wal"]
+    except Exception:
+        return None
+
+
+def meta_knows_offline(m, name):
+    """The meta group has a leader, and it shows `name` offline (new streams avoid it)."""
+    try:
+        mc = m.get("/jsz")["meta_cluster"]
+    except Exception:
+        return False
+    return mc.get("leader") and any(r["name"] == name and r.get("offline") for r in mc.get("replicas") or ())
+
+
+async def churn(m, count, prefix="T", replicas=2, delete=True):
+    """Create (and delete) `count` replicated streams: one meta entry each way."""
+    nc = await nats.connect(m.url)
+    try:
+        for i in range(count):
+            cfg = {"name": "%s%d" % (prefix, i), "subjects": ["%s%d" % (prefix, i)], "num_replicas": replicas}
+            for _ in range(50):
+                try:
+                    r = json.loads((await nc.request("$JS.API.STREAM.CREATE." + cfg["name"],
+                                                     json.dumps(cfg).encode(), timeout=5)).data)
+                except nats.errors.TimeoutError:
+                    continue
+                if r.get("error", {}).get("err_code") != 10008:
+                    break
+                await asyncio.sleep(0.1)
+            assert "config" in r, r
+            if delete:
+                r = json.loads((await nc.request("$JS.API.STREAM.DELETE." + cfg["name"], b"", timeout=5)).data)
+                assert r.get("success"), r
+    finally:
+        await nc.close()
+
+
+def test_meta_group_compacts_and_a_server_far_behind_gets_its_snapshot(tmp_path):
+    """Past meta.COMPACT_ENTRIES the meta group keeps the assignments as a snapshot. A server
+    down meanwhile gets the leader's snapshot: it drops the streams deleted since and keeps
+    the others; every server killed at once then starts from its own snapshot."""
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        leader = leader_of(members)
+        late = next(m for m in members if m is not leader)
+        acked = asyncio.run(publish_window(leader.url, 100, b"m"))
+        asyncio.run(churn(leader, 3, prefix="D", replicas=3, delete=False))
+        assert poll(lambda: local_state(late, "D2") is not None, timeout=10)
+        kill9(late)
+        entry = next(m for m in members if m is not late)
+        assert poll(lambda: any(meta_knows_offline(m, late.name) for m in members if m is not late), timeout=20)
+        for name in ("D0", "D1", "D2"):
+            r = asyncio.run(api(entry, "$JS.API.STREAM.DELETE." + name))
+            assert r.get("success"), r
+        asyncio.run(churn(entry, META_COMPACT // 2 + 2))
+        rest = [m for m in members if m is not late]
+        assert poll(lambda: all((meta_wal(m) or {}).get("first_seq", 0) > 1 for m in rest), timeout=20), \
+            [meta_wal(m) for m in rest]
+        late = restart_member(late, tmp_path)
+        members[:] = [late if m.name == late.name else m for m in members]
+        late.proc.wait_log("installed a snapshot", timeout=30)
+        state = converged(members, max(acked))
+        assert state["messages"] == 100
+        assert poll(lambda: all(local_state(late, d) is None for d in ("D0", "D1", "D2")), timeout=10)
+        kill9(*members)
+        members[:] = [restart_member(m, tmp_path) for m in members]
+        state = converged(members, max(acked))
+        check_acked(leader_of(members), acked, state)
+        assert all(local_state(m, name) is None for m in members for name in ("D0", "T0", "T1"))
