@@ -40,14 +40,16 @@ test: build
 	$(PY) -m pytest -q --durations=15
 
 # The real-process fault scenarios of replicated JetStream with 20 seeds each (the suite runs
-# one or two: its time budget). About 15 minutes on 2 cores.
+# one or two: its time budget). About 25 minutes on 2 cores.
 FAULT_SEEDS ?= 20
 faults: build
 	NATSD_FAULT_SEEDS=$(FAULT_SEEDS) $(PY) -m pytest -q \
 		tests/cluster/test_replicated_streams.py::test_leader_kill9_during_publishing_loses_no_acked_message \
 		tests/cluster/test_replicated_streams.py::test_partitioned_leader_acks_nothing_and_the_majority_goes_on \
 		tests/cluster/test_replicated_consumers.py::test_acks_survive_the_leader \
-		tests/cluster/test_meta_group.py::test_leader_kill9_elects_another_and_the_restarted_server_follows
+		tests/cluster/test_meta_group.py::test_leader_kill9_elects_another_and_the_restarted_server_follows \
+		tests/cluster/test_compaction.py::test_follower_behind_the_snapshot_copies_what_it_names \
+		tests/cluster/test_compaction.py::test_leader_kill9_around_a_snapshot_loses_no_acked_message
 
 BENCH_JSON ?= bench-results.json
 BASELINE   ?= bench-baseline.json

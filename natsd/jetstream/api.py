@@ -320,7 +320,7 @@ class ApiHandler:
         if getattr(st, "snapshotting", False):
             raise E.error("JSStreamUpdateErrF", err="stream update not permitted while a snapshot is in progress")
         cfg = check_update(st.config, req, pedantic, self._lookup_cfg(jsa), jsa,
-                           self._clustered() or st.replica is not None)
+                           self._clustered() or self.engine.meta is not None)
         self._check_overlap(jsa, cfg, st)
         jsa.check_limits(cfg, st)
         moving = bool(cfg.get("placement")) and cfg.get("placement") != st.config.get("placement")
@@ -335,8 +335,13 @@ class ApiHandler:
         if st.replica is not None:
             if cfg["num_replicas"] != st.config["num_replicas"]:
                 if cfg["num_replicas"] <= 1:
-                    raise E.error("JSStreamUpdateErrF",
-                                  err="natsd cannot make a replicated stream a one-replica stream yet")
+                    # the meta leader drops the assignment and this server, the leader, keeps
+                    # its copy as a one-replica stream; answered at once, as nats-server does
+                    if not self.engine.meta.group.leader:
+                        raise E.error("JSClusterNotAvailErr")
+                    self.engine.meta.request("del", jsa, {"name": name, "keep": self.engine.meta.peer,
+                                                          "cfg": cfg}, None)
+                    return st.replica.scale_down_answer(cfg)
                 # other servers: the meta leader picks them, this leader answers once applied
                 self.engine.meta.request("peers", jsa, {"name": name, "cfg": cfg,
                                                         "keep": self.engine.meta.peer}, r.reply)
@@ -344,8 +349,11 @@ class ApiHandler:
             st.replica.propose_op("update", {"config": cfg}, r.reply)
             raise NoReply()
         if cfg["num_replicas"] > 1 and st.config.get("num_replicas", 1) <= 1 and self.engine.meta is not None:
-            raise E.error("JSStreamUpdateErrF",
-                          err="natsd cannot make a one-replica stream a replicated stream yet")
+            # the meta leader places it with this server first; this server's copy is the
+            # group's first state, and its first leader answers
+            self.engine.meta.request("add", jsa, {"cfg": cfg, "adopt": self.engine.meta.peer,
+                                                  "since": st.created}, r.reply)
+            raise NoReply()
         st.update_config(cfg)
         advisories.stream_action(st, "modify")
         return st.info(with_cluster=False)

@@ -221,6 +221,21 @@ class JsAccount:
         if on:
             self.claims[name] = placement.Claim(self.sublist, name)
 
+    def release_stream(self, name):
+        """Take a one-replica stream out of the account without deleting its files (it becomes
+        a replicated stream's first copy, natsd/jetstream/replicated.py) -> the stopped
+        Stream, or None."""
+        st = self.streams.pop(name, None)
+        if st is None:
+            return None
+        claim = self.claims.pop(name, None)
+        if claim is not None:
+            claim.release()
+        st.stop()
+        if st.dir:
+            jscrypt.forget(st.dir)
+        return st
+
     def delete_stream(self, name):
         st = self.streams.pop(name, None)
         if st is None:

@@ -174,17 +174,26 @@ class MetaGroup:
                         raise E.error("JSStreamNameExistErr")
                     self.proposed[key][1].append(msg)
                     return
-                entry = {"op": "add", "acc": key[0], "cfg": msg["cfg"], "peers": self._place(key, msg["cfg"]),
+                entry = {"op": "add", "acc": key[0], "cfg": msg["cfg"],
+                         "peers": self._place(key, msg["cfg"], msg.get("adopt")),
                          "group": "S-R%dF-%s" % (msg["cfg"]["num_replicas"], get_hash("%s.%s" % key)),
                          "created": time.time_ns(), "reply": msg.get("reply", "")}
+                if msg.get("adopt"):
+                    # a one-replica stream scaled up: its server's copy becomes the group's
+                    entry.update(adopt=msg["adopt"], since=msg.get("since") or entry["created"])
             else:
                 if key not in self.assignments:
                     raise E.error("JSStreamNotFoundErr")
                 entry = {"op": "del", "acc": key[0], "name": key[1]}
+                if msg.get("keep"):
+                    # scaled down to one replica: that server keeps its copy (it answered)
+                    if msg["keep"] not in self.assignments[key]["peers"]:
+                        raise E.error("JSClusterNotAvailErr")
+                    entry.update(keep=msg["keep"], cfg=msg["cfg"])
             index = self.group.propose(json.dumps(entry).encode())
             if msg["op"] == "add":
                 self.proposed[key] = (cfg_json, [])
-            if msg["op"] == "del":
+            if msg["op"] == "del" and not msg.get("keep"):
                 self.waiting[index] = msg   # a create is answered by the stream's first leader
         except E.ApiError as err:
             self._answer(msg, err)
@@ -247,9 +256,10 @@ class MetaGroup:
         """The origin of a move or scale of the stream in progress, or None."""
         return (self.assignments.get(key) or {}).get("origin")
 
-    def _place(self, key, cfg):
-        """The servers of a new replicated stream (natsd/jetstream/peerselect.py)."""
-        return self.pool().select(key, cfg["num_replicas"], cfg.get("placement"))
+    def _place(self, key, cfg, first=None):
+        """The servers of a new replicated stream (natsd/jetstream/peerselect.py); `first`:
+        the server of a one-replica stream scaled up, which stays."""
+        return self.pool().select(key, cfg["num_replicas"], cfg.get("placement"), [first] if first else ())
 
     def check_placed_here(self, cfg):
         """A one-replica stream stays on the server that created it (natsd/jetstream/placement.py):
@@ -289,7 +299,8 @@ class MetaGroup:
         acc = self.server.accounts.get(msg["acc"])
         if acc is None:
             return
-        rtype = {"add": "stream_create_response", "del": "stream_delete_response",
+        rtype = {"add": "stream_update_response" if msg.get("adopt") else "stream_create_response",
+                 "del": "stream_delete_response",
                  "peers": "stream_remove_peer_response" if "remove" in msg else "stream_update_response"}[msg["op"]]
         publish(acc.sublist, msg["reply"].encode(), None, None, E.api_response(rtype, result))
 
@@ -378,17 +389,23 @@ class MetaGroup:
             for msg in same:
                 self._answer(msg, self._created(key, entry))
         elif entry["op"] == "del":
-            self._unassign(key)
+            self._unassign(key, entry.get("keep"), entry)
         msg = self.waiting.pop(index, None)
         if msg is not None:
             self._answer(msg, {"success": True})
 
-    def _unassign(self, key):
+    def _unassign(self, key, keep=None, entry=None):
+        """The stream is no longer replicated: its copy here goes, or becomes a one-replica
+        stream on the server that `keep` names."""
         self.assignments.pop(key, None)
         r = self.replicas.pop(key, None)
-        if r is not None:
-            r.jsa.delete_stream(key[1])
-            r.stop(delete=True)
+        if r is None:
+            return
+        if keep == self.peer:
+            r.become_one(entry["cfg"])
+            return
+        r.jsa.delete_stream(key[1])
+        r.stop(delete=True)
 
     def _apply_peers(self, key, entry):
         have = self.assignments.get(key)
@@ -434,11 +451,14 @@ class MetaGroup:
         if jsa is None:
             log.error("Replicated stream '%s > %s' assigned here, but the account has no JetStream", *key)
             return
+        adopt = None
         if key[1] in jsa.streams:
-            log.error("Replicated stream '%s > %s' assigned here, but a stream of that name exists", *key)
-            return
+            if entry.get("adopt") != self.peer or jsa.streams[key[1]].replica is not None:
+                log.error("Replicated stream '%s > %s' assigned here, but a stream of that name exists", *key)
+                return
+            adopt = jsa.release_stream(key[1])
         try:
-            self.replicas[key] = ReplicatedStream(self, jsa, entry, fresh, joining)
+            self.replicas[key] = ReplicatedStream(self, jsa, entry, fresh, joining, adopt)
         except (OSError, ValueError) as e:
             log.error("Replicated stream '%s > %s' could not start here: %s", key[0], key[1], e)
 

@@ -38,7 +38,10 @@ import time
 from natsd._core.router import publish
 from natsd.cluster.raft import LEADER, NotLeader
 from natsd.cluster.raftgroup import RaftGroup
-from natsd.jetstream import advisories, catchup, errors as E, replsnapshot, streamops
+from natsd.cluster.raftwal import LogStorage
+from natsd.gofmt import go_time
+from natsd.jetstream import (advisories, catchup, consumerconfig as cc, errors as E, persist, replsnapshot,
+                             snapshot, streamops)
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replconsumers import OPS as CONSUMER_OPS, ReplicatedConsumers
 
@@ -93,10 +96,12 @@ def decode_msg(data):
 
 
 class ReplicatedStream:
-    def __init__(self, meta, jsa, assignment, fresh=False, joining=False):
+    def __init__(self, meta, jsa, assignment, fresh=False, joining=False, adopt=None):
         """fresh: the assignment was just made (not replayed at a start): its first server
         stands for election at once. joining: this server was added to the stream's servers;
-        the group's leader adds it and sends it the log."""
+        the group's leader adds it and sends it the log. adopt: the one-replica Stream (stopped,
+        out of its account) that this group continues: its files become this server's copy
+        and its state the group's first snapshot."""
         self.meta = meta
         self.jsa = jsa
         self.engine = meta.engine
@@ -116,7 +121,11 @@ class ReplicatedStream:
         self.compacting = False         # a snapshot waits for its copy's sync
         self.compact_timer = None       # leader: a snapshot put off while followers lag
         self.creator = (assignment["acc"], assignment["reply"]) if fresh and assignment.get("reply") else None
+        if assignment.get("adopt"):
+            self.creator = None         # its server answers at once (_answer_scale_up)
         self.consumers = ReplicatedConsumers(self)
+        if adopt is not None:
+            self._adopt(adopt)
         self.group = RaftGroup(self.server, self.group_name, meta.peer, os.path.join(self.dir, "raft"),
                                members=None if joining else self.peers, apply=self._apply,
                                on_leader=self._leader_changed,
@@ -124,20 +133,27 @@ class ReplicatedStream:
                                on_quorum_lost=self._quorum_lost)
         index, snap = self._local_snapshot()
         cfg = dict(assignment["cfg"])
+        created = assignment.get("since") or assignment["created"]
         if snap is None:
             shutil.rmtree(self.local_dir, ignore_errors=True)   # rebuilt from the group's log
             os.makedirs(self.local_dir, exist_ok=True)
-            self.stream = jsa.add_stream(cfg, assignment["created"], replica=self)
+            self.stream = jsa.add_stream(cfg, created, replica=self)
         else:
             os.makedirs(self.local_dir, exist_ok=True)
-            self.stream = jsa.add_stream(self._snapshot_config(snap, cfg), assignment["created"],
+            self.stream = jsa.add_stream(self._snapshot_config(snap, cfg), created,
                                          recovering=True, replica=self)
+        if assignment.get("adopt") not in (None, meta.peer) and not index:
+            # the adopted copy is the group's only state until this server has the snapshot
+            # of it: an empty copy must not lead
+            self.group.node.electable = False
         self.serve_sub = self.server.system.subscribe(catchup.subject(self.group_name, meta.peer), self._serve)
         self.group.start()
         if self.peers[0] == meta.peer and fresh:
             self._first_campaign(FIRST_CAMPAIGN_TRIES)
         if snap is not None:
             self._align(index, snap)
+        if adopt is not None and fresh and assignment.get("reply"):
+            self._answer_scale_up(assignment)
 
     def _first_campaign(self, tries):
         """A new group's first server stands at once, and again every FIRST_CAMPAIGN_EVERY
@@ -320,7 +336,8 @@ class ReplicatedStream:
             self._advise("LEADER_ELECTED", "io.nats.jetstream.advisory.v1.stream_leader_elected",
                          leader=self.meta.name)
         if me and self.creator:
-            # as nats-server, the stream's first leader answers the create request
+            # as nats-server, the stream's first leader answers the create request (or the
+            # update that scaled a one-replica stream up)
             info = self.stream.info()
             info["did_create"] = True
             publish(self.jsa.sublist, self.creator[1].encode(), None, None,
@@ -386,6 +403,70 @@ class ReplicatedStream:
             log.error("JetStream stream '%s > %s' could not take a snapshot at entry %d: %s (its "
                       "log keeps growing until one succeeds)", self.jsa.name, self.stream.name, index, error)
 
+    def _adopt(self, st):
+        """A one-replica stream scaled up: its files become this server's copy, and its state
+        (with its consumers') the group's first snapshot, at entry 1 of term 1, so that this
+        server leads first and the others copy from it."""
+        rows = {name: {"created": o.created, "config": cc.to_json(o.cfg), "state": persist.state_of(o)}
+                for name, o in st.consumers.items() if self.consumers.wants(o.cfg, st)}
+        data = replsnapshot.take(st, rows)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        os.rename(st.dir, self.local_dir)
+        shutil.rmtree(os.path.join(self.local_dir, "consumers"), ignore_errors=True)
+        storage = LogStorage(os.path.join(self.dir, "raft"))
+        try:
+            storage.save_hard_state(1, "")
+            storage.install_snapshot(1, 1, self.peers, data)
+        finally:
+            storage.close()
+        log.info("JetStream stream '%s > %s' is now replicated on %d servers: its messages here "
+                 "are the group's first state", self.jsa.name, st.name, len(self.peers))
+
+    def scale_down_answer(self, cfg):
+        """The answer to an update to one replica, given at once as nats-server gives it: the
+        group as it is, the configuration asked, and where the stream comes from."""
+        info = self.stream.info()
+        info["config"] = cfg
+        info["cluster"]["desired"] = {"created": go_time(time.time_ns()), "name": self.meta.routes.name,
+                                      "origin": {"replicas": len(self.peers)}}
+        return info
+
+    def become_one(self, cfg):
+        """Scaled down to one replica, kept here: the group stops, the copy becomes a
+        one-replica stream of this server (its files, its consumers with their committed
+        state)."""
+        jsa, st = self.jsa, self.stream
+        docs = [{"name": name, "config": row["config"], "created_ns": row["created"], "state": row["state"]}
+                for name, row in self.consumers.rows.items()]
+        self.stop()
+        jsa.release_stream(st.name)
+        target = jsa.stream_dir(st.name)
+        shutil.rmtree(target, ignore_errors=True)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        os.rename(self.local_dir, target)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        one = jsa.add_stream(dict(cfg, num_replicas=1), st.created, recovering=True)
+        one.save_meta()
+        snapshot.restore_consumers(one, docs)
+        log.info("JetStream stream '%s > %s' has one replica now, on this server", jsa.name, one.name)
+
+    def _answer_scale_up(self, assignment):
+        """The update that scaled a one-replica stream up, answered as nats-server does: at
+        once, by the stream's server, with the stream on it alone and the servers it is going
+        to (`desired`, with where it came from)."""
+        names = self.meta.peer_names
+        info = self.stream.info()
+        info["cluster"] = {
+            "name": self.meta.routes.name, "raft_group": self.group_name, "system_account": True,
+            "traffic_account": self.server.accounts.system.name,
+            "replicas": [{"name": self.meta.name, "current": True, "active": 0, "peer": self.meta.peer}],
+            "desired": {"created": go_time(assignment["created"]), "name": self.meta.routes.name,
+                        "replicas": [{"name": names.get(p, p), "peer": p} for p in self.peers],
+                        "origin": {"replicas": 1}}}
+        publish(self.jsa.sublist, assignment["reply"].encode(), None, None,
+                E.api_response("stream_update_response", info))
+
     def _local_snapshot(self):
         """(index, snapshot) of the group's own snapshot on this disk, or (0, None)."""
         index = self.group.storage.snapshot_meta()[0]
@@ -426,6 +507,7 @@ class ReplicatedStream:
         missing = replsnapshot.align(st.store, snap)
         if missing is None:
             st.reread_store()
+            self.group.node.electable = True
             return
         self.group.node.electable = False
 
@@ -611,6 +693,10 @@ class ReplicatedStream:
         out = {"name": self.meta.routes.name, "raft_group": self.group_name}
         if g.leader:
             out["leader"] = names.get(g.leader, g.leader)
+        if g.leader_since is not None and g.is_leader():
+            out["leader_since"] = go_time(g.leader_since)
+        out["system_account"] = True    # the group's traffic is in the system account
+        out["traffic_account"] = self.server.accounts.system.name
         replicas = peer_infos(g, self.meta.peer, names, self.meta.connected)
         if replicas:
             out["replicas"] = replicas

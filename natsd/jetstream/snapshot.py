@@ -209,14 +209,16 @@ def restore_into(jsa, cfg, fileobj):
         st.enforce_limits()
         if st.file:
             store.sync()
-        _restore_consumers(st, consumers)
+        restore_consumers(st, consumers)
     except Exception:
         jsa.delete_stream(st.name)
         raise
     return st
 
 
-def _restore_consumers(st, docs):
+def restore_consumers(st, docs):
+    """Consumers of a restored stream (or one scaled down to one replica) from documents
+    {name, config, created_ns, state}, persisted as a one-replica stream's."""
     from natsd.jetstream import consumerconfig as cc
     from natsd.jetstream import persist
     from natsd.jetstream.consumer import Consumer, consumer_dir

@@ -9,6 +9,8 @@ replsnapshot.py, catchup.py) on three real natsd servers.
   consumers' acks: made leader, it redelivers nothing acknowledged.
 - A server back with an empty disk after compaction copies the whole stream, and then carries
   the stream with one other server once the old leader is killed.
+- The leader killed at a seeded point around its first snapshot, under a window of
+  publishes: nothing acknowledged is lost (`make faults` runs it with 20 seeds).
 - The meta group keeps its assignments as a snapshot too: a server that missed the streams
   created and deleted meanwhile gets the leader's.
 """
@@ -16,6 +18,7 @@ import asyncio
 import json
 import random
 import shutil
+import signal
 
 import nats
 import pytest
@@ -216,3 +219,32 @@ def test_meta_group_compacts_and_a_server_far_behind_gets_its_snapshot(tmp_path)
         state = converged(members, max(acked))
         check_acked(leader_of(members), acked, state)
         assert all(local_state(m, name) is None for m in members for name in ("D0", "T0", "T1"))
+
+
+@pytest.mark.parametrize("seed", fault_seeds([3]))
+def test_leader_kill9_around_a_snapshot_loses_no_acked_message(tmp_path, seed):
+    """The leader is killed at a seeded point around its first snapshot while publishers
+    keep a window in flight on a surviving server; it comes back, catches up (from the new
+    leader's log or snapshot) and every acknowledged message is on every copy once."""
+    rng = random.Random(seed)
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[rng.randrange(3)], STREAM))
+        leader = leader_of(members)
+        others = [m for m in members if m is not leader]
+        entry = rng.choice(others)
+        kill_at = rng.randrange(COMPACT_ENTRIES - 1500, COMPACT_ENTRIES + 1500)
+
+        def progress(i):
+            if i == kill_at:
+                leader.proc.proc.send_signal(signal.SIGKILL)
+        acked = asyncio.run(publish_window(entry.url, MORE, b"k", window=128, on_progress=progress))
+        leader.proc.proc.wait(5)
+        assert leader_of(others) is not leader
+        more = asyncio.run(publish_window(entry.url, 2000, b"l", window=128))
+        assert len(more) == 2000
+        acked.update(more)
+        back = restart_member(leader, tmp_path)
+        members[members.index(leader)] = back
+        state = converged(members, max(acked))
+        assert state["messages"] == len(acked)
+        check_acked(leader_of(members), acked, state)

@@ -1,0 +1,164 @@
+"""Scaling between one replica and several on a cluster (natsd/jetstream/replicated.py).
+
+- Up (`num_replicas` 1 -> 3 in a stream update): the stream's server's copy becomes the Raft
+  group's first state (`_adopt`), the other servers copy it from that snapshot, and its
+  consumers go on with their acks; the stream then survives kill -9 of the server it started on.
+- Down (3 -> 1): the leader keeps its copy as a one-replica stream (`become_one`), with its
+  consumers' committed state; the other servers drop theirs.
+The updates' answers are shaped as nats-server's."""
+import asyncio
+import json
+
+import nats
+import pytest
+
+from tests.cluster.clusterhelp import js_cluster, kill9, restart_member
+from tests.cluster.test_replicated_consumers import add_work, fetch, info
+from tests.cluster.test_replicated_streams import (api, check_acked, converged, leader_of, local_state,
+                                                   publish_window)
+from tests.conftest import poll
+
+need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
+ONE = {"name": "R3", "subjects": ["r3.>"], "num_replicas": 1}
+
+
+async def create_one(m):
+    for _ in range(100):
+        try:
+            r = await api(m, "$JS.API.STREAM.CREATE.R3", json.dumps(ONE).encode())
+        except nats.errors.TimeoutError:
+            continue                    # nats-server: no meta leader yet, no answer
+        if r.get("error", {}).get("err_code") != 10008:
+            return r
+        await asyncio.sleep(0.2)
+    raise AssertionError("no meta leader answered")
+
+
+def scale(m, replicas):
+    """The update, asked again while the cluster has no meta leader yet (10008)."""
+    async def run():
+        for _ in range(100):
+            try:
+                r = await api(m, "$JS.API.STREAM.UPDATE.R3",
+                              json.dumps(dict(ONE, num_replicas=replicas)).encode(), timeout=10)
+            except nats.errors.TimeoutError:
+                continue
+            if r.get("error", {}).get("err_code") != 10008:
+                return r
+            await asyncio.sleep(0.2)
+        raise AssertionError("no meta leader answered")
+    return asyncio.run(run())
+
+
+def scaled(m):
+    """The stream's info through `m` shows the scale done: two current followers."""
+    try:
+        c = asyncio.run(api(m, "$JS.API.STREAM.INFO.R3")).get("cluster", {})
+    except nats.errors.TimeoutError:
+        return False                    # a leader just elected may miss one request
+    return "desired" not in c and len([x for x in c.get("replicas", []) if x.get("current")]) == 2
+
+
+def shape(r):
+    """The answer's fields that both servers must agree on."""
+    c = r.get("cluster", {})
+    return {"type": r["type"], "replicas": r["config"]["num_replicas"], "messages": r["state"]["messages"],
+            "last_seq": r["state"]["last_seq"], "cluster": sorted(k for k in c if k != "raft_group"),
+            "followers": len(c.get("replicas", [])), "did_create": "did_create" in r}
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_scale_answers_as_nats_server(tmp_path, kind):
+    with js_cluster(kind, tmp_path) as members:
+        r = asyncio.run(create_one(members[0]))
+        assert r["config"]["num_replicas"] == 1, r
+        assert len(asyncio.run(publish_window(members[0].url, 50, b"a"))) == 50
+        r = scale(members[0], 3)
+        # nats-server answers at once, from the stream's server: the stream on it alone, and
+        # the servers it goes to
+        assert shape(r) == {"type": "io.nats.jetstream.api.v1.stream_update_response", "replicas": 3,
+                            "messages": 50, "last_seq": 50,
+                            "cluster": ["desired", "name", "replicas", "system_account", "traffic_account"],
+                            "followers": 1, "did_create": False}, (kind, r)
+        c = r["cluster"]
+        assert c["replicas"][0]["name"] == members[0].name and c["replicas"][0]["current"] is True
+        assert sorted(x["name"] for x in c["desired"]["replicas"]) == sorted(m.name for m in members)
+        assert c["desired"]["origin"] == {"replicas": 1} and c["desired"]["name"] == "C1"
+        assert converged(members, 50)["messages"] == 50
+        assert poll(lambda: scaled(members[0]), timeout=30)
+        leader = leader_of(members)
+        r = scale(leader, 1)
+        # answered at once too: the group as it is, and where the stream comes from
+        assert shape(r) == {"type": "io.nats.jetstream.api.v1.stream_update_response", "replicas": 1,
+                            "messages": 50, "last_seq": 50,
+                            "cluster": ["desired", "leader", "leader_since", "name", "replicas", "system_account",
+                                        "traffic_account"],
+                            "followers": 2, "did_create": False}, (kind, r)
+        assert r["cluster"]["desired"]["origin"] == {"replicas": 3}, r
+        assert "replicas" not in r["cluster"]["desired"]
+
+        def one():
+            try:
+                c = asyncio.run(api(leader, "$JS.API.STREAM.INFO.R3")).get("cluster", {})
+            except nats.errors.TimeoutError:
+                return False
+            return c.get("leader") == leader.name and "replicas" not in c and "desired" not in c
+        assert poll(one, timeout=30)
+
+
+def test_scaled_up_stream_keeps_messages_and_acks_and_survives_its_first_server(tmp_path):
+    with js_cluster("natsd", tmp_path) as members:
+        origin = members[1]
+        asyncio.run(create_one(origin))
+        acked = asyncio.run(publish_window(origin.url, 300, b"a"))
+        add_work(origin)
+        done = asyncio.run(fetch(origin.url, 120, ack=True))
+        assert len(done) == 120
+        r = scale(origin, 3)
+        assert r["type"] == "io.nats.jetstream.api.v1.stream_update_response" and r["config"]["num_replicas"] == 3, r
+        assert r["cluster"]["replicas"][0]["name"] == origin.name, r
+        assert leader_of(members) is origin
+        state = converged(members, 300)
+        assert state["messages"] == 300
+        acked.update(asyncio.run(publish_window(members[0].url, 50, b"b")))
+        kill9(origin)
+        rest = [m for m in members if m is not origin]
+        leader = leader_of(rest)
+        state = converged(rest, max(acked))
+        check_acked(leader, acked, state)
+        o = info(leader)
+        assert o["ack_floor"]["stream_seq"] >= 120 and o["num_pending"] + o["num_ack_pending"] == 230, o
+        got = asyncio.run(fetch(leader.url, 10, ack=True))
+        assert got and not {s for s, _ in done} & {s for s, _ in got}, got
+        back = restart_member(origin, tmp_path)
+        members[members.index(origin)] = back
+        state = converged(members, max(acked))
+        assert poll(lambda: local_state(back) is not None, timeout=10)
+
+
+def test_scaled_down_stream_stays_on_its_leader_with_its_consumers(tmp_path):
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create_one(members[0]))
+        scale(members[0], 3)
+        assert poll(lambda: scaled(members[0]), timeout=30)
+        leader = leader_of(members)
+        acked = asyncio.run(publish_window(members[2].url, 200, b"d"))
+        add_work(leader)
+        done = asyncio.run(fetch(leader.url, 80, ack=True))
+        assert len(done) == 80
+        r = scale(leader, 1)
+        assert r["type"] == "io.nats.jetstream.api.v1.stream_update_response" and r["config"]["num_replicas"] == 1, r
+        others = [m for m in members if m is not leader]
+        assert poll(lambda: all(local_state(m) is None for m in others), timeout=10)
+        assert local_state(leader)["messages"] == 200
+        o = info(leader)
+        assert o["ack_floor"]["stream_seq"] >= 80, o
+        kill9(leader)
+        back = restart_member(leader, tmp_path)
+        members[members.index(leader)] = back
+        check_acked(back, acked, local_state(back))
+        got = asyncio.run(fetch(back.url, 10, ack=True))
+        assert got and not {s for s, _ in done} & {s for s, _ in got}, got
+        more = asyncio.run(publish_window(members[0].url, 10, b"e"))
+        assert sorted(more) == list(range(201, 211))
