@@ -55,19 +55,23 @@ def answer(store, req, ready):
     return _HEAD.pack(OK, rid, seq if seq <= hi else 0) + b"".join(parts), seq > hi
 
 
+def subject_and_headers(data, off, slen, hl):
+    """A subject of `slen` bytes at `off`, then headers of `hl` - 1 bytes (0: none), as the
+    replicated streams' encodings lay them out -> (subject, headers or None, next offset)."""
+    subj = bytes(data[off:off + slen])
+    off += slen
+    if not hl:
+        return subj, None, off
+    return subj, bytes(data[off:off + hl - 1]), off + hl - 1
+
+
 def records(data):
     """-> (status, request id, next, [(seq, ts, subject, headers or None, payload)])."""
     status, rid, nxt = _HEAD.unpack_from(data)
     out, off = [], _HEAD.size
     while off < len(data):
         seq, ts, slen, hl, plen = _REC.unpack_from(data, off)
-        off += _REC.size
-        subj = bytes(data[off:off + slen])
-        off += slen
-        hdr = None
-        if hl:
-            hdr = bytes(data[off:off + hl - 1])
-            off += hl - 1
+        subj, hdr, off = subject_and_headers(data, off + _REC.size, slen, hl)
         payload = bytes(data[off:off + plen])
         off += plen
         if off > len(data):

@@ -86,12 +86,7 @@ def decode_msg(data):
     if kind == K_SRC:
         seq = _SRC_SEQ.unpack_from(data, off)[0]
         off += _SRC_SEQ.size
-    subject = bytes(data[off:off + slen])
-    off += slen
-    hdr = None
-    if hl:
-        hdr = bytes(data[off:off + hl - 1])
-        off += hl - 1
+    subject, hdr, off = catchup.subject_and_headers(data, off, slen, hl)
     return subject, hdr, bytes(data[off:]), ts, seq
 
 

@@ -7,8 +7,8 @@ replsnapshot.py, catchup.py) on three real natsd servers.
 - A follower that was down while the leader compacted gets the snapshot, copies the messages
   it names (interior deletes included) and ends with a copy identical to the others', with its
   consumers' acks: made leader, it redelivers nothing acknowledged.
-- A server back with an empty disk after compaction copies the whole stream, and then carries
-  the stream with one other server once the old leader is killed.
+- A server back with an empty disk after compaction copies the whole stream (in
+  test_replica_catchup.py, beside the same case without compaction).
 - The leader killed at a seeded point around its first snapshot, under a window of
   publishes: nothing acknowledged is lost (`make faults` runs it with 20 seeds).
 - The meta group keeps its assignments as a snapshot too: a server that missed the streams
@@ -17,7 +17,6 @@ replsnapshot.py, catchup.py) on three real natsd servers.
 import asyncio
 import json
 import random
-import shutil
 import signal
 
 import nats
@@ -123,31 +122,6 @@ def test_follower_behind_the_snapshot_copies_what_it_names(tmp_path, seed):
         assert got and not acked_seqs & {seq for seq, _ in got}, got
 
 
-def test_server_back_with_an_empty_disk_after_compaction_copies_everything(tmp_path):
-    with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[0], STREAM))
-        leader = leader_of(members)
-        lost = next(m for m in members if m is not leader)
-        acked = asyncio.run(publish_window(leader.url, MORE, b"e", window=256))
-        compacted(members)
-        kill9(lost)
-        shutil.rmtree(str(tmp_path / ("store-" + lost.name)))
-        acked.update(asyncio.run(publish_window(leader.url, 200, b"f")))
-        back = restart_member(lost, tmp_path)
-        members[members.index(lost)] = back
-        state = converged(members, max(acked))
-        assert state["messages"] == MORE + 200
-        back.proc.wait_log(r"copied \d+ messages from", timeout=10)
-        kill9(leader)
-        rest = [m for m in members if m is not leader]
-        assert leader_of(rest) in rest
-        more = asyncio.run(publish_window(back.url, 50, b"g"))
-        assert len(more) == 50
-        acked.update(more)
-        state = converged(rest, max(acked))
-        check_acked(leader_of(rest), acked, state)
-
-
 def meta_wal(m):
     try:
         return m.get("/raftz")["$SYS"]["_meta_"]["wal"]
@@ -246,5 +220,6 @@ def test_leader_kill9_around_a_snapshot_loses_no_acked_message(tmp_path, seed):
         back = restart_member(leader, tmp_path)
         members[members.index(leader)] = back
         state = converged(members, max(acked))
-        assert state["messages"] == len(acked)
+        # publishes in flight when the leader died may be stored without their PubAck
+        assert state["messages"] >= len(acked)
         check_acked(leader_of(members), acked, state)

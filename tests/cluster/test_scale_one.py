@@ -14,7 +14,7 @@ import pytest
 
 from tests.cluster.clusterhelp import js_cluster, kill9, restart_member
 from tests.cluster.test_replicated_consumers import add_work, fetch, info
-from tests.cluster.test_replicated_streams import (api, check_acked, converged, leader_of, local_state,
+from tests.cluster.test_replicated_streams import (api, check_acked, converged, create, leader_of, local_state,
                                                    publish_window)
 from tests.conftest import poll
 
@@ -22,16 +22,8 @@ need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), rea
 ONE = {"name": "R3", "subjects": ["r3.>"], "num_replicas": 1}
 
 
-async def create_one(m):
-    for _ in range(100):
-        try:
-            r = await api(m, "$JS.API.STREAM.CREATE.R3", json.dumps(ONE).encode())
-        except nats.errors.TimeoutError:
-            continue                    # nats-server: no meta leader yet, no answer
-        if r.get("error", {}).get("err_code") != 10008:
-            return r
-        await asyncio.sleep(0.2)
-    raise AssertionError("no meta leader answered")
+def create_one(m):
+    return asyncio.run(create(m, ONE))
 
 
 def scale(m, replicas):
@@ -71,7 +63,7 @@ def shape(r):
 @pytest.mark.parametrize("kind", ["natsd", "nats-server"])
 def test_scale_answers_as_nats_server(tmp_path, kind):
     with js_cluster(kind, tmp_path) as members:
-        r = asyncio.run(create_one(members[0]))
+        r = create_one(members[0])
         assert r["config"]["num_replicas"] == 1, r
         assert len(asyncio.run(publish_window(members[0].url, 50, b"a"))) == 50
         r = scale(members[0], 3)
@@ -110,7 +102,7 @@ def test_scale_answers_as_nats_server(tmp_path, kind):
 def test_scaled_up_stream_keeps_messages_and_acks_and_survives_its_first_server(tmp_path):
     with js_cluster("natsd", tmp_path) as members:
         origin = members[1]
-        asyncio.run(create_one(origin))
+        create_one(origin)
         acked = asyncio.run(publish_window(origin.url, 300, b"a"))
         add_work(origin)
         done = asyncio.run(fetch(origin.url, 120, ack=True))
@@ -139,7 +131,7 @@ def test_scaled_up_stream_keeps_messages_and_acks_and_survives_its_first_server(
 
 def test_scaled_down_stream_stays_on_its_leader_with_its_consumers(tmp_path):
     with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create_one(members[0]))
+        create_one(members[0])
         scale(members[0], 3)
         assert poll(lambda: scaled(members[0]), timeout=30)
         leader = leader_of(members)
