@@ -153,12 +153,19 @@ class Node:
 
     def compact(self, index, data):
         """The state machine's snapshot taken after applying `index`: the log before it goes."""
+        point = self.snapshot_point(index)
+        if point is not None:
+            self.store.compact(index, point[0], point[1], data)
+
+    def snapshot_point(self, index):
+        """(term, members) of a snapshot at `index`, or None when the log no longer has it;
+        for a driver that writes the snapshot itself (RaftGroup.compact)."""
         if index > self.applied:
             raise ValueError("cannot compact past what was applied (%d > %d)" % (index, self.applied))
         term = self.store.term_at(index)
         if term is None:
-            return
-        self.store.compact(index, term, self._members_at(index), data)
+            return None
+        return term, self._members_at(index)
 
     def bootstrap(self, members, now):
         """The first members of a new group, for a node that started without any, has an
@@ -544,6 +551,8 @@ class Node:
     def _members_at(self, index, note=False):
         """The members as of entry `index`: its last CONFIG entry at or before it, else the
         snapshot's (() when neither names any)."""
+        if not note and self.config_index <= index:
+            return tuple(self.members)          # no change of members after it
         snap_index, _, snap_members = self.store.snapshot_meta()
         for i in range(index, snap_index, -1):
             e = self.store.entries(i, i)[0]

@@ -109,6 +109,22 @@ class RaftGroup:
         self._flush()
         return index
 
+    def compact(self, index, data, done):
+        """A snapshot (`data`, the state machine's after applying `index`) in place of the log
+        up to `index`: the file is written and synced on a worker, then the log gives up those
+        entries here. done(error or None) on the loop."""
+        point = self.node.snapshot_point(index)
+        if point is None:
+            done(None)
+            return
+        term, members = point
+
+        def written(ok, exc):
+            if exc is None and ok and not self.stopped:
+                self.storage.compact_written(index, term, members, data)
+            done(exc)
+        self.loop.run_in_worker(self.storage.write_snapshot, written, index, term, members, data)
+
     def add_member(self, peer):
         self.node.add_member(peer, time.monotonic())
         self._flush()

@@ -16,6 +16,7 @@ tail the log reports lost (a damaged last block) is cut back to the last entry i
 """
 import os
 import struct
+import threading
 import zlib
 from array import array
 
@@ -56,6 +57,7 @@ class LogStorage(SyncBook):
         self.dir = os.fspath(directory)
         os.makedirs(self.dir, exist_ok=True)
         self.term, self.vote = self._read_state()
+        self.snap_lock = threading.Lock()   # the snapshot file: a compaction writes it on a worker
         self.snap, self.snap_bytes = self._read_snapshot()
         self.log = Log(os.path.join(self.dir, "wal"), block_size=4 * 1024 * 1024)
         if self.log.lost_tail is not None:
@@ -115,11 +117,33 @@ class LogStorage(SyncBook):
         return (index, term, decode_members(rest[:mlen])), rest[mlen:]
 
     def _write_snapshot(self, index, term, members, data):
+        with self.snap_lock:
+            self._write_snapshot_file(index, term, members, data)
+            self.snap, self.snap_bytes = (index, term, tuple(members)), data
+
+    def _write_snapshot_file(self, index, term, members, data):
         m = encode_members(members)
         rest = m + data
         _write_durably(os.path.join(self.dir, "snapshot"),
                        _SNAP.pack(index, term, len(m), zlib.crc32(rest)) + rest)
-        self.snap, self.snap_bytes = (index, term, tuple(members)), data
+
+    def write_snapshot(self, index, term, members, data):
+        """The first half of a compaction, for a worker thread: the snapshot file, durably,
+        unless a newer snapshot was installed meanwhile -> whether it was written."""
+        with self.snap_lock:
+            if index <= self.snap[0]:
+                return False
+            self._write_snapshot_file(index, term, members, data)
+            return True
+
+    def compact_written(self, index, term, members, data):
+        """The second half, on the loop: the snapshot written by write_snapshot takes the
+        place of the entries up to `index`."""
+        with self.snap_lock:
+            if index <= self.snap[0]:
+                return
+            self.snap, self.snap_bytes = (index, term, tuple(members)), data
+        self._drop_through(index)
 
     def snapshot_meta(self):
         return self.snap
@@ -131,6 +155,9 @@ class LogStorage(SyncBook):
         if index <= self.snap[0]:
             return
         self._write_snapshot(index, term, members, data)
+        self._drop_through(index)
+
+    def _drop_through(self, index):
         del self.terms[:index - self.base]
         self.base = index
         self.log.compact(index + 1)

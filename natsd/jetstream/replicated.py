@@ -13,10 +13,11 @@ the servers the meta group assigned (natsd/jetstream/meta.py).
 - Purge, message delete and configuration updates are entries too (natsd/jetstream/streamops.py
   runs them on every replica at apply); the leader answers the request.
 - The group's log is the stream's durable record until a snapshot replaces its beginning:
-  once COMPACT_ENTRIES entries (or COMPACT_BYTES) were applied since the last one, a file
-  stream's replica syncs its copy and has the group keep a snapshot of it in place of those
-  entries (natsd/jetstream/replsnapshot.py); a leader waits for its reachable followers to
-  have every entry first, unless the log grew four times that. A server that starts with no
+  once COMPACT_ENTRIES entries (or COMPACT_BYTES) were applied since the last one, and at
+  most once per COMPACT_MIN_INTERVAL, a file stream's replica syncs its copy and has the
+  group keep a snapshot of it in place of those entries (natsd/jetstream/replsnapshot.py),
+  written on a worker thread; a leader waits for its reachable followers to have every entry
+  first, unless the log grew four times that. A server that starts with no
   snapshot rebuilds its copy from the log, as before; one with a snapshot keeps its copy, cut
   back to the snapshot, and replays the entries after it.
 - A copy that lacks what a snapshot names (a follower the leader sent its snapshot, a server
@@ -58,6 +59,7 @@ FIRST_CAMPAIGN_EVERY = 0.1              # seconds between a new group's first se
 FIRST_CAMPAIGN_TRIES = 20
 COMPACT_ENTRIES = 8192                  # applied entries between two snapshots
 COMPACT_BYTES = 64 << 20                # or log bytes
+COMPACT_MIN_INTERVAL = 5.0              # seconds between two snapshots of a busy stream
 COMPACT_RETRY = 0.5                     # leader: seconds before a put-off snapshot is looked at again
 FETCHING_FOR = 5.0                      # leader: seconds a copying replica counts as copying
 
@@ -114,7 +116,8 @@ class ReplicatedStream:
         self.held = []                  # meanwhile: the entries committed after it
         self.copying = {}               # leader: peer -> when it last asked for messages
         self.compacting = False         # a snapshot waits for its copy's sync
-        self.compact_timer = None       # leader: a snapshot put off while followers lag
+        self.compact_timer = None       # a snapshot put off (followers lag, or too soon)
+        self.last_compact = 0.0         # monotonic time of the last snapshot begun
         self.creator = (assignment["acc"], assignment["reply"]) if fresh and assignment.get("reply") else None
         if assignment.get("adopt"):
             self.creator = None         # its server answers at once (_answer_scale_up)
@@ -369,32 +372,40 @@ class ReplicatedStream:
         since = n.applied - g.storage.snapshot_meta()[0]
         if since < COMPACT_ENTRIES and (since < 64 or g.storage.log.bytes < COMPACT_BYTES):
             return
+        wait = self.last_compact + COMPACT_MIN_INTERVAL - time.monotonic()
+        if wait > 0:                    # a busy stream: at most one snapshot per interval
+            self._compact_again(wait)
+            return
         if n.role == LEADER and since < 4 * COMPACT_ENTRIES:
             # followers that lack entries would need the snapshot and a copy: wait for them
             for p in n.members:
                 if p != self.meta.peer and p in self.meta.connected and n.match_index.get(p, 0) < n.applied:
-                    if self.compact_timer is None:  # and look again when the writes stop
-                        self.compact_timer = self.server.loop.call_later(COMPACT_RETRY, self._compact_later)
+                    self._compact_again(COMPACT_RETRY)      # and look again when the writes stop
                     return
+        self.last_compact = time.monotonic()
         # the copy must be on disk up to the snapshot before the log gives up those entries
         index, data = n.applied, replsnapshot.take(self.stream, self.consumers.rows)
         self.compacting = True
         self.stream.store.sync_async(self.engine.submit, lambda: self._compact(index, data),
                                      lambda e: self._compact(index, None, e))
 
+    def _compact_again(self, delay):
+        if self.compact_timer is None:
+            self.compact_timer = self.server.loop.call_later(delay, self._compact_later)
+
     def _compact_later(self):
         self.compact_timer = None
         self._maybe_compact()
 
     def _compact(self, index, data, error=None):
-        self.compacting = False
         if error is None and not self.group.stopped:
-            try:
-                self.group.node.compact(index, data)
-                return
-            except OSError as e:
-                error = e
-        if error is not None:
+            self.group.compact(index, data, lambda e: self._compacted(index, e))
+            return
+        self._compacted(index, error)
+
+    def _compacted(self, index, error):
+        self.compacting = False
+        if error is not None and not self.group.stopped:
             log.error("JetStream stream '%s > %s' could not take a snapshot at entry %d: %s (its "
                       "log keeps growing until one succeeds)", self.jsa.name, self.stream.name, index, error)
 

@@ -129,13 +129,29 @@ def meta_wal(m):
         return None
 
 
-def meta_knows_offline(m, name):
-    """The meta group has a leader, and it shows `name` offline (new streams avoid it)."""
-    try:
-        mc = m.get("/jsz")["meta_cluster"]
-    except Exception:
-        return False
-    return mc.get("leader") and any(r["name"] == name and r.get("offline") for r in mc.get("replicas") or ())
+async def ask(m, subject):
+    """A request asked again while nobody answers (a stream whose leader was killed elects
+    another first)."""
+    for _ in range(20):
+        try:
+            return await api(m, subject)
+        except nats.errors.TimeoutError:
+            continue
+    raise AssertionError("nobody answered " + subject)
+
+
+def meta_leader_without(members, name):
+    """The member that leads the meta group and shows `name` offline (new streams avoid it),
+    or None."""
+    for m in members:
+        try:
+            mc = m.get("/jsz")["meta_cluster"]
+        except Exception:
+            continue
+        if mc.get("leader") == m.name and any(r["name"] == name and r.get("offline")
+                                              for r in mc.get("replicas") or ()):
+            return m
+    return None
 
 
 async def churn(m, count, prefix="T", replicas=2, delete=True):
@@ -173,13 +189,13 @@ def test_meta_group_compacts_and_a_server_far_behind_gets_its_snapshot(tmp_path)
         asyncio.run(churn(leader, 3, prefix="D", replicas=3, delete=False))
         assert poll(lambda: local_state(late, "D2") is not None, timeout=10)
         kill9(late)
-        entry = next(m for m in members if m is not late)
-        assert poll(lambda: any(meta_knows_offline(m, late.name) for m in members if m is not late), timeout=20)
+        rest = [m for m in members if m is not late]
+        entry = poll(lambda: meta_leader_without(rest, late.name), timeout=20)
+        assert entry, "no meta leader saw %s go" % late.name
         for name in ("D0", "D1", "D2"):
-            r = asyncio.run(api(entry, "$JS.API.STREAM.DELETE." + name))
+            r = asyncio.run(ask(entry, "$JS.API.STREAM.DELETE." + name))
             assert r.get("success"), r
         asyncio.run(churn(entry, META_COMPACT // 2 + 2))
-        rest = [m for m in members if m is not late]
         assert poll(lambda: all((meta_wal(m) or {}).get("first_seq", 0) > 1 for m in rest), timeout=20), \
             [meta_wal(m) for m in rest]
         late = restart_member(late, tmp_path)
