@@ -1,22 +1,21 @@
 """Snapshots and log compaction of replicated streams (natsd/jetstream/replicated.py,
 replsnapshot.py, catchup.py) on three real natsd servers.
 
-- Past COMPACT_ENTRIES entries every replica keeps a snapshot in place of its log's beginning,
-  and every server killed at once comes back with every acknowledged message (its copy cut
-  back to its snapshot, the entries after it replayed).
-- A follower that was down while the leader compacted gets the snapshot, copies the messages
-  it names (interior deletes included) and ends with a copy identical to the others', with its
-  consumers' acks: made leader, it redelivers nothing acknowledged.
-- A server back with an empty disk after compaction copies the whole stream (in
-  test_replica_catchup.py, beside the same case without compaction).
+- A follower that was down (and lost its disk) while the leader compacted gets the snapshot,
+  copies the messages it names (interior deletes included) and ends with a copy identical to
+  the others', with its consumers' acks: made leader, it redelivers nothing acknowledged.
 - The leader killed at a seeded point around its first snapshot, under a window of
-  publishes: nothing acknowledged is lost (`make faults` runs it with 20 seeds).
+  publishes: nothing acknowledged is lost; then past COMPACT_ENTRIES every replica keeps a
+  snapshot in place of its log's beginning, and every server killed at once comes back with
+  every acknowledged message (its copy cut back to its snapshot, the entries after it
+  replayed). `make faults` runs both with 20 seeds.
 - The meta group keeps its assignments as a snapshot too: a server that missed the streams
   created and deleted meanwhile gets the leader's.
 """
 import asyncio
 import json
 import random
+import shutil
 import signal
 
 import nats
@@ -55,27 +54,6 @@ def compacted(members):
     return wals
 
 
-def test_every_server_killed_after_compaction_comes_back_with_every_acked_message(tmp_path):
-    with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[0], STREAM))
-        leader_of(members)
-        acked = asyncio.run(publish_window(members[1].url, MORE, b"c", window=256))
-        assert len(acked) == MORE
-        wals = compacted(members)
-        assert all(w["messages"] < MORE for w in wals), wals
-        # writes after the snapshot, then kill -9 of all: each copy is cut back to its
-        # snapshot and the entries after it are replayed
-        acked.update(asyncio.run(publish_window(members[2].url, 300, b"d", window=32)))
-        assert len(acked) == MORE + 300
-        kill9(*members)
-        members[:] = [restart_member(m, tmp_path) for m in members]
-        state = converged(members, max(acked))
-        assert state["messages"] == MORE + 300
-        check_acked(leader_of(members), acked, state)
-        more = asyncio.run(publish_window(members[0].url, 20, b"e"))
-        assert len(more) == 20 and min(more) == MORE + 301
-
-
 async def delete_msgs(m, seqs):
     for seq in seqs:
         r = await api(m, "$JS.API.STREAM.MSG.DELETE.R3", json.dumps({"seq": seq}).encode())
@@ -94,6 +72,7 @@ def test_follower_behind_the_snapshot_copies_what_it_names(tmp_path, seed):
         assert len(done) == 60
         late = rng.choice([m for m in members if m is not leader])
         kill9(late)
+        shutil.rmtree(str(tmp_path / ("store-" + late.name)))    # back with an empty disk
         # deletes and acks the late server never sees, then enough for a snapshot
         gone = sorted(rng.sample(range(61, 200), 5))
         asyncio.run(delete_msgs(leader, gone))
@@ -215,7 +194,8 @@ def test_meta_group_compacts_and_a_server_far_behind_gets_its_snapshot(tmp_path)
 def test_leader_kill9_around_a_snapshot_loses_no_acked_message(tmp_path, seed):
     """The leader is killed at a seeded point around its first snapshot while publishers
     keep a window in flight on a surviving server; it comes back, catches up (from the new
-    leader's log or snapshot) and every acknowledged message is on every copy once."""
+    leader's log or snapshot) and every acknowledged message is on every copy once. Then
+    every server is killed at once and comes back with all of them."""
     rng = random.Random(seed)
     with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[rng.randrange(3)], STREAM))
@@ -239,3 +219,14 @@ def test_leader_kill9_around_a_snapshot_loses_no_acked_message(tmp_path, seed):
         # publishes in flight when the leader died may be stored without their PubAck
         assert state["messages"] >= len(acked)
         check_acked(leader_of(members), acked, state)
+        # then every server killed at once: each copy is cut back to its own snapshot and
+        # the entries after it are replayed
+        wals = compacted(members)
+        assert all(w["messages"] < state["last_seq"] for w in wals), wals
+        acked.update(asyncio.run(publish_window(entry.url, 300, b"m", window=32)))
+        kill9(*members)
+        members[:] = [restart_member(m, tmp_path) for m in members]
+        state = converged(members, max(acked))
+        check_acked(leader_of(members), acked, state)
+        more = asyncio.run(publish_window(members[0].url, 20, b"n"))
+        assert len(more) == 20 and min(more) == state["last_seq"] + 1

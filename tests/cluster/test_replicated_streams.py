@@ -43,17 +43,23 @@ async def api(m, subject, body=b"", timeout=5):
         await nc.close()
 
 
-async def create(m, cfg=STREAM):
-    """Create through `m`, retrying while the cluster has no meta leader yet."""
+async def meta_request(m, subject, cfg, timeout=5):
+    """A request the meta leader decides, asked through `m` again while the cluster has no
+    meta leader yet (10008, or no answer at all from nats-server)."""
     for _ in range(100):
         try:
-            r = await api(m, "$JS.API.STREAM.CREATE.%s" % cfg["name"], json.dumps(cfg).encode())
+            r = await api(m, subject, json.dumps(cfg).encode(), timeout=timeout)
         except nats.errors.TimeoutError:
             continue
         if r.get("error", {}).get("err_code") != 10008:
             return r
         await asyncio.sleep(0.2)
     raise AssertionError("no meta leader answered")
+
+
+async def create(m, cfg=STREAM):
+    """Create through `m`, retrying while the cluster has no meta leader yet."""
+    return await meta_request(m, "$JS.API.STREAM.CREATE.%s" % cfg["name"], cfg)
 
 
 def leader_of(members, stream="R3"):

@@ -7,7 +7,6 @@
   consumers' committed state; the other servers drop theirs.
 The updates' answers are shaped as nats-server's."""
 import asyncio
-import json
 
 import nats
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from tests.cluster.clusterhelp import js_cluster, kill9, restart_member
 from tests.cluster.test_replicated_consumers import add_work, fetch, info
 from tests.cluster.test_replicated_streams import (api, check_acked, converged, create, leader_of, local_state,
-                                                   publish_window)
+                                                   meta_request, publish_window)
 from tests.conftest import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -27,19 +26,8 @@ def create_one(m):
 
 
 def scale(m, replicas):
-    """The update, asked again while the cluster has no meta leader yet (10008)."""
-    async def run():
-        for _ in range(100):
-            try:
-                r = await api(m, "$JS.API.STREAM.UPDATE.R3",
-                              json.dumps(dict(ONE, num_replicas=replicas)).encode(), timeout=10)
-            except nats.errors.TimeoutError:
-                continue
-            if r.get("error", {}).get("err_code") != 10008:
-                return r
-            await asyncio.sleep(0.2)
-        raise AssertionError("no meta leader answered")
-    return asyncio.run(run())
+    """The update, asked again while the cluster has no meta leader yet."""
+    return asyncio.run(meta_request(m, "$JS.API.STREAM.UPDATE.R3", dict(ONE, num_replicas=replicas), timeout=10))
 
 
 def scaled(m):
@@ -99,7 +87,10 @@ def test_scale_answers_as_nats_server(tmp_path, kind):
         assert poll(one, timeout=30)
 
 
-def test_scaled_up_stream_keeps_messages_and_acks_and_survives_its_first_server(tmp_path):
+def test_scaled_up_and_down_the_stream_keeps_messages_and_acks(tmp_path):
+    """Up from one server, which is then killed: the others carry the stream and its
+    consumer. Down again through the new leader: it keeps the stream, with the acks, and
+    survives kill -9 as a one-replica stream; the others drop their copies."""
     with js_cluster("natsd", tmp_path) as members:
         origin = members[1]
         create_one(origin)
@@ -123,34 +114,23 @@ def test_scaled_up_stream_keeps_messages_and_acks_and_survives_its_first_server(
         assert o["ack_floor"]["stream_seq"] >= 120 and o["num_pending"] + o["num_ack_pending"] == 230, o
         got = asyncio.run(fetch(leader.url, 10, ack=True))
         assert got and not {s for s, _ in done} & {s for s, _ in got}, got
+        done += got
         back = restart_member(origin, tmp_path)
         members[members.index(origin)] = back
-        state = converged(members, max(acked))
-        assert poll(lambda: local_state(back) is not None, timeout=10)
-
-
-def test_scaled_down_stream_stays_on_its_leader_with_its_consumers(tmp_path):
-    with js_cluster("natsd", tmp_path) as members:
-        create_one(members[0])
-        scale(members[0], 3)
-        assert poll(lambda: scaled(members[0]), timeout=30)
+        converged(members, max(acked))
+        # and down to one replica, on the leader
         leader = leader_of(members)
-        acked = asyncio.run(publish_window(members[2].url, 200, b"d"))
-        add_work(leader)
-        done = asyncio.run(fetch(leader.url, 80, ack=True))
-        assert len(done) == 80
         r = scale(leader, 1)
         assert r["type"] == "io.nats.jetstream.api.v1.stream_update_response" and r["config"]["num_replicas"] == 1, r
         others = [m for m in members if m is not leader]
         assert poll(lambda: all(local_state(m) is None for m in others), timeout=10)
-        assert local_state(leader)["messages"] == 200
-        o = info(leader)
-        assert o["ack_floor"]["stream_seq"] >= 80, o
+        assert local_state(leader)["messages"] == 350
+        assert info(leader)["ack_floor"]["stream_seq"] >= 130
         kill9(leader)
         back = restart_member(leader, tmp_path)
         members[members.index(leader)] = back
         check_acked(back, acked, local_state(back))
         got = asyncio.run(fetch(back.url, 10, ack=True))
         assert got and not {s for s, _ in done} & {s for s, _ in got}, got
-        more = asyncio.run(publish_window(members[0].url, 10, b"e"))
-        assert sorted(more) == list(range(201, 211))
+        more = asyncio.run(publish_window(others[0].url, 10, b"e"))
+        assert sorted(more) == list(range(351, 361))
