@@ -11,7 +11,7 @@ import logging
 
 from natsd._core.router import publish
 from natsd.gofmt import go_time
-from natsd.jetstream import advisories, gojson, listing, placement, snapshot, streamops
+from natsd.jetstream import advisories, gojson, listing, placement, replscale, snapshot, streamops
 from natsd.jetstream import errors as E
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import build_headers
@@ -341,7 +341,7 @@ class ApiHandler:
                         raise E.error("JSClusterNotAvailErr")
                     self.engine.meta.request("del", jsa, {"name": name, "keep": self.engine.meta.peer,
                                                           "cfg": cfg}, None)
-                    return st.replica.scale_down_answer(cfg)
+                    return replscale.scale_down_answer(st.replica, cfg)
                 # other servers: the meta leader picks them, this leader answers once applied
                 self.engine.meta.request("peers", jsa, {"name": name, "cfg": cfg,
                                                         "keep": self.engine.meta.peer}, r.reply)

@@ -41,7 +41,7 @@ import time
 from natsd._core.router import publish
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftgroup import RaftGroup
-from natsd.jetstream import advisories, errors as E, gojson, remap
+from natsd.jetstream import advisories, errors as E, gojson, remap, replscale
 from natsd.jetstream.peerselect import Pool, Rules, Server
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.clusterinfo import peer_infos, step_down
@@ -402,7 +402,7 @@ class MetaGroup:
         if r is None:
             return
         if keep == self.peer:
-            r.become_one(entry["cfg"])
+            replscale.become_one(r, entry["cfg"])
             return
         r.jsa.delete_stream(key[1])
         r.stop(delete=True)

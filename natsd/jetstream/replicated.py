@@ -17,14 +17,17 @@ the servers the meta group assigned (natsd/jetstream/meta.py).
   most once per COMPACT_MIN_INTERVAL, a file stream's replica syncs its copy and has the
   group keep a snapshot of it in place of those entries (natsd/jetstream/replsnapshot.py),
   written on a worker thread; a leader waits for its reachable followers to have every entry
-  first, unless the log grew four times that. A server that starts with no
-  snapshot rebuilds its copy from the log, as before; one with a snapshot keeps its copy, cut
-  back to the snapshot, and replays the entries after it.
+  first, unless the log grew four times that. A server that starts with no snapshot
+  rebuilds its copy from the log; one with a snapshot keeps its copy, cut back to the
+  snapshot, and replays the entries after it.
 - A copy that lacks what a snapshot names (a follower the leader sent its snapshot, a server
   back with an empty disk) copies those messages from the leader (natsd/jetstream/catchup.py)
   and holds the entries after the snapshot until it has them; meanwhile it does not stand
   for election, and the leader does not count it as caught up when it changes members.
   Memory streams are not compacted: their copies are rebuilt from the log at every start.
+- A one-replica stream scaled up becomes a group whose first state is its server's copy, and
+  a group scaled down to one replica leaves its leader's copy as a one-replica stream
+  (natsd/jetstream/replscale.py).
 
 - Consumers with more than one replica ride in the same group (natsd/jetstream/replconsumers.py):
   they run on the leader, and their state is committed as the stream's entries are.
@@ -39,10 +42,8 @@ import time
 from natsd._core.router import publish
 from natsd.cluster.raft import LEADER, NotLeader
 from natsd.cluster.raftgroup import RaftGroup
-from natsd.cluster.raftwal import LogStorage
 from natsd.gofmt import go_time
-from natsd.jetstream import (advisories, catchup, consumerconfig as cc, errors as E, persist, replsnapshot,
-                             snapshot, streamops)
+from natsd.jetstream import advisories, catchup, errors as E, replscale, replsnapshot, streamops
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replconsumers import OPS as CONSUMER_OPS, ReplicatedConsumers
 
@@ -120,10 +121,10 @@ class ReplicatedStream:
         self.last_compact = 0.0         # monotonic time of the last snapshot begun
         self.creator = (assignment["acc"], assignment["reply"]) if fresh and assignment.get("reply") else None
         if assignment.get("adopt"):
-            self.creator = None         # its server answers at once (_answer_scale_up)
+            self.creator = None         # its server answers at once (replscale)
         self.consumers = ReplicatedConsumers(self)
         if adopt is not None:
-            self._adopt(adopt)
+            replscale.adopt(self, adopt)
         self.group = RaftGroup(self.server, self.group_name, meta.peer, os.path.join(self.dir, "raft"),
                                members=None if joining else self.peers, apply=self._apply,
                                on_leader=self._leader_changed,
@@ -148,10 +149,12 @@ class ReplicatedStream:
         self.group.start()
         if self.peers[0] == meta.peer and fresh:
             self._first_campaign(FIRST_CAMPAIGN_TRIES)
+        if adopt is not None and not self.stream.file:
+            replsnapshot.copy_all(adopt.store, self.stream.store)   # a memory stream's messages
         if snap is not None:
             self._align(index, snap)
         if adopt is not None and fresh and assignment.get("reply"):
-            self._answer_scale_up(assignment)
+            replscale.answer_scale_up(self, assignment)
 
     def _first_campaign(self, tries):
         """A new group's first server stands at once, and again every FIRST_CAMPAIGN_EVERY
@@ -408,70 +411,6 @@ class ReplicatedStream:
         if error is not None and not self.group.stopped:
             log.error("JetStream stream '%s > %s' could not take a snapshot at entry %d: %s (its "
                       "log keeps growing until one succeeds)", self.jsa.name, self.stream.name, index, error)
-
-    def _adopt(self, st):
-        """A one-replica stream scaled up: its files become this server's copy, and its state
-        (with its consumers') the group's first snapshot, at entry 1 of term 1, so that this
-        server leads first and the others copy from it."""
-        rows = {name: {"created": o.created, "config": cc.to_json(o.cfg), "state": persist.state_of(o)}
-                for name, o in st.consumers.items() if self.consumers.wants(o.cfg, st)}
-        data = replsnapshot.take(st, rows)
-        shutil.rmtree(self.dir, ignore_errors=True)
-        os.makedirs(self.dir)
-        os.rename(st.dir, self.local_dir)
-        shutil.rmtree(os.path.join(self.local_dir, "consumers"), ignore_errors=True)
-        storage = LogStorage(os.path.join(self.dir, "raft"))
-        try:
-            storage.save_hard_state(1, "")
-            storage.install_snapshot(1, 1, self.peers, data)
-        finally:
-            storage.close()
-        log.info("JetStream stream '%s > %s' is now replicated on %d servers: its messages here "
-                 "are the group's first state", self.jsa.name, st.name, len(self.peers))
-
-    def scale_down_answer(self, cfg):
-        """The answer to an update to one replica, given at once as nats-server gives it: the
-        group as it is, the configuration asked, and where the stream comes from."""
-        info = self.stream.info()
-        info["config"] = cfg
-        info["cluster"]["desired"] = {"created": go_time(time.time_ns()), "name": self.meta.routes.name,
-                                      "origin": {"replicas": len(self.peers)}}
-        return info
-
-    def become_one(self, cfg):
-        """Scaled down to one replica, kept here: the group stops, the copy becomes a
-        one-replica stream of this server (its files, its consumers with their committed
-        state)."""
-        jsa, st = self.jsa, self.stream
-        docs = [{"name": name, "config": row["config"], "created_ns": row["created"], "state": row["state"]}
-                for name, row in self.consumers.rows.items()]
-        self.stop()
-        jsa.release_stream(st.name)
-        target = jsa.stream_dir(st.name)
-        shutil.rmtree(target, ignore_errors=True)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        os.rename(self.local_dir, target)
-        shutil.rmtree(self.dir, ignore_errors=True)
-        one = jsa.add_stream(dict(cfg, num_replicas=1), st.created, recovering=True)
-        one.save_meta()
-        snapshot.restore_consumers(one, docs)
-        log.info("JetStream stream '%s > %s' has one replica now, on this server", jsa.name, one.name)
-
-    def _answer_scale_up(self, assignment):
-        """The update that scaled a one-replica stream up, answered as nats-server does: at
-        once, by the stream's server, with the stream on it alone and the servers it is going
-        to (`desired`, with where it came from)."""
-        names = self.meta.peer_names
-        info = self.stream.info()
-        info["cluster"] = {
-            "name": self.meta.routes.name, "raft_group": self.group_name, "system_account": True,
-            "traffic_account": self.server.accounts.system.name,
-            "replicas": [{"name": self.meta.name, "current": True, "active": 0, "peer": self.meta.peer}],
-            "desired": {"created": go_time(assignment["created"]), "name": self.meta.routes.name,
-                        "replicas": [{"name": names.get(p, p), "peer": p} for p in self.peers],
-                        "origin": {"replicas": 1}}}
-        publish(self.jsa.sublist, assignment["reply"].encode(), None, None,
-                E.api_response("stream_update_response", info))
 
     def _local_snapshot(self):
         """(index, snapshot) of the group's own snapshot on this disk, or (0, None)."""

@@ -83,3 +83,21 @@ def finish(store, snap):
         for seq in range(max(lo, store.first_seq), min(hi, store.last_seq) + 1):
             store.remove(seq)
     store.skip_to(last)
+
+
+def copy_all(src, dst):
+    """Every message of `src` into the empty `dst`, with its sequences and deletes (a memory
+    stream's messages when it changes between one replica and several: its store is not on
+    disk to be handed over)."""
+    snap = {"first": src.first_seq, "last": src.last_seq, "deleted": runs(src.deleted())}
+    missing = align(dst, snap)
+    if missing is None:
+        return
+    seq = missing[0]
+    while True:
+        m = src.load_next(seq)
+        if m is None or m.seq > missing[1]:
+            break
+        dst.store_raw(m.seq, m.ts, m.subject, m.hdr, m.msg)
+        seq = m.seq + 1
+    finish(dst, snap)

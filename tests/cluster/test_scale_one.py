@@ -134,3 +134,21 @@ def test_scaled_up_and_down_the_stream_keeps_messages_and_acks(tmp_path):
         assert got and not {s for s, _ in done} & {s for s, _ in got}, got
         more = asyncio.run(publish_window(others[0].url, 10, b"e"))
         assert sorted(more) == list(range(351, 361))
+
+
+def test_memory_stream_scaled_up_and_down_keeps_its_messages(tmp_path):
+    """A memory stream's messages are not on disk to be handed over: they are copied."""
+    cfg = dict(ONE, storage="memory")
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], cfg))
+        acked = asyncio.run(publish_window(members[0].url, 100, b"m"))
+        r = asyncio.run(meta_request(members[0], "$JS.API.STREAM.UPDATE.R3", dict(cfg, num_replicas=3)))
+        assert r["config"]["num_replicas"] == 3, r
+        state = converged(members, 100)
+        assert state["messages"] == 100
+        leader = leader_of(members)
+        check_acked(leader, acked, state)
+        r = asyncio.run(meta_request(leader, "$JS.API.STREAM.UPDATE.R3", dict(cfg, num_replicas=1)))
+        assert r["config"]["num_replicas"] == 1, r
+        assert poll(lambda: all(local_state(m) is None for m in members if m is not leader), timeout=10)
+        check_acked(leader, acked, local_state(leader))

@@ -1,0 +1,93 @@
+"""Scaling a stream between one replica and several on a cluster: the two conversions of a
+replicated stream (natsd/jetstream/replicated.py, `rs` here) and their answers, which
+nats-server 2.15 gives at once (the group as it is, and `desired`).
+
+- Up: the one-replica stream's files become its new group's copy on its server, and its state
+  (its consumers' included) the group's first snapshot, at entry 1 of term 1; the other
+  servers copy from that server, which leads first (they cannot lead before they have it).
+- Down: the leader's copy becomes a one-replica stream of its server, with its consumers and
+  their committed state; the other servers drop theirs (natsd/jetstream/meta.py).
+A memory stream's messages are copied from store to store, as they are not on disk.
+"""
+import logging
+import os
+import shutil
+import time
+
+from natsd._core.router import publish
+from natsd.cluster.raftwal import LogStorage
+from natsd.gofmt import go_time
+from natsd.jetstream import consumerconfig as cc, errors as E, persist, replsnapshot, snapshot
+
+log = logging.getLogger("natsd")
+
+
+def adopt(rs, st):
+    """A one-replica stream scaled up: its files become this server's copy, and its state
+    (with its consumers') the group's first snapshot, at entry 1 of term 1, so that this
+    server leads first and the others copy from it."""
+    rows = {name: {"created": o.created, "config": cc.to_json(o.cfg), "state": persist.state_of(o)}
+            for name, o in st.consumers.items() if rs.consumers.wants(o.cfg, st)}
+    data = replsnapshot.take(st, rows)
+    shutil.rmtree(rs.dir, ignore_errors=True)
+    os.makedirs(rs.dir)
+    os.rename(st.dir, rs.local_dir)
+    shutil.rmtree(os.path.join(rs.local_dir, "consumers"), ignore_errors=True)
+    storage = LogStorage(os.path.join(rs.dir, "raft"))
+    try:
+        storage.save_hard_state(1, "")
+        storage.install_snapshot(1, 1, rs.peers, data)
+    finally:
+        storage.close()
+    log.info("JetStream stream '%s > %s' is now replicated on %d servers: its messages here "
+             "are the group's first state", rs.jsa.name, st.name, len(rs.peers))
+
+
+def scale_down_answer(rs, cfg):
+    """The answer to an update to one replica, given at once as nats-server gives it: the
+    group as it is, the configuration asked, and where the stream comes from."""
+    info = rs.stream.info()
+    info["config"] = cfg
+    info["cluster"]["desired"] = {"created": go_time(time.time_ns()), "name": rs.meta.routes.name,
+                                  "origin": {"replicas": len(rs.peers)}}
+    return info
+
+
+def become_one(rs, cfg):
+    """Scaled down to one replica, kept here: the group stops, the copy becomes a
+    one-replica stream of this server (its files, its consumers with their committed
+    state)."""
+    jsa, st = rs.jsa, rs.stream
+    docs = [{"name": name, "config": row["config"], "created_ns": row["created"], "state": row["state"]}
+            for name, row in rs.consumers.rows.items()]
+    rs.stop()
+    jsa.release_stream(st.name)
+    target = jsa.stream_dir(st.name)
+    shutil.rmtree(target, ignore_errors=True)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    os.rename(rs.local_dir, target)
+    shutil.rmtree(rs.dir, ignore_errors=True)
+    one = jsa.add_stream(dict(cfg, num_replicas=1), st.created, recovering=True)
+    if not one.file:
+        replsnapshot.copy_all(st.store, one.store)      # a memory stream's messages
+        one.reread_store()
+    one.save_meta()
+    snapshot.restore_consumers(one, docs)
+    log.info("JetStream stream '%s > %s' has one replica now, on this server", jsa.name, one.name)
+
+
+def answer_scale_up(rs, assignment):
+    """The update that scaled a one-replica stream up, answered as nats-server does: at
+    once, by the stream's server, with the stream on it alone and the servers it is going
+    to (`desired`, with where it came from)."""
+    names = rs.meta.peer_names
+    info = rs.stream.info()
+    info["cluster"] = {
+        "name": rs.meta.routes.name, "raft_group": rs.group_name, "system_account": True,
+        "traffic_account": rs.server.accounts.system.name,
+        "replicas": [{"name": rs.meta.name, "current": True, "active": 0, "peer": rs.meta.peer}],
+        "desired": {"created": go_time(assignment["created"]), "name": rs.meta.routes.name,
+                    "replicas": [{"name": names.get(p, p), "peer": p} for p in rs.peers],
+                    "origin": {"replicas": 1}}}
+    publish(rs.jsa.sublist, assignment["reply"].encode(), None, None,
+            E.api_response("stream_update_response", info))
