@@ -138,6 +138,13 @@ def restart_member(member, tmp_path, extra="", env=None):
                         extra=js_extra(tmp_path, member.name, extra), env=env)
 
 
+def restart_all(members, tmp_path):
+    """Restart every member of `members` in place, one at a time, so that a restart that fails
+    leaves the ones already started in the list (and killed by its owner)."""
+    for i, m in enumerate(members):
+        members[i] = restart_member(m, tmp_path)
+
+
 SLOW_SYNC_C = r'''
 #define _GNU_SOURCE
 #include <dlfcn.h>

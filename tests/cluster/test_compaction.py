@@ -23,7 +23,7 @@ import pytest
 
 from natsd.jetstream.meta import COMPACT_ENTRIES as META_COMPACT
 from natsd.jetstream.replicated import COMPACT_ENTRIES
-from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_member
+from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.cluster.test_replicated_consumers import add_work, fetch, info
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
                                                    local_state, publish_window)
@@ -184,7 +184,7 @@ def test_meta_group_compacts_and_a_server_far_behind_gets_its_snapshot(tmp_path)
         assert state["messages"] == 100
         assert poll(lambda: all(local_state(late, d) is None for d in ("D0", "D1", "D2")), timeout=10)
         kill9(*members)
-        members[:] = [restart_member(m, tmp_path) for m in members]
+        restart_all(members, tmp_path)
         state = converged(members, max(acked))
         check_acked(leader_of(members), acked, state)
         assert all(local_state(m, name) is None for m in members for name in ("D0", "T0", "T1"))
@@ -225,7 +225,7 @@ def test_leader_kill9_around_a_snapshot_loses_no_acked_message(tmp_path, seed):
         assert all(w["messages"] < state["last_seq"] for w in wals), wals
         acked.update(asyncio.run(publish_window(entry.url, 300, b"m", window=32)))
         kill9(*members)
-        members[:] = [restart_member(m, tmp_path) for m in members]
+        restart_all(members, tmp_path)
         state = converged(members, max(acked))
         check_acked(leader_of(members), acked, state)
         more = asyncio.run(publish_window(members[0].url, 20, b"n"))

@@ -9,7 +9,7 @@ import random
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_member
+from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.cluster.test_replicated_streams import api, converged, create, leader_of, local_state
 from tests.conftest import poll
 
@@ -114,7 +114,7 @@ def test_consumer_comes_back_after_every_server_is_killed(tmp_path):
         add_work(members[1])
         assert len(asyncio.run(fetch(members[2].url, 12, ack=True))) == 12
         kill9(*members)
-        members[:] = [restart_member(m, tmp_path) for m in members]
+        restart_all(members, tmp_path)
         converged(members, 30)
         leader_of(members)
         got = info(members[0])
