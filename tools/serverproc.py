@@ -9,12 +9,41 @@ import subprocess
 import time
 
 
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_PORTS_FROM = 10000
+_next_port = None
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    """A free TCP port below the kernel's ephemeral range. A port from that range can be
+    taken, while its server restarts, as the source port of some outbound connection (a
+    route dialling, a client), and the restart then fails with "address already in use".
+    Ports are handed out in turn from an offset derived from the process id, so one run
+    does not hand out the same port twice and concurrent runs start apart."""
+    global _next_port
+    low = _ephemeral_low()
+    span = max(low - _PORTS_FROM, 1000)
+    if _next_port is None:
+        _next_port = (os.getpid() * 7919) % span
+    for _ in range(span):
+        port = _PORTS_FROM + _next_port % span
+        _next_port += 1
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError("no free TCP port in %d-%d" % (_PORTS_FROM, _PORTS_FROM + span - 1))
 
 
 class ServerProcess:

@@ -105,10 +105,10 @@ STREAM_NAMED = frozenset((
     "CONSUMER.DURABLE.CREATE", "CONSUMER.INFO", "CONSUMER.DELETE", "CONSUMER.NAMES",
     "CONSUMER.LIST", "CONSUMER.MSG.NEXT", "CONSUMER.PAUSE", "CONSUMER.UNPIN", "CONSUMER.RESET",
     "CONSUMER.LEADER.STEPDOWN"))
-# ops that need clustering: 10010 on a server that is not clustered, before anything else
+# ops that need clustered JetStream: 10010 on a server without a meta group, before anything
+# else; a natsd cluster answers them in natsd/jetstream/meta.py
 CLUSTER_ONLY = ("STREAM.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.CANCEL_MOVE",
                 "CONSUMER.LEADER.STEPDOWN")
-WITH_META = ("STREAM.LEADER.STEPDOWN", "CONSUMER.LEADER.STEPDOWN", "STREAM.PEER.REMOVE", "STREAM.CANCEL_MOVE")     # of those, what a natsd cluster answers (natsd/jetstream/meta.py)
 
 
 def _op_of(tokens):
@@ -185,7 +185,7 @@ class ApiHandler:
             if reply:
                 ctx.send(E.error("JSNotEnabledForAccountErr"))
             return
-        if op in CLUSTER_ONLY and not self._clustered() and not (op in WITH_META and self.engine.meta):
+        if op in CLUSTER_ONLY and self.engine.meta is None:
             ctx.send(E.error("JSClusterRequiredErr"))
             return
         from natsd.jetstream import api_consumer
@@ -241,7 +241,15 @@ class ApiHandler:
     # ---- account ----
 
     def op_info(self, r):
-        return r.jsa.account_info()
+        meta = self.engine.meta
+        if meta is None:
+            return r.jsa.account_info()
+        # the whole cluster's totals, as nats-server's meta leader answers them
+        if not meta.group.leader:
+            raise E.error("JSClusterNotAvailErr")
+        r.detach()
+        self.engine.listing.account_usage(r.jsa, lambda totals: r.send(r.jsa.account_info(totals)))
+        raise NoReply()
 
     # ---- streams ----
 
@@ -273,12 +281,16 @@ class ApiHandler:
         jsa = r.jsa
         cfg = check_config(req, pedantic, self._lookup_cfg(jsa), jsa)
         existing = jsa.streams.get(name)
+        clustered = self.engine.meta is not None
         if existing is not None:
-            if _same_config(existing.config, cfg):
-                info = existing.info(with_cluster=False)
+            if not _same_config(existing.config, cfg):
+                raise E.error("JSStreamNameExistErr")
+            # on a cluster the stream's leader answers (the request comes to it,
+            # natsd/jetstream/placement.py), with its cluster block and no did_create
+            info = existing.info(with_cluster=clustered)
+            if not clustered:
                 info["did_create"] = True
-                return info
-            raise E.error("JSStreamNameExistErr")
+            return info
         jsa.check_limits(cfg)           # first, as nats-server's jsNonClusteredStreamLimitsCheck
         if cfg["num_replicas"] <= 1 and self.engine.meta is not None:
             self.engine.meta.check_placed_here(cfg)
@@ -287,7 +299,7 @@ class ApiHandler:
             check_filters_at_create(cfg)
             self.engine.meta.request("add", jsa, {"cfg": cfg}, r.reply)   # the meta leader answers
             raise NoReply()
-        if cfg["num_replicas"] > 1 and not self._clustered():
+        if cfg["num_replicas"] > 1:
             if self.server.cluster is not None:
                 # routes, but no replicated JetStream (Raft) yet: no server can hold a replica
                 raise E.error("JSInsufficientResourcesErr")
@@ -301,7 +313,7 @@ class ApiHandler:
         except (OSError, ValueError) as e:
             raise _stream_store_failed(jsa, name, e)
         advisories.stream_action(st, "create")
-        info = st.info(with_cluster=False)
+        info = st.info(with_cluster=clustered)
         info["did_create"] = True
         return info
 
@@ -320,7 +332,7 @@ class ApiHandler:
         if getattr(st, "snapshotting", False):
             raise E.error("JSStreamUpdateErrF", err="stream update not permitted while a snapshot is in progress")
         cfg = check_update(st.config, req, pedantic, self._lookup_cfg(jsa), jsa,
-                           self._clustered() or self.engine.meta is not None)
+                           self.engine.meta is not None)
         self._check_overlap(jsa, cfg, st)
         jsa.check_limits(cfg, st)
         moving = bool(cfg.get("placement")) and cfg.get("placement") != st.config.get("placement")
@@ -404,7 +416,7 @@ class ApiHandler:
         if self.engine.listing is not None:
             # on a cluster, every server's streams (natsd/jetstream/listing.py)
             r.detach()
-            self.engine.listing.gather(r.jsa, req.get("subject", ""), False,
+            self.engine.listing.streams(r.jsa, req.get("subject", ""), False,
                                        lambda names, _: r.send(self._names_page(req, names)))
             raise NoReply()
         return self._names_page(req, [s.name for s in self._filtered_streams(r.jsa, req.get("subject", ""))])
@@ -419,7 +431,7 @@ class ApiHandler:
         req = self._names_request(r, "JSApiStreamListRequest")
         if self.engine.listing is not None:
             r.detach()
-            self.engine.listing.gather(r.jsa, req.get("subject", ""), True,
+            self.engine.listing.streams(r.jsa, req.get("subject", ""), True,
                                        lambda infos, missing: r.send(self._list_page(req, infos, missing)))
             raise NoReply()
         streams = self._filtered_streams(r.jsa, req.get("subject", ""))
@@ -697,10 +709,6 @@ class ApiHandler:
             st = jsa.streams.get(name)
             return st.config if st else None
         return lookup
-
-    def _clustered(self):
-        f = getattr(self.server, "jetstream_clustered", None)
-        return bool(f and f())
 
     def _check_overlap(self, jsa, cfg, existing):
         for other in jsa.streams.values():

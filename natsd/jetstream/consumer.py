@@ -919,7 +919,8 @@ class Consumer(AckState, PushDelivery):
             "num_pending": self.num_pending(),
         }
         cluster = self._cluster_info()
-        if cluster is not None and not initial:
+        if cluster is not None and (not initial or self._clustered()):
+            # a single server's create answer has none; a cluster's (its leader's) has it
             out["cluster"] = cluster
         if self.is_push() and self.active and self._has_interest():
             out["push_bound"] = True
@@ -932,6 +933,9 @@ class Consumer(AckState, PushDelivery):
         if groups:
             out["priority_groups"] = groups
         return out
+
+    def _clustered(self):
+        return getattr(getattr(self.stream, "engine", None), "meta", None) is not None
 
     def _cluster_info(self):
         engine = getattr(self.stream, "engine", None)

@@ -139,8 +139,12 @@ class JsAccount:
         return mem, store
 
     def num_consumers(self):
-        return sum(len([c for c in s.consumers.values() if not getattr(c, "internal", False)])
-                   for s in self.streams.values())
+        return sum(self.consumers_of(s) for s in self.streams.values())
+
+    @staticmethod
+    def consumers_of(stream):
+        """The stream's consumers that clients see (not the internal ones)."""
+        return sum(1 for c in stream.consumers.values() if not getattr(c, "internal", False))
 
     def check_limits(self, cfg, existing=None):
         """Resource checks for a new (or updated) stream."""
@@ -300,11 +304,17 @@ class JsAccount:
             self.engine.recover_consumers(st)
         log.info("  JetStream state for account \"%s\" recovered", self.name)
 
-    def account_info(self):
-        mem, store = self.usage()
-        rmem, rstore = self.reserved()
-        usage = {"memory": mem, "storage": store, "reserved_memory": rmem, "reserved_storage": rstore,
-                 "streams": len(self.streams), "consumers": self.num_consumers()}
+    def account_info(self, totals=None):
+        """`$JS.API.INFO`'s answer; `totals` (memory, storage, reserved_memory,
+        reserved_storage, streams, consumers): the cluster's (natsd/jetstream/listing.py),
+        this server's when None."""
+        if totals is None:
+            mem, store = self.usage()
+            rmem, rstore = self.reserved()
+            totals = {"memory": mem, "storage": store, "reserved_memory": rmem, "reserved_storage": rstore,
+                      "streams": len(self.streams), "consumers": self.num_consumers()}
+        usage = {k: totals[k] for k in ("memory", "storage", "reserved_memory", "reserved_storage",
+                                        "streams", "consumers")}
         out = dict(usage, limits=dict(self.limits))
         if self.tiered:             # the limits are the R1 tier's; the untiered ones are zero
             out["limits"] = {k: False if k == "max_bytes_required" else 0 for k in self.limits}

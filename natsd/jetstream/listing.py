@@ -1,5 +1,5 @@
-"""Stream listings on a cluster (`STREAM.NAMES`, `STREAM.LIST`) that name every stream of the
-account, wherever it lives, as nats-server's meta leader answers them.
+"""Stream listings (`STREAM.NAMES`, `STREAM.LIST`) and account info (`$JS.API.INFO`) on a
+cluster: every stream of the account, wherever it lives, as nats-server's meta leader answers.
 
 Every server knows the replicated streams (the meta group's assignments, natsd/jetstream/meta.py)
 but only its own one-replica streams (natsd/jetstream/placement.py). The server a listing
@@ -8,6 +8,10 @@ for the account's streams that match the request's subject: their one-replica st
 for `LIST` the infos of the replicated streams they lead. It answers once every server it
 asked has replied, or after GATHER_TIMEOUT; a replicated stream whose leader did not answer
 is named in `missing`, as nats-server names it.
+
+For account info each server tells its part of the totals: the bytes of every copy it holds
+(a stream with three replicas counts three times, as on nats-server), and the reservations
+and consumers of the streams it answers for.
 """
 import json
 import logging
@@ -53,25 +57,67 @@ class StreamListing:
                 out.append(st.info(dynamic=False))
         return out
 
+    def usage_here(self, jsa):
+        """This server's part of the account's totals (see the module's docstring)."""
+        out = dict.fromkeys(("memory", "storage", "reserved_memory", "reserved_storage", "consumers"), 0)
+        out["one_replica"] = []
+        for st in jsa.streams.values() if jsa is not None else ():
+            kind = "memory" if st.config.get("storage") == "memory" else "storage"
+            out[kind] += st.store.state()["bytes"]
+            if st.replica is None:
+                out["one_replica"].append(st.name)
+            elif not st.replica.is_leader():
+                continue
+            if st.config.get("max_bytes", -1) > 0:
+                out["reserved_" + kind] += st.config["max_bytes"]
+            out["consumers"] += jsa.consumers_of(st)
+        return out
+
+    def _part(self, jsa, req):
+        """This server's answer to `req`; an empty one where the account has no JetStream."""
+        if req.get("usage"):
+            return self.usage_here(jsa)
+        return self.held(jsa, req.get("subject", ""), bool(req.get("infos"))) if jsa is not None else []
+
     def _on_request(self, sub, subject, reply, hdr, payload, origin):
         if not reply or origin is None:
             return                      # our own request: gather() counted this server already
         try:
             req = json.loads(bytes(payload))
             jsa = self.engine.jsas.get(req["acc"])
-            held = self.held(jsa, req.get("subject", ""), bool(req.get("infos"))) if jsa is not None else []
+            part = self._part(jsa, req)
         except (ValueError, KeyError, TypeError) as e:
             log.warning("Stream listing request dropped: %s", e)
             return
-        self.server.system.publish(bytes(reply), json.dumps({"streams": held}).encode())
+        self.server.system.publish(bytes(reply), json.dumps({"part": part}).encode())
 
     # ---- asking everyone ----
 
-    def gather(self, jsa, subject, infos, done):
+    def streams(self, jsa, subject, infos, done):
         """done(names or infos of the whole cluster, sorted by name; replicated streams
-        nobody answered for) once every server with a route here answered, or at the timeout."""
+        nobody answered for)."""
+        self._gather(jsa, {"subject": subject, "infos": infos},
+                     lambda parts: done(*self._merge(jsa, subject, infos, parts)))
+
+    def account_usage(self, jsa, done):
+        """done(the account's totals over the cluster: memory, storage, reserved_memory,
+        reserved_storage, streams, consumers)."""
+        def merge(parts):
+            totals = dict.fromkeys(("memory", "storage", "reserved_memory", "reserved_storage", "consumers"), 0)
+            names = {k[1] for k in self.meta.assignments if k[0] == jsa.name}
+            for part in parts:
+                for k in totals:
+                    totals[k] += part[k]
+                names.update(part["one_replica"])
+            totals["streams"] = len(names)
+            done(totals)
+        self._gather(jsa, {"usage": True}, merge)
+
+    def _gather(self, jsa, req, done):
+        """done(every server's part, this one's first) once every server with a route here
+        answered, or at the timeout."""
         asked = len(self.meta.connected)
-        got = [self.held(jsa, subject, infos)]
+        got = [self._part(jsa, req)]
         state = {"timer": None, "sub": None}
 
         def finish():
@@ -83,13 +129,14 @@ class StreamListing:
                 state["timer"].cancel()
             if len(got) <= asked:
                 log.warning("Did not receive all stream info results for %r", jsa.name)
-            done(*self._merge(jsa, subject, infos, got))
+            done(got)
 
         def on_answer(sub, subj, reply, hdr, payload, origin):
             try:
-                got.append(json.loads(bytes(payload))["streams"])
+                part = json.loads(bytes(payload))["part"]
             except (ValueError, KeyError, TypeError):
                 return
+            got.append(part)
             if len(got) > asked:
                 finish()
         inbox = self.server.system.new_inbox()
@@ -98,8 +145,7 @@ class StreamListing:
             finish()
             return
         state["timer"] = self.server.loop.call_later(GATHER_TIMEOUT, finish)
-        self.server.system.publish(GATHER, json.dumps({"acc": jsa.name, "subject": subject,
-                                                       "infos": infos}).encode(), reply=inbox)
+        self.server.system.publish(GATHER, json.dumps(dict(req, acc=jsa.name)).encode(), reply=inbox)
 
     def _merge(self, jsa, subject, infos, got):
         assigned = [name for name, _ in matching(((k[1], a["cfg"]) for k, a in self.meta.assignments.items()

@@ -240,26 +240,29 @@ class ReplicatedStream:
         if self.fetcher is not None:
             self.held.extend(items)
             return
-        start = 0
-        for i, (kind, index, data) in enumerate(items):
-            if kind == "snapshot":
-                self._apply_entries(items[start:i])
-                start = i + 1
-                self._align(index, self._decode_snapshot(index, data))
-                if self.fetcher is not None:
-                    self.held.extend(items[start:])
-                    return
-        self._apply_entries(items[start:])
-        self._maybe_compact()
+        self._apply_entries(items)
+        if self.fetcher is None:
+            self._maybe_compact()
 
     def _apply_entries(self, items):
         """Committed entries: runs of messages go through the stream's batched ingest
         (Stream._on_batch, the path one-replica streams take), operations one by one. Only
-        the leader has the publishers' replies, so only it answers."""
+        the leader has the publishers' replies, so only it answers. A snapshot (rare: this
+        replica was behind the leader's log) aligns the copy; what follows it waits while
+        the copy fetches the messages the snapshot names."""
         pending = self.pending
         run, run_ts = [], None
-        for kind, index, data in items:
-            if kind != "entry" or not data:
+        for i, (kind, index, data) in enumerate(items):
+            if kind != "entry":
+                if kind == "snapshot":
+                    self._ingest(run, run_ts)
+                    run = []
+                    self._align(index, self._decode_snapshot(index, data))
+                    if self.fetcher is not None:
+                        self.held.extend(items[i + 1:])
+                        return
+                continue
+            if not data:
                 continue
             reply = pending.pop(index, None) if pending else None
             if data[0] == K_OP:

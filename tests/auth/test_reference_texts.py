@@ -45,10 +45,7 @@ accounts { Y { users: [ { user: y, password: y } ] } }
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tools.serverproc import free_port  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,15 @@
-"""Stream listings on a cluster (natsd/jetstream/listing.py): `STREAM.NAMES` and `STREAM.LIST`
-through any server name every stream of the account, one-replica streams created through
-other servers included, as a nats-server cluster answers."""
+"""Stream listings and account info on a cluster (natsd/jetstream/listing.py): `STREAM.NAMES`,
+`STREAM.LIST` and `$JS.API.INFO` through any server cover every stream of the account,
+one-replica streams created through other servers included, as a nats-server cluster answers;
+create answers on a cluster carry the cluster block as nats-server's do."""
 import asyncio
 import json
 
+import nats
 import pytest
 
 from tests.cluster.clusterhelp import js_cluster
+from tests.conftest import poll
 from tests.cluster.test_replicated_streams import api, create, leader_of
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -19,13 +22,52 @@ def listing(m, what, body=b""):
     return r
 
 
+def shape(r):
+    """An API answer's keys, and its cluster block's (the servers' names differ: nats-server
+    places a one-replica stream on any server, natsd on the one asked). Without leader_since:
+    nats-server has any replica answer an equal create, a follower without it."""
+    return sorted(r), sorted(set(r.get("cluster") or ()) - {"leader_since"})
+
+
+async def fill(members):
+    """Messages in every stream (a memory one too), and consumers on the replicated stream and
+    on a one-replica one -> the create answers' shapes."""
+    a, b, _ = members
+    shapes = []
+    r = await api(b, "$JS.API.STREAM.CREATE.MEM", json.dumps(
+        {"name": "MEM", "subjects": ["mem"], "storage": "memory", "max_bytes": 4096}).encode())
+    shapes.append(shape(r))
+    r = await api(a, "$JS.API.STREAM.CREATE.R3", json.dumps(R3).encode())      # equal: no did_create
+    shapes.append(shape(r))
+    for m, subject in ((a, "r3.x"), (b, "mem"), (a, "ona.x")):
+        nc = await nats.connect(m.url)
+        for i in range(10):
+            await nc.request(subject, b"x" * (50 + i))
+        await nc.close()
+    for stream, m in (("R3", a), ("MEM", b)):
+        r = await api(m, "$JS.API.CONSUMER.CREATE.%s.d" % stream, json.dumps(
+            {"stream_name": stream, "config": {"durable_name": "d", "ack_policy": "explicit"}}).encode())
+        shapes.append(shape(r))
+    return shapes
+
+
+def account_totals(m):
+    """`$JS.API.INFO` through `m`, without the API counters (each server counts its own)."""
+    r = asyncio.run(api(m, "$JS.API.INFO"))
+    r.pop("api")
+    return r
+
+
+R3 = {"name": "R3", "subjects": ["r3.>"], "num_replicas": 3, "max_bytes": 100000}
+
+
 @need_ref
-def test_names_and_list_cover_the_cluster_as_nats_server(tmp_path):
+def test_names_list_and_account_info_cover_the_cluster_as_nats_server(tmp_path):
     seen = {}
     for kind in ("nats-server", "natsd"):
         with js_cluster(kind, tmp_path / kind) as members:
             a, b, c = members
-            asyncio.run(create(c, {"name": "R3", "subjects": ["r3.>"], "num_replicas": 3}))
+            asyncio.run(create(c, R3))
             leader_of(members)
             for m, name in ((a, "ONA"), (b, "ONB"), (b, "OTHER")):
                 r = asyncio.run(create(m, {"name": name, "subjects": ["%s.>" % name.lower()]}))
@@ -36,7 +78,19 @@ def test_names_and_list_cover_the_cluster_as_nats_server(tmp_path):
                 out.append(listing(m, "LIST"))
                 out.append(listing(m, "NAMES", json.dumps({"subject": "ona.x"}).encode()))
                 out.append(listing(m, "NAMES", json.dumps({"subject": "*.x", "offset": 1}).encode()))
+            out.append(asyncio.run(fill(members)))
+            # every copy's bytes (nats-server's record sizes: file 22 + subject + data + 8,
+            # memory subject + data + 16); the replicas' reports may take a moment
+            want = (3 * (10 * 34 + 545) + 10 * 35 + 545, 10 * 19 + 545)
+            assert poll(lambda: all((t["storage"], t["memory"]) == want for t in map(account_totals, members)),
+                        timeout=15), [account_totals(m) for m in members]
+            out.append([account_totals(m) for m in members])
             seen[kind] = out
-    assert seen["natsd"] == seen["nats-server"]
+    for ours, theirs in zip(seen["natsd"], seen["nats-server"]):
+        assert ours == theirs
     assert seen["natsd"][0]["streams"] == ["ONA", "ONB", "OTHER", "R3"]
     assert seen["natsd"][1]["streams"] == [("ONA", 0), ("ONB", 0), ("OTHER", 0), ("R3", 0)]
+    info = seen["natsd"][-1][0]
+    assert (info["streams"], info["consumers"], info["reserved_storage"], info["reserved_memory"]) == \
+        (5, 2, 100000, 4096)
+

@@ -111,16 +111,11 @@ def test_verify_cert_and_check_known_urls(tmp_path, kinds):
     """A route is admitted only when a DNS name of its certificate is the host of a configured
     route; a certificate from the same CA naming another host is refused as nats-server
     refuses it (authentication error)."""
-    import socket as so
+    from tools.serverproc import free_port
     ca = CA(str(tmp_path / "ca"))
     good = ca.issue("good", "good", dns=["localhost"])
     odd = ca.issue("odd", "odd", dns=["elsewhere.example.com"])
-    ports = []
-    for _ in range(2):
-        s = so.socket()
-        s.bind(("127.0.0.1", 0))
-        ports.append(s.getsockname()[1])
-        s.close()
+    ports = [free_port() for _ in range(2)]
     block = lambda c: _tls(c[0], c[1], ca.ca_file, "verify_cert_and_check_known_urls: true")
     routes = ["nats://localhost:%d" % p for p in ports]
     a = start_member(kinds[0], tmp_path, "A", routes=routes, route_port=ports[0], cluster_extra=block(good))

@@ -270,13 +270,8 @@ def test_kill9_and_restart_rejoins(tmp_path, kinds, seed):
 @pytest.mark.parametrize("kind", ["natsd", "nats-server"])
 def test_seed_list_naming_every_server_including_itself(tmp_path, kind):
     """The usual deployment: every server gets the same route list, itself included."""
-    import socket as so
-    ports = []
-    for _ in range(3):
-        s = so.socket()
-        s.bind(("127.0.0.1", 0))
-        ports.append(s.getsockname()[1])
-        s.close()
+    from tools.serverproc import free_port
+    ports = [free_port() for _ in range(3)]
     seeds = ["nats://127.0.0.1:%d" % p for p in ports]
     members = []
     try:

@@ -1,7 +1,6 @@
 """End to end with the nats-py client against natsd."""
 import asyncio
 import functools
-import socket
 
 import nats
 import nats.errors
@@ -293,10 +292,7 @@ async def test_fan_out_many_subscribers(server):
         await nc.close()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tools.serverproc import free_port  # noqa: E402
 
 
 @run

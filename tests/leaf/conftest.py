@@ -3,7 +3,6 @@ tmp_path with free ports, and a `pair` factory that starts a hub and a leaf, eac
 or the reference nats-server, and waits until both leaf connections (SYS and ACC) are up."""
 import json
 import os
-import socket
 import urllib.request
 
 import pytest
@@ -63,20 +62,7 @@ LEAF_JS = """jetstream {
 ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-_HANDED_OUT = set()
-
-
-def free_port():
-    """A port nothing listens on now and that this run has not handed out before (a test
-    that restarts a server on its port must not find another test server there)."""
-    while True:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        if port not in _HANDED_OUT:
-            _HANDED_OUT.add(port)
-            return port
+from tools.serverproc import free_port  # noqa: E402,F401  (a port this run has not handed out)
 
 
 def js_available():
