@@ -15,8 +15,9 @@ the client asked (forwarded on `$JSC.META.<leader peer>` in the system account);
 places it (its own server first, then the others from a rotation by the stream's name),
 proposes the assignment and answers the client in its account once the entry is committed.
 Servers are chosen by nats-server's placement rules (natsd/jetstream/peerselect.py): the
-placement's cluster and tags, `unique_tag`, `max_ha_assets`; other servers' tags are learnt
-from their `$SYS.SERVER.<id>.STATSZ` events, as nats-server learns them.
+placement's cluster and tags, `unique_tag`, `max_ha_assets`, room for `max_bytes`; other
+servers' tags and storage are learnt from their `$SYS.SERVER.<id>.STATSZ` events, as
+nats-server learns them.
 
 Membership:
 - a server with the group on disk starts from it;
@@ -42,7 +43,7 @@ from natsd._core.router import publish
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftgroup import RaftGroup
 from natsd.jetstream import advisories, errors as E, gojson, remap, replscale
-from natsd.jetstream.peerselect import Pool, Rules, Server
+from natsd.jetstream.peerselect import Pool, Rules, Server, room_of
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replicated import ReplicatedStream
@@ -88,6 +89,7 @@ class MetaGroup:
         self.peer_names = {self.peer: self.name}
         self.peer_clusters = {self.peer: self.routes.name}
         self.peer_tags = {self.peer: frozenset(t.lower() for t in s.opts.server_tags)}
+        self.peer_room = {}             # peer -> storage kind -> bytes left, from its STATSZ
         self.started_at = time.monotonic()
         self.started_ns = time.time_ns()        # assignments made before were replayed, not new
         self.seen = frozenset()
@@ -219,8 +221,8 @@ class MetaGroup:
             raise E.error("JSStreamMoveInProgressErr")
         if kind == "cancel" and origin is None:
             raise E.error("JSStreamReconfigureNotInProgressErr")
-        pool = self.pool()
         cfg = msg.get("cfg") or have["cfg"]
+        pool = self.pool(cfg)
         if kind == "remove":
             wanted = msg["remove"]
             peer = get_hash(wanted) if get_hash(wanted) in have["peers"] else wanted
@@ -259,7 +261,7 @@ class MetaGroup:
     def _place(self, key, cfg, first=None):
         """The servers of a new replicated stream (natsd/jetstream/peerselect.py); `first`:
         the server of a one-replica stream scaled up, which stays."""
-        return self.pool().select(key, cfg["num_replicas"], cfg.get("placement"), [first] if first else ())
+        return self.pool(cfg).select(key, cfg["num_replicas"], cfg.get("placement"), [first] if first else ())
 
     def check_placed_here(self, cfg):
         """A one-replica stream stays on the server that created it (natsd/jetstream/placement.py):
@@ -272,25 +274,36 @@ class MetaGroup:
         except E.ApiError:
             raise E.error("JSClusterNoPeersErrF", err=ONE_REPLICA_ELSEWHERE) from None
 
-    def pool(self):
-        """The meta group's servers as placement sees them."""
+    def pool(self, cfg=None):
+        """The meta group's servers as placement sees them; with a stream's `cfg`, the room a
+        new server needs for it (its max_bytes in its storage)."""
         ha = {}
         for a in self.assignments.values():
             if len(a["peers"]) > 1:
                 for p in a["peers"]:
                     ha[p] = ha.get(p, 0) + 1
         js = self.server.opts.jetstream
+        room = dict(self.peer_room)
+        room[self.peer] = room_of(self.engine.varz())       # this server's, as of now
         servers = [Server(p, self.peer_tags.get(p, frozenset()), p == self.peer or p in self.connected,
-                          ha.get(p, 0), p in self.peer_tags)
+                          ha.get(p, 0), p in self.peer_tags, room.get(p))
                    for p in sorted(set(self.group.members()) | {self.peer})]
-        return Pool(servers, self.peer, Rules(self.routes.name, js.unique_tag, js.limits.get("max_ha_assets", 0)))
+        need = None
+        if cfg is not None:
+            need = ("memory" if cfg.get("storage") == "memory" else "file", cfg.get("max_bytes", -1))
+        return Pool(servers, self.peer, Rules(self.routes.name, js.unique_tag, js.limits.get("max_ha_assets", 0)),
+                    need)
 
     def _on_statsz(self, sub, subject, reply, hdr, payload, origin):
         try:
-            server = json.loads(bytes(payload))["server"]
+            event = json.loads(bytes(payload))
+            server = event["server"]
             peer = get_hash(server["name"])
             self.peer_tags[peer] = frozenset(str(t).lower() for t in server.get("tags") or ())
-        except (ValueError, KeyError, TypeError):
+            jetstream = (event.get("data") or event.get("statsz") or {}).get("jetstream")
+            if jetstream:
+                self.peer_room[peer] = room_of(jetstream)
+        except (ValueError, KeyError, TypeError, AttributeError):
             pass                        # not an event of ours to read
 
     def _answer(self, msg, result):

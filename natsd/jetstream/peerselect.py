@@ -8,6 +8,9 @@ A server is a candidate when:
 - it is not tagged `!jetstream` (else: "exclude tag set");
 - it has every tag the placement lists and none of the `!tag` ones (else: "tags not matched"
   / "tags excluded", naming them);
+- for a stream with `max_bytes`, it has that much room left in the stream's storage (its
+  `max_memory` / `max_storage` less what it uses or has reserved, whichever is more, as its
+  last STATSZ told; a server that told nothing has none; else: "insufficient storage");
 - it holds no more HA assets than `jetstream.limits.max_ha_assets` (the meta group counts as
   one; else: "miscellaneous issue");
 - with `jetstream.unique_tag` set (and no placement tag of that prefix), it carries a tag of
@@ -31,6 +34,19 @@ class Server:
     online: bool = True
     ha_assets: int = 0                  # replicated streams it holds, the meta group not counted
     known: bool = True                  # its tags were heard (STATSZ); unknown ones are passed over
+    room: dict = None                   # "file"/"memory" -> bytes left (-1: no limit); None: not told
+
+
+def room_of(jetstream):
+    """A server's room per storage from the `jetstream` block of its STATSZ (or varz): its
+    limit less what it uses or has reserved, whichever is more (nats-server's rule)."""
+    cfg, stats = jetstream.get("config") or {}, jetstream.get("stats") or {}
+    out = {}
+    for kind, limit, used, reserved in (("file", "max_storage", "storage", "reserved_storage"),
+                                        ("memory", "max_memory", "memory", "reserved_memory")):
+        lim = cfg.get(limit, -1)
+        out[kind] = -1 if lim is None or lim < 0 else max(0, lim - max(stats.get(used, 0), stats.get(reserved, 0)))
+    return out
 
 
 @dataclass
@@ -45,6 +61,7 @@ class _Why:
     offline: bool = False
     exclude_tag: bool = False
     unique_tag: bool = False
+    no_storage: bool = False
     misc: bool = False
     no_js_cluster: bool = False
     not_matched: set = field(default_factory=set)
@@ -53,6 +70,7 @@ class _Why:
     def text(self):
         out = "no suitable peers for placement"
         for flag, reason in ((self.offline, "peer offline"), (self.exclude_tag, "exclude tag set"),
+                             (self.no_storage, "insufficient storage"),
                              (self.unique_tag, "server tag not unique"), (self.misc, "miscellaneous issue"),
                              (self.no_js_cluster, "jetstream not enabled in cluster")):
             if flag:
@@ -75,25 +93,28 @@ def _unique_value(server, prefix):
 @dataclass
 class Pool:
     """What the meta leader knows when it chooses: the JetStream servers of the meta group,
-    its own peer id, and the rules from its config."""
+    its own peer id, the rules from its config, and the room a new server must have for the
+    stream (storage kind, max_bytes), or None."""
     servers: list
     me: str
     rules: Rules
+    need: tuple = None
 
     def select(self, key, n, placement, existing=()):
-        return select(key, n, placement, self.servers, self.me, self.rules, existing)
+        return select(key, n, placement, self.servers, self.me, self.rules, existing, self.need)
 
     def only(self, peer):
-        return Pool([s for s in self.servers if s.id == peer], self.me, self.rules)
+        return Pool([s for s in self.servers if s.id == peer], self.me, self.rules, self.need)
 
     def without(self, peer):
-        return Pool([s for s in self.servers if s.id != peer], self.me, self.rules)
+        return Pool([s for s in self.servers if s.id != peer], self.me, self.rules, self.need)
 
 
-def select(key, n, placement, servers, me, rules, existing=()):
+def select(key, n, placement, servers, me, rules, existing=(), need=None):
     """-> `n` peer ids: the `existing` ones (kept, in order) and new ones. Raises ApiError
     (JSClusterNoPeersErrF) when the placement cannot be met. `servers` are the JetStream
-    servers of the meta group, `me` the meta leader's id, `key` (account, stream)."""
+    servers of the meta group, `me` the meta leader's id, `key` (account, stream), `need`
+    (storage kind, max_bytes) the room a new server must have."""
     existing = list(existing)
     if len(existing) >= n:
         return existing[:n]
@@ -109,6 +130,9 @@ def select(key, n, placement, servers, me, rules, existing=()):
     chosen = []
     for s in _order(key, servers, me):
         if s.id in existing or not _fits(s, wanted, why):
+            continue
+        if need and need[1] > 0 and not _has_room(s, need):
+            why.no_storage = True
             continue
         if rules.max_ha_assets > 0 and s.ha_assets + 1 > rules.max_ha_assets:
             why.misc = True
@@ -150,6 +174,12 @@ def _fits(s, wanted, why):
     elif missing:
         why.not_matched.add(missing[0])
     return not (present or missing)
+
+
+def _has_room(s, need):
+    kind, max_bytes = need
+    left = (s.room or {}).get(kind, 0)
+    return left < 0 or max_bytes <= left
 
 
 def _order(key, servers, me):

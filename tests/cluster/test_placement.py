@@ -90,6 +90,43 @@ def test_placement_by_tags_and_its_errors_match_nats_server(tmp_path):
     assert seen["natsd"][0]["error"]["description"] == "no suitable peers for placement, tags not matched ['ssd']"
 
 
+@need_ref
+def test_a_new_server_needs_room_for_max_bytes_as_on_nats_server(tmp_path):
+    """A server whose storage limit, less what it uses or has reserved, is below a stream's
+    max_bytes is passed over; when too few servers are left the create is refused with
+    nats-server's "insufficient storage". Asked through A: through C, the small server,
+    both refuse it as beyond the account's limits (10047)."""
+    small = lambda name: "max_file_store: 1MB" if name == "C" else ""
+    seen = {}
+    for kind in ("nats-server", "natsd"):
+        with js_cluster(kind, tmp_path / kind, js=small) as members:
+            a = members[0]
+            first_create(a, {"name": "BIG", "subjects": ["big"], "num_replicas": 2, "max_bytes": 2 << 20})
+            leader_of(members, "BIG")
+            out = [servers_of(asyncio.run(api(a, "$JS.API.STREAM.INFO.BIG")))]
+            huge = {"name": "HUGE", "subjects": ["huge"], "num_replicas": 3, "max_bytes": 2 << 20}
+            out.append(asyncio.run(ask(a, "$JS.API.STREAM.CREATE.HUGE", json.dumps(huge).encode())))
+            fits = {"name": "FITS", "subjects": ["fits"], "num_replicas": 3, "max_bytes": 512 << 10}
+            r = asyncio.run(ask(a, "$JS.API.STREAM.CREATE.FITS", json.dumps(fits).encode()))
+            out.append((r.get("error"), servers_of(r)))
+            # C has 512 KiB left now: its reservation counts once its STATSZ tells it (a create
+            # before that is placed, and reserves there too)
+            tries = iter(range(100))
+
+            def another():
+                n = "AGAIN%d" % next(tries)
+                c = {"name": n, "subjects": [n.lower()], "num_replicas": 3, "max_bytes": 768 << 10}
+                return asyncio.run(ask(a, "$JS.API.STREAM.CREATE." + n, json.dumps(c).encode())).get("error")
+            out.append(poll(another, timeout=20, interval=0.5))
+            seen[kind] = out
+    assert seen["natsd"] == seen["nats-server"]
+    no_room = {"code": 400, "err_code": 10005, "description": "no suitable peers for placement, insufficient storage"}
+    assert seen["natsd"][0] == {"A", "B"}
+    assert seen["natsd"][1]["error"] == no_room
+    assert seen["natsd"][2] == (None, {"A", "B", "C"})
+    assert seen["natsd"][3] == no_room
+
+
 def test_update_moves_the_stream_and_cancel_takes_it_back(tmp_path):
     with js_cluster("natsd", tmp_path, extra=tagged, js="limits { max_ha_assets: 2 }") as members:
         by = {m.name: m for m in members}
