@@ -48,6 +48,7 @@ faults: build
 		tests/cluster/test_replicated_streams.py::test_partitioned_leader_acks_nothing_and_the_majority_goes_on \
 		tests/cluster/test_replicated_consumers.py::test_acks_survive_the_leader \
 		tests/cluster/test_meta_group.py::test_leader_kill9_elects_another_and_the_restarted_server_follows \
+		tests/cluster/test_meta_group.py::test_servers_routed_through_one_seed_form_one_meta_group \
 		tests/cluster/test_compaction.py::test_follower_behind_the_snapshot_copies_what_it_names \
 		tests/cluster/test_compaction.py::test_leader_kill9_around_a_snapshot_loses_no_acked_message
 

@@ -27,8 +27,10 @@ Membership:
   find it). A server that hears from a leader first joins that leader's group instead;
 - the leader adds every JetStream server it sees over routes that is not yet a member, one at
   a time. Nobody is removed automatically.
-Give every server the same route list: servers that see different sets at their start can
-form more than one group.
+Servers routed through one seed (the seed's list names itself, the others' the seed) form one
+group: the first to bootstrap leads it and the others adopt its members from its log (tested
+with seeded start intervals). Servers that cannot see each other at their start, each with a
+quorum of its own, could form more than one: give every server the same route list.
 
 Every COMPACT_ENTRIES applied entries a server keeps a snapshot of the assignments in place of
 its log's beginning; a server that starts reads its snapshot, then replays what follows, and a

@@ -273,3 +273,31 @@ def test_server_remove_takes_a_dead_server_out_of_the_meta_group(tmp_path, kind)
     finally:
         for m in members:
             m.proc.kill()
+
+
+@pytest.mark.parametrize("seed", fault_seeds([5]))
+def test_servers_routed_through_one_seed_form_one_meta_group(tmp_path, seed):
+    """The seed layout of the NATS docs: the first server's route list names only itself,
+    the others name only it and find each other through it; started at seeded intervals,
+    they form one meta group of all of them with one leader."""
+    import random
+    from tests.cluster.clusterhelp import js_extra, start_member
+    from tools.serverproc import free_port
+    rng = random.Random(seed)
+    seeds = ["nats://127.0.0.1:%d" % free_port()]
+    port = int(seeds[0].rsplit(":", 1)[1])
+    members = []
+    try:
+        members.append(start_member("natsd", tmp_path, "A", routes=seeds, route_port=port,
+                                    extra=js_extra(tmp_path, "A")))
+        for name in "BCD":
+            time.sleep(rng.choice((0, 0.3, 0.8, 1.5)))
+            members.append(start_member("natsd", tmp_path, name, routes=seeds, extra=js_extra(tmp_path, name)))
+
+        def one_group():
+            views = [(meta(m).get("leader"), meta(m).get("cluster_size")) for m in members]
+            return views[0][0] and views[0][1] == len(members) and len(set(views)) == 1
+        assert poll(one_group, timeout=30, interval=0.25), [meta(m) for m in members]
+    finally:
+        for m in members:
+            m.proc.kill()
