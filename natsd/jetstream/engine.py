@@ -560,8 +560,13 @@ class JetStream:
                     log.exception("stopping stream %s failed", st.name)
 
     def start_cluster(self):
-        """The routes are up: join (or found) the cluster's meta group. It needs the system
-        account, which carries its traffic."""
+        """The routes are up: the one-replica streams recovered before draw the requests about
+        them to this server (natsd/jetstream/placement.py), and the server joins (or founds)
+        the cluster's meta group. That needs the system account, which carries its traffic."""
+        for jsa in self.jsas.values():
+            for name, st in jsa.streams.items():
+                if st.replica is None and name not in jsa.claims:
+                    jsa.claim(name, True)
         if self.server.accounts.system is None or self.server.system is None:
             log.warning("JetStream cluster needs a system account: no metadata group")
             return

@@ -14,8 +14,8 @@ server can reach any stream. This works through interest, with no protocol of it
 Requests with a JetStream domain prefix are answered the same way, forwarded on under
 `$JS.API.` when another server has the stream. Replicated streams belong to the meta group
 (natsd/jetstream/meta.py). A consumer listing goes to the stream's server like any request
-naming the stream; stream listings ask every server (natsd/jetstream/listing.py); account
-info is this server's.
+naming the stream; stream listings and account info ask every server
+(natsd/jetstream/listing.py).
 """
 import time
 

@@ -8,7 +8,7 @@ import nats
 import pytest
 from nats.js.api import StreamConfig
 
-from tests.cluster.clusterhelp import start_js_cluster
+from tests.cluster.clusterhelp import kill9, restart_member, start_js_cluster
 
 
 @pytest.fixture
@@ -70,7 +70,9 @@ def test_streams_reachable_from_every_server(js_cluster):
     asyncio.run(run())
 
 
-def test_key_value_across_servers(js_cluster):
+def test_key_value_across_servers(js_cluster, tmp_path):
+    """A bucket made through A is used through B and C, and again after A restarted (its
+    recovered streams draw the requests about them once its routes are up)."""
     a, b, c = js_cluster
 
     async def run():
@@ -95,3 +97,12 @@ def test_key_value_across_servers(js_cluster):
         for n in (na, nb, nc):
             await n.close()
     asyncio.run(run())
+    kill9(a)
+    js_cluster[0] = restart_member(a, tmp_path)
+
+    async def after():
+        nb = await nats.connect(b.url)
+        kv = await _until(lambda: nb.jetstream().key_value("cfg"))
+        assert (await _until(lambda: kv.get("size"))).value == b"9"
+        await nb.close()
+    asyncio.run(after())
