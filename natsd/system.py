@@ -390,9 +390,14 @@ class SystemServices:
         from natsd.monitor.accountz import account_stat
         return account_stat(self.server, acc)
 
-    def _statsz_tick(self):
+    def announce(self):
+        """A STATSZ now, beside the periodic ones: nats-server sends one when it first hears
+        of another server, so that a new server learns of it at once."""
         self.send_event("$SYS.SERVER.%s.STATSZ" % self.server.id, None, key="statsz",
                         data=self.statsz())
+
+    def _statsz_tick(self):
+        self.announce()
         # nats-server sends the first one after 250ms and doubles the gap up to 10s
         self.statsz_delay = min(self.statsz_delay * 2, STATSZ_INTERVAL)
         self.timer = self.server.loop.call_later(self.statsz_delay, self._statsz_tick)

@@ -342,8 +342,13 @@ class ApiHandler:
             # the meta leader picks servers that meet the new placement; this leader answers
             self.engine.meta.request("peers", jsa, {"name": name, "cfg": cfg, "change": "move"}, r.reply)
             raise NoReply()
-        if moving and self.engine.meta is not None:
-            self.engine.meta.check_placed_here(cfg)
+        if moving and self.engine.meta is not None and not self.engine.meta.meets_here(cfg):
+            # a one-replica stream moves to a server that meets the new placement
+            # (natsd/jetstream/replscale.py); its group's first leader, here, answers
+            self.engine.meta.request("add", jsa, {"cfg": cfg, "adopt": self.engine.meta.peer, "since": st.created,
+                                                  "move_one": {"placement": st.config.get("placement")}},
+                                     r.reply)
+            raise NoReply()
         if st.replica is not None:
             if cfg["num_replicas"] != st.config["num_replicas"]:
                 if cfg["num_replicas"] <= 1:

@@ -178,13 +178,20 @@ class MetaGroup:
                         raise E.error("JSStreamNameExistErr")
                     self.proposed[key][1].append(msg)
                     return
+                move = msg.get("move_one")
                 entry = {"op": "add", "acc": key[0], "cfg": msg["cfg"],
-                         "peers": self._place(key, msg["cfg"], msg.get("adopt")),
+                         "peers": self._place(key, msg["cfg"], msg.get("adopt"), 2 if move else None),
                          "group": "S-R%dF-%s" % (msg["cfg"]["num_replicas"], get_hash("%s.%s" % key)),
                          "created": time.time_ns(), "reply": msg.get("reply", "")}
                 if msg.get("adopt"):
                     # a one-replica stream scaled up: its server's copy becomes the group's
                     entry.update(adopt=msg["adopt"], since=msg.get("since") or entry["created"])
+                if move:
+                    # a one-replica stream moved (natsd/jetstream/replscale.py): a group of its
+                    # server and the new one until the new one has it all and keeps it alone
+                    entry["origin"] = {"peers": [msg["adopt"]], "num_replicas": 1,
+                                       "placement": move.get("placement"), "move": True,
+                                       "one": {"to": entry["peers"][1], "cfg": msg["cfg"]}}
             else:
                 if key not in self.assignments:
                     raise E.error("JSStreamNotFoundErr")
@@ -237,6 +244,10 @@ class MetaGroup:
             if origin.get("placement"):
                 cfg["placement"] = origin["placement"]
             peers = origin["peers"]
+            if origin.get("one"):
+                # a one-replica move goes back: the server it came from keeps it alone
+                peers = have["peers"]
+                origin = dict(origin, one={"to": origin["peers"][0], "cfg": cfg})
         else:
             peers = remap.rescale(key, have["peers"], cfg["num_replicas"], pool, cfg.get("placement"),
                                   msg.get("keep"))
@@ -260,21 +271,30 @@ class MetaGroup:
         """The origin of a move or scale of the stream in progress, or None."""
         return (self.assignments.get(key) or {}).get("origin")
 
-    def _place(self, key, cfg, first=None):
+    def _place(self, key, cfg, first=None, n=None):
         """The servers of a new replicated stream (natsd/jetstream/peerselect.py); `first`:
-        the server of a one-replica stream scaled up, which stays."""
-        return self.pool(cfg).select(key, cfg["num_replicas"], cfg.get("placement"), [first] if first else ())
+        the server of a one-replica stream scaled up (or moved), which stays; `n`: how many
+        when not the config's `num_replicas` (a one-replica move: two)."""
+        return self.pool(cfg).select(key, n or cfg["num_replicas"], cfg.get("placement"),
+                                     [first] if first else ())
 
-    def check_placed_here(self, cfg):
-        """A one-replica stream stays on the server that created it (natsd/jetstream/placement.py):
-        raises nats-server's placement error when no server meets its placement, and says so
-        when only other servers do."""
+    def meets_here(self, cfg):
+        """Does this server meet a one-replica stream's placement? Raises nats-server's
+        placement error when no server does."""
         pool, key = self.pool(), ("", cfg["name"])
         pool.select(key, 1, cfg.get("placement"))
         try:
             pool.only(self.peer).select(key, 1, cfg.get("placement"))
         except E.ApiError:
-            raise E.error("JSClusterNoPeersErrF", err=ONE_REPLICA_ELSEWHERE) from None
+            return False
+        return True
+
+    def check_placed_here(self, cfg):
+        """A one-replica stream is created on the server the request reached
+        (natsd/jetstream/placement.py): raises nats-server's placement error when no server
+        meets its placement, and says so when only other servers do."""
+        if not self.meets_here(cfg):
+            raise E.error("JSClusterNoPeersErrF", err=ONE_REPLICA_ELSEWHERE)
 
     def pool(self, cfg=None):
         """The meta group's servers as placement sees them; with a stream's `cfg`, the room a
@@ -301,12 +321,15 @@ class MetaGroup:
             event = json.loads(bytes(payload))
             server = event["server"]
             peer = get_hash(server["name"])
+            new = peer not in self.peer_tags
             self.peer_tags[peer] = frozenset(str(t).lower() for t in server.get("tags") or ())
             jetstream = (event.get("data") or event.get("statsz") or {}).get("jetstream")
             if jetstream:
                 self.peer_room[peer] = room_of(jetstream)
         except (ValueError, KeyError, TypeError, AttributeError):
-            pass                        # not an event of ours to read
+            return                      # not an event of ours to read
+        if new:
+            self.server.system.announce()   # as nats-server: the new server hears of us at once
 
     def _answer(self, msg, result):
         if not msg.get("reply"):
@@ -469,6 +492,12 @@ class MetaGroup:
         adopt = None
         if key[1] in jsa.streams:
             if entry.get("adopt") != self.peer or jsa.streams[key[1]].replica is not None:
+                if not fresh and jsa.streams[key[1]].replica is None:
+                    # replayed at a start: the stream later became this server's one-replica
+                    # stream (moved or scaled down here); a later entry says so
+                    log.debug("Replicated stream '%s > %s': replayed assignment of a stream now here "
+                              "with one replica", *key)
+                    return
                 log.error("Replicated stream '%s > %s' assigned here, but a stream of that name exists", *key)
                 return
             adopt = jsa.release_stream(key[1])

@@ -111,6 +111,7 @@ class ReplicatedStream:
         self.pending = {}               # leader: raft index -> reply subject of the publisher
         self.deferred = []              # a new leader: API requests held until it is ready
         self.reconcile_timer = None     # leader: members being brought in line with self.peers
+        self.move_asked = float("-inf")  # a one-replica move's last request to keep it here
         self.leaving = None             # moved off this server: called once it can go
         self.leader_peer = ""
         self.fetcher = None             # copying what a snapshot names from another replica
@@ -527,9 +528,13 @@ class ReplicatedStream:
         members, target = set(g.members()), set(self.peers)
         key = (self.jsa.name, self.stream.name)
         if members == target:
-            if self.meta.reconfiguring(key) is None:
+            origin = self.meta.reconfiguring(key)
+            if origin is None:
                 return
-            self.meta.settle(key, self.peers)       # again each step until the meta group has it
+            if origin.get("one"):
+                replscale.move_one_step(self, origin["one"])
+            else:
+                self.meta.settle(key, self.peers)   # again each step until the meta group has it
         else:
             gone = sorted(members - target - {me})
             new = sorted(target - members)

@@ -7,6 +7,11 @@ nats-server 2.15 gives at once (the group as it is, and `desired`).
   servers copy from that server, which leads first (they cannot lead before they have it).
 - Down: the leader's copy becomes a one-replica stream of its server, with its consumers and
   their committed state; the other servers drop theirs (natsd/jetstream/meta.py).
+- Moved: a one-replica stream whose new placement its server does not meet becomes, the
+  same way, a group of its server and one that meets it (the assignment's `origin` says
+  `one`: the server to end on and the configuration to end with). Once that server has every
+  message the leader hands leadership to it, and it asks the meta group for the scale down
+  that keeps it alone. A cancel points `one` back at the server the stream came from.
 A memory stream's messages are copied from store to store, as they are not on disk.
 """
 import logging
@@ -15,6 +20,7 @@ import shutil
 import time
 
 from natsd._core.router import publish
+from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftwal import LogStorage
 from natsd.gofmt import go_time
 from natsd.jetstream import consumerconfig as cc, errors as E, persist, replsnapshot, snapshot
@@ -76,18 +82,48 @@ def become_one(rs, cfg):
     log.info("JetStream stream '%s > %s' has one replica now, on this server", jsa.name, one.name)
 
 
+MOVE_ASK_AGAIN = 2.0                    # seconds before the server moved to asks the meta group again
+
+
+def move_one_step(rs, one):
+    """On the group's leader, each reconcile step of a one-replica move (or its cancel) once
+    the members are the assigned ones: wait until the server the stream ends on has every
+    entry, hand leadership to it, and there ask for the scale down that keeps the stream on
+    it alone (its copy then has everything the group committed)."""
+    g, me = rs.group, rs.meta.peer
+    if me != one["to"]:
+        if not g.caught_up(one["to"]) or rs.is_copying(one["to"]):
+            return
+        try:
+            g.transfer_leadership(one["to"])
+        except (ValueError, NotLeader):
+            pass                        # a change is in flight: the next step tries again
+        return
+    now = time.monotonic()
+    if now - rs.move_asked >= MOVE_ASK_AGAIN:
+        rs.move_asked = now
+        rs.meta.request("del", rs.jsa, {"name": rs.stream.name, "keep": me, "cfg": one["cfg"]}, None)
+
+
 def answer_scale_up(rs, assignment):
     """The update that scaled a one-replica stream up, answered as nats-server does: at
     once, by the stream's server, with the stream on it alone and the servers it is going
     to (`desired`, with where it came from)."""
     names = rs.meta.peer_names
     info = rs.stream.info()
+    desired, origin = rs.peers, {"replicas": 1}
+    one = (assignment.get("origin") or {}).get("one")
+    if one is not None:
+        # a move: the server it goes to, and the placement it had
+        desired = [one["to"]]
+        if assignment["origin"].get("placement"):
+            origin["placement"] = assignment["origin"]["placement"]
     info["cluster"] = {
         "name": rs.meta.routes.name, "raft_group": rs.group_name, "system_account": True,
         "traffic_account": rs.server.accounts.system.name,
         "replicas": [{"name": rs.meta.name, "current": True, "active": 0, "peer": rs.meta.peer}],
         "desired": {"created": go_time(assignment["created"]), "name": rs.meta.routes.name,
-                    "replicas": [{"name": names.get(p, p), "peer": p} for p in rs.peers],
-                    "origin": {"replicas": 1}}}
+                    "replicas": [{"name": names.get(p, p), "peer": p} for p in desired],
+                    "origin": origin}}
     publish(rs.jsa.sublist, assignment["reply"].encode(), None, None,
             E.api_response("stream_update_response", info))

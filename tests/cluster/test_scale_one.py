@@ -1,10 +1,13 @@
-"""Scaling between one replica and several on a cluster (natsd/jetstream/replicated.py).
+"""Scaling between one replica and several on a cluster (natsd/jetstream/replicated.py,
+replscale.py), and moving a one-replica stream.
 
 - Up (`num_replicas` 1 -> 3 in a stream update): the stream's server's copy becomes the Raft
   group's first state (`_adopt`), the other servers copy it from that snapshot, and its
   consumers go on with their acks; the stream then survives kill -9 of the server it started on.
 - Down (3 -> 1): the leader keeps its copy as a one-replica stream (`become_one`), with its
   consumers' committed state; the other servers drop theirs.
+- Move (a one-replica stream's placement update its server does not meet): up to a group of
+  its server and one that meets it, then down to that one alone.
 The updates' answers are shaped as nats-server's."""
 import asyncio
 
@@ -152,3 +155,66 @@ def test_memory_stream_scaled_up_and_down_keeps_its_messages(tmp_path):
         assert r["config"]["num_replicas"] == 1, r
         assert poll(lambda: all(local_state(m) is None for m in members if m is not leader), timeout=10)
         check_acked(leader, acked, local_state(leader))
+
+
+def tags(name):
+    return 'server_tags: ["%s"]' % name.lower()
+
+
+def moved_to(m, name):
+    """The stream's info through `m` shows it on `name` alone (the move done)."""
+    try:
+        r = asyncio.run(api(m, "$JS.API.STREAM.INFO.R3"))
+    except nats.errors.TimeoutError:
+        return None                     # asked while the leadership moves
+    c = r.get("cluster", {})
+    return r if c.get("leader") == name and not c.get("replicas") and "desired" not in c else None
+
+
+@need_ref
+def test_one_replica_stream_moves_as_on_nats_server(tmp_path):
+    """A placement its server does not meet moves a one-replica stream: answered at once
+    (the stream where it is, and `desired`: where it goes and the placement it had), then
+    on the new server alone with its messages and its consumer's acks, as on nats-server;
+    natsd's old server keeps no copy."""
+    seen = {}
+    for kind in ("nats-server", "natsd"):
+        with js_cluster(kind, tmp_path / kind, extra=tags) as members:
+            a, b, c = members
+            cfg = dict(ONE, placement={"tags": ["a"]})
+            r = asyncio.run(create(a, cfg))
+            assert r["cluster"]["leader"] == "A", r
+            acked = asyncio.run(publish_window(a.url, 200, b"m"))
+            add_work(a)
+            assert len(asyncio.run(fetch(a.url, 30, ack=True))) == 30
+            # asked again until the servers' tags are known (their STATSZ)
+            r = poll(lambda: (lambda r: None if r.get("error", {}).get("err_code") == 10005 else r)(
+                asyncio.run(meta_request(a, "$JS.API.STREAM.UPDATE.R3", dict(cfg, placement={"tags": ["c"]})))),
+                timeout=20, interval=0.25)
+            answer = dict(shape(r), placement=r["config"]["placement"],
+                          cluster=sorted(k for k in r["cluster"] if k != "leader_since"),
+                          members=[x["name"] for x in r["cluster"]["replicas"]],
+                          desired={k: v for k, v in r["cluster"]["desired"].items() if k != "created"})
+            for x in answer["desired"]["replicas"]:
+                x.pop("peer")
+            done = poll(lambda: moved_to(b, "C"), timeout=30)
+            assert done, asyncio.run(api(b, "$JS.API.STREAM.INFO.R3"))
+            o = info(c)
+            seen[kind] = (answer, done["config"]["placement"], done["config"]["num_replicas"],
+                          done["state"]["messages"], o["ack_floor"]["stream_seq"], o["num_pending"])
+            if kind == "natsd":
+                assert poll(lambda: local_state(a) is None, timeout=10)
+                check_acked(c, acked, local_state(c))
+                more = asyncio.run(publish_window(b.url, 10, b"n"))
+                assert sorted(more) == list(range(201, 211))
+                # every server killed and started again: the move replays to the same end
+                kill9(*members)
+                for i, m in enumerate(members):
+                    members[i] = restart_member(m, tmp_path / kind, tags(m.name))
+                a, b, c = members
+                assert poll(lambda: moved_to(b, "C"), timeout=30)
+                assert local_state(a) is None and local_state(c)["messages"] == 210
+    assert seen["natsd"] == seen["nats-server"]
+    assert seen["natsd"][0]["desired"] == {"name": "C1", "replicas": [{"name": "C"}],
+                                           "origin": {"replicas": 1, "placement": {"tags": ["a"]}}}
+    assert seen["natsd"][1:] == ({"tags": ["c"]}, 1, 200, 30, 170)
