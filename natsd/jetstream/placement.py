@@ -68,19 +68,24 @@ class Claim:
 def answer_here(jsa, stream, api_subject, request_subject, reply, hdr, payload, origin):
     """Should this server answer a request about `stream`? Forwards a domain-prefixed
     request to the server that has the stream."""
-    st = jsa.streams.get(stream) if jsa is not None else None
-    if st is not None and (st.replica is None or st.replica.is_leader()):
+    if _answers(jsa, stream):
         return True                     # a replica that is not its group's leader is silent
     if origin is not None and origin.kind == KIND_ROUTE:
         return False
     if not routes_listen(jsa.sublist, api_subject):      # nobody else claimed it
         if _leader_elsewhere_soon(jsa, stream):
-            _hold(jsa, api_subject, reply, hdr, payload)
+            _hold(jsa, stream, api_subject, reply, hdr, payload)
             return False
         return True
     if request_subject != api_subject:
         publish(jsa.sublist, api_subject, reply, hdr, payload)
     return False
+
+
+def _answers(jsa, stream):
+    """Does this server answer for `stream`: it has it with one replica, or leads its group?"""
+    st = jsa.streams.get(stream) if jsa is not None else None
+    return st is not None and (st.replica is None or st.replica.is_leader())
 
 
 def _leader_elsewhere_soon(jsa, stream):
@@ -90,15 +95,16 @@ def _leader_elsewhere_soon(jsa, stream):
     return meta is not None and (jsa.name, stream) in meta.assignments
 
 
-def _hold(jsa, api_subject, reply, hdr, payload):
-    """Send the request on to the stream's leader once its claim arrives (for up to
-    CLAIM_WAIT: a request to a stream that has no leader by then goes unanswered)."""
+def _hold(jsa, stream, api_subject, reply, hdr, payload):
+    """Send the request on to the stream's leader once its claim arrives, or to this server
+    once it leads (for up to CLAIM_WAIT: a request to a stream that has no leader by then
+    goes unanswered)."""
     msg = (bytes(api_subject), bytes(reply) if reply else None, None if hdr is None else bytes(hdr), bytes(payload))
     loop = jsa.engine.server.loop
     deadline = time.monotonic() + CLAIM_WAIT
 
     def check():
-        if routes_listen(jsa.sublist, msg[0]):
+        if routes_listen(jsa.sublist, msg[0]) or _answers(jsa, stream):
             publish(jsa.sublist, *msg)
         elif time.monotonic() < deadline:
             loop.call_later(CLAIM_POLL, check)

@@ -63,6 +63,7 @@ COMPACT_BYTES = 64 << 20                # or log bytes
 COMPACT_MIN_INTERVAL = 5.0              # seconds between two snapshots of a busy stream
 COMPACT_RETRY = 0.5                     # leader: seconds before a put-off snapshot is looked at again
 FETCHING_FOR = 5.0                      # leader: seconds a copying replica counts as copying
+ANSWER_WAIT = 5.0                       # seconds an answer waits for the group's next leader
 
 
 def encode_msg(subject, hdr, payload, ts):
@@ -112,6 +113,7 @@ class ReplicatedStream:
         self.deferred = []              # a new leader: API requests held until it is ready
         self.reconcile_timer = None     # leader: members being brought in line with self.peers
         self.move_asked = float("-inf")  # a one-replica move's last request to keep it here
+        self.unanswered = None          # (reply, type, until): a change applied while no leader was there to answer
         self.leaving = None             # moved off this server: called once it can go
         self.leader_peer = ""
         self.fetcher = None             # copying what a snapshot names from another replica
@@ -330,6 +332,8 @@ class ReplicatedStream:
     def _leader_changed(self, leader):
         self.leader_peer = leader
         me = leader == self.meta.peer
+        if leader and not me:
+            self.unanswered = None      # that leader answers it
         if not me:
             self.pending.clear()        # their entries may still commit; the publishers retry
             self.consumers.stop_all()
@@ -359,6 +363,11 @@ class ReplicatedStream:
         return True
 
     def _leader_ready(self):
+        if self.unanswered is not None:
+            reply, rtype, until = self.unanswered
+            self.unanswered = None
+            if time.monotonic() < until:
+                publish(self.jsa.sublist, reply.encode(), None, None, E.api_response(rtype, self.stream.info()))
         self.consumers.start_all()
         if self.stream.sourcing is None:
             self.stream._start_sourcing()
@@ -512,6 +521,9 @@ class ReplicatedStream:
         if reply and self.is_leader():
             publish(self.jsa.sublist, reply.encode(), None, None,
                     E.api_response(answer or "stream_update_response", self.stream.info()))
+        elif reply and not self.group.node.leader:
+            # applied between two leaders (a move hands leadership over): the next one answers
+            self.unanswered = (reply, answer or "stream_update_response", time.monotonic() + ANSWER_WAIT)
         self._reconcile()
 
     def _reconcile(self):

@@ -10,6 +10,7 @@ replscale.py), and moving a one-replica stream.
   its server and one that meets it, then down to that one alone.
 The updates' answers are shaped as nats-server's."""
 import asyncio
+import json
 
 import nats
 import pytest
@@ -176,7 +177,7 @@ def test_one_replica_stream_moves_as_on_nats_server(tmp_path):
     """A placement its server does not meet moves a one-replica stream: answered at once
     (the stream where it is, and `desired`: where it goes and the placement it had), then
     on the new server alone with its messages and its consumer's acks, as on nats-server;
-    natsd's old server keeps no copy."""
+    natsd's old server keeps no copy. A move back cancelled at once leaves it there."""
     seen = {}
     for kind in ("nats-server", "natsd"):
         with js_cluster(kind, tmp_path / kind, extra=tags) as members:
@@ -200,21 +201,31 @@ def test_one_replica_stream_moves_as_on_nats_server(tmp_path):
             done = poll(lambda: moved_to(b, "C"), timeout=30)
             assert done, asyncio.run(api(b, "$JS.API.STREAM.INFO.R3"))
             o = info(c)
+            # a move back cancelled at once (enough messages that the move is not over
+            # first): the stream stays on C
+            assert len(asyncio.run(publish_window(b.url, 20000, b"x" * 100, window=256))) == 20000
+            back = asyncio.run(api(b, "$JS.API.STREAM.UPDATE.R3", json.dumps(cfg).encode()))
+            cancel = asyncio.run(api(b, "$JS.API.STREAM.CANCEL_MOVE.R3"))
+            again = poll(lambda: moved_to(b, "C"), timeout=30)
             seen[kind] = (answer, done["config"]["placement"], done["config"]["num_replicas"],
-                          done["state"]["messages"], o["ack_floor"]["stream_seq"], o["num_pending"])
+                          done["state"]["messages"], o["ack_floor"]["stream_seq"], o["num_pending"],
+                          back["cluster"]["desired"]["replicas"][0]["name"], sorted(cancel),
+                          cancel["config"]["placement"], again["config"]["placement"], again["state"]["messages"])
             if kind == "natsd":
                 assert poll(lambda: local_state(a) is None, timeout=10)
                 check_acked(c, acked, local_state(c))
                 more = asyncio.run(publish_window(b.url, 10, b"n"))
-                assert sorted(more) == list(range(201, 211))
+                assert sorted(more) == list(range(20201, 20211))
                 # every server killed and started again: the move replays to the same end
                 kill9(*members)
                 for i, m in enumerate(members):
                     members[i] = restart_member(m, tmp_path / kind, tags(m.name))
                 a, b, c = members
                 assert poll(lambda: moved_to(b, "C"), timeout=30)
-                assert local_state(a) is None and local_state(c)["messages"] == 210
+                assert local_state(a) is None and local_state(c)["messages"] == 20210
     assert seen["natsd"] == seen["nats-server"]
     assert seen["natsd"][0]["desired"] == {"name": "C1", "replicas": [{"name": "C"}],
                                            "origin": {"replicas": 1, "placement": {"tags": ["a"]}}}
-    assert seen["natsd"][1:] == ({"tags": ["c"]}, 1, 200, 30, 170)
+    assert seen["natsd"][1:] == ({"tags": ["c"]}, 1, 200, 30, 170, "A",
+                                 ["cluster", "config", "created", "state", "ts", "type"],
+                                 {"tags": ["c"]}, {"tags": ["c"]}, 20200)
