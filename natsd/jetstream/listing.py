@@ -61,9 +61,11 @@ class StreamListing:
         """This server's part of the account's totals (see the module's docstring)."""
         out = dict.fromkeys(("memory", "storage", "reserved_memory", "reserved_storage", "consumers"), 0)
         out["one_replica"] = []
-        for st in jsa.streams.values() if jsa is not None else ():
+        if jsa is None:
+            return out
+        out["memory"], out["storage"] = jsa.usage()     # every copy here
+        for st in jsa.streams.values():
             kind = "memory" if st.config.get("storage") == "memory" else "storage"
-            out[kind] += st.store.state()["bytes"]
             if st.replica is None:
                 out["one_replica"].append(st.name)
             elif not st.replica.is_leader():

@@ -306,7 +306,7 @@ class MetaGroup:
                     ha[p] = ha.get(p, 0) + 1
         js = self.server.opts.jetstream
         room = dict(self.peer_room)
-        room[self.peer] = room_of(self.engine.varz())       # this server's, as of now
+        room[self.peer] = room_of({"config": self.engine.config_dict(), "stats": self.engine.stats_dict()})
         servers = [Server(p, self.peer_tags.get(p, frozenset()), p == self.peer or p in self.connected,
                           ha.get(p, 0), p in self.peer_tags, room.get(p))
                    for p in sorted(set(self.group.members()) | {self.peer})]
