@@ -44,9 +44,12 @@ test: build
 FAULT_SEEDS ?= 20
 faults: build
 	NATSD_FAULT_SEEDS=$(FAULT_SEEDS) $(PY) -m pytest -q \
-		tests/cluster/test_replicated_streams.py::test_leader_kill9_during_publishing_loses_no_acked_message \
+		tests/cluster/test_replicated_streams.py::test_kill9_during_publishing_loses_no_acked_message \
+		tests/cluster/test_replicated_streams.py::test_every_server_killed_at_once_during_publishing_loses_no_acked_message \
 		tests/cluster/test_replicated_streams.py::test_partitioned_leader_acks_nothing_and_the_majority_goes_on \
 		tests/cluster/test_replicated_consumers.py::test_acks_survive_the_leader \
+		tests/cluster/test_replica_catchup.py::test_slow_disk_and_a_leader_kill_lose_nothing \
+		tests/cluster/test_replica_catchup.py::test_replica_restarted_with_an_empty_store_rebuilds_everything \
 		tests/cluster/test_meta_group.py::test_leader_kill9_elects_another_and_the_restarted_server_follows \
 		tests/cluster/test_meta_group.py::test_servers_routed_through_one_seed_form_one_meta_group \
 		tests/cluster/test_compaction.py::test_follower_behind_the_snapshot_copies_what_it_names \

@@ -45,11 +45,12 @@ class NotLeader(Exception):
 
 class Node:
     def __init__(self, node_id, members, storage, *, now=0.0, rng=None,
-                 election_timeout=(1.0, 2.0), heartbeat=0.25, log=None, eager_commit=False):
+                 election_timeout=(1.0, 2.0), heartbeat=0.25, log=None, group="", eager_commit=False):
         """members: the group at creation (with this node), or None for a server joining an
         existing group, which waits to hear from its leader. A restarted node reads its
-        members from its storage."""
+        members from its storage. group: the group's name, for the log."""
         self.id = node_id
+        self.group = group
         self.store = storage
         self.rng = rng or random.Random()
         self.et_lo, self.et_hi = election_timeout
@@ -569,7 +570,7 @@ class Node:
 
     def _note(self, text):
         if self.log is not None:
-            self.log.info("raft %s: %s", self.id, text)
+            self.log.info("raft %s%s: %s", self.id, " in group " + self.group if self.group else "", text)
 
 
 _HANDLERS = {

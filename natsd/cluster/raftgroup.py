@@ -56,7 +56,7 @@ class RaftGroup:
         self.peer = peer
         self.storage = LogStorage(directory)
         self.node = Node(peer, members, self.storage, now=time.monotonic(),
-                         election_timeout=election_timeout, heartbeat=heartbeat, log=log,
+                         election_timeout=election_timeout, heartbeat=heartbeat, log=log, group=group,
                          eager_commit=eager_commit)
         self.apply = apply
         self.on_leader = on_leader

@@ -24,6 +24,7 @@ class Member:
         self.name = name
         self.proc = proc
         self.conf = conf
+        self.earlier = []               # the processes this member ran before (restart_member)
         self.route_port = int(proc.wait_log(ROUTE_RE.pattern).group(2))
 
     @property
@@ -95,11 +96,11 @@ def wait_interest(members, subject, timeout=10.0):
         time.sleep(0.05)
 
 
-def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js=""):
+def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js="", env=lambda name: None):
     """A JetStream cluster as nats-server requires one: every member's route list names every
     member (itself included), on route ports chosen before the start. `extra(name)` adds to a
-    member's config, `js` to every member's jetstream block (or `js(name)` to that member's);
-    each gets its own store directory."""
+    member's config, `js` to every member's jetstream block (or `js(name)` to that member's),
+    `env(name)` to its environment; each gets its own store directory."""
     from tools.serverproc import free_port
     ports = {n: free_port() for n in names}
     routes = ["nats://127.0.0.1:%d" % p for p in ports.values()]
@@ -107,7 +108,8 @@ def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js=""):
     try:
         for n in names:
             members.append(start_member(kind, tmp_path, n, routes=routes, route_port=ports[n],
-                                        extra=js_extra(tmp_path, n, extra(n), js(n) if callable(js) else js)))
+                                        extra=js_extra(tmp_path, n, extra(n), js(n) if callable(js) else js),
+                                        env=env(n)))
         wait_mesh(members)
     except BaseException:
         for m in members:
@@ -117,10 +119,10 @@ def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js=""):
 
 
 @contextlib.contextmanager
-def js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js=""):
+def js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js="", env=lambda name: None):
     """start_js_cluster as a context: every member in the list at the end is killed (replace
     members in place, `members[i] = ...`, to have a restarted one killed too)."""
-    members = start_js_cluster(kind, tmp_path, names, extra, js)
+    members = start_js_cluster(kind, tmp_path, names, extra, js, env)
     try:
         yield members
     finally:
@@ -135,8 +137,28 @@ def js_extra(tmp_path, name, extra="", js=""):
 def restart_member(member, tmp_path, extra="", env=None):
     """The same member again (config, route port and store), after it died."""
     routes = re.findall(r'"(nats://[^"]+)"', open(member.conf).read())
-    return start_member(member.kind, tmp_path, member.name, routes=routes, route_port=member.route_port,
-                        extra=js_extra(tmp_path, member.name, extra), env=env)
+    again = start_member(member.kind, tmp_path, member.name, routes=routes, route_port=member.route_port,
+                         extra=js_extra(tmp_path, member.name, extra), env=env)
+    again.earlier = member.earlier + [member.proc]
+    return again
+
+
+ELECTED_RE = re.compile(r"raft (\S+) in group (\S+): elected leader for term (\d+)")
+
+
+def leaders_by_term(members):
+    """{(group, term): peer} from the "elected leader" lines of every process each natsd member
+    ran; fails if two peers were elected in one term of one group."""
+    leaders = {}
+    for m in members:
+        for proc in m.earlier + [m.proc]:
+            for line in list(proc.lines):
+                hit = ELECTED_RE.search(line)
+                if hit:
+                    peer, group, term = hit.groups()
+                    first = leaders.setdefault((group, int(term)), peer)
+                    assert first == peer, "two leaders of %s in term %s: %s and %s" % (group, term, first, peer)
+    return leaders
 
 
 def restart_all(members, tmp_path):

@@ -1,18 +1,20 @@
-"""A replica on a slow disk (every fsync/fdatasync delayed by an LD_PRELOAD library the test
-compiles) and a replica that comes back far behind: the stream keeps acknowledging through the
-quorum of fast disks, loses nothing acknowledged, and the slow replica catches up by itself,
-reporting its progress in /healthz (nats-server's "stream catching up", then how far) and in
-its log until it is current."""
+"""A server on a slow disk (every fsync/fdatasync delayed by an LD_PRELOAD library the test
+compiles), a replica that comes back far behind and one that comes back with no store: the
+stream keeps acknowledging through its quorum, loses nothing acknowledged, and the late
+replica catches up by itself, reporting its progress in /healthz (nats-server's "stream
+catching up", then how far) and in its log until it is current."""
 import asyncio
 import json
+import random
+import signal
 import urllib.error
 import urllib.request
 
 import pytest
 
-from tests.cluster.clusterhelp import js_cluster, kill9, restart_member, slow_disk_env
-from tests.cluster.test_replicated_streams import (STREAM, check_acked, converged, create, leader_of,
-                                                   publish_window)
+from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_member, slow_disk_env
+from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
+                                                   publish_window, stream_elections)
 from tests.conftest import poll
 
 
@@ -28,21 +30,43 @@ def healthz(m):
         return 0, {}                    # a server on a disk this slow may answer late
 
 
-def test_slow_follower_disk_loses_nothing(tmp_path):
-    """One follower syncs 50 ms late: the leader's quorum is the two fast servers, every
-    publish is acknowledged, and the slow copy ends up identical."""
-    with js_cluster("natsd", tmp_path) as members:
+@pytest.mark.parametrize("seed", fault_seeds([1]))
+def test_slow_disk_and_a_leader_kill_lose_nothing(tmp_path, seed):
+    """One server syncs 20-80 ms late (seeded which, and how late); a seeded half of the runs
+    make it the stream's leader. The leader dies by kill -9 at a seeded point of a windowed
+    publish: the quorum goes on (its two fast disks, or one fast and the slow one), every
+    acknowledged message is kept, and every copy, the slow one too, ends up identical."""
+    rng = random.Random(seed)
+    slow_name = rng.choice("ABC")
+    slow_env = slow_disk_env(tmp_path, rng.choice([20_000, 50_000, 80_000]))
+    with js_cluster("natsd", tmp_path, env=lambda name: slow_env if name == slow_name else None) as members:
         asyncio.run(create(members[0], STREAM))
         leader = leader_of(members)
-        slow = next(m for m in members if m is not leader)
-        kill9(slow)
-        slow = restart_member(slow, tmp_path, env=slow_disk_env(tmp_path, 50_000))
-        members[:] = [slow if m.name == slow.name else m for m in members]
-        entry = next(m for m in members if m is not slow)
-        acked = asyncio.run(publish_window(entry.url, 400, b"s", window=32))
-        assert len(acked) == 400
+        slow = next(m for m in members if m.name == slow_name)
+        if rng.random() < 0.5 and leader is not slow:
+            r = asyncio.run(api(leader, "$JS.API.STREAM.LEADER.STEPDOWN.R3",
+                                json.dumps({"placement": {"preferred": slow_name}}).encode()))
+            assert r.get("success") is True, r
+            leader = poll(lambda: leader_of(members) is slow and slow, timeout=30)
+            assert leader, "the slow server never took the lead"
+        entry = rng.choice([m for m in members if m is not leader])
+        kill_at = rng.randrange(50, 350)
+
+        def progress(i):
+            if i == kill_at:
+                leader.proc.proc.send_signal(signal.SIGKILL)
+        acked = asyncio.run(publish_window(entry.url, 400, b"s", window=32, on_progress=progress))
+        leader.proc.proc.wait(5)
+        rest = [m for m in members if m is not leader]
+        assert leader_of(rest) in rest
+        more = asyncio.run(publish_window(entry.url, 50, b"t"))
+        assert len(more) == 50, "the survivors did not take every publish"
+        acked.update(more)
+        back = restart_member(leader, tmp_path, env=slow_env if leader is slow else None)
+        members[members.index(leader)] = back
         state = converged(members, max(acked))
         check_acked(leader_of(members), acked, state)
+        stream_elections(members)
 
 
 @pytest.mark.parametrize("count,progress,log_lines", [
@@ -78,29 +102,34 @@ def test_replica_far_behind_catches_up_and_says_so(tmp_path, count, progress, lo
             late.proc.wait_log(line, timeout=10)
 
 
-def test_replica_restarted_with_an_empty_store_rebuilds_everything(tmp_path):
-    """kill -9 of a follower, its store directory deleted, more writes, then the server comes
-    back empty: it rejoins the meta group, is given the stream again and rebuilds it from the
-    leader's log (past a snapshot: test_compaction.py); then the old leader is killed and the
-    rebuilt server is part of the quorum that carries on."""
+@pytest.mark.parametrize("seed", fault_seeds([1]))
+def test_replica_restarted_with_an_empty_store_rebuilds_everything(tmp_path, seed):
+    """kill -9 of a seeded server (the stream's leader or a follower), its store directory
+    deleted, more writes, then the server comes back empty: it rejoins the meta group, is given
+    the stream again and rebuilds it from the leader's log (past a snapshot: test_compaction.py);
+    then another server is killed and the rebuilt one is part of the quorum that carries on."""
     import shutil
+    rng = random.Random(seed)
     with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[0], STREAM))
-        leader = leader_of(members)
-        lost = next(m for m in members if m is not leader)
-        acked = asyncio.run(publish_window(leader.url, 300, b"e"))
+        asyncio.run(create(rng.choice(members), STREAM))
+        leader_of(members)
+        lost = rng.choice(members)
+        acked = asyncio.run(publish_window(rng.choice(members).url, rng.randrange(100, 400), b"e"))
         kill9(lost)
         shutil.rmtree(str(tmp_path / ("store-" + lost.name)))
-        acked.update(asyncio.run(publish_window(leader.url, 200, b"f")))
+        rest = [m for m in members if m is not lost]
+        acked.update(asyncio.run(publish_window(rng.choice(rest).url, rng.randrange(1, 300), b"f")))
         back = restart_member(lost, tmp_path)
         members[members.index(lost)] = back
         state = converged(members, max(acked))
-        assert state["messages"] == 500
-        kill9(leader)
-        rest = [m for m in members if m is not leader]
+        assert state["messages"] >= len(acked)
+        other = rng.choice([m for m in members if m is not back])
+        kill9(other)
+        rest = [m for m in members if m is not other]
         assert leader_of(rest) in rest
         more = asyncio.run(publish_window(back.url, 50, b"g"))
         assert len(more) == 50
         acked.update(more)
         state = converged(rest, max(acked))
         check_acked(leader_of(rest), acked, state)
+        stream_elections(members)

@@ -14,7 +14,7 @@ import urllib.request
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, kill9, restart_member, start_js_cluster
+from tests.cluster.clusterhelp import fault_seeds, kill9, leaders_by_term, restart_member, start_js_cluster
 from tests.conftest import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -80,7 +80,8 @@ def leader_of(members, stream="R3"):
 
 
 async def publish_window(url, count, prefix, window=16, on_progress=None):
-    """Publish `count` messages with up to `window` in flight; -> {seq: payload} of the acked."""
+    """Publish `count` messages with up to `window` in flight; -> {seq: payload} of the acked.
+    on_progress(i) runs after the i-th is sent; a true answer stops the sending."""
     nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
     js = nc.jetstream(timeout=2)
     acked = {}
@@ -101,8 +102,8 @@ async def publish_window(url, count, prefix, window=16, on_progress=None):
     for i in range(count):
         await sem.acquire()
         tasks.append(asyncio.create_task(one(i)))
-        if on_progress is not None:
-            on_progress(i)
+        if on_progress is not None and on_progress(i):
+            break                       # the caller wants no more sent
     await asyncio.gather(*tasks)
     await nc.close()
     return acked
@@ -146,52 +147,90 @@ def check_acked(member, acked, state):
     assert len(payloads) == len(set(payloads)), "a message is stored twice"
 
 
-@pytest.mark.parametrize("seed", fault_seeds([1, 2]))
-def test_leader_kill9_during_publishing_loses_no_acked_message(tmp_path, seed):
+def stream_elections(members):
+    """Every election of the stream's group the members' logs name, checked for one leader per
+    term (clusterhelp.leaders_by_term); fails if there were none."""
+    terms = {term: peer for (group, term), peer in leaders_by_term(members).items() if group.startswith("S-")}
+    assert terms, "no election of the stream's group in the logs"
+    return terms
+
+
+# (servers, the servers killed, seed): a kill -9 of the stream's leader or of a follower in a
+# three-server cluster, of the leader and a follower together in a five-server one (R5).
+KILLS = ([("ABC", ("leader",), s) for s in fault_seeds([1, 2])]
+         + [("ABC", ("follower",), s) for s in fault_seeds([1])]
+         + [("ABCDE", ("leader", "follower"), s) for s in fault_seeds([1])])
+
+
+@pytest.mark.parametrize("names,victims,seed", KILLS, ids=["%s-%s-%d" % (len(n), "+".join(v), s) for n, v, s in KILLS])
+def test_kill9_during_publishing_loses_no_acked_message(tmp_path, names, victims, seed):
+    """Each victim dies at its own seeded point of a windowed publish through a survivor; the
+    survivors (still a quorum) elect a leader and take more writes; the victims come back and
+    every acked message is on every copy, once, at its PubAck's sequence."""
     rng = random.Random(seed)
-    members = start_js_cluster("natsd", tmp_path)
+    members = start_js_cluster("natsd", tmp_path, names=names)
     try:
-        created = asyncio.run(create(members[rng.randrange(3)]))
+        created = asyncio.run(create(rng.choice(members), dict(STREAM, num_replicas=len(names))))
         assert created["type"] == "io.nats.jetstream.api.v1.stream_create_response", created
-        assert created["config"]["num_replicas"] == 3 and created["did_create"] is True
+        assert created["config"]["num_replicas"] == len(names) and created["did_create"] is True
         leader = leader_of(members)
-        others = [m for m in members if m is not leader]
-        entry = rng.choice(others)          # publishers on a server that survives
-        kill_at = rng.randrange(60, 140)
+        followers = [m for m in members if m is not leader]
+        rng.shuffle(followers)
+        dead = [leader if v == "leader" else followers.pop() for v in victims]
+        alive = [m for m in members if m not in dead]
+        entry = rng.choice(alive)
+        kills = dict(zip(sorted(rng.sample(range(40, 200), len(dead))), dead))
 
         def progress(i):
-            if i == kill_at:
-                leader.proc.proc.send_signal(signal.SIGKILL)
+            if i in kills:
+                kills[i].proc.proc.send_signal(signal.SIGKILL)
         acked = asyncio.run(publish_window(entry.url, 300, b"a", on_progress=progress))
-        leader.proc.proc.wait(5)
-        new_leader = leader_of(others)
-        assert new_leader is not leader
+        for m in dead:
+            m.proc.proc.wait(5)
+        assert leader_of(alive) in alive
         more = asyncio.run(publish_window(entry.url, 50, b"b"))
-        assert len(more) == 50, "the new leader did not take every publish"
+        assert len(more) == 50, "the survivors did not take every publish"
         acked.update(more)
-        back = restart_member(leader, tmp_path)
-        members[members.index(leader)] = back
+        for m in dead:
+            members[members.index(m)] = restart_member(m, tmp_path)
         state = converged(members, max(acked))
         check_acked(leader_of(members), acked, state)
+        stream_elections(members)
     finally:
         for m in members:
             m.proc.kill()
 
 
-def test_every_server_killed_at_once_comes_back_with_every_acked_message(tmp_path):
+@pytest.mark.parametrize("seed", fault_seeds([1]))
+def test_every_server_killed_at_once_during_publishing_loses_no_acked_message(tmp_path, seed):
+    """kill -9 of all three at a seeded point of a windowed publish; they come back (in a seeded
+    order) with every message acked before the kill, and take writes again."""
+    rng = random.Random(seed)
     members = start_js_cluster("natsd", tmp_path)
     try:
-        asyncio.run(create(members[0]))
+        asyncio.run(create(rng.choice(members)))
         leader_of(members)
-        acked = asyncio.run(publish_window(members[1].url, 200, b"c"))
-        assert len(acked) == 200
-        kill9(*members)
-        members = [restart_member(m, tmp_path) for m in members]
+        kill_at = rng.randrange(30, 250)
+
+        def progress(i):
+            if i == kill_at:
+                kill9(*members)
+                return True             # nothing more to send: every server is gone
+        acked = asyncio.run(publish_window(rng.choice(members).url, 300, b"c", on_progress=progress))
+        assert acked, "nothing was acked before the kill"
+        order = list(range(len(members)))
+        rng.shuffle(order)
+        for i in order:
+            members[i] = restart_member(members[i], tmp_path)
         state = converged(members, max(acked))
-        assert state["messages"] == 200
+        assert state["messages"] >= len(acked)
         check_acked(leader_of(members), acked, state)
-        # and it takes writes again
-        assert len(asyncio.run(publish_window(members[2].url, 20, b"d"))) == 20
+        more = asyncio.run(publish_window(rng.choice(members).url, 20, b"d"))
+        assert len(more) == 20, "the cluster did not take writes again"
+        acked.update(more)
+        state = converged(members, max(acked))
+        check_acked(leader_of(members), acked, state)
+        stream_elections(members)
     finally:
         for m in members:
             m.proc.kill()
