@@ -26,7 +26,7 @@ from natsd.jetstream.replicated import COMPACT_ENTRIES
 from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.cluster.test_replicated_consumers import add_work, fetch, info
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
-                                                   local_state, publish_window)
+                                                   local_state, publish_window, stream_elections)
 from tests.conftest import poll
 
 MORE = COMPACT_ENTRIES + 1500           # past one snapshot on every replica
@@ -230,3 +230,4 @@ def test_leader_kill9_around_a_snapshot_loses_no_acked_message(tmp_path, seed):
         check_acked(leader_of(members), acked, state)
         more = asyncio.run(publish_window(members[0].url, 20, b"n"))
         assert len(more) == 20 and min(more) == state["last_seq"] + 1
+        stream_elections(members)

@@ -12,7 +12,7 @@ import urllib.request
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, kill9, restart_member, start_js_cluster
+from tests.cluster.clusterhelp import fault_seeds, kill9, leaders_by_term, restart_member, start_js_cluster
 from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd, poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -141,6 +141,8 @@ def test_leader_kill9_elects_another_and_the_restarted_server_follows(tmp_path, 
         leader = agreed_leader(members)
         assert raft_group(next(m for m in members if m.name == leader))["term"] > term
         assert all(raft_group(m)["size"] == 3 for m in members)
+        # one leader per term throughout, and the three elections the test made are there
+        assert len({t for g, t in leaders_by_term(members) if g == "_meta_"}) >= 3
     finally:
         for m in members:
             m.proc.kill()

@@ -10,7 +10,7 @@ import nats
 import pytest
 
 from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all, restart_member
-from tests.cluster.test_replicated_streams import api, converged, create, leader_of, local_state
+from tests.cluster.test_replicated_streams import api, converged, create, leader_of, local_state, stream_elections
 from tests.conftest import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -104,6 +104,7 @@ def test_acks_survive_the_leader(tmp_path, seed):
         assert poll(lambda: leader_of(members) is back, timeout=30)
         again = info(back)
         assert again["ack_floor"]["stream_seq"] == 100 and again["num_pending"] == 0, again
+        stream_elections(members)
 
 
 def test_consumer_comes_back_after_every_server_is_killed(tmp_path):

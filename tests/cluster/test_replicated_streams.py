@@ -382,6 +382,7 @@ def test_partitioned_leader_acks_nothing_and_the_majority_goes_on(tmp_path, seed
         for seq, payload in acked.items():
             assert have.get(seq) == payload, "acked seq %d: stored %r" % (seq, have.get(seq))
         assert not [p for p in have.values() if p.startswith(b"minority")]
+        stream_elections(members)
     finally:
         for m in members:
             m.proc.kill()
