@@ -299,16 +299,17 @@ class MetaGroup:
     def pool(self, cfg=None):
         """The meta group's servers as placement sees them; with a stream's `cfg`, the room a
         new server needs for it (its max_bytes in its storage)."""
-        ha = {}
+        ha, streams = {}, {}
         for a in self.assignments.values():
-            if len(a["peers"]) > 1:
-                for p in a["peers"]:
+            for p in a["peers"]:
+                streams[p] = streams.get(p, 0) + 1
+                if len(a["peers"]) > 1:
                     ha[p] = ha.get(p, 0) + 1
         js = self.server.opts.jetstream
         room = dict(self.peer_room)
         room[self.peer] = room_of({"config": self.engine.config_dict(), "stats": self.engine.stats_dict()})
         servers = [Server(p, self.peer_tags.get(p, frozenset()), p == self.peer or p in self.connected,
-                          ha.get(p, 0), p in self.peer_tags, room.get(p))
+                          ha.get(p, 0), p in self.peer_tags, room.get(p), streams.get(p, 0))
                    for p in sorted(set(self.group.members()) | {self.peer})]
         need = None
         if cfg is not None:

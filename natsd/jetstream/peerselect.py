@@ -15,8 +15,10 @@ A server is a candidate when:
   one; else: "miscellaneous issue");
 - with `jetstream.unique_tag` set (and no placement tag of that prefix), it carries a tag of
   that prefix whose value no other chosen server has (else: "server tag not unique").
-Among candidates, fewer HA assets come first, then the meta leader itself, then a rotation by
-the stream's name. Too few candidates: nats-server's JSClusterNoPeersErrF text, reasons
+Among candidates (nats-server's order): for a replicated stream fewer HA assets first; then
+more room in the stream's storage (no limit counts as the most, a server that told nothing as
+none); then fewer streams; then the meta leader itself, then a rotation by the stream's name
+(nats-server shuffles where natsd rotates). Too few candidates: nats-server's JSClusterNoPeersErrF text, reasons
 joined as nats-server joins them.
 """
 import zlib
@@ -35,6 +37,7 @@ class Server:
     ha_assets: int = 0                  # replicated streams it holds, the meta group not counted
     known: bool = True                  # its tags were heard (STATSZ); unknown ones are passed over
     room: dict = None                   # "file"/"memory" -> bytes left (-1: no limit); None: not told
+    streams: int = 0                    # streams it holds, replicated or not
 
 
 def room_of(jetstream):
@@ -93,8 +96,8 @@ def _unique_value(server, prefix):
 @dataclass
 class Pool:
     """What the meta leader knows when it chooses: the JetStream servers of the meta group,
-    its own peer id, the rules from its config, and the room a new server must have for the
-    stream (storage kind, max_bytes), or None."""
+    its own peer id, the rules from its config, and the stream's storage kind and the room a
+    new server must have for it (storage kind, max_bytes), or None (file storage, any room)."""
     servers: list
     me: str
     rules: Rules
@@ -128,7 +131,7 @@ def select(key, n, placement, servers, me, rules, existing=(), need=None):
     taken = {_unique_value(by_id[p], unique) for p in existing if p in by_id} if unique else set()
     why = _Why(no_js_cluster=not servers)
     chosen = []
-    for s in _order(key, servers, me):
+    for s in _order(key, servers, me, need[0] if need else "file", n > 1):
         if s.id in existing or not _fits(s, wanted, why):
             continue
         if need and need[1] > 0 and not _has_room(s, need):
@@ -178,12 +181,17 @@ def _fits(s, wanted, why):
 
 def _has_room(s, need):
     kind, max_bytes = need
+    return max_bytes <= _room_left(s, kind)
+
+
+def _room_left(s, kind):
     left = (s.room or {}).get(kind, 0)
-    return left < 0 or max_bytes <= left
+    return float("inf") if left < 0 else left
 
 
-def _order(key, servers, me):
+def _order(key, servers, me, kind, replicated):
     ids = sorted(s.id for s in servers)
     k = zlib.crc32(("%s.%s" % key).encode()) % len(ids) if ids else 0
     rotation = {p: i for i, p in enumerate(ids[k:] + ids[:k])}
-    return sorted(servers, key=lambda s: (s.ha_assets, s.id != me, rotation[s.id]))
+    return sorted(servers, key=lambda s: (s.ha_assets if replicated else 0, -_room_left(s, kind), s.streams,
+                                          s.id != me, rotation[s.id]))

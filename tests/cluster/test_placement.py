@@ -2,7 +2,8 @@
 group, ReplicatedStream._reconcile): `placement.tags` and `jetstream.unique_tag` choose the
 servers, a placement no server meets is refused with nats-server's text, a placement update
 moves the stream (every acknowledged message goes along, the servers left have no copy), and
-`STREAM.CANCEL_MOVE` takes an unfinished move back. Replies are compared with nats-server's."""
+`STREAM.CANCEL_MOVE` takes an unfinished move back; among the servers that may hold a stream,
+fewer HA assets and more room come first. Replies are compared with nats-server's."""
 import asyncio
 import json
 import os
@@ -125,6 +126,25 @@ def test_a_new_server_needs_room_for_max_bytes_as_on_nats_server(tmp_path):
     assert seen["natsd"][1]["error"] == no_room
     assert seen["natsd"][2] == (None, {"A", "B", "C"})
     assert seen["natsd"][3] == no_room
+
+
+@need_ref
+def test_servers_with_more_room_and_fewer_ha_assets_come_first_as_on_nats_server(tmp_path):
+    """With storage limits of 1 GB, 2 GB and 64 MB, four R2 streams in a row: fewer HA assets
+    first, then more room (nats-server's order): {A, B}, {B, C}, {A, C}, {A, B}."""
+    limit = {"A": "1GB", "B": "2GB", "C": "64MB"}
+    room = lambda name: "max_file_store: %s" % limit[name]
+    seen = {}
+    for kind in ("nats-server", "natsd"):
+        with js_cluster(kind, tmp_path / kind, js=room) as members:
+            out = []
+            for i in range(4):
+                c = {"name": "S%d" % i, "subjects": ["s%d" % i], "num_replicas": 2}
+                r = first_create(members[i % 3], c)
+                out.append(servers_of(r))
+            seen[kind] = out
+    assert seen["natsd"] == seen["nats-server"]
+    assert seen["natsd"] == [{"A", "B"}, {"B", "C"}, {"A", "C"}, {"A", "B"}]
 
 
 def test_update_moves_the_stream_and_cancel_takes_it_back(tmp_path):

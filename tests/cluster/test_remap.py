@@ -31,6 +31,23 @@ def test_the_meta_leader_first_then_a_rotation_by_stream():
     assert busy.select(KEY, 3, None) == ["c", "b", "a"]
 
 
+def test_more_room_then_fewer_streams_come_first_within_equal_ha_assets():
+    """nats-server's order: HA assets (replicated streams only), then room in the stream's
+    storage (no limit is the most, untold the least), then streams held."""
+    gb = 1 << 30
+    p = Pool([Server("a", room={"file": gb, "memory": 4 * gb}), Server("b", room={"file": 2 * gb, "memory": gb}),
+              Server("c", room={"file": -1, "memory": 0}), Server("d", room=None)], "a", Rules("C1"))
+    assert p.select(KEY, 4, None) == ["c", "b", "a", "d"]
+    assert Pool(p.servers, "a", Rules("C1"), ("memory", -1)).select(KEY, 4, None) == ["a", "b", "c", "d"]
+    # HA assets outrank room for a replicated stream, not for a one-replica one
+    p.servers[2].ha_assets = 1
+    assert p.select(KEY, 3, None) == ["b", "a", "d"]
+    assert p.select(KEY, 1, None) == ["c"]
+    # equal room: fewer streams first
+    even = Pool([Server(x, room={"file": gb}, streams=n) for x, n in (("a", 3), ("b", 1), ("c", 2))], "a", Rules("C1"))
+    assert even.select(KEY, 3, None) == ["b", "c", "a"]
+
+
 def test_tags_cluster_and_exclusions():
     p = pool(Server("a", frozenset({"ssd", "az:1"})), Server("b", frozenset({"az:2"})),
              Server("c", frozenset({"ssd", "az:3"})), Server("d", frozenset({"!jetstream", "ssd"})))
