@@ -306,13 +306,14 @@ class JsAccount:
 
     def account_info(self, totals=None):
         """`$JS.API.INFO`'s answer; `totals` (memory, storage, reserved_memory,
-        reserved_storage, streams, consumers): the cluster's (natsd/jetstream/listing.py),
-        this server's when None."""
+        reserved_storage, streams, consumers, api_total, api_errors): the cluster's
+        (natsd/jetstream/listing.py), this server's when None."""
         if totals is None:
             mem, store = self.usage()
             rmem, rstore = self.reserved()
             totals = {"memory": mem, "storage": store, "reserved_memory": rmem, "reserved_storage": rstore,
-                      "streams": len(self.streams), "consumers": self.num_consumers()}
+                      "streams": len(self.streams), "consumers": self.num_consumers(),
+                      "api_total": self.api_total, "api_errors": self.api_errors}
         usage = {k: totals[k] for k in ("memory", "storage", "reserved_memory", "reserved_storage",
                                         "streams", "consumers")}
         out = dict(usage, limits=dict(self.limits))
@@ -320,7 +321,7 @@ class JsAccount:
             out["limits"] = {k: False if k == "max_bytes_required" else 0 for k in self.limits}
         if self.engine.domain:
             out["domain"] = self.engine.domain
-        out["api"] = {"level": API_LEVEL, "total": self.api_total, "errors": self.api_errors}
+        out["api"] = {"level": API_LEVEL, "total": totals["api_total"], "errors": totals["api_errors"]}
         if self.tiered:
             idle = {k: 0 for k in usage}
             out["tiers"] = {name: dict(usage if name == "R1" else idle, limits=dict(lim))

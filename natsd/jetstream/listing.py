@@ -10,8 +10,9 @@ asked has replied, or after GATHER_TIMEOUT; a replicated stream whose leader did
 is named in `missing`, as nats-server names it.
 
 For account info each server tells its part of the totals: the bytes of every copy it holds
-(a stream with three replicas counts three times, as on nats-server), and the reservations
-and consumers of the streams it answers for.
+(a stream with three replicas counts three times, as on nats-server), the reservations and
+consumers of the streams it answers for, and the API requests of the account it handled
+(nats-server's servers add up each other's counts from their usage updates).
 """
 import json
 import logging
@@ -22,6 +23,7 @@ log = logging.getLogger("natsd")
 
 GATHER = "$JSC.LS"
 GATHER_TIMEOUT = 2.0                    # seconds to wait for the other servers' answers
+TOTALS = ("memory", "storage", "reserved_memory", "reserved_storage", "consumers", "api_total", "api_errors")
 
 
 def matching(configs, subject):
@@ -59,11 +61,12 @@ class StreamListing:
 
     def usage_here(self, jsa):
         """This server's part of the account's totals (see the module's docstring)."""
-        out = dict.fromkeys(("memory", "storage", "reserved_memory", "reserved_storage", "consumers"), 0)
+        out = dict.fromkeys(TOTALS, 0)
         out["one_replica"] = []
         if jsa is None:
             return out
         out["memory"], out["storage"] = jsa.usage()     # every copy here
+        out["api_total"], out["api_errors"] = jsa.api_total, jsa.api_errors
         for st in jsa.streams.values():
             kind = "memory" if st.config.get("storage") == "memory" else "storage"
             if st.replica is None:
@@ -103,13 +106,13 @@ class StreamListing:
 
     def account_usage(self, jsa, done):
         """done(the account's totals over the cluster: memory, storage, reserved_memory,
-        reserved_storage, streams, consumers)."""
+        reserved_storage, streams, consumers, api_total, api_errors)."""
         def merge(parts):
-            totals = dict.fromkeys(("memory", "storage", "reserved_memory", "reserved_storage", "consumers"), 0)
+            totals = dict.fromkeys(TOTALS, 0)
             names = {k[1] for k in self.meta.assignments if k[0] == jsa.name}
             for part in parts:
                 for k in totals:
-                    totals[k] += part[k]
+                    totals[k] += part.get(k, 0)     # an older natsd tells no api counts
                 names.update(part["one_replica"])
             totals["streams"] = len(names)
             done(totals)
