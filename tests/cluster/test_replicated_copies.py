@@ -1,9 +1,10 @@
-"""Mirrors, sources and KV on replicated streams: the group's leader runs the copying and every
+"""Mirrors, sources, KV and object store on replicated streams: the group's leader runs the copying and every
 copied message goes through the group (natsd/jetstream/replicated.py, K_SRC entries), so every
 replica stores the same messages under the same sequences; after kill -9 of the leader the
 next one carries on without a gap or a duplicate."""
 import asyncio
 import json
+import random
 
 import nats
 
@@ -110,3 +111,46 @@ def test_kv_bucket_with_three_replicas(tmp_path):
         value, hist, size = asyncio.run(after())
         assert value == b"blue-4" and hist == [b"blue-2", b"blue-3", b"blue-4"] and size == b"s"
         copies_hold(others, "KV_cfg", 5)      # color: its last 3; size: both
+
+
+def test_object_store_with_three_replicas(tmp_path):
+    """An R3 object store bucket: an object of several chunks written through one server is
+    read whole through another after kill -9 of the bucket's leader; the survivors take a new
+    object and a delete, and their copies agree."""
+    blob = random.Random(7).randbytes(300_000)      # three chunks of nats-py's 128 KiB
+    with js_cluster("natsd", tmp_path) as members:
+        async def setup():
+            from nats.js.api import ObjectStoreConfig
+            nc = await nats.connect(members[0].url)
+            js = nc.jetstream()
+            for _ in range(100):
+                try:
+                    obs = await js.create_object_store("files", config=ObjectStoreConfig(replicas=3))
+                    break
+                except Exception:
+                    await asyncio.sleep(0.2)
+            info = await obs.put("blob", blob)
+            await obs.put("note", b"a small one")
+            await nc.close()
+            return info
+        put = asyncio.run(setup())
+        assert put.size == len(blob) and put.chunks == 3
+        leader = leader_of(members, "OBJ_files")
+        kill9(leader)
+        others = [m for m in members if m is not leader]
+        leader_of(others, "OBJ_files")
+
+        async def after():
+            nc = await nats.connect(others[1].url)
+            obs = await nc.jetstream().object_store("files")
+            got = await obs.get("blob")
+            await obs.put("later", b"x" * 1000)
+            await obs.delete("note")
+            names = sorted((o.name, bool(o.deleted)) for o in await obs.list())
+            await nc.close()
+            return got, names
+        got, names = asyncio.run(after())
+        assert got.data == blob and got.info.digest == put.digest
+        assert names == [("blob", False), ("later", False), ("note", True)]
+        state = asyncio.run(api(others[0], "$JS.API.STREAM.INFO.OBJ_files"))["state"]
+        copies_hold(others, "OBJ_files", state["messages"])
