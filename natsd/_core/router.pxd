@@ -5,6 +5,9 @@ from natsd._core.sublist cimport Subscription, SublistResult, Sublist
 cdef int write_msg(Connection c, Connection pub, bytes sid, const char* subj, Py_ssize_t slen,
                    const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
                    Py_ssize_t tlen) except -1
+cdef int frame_remote(Connection c, bytes acc, bytes origin, const char* subj, Py_ssize_t slen,
+                      const char* dsubj, Py_ssize_t dlen, const char* reply, Py_ssize_t rlen,
+                      const char* msg, Py_ssize_t hlen, Py_ssize_t tlen) except -1
 cdef int route(Connection pub, SublistResult res, const char* subj, Py_ssize_t slen,
                const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
                Py_ssize_t tlen) except -1

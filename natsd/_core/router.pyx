@@ -352,77 +352,84 @@ cdef int flush_remote(bytes acc, Connection pub, const char* subj, Py_ssize_t sl
     global remote_targets
     cdef list targets = remote_targets
     cdef Connection c
-    cdef bytes q, origin = None
-    cdef Py_ssize_t qlen, extra
-    cdef Py_ssize_t xlen = dlen + 1 if dsubj != NULL and rlen > 0 else 0
-    cdef Py_ssize_t fh, ft                  # header and total sizes of this frame
-    cdef const char* fmsg
-    cdef bint lmsg
-    cdef char* p
-    cdef char* start
+    cdef bytes origin = None
     remote_targets = []
     if pub is not None and pub.kind == KIND_LEAF:
         origin = pub.origin
     for c in targets:
-        qlen = 0
-        if c.route_queues is not None:
-            for q in c.route_queues:
-                qlen += PyBytes_GET_SIZE(q) + 1
-        fmsg, fh, ft = msg, hlen, tlen
-        lmsg = False
-        extra = 0
-        if c.kind == KIND_ROUTE:
-            lmsg = origin is not None and c.lnoc
-            if lmsg:
-                extra += PyBytes_GET_SIZE(origin) + 1
-            if c.route_account is None:
-                if acc is None:
-                    raise RuntimeError("a routed message without its account")
-                extra += PyBytes_GET_SIZE(acc) + 1
-            if fh > 0 and not c.headers and not lmsg:
-                fmsg, ft, fh = msg + hlen, tlen - hlen, 0      # the peer takes no headers
-        c.reserve(slen + rlen + xlen + qlen + extra + ft + 64)
-        p = c.obuf + c.olen
-        start = p
+        frame_remote(c, acc, origin, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
+    return 0
+
+
+cdef int frame_remote(Connection c, bytes acc, bytes origin, const char* subj, Py_ssize_t slen,
+                      const char* dsubj, Py_ssize_t dlen, const char* reply, Py_ssize_t rlen,
+                      const char* msg, Py_ssize_t hlen, Py_ssize_t tlen) except -1:
+    """Frame one message for the leaf or route link `c` (flush_remote's formats), with the
+    queue names in c.route_queues, if any; `origin` names the leaf a message came from."""
+    cdef bytes q
+    cdef Py_ssize_t qlen = 0, extra = 0
+    cdef Py_ssize_t xlen = dlen + 1 if dsubj != NULL and rlen > 0 else 0
+    cdef Py_ssize_t fh, ft                  # header and total sizes of this frame
+    cdef const char* fmsg
+    cdef bint lmsg = False
+    cdef char* p
+    cdef char* start
+    if c.route_queues is not None:
+        for q in c.route_queues:
+            qlen += PyBytes_GET_SIZE(q) + 1
+    fmsg, fh, ft = msg, hlen, tlen
+    if c.kind == KIND_ROUTE:
+        lmsg = origin is not None and c.lnoc
         if lmsg:
-            p = put(p, "LMSG ", 5)
-            p = put(p, PyBytes_AS_STRING(origin), PyBytes_GET_SIZE(origin))
-            p[0] = c' '
-            p += 1
-        elif fh > 0:
-            p = put(p, "HMSG ", 5)
-        elif c.kind == KIND_ROUTE:
-            p = put(p, "RMSG ", 5)
-        else:
-            p = put(p, "LMSG ", 5)
-        if c.kind == KIND_ROUTE and c.route_account is None:
-            p = put(p, PyBytes_AS_STRING(acc), PyBytes_GET_SIZE(acc))
-            p[0] = c' '
-            p += 1
-        p = put(p, subj, slen)
+            extra += PyBytes_GET_SIZE(origin) + 1
+        if c.route_account is None:
+            if acc is None:
+                raise RuntimeError("a routed message without its account")
+            extra += PyBytes_GET_SIZE(acc) + 1
+        if fh > 0 and not c.headers and not lmsg:
+            fmsg, ft, fh = msg + hlen, tlen - hlen, 0      # the peer takes no headers
+    c.reserve(slen + rlen + xlen + qlen + extra + ft + 64)
+    p = c.obuf + c.olen
+    start = p
+    if lmsg:
+        p = put(p, "LMSG ", 5)
+        p = put(p, PyBytes_AS_STRING(origin), PyBytes_GET_SIZE(origin))
         p[0] = c' '
         p += 1
-        if c.route_queues is not None:
-            p = put(p, "+ ", 2) if rlen > 0 else put(p, "| ", 2)
-        if rlen > 0:
-            p = put(p, reply, rlen)
-            if xlen:
-                p[0] = c'@'
-                p = put(p + 1, dsubj, dlen)
+    elif fh > 0:
+        p = put(p, "HMSG ", 5)
+    elif c.kind == KIND_ROUTE:
+        p = put(p, "RMSG ", 5)
+    else:
+        p = put(p, "LMSG ", 5)
+    if c.kind == KIND_ROUTE and c.route_account is None:
+        p = put(p, PyBytes_AS_STRING(acc), PyBytes_GET_SIZE(acc))
+        p[0] = c' '
+        p += 1
+    p = put(p, subj, slen)
+    p[0] = c' '
+    p += 1
+    if c.route_queues is not None:
+        p = put(p, "+ ", 2) if rlen > 0 else put(p, "| ", 2)
+    if rlen > 0:
+        p = put(p, reply, rlen)
+        if xlen:
+            p[0] = c'@'
+            p = put(p + 1, dsubj, dlen)
+        p[0] = c' '
+        p += 1
+    if c.route_queues is not None:
+        for q in c.route_queues:
+            p = put(p, PyBytes_AS_STRING(q), PyBytes_GET_SIZE(q))
             p[0] = c' '
             p += 1
-        if c.route_queues is not None:
-            for q in c.route_queues:
-                p = put(p, PyBytes_AS_STRING(q), PyBytes_GET_SIZE(q))
-                p[0] = c' '
-                p += 1
-        if lmsg and fh == 0:
-            p[0] = c'0'                     # an origin LMSG always has a header size
-            p[1] = c' '
-            p += 2
-        p = put_sizes_and_payload(p, fh, fmsg, ft)
-        c.route_queues = None
-        commit_frame(c, start, p, ft)
+    if lmsg and fh == 0:
+        p[0] = c'0'                     # an origin LMSG always has a header size
+        p[1] = c' '
+        p += 2
+    p = put_sizes_and_payload(p, fh, fmsg, ft)
+    c.route_queues = None
+    commit_frame(c, start, p, ft)
     return 0
 
 

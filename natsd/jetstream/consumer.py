@@ -508,12 +508,13 @@ class Consumer(AckState, PushDelivery):
             return None
         return self.stream.store.fast_log()
 
-    def _fast_batch(self, lg, target, k, byte_room=-1, target_len=0):
-        """Up to k first deliveries to the single client subscription of `target` with one C
-        call (natsd/jetstream/fastdeliver.pyx): pending, ack floors, timers and counters as
-        _deliver keeps them -> (delivered, bytes, at_end), or None when `target` is not one
-        plain client subscription."""
-        sub = client_target(self.account.sublist, target)
+    def _fast_batch(self, lg, target, k, byte_room=-1):
+        """Up to k first deliveries to the single client (or route) subscription of `target`
+        with one C call (natsd/jetstream/fastdeliver.pyx): pending, ack floors, timers and
+        counters as _deliver keeps them -> (delivered, bytes, at_end), or None when `target`
+        is not one plain client or route subscription."""
+        sl = self.account.sublist
+        sub = client_target(sl, target)
         if sub is None:
             return None
         acks = self.cfg["ack_policy"] != "none"
@@ -521,7 +522,7 @@ class Consumer(AckState, PushDelivery):
         n, nbytes, self.sseq, self.npc, at_end = deliver_batch(
             lg, sub, self.filters[0] if self.filters else None, self.sseq, k,
             ("$JS.ACK.%s.%s.1." % (self.stream.name, self.name)).encode(), self.dseq, self.npc,
-            self._literal_filters, ts, self.pending if acks else None, byte_room, target_len)
+            self._literal_filters, ts, self.pending if acks else None, byte_room, target, sl.account)
         if n:
             self.dseq += n
             self.last_delivered_ns = ts
@@ -546,7 +547,7 @@ class Consumer(AckState, PushDelivery):
         serve - several waiting requests (they take turns per message), redeliveries,
         last-per-subject starts, replay/rate limits, headers_only, max_bytes, an expired
         request, ack policy none, memory storage, several filters, or a reply subject that is
-        not exactly one client subscription (imports, leaf nodes, queue groups, several
+        not exactly one client or route subscription (imports, leaf nodes, queue groups, several
         matches). The wire format, pending map and num_pending match _run's."""
         q = self.waiting.q
         if len(q) != 1 or self.maxpb or self._hbtimer is not None:
@@ -584,7 +585,7 @@ class Consumer(AckState, PushDelivery):
         """Push deliveries (ordered consumers included) with one C call per run of messages:
         -> (delivered, at_end), or None for the per-message path (a deliver group, ack policy
         none on a non-limits stream, what _fast_ok refuses, or a deliver subject that is not
-        exactly one client subscription). Flow control as _deliver does it: a batch stops
+        exactly one client or route subscription). Flow control as _deliver does it: a batch stops
         where the pending bytes cross half the window (the FC request follows that message)
         or, with a request outstanding, the whole window; idle heartbeats restart per batch."""
         cfg = self.cfg
@@ -601,7 +602,7 @@ class Consumer(AckState, PushDelivery):
         if self.maxpb:
             room = (self.maxpb // 2 if self.fcid is None else self.maxpb) - self.pbytes
         target = cfg["deliver_subject"].encode()
-        got = self._fast_batch(lg, target, k, room, len(target))
+        got = self._fast_batch(lg, target, k, room)
         if got is None:
             return None
         n, nbytes, at_end = got

@@ -5,30 +5,33 @@ subject. JetStream's own Cython module: it cimports the core (log, conn, sublist
 the core knows nothing of it.
 
 Consumer._run (natsd/jetstream/consumer.py) uses this when the target subject resolves to
-exactly one plain client subscription and the stream is a FileStore; everything else
-(imports, leaf/route links, several matches, queue groups, redeliveries, max_bytes, replay,
-rate limits, headers_only) takes the general per-message path. For each message it writes what
-that path would: `MSG`/`HMSG <stored subject> <sid> $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>
-.<ts>.<pending>` with the stored headers and payload, and records `pending[sseq] = (dseq, ts)`
-(Pending.put, natsd/jetstream/pending.pyx) unless the consumer acks nothing.
+exactly one plain client subscription, or one route's plain subscription (a client on another
+server of the cluster), and the stream is a FileStore; everything else (imports, leaf links,
+several matches, queue groups, redeliveries, max_bytes, replay, rate limits, headers_only)
+takes the general per-message path. For each message it writes what that path would:
+`MSG`/`HMSG <stored subject> <sid> $JS.ACK.<stream>.<consumer>.1.<sseq>.<dseq>.<ts>.<pending>`
+for a client, `RMSG`/`HMSG <account> <target> $JS.ACK...@<stored subject>` for a route
+(router.frame_remote), with the stored headers and payload, and records
+`pending[sseq] = (dseq, ts)` (Pending.put, natsd/jetstream/pending.pyx) unless the consumer
+acks nothing.
 """
 from libc.stdint cimport uint64_t, int64_t
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from natsd._core.log cimport Log, nlog_rec
-from natsd._core.conn cimport Connection, KIND_CLIENT
+from natsd._core.conn cimport Connection, KIND_CLIENT, KIND_ROUTE
 from natsd._core.sublist cimport Subscription, SublistResult, Sublist
-from natsd._core.router cimport write_msg
+from natsd._core.router cimport frame_remote, write_msg
 from natsd._core.fmt cimport put_int
 from natsd.jetstream.pending cimport Pending
 
 
 def client_target(Sublist sl, bytes subject):
-    """The single client subscription `subject` resolves to, or None when the general path
-    must deliver: no or several matches, queue groups, internal subscriptions (imports,
-    services), leaf/route links, per-delivery permission checks, reply tracking (allow_responses)
-    or auto-unsubscribe limits."""
+    """The single client or route subscription `subject` resolves to, or None when the
+    general path must deliver: no or several matches, queue groups, internal subscriptions
+    (imports, services), leaf links, per-delivery permission checks, reply tracking
+    (allow_responses) or auto-unsubscribe limits."""
     cdef SublistResult res = sl.match(subject)
     cdef Subscription sub
     cdef Connection c
@@ -39,22 +42,24 @@ def client_target(Sublist sl, bytes subject):
             or sub.max_msgs > 0:
         return None
     c = <Connection>sub.conn
-    if c.kind != KIND_CLIENT or c.closed or c.track_replies:
+    if (c.kind != KIND_CLIENT and c.kind != KIND_ROUTE) or c.closed or c.track_replies:
+        return None
+    if c.kind == KIND_ROUTE and (sub.queue is not None or (c.route_account is None and sl.account is None)):
         return None
     return sub
 
 
 def deliver_batch(Log lg, Subscription sub, filt, uint64_t seq, Py_ssize_t k, bytes prefix,
                   uint64_t dseq, uint64_t npc, bint literal, int64_t now, Pending pending,
-                  Py_ssize_t byte_room=-1, Py_ssize_t target_len=0):
+                  Py_ssize_t byte_room=-1, bytes target=None, bytes account=None):
     """Deliver up to k first deliveries (delivery count 1) of messages matching `filt` from
-    stream sequence `seq` on, to client subscription `sub` (from client_target). `prefix` is
+    stream sequence `seq` on, to subscription `sub` (from client_target), which `target` (the
+    deliver or reply subject) matched in `account`'s sublist. `prefix` is
     `$JS.ACK.<stream>.<consumer>.1.`; `dseq` the next delivery sequence, `npc` the consumer's
     pending count before this batch, `literal` whether its filters are literal subjects;
     `pending` None for a consumer that acks nothing. With byte_room >= 0 the batch stops after
     the message that takes the delivered size past byte_room: the size flow control counts,
-    as nats-server's jsPubMsg.size(), target_len (the deliver subject's length) + reply +
-    headers + payload.
+    as nats-server's jsPubMsg.size(), the target's length + reply + headers + payload.
 
     num_pending in each reply follows Consumer._run exactly: one less per delivery, 0 once the
     stream's last message went out; where _run would recount (<= 2 left, literal filters) the
@@ -72,6 +77,10 @@ def deliver_batch(Log lg, Subscription sub, filt, uint64_t seq, Py_ssize_t k, by
     cdef Py_ssize_t n = 0, nbytes = 0
     cdef bint at_end = False
     cdef bytes sid = sub.sid
+    cdef bint routed = c.kind == KIND_ROUTE
+    cdef Py_ssize_t target_len = PyBytes_GET_SIZE(target) if target is not None else 0
+    if routed and target is None:
+        raise ValueError("a route's delivery needs its target subject")
     if buf == NULL:
         raise MemoryError()
     memcpy(buf, PyBytes_AS_STRING(prefix), plen)
@@ -100,8 +109,12 @@ def deliver_batch(Log lg, Subscription sub, filt, uint64_t seq, Py_ssize_t k, by
             p = put_int(p + 1, <uint64_t>r.ts)
             p[0] = c'.'
             p = put_int(p + 1, nn)
-            write_msg(c, None, sid, r.subj, r.slen, buf, p - buf, r.msg, r.hlen, r.tlen)
-            sub.delivered += 1
+            if routed:
+                frame_remote(c, account, None, PyBytes_AS_STRING(target), target_len, r.subj, r.slen,
+                             buf, p - buf, r.msg, r.hlen, r.tlen)
+            else:
+                write_msg(c, None, sid, r.subj, r.slen, buf, p - buf, r.msg, r.hlen, r.tlen)
+                sub.delivered += 1
             if pending is not None:
                 pending.put(s, dseq, now)
             dseq += 1
