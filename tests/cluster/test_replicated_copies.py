@@ -73,26 +73,37 @@ def test_source_and_mirror_on_replicated_streams_survive_the_leader(tmp_path):
         assert (mir["first_seq"], mir["last_seq"]) == (1, 100), mir
 
 
+async def created(make):
+    """make() again while the cluster has no meta leader yet (the first create of a test)."""
+    for _ in range(100):
+        try:
+            return await make()
+        except Exception:
+            await asyncio.sleep(0.2)
+    raise AssertionError("never created")
+
+
+def kill_the_leader(members, stream):
+    """kill -9 of `stream`'s leader; -> the other members, once they have elected another."""
+    leader = leader_of(members, stream)
+    kill9(leader)
+    others = [m for m in members if m is not leader]
+    leader_of(others, stream)
+    return others
+
+
 def test_kv_bucket_with_three_replicas(tmp_path):
     with js_cluster("natsd", tmp_path) as members:
         async def setup():
             nc = await nats.connect(members[0].url)
             js = nc.jetstream()
-            for _ in range(100):
-                try:
-                    kv = await js.create_key_value(bucket="cfg", replicas=3, history=3)
-                    break
-                except Exception:
-                    await asyncio.sleep(0.2)
+            kv = await created(lambda: js.create_key_value(bucket="cfg", replicas=3, history=3))
             for i in range(5):
                 await kv.put("color", b"blue-%d" % i)
             await kv.put("size", b"xl")
             await nc.close()
         asyncio.run(setup())
-        leader = leader_of(members, "KV_cfg")
-        kill9(leader)
-        others = [m for m in members if m is not leader]
-        leader_of(others, "KV_cfg")
+        others = kill_the_leader(members, "KV_cfg")
 
         async def after():
             nc = await nats.connect(others[0].url)
@@ -123,22 +134,14 @@ def test_object_store_with_three_replicas(tmp_path):
             from nats.js.api import ObjectStoreConfig
             nc = await nats.connect(members[0].url)
             js = nc.jetstream()
-            for _ in range(100):
-                try:
-                    obs = await js.create_object_store("files", config=ObjectStoreConfig(replicas=3))
-                    break
-                except Exception:
-                    await asyncio.sleep(0.2)
+            obs = await created(lambda: js.create_object_store("files", config=ObjectStoreConfig(replicas=3)))
             info = await obs.put("blob", blob)
             await obs.put("note", b"a small one")
             await nc.close()
             return info
         put = asyncio.run(setup())
         assert put.size == len(blob) and put.chunks == 3
-        leader = leader_of(members, "OBJ_files")
-        kill9(leader)
-        others = [m for m in members if m is not leader]
-        leader_of(others, "OBJ_files")
+        others = kill_the_leader(members, "OBJ_files")
 
         async def after():
             nc = await nats.connect(others[1].url)
