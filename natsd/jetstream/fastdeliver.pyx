@@ -80,6 +80,7 @@ def deliver_batch(Log lg, Subscription sub, filt, uint64_t seq, Py_ssize_t k, by
     cdef bint routed = c.kind == KIND_ROUTE
     cdef Py_ssize_t target_len = PyBytes_GET_SIZE(target) if target is not None else 0
     if routed and target is None:
+        free(buf)
         raise ValueError("a route's delivery needs its target subject")
     if buf == NULL:
         raise MemoryError()

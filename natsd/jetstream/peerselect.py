@@ -18,8 +18,8 @@ A server is a candidate when:
 Among candidates (nats-server's order): for a replicated stream fewer HA assets first; then
 more room in the stream's storage (no limit counts as the most, a server that told nothing as
 none); then fewer streams; then the meta leader itself, then a rotation by the stream's name
-(nats-server shuffles where natsd rotates). Too few candidates: nats-server's JSClusterNoPeersErrF text, reasons
-joined as nats-server joins them.
+(nats-server shuffles where natsd rotates). Too few candidates: nats-server's
+JSClusterNoPeersErrF text, reasons joined as nats-server joins them.
 """
 import zlib
 from dataclasses import dataclass, field
