@@ -54,7 +54,7 @@ class RaftGroup:
         self.loop = server.loop
         self.group = group
         self.peer = peer
-        self.storage = LogStorage(directory)
+        self.storage = LogStorage(directory, self.loop.call_soon)
         self.node = Node(peer, members, self.storage, now=time.monotonic(),
                          election_timeout=election_timeout, heartbeat=heartbeat, log=log, group=group,
                          eager_commit=eager_commit)

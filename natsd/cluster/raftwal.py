@@ -4,8 +4,9 @@ A group's directory holds:
 
 - `wal/`: the log (natsd/_core/log.pyx) with one record per entry: sequence = index, timestamp =
   term, subject = the entry kind ("0" command, "1" noop, "2" members), payload = the data. The
-  log's group commit is the WAL's: appends are written at once and made durable by one
-  fdatasync for everything appended before it (`sync_async`, on the loop's sync threads).
+  log's group commit is the WAL's: the entries appended in one loop iteration are written
+  together (the loop's call_soon hook; at once without one) and made durable by one fdatasync
+  for everything appended before it (`sync_async`, on the loop's sync threads).
 - `state`: the term and the vote, replaced atomically (write, fsync, rename, fsync the
   directory) before the node acts on them.
 - `snapshot`: the state machine's last snapshot with its index, term and members, replaced the
@@ -53,13 +54,15 @@ class CorruptState(Exception):
 class LogStorage(SyncBook):
     """RaftStorage in a directory (see the module text)."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, call_soon=None):
+        """call_soon: the loop's, to write the entries appended in one loop iteration with one
+        pwrite (nothing is acknowledged before its sync, which writes them first)."""
         self.dir = os.fspath(directory)
         os.makedirs(self.dir, exist_ok=True)
         self.term, self.vote = self._read_state()
         self.snap_lock = threading.Lock()   # the snapshot file: a compaction writes it on a worker
         self.snap, self.snap_bytes = self._read_snapshot()
-        self.log = Log(os.path.join(self.dir, "wal"), block_size=4 * 1024 * 1024)
+        self.log = Log(os.path.join(self.dir, "wal"), block_size=4 * 1024 * 1024, call_soon=call_soon)
         if self.log.lost_tail is not None:
             self.log.truncate(self.log.lost_tail[0] - 1)
         if self.log.msgs and self.log.first <= self.snap[0] or self.log.last < self.snap[0]:

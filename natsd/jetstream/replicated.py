@@ -67,9 +67,9 @@ ANSWER_WAIT = 5.0                       # seconds an answer waits for the group'
 
 
 def encode_msg(subject, hdr, payload, ts):
-    h = b"" if hdr is None else bytes(hdr)
-    return b"".join((_MSG.pack(K_MSG, ts, len(subject), len(h) + 1 if hdr is not None else 0),
-                     bytes(subject), h, bytes(payload)))
+    if hdr is None:                     # join takes the loop's memoryviews as they are
+        return b"".join((_MSG.pack(K_MSG, ts, len(subject), 0), subject, payload))
+    return b"".join((_MSG.pack(K_MSG, ts, len(subject), len(hdr) + 1), subject, hdr, payload))
 
 
 def encode_sourced(subject, hdr, payload, seq, ts):

@@ -193,6 +193,7 @@ class Stream:
         fast = self._fast_cfg is cfg and not self.closed
         acks = self.pending_acks
         n_acks = len(acks)
+        direct = []                     # without a sync to wait for: this chunk's PubAcks
         chunk_start = time.monotonic()
         if fast:
             store = self.store
@@ -214,7 +215,10 @@ class Stream:
                 # taking turns. With file storage a chunk needs a sync of its own, worth it
                 # only once the chunk took longer than a sync takes.
                 if not group:
-                    flush_all()
+                    if direct:
+                        self._reply_many(direct)
+                        direct = []
+                        flush_all()
                 elif time.monotonic() - chunk_start > SYNC_CHUNK:
                     self.flush_acks(mid_batch=True)
                     acks = self.pending_acks
@@ -227,6 +231,9 @@ class Stream:
                         > max_bytes))):
                 if group and len(acks) > n_acks:
                     self.engine.want_sync(self)
+                if direct:              # answered in publish order
+                    self._reply_many(direct)
+                    direct = []
                 self._on_msg(sub, subject, reply, hdr, payload, origin)
                 acks = self.pending_acks
                 n_acks = len(acks)
@@ -235,6 +242,9 @@ class Stream:
                 seq = store_msg(subject, None, payload, leader_ts)[0]
             except Exception as exc:    # a store failure must not kill the loop
                 self.store_failed(exc)
+                if direct:
+                    self._reply_many(direct)
+                    direct = []
                 if reply and not no_ack:
                     err = E.error("JSStreamStoreFailedF", err=str(exc))
                     self.respond_after_sync(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
@@ -249,7 +259,9 @@ class Stream:
                 if group:
                     acks.append((reply, b"%s%d%s" % (prefix, seq, suffix)))
                 else:
-                    self._reply(reply, b"%s%d%s" % (prefix, seq, suffix))
+                    direct.append((reply, b"%s%d%s" % (prefix, seq, suffix)))
+        if direct:
+            self._reply_many(direct)
         if fast and self.age_timer is None:
             self._schedule_age()
         if group and len(acks) > n_acks:
@@ -285,6 +297,9 @@ class Stream:
 
     def _reply(self, reply, data):
         publish(self.jsa.sublist, reply, None, None, data)
+
+    def _reply_many(self, pairs):
+        publish_many(self.jsa.sublist, pairs)   # one call into Cython for the chunk
 
     def respond_after_sync(self, reply, data):
         """Answer in order with the PubAcks: after the group-commit sync of what was stored
@@ -329,7 +344,7 @@ class Stream:
             return
 
         def done():
-            publish_many(self.jsa.sublist, acks)    # one call into Cython for the batch
+            self._reply_many(acks)
 
         def failed(exc):
             self.store_failed(exc)
