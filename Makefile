@@ -36,8 +36,12 @@ build: natsd/_core/.built
 run: build
 	$(VENV)/bin/natsd -p 4222 -m 8222 -js -sd ./data
 
+# Two workers: most tests wait on servers' timers, not on the CPU (one file per worker at a
+# time, so a file's servers and fixtures stay together). Tests marked `alone` run afterwards.
+TEST_WORKERS ?= 2
 test: build
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "not alone"
+	$(PY) -m pytest -q -m alone
 
 # The real-process fault scenarios of replicated JetStream with 20 seeds each (the suite runs
 # one or two: its time budget). About 25 minutes on 2 cores.

@@ -7,6 +7,7 @@ import signal
 import time
 
 import nats
+import pytest
 
 from tests.conftest import poll
 from tests.core.rawclient import RawClient
@@ -171,6 +172,7 @@ system_account: SYS
     assert exited(srv, 10)
 
 
+@pytest.mark.alone
 def test_signal_ldm_finds_the_server(natsd, tmp_path):
     """`natsd --signal ldm` with no pid finds the running server by name, as nats-server does
     for itself (run with no other natsd on the machine)."""

@@ -5,6 +5,10 @@
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=/tmp/natsd-goclient
+# one build at a time (the test workers each ask for it; apt and go share state)
+mkdir -p "$OUT"
+exec 9>"$OUT/.lock"
+flock 9
 PKGS="golang-go golang-github-nats-io-go-nats-dev golang-github-nats-io-nkeys-dev golang-github-nats-io-nuid-dev golang-golang-x-crypto-dev golang-golang-x-sys-dev"
 
 missing=""
