@@ -57,7 +57,8 @@ faults: build
 		tests/cluster/test_meta_group.py::test_leader_kill9_elects_another_and_the_restarted_server_follows \
 		tests/cluster/test_meta_group.py::test_servers_routed_through_one_seed_form_one_meta_group \
 		tests/cluster/test_compaction.py::test_follower_behind_the_snapshot_copies_what_it_names \
-		tests/cluster/test_compaction.py::test_leader_kill9_around_a_snapshot_loses_no_acked_message
+		tests/cluster/test_compaction.py::test_leader_kill9_around_a_snapshot_loses_no_acked_message \
+		tests/cluster/test_compaction.py::test_memory_stream_log_is_compacted_and_survives_every_server_killed
 
 BENCH_JSON ?= bench-results.json
 BASELINE   ?= bench-baseline.json

@@ -46,13 +46,18 @@ def answer(store, req, ready):
         if sm is None or sm.seq > hi:
             seq = hi + 1
             break
-        hdr = b"" if sm.hdr is None else sm.hdr
-        parts.append(_REC.pack(sm.seq, sm.ts, len(sm.subject), len(hdr) + 1 if sm.hdr is not None else 0,
-                               len(sm.msg)))
-        parts += (sm.subject, hdr, sm.msg)
-        size += len(sm.subject) + len(hdr) + len(sm.msg)
+        size += add_record(parts, sm)
         seq = sm.seq + 1
     return _HEAD.pack(OK, rid, seq if seq <= hi else 0) + b"".join(parts), seq > hi
+
+
+def add_record(parts, sm):
+    """A stored message's record (the answers' layout) onto `parts` -> its subject, header
+    and payload bytes."""
+    hdr = b"" if sm.hdr is None else sm.hdr
+    parts += (_REC.pack(sm.seq, sm.ts, len(sm.subject), len(hdr) + 1 if sm.hdr is not None else 0,
+                        len(sm.msg)), sm.subject, hdr, sm.msg)
+    return len(sm.subject) + len(hdr) + len(sm.msg)
 
 
 def subject_and_headers(data, off, slen, hl):
@@ -68,16 +73,22 @@ def subject_and_headers(data, off, slen, hl):
 def records(data):
     """-> (status, request id, next, [(seq, ts, subject, headers or None, payload)])."""
     status, rid, nxt = _HEAD.unpack_from(data)
-    out, off = [], _HEAD.size
+    return status, rid, nxt, parse_records(data, _HEAD.size)
+
+
+def parse_records(data, off=0):
+    """The records from `off` to the end of `data` -> [(seq, ts, subject, headers or None,
+    payload)]; ValueError when the last is cut short."""
+    out = []
     while off < len(data):
         seq, ts, slen, hl, plen = _REC.unpack_from(data, off)
         subj, hdr, off = subject_and_headers(data, off + _REC.size, slen, hl)
         payload = bytes(data[off:off + plen])
         off += plen
         if off > len(data):
-            raise ValueError("a catch-up answer is cut short")
+            raise ValueError("a record is cut short")
         out.append((seq, ts, subj, hdr, payload))
-    return status, rid, nxt, out
+    return out
 
 
 class Fetcher:

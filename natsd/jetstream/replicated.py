@@ -152,8 +152,12 @@ class ReplicatedStream:
         self.group.start()
         if self.peers[0] == meta.peer and fresh:
             self._first_campaign(FIRST_CAMPAIGN_TRIES)
-        if adopt is not None and not self.stream.file:
-            replsnapshot.copy_all(adopt.store, self.stream.store)   # a memory stream's messages
+        if not self.stream.file:
+            replsnapshot.drop_messages(self.dir, index if snap is not None else None, unfinished=True)
+            if adopt is not None:
+                replsnapshot.copy_all(adopt.store, self.stream.store)   # a memory stream's messages
+            elif snap is not None:
+                self._restore_messages(index, snap)
         if snap is not None:
             self._align(index, snap)
         if adopt is not None and fresh and assignment.get("reply"):
@@ -380,13 +384,17 @@ class ReplicatedStream:
 
     def _maybe_compact(self):
         """A snapshot in place of the entries applied since the last one, when there are
-        enough of them (file streams only: a memory copy does not outlive the server)."""
+        enough of them. A memory stream's snapshot is written with its messages
+        (replsnapshot.write_messages): worth it once the log holds twice their bytes."""
         g = self.group
         n = g.node
-        if not self.stream.file or self.stream.closed or g.stopped or self.compacting:
+        st = self.stream
+        if st.closed or g.stopped or self.compacting:
             return
         since = n.applied - g.storage.snapshot_meta()[0]
         if since < COMPACT_ENTRIES and (since < 64 or g.storage.log.bytes < COMPACT_BYTES):
+            return
+        if not st.file and g.storage.log.bytes < 2 * st.store.num_bytes:
             return
         wait = self.last_compact + COMPACT_MIN_INTERVAL - time.monotonic()
         if wait > 0:                    # a busy stream: at most one snapshot per interval
@@ -400,10 +408,15 @@ class ReplicatedStream:
                     return
         self.last_compact = time.monotonic()
         # the copy must be on disk up to the snapshot before the log gives up those entries
-        index, data = n.applied, replsnapshot.take(self.stream, self.consumers.rows)
+        index, data = n.applied, replsnapshot.take(st, self.consumers.rows)
         self.compacting = True
-        self.stream.store.sync_async(self.engine.submit, lambda: self._compact(index, data),
-                                     lambda e: self._compact(index, None, e))
+        if st.file:
+            st.store.sync_async(self.engine.submit, lambda: self._compact(index, data),
+                                lambda e: self._compact(index, None, e))
+        else:
+            self.server.loop.run_in_worker(replsnapshot.write_messages,
+                                           lambda _, e: self._compact(index, data, e),
+                                           self.dir, index, st.store.messages())
 
     def _compact_again(self, delay):
         if self.compact_timer is None:
@@ -421,6 +434,8 @@ class ReplicatedStream:
 
     def _compacted(self, index, error):
         self.compacting = False
+        if not self.stream.file:        # the messages of the group's snapshot, whichever it is now
+            replsnapshot.drop_messages(self.dir, self.group.storage.snapshot_meta()[0] or None)
         if error is not None and not self.group.stopped:
             log.error("JetStream stream '%s > %s' could not take a snapshot at entry %d: %s (its "
                       "log keeps growing until one succeeds)", self.jsa.name, self.stream.name, index, error)
@@ -466,12 +481,14 @@ class ReplicatedStream:
         if missing is None:
             st.reread_store()
             self.group.node.electable = True
+            self._keep_messages(index)
             return
         self.group.node.electable = False
 
         def copied():
             replsnapshot.finish(st.store, snap)
             st.reread_store()
+            self._keep_messages(index)
             self.fetcher = None
             self.group.node.electable = True
             held, self.held = self.held, []
@@ -481,6 +498,37 @@ class ReplicatedStream:
                                        "stream '%s > %s'" % (self.jsa.name, st.name), copied,
                                        lambda p: self.meta.peer_names.get(p, p))
         self.fetcher.start()
+
+    def _restore_messages(self, index, snap):
+        """A restarted memory copy: the messages its snapshot at `index` names, from the file
+        written with it (without one, _align copies them from another replica)."""
+        recs = replsnapshot.read_messages(self.dir, index)
+        if recs is None:
+            return
+        store = self.stream.store
+        for seq, ts, subj, hdr, payload in recs:
+            store.store_raw(seq, ts, subj, hdr, payload)
+        replsnapshot.finish(store, snap)
+        log.info("JetStream stream '%s > %s': %d messages read back from its snapshot at entry %d",
+                 self.jsa.name, self.stream.name, len(recs), index)
+
+    def _keep_messages(self, index):
+        """A memory copy aligned to the snapshot at `index` (a leader's, or its own at the
+        start): its messages written beside it, unless they are, so that a restart needs no
+        other replica."""
+        st = self.stream
+        if st.file or os.path.exists(replsnapshot.messages_path(self.dir, index)):
+            return
+
+        def written(_, exc):
+            if exc is not None:
+                log.error("JetStream stream '%s > %s' could not write the messages of its snapshot "
+                          "at entry %d: %s (a restart copies them from another replica)",
+                          self.jsa.name, st.name, index, exc)
+            elif not self.group.stopped and not self.compacting:     # else _compacted drops them
+                replsnapshot.drop_messages(self.dir, self.group.storage.snapshot_meta()[0] or None)
+        self.server.loop.run_in_worker(replsnapshot.write_messages, written, self.dir, index,
+                                       st.store.messages())
 
     def _serve(self, sub, subj, reply, hdr, payload, origin):
         """Another replica asks for messages of this copy."""

@@ -17,10 +17,29 @@ are deleted (as runs), the stream's configuration and the table of its replicate
 - then what the snapshot's stream had removed (below its first sequence, interior deletes)
   is removed from the copy, and a copy whose last messages were deleted skips to its last
   sequence.
+
+A memory stream's copy does not outlive its server, so a replica that took a snapshot also
+writes the messages it names to `messages-<index>` in the group's directory (synced, before
+the log gives up its entries; `write_messages`). A restarted replica reads them back
+(`read_messages`) and needs nobody else's copy: a whole cluster restarted at once keeps the
+stream, and nobody waits for a replica that has the messages. The file is a header (magic,
+index, record count, crc32 of the records) and the records in the catch-up answers' layout
+(natsd/jetstream/catchup.py). Only the file of the group's current snapshot is kept.
 """
 import json
+import logging
+import os
+import struct
+import zlib
+
+from natsd.jetstream import catchup
+from natsd.jetstream.jscrypt import write_atomic
+
+log = logging.getLogger("natsd")
 
 VERSION = 1
+MESSAGES_MAGIC = b"NDMSGS01"
+_MESSAGES_HEAD = struct.Struct("<8sQQI")    # magic, snapshot index, records, crc32 of the records
 
 
 def take(stream, consumer_rows):
@@ -101,3 +120,67 @@ def copy_all(src, dst):
         dst.store_raw(m.seq, m.ts, m.subject, m.hdr, m.msg)
         seq = m.seq + 1
     finish(dst, snap)
+
+
+# ---- a memory stream's messages beside its snapshot ----
+
+def messages_path(directory, index):
+    return os.path.join(directory, "messages-%d" % index)
+
+
+def write_messages(directory, index, msgs):
+    """`msgs` (StoredMsg, in sequence order) as the file of the snapshot at `index`, synced
+    (run on a worker thread: the list is the store's copy, not the store)."""
+    parts = []
+    for sm in msgs:
+        catchup.add_record(parts, sm)
+    body = b"".join(parts)
+    path = messages_path(directory, index)
+    write_atomic(path, _MESSAGES_HEAD.pack(MESSAGES_MAGIC, index, len(msgs), zlib.crc32(body)) + body)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)                    # the rename too
+    finally:
+        os.close(fd)
+
+
+def read_messages(directory, index):
+    """-> the records [(seq, ts, subject, headers or None, payload)] of the file of the
+    snapshot at `index`, or None when there is none or it cannot be read (logged)."""
+    path = messages_path(directory, index)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        log.error("JetStream: cannot read %s: %s", path, e)
+        return None
+    try:
+        magic, at, count, crc = _MESSAGES_HEAD.unpack_from(data)
+        body = memoryview(data)[_MESSAGES_HEAD.size:]
+        if magic != MESSAGES_MAGIC or at != index or zlib.crc32(body) != crc:
+            raise ValueError("not the messages of the snapshot at entry %d, or damaged" % index)
+        recs = catchup.parse_records(body)
+        if len(recs) != count:
+            raise ValueError("%d records where the header says %d" % (len(recs), count))
+    except (ValueError, struct.error) as e:
+        log.error("JetStream: %s cannot be used: %s", path, e)
+        return None
+    return recs
+
+
+def drop_messages(directory, keep=None, unfinished=False):
+    """Remove the messages files of `directory` but the snapshot's at `keep`; `unfinished`:
+    the ones a crash left half-written too (at a start, when no write is under way)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    want = None if keep is None else os.path.basename(messages_path(directory, keep))
+    for name in names:
+        if name.startswith("messages-") and name != want and (unfinished or not name.endswith(".tmp")):
+            try:
+                os.remove(os.path.join(directory, name))
+            except OSError as e:
+                log.warning("JetStream: cannot remove %s: %s", os.path.join(directory, name), e)

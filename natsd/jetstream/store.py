@@ -406,6 +406,12 @@ class MemoryStore(StreamStore):
         if not self._m or self.first > seq:
             self.first = seq + 1
 
+    def messages(self):
+        """Every stored message in sequence order: a list of its own, which later changes to
+        the store leave as it is (what a replicated memory stream writes beside its group's
+        snapshot, natsd/jetstream/replsnapshot.py)."""
+        return list(self._m.values())
+
     # queries
     def deleted(self):
         if not self._m:

@@ -11,6 +11,8 @@ replsnapshot.py, catchup.py) on three real natsd servers.
   replayed). `make faults` runs both with 20 seeds.
 - The meta group keeps its assignments as a snapshot too: a server that missed the streams
   created and deleted meanwhile gets the leader's.
+- A memory stream's log is compacted too, its snapshot written with its messages: a follower
+  killed alone, then every server killed at once, come back with what the limits keep.
 """
 import asyncio
 import json
@@ -26,7 +28,7 @@ from natsd.jetstream.replicated import COMPACT_ENTRIES
 from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.cluster.test_replicated_consumers import add_work, fetch, info
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
-                                                   local_state, publish_window, stream_elections)
+                                                   local_state, publish_window, stored, stream_elections)
 from tests.conftest import poll
 
 MORE = COMPACT_ENTRIES + 1500           # past one snapshot on every replica
@@ -229,5 +231,57 @@ def test_leader_kill9_around_a_snapshot_loses_no_acked_message(tmp_path, seed):
         state = converged(members, max(acked))
         check_acked(leader_of(members), acked, state)
         more = asyncio.run(publish_window(members[0].url, 20, b"n"))
+        assert len(more) == 20 and min(more) == state["last_seq"] + 1
+        stream_elections(members)
+
+
+KEEP = 300
+MEMORY = dict(STREAM, storage="memory", max_msgs=KEEP)
+
+
+def check_kept(member, acked, state):
+    """The stream holds the last KEEP acknowledged messages at their PubAcks' sequences."""
+    assert state["messages"] == KEEP, state
+    have = stored(member, state["last_seq"], state["first_seq"])
+    assert sorted(have) == list(range(state["last_seq"] - KEEP + 1, state["last_seq"] + 1))
+    for seq, payload in have.items():
+        if seq in acked:
+            assert payload == acked[seq], "acked seq %d: stored %r, acked %r" % (seq, payload, acked[seq])
+    assert all(seq in acked for seq in have if seq <= max(acked)), "a kept message was never acked"
+
+
+@pytest.mark.parametrize("seed", fault_seeds([4]))
+def test_memory_stream_log_is_compacted_and_survives_every_server_killed(tmp_path, seed):
+    """A memory stream (max_msgs) past COMPACT_ENTRIES: every replica compacts its log, the
+    messages written beside the snapshot. A seeded follower is killed and restarted, then all
+    three at once: each copy is read back from its own disk (nobody else has it), the entries
+    after the snapshot replayed, and the stream takes writes. Before, a memory stream's log
+    kept its whole history."""
+    rng = random.Random(seed)
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[rng.randrange(3)], MEMORY))
+        entry = members[rng.randrange(3)]
+        acked = asyncio.run(publish_window(entry.url, MORE, b"p", window=128))
+        assert len(acked) == MORE
+        wals = compacted(members)
+        assert all(w["messages"] < MORE // 2 for w in wals), wals
+        state = converged(members, MORE)
+        check_kept(leader_of(members), acked, state)
+
+        leader = leader_of(members)
+        victim = rng.choice([m for m in members if m is not leader])
+        kill9(victim)
+        acked.update(asyncio.run(publish_window(leader.url, rng.randrange(1, 200), b"q", window=32)))
+        members[members.index(victim)] = restart_member(victim, tmp_path)
+        state = converged(members, max(acked))
+        check_kept(leader_of(members), acked, state)
+
+        acked.update(asyncio.run(publish_window(leader.url, rng.randrange(1, 200), b"r", window=32)))
+        kill9(*members)
+        restart_all(members, tmp_path)
+        state = converged(members, max(acked))
+        assert state["last_seq"] == max(acked)
+        check_kept(leader_of(members), acked, state)
+        more = asyncio.run(publish_window(members[rng.randrange(3)].url, 20, b"s"))
         assert len(more) == 20 and min(more) == state["last_seq"] + 1
         stream_elections(members)

@@ -109,12 +109,12 @@ async def publish_window(url, count, prefix, window=16, on_progress=None):
     return acked
 
 
-def stored(member, last):
+def stored(member, last, first=1):
     """seq -> payload of the stream as `member` (its leader) serves it."""
     async def run():
         nc = await nats.connect(member.url)
         out = {}
-        for seq in range(1, last + 1):
+        for seq in range(first, last + 1):
             r = json.loads((await nc.request("$JS.API.STREAM.MSG.GET.R3",
                                              json.dumps({"seq": seq}).encode(), timeout=5)).data)
             if "message" in r:

@@ -2,6 +2,7 @@
 between replicas (natsd/jetstream/catchup.py), on both stores through the store contract: a
 copy that is empty, partial, ahead of the snapshot or missing deleted tail messages ends with
 exactly the snapshot's messages, sequences and deletes."""
+import os
 import types
 
 import pytest
@@ -177,3 +178,41 @@ def test_copy_all_hands_a_memory_store_over(kind, tmp_path):
     # (a file store counts its record overhead in bytes, a memory store does not)
     same(src, dst, ("messages", "first_seq", "last_seq", "num_deleted"))
     assert dst.last_seq == 100
+
+
+def test_memory_copy_comes_back_from_the_messages_written_with_its_snapshot(tmp_path):
+    """A memory copy's messages beside its snapshot: read back and finished with the snapshot,
+    the copy is the one that was written (deleted tail included), with nobody to copy from."""
+    src = leader_store("memory", tmp_path / "l", deleted=(5, 6, 99, 100))
+    snap = snapshot_of(src)
+    replsnapshot.write_messages(str(tmp_path), 42, src.messages())
+    back = open_store("memory", tmp_path / "f")
+    for rec in replsnapshot.read_messages(str(tmp_path), 42):
+        back.store_raw(*rec)
+    replsnapshot.finish(back, snap)
+    assert replsnapshot.align(back, snap) is None
+    same(src, back)
+    assert back.last_seq == 100
+
+
+def test_messages_file_that_is_damaged_or_of_another_snapshot_is_not_used(tmp_path, caplog):
+    src = leader_store("memory", tmp_path / "l")
+    d = str(tmp_path)
+    replsnapshot.write_messages(d, 7, src.messages())
+    assert len(replsnapshot.read_messages(d, 7)) == src.num_msgs
+    assert replsnapshot.read_messages(d, 8) is None                 # none for that snapshot
+    path = replsnapshot.messages_path(d, 7)
+    data = bytearray(open(path, "rb").read())
+    data[-3] ^= 0xFF                                                # a flipped bit
+    open(path, "wb").write(bytes(data))
+    assert replsnapshot.read_messages(d, 7) is None
+    open(path, "wb").write(bytes(data[:40]))                        # cut short
+    assert replsnapshot.read_messages(d, 7) is None
+    assert "cannot be used" in caplog.text
+    open(replsnapshot.messages_path(d, 5) + ".tmp", "wb").write(b"half")   # a crash mid-write
+    replsnapshot.write_messages(d, 9, [])
+    replsnapshot.drop_messages(d, 9)
+    assert sorted(n for n in os.listdir(d) if n.startswith("messages-")) == ["messages-5.tmp", "messages-9"]
+    replsnapshot.drop_messages(d, 9, unfinished=True)
+    assert [n for n in os.listdir(d) if n.startswith("messages-")] == ["messages-9"]
+    assert replsnapshot.read_messages(d, 9) == []
