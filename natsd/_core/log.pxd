@@ -1,5 +1,5 @@
-# The segmented append-only log behind FileStore (and later the Raft log): declarations so
-# other Cython modules can call Log's C-level methods directly.
+# The segmented append-only log behind FileStore and the Raft WAL: declarations so other
+# Cython modules (logsnap, logrecover, the delivery fast paths) reach Log's C-level state.
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 
 cdef extern from *:
@@ -141,7 +141,6 @@ cdef class Log:
     cdef uint64_t _subj_last(self, uint32_t sid)
     cdef uint64_t _unindex_range(self, uint64_t lo, uint64_t hi)
     cdef uint64_t _first_record_above(self, Block b, uint64_t seq)
-    cdef uint64_t _scan_image(self, Block b, bytes img, uint64_t start, uint64_t delta) except? 0
     cdef _free_chunks_below(self, uint64_t seq)
     cdef tuple _filter(self, filt)
     cdef _new_block(self, int num)

@@ -1,12 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=True, cdivision=True
 """The segmented append-only log: JetStream's FileStore is built on it (and the Raft log will be).
 
-It owns the block files, the in-memory index, the per-subject table, recovery and group commit.
+It owns the block files, the in-memory index, the per-subject table and group commit.
 store.py turns it into the stream-store interface (StoredMsg, purge semantics, state()).
 
 On disk: blocks `<n>.blk` of records, and `index.snap` on clean close; natsd/_core/logfmt.pyx
 describes the layout (and owns the helpers that parse and write it), logsnap.pyx the
-snapshot.
+snapshot, logrecover.pyx the scan of the blocks that rebuilds the index without one.
 
 Sequence numbers are never reused: the recovered last sequence is at least the index
 snapshot's and every block header's high-water mark; when records are missing below it (a
@@ -24,8 +24,8 @@ chunks allocated lazily (a gap from store_raw costs nothing; compaction frees wh
 Which block holds a seq is found by bisecting the blocks' first seqs. Per subject: count and
 first/last bounds. So 10M messages cost ~120 MB and no Python object per message.
 
-Recovery: blocks are scanned in order; the first record that is short or fails its checksum
-ends that block (the file is cut there) and a warning names the file. A record whose checksum
+Recovery (logrecover.pyx): blocks are scanned in order; the first record that is short or
+fails its checksum ends that block (the file is cut there) and a warning names the file. A record whose checksum
 fails on read is never returned.
 
 Group commit: without a call_soon hook every append is a `pwrite` at once (the kernel has
@@ -152,10 +152,11 @@ cdef class Log:
             self.call_soon = getattr(crypt, "call_soon", None)
             memcpy(self.nbase, PyBytes_AS_STRING(os.urandom(NONCE_LEN)), NONCE_LEN)
         os.makedirs(self.dir, exist_ok=True)
-        converted = self._convert_blocks()
+        from natsd._core.logrecover import convert_blocks, rebuild
         from natsd._core.logsnap import load_snapshot
+        converted = convert_blocks(self)
         if not load_snapshot(self, not converted):
-            self._rebuild()
+            rebuild(self)
         if self.active is None:
             self._new_block(self.blocks[-1].num + 1 if self.blocks else 1)
         # Never hand out a sequence again: the last one stored before (index snapshot, block
@@ -477,61 +478,6 @@ cdef class Log:
         if err:
             raise oserr(b.path, err)
         b.hwm = v
-
-    def _convert_blocks(self):
-        """Before the index is built: rewrite every block that is not under the current key
-        (plaintext blocks of a store that just got a key, blocks under the previous key while
-        re-keying) through a temporary file. An encrypted block with no key for it stops the
-        open with a StoreError and is left as it is. Returns how many blocks were rewritten."""
-        cdef int converted = 0
-        for num in self._block_files():
-            path = os.path.join(self.dir, f"{num}.blk")
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                hdr = os.pread(fd, BLK_HDR, 0)
-                if len(hdr) < BLK_HDR or hdr[:4] != b"NLOG" or hdr[4] != VERSION:
-                    continue                        # the scan deals with these
-                flags = hdr[5]
-                kid = int.from_bytes(hdr[6:8], "little")
-                old = None
-                if flags & F_ENC:
-                    if self.enc is None:
-                        raise StoreError(path, "the block is encrypted and no JetStream "
-                                               "encryption key is configured")
-                    if kid == self.enc_kid:
-                        continue
-                    old = self.crypt.aead_for(kid)
-                    if old is None:
-                        raise StoreError(path, "the block is encrypted with an unknown key (id %d)" % kid)
-                elif self.enc is None:
-                    continue
-                raw = os.pread(fd, os.fstat(fd).st_size, 0)
-                if flags & F_ZIP:
-                    try:
-                        comp = zipped_payload(raw, old)
-                    except Exception:
-                        raise StoreError(path, "cannot decrypt the block with its key")
-                    h = self._blk_header((flags & F_ZIP) | F_ENC, int.from_bytes(hdr[8:16], "little"))
-                    data = h + self._seal_blob(comp, h)
-                else:
-                    recs, end, suspect = block_records(raw, old, num)
-                    if suspect:
-                        raise StoreError(path, "cannot decrypt the block with its key")
-                    if end < len(raw):
-                        log.warning("%s: truncated or corrupt record at offset %d, %d bytes dropped",
-                                    path, end, len(raw) - end)
-                    data = self._build_framed(num, recs, int.from_bytes(hdr[8:16], "little"))[0]
-                os.close(write_file(path, data))
-                converted += 1
-            finally:
-                os.close(fd)
-        if converted:
-            dfd = os.open(self.dir, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
-        return converted
 
     # ---------------------------------------------------------------- blocks
 
@@ -1670,154 +1616,3 @@ cdef class Log:
         self.first = self.last = self.msgs = self.bytes = 0
         self.last_ts = 0
         self.nsubj_live = 0
-
-    def _block_files(self):
-        nums = []
-        for name in os.listdir(self.dir):
-            if name.endswith(".tmp"):
-                os.unlink(os.path.join(self.dir, name))     # an interrupted compression
-            elif name.endswith(".blk") and name[:-4].isdigit():
-                nums.append(int(name[:-4]))
-        return sorted(nums)
-
-    def _rebuild(self):
-        """Rebuild the index by scanning every block; cut a bad tail at the last good record."""
-        cdef Block b
-        cdef uint64_t good
-        nums = self._block_files()
-        for num in nums:
-            path = os.path.join(self.dir, f"{num}.blk")
-            b = Block(num, path)
-            b.fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-            hdr = os.pread(b.fd, BLK_HDR, 0)
-            if len(hdr) < BLK_HDR and num == nums[-1]:
-                # Crashed while creating the block: it holds nothing yet.
-                log.warning("%s: incomplete block header, reinitialized", path)
-                os.ftruncate(b.fd, 0)
-                os.pwrite(b.fd, self._blk_header(F_ENC if self.enc is not None else 0, 0), 0)
-                hdr = os.pread(b.fd, BLK_HDR, 0)
-            if hdr[:4] != b"NLOG" or hdr[4] != VERSION:
-                log.warning("%s: not a version %d natsd log block, ignored", path, VERSION)
-                close(b.fd)
-                continue
-            b.zflag = hdr[5] & F_ZIP
-            b.compressed = b.zflag != 0
-            b.encrypted = bool(hdr[5] & F_ENC)
-            if b.encrypted != (self.enc is not None) or (b.encrypted and
-                                                         int.from_bytes(hdr[6:8], "little") != self.enc_kid):
-                close(b.fd)                 # _convert_blocks made them all current: a race?
-                raise StoreError(path, "block not under the stream's current key")
-            b.aead = self.enc if b.encrypted else None
-            if not b.compressed:
-                b.hwm = int.from_bytes(hdr[8:16], "little")
-            frames = None
-            try:
-                if b.compressed:
-                    img = self._image(b)
-                    disk = len(img)
-                else:
-                    img = os.pread(b.fd, os.fstat(b.fd).st_size, 0)
-                    disk = len(img)
-                    if b.encrypted:
-                        frames, _, suspect = parse_frames(img, b.aead, b.num)
-                        if suspect:
-                            close(b.fd)
-                            raise StoreError(path, "the block does not decrypt with the stream's key")
-            except StoreError:
-                raise
-            except Exception as e:
-                if b.encrypted:             # sealed atomically: not a torn write, keep it
-                    close(b.fd)
-                    raise StoreError(path, "the block does not decrypt with the stream's key")
-                log.warning("%s: cannot decompress block (%s), its messages are lost", path, e)
-                img = bytes(BLK_HDR)
-                disk = len(img)
-            self.blocks.append(b)
-            if frames is not None:
-                # each authenticated frame is scanned at its place in the block
-                b.frames = array("Q")
-                good = BLK_HDR
-                for fo, pt in frames:
-                    if payload_records(pt, 0) is None:
-                        break
-                    self._scan_image(b, pt, 0, fo + FRAME_PRE)
-                    b.frames.append(fo)
-                    good = fo + FRAME_OVH + len(pt)
-            else:
-                good = self._scan_image(b, img, BLK_HDR, 0)
-            if good < <uint64_t>disk:
-                log.warning("%s: truncated or corrupt record at offset %d, %d bytes dropped",
-                            path, good, disk - good)
-                if b.compressed:
-                    self._unseal(b, good)
-                else:
-                    os.ftruncate(b.fd, good)
-                    b.size = good
-            else:
-                b.size = good
-        if self.blocks and not (<Block>self.blocks[-1]).compressed:
-            self.active = self.blocks[-1]
-        elif self.blocks:
-            self._new_block((<Block>self.blocks[-1]).num + 1)
-        self._advance_first()
-        self._free_chunks_below(self.first)
-        self._drop_front_blocks()
-
-    cdef uint64_t _scan_image(self, Block b, bytes img, uint64_t start, uint64_t delta) except? 0:
-        # Index the records of img from `start`; a record at img offset o is stored at o + delta
-        # (an encrypted frame's plaintext is scanned with delta = where it sits in the block).
-        cdef const char* p = PyBytes_AS_STRING(img)
-        cdef uint64_t n = PyBytes_GET_SIZE(img), off = start, seq, s, i
-        cdef uint32_t rl, slen, hlen, sid = 0, size
-        cdef const char* lsubj = NULL
-        cdef uint32_t lslen = 0
-        cdef int64_t ts, ttl
-        cdef int t
-        cdef nlog_entry* e
-        while off + REC_MIN <= n:
-            rl = nlog_rd32(p + off)
-            if rl < REC_MIN or off + rl > n:
-                break
-            if nlog_xxh64(p + off, rl - 8, 0) != nlog_rd64(p + off + rl - 8):
-                break
-            seq = nlog_rd64(p + off + 4)
-            ts = <int64_t>nlog_rd64(p + off + 12)
-            t = <uint8_t>p[off + 20]
-            slen = nlog_rd16(p + off + 21)
-            hlen = nlog_rd32(p + off + 23)
-            ttl = <int64_t>nlog_rd64(p + off + 27)
-            if REC_MIN + <uint64_t>slen + hlen > rl:
-                break
-            if (t & 0x0f) == T_MSG:
-                if seq > self.last and (t & F_ERASED):
-                    self.last = seq
-                elif not (t & F_ERASED) and seq >= self.floor:
-                    if lsubj == NULL or lslen != slen or memcmp(lsubj, p + off + REC_HDR, slen) != 0:
-                        # Most consecutive records share a subject: skip the dict lookup then.
-                        sid = self._sid(PyBytes_FromStringAndSize(p + off + REC_HDR, slen))
-                        lsubj = p + off + REC_HDR
-                        lslen = slen
-                    size = rl | (HDR_BIT if hlen else 0)
-                    self._index_msg(seq, ts, <uint32_t>(off + delta), size, sid, b)
-                    if ttl > 0:
-                        heapq.heappush(self.ttl_heap, (ts + ttl * 1000000000, seq))
-            elif (t & 0x0f) == T_TOMBS:
-                for i in range(slen + hlen, rl - REC_MIN - 7, 8):
-                    s = nlog_rd64(p + off + REC_HDR + i)
-                    e = self._entry(s)
-                    if e != NULL and e.size:
-                        self._unindex(s, e)
-            elif (t & 0x0f) == T_FIRST:
-                if self.msgs and seq > 1:
-                    self._unindex_range(1 if self.first == 0 else self.first, seq - 1)
-                if seq > self.floor:
-                    self.floor = seq
-                if seq > self.last + 1:
-                    self.last = seq - 1
-                if self.msgs == 0 or self.first < seq:
-                    self.first = seq
-            elif (t & 0x0f) == T_SKIP:
-                if seq > self.last:
-                    self.last = seq
-            off += rl
-        return off

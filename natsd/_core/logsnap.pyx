@@ -31,6 +31,7 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 from natsd._core.log cimport Log, Block, nlog_entry, nlog_sstat, CHUNK, CHUNK_BITS
+from natsd._core.logrecover import block_files
 
 cdef extern from "nlog.h":
     uint64_t nlog_xxh64(const void* data, size_t len, uint64_t seed) nogil
@@ -208,7 +209,7 @@ cdef bint _apply_snapshot(Log self, path, bint usable) except -1:
             return False
         if crypt is not None and kid != crypt.kid:
             return False
-        if [bl[0] for bl in meta["blocks"]] != self._block_files():
+        if [bl[0] for bl in meta["blocks"]] != block_files(self.dir):
             return False
         for num, size, fseq, lseq, comp, disk in meta["blocks"]:
             bpath = os.path.join(self.dir, f"{num}.blk")
