@@ -44,10 +44,10 @@ test: build
 	$(PY) -m pytest -q -m alone
 
 # The real-process fault scenarios of replicated JetStream with 20 seeds each (the suite runs
-# one or two: its time budget). About 25 minutes on 2 cores.
+# one or two: its time budget), two at a time.
 FAULT_SEEDS ?= 20
 faults: build
-	NATSD_FAULT_SEEDS=$(FAULT_SEEDS) $(PY) -m pytest -q \
+	NATSD_FAULT_SEEDS=$(FAULT_SEEDS) $(PY) -m pytest -q -n $(TEST_WORKERS) --durations=10 \
 		tests/cluster/test_replicated_streams.py::test_kill9_during_publishing_loses_no_acked_message \
 		tests/cluster/test_replicated_streams.py::test_every_server_killed_at_once_during_publishing_loses_no_acked_message \
 		tests/cluster/test_replicated_streams.py::test_partitioned_leader_acks_nothing_and_the_majority_goes_on \
@@ -58,7 +58,8 @@ faults: build
 		tests/cluster/test_meta_group.py::test_servers_routed_through_one_seed_form_one_meta_group \
 		tests/cluster/test_compaction.py::test_follower_behind_the_snapshot_copies_what_it_names \
 		tests/cluster/test_compaction.py::test_leader_kill9_around_a_snapshot_loses_no_acked_message \
-		tests/cluster/test_compaction.py::test_memory_stream_log_is_compacted_and_survives_every_server_killed
+		tests/cluster/test_compaction.py::test_memory_stream_log_is_compacted_and_survives_every_server_killed \
+		tests/cluster/test_scale_one.py::test_scaled_up_and_down_the_stream_keeps_messages_and_acks
 
 BENCH_JSON ?= bench-results.json
 BASELINE   ?= bench-baseline.json

@@ -11,11 +11,12 @@ replscale.py), and moving a one-replica stream.
 The updates' answers are shaped as nats-server's."""
 import asyncio
 import json
+import random
 
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import js_cluster, kill9, restart_member
+from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.cluster.test_replicated_consumers import add_work, fetch, info
 from tests.cluster.test_replicated_streams import (api, check_acked, converged, create, leader_of, local_state,
                                                    meta_request, publish_window)
@@ -91,31 +92,37 @@ def test_scale_answers_as_nats_server(tmp_path, kind):
         assert poll(one, timeout=30)
 
 
-def test_scaled_up_and_down_the_stream_keeps_messages_and_acks(tmp_path):
-    """Up from one server, which is then killed: the others carry the stream and its
+@pytest.mark.parametrize("seed", fault_seeds([1]))
+def test_scaled_up_and_down_the_stream_keeps_messages_and_acks(tmp_path, seed):
+    """Up from one server (seeded), which is then killed: the others carry the stream and its
     consumer. Down again through the new leader: it keeps the stream, with the acks, and
-    survives kill -9 as a one-replica stream; the others drop their copies."""
+    survives kill -9 as a one-replica stream; the others drop their copies. The counts of
+    messages and acks are seeded too."""
+    rng = random.Random(seed)
+    first, second = rng.randrange(100, 400), rng.randrange(1, 80)
+    acks = rng.randrange(1, first // 2)             # acknowledged before the scale up
     with js_cluster("natsd", tmp_path) as members:
-        origin = members[1]
+        origin = members[rng.randrange(3)]
         create_one(origin)
-        acked = asyncio.run(publish_window(origin.url, 300, b"a"))
+        acked = asyncio.run(publish_window(origin.url, first, b"a"))
         add_work(origin)
-        done = asyncio.run(fetch(origin.url, 120, ack=True))
-        assert len(done) == 120
+        done = asyncio.run(fetch(origin.url, acks, ack=True))
+        assert len(done) == acks
         r = scale(origin, 3)
         assert r["type"] == "io.nats.jetstream.api.v1.stream_update_response" and r["config"]["num_replicas"] == 3, r
         assert r["cluster"]["replicas"][0]["name"] == origin.name, r
         assert leader_of(members) is origin
-        state = converged(members, 300)
-        assert state["messages"] == 300
-        acked.update(asyncio.run(publish_window(members[0].url, 50, b"b")))
-        kill9(origin)
+        state = converged(members, first)
+        assert state["messages"] == first
         rest = [m for m in members if m is not origin]
+        acked.update(asyncio.run(publish_window(rng.choice(rest).url, second, b"b")))
+        kill9(origin)
         leader = leader_of(rest)
         state = converged(rest, max(acked))
         check_acked(leader, acked, state)
+        total = first + second
         o = info(leader)
-        assert o["ack_floor"]["stream_seq"] >= 120 and o["num_pending"] + o["num_ack_pending"] == 230, o
+        assert o["ack_floor"]["stream_seq"] >= acks and o["num_pending"] + o["num_ack_pending"] == total - acks, o
         got = asyncio.run(fetch(leader.url, 10, ack=True))
         assert got and not {s for s, _ in done} & {s for s, _ in got}, got
         done += got
@@ -128,26 +135,35 @@ def test_scaled_up_and_down_the_stream_keeps_messages_and_acks(tmp_path):
         assert r["type"] == "io.nats.jetstream.api.v1.stream_update_response" and r["config"]["num_replicas"] == 1, r
         others = [m for m in members if m is not leader]
         assert poll(lambda: all(local_state(m) is None for m in others), timeout=10)
-        assert local_state(leader)["messages"] == 350
-        assert info(leader)["ack_floor"]["stream_seq"] >= 130
+        assert local_state(leader)["messages"] == total
+        assert info(leader)["ack_floor"]["stream_seq"] >= acks + 10
         kill9(leader)
         back = restart_member(leader, tmp_path)
         members[members.index(leader)] = back
         check_acked(back, acked, local_state(back))
         got = asyncio.run(fetch(back.url, 10, ack=True))
         assert got and not {s for s, _ in done} & {s for s, _ in got}, got
-        more = asyncio.run(publish_window(others[0].url, 10, b"e"))
-        assert sorted(more) == list(range(351, 361))
+        more = asyncio.run(publish_window(rng.choice(others).url, 10, b"e"))
+        assert sorted(more) == list(range(total + 1, total + 11))
 
 
 def test_memory_stream_scaled_up_and_down_keeps_its_messages(tmp_path):
-    """A memory stream's messages are not on disk to be handed over: they are copied."""
+    """A memory stream's messages are not on disk to be handed over: they are copied, and
+    written beside the group's first snapshot on every replica."""
     cfg = dict(ONE, storage="memory")
     with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[0], cfg))
         acked = asyncio.run(publish_window(members[0].url, 100, b"m"))
         r = asyncio.run(meta_request(members[0], "$JS.API.STREAM.UPDATE.R3", dict(cfg, num_replicas=3)))
         assert r["config"]["num_replicas"] == 3, r
+        state = converged(members, 100)
+        assert state["messages"] == 100
+        leader = leader_of(members)
+        check_acked(leader, acked, state)
+        # the messages the group started from are on no server's disk but in the files each
+        # replica wrote beside its snapshot: every server killed at once keeps them
+        kill9(*members)
+        restart_all(members, tmp_path)
         state = converged(members, 100)
         assert state["messages"] == 100
         leader = leader_of(members)
