@@ -20,23 +20,17 @@ import os
 from array import array
 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 from libc.string cimport memcmp
 from natsd._core.log cimport Log, Block, nlog_entry
 from natsd._core.logfmt cimport (BLK_HDR, VERSION, F_ENC, F_ZIP, FRAME_PRE, FRAME_OVH, REC_HDR, REC_MIN,
-                                 T_MSG, T_TOMBS, T_FIRST, T_SKIP, F_ERASED)
+                                 T_MSG, T_TOMBS, T_FIRST, T_SKIP, F_ERASED,
+                                 HDR_BIT, nlog_xxh64, nlog_rd64, nlog_rd32, nlog_rd16)
 from natsd._core.logfmt import (StoreError, payload_records, block_records, parse_frames,
                                 zipped_payload, write_file)
 
 cdef extern from "unistd.h" nogil:
     int close(int fd)
-
-cdef extern from "nlog.h":
-    const uint32_t HDR_BIT
-    uint64_t nlog_xxh64(const void* data, size_t len, uint64_t seed) nogil
-    uint64_t nlog_rd64(const char* p) nogil
-    uint32_t nlog_rd32(const char* p) nogil
-    uint16_t nlog_rd16(const char* p) nogil
 
 log = logging.getLogger("natsd")
 
