@@ -61,6 +61,7 @@ CHECK = 0.25                    # seconds between membership checks
 COMPACT_ENTRIES = 64            # applied entries between two snapshots of the assignments
 SNAPSHOT_VERSION = 1
 FORWARD = "$JSC.META.%s"        # requests for the meta leader, by its peer id
+ANSWER = "$JSC.META.ANSWER.%s"  # the meta leader's answers to requests a server forwarded
 STEPDOWN = "$JS.API.META.LEADER.STEPDOWN"
 ONE_REPLICA_ELSEWHERE = ("no suitable peers for placement, natsd keeps a one-replica stream on the "
                          "server its request reached: send it through a server that meets the placement")
@@ -118,6 +119,7 @@ class MetaGroup:
         self.server.system.subscribe(STEPDOWN, self._on_stepdown)
         self.server.system.subscribe(SERVER_REMOVE, self._on_server_remove)
         self.server.system.subscribe(FORWARD % self.peer, self._on_forward)
+        self.server.system.subscribe(ANSWER % self.peer, self._on_answer)
         self.server.system.subscribe(STATSZ, self._on_statsz)
         self.timer = self.server.loop.call_later(CHECK, self._check)
 
@@ -142,6 +144,7 @@ class MetaGroup:
         if self.is_leader():
             self._lead(msg)
         elif self.group.leader:
+            msg["via"] = self.peer      # the answer comes back this way (_answer)
             self.server.system.publish(FORWARD % self.group.leader, json.dumps(msg).encode())
         else:
             self._answer(msg, E.error("JSClusterNotAvailErr"))
@@ -182,7 +185,7 @@ class MetaGroup:
                 entry = {"op": "add", "acc": key[0], "cfg": msg["cfg"],
                          "peers": self._place(key, msg["cfg"], msg.get("adopt"), 2 if move else None),
                          "group": "S-R%dF-%s" % (msg["cfg"]["num_replicas"], get_hash("%s.%s" % key)),
-                         "created": time.time_ns(), "reply": msg.get("reply", "")}
+                         "created": time.time_ns(), "reply": msg.get("reply", ""), "via": msg.get("via", "")}
                 if msg.get("adopt"):
                     # a one-replica stream scaled up: its server's copy becomes the group's
                     entry.update(adopt=msg["adopt"], since=msg.get("since") or entry["created"])
@@ -252,7 +255,7 @@ class MetaGroup:
             peers = remap.rescale(key, have["peers"], cfg["num_replicas"], pool, cfg.get("placement"),
                                   msg.get("keep"))
         entry = {"op": "peers", "acc": key[0], "name": key[1], "cfg": cfg, "peers": peers,
-                 "reply": msg.get("reply", "") if kind != "remove" else ""}
+                 "reply": msg.get("reply", "") if kind != "remove" else "", "via": msg.get("via", "")}
         if kind == "cancel":
             entry["answer"] = "stream_cancel_move_response"
         if kind != "remove":
@@ -335,13 +338,30 @@ class MetaGroup:
     def _answer(self, msg, result):
         if not msg.get("reply"):
             return
-        acc = self.server.accounts.get(msg["acc"])
-        if acc is None:
-            return
         rtype = {"add": "stream_update_response" if msg.get("adopt") else "stream_create_response",
                  "del": "stream_delete_response",
                  "peers": "stream_remove_peer_response" if "remove" in msg else "stream_update_response"}[msg["op"]]
-        publish(acc.sublist, msg["reply"].encode(), None, None, E.api_response(rtype, result))
+        self.answer(msg["acc"], msg["reply"], msg.get("via"), E.api_response(rtype, result))
+
+    def answer(self, account, reply, via, response):
+        """Answer a request this group handled: here, or through the server that forwarded
+        it (`via`, a peer id). That server is sure to know the requester's reply subscription;
+        another may not yet (the request came over the system account's route, the
+        requester's SUB over its own account's)."""
+        if via and via != self.peer:
+            answer = {"acc": account, "reply": reply, "response": response.decode()}
+            self.server.system.publish(ANSWER % via, json.dumps(answer).encode())
+            return
+        acc = self.server.accounts.get(account)
+        if acc is not None:
+            publish(acc.sublist, reply.encode(), None, None, response)
+
+    def _on_answer(self, sub, subject, reply, hdr, payload, origin):
+        try:
+            answer = json.loads(bytes(payload))
+            self.answer(answer["acc"], answer["reply"], None, answer["response"].encode())
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.warning("JetStream metadata answer that does not decode dropped")
 
     def _created(self, key, assignment):
         r = self.replicas.get(key)
@@ -459,9 +479,9 @@ class MetaGroup:
             if r is None:
                 self._host(key, new, fresh=False, joining=True)
             else:
-                r.reassign(new, entry.get("reply", ""), entry.get("answer"))
+                r.reassign(new, entry)
         elif r is not None and entry.get("origin", {}).get("move"):
-            r.reassign(new, entry.get("reply", ""), entry.get("answer"))    # a member until the move settles
+            r.reassign(new, entry)      # a member until the move settles
         elif r is not None:
             r.leave(lambda: self._left(key, r))
 

@@ -113,7 +113,7 @@ class ReplicatedStream:
         self.deferred = []              # a new leader: API requests held until it is ready
         self.reconcile_timer = None     # leader: members being brought in line with self.peers
         self.move_asked = float("-inf")  # a one-replica move's last request to keep it here
-        self.unanswered = None          # (reply, type, until): a change applied while no leader was there to answer
+        self.unanswered = None          # (reply, via, type, until): a change applied while no leader was there to answer
         self.leaving = None             # moved off this server: called once it can go
         self.leader_peer = ""
         self.fetcher = None             # copying what a snapshot names from another replica
@@ -122,7 +122,7 @@ class ReplicatedStream:
         self.compacting = False         # a snapshot waits for its copy's sync
         self.compact_timer = None       # a snapshot put off (followers lag, or too soon)
         self.last_compact = 0.0         # monotonic time of the last snapshot begun
-        self.creator = (assignment["acc"], assignment["reply"]) if fresh and assignment.get("reply") else None
+        self.creator = assignment if fresh and assignment.get("reply") else None
         if assignment.get("adopt"):
             self.creator = None         # its server answers at once (replscale)
         self.consumers = ReplicatedConsumers(self)
@@ -353,8 +353,8 @@ class ReplicatedStream:
             # update that scaled a one-replica stream up)
             info = self.stream.info()
             info["did_create"] = True
-            publish(self.jsa.sublist, self.creator[1].encode(), None, None,
-                    E.api_response("stream_create_response", info))
+            self.meta.answer(self.jsa.name, self.creator["reply"], self.creator.get("via"),
+                             E.api_response("stream_create_response", info))
         self.creator = None
 
     def defer_until_ready(self, fn, *args):
@@ -368,10 +368,10 @@ class ReplicatedStream:
 
     def _leader_ready(self):
         if self.unanswered is not None:
-            reply, rtype, until = self.unanswered
+            reply, via, rtype, until = self.unanswered
             self.unanswered = None
             if time.monotonic() < until:
-                publish(self.jsa.sublist, reply.encode(), None, None, E.api_response(rtype, self.stream.info()))
+                self.meta.answer(self.jsa.name, reply, via, E.api_response(rtype, self.stream.info()))
         self.consumers.start_all()
         if self.stream.sourcing is None:
             self.stream._start_sourcing()
@@ -559,19 +559,21 @@ class ReplicatedStream:
 
     # ---- a change of servers (natsd/jetstream/remap.py) ----
 
-    def reassign(self, entry, reply, answer=None):
-        """The meta group gave the stream other servers: the leader changes the group's
-        members to match, one at a time (_reconcile); it answers the update (or the cancel:
-        `answer` is its response type)."""
-        self.peers = tuple(entry["peers"])
-        if entry["cfg"] != self.stream.config:
-            self.stream.update_config(dict(entry["cfg"]))
+    def reassign(self, assignment, change):
+        """The meta group gave the stream other servers (`assignment`, by the committed
+        `change`): the leader changes the group's members to match, one at a time
+        (_reconcile); it answers the update (or the cancel: the change's `answer` is its
+        response type)."""
+        self.peers = tuple(assignment["peers"])
+        if assignment["cfg"] != self.stream.config:
+            self.stream.update_config(dict(assignment["cfg"]))
+        reply, via = change.get("reply", ""), change.get("via")
+        rtype = change.get("answer") or "stream_update_response"
         if reply and self.is_leader():
-            publish(self.jsa.sublist, reply.encode(), None, None,
-                    E.api_response(answer or "stream_update_response", self.stream.info()))
+            self.meta.answer(self.jsa.name, reply, via, E.api_response(rtype, self.stream.info()))
         elif reply and not self.group.node.leader:
             # applied between two leaders (a move hands leadership over): the next one answers
-            self.unanswered = (reply, answer or "stream_update_response", time.monotonic() + ANSWER_WAIT)
+            self.unanswered = (reply, via, rtype, time.monotonic() + ANSWER_WAIT)
         self._reconcile()
 
     def _reconcile(self):

@@ -19,7 +19,6 @@ import os
 import shutil
 import time
 
-from natsd._core.router import publish
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftwal import LogStorage
 from natsd.gofmt import go_time
@@ -125,5 +124,5 @@ def answer_scale_up(rs, assignment):
         "desired": {"created": go_time(assignment["created"]), "name": rs.meta.routes.name,
                     "replicas": [{"name": names.get(p, p), "peer": p} for p in desired],
                     "origin": origin}}
-    publish(rs.jsa.sublist, assignment["reply"].encode(), None, None,
-            E.api_response("stream_update_response", info))
+    rs.meta.answer(rs.jsa.name, assignment["reply"], assignment.get("via"),
+                   E.api_response("stream_update_response", info))

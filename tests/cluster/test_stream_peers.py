@@ -116,3 +116,22 @@ def test_peer_remove_errors_match_nats_server(tmp_path):
             seen[kind] = out
     assert seen["natsd"] == seen["nats-server"]
     assert [r["error"]["err_code"] for r in seen["natsd"]] == [10003, 10003, 10040, 10075, 10059]
+
+
+def test_meta_leader_answers_reach_a_requester_that_just_connected(tmp_path):
+    """A request the meta leader decides at once (a peer removal it refuses, a create of an
+    existing stream) is forwarded to it over the system account's route, while the requester's
+    reply subscription travels over its own account's route: the answer goes back through the
+    server that forwarded the request, so a client that connects, asks and waits is answered
+    every time. Each request is a fresh connection, as in the differential test above."""
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        leader_of(members)
+        for i in range(24):
+            m = members[i % 3]
+            if i % 2:
+                r = asyncio.run(api(m, "$JS.API.STREAM.PEER.REMOVE.R3", b'{"peer":"B"}'))
+                assert r["error"]["err_code"] == 10075, r
+            else:
+                r = asyncio.run(api(m, "$JS.API.STREAM.CREATE.R3", json.dumps(STREAM).encode()))
+                assert r["config"]["name"] == "R3", r
