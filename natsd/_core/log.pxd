@@ -1,22 +1,14 @@
 # The segmented append-only log behind FileStore and the Raft WAL: declarations so other
 # Cython modules (logsnap, logrecover, the delivery fast paths) reach Log's C-level state.
+# Its in-memory index (entries per sequence, subjects, the scans) is LogIndex, logindex.pxd.
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
+from natsd._core.logindex cimport LogIndex, nlog_entry, nlog_sstat, CHUNK_BITS, CHUNK
 
 cdef extern from *:
     """
-    typedef struct { uint32_t off; uint32_t size; uint32_t sid; } nlog_entry;
-    typedef struct { uint64_t count; uint64_t first; uint64_t last; } nlog_sstat;
     typedef struct { const char* subj; Py_ssize_t slen; const char* msg; Py_ssize_t hlen;
                      Py_ssize_t tlen; int64_t ts; } nlog_rec;
     """
-    ctypedef struct nlog_entry:
-        uint32_t off      # offset of the record in its block's (uncompressed) image
-        uint32_t size     # record length | HDR_BIT; 0 = not live (deleted or never written)
-        uint32_t sid      # subject id into Log.subjects
-    ctypedef struct nlog_sstat:
-        uint64_t count    # live messages on this subject
-        uint64_t first    # lower bound of the first live seq (made exact lazily)
-        uint64_t last     # upper bound of the last live seq (made exact lazily)
     ctypedef struct nlog_rec:
         const char* subj  # a message as batch_rec() returns it: pointers into Log's read window
         Py_ssize_t slen
@@ -24,11 +16,6 @@ cdef extern from *:
         Py_ssize_t hlen   # 0 without headers
         Py_ssize_t tlen   # hdr + payload
         int64_t ts
-
-
-cdef enum:
-    CHUNK_BITS = 16                    # the index is kept in chunks of 2**16 sequences
-    CHUNK = 65536
 
 
 cdef class Block:
@@ -47,7 +34,7 @@ cdef class Block:
     cdef public object frames          # encrypted uncompressed: array('Q') of frame offsets
 
 
-cdef class Log:
+cdef class Log(LogIndex):
     cdef readonly object dir
     cdef readonly uint64_t block_size
     cdef readonly object compression
@@ -57,25 +44,10 @@ cdef class Log:
     cdef Block active
     cdef list raw_lru                  # compressed blocks whose image is cached
 
-    cdef nlog_entry** chunks           # index: chunk k covers seqs [(chunk_lo+k) << 16, ...)
-    cdef int64_t chunk_lo
-    cdef Py_ssize_t nchunks
-
-    cdef readonly uint64_t first
-    cdef readonly uint64_t last
-    cdef readonly uint64_t msgs
-    cdef readonly uint64_t bytes
-    cdef readonly int64_t last_ts
     cdef int64_t first_ts_cache
     cdef uint64_t first_ts_seq
     cdef uint64_t floor                # recovery: highest FIRST record seen
 
-    cdef dict sid_of                   # subject bytes -> sid
-    cdef list subjects                 # sid -> subject bytes
-    cdef nlog_sstat* sstats
-    cdef Py_ssize_t scap
-    cdef readonly Py_ssize_t nsubj_live
-    cdef dict wc_cache                 # wildcard filter -> [bytearray bitmap, sids checked]
 
     cdef char* wbuf                    # scratch buffer for building records
     cdef Py_ssize_t wcap
@@ -121,28 +93,13 @@ cdef class Log:
     cdef object rimg                   # compressed block: its image (bytes) instead of rbuf
     cdef object rdec                   # encrypted block: the record batch_rec last decrypted
 
-    cdef nlog_entry* _entry(self, uint64_t seq) nogil
-    cdef nlog_entry* _entry_alloc(self, uint64_t seq) except NULL
     cdef int _write_record(self, int rtype, uint64_t seq, int64_t ts, int64_t ttl,
                            const char* subj, Py_ssize_t slen, const char* hdr, Py_ssize_t hlen,
                            bint has_hdr, const char* msg, Py_ssize_t mlen) except -1
     cdef int _index_msg(self, uint64_t seq, int64_t ts, uint32_t off, uint32_t size,
                         uint32_t sid, Block blk) except -1
-    cdef int _unindex(self, uint64_t seq, nlog_entry* e) except -1
-    cdef uint32_t _sid(self, bytes subject) except? 0xffffffff
-    cdef uint64_t _scan_fwd(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
-                            const uint8_t* bm, Py_ssize_t bmlen) nogil
-    cdef uint64_t _scan_back(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
-                             const uint8_t* bm, Py_ssize_t bmlen) nogil
-    cdef int _advance_first(self) except -1
-    cdef uint64_t _count(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
-                         const uint8_t* bm, Py_ssize_t bmlen) nogil
-    cdef uint64_t _subj_first(self, uint32_t sid)
-    cdef uint64_t _subj_last(self, uint32_t sid)
     cdef uint64_t _unindex_range(self, uint64_t lo, uint64_t hi)
     cdef uint64_t _first_record_above(self, Block b, uint64_t seq)
-    cdef _free_chunks_below(self, uint64_t seq)
-    cdef tuple _filter(self, filt)
     cdef _new_block(self, int num)
     cdef _rotate(self)
     cdef _compress(self, Block b)

@@ -1,8 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=True, cdivision=True
 """The segmented append-only log: JetStream's FileStore is built on it (and the Raft log will be).
 
-It owns the block files, the in-memory index, the per-subject table and group commit.
-store.py turns it into the stream-store interface (StoredMsg, purge semantics, state()).
+It owns the block files, reading and writing records, removal and group commit; its
+in-memory index (which sequences are live, where, on which subject, and the scans and counts
+over them) is its base class LogIndex, natsd/_core/logindex.pyx. store.py turns it into the
+stream-store interface (StoredMsg, purge semantics, state()).
 
 On disk: blocks `<n>.blk` of records, and `index.snap` on clean close; natsd/_core/logfmt.pyx
 describes the layout (and owns the helpers that parse and write it), logsnap.pyx the
@@ -19,10 +21,10 @@ deleted from the front (when all their messages are below `first`): a tombstone 
 lost while the message it deletes is still on disk. Erase overwrites the message in place (zero hdr
 and msg, ERASED flag, new checksum) after its tombstone is written.
 
-In memory, per sequence, one 12-byte entry (offset, size|hdr-bit, subject id) in 64K-entry
-chunks allocated lazily (a gap from store_raw costs nothing; compaction frees whole chunks).
-Which block holds a seq is found by bisecting the blocks' first seqs. Per subject: count and
-first/last bounds. So 10M messages cost ~120 MB and no Python object per message.
+In memory (logindex.pyx), per sequence, one 12-byte entry (offset, size|hdr-bit, subject id)
+in 64K-entry chunks; per subject, a count and first/last bounds: 10M messages cost ~120 MB and
+no Python object per message. Which block holds a seq is found here by bisecting the blocks'
+first seqs.
 
 Recovery (logrecover.pyx): blocks are scanned in order; the first record that is short or
 fails its checksum ends that block (the file is cut there) and a warning names the file. A record whose checksum
@@ -55,10 +57,11 @@ from array import array
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
-from libc.stdlib cimport malloc, calloc, realloc, free
-from libc.string cimport memcpy, memset, memcmp, strerror
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memcpy
 from libc.errno cimport errno, EINTR
 from natsd._core.syncer cimport SyncJob
+from natsd._core.logindex cimport M_NONE, M_ALL, M_SID, M_BITMAP
 from natsd._core.logfmt cimport (
     BLK_HDR, VERSION, F_LZ4, F_ENC, F_S2, F_ZIP, NONCE_LEN, FRAME_PRE, FRAME_OVH, REC_HDR, REC_MIN,
     SIZE_MASK, MAX_BLOCK, T_MSG, T_TOMBS, T_FIRST, T_SKIP, F_HDR, F_ERASED,
@@ -77,7 +80,6 @@ cdef extern from "unistd.h" nogil:
 cdef extern from "nlog.h":
     const uint32_t HDR_BIT
     uint64_t nlog_xxh64(const void* data, size_t len, uint64_t seed) nogil
-    int nlog_match(const char* p, Py_ssize_t pl, const char* s, Py_ssize_t sl) nogil
     uint64_t nlog_rd64(const char* p) nogil
     uint32_t nlog_rd32(const char* p) nogil
     uint16_t nlog_rd16(const char* p) nogil
@@ -89,11 +91,6 @@ log = logging.getLogger("natsd")
 
 DEF RAW_CACHE = 2           # decompressed images of compressed blocks kept in memory
 
-# mode of a resolved filter
-DEF M_NONE = -1             # literal subject never seen: nothing matches
-DEF M_ALL = 0
-DEF M_SID = 1
-DEF M_BITMAP = 2
 
 
 cdef class Block:
@@ -110,8 +107,6 @@ cdef class Block:
 
 cdef class Log:
     def __cinit__(self):
-        self.chunks = NULL
-        self.sstats = NULL
         self.wbuf = NULL
         self.rbuf = NULL
 
@@ -134,9 +129,6 @@ cdef class Log:
         self.mblocks = []
         self.mfirst = []
         self.raw_lru = []
-        self.sid_of = {}
-        self.subjects = []
-        self.wc_cache = {}
         self.waiters = []
         self.ttl_heap = []
         self.wcap = 4096
@@ -184,12 +176,6 @@ cdef class Log:
         self.synced = self.appended
 
     def __dealloc__(self):
-        cdef Py_ssize_t i
-        if self.chunks != NULL:
-            for i in range(self.nchunks):
-                free(self.chunks[i])
-            free(self.chunks)
-        free(self.sstats)
         free(self.wbuf)
         free(self.rbuf)
         if not self.closed and self.blocks is not None:
@@ -197,116 +183,6 @@ cdef class Log:
             for b in self.blocks:
                 if (<Block>b).fd >= 0:
                     close((<Block>b).fd)
-
-    # ---------------------------------------------------------------- index chunks
-
-    cdef nlog_entry* _entry(self, uint64_t seq) nogil:
-        cdef int64_t k = <int64_t>(seq >> CHUNK_BITS) - self.chunk_lo
-        if k < 0 or k >= self.nchunks or self.chunks[k] == NULL:
-            return NULL
-        return &self.chunks[k][seq & (CHUNK - 1)]
-
-    cdef nlog_entry* _entry_alloc(self, uint64_t seq) except NULL:
-        cdef int64_t c = <int64_t>(seq >> CHUNK_BITS)
-        cdef int64_t k, shift, n
-        cdef nlog_entry** nc
-        if self.nchunks == 0:
-            self.chunks = <nlog_entry**>calloc(1, sizeof(nlog_entry*))
-            if self.chunks == NULL:
-                raise MemoryError()
-            self.chunk_lo = c
-            self.nchunks = 1
-        elif c < self.chunk_lo:
-            shift = self.chunk_lo - c
-            nc = <nlog_entry**>calloc(self.nchunks + shift, sizeof(nlog_entry*))
-            if nc == NULL:
-                raise MemoryError()
-            memcpy(nc + shift, self.chunks, self.nchunks * sizeof(nlog_entry*))
-            free(self.chunks)
-            self.chunks = nc
-            self.nchunks += shift
-            self.chunk_lo = c
-        elif c - self.chunk_lo >= self.nchunks:
-            n = c - self.chunk_lo + 1
-            n = max(n, self.nchunks * 2)
-            nc = <nlog_entry**>realloc(self.chunks, n * sizeof(nlog_entry*))
-            if nc == NULL:
-                raise MemoryError()
-            memset(nc + self.nchunks, 0, (n - self.nchunks) * sizeof(nlog_entry*))
-            self.chunks = nc
-            self.nchunks = n
-        k = c - self.chunk_lo
-        if self.chunks[k] == NULL:
-            self.chunks[k] = <nlog_entry*>calloc(CHUNK, sizeof(nlog_entry))
-            if self.chunks[k] == NULL:
-                raise MemoryError()
-        return &self.chunks[k][seq & (CHUNK - 1)]
-
-    cdef _free_chunks_below(self, uint64_t seq):
-        # Drop whole chunks that lie entirely below seq (compaction).
-        cdef int64_t c = <int64_t>(seq >> CHUNK_BITS)
-        cdef int64_t k, drop
-        if self.nchunks == 0 or c <= self.chunk_lo:
-            return
-        drop = min(c - self.chunk_lo, self.nchunks)
-        for k in range(drop):
-            free(self.chunks[k])
-        memcpy(self.chunks, self.chunks + drop, (self.nchunks - drop) * sizeof(nlog_entry*))
-        memset(self.chunks + self.nchunks - drop, 0, drop * sizeof(nlog_entry*))
-        self.chunk_lo += drop
-
-    # ---------------------------------------------------------------- subjects
-
-    cdef uint32_t _sid(self, bytes subject) except? 0xffffffff:
-        cdef object sid = self.sid_of.get(subject)
-        cdef Py_ssize_t n
-        cdef nlog_sstat* ns
-        if sid is not None:
-            return <uint32_t>sid
-        n = len(self.subjects)
-        if n >= self.scap:
-            ns = <nlog_sstat*>realloc(self.sstats, max(64, self.scap * 2) * sizeof(nlog_sstat))
-            if ns == NULL:
-                raise MemoryError()
-            self.sstats = ns
-            self.scap = max(64, self.scap * 2)
-        memset(&self.sstats[n], 0, sizeof(nlog_sstat))
-        self.subjects.append(subject)
-        self.sid_of[subject] = n
-        return <uint32_t>n
-
-    cdef tuple _filter(self, filt):
-        """Resolve a filter to (mode, sid, bitmap)."""
-        cdef bytes f
-        cdef list ent
-        cdef bytearray bm
-        cdef Py_ssize_t i, n
-        cdef bytes s
-        if filt is None:
-            return (M_ALL, 0, None)
-        f = filt.encode() if isinstance(filt, str) else bytes(filt)
-        if f == b"" or f == b">":
-            return (M_ALL, 0, None)
-        if b"*" not in f and b">" not in f:
-            sid = self.sid_of.get(f)
-            return (M_NONE, 0, None) if sid is None else (M_SID, sid, None)
-        ent = self.wc_cache.get(f)
-        if ent is None:
-            if len(self.wc_cache) >= 256:
-                self.wc_cache.clear()
-            ent = [bytearray(), 0]
-            self.wc_cache[f] = ent
-        n = len(self.subjects)
-        if <Py_ssize_t>ent[1] < n:
-            # Match only the subjects added since this filter was last used.
-            bm = ent[0]
-            bm.extend(bytes(n - len(bm)))
-            for i in range(<Py_ssize_t>ent[1], n):
-                s = self.subjects[i]
-                if nlog_match(f, len(f), s, len(s)):
-                    bm[i] = 1
-            ent[1] = n
-        return (M_BITMAP, 0, ent[0])
 
     # ---------------------------------------------------------------- encryption
 
@@ -758,55 +634,12 @@ cdef class Log:
 
     cdef int _index_msg(self, uint64_t seq, int64_t ts, uint32_t off, uint32_t size,
                         uint32_t sid, Block blk) except -1:
-        cdef nlog_entry* e = self._entry_alloc(seq)
-        cdef nlog_sstat* st
-        if e.size:
-            self._unindex(seq, e)
-        e.off = off
-        e.size = size
-        e.sid = sid
-        if self.msgs == 0 or seq < self.first:
-            self.first = seq
-        self.msgs += 1
-        self.bytes += acct_size(size)
-        if seq >= self.last:
-            self.last = seq
-            self.last_ts = ts
-        st = &self.sstats[sid]
-        if st.count == 0:
-            self.nsubj_live += 1
-            st.first = seq
-            st.last = seq
-        else:
-            if seq < st.first:
-                st.first = seq
-            if seq > st.last:
-                st.last = seq
-        st.count += 1
+        self._index_entry(seq, ts, off, size, sid)
         if blk.first_seq == 0:
             blk.first_seq = seq
             self.mblocks.append(blk)
             self.mfirst.append(seq)
         blk.last_seq = seq
-        return 0
-
-    cdef int _unindex(self, uint64_t seq, nlog_entry* e) except -1:
-        cdef nlog_sstat* st = &self.sstats[e.sid]
-        self.msgs -= 1
-        self.bytes -= acct_size(e.size)
-        st.count -= 1
-        if st.count == 0:
-            self.nsubj_live -= 1
-        e.size = 0
-        return 0
-
-    cdef int _advance_first(self) except -1:
-        cdef uint64_t s
-        if self.msgs == 0:
-            self.first = self.last + 1
-        else:
-            s = self._scan_fwd(self.first, self.last, M_ALL, 0, NULL, 0)
-            self.first = s if s else self.last + 1
         return 0
 
     def append(self, uint64_t seq, int64_t ts, bytes subject, hdr, bytes msg, int64_t ttl=0):
@@ -1018,12 +851,6 @@ cdef class Log:
             out.tlen = rl - 8 - REC_HDR - slen - hlen
         return 1
 
-    def subject_of(self, uint64_t seq):
-        cdef nlog_entry* e = self._entry(seq)
-        if e == NULL or e.size == 0:
-            return None
-        return self.subjects[e.sid]
-
     @property
     def first_ts(self):
         cdef nlog_entry* e
@@ -1035,228 +862,6 @@ cdef class Log:
             self.first_ts_cache = r[3] if r is not None else 0
             self.first_ts_seq = self.first
         return self.first_ts_cache
-
-    # ---------------------------------------------------------------- scanning (C loops)
-
-    cdef uint64_t _scan_fwd(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
-                            const uint8_t* bm, Py_ssize_t bmlen) nogil:
-        cdef uint64_t s = start
-        cdef nlog_entry* ch
-        cdef int64_t k
-        cdef uint64_t i, stop
-        while s <= end and s != 0:
-            k = <int64_t>(s >> CHUNK_BITS) - self.chunk_lo
-            if k >= self.nchunks:
-                return 0
-            stop = min(end, ((s >> CHUNK_BITS) << CHUNK_BITS) + CHUNK - 1)
-            if k < 0 or self.chunks[k] == NULL:
-                s = stop + 1
-                continue
-            ch = self.chunks[k]
-            for i in range(s & (CHUNK - 1), (stop & (CHUNK - 1)) + 1):
-                if ch[i].size and (mode == M_ALL or (mode == M_SID and ch[i].sid == sid) or
-                                   (mode == M_BITMAP and ch[i].sid < bmlen and bm[ch[i].sid])):
-                    return ((s >> CHUNK_BITS) << CHUNK_BITS) + i
-            s = stop + 1
-        return 0
-
-    cdef uint64_t _scan_back(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
-                             const uint8_t* bm, Py_ssize_t bmlen) nogil:
-        # Highest live matching seq in [end, start] (start >= end), or 0.
-        cdef uint64_t s = start, base, lo
-        cdef nlog_entry* ch
-        cdef int64_t k, i
-        while s >= end and s != 0:
-            base = (s >> CHUNK_BITS) << CHUNK_BITS
-            lo = max(base, end)
-            k = <int64_t>(s >> CHUNK_BITS) - self.chunk_lo
-            if k < 0:
-                return 0
-            if k < self.nchunks and self.chunks[k] != NULL:
-                ch = self.chunks[k]
-                i = <int64_t>(s - base)
-                while i >= <int64_t>(lo - base):
-                    if ch[i].size and (mode == M_ALL or (mode == M_SID and ch[i].sid == sid) or
-                                       (mode == M_BITMAP and ch[i].sid < bmlen and bm[ch[i].sid])):
-                        return base + i
-                    i -= 1
-            if lo == 0:
-                return 0
-            s = lo - 1
-        return 0
-
-    cdef uint64_t _count(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
-                         const uint8_t* bm, Py_ssize_t bmlen) nogil:
-        cdef uint64_t s = start, n = 0, i, stop
-        cdef nlog_entry* ch
-        cdef int64_t k
-        while s <= end and s != 0:
-            k = <int64_t>(s >> CHUNK_BITS) - self.chunk_lo
-            if k >= self.nchunks:
-                break
-            stop = min(end, ((s >> CHUNK_BITS) << CHUNK_BITS) + CHUNK - 1)
-            if k >= 0 and self.chunks[k] != NULL:
-                ch = self.chunks[k]
-                for i in range(s & (CHUNK - 1), (stop & (CHUNK - 1)) + 1):
-                    if ch[i].size and (mode == M_ALL or (mode == M_SID and ch[i].sid == sid) or
-                                       (mode == M_BITMAP and ch[i].sid < bmlen and bm[ch[i].sid])):
-                        n += 1
-            s = stop + 1
-        return n
-
-    cdef uint64_t _subj_first(self, uint32_t sid):
-        cdef nlog_sstat* st = &self.sstats[sid]
-        cdef uint64_t s
-        if st.count == 0:
-            return 0
-        s = self._scan_fwd(max(st.first, self.first), self.last, M_SID, sid, NULL, 0)
-        st.first = s
-        return s
-
-    cdef uint64_t _subj_last(self, uint32_t sid):
-        cdef nlog_sstat* st = &self.sstats[sid]
-        cdef uint64_t s
-        if st.count == 0:
-            return 0
-        s = self._scan_back(min(st.last, self.last), self.first, M_SID, sid, NULL, 0)
-        st.last = s
-        return s
-
-    def next_seq(self, uint64_t seq, filt=None):
-        """First live seq >= seq matching filt, or 0."""
-        cdef int mode
-        cdef uint32_t sid
-        cdef const uint8_t* bp = NULL
-        cdef Py_ssize_t bl = 0
-        if self.msgs == 0:
-            return 0
-        mode, sid, bm = self._filter(filt)
-        if mode == M_NONE:
-            return 0
-        if seq < self.first:
-            seq = self.first
-        if mode == M_SID:
-            if self.sstats[sid].count == 0:
-                return 0
-            if seq <= self.sstats[sid].first:
-                return self._subj_first(sid)
-            if seq > self.sstats[sid].last:
-                return 0
-            return self._scan_fwd(seq, min(self.last, self.sstats[sid].last), M_SID, sid, NULL, 0)
-        if mode == M_BITMAP:
-            bp = <const uint8_t*>PyByteArray_AS_STRING(bm)
-            bl = PyByteArray_GET_SIZE(bm)
-        return self._scan_fwd(seq, self.last, mode, sid, bp, bl)
-
-    def prev_seq(self, uint64_t seq, filt=None):
-        """Last live seq <= seq matching filt, or 0."""
-        cdef int mode
-        cdef uint32_t sid
-        cdef const uint8_t* bp = NULL
-        cdef Py_ssize_t bl = 0
-        if self.msgs == 0 or seq < self.first:
-            return 0
-        mode, sid, bm = self._filter(filt)
-        if mode == M_NONE:
-            return 0
-        if seq > self.last:
-            seq = self.last
-        if mode == M_SID:
-            if self.sstats[sid].count == 0:
-                return 0
-            if seq >= self.sstats[sid].last:
-                return self._subj_last(sid)
-            return self._scan_back(seq, max(self.first, self.sstats[sid].first), M_SID, sid, NULL, 0)
-        if mode == M_BITMAP:
-            bp = <const uint8_t*>PyByteArray_AS_STRING(bm)
-            bl = PyByteArray_GET_SIZE(bm)
-        return self._scan_back(seq, self.first, mode, sid, bp, bl)
-
-    def count(self, uint64_t start, filt=None, bint last_per_subject=False):
-        """Live messages with seq >= start matching filt (or matching subjects, per subject)."""
-        cdef int mode
-        cdef uint32_t sid
-        cdef const uint8_t* bp = NULL
-        cdef Py_ssize_t bl = 0, i, n = 0
-        if self.msgs == 0:
-            return 0
-        mode, sid, bm = self._filter(filt)
-        if mode == M_NONE:
-            return 0
-        if last_per_subject:
-            for i in range(len(self.subjects)):
-                if self.sstats[i].count and (mode == M_ALL or (mode == M_SID and i == sid) or
-                                             (mode == M_BITMAP and bm[i])):
-                    if self.sstats[i].last >= start and self._subj_last(i) >= start:
-                        n += 1
-            return n
-        if start <= self.first:
-            if mode == M_ALL:
-                return self.msgs
-            if mode == M_SID:
-                return self.sstats[sid].count
-        if mode == M_SID:
-            if start <= self.sstats[sid].first:
-                return self.sstats[sid].count
-            return self._count(start, min(self.last, self.sstats[sid].last), M_SID, sid, NULL, 0)
-        if mode == M_BITMAP:
-            bp = <const uint8_t*>PyByteArray_AS_STRING(bm)
-            bl = PyByteArray_GET_SIZE(bm)
-            if start <= self.first:
-                n = 0
-                for i in range(bl):
-                    if bp[i]:
-                        n += self.sstats[i].count
-                return n
-        return self._count(max(start, self.first), self.last, mode, sid, bp, bl)
-
-    def nth_from_end(self, uint64_t k):
-        """Seq of the k-th newest live message (k >= 1), 0 if fewer."""
-        cdef uint64_t s = self.last, found = 0
-        while k > 0:
-            s = self._scan_back(s, self.first, M_ALL, 0, NULL, 0)
-            if s == 0:
-                return 0
-            found = s
-            k -= 1
-            s -= 1
-        return found
-
-    def subject_counts(self, filt=None):
-        cdef int mode
-        cdef uint32_t sid
-        cdef Py_ssize_t i
-        cdef dict out = {}
-        mode, sid, bm = self._filter(filt)
-        if mode == M_NONE:
-            return out
-        if mode == M_SID:
-            if self.sstats[sid].count:
-                out[self.subjects[sid]] = self.sstats[sid].count
-            return out
-        for i in range(len(self.subjects)):
-            if self.sstats[i].count and (mode == M_ALL or bm[i]):
-                out[self.subjects[i]] = self.sstats[i].count
-        return out
-
-    def subject_state(self, subject):
-        cdef object sid = self.sid_of.get(subject.encode() if isinstance(subject, str) else subject)
-        if sid is None or self.sstats[<uint32_t>sid].count == 0:
-            return (0, 0, 0)
-        return (self.sstats[<uint32_t>sid].count, self._subj_first(sid), self._subj_last(sid))
-
-    def deleted(self):
-        """Interior sequences in [first, last] with no live message."""
-        cdef list out = []
-        cdef uint64_t s
-        cdef nlog_entry* e
-        if self.msgs == 0:
-            return out
-        for s in range(self.first, self.last + 1):
-            e = self._entry(s)
-            if e == NULL or e.size == 0:
-                out.append(s)
-        return out
 
     # ---------------------------------------------------------------- removing
 
