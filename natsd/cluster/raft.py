@@ -19,7 +19,9 @@ What it implements (Ongaro's dissertation, with natsd's choices):
 - A new leader's NOOP commits what earlier terms left; conflicting uncommitted suffixes are
   truncated; a lagging follower past the compacted prefix gets the snapshot.
 - Membership changes one server at a time (a CONFIG entry takes effect when appended); a leader
-  that removed itself steps down once the change commits.
+  that removed itself steps down once the change commits. A server to be added is first a
+  learner: the leader replicates to it without counting it, and it joins once it has the log.
+  A server votes once it holds a log, even before it hears that it was added.
 - Leader transfer: proposals pause, the target is brought up to date and told to campaign now.
 - A node whose state machine is still incomplete (it is copying what a snapshot names from
   another member) is made not `electable`: it votes and acknowledges, but does not campaign.
@@ -72,6 +74,7 @@ class Node:
         self.pending_acks = []              # follower: (leader, term, match) until durable
         self.next_index = {}
         self.match_index = {}
+        self.learners = set()               # leader: servers it replicates to before they join
         self.last_heard = {}
         self.sent_snapshot = {}
         self.transfer_to = None
@@ -183,6 +186,19 @@ class Node:
         if self.role != LEADER and not self.leader and self.id in self.members:
             self.election_at = now
 
+    def add_learner(self, member, now=0.0):
+        """Replicate to `member` without counting it, so that it has the log before it joins
+        (add_member): a new member that has nothing yet would be one more vote to win and
+        one more copy to wait for, and, while it catches up, a failure of one old member
+        would leave the group without a quorum."""
+        if self.role != LEADER:
+            raise NotLeader(self.leader)
+        if member in self.members or member in self.learners:
+            return
+        self.learners.add(member)
+        self.last_heard[member] = now
+        self._replicate(member, heartbeat=True)
+
     def add_member(self, member, now=0.0):
         return self._change_members(tuple(sorted(set(self.members) | {member})), now)
 
@@ -236,6 +252,7 @@ class Node:
             self.heard_leader_at = now
         if was_leader:
             self.next_index, self.match_index = {}, {}
+            self.learners = set()
         self._reset_election(now)
 
     def _campaign(self, now, pre_vote, transfer=False):
@@ -290,8 +307,11 @@ class Node:
     def _on_vote_request(self, msg, now):
         last = self.store.last_index()
         last_term = self.store.term_at(last) or 0
-        # a server that does not know it is a member (it lost its disk) has no vote to give
-        up_to_date = (msg.last_term, msg.last_index) >= (last_term, last) and self.id in self.members
+        # a server with nothing (it lost its disk, or it is new and has not heard from a
+        # leader yet) has no vote to give; one that holds the log votes even before it learns
+        # that it was added (the leader that added it may die first)
+        up_to_date = ((msg.last_term, msg.last_index) >= (last_term, last)
+                      and (self.id in self.members or last > 0))
         if msg.pre_vote:
             grant = msg.term > self.term and up_to_date and (msg.transfer or not self._leader_lease(now))
             self._send(msg.src, VoteResponse(msg.term if grant else self.term, self.id, grant, True))
@@ -338,6 +358,8 @@ class Node:
         for p in self.members:
             if p != self.id:
                 self._replicate(p, heartbeat)
+        for p in self.learners:
+            self._replicate(p, heartbeat)
 
     def _replicate(self, peer, heartbeat=False):
         nxt = self.next_index.get(peer)
@@ -535,6 +557,7 @@ class Node:
     def _set_members(self, members, index):
         self.members = tuple(members)
         self.config_index = index
+        self.learners.difference_update(self.members)
         if self.role == LEADER:
             for p in self.members:
                 if p not in self.next_index:

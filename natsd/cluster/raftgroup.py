@@ -125,6 +125,11 @@ class RaftGroup:
             done(exc)
         self.loop.run_in_worker(self.storage.write_snapshot, written, index, term, members, data)
 
+    def add_learner(self, peer):
+        """On the leader: send `peer` the log before it joins (Node.add_learner)."""
+        self.node.add_learner(peer, time.monotonic())
+        self._flush()
+
     def add_member(self, peer):
         self.node.add_member(peer, time.monotonic())
         self._flush()

@@ -579,7 +579,8 @@ class ReplicatedStream:
     def _reconcile(self):
         """One step towards the assigned members, on the leader. Members that are gone (no
         route) are removed first, so the group never counts on them for its quorum; then new
-        ones are added, to at most one more than the assignment has; a member still reachable
+        ones are added, to at most one more than the assignment has, each once it has the log
+        (replicated to it as a learner until then); a member still reachable
         is removed only once every assigned member has caught up, so a move never has fewer
         up-to-date copies than it had. A leader that is not among the assigned servers hands
         over last. Once the members match, the meta group hears of it (a move or scale ends)."""
@@ -606,7 +607,10 @@ class ReplicatedStream:
                 if dead:
                     g.remove_member(dead[0])
                 elif new and (len(members) <= len(target) or not gone):
-                    g.add_member(new[0])
+                    if g.caught_up(new[0]):
+                        g.add_member(new[0])
+                    else:
+                        g.add_learner(new[0])       # it joins once it has the log
                 elif gone and caught_up:
                     g.remove_member(gone[0])
                 elif not gone and not new and caught_up:

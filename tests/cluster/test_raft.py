@@ -204,6 +204,43 @@ def test_membership_changes_and_leader_transfer():
 
 
 @pytest.mark.parametrize("seed", SEEDS)
+def test_a_new_member_joins_with_the_log_and_the_leader_can_die_at_once(seed):
+    """A server added to a group of three first gets the log as a learner (not counted, no
+    vote asked); it joins once it has it. Then the leader adds it and dies before the new
+    member hears of the change (their link is cut): the two old followers need its vote
+    (three of four), and it gives it, since it holds the log."""
+    w = World(4, seed=seed)
+    for s in w.ids:
+        w.kill(s)
+        w.stores[s] = w.new_storage(s)
+    for s in ["s0", "s1", "s2"]:
+        w._boot(s, ("s0", "s1", "s2"))
+    w._boot("s3", None)
+    lead = elect(w)
+    w.run(0.3, load=100)
+    node = w.nodes[lead]
+    node.add_learner("s3", w.now)
+    w.run(0.3, load=100)
+    assert node.members == ("s0", "s1", "s2") and w.nodes["s3"].members == ("s0", "s1", "s2")
+    assert node.match_index["s3"] >= node.commit - 10, "the learner did not get the log"
+    assert node.role == "leader" and w.nodes["s3"].role == "follower"
+    w.cut = {frozenset((lead, "s3"))}
+    node.add_member("s3", w.now)
+    w._flush(lead)
+    w.run(0.2, load=100)
+    assert "s3" in node.members and node.commit >= node.config_index, "the change did not commit"
+    assert "s3" not in w.nodes["s3"].members
+    w.kill(lead)
+    w.ids.remove(lead)
+    w.incarnation.pop(lead)
+    w.heal()
+    writes_again_within(w, 5.0)
+    w.run(0.5, load=100)
+    assert "s3" in w.nodes["s3"].members
+    finish(w)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
 def test_a_member_that_is_not_electable_never_leads(seed):
     """A member still copying what a snapshot names (electable False) votes and acknowledges
     but neither campaigns nor takes a leader transfer; the other two carry the group."""
