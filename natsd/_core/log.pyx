@@ -752,7 +752,7 @@ cdef class Log:
             if st.count == 0:
                 return 0
             if seq <= st.first:
-                return self._subj_first(self.bsid)
+                return self._subj_edge(self.bsid, False)
             if seq > st.last:
                 return 0
             return self._scan_fwd(seq, min(self.last, st.last), M_SID, self.bsid, NULL, 0)

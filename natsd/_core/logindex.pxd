@@ -59,7 +59,6 @@ cdef class LogIndex:
     cdef int _advance_first(self) except -1
     cdef uint64_t _count(self, uint64_t start, uint64_t end, int mode, uint32_t sid,
                          const uint8_t* bm, Py_ssize_t bmlen) nogil
-    cdef uint64_t _subj_first(self, uint32_t sid)
-    cdef uint64_t _subj_last(self, uint32_t sid)
+    cdef uint64_t _subj_edge(self, uint32_t sid, bint last)
     cdef _free_chunks_below(self, uint64_t seq)
     cdef tuple _filter(self, filt)

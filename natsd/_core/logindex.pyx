@@ -269,22 +269,16 @@ cdef class LogIndex:
             s = stop + 1
         return n
 
-    cdef uint64_t _subj_first(self, uint32_t sid):
+    cdef uint64_t _subj_edge(self, uint32_t sid, bint last):
+        """The first (or last) live seq on subject `sid`, or 0; its bound is made exact."""
         cdef nlog_sstat* st = &self.sstats[sid]
         cdef uint64_t s
         if st.count == 0:
             return 0
-        s = self._scan_fwd(max(st.first, self.first), self.last, M_SID, sid, NULL, 0)
-        st.first = s
-        return s
-
-    cdef uint64_t _subj_last(self, uint32_t sid):
-        cdef nlog_sstat* st = &self.sstats[sid]
-        cdef uint64_t s
-        if st.count == 0:
-            return 0
-        s = self._scan_back(min(st.last, self.last), self.first, M_SID, sid, NULL, 0)
-        st.last = s
+        if last:
+            s = st.last = self._scan_back(min(st.last, self.last), self.first, M_SID, sid, NULL, 0)
+        else:
+            s = st.first = self._scan_fwd(max(st.first, self.first), self.last, M_SID, sid, NULL, 0)
         return s
 
     def next_seq(self, uint64_t seq, filt=None):
@@ -304,7 +298,7 @@ cdef class LogIndex:
             if self.sstats[sid].count == 0:
                 return 0
             if seq <= self.sstats[sid].first:
-                return self._subj_first(sid)
+                return self._subj_edge(sid, False)
             if seq > self.sstats[sid].last:
                 return 0
             return self._scan_fwd(seq, min(self.last, self.sstats[sid].last), M_SID, sid, NULL, 0)
@@ -330,7 +324,7 @@ cdef class LogIndex:
             if self.sstats[sid].count == 0:
                 return 0
             if seq >= self.sstats[sid].last:
-                return self._subj_last(sid)
+                return self._subj_edge(sid, True)
             return self._scan_back(seq, max(self.first, self.sstats[sid].first), M_SID, sid, NULL, 0)
         if mode == M_BITMAP:
             bp = <const uint8_t*>PyByteArray_AS_STRING(bm)
@@ -352,7 +346,7 @@ cdef class LogIndex:
             for i in range(len(self.subjects)):
                 if self.sstats[i].count and (mode == M_ALL or (mode == M_SID and i == sid) or
                                              (mode == M_BITMAP and bm[i])):
-                    if self.sstats[i].last >= start and self._subj_last(i) >= start:
+                    if self.sstats[i].last >= start and self._subj_edge(i, True) >= start:
                         n += 1
             return n
         if start <= self.first:
@@ -408,7 +402,7 @@ cdef class LogIndex:
         cdef object sid = self.sid_of.get(subject.encode() if isinstance(subject, str) else subject)
         if sid is None or self.sstats[<uint32_t>sid].count == 0:
             return (0, 0, 0)
-        return (self.sstats[<uint32_t>sid].count, self._subj_first(sid), self._subj_last(sid))
+        return (self.sstats[<uint32_t>sid].count, self._subj_edge(sid, False), self._subj_edge(sid, True))
 
     def deleted(self):
         """Interior sequences in [first, last] with no live message."""
