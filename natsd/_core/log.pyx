@@ -983,7 +983,8 @@ cdef class Log:
         return n
 
     def compact(self, uint64_t seq):
-        """Remove everything below seq; first becomes seq. Returns how many were removed."""
+        """Remove everything below seq; first becomes seq, or last + 1 when nothing is left (as
+        nats-server's stores). Returns how many were removed."""
         cdef uint64_t n
         if seq <= self.first and not (self.msgs == 0 and seq > self.last + 1):
             return 0
@@ -992,8 +993,7 @@ cdef class Log:
         if seq > self.last + 1:
             self.last = seq - 1
         self.first = seq
-        if self.msgs:
-            self._advance_first()
+        self._advance_first()
         self._free_chunks_below(self.first)
         self._drop_front_blocks()
         return n

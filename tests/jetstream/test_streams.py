@@ -1,6 +1,7 @@
 """Streams through nats-py against natsd: create/info/update/delete, publish acks, dedup,
 expected-* headers, limits and discard policies, retention, purge variants, msg get/delete,
 rollups, TTLs, republish, subject transforms, domains and non-JetStream accounts."""
+import asyncio
 import json
 
 import nats
@@ -394,3 +395,35 @@ accounts {
         await nc.close()
         await nc2.close()
     scenario()
+
+
+@pytest.mark.parametrize("storage", ["file", "memory"])
+def test_purge_up_to_a_sequence_that_leaves_nothing(natsd, reference, tmp_path, storage):
+    """A purge with `seq` that leaves an empty stream: first sequence last + 1, in both of
+    natsd's stores (the file store kept `seq` before), as nats-server's memory store reports
+    it. nats-server 2.15.1's file store reports first 2 and 2 deleted here, naming a purged
+    message as the first: natsd keeps its two stores alike rather than copy that."""
+    async def scenario(url):
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        await js.add_stream(name="E", subjects=["e.*"], storage=storage)
+        for subj in ("e.x", "e.y", "e.x"):
+            await js.publish(subj, b"m")
+        async def state():
+            st = (await api(nc, "$JS.API.STREAM.INFO.E"))["state"]
+            return {k: st.get(k) for k in ("messages", "first_seq", "last_seq", "num_deleted")}
+        out = [await api(nc, "$JS.API.STREAM.PURGE.E", {"filter": "e.x"}),
+               await api(nc, "$JS.API.STREAM.PURGE.E", {"seq": 3}),
+               await api(nc, "$JS.API.STREAM.MSG.DELETE.E", {"seq": 3}),
+               await state(),
+               (await js.publish("e.x", b"n")).seq,
+               await state()]
+        await nc.close()
+        return out
+    ours = asyncio.run(scenario(natsd("-js", "-sd", str(tmp_path / "natsd")).url))
+    theirs = asyncio.run(scenario(reference("-js", "-sd", str(tmp_path / "ref")).url))
+    assert ours[3] == {"messages": 0, "first_seq": 4, "last_seq": 3, "num_deleted": None}
+    if storage == "file":
+        assert theirs[3] == {"messages": 0, "first_seq": 2, "last_seq": 3, "num_deleted": 2}
+        ours[3] = theirs[3]             # the one difference, above
+    assert ours == theirs
