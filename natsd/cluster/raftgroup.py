@@ -125,14 +125,17 @@ class RaftGroup:
             done(exc)
         self.loop.run_in_worker(self.storage.write_snapshot, written, index, term, members, data)
 
-    def add_learner(self, peer):
-        """On the leader: send `peer` the log before it joins (Node.add_learner)."""
-        self.node.add_learner(peer, time.monotonic())
+    def admit(self, peer):
+        """On the leader, one step of adding `peer`: it gets the log as a learner
+        (Node.add_learner) and becomes a member once it has it. -> True when this step made
+        it a member."""
+        now = time.monotonic()
+        if self.caught_up(peer):
+            self.node.add_member(peer, now)
+        else:
+            self.node.add_learner(peer, now)
         self._flush()
-
-    def add_member(self, peer):
-        self.node.add_member(peer, time.monotonic())
-        self._flush()
+        return peer in self.node.members
 
     def remove_member(self, peer):
         self.node.remove_member(peer, time.monotonic())

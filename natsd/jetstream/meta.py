@@ -560,11 +560,8 @@ class MetaGroup:
             self._removal_done()
             for p in sorted(seen - set(g.members()) - self.removed):
                 try:
-                    if g.caught_up(p):
-                        g.add_member(p)
+                    if g.admit(p):      # a learner first, a member once it has the log
                         log.info("JetStream cluster adding peer %s (%s) to the metadata group", p, peers[p])
-                    else:
-                        g.add_learner(p)    # it joins once it has the log (raft.Node.add_learner)
                 except (ValueError, NotLeader):
                     pass                # a change is in flight: the next check tries again
                 break

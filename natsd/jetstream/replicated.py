@@ -607,10 +607,7 @@ class ReplicatedStream:
                 if dead:
                     g.remove_member(dead[0])
                 elif new and (len(members) <= len(target) or not gone):
-                    if g.caught_up(new[0]):
-                        g.add_member(new[0])
-                    else:
-                        g.add_learner(new[0])       # it joins once it has the log
+                    g.admit(new[0])             # a learner first, a member once it has the log
                 elif gone and caught_up:
                     g.remove_member(gone[0])
                 elif not gone and not new and caught_up:
