@@ -34,6 +34,7 @@ from natsd.cluster.raftmsg import (
 
 FOLLOWER, PRE_CANDIDATE, CANDIDATE, LEADER = "follower", "pre-candidate", "candidate", "leader"
 MAX_APPEND = 256            # entries per Append message
+MAX_APPEND_BYTES = 1 << 20   # and their data's bytes (but at least one entry)
 MAX_INFLIGHT = 4096         # entries sent beyond a follower's acknowledged match
 
 
@@ -380,6 +381,12 @@ class Node:
             return
         prev = nxt - 1
         entries = tuple(self.store.entries(nxt, hi)) if hi >= nxt else ()
+        size = 0
+        for k, e in enumerate(entries):
+            size += len(e.data)
+            if size > MAX_APPEND_BYTES and k:
+                entries, hi = entries[:k], nxt + k - 1
+                break
         self._send(peer, Append(self.term, self.id, prev, self.store.term_at(prev) or 0, entries,
                                 self.commit))
         if entries:

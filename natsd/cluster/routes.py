@@ -42,6 +42,7 @@ FIRST_PING = 1.0
 MAX_PING_INTERVAL = 30.0                # routes ping at least this often (RTT for compression)
 CONNECT_ERROR_REPORTS = 3600
 RECONNECT_ERROR_REPORTS = 60
+ROUTE_MAX_PAYLOAD = 1 << 62                # route messages of any size, as nats-server (mpay -1)
 _EMPTY = Sublist()
 
 
@@ -342,7 +343,7 @@ class Routes:
         c.cid = s.next_cid
         c.handler = self.proto
         c.state = st = RouteState(addr[0], addr[1], url, route_type, account, gossip_mode)
-        c.max_payload = s.opts.max_payload
+        c.max_payload = ROUTE_MAX_PAYLOAD    # no limit, as nats-server's routes (a Raft catch-up is large)
         c.max_control_line = s.opts.max_control_line
         c.max_pending = max(s.opts.max_pending, 64 * 1024 * 1024)
         c.stall_limit = 1 << 62

@@ -8,7 +8,7 @@ leaders; the group takes writes again soon after a quorum is back."""
 import pytest
 
 from natsd.cluster import raftmsg
-from natsd.cluster.raft import NotLeader
+from natsd.cluster.raft import MAX_APPEND_BYTES, NotLeader
 from tests.cluster.raftsim import World
 
 SEEDS = range(20)
@@ -60,6 +60,33 @@ def test_codec_round_trip_and_malformed():
             raftmsg.decode(data + b"\0")
     with pytest.raises(raftmsg.MalformedMessage):
         raftmsg.decode(b"\x09" + bytes(10))
+
+
+def test_a_catch_up_is_sent_in_appends_of_at_most_max_append_bytes(monkeypatch):
+    """A follower back after ten entries of a third of MAX_APPEND_BYTES each gets them in
+    Appends that stay within MAX_APPEND_BYTES (a route carries each as one message), and
+    applies all ten."""
+    w = World(3, seed=4)
+    lead = elect(w)
+    late = next(s for s in w.ids if s != lead)
+    w.kill(late)
+    big = b"x" * (MAX_APPEND_BYTES // 3)
+    for i in range(10):
+        w.nodes[lead].propose(b"c%d-" % i + big, w.now)
+        w._flush(lead)
+    w.run(0.5)
+    sent = []
+    encode = raftmsg.encode
+
+    def counting(msg, blobs=None):
+        if type(msg) is raftmsg.Append and msg.entries:
+            sent.append(sum(len(e.data) for e in msg.entries))
+        return encode(msg, blobs)
+    monkeypatch.setattr(raftmsg, "encode", counting)
+    w.restart(late)
+    w.run(2.0)
+    assert len([c for _, c in w.applied[late] if c.startswith("c")]) == 10
+    assert sent and max(sent) <= MAX_APPEND_BYTES, sent
 
 
 @pytest.mark.parametrize("n", [1, 3, 5])

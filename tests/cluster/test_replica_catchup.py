@@ -10,6 +10,7 @@ import signal
 import urllib.error
 import urllib.request
 
+import nats
 import pytest
 
 from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_member, slow_disk_env
@@ -133,3 +134,31 @@ def test_replica_restarted_with_an_empty_store_rebuilds_everything(tmp_path, see
         state = converged(rest, max(acked))
         check_acked(leader_of(rest), acked, state)
         stream_elections(members)
+
+
+def test_replica_behind_by_large_messages_catches_up(tmp_path):
+    """A follower that was down while messages of max_payload (1 MiB) were stored catches
+    up: an Append carrying one of them is larger than max_payload, and routes take it (as
+    nats-server's routes take messages of any size) instead of closing, again and again."""
+    big = 1 << 20
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        leader = leader_of(members)
+        late = next(m for m in members if m is not leader)
+        kill9(late)
+        entry = next(m for m in members if m is not late)
+
+        async def publish_big():
+            nc = await nats.connect(entry.url)
+            js = nc.jetstream(timeout=10)
+            acks = await asyncio.gather(*(js.publish("r3.big", bytes([65 + i]) * big) for i in range(8)))
+            await nc.close()
+            return {a.seq: bytes([65 + i]) * big for i, a in enumerate(acks)}
+        acked = asyncio.run(publish_big())
+        assert len(acked) == 8
+        late = restart_member(late, tmp_path)
+        members[:] = [late if m.name == late.name else m for m in members]
+        state = converged(members, max(acked))
+        check_acked(leader_of(members), acked, state)
+        for m in members:
+            assert "Maximum Payload" not in m.proc.log, m.proc.log
