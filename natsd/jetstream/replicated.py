@@ -4,8 +4,9 @@ the servers the meta group assigned (natsd/jetstream/meta.py).
 - Every replica keeps a local copy of the stream, an ordinary Stream (natsd/jetstream/stream.py)
   whose store lives in the group's directory, `<store_dir>/jetstream/$SYS/_js_/<group>/msgs`.
 - Only the group's leader subscribes to the stream's subjects and claims its API requests
-  (natsd/jetstream/placement.py). A message it receives becomes a Raft entry (subject, headers,
-  payload, the leader's time); nothing is stored yet.
+  (natsd/jetstream/placement.py). The messages it receives in one loop iteration become one
+  Raft entry (K_BATCH: the leader's time, then each message's subject, headers and payload);
+  nothing is stored yet.
 - Once the entry is committed, on the disks of a quorum, every replica applies it through
   Stream.process, in log order, so all copies take the same checks and sequence numbers. The
   leader then answers the publisher with what its own apply gave: the PubAck or the error.
@@ -13,7 +14,8 @@ the servers the meta group assigned (natsd/jetstream/meta.py).
 - Purge, message delete and configuration updates are entries too (natsd/jetstream/streamops.py
   runs them on every replica at apply); the leader answers the request.
 - The group's log is the stream's durable record until a snapshot replaces its beginning:
-  once COMPACT_ENTRIES entries (or COMPACT_BYTES) were applied since the last one, and at
+  once COMPACT_ENTRIES messages and operations (or COMPACT_BYTES of log) were applied since
+  the last one (counted since the server started; a batch entry counts its messages), and at
   most once per COMPACT_MIN_INTERVAL, a file stream's replica syncs its copy and has the
   group keep a snapshot of it in place of those entries (natsd/jetstream/replsnapshot.py),
   written on a worker thread; a leader waits for its reachable followers to have every entry
@@ -24,7 +26,6 @@ the servers the meta group assigned (natsd/jetstream/meta.py).
   back with an empty disk) copies those messages from the leader (natsd/jetstream/catchup.py)
   and holds the entries after the snapshot until it has them; meanwhile it does not stand
   for election, and the leader does not count it as caught up when it changes members.
-  Memory streams are not compacted: their copies are rebuilt from the log at every start.
 - A one-replica stream scaled up becomes a group whose first state is its server's copy, and
   a group scaled down to one replica leaves its leader's copy as a one-replica stream
   (natsd/jetstream/replscale.py).
@@ -50,26 +51,25 @@ from natsd.jetstream.replconsumers import OPS as CONSUMER_OPS, ReplicatedConsume
 log = logging.getLogger("natsd")
 
 _MSG = struct.Struct("<BqII")           # kind, leader time (ns), len(subject), len(headers) + 1 (0: None)
-K_MSG = 1                               # a published message
+K_MSG = 1                               # a published message (written before K_BATCH; still read)
 K_OP = 2                                # a stream operation: JSON {"op", "req"}
 K_SRC = 3                               # a message a mirror or source copied (origin seq or 0)
+K_BATCH = 4                             # published messages: _BATCH, then per message _BATCH_MSG and its bytes
 _SRC_SEQ = struct.Struct("<Q")
+_BATCH = struct.Struct("<BqI")          # kind, leader time (ns), number of messages
+_BATCH_MSG = struct.Struct("<III")      # len(subject), len(headers) + 1 (0: None), len(payload)
+BATCH_MSGS = 1024                       # messages of one K_BATCH entry, at most
+BATCH_BYTES = 64 << 10                  # and their bytes (a bigger message gets an entry of its own)
 MAX_DEFERRED = 1024                     # API requests a new leader holds until it is ready
 RECONCILE = 0.25                        # seconds between two steps of a change of members
 FIRST_CAMPAIGN_EVERY = 0.1              # seconds between a new group's first server's campaigns
 FIRST_CAMPAIGN_TRIES = 20
-COMPACT_ENTRIES = 8192                  # applied entries between two snapshots
+COMPACT_ENTRIES = 8192                  # applied messages and operations between two snapshots
 COMPACT_BYTES = 64 << 20                # or log bytes
 COMPACT_MIN_INTERVAL = 5.0              # seconds between two snapshots of a busy stream
 COMPACT_RETRY = 0.5                     # leader: seconds before a put-off snapshot is looked at again
 FETCHING_FOR = 5.0                      # leader: seconds a copying replica counts as copying
 ANSWER_WAIT = 5.0                       # seconds an answer waits for the group's next leader
-
-
-def encode_msg(subject, hdr, payload, ts):
-    if hdr is None:                     # join takes the loop's memoryviews as they are
-        return b"".join((_MSG.pack(K_MSG, ts, len(subject), 0), subject, payload))
-    return b"".join((_MSG.pack(K_MSG, ts, len(subject), len(hdr) + 1), subject, hdr, payload))
 
 
 def encode_sourced(subject, hdr, payload, seq, ts):
@@ -78,6 +78,55 @@ def encode_sourced(subject, hdr, payload, seq, ts):
     h = b"" if hdr is None else bytes(hdr)
     return b"".join((_MSG.pack(K_SRC, ts, len(subject), len(h) + 1 if hdr is not None else 0),
                      _SRC_SEQ.pack(seq), bytes(subject), h, bytes(payload)))
+
+
+def encode_batches(msgs, ts):
+    """The messages of one loop iteration, (subject, reply, headers or None, payload, origin)
+    -> K_BATCH entries of at most BATCH_MSGS messages and BATCH_BYTES bytes (but one message)."""
+    out = []
+    parts, count, size = None, 0, 0
+    pack = _BATCH_MSG.pack
+    for subject, reply, hdr, payload, origin in msgs:
+        n = len(subject) + len(payload) + (0 if hdr is None else len(hdr))
+        if parts is not None and (count == BATCH_MSGS or size + n > BATCH_BYTES):
+            parts[0] = _BATCH.pack(K_BATCH, ts, count)
+            out.append(b"".join(parts))
+            parts = None
+        if parts is None:
+            parts, count, size = [None], 0, 0
+        if hdr is None:
+            parts += (pack(len(subject), 0, len(payload)), subject, payload)
+        else:
+            parts += (pack(len(subject), len(hdr) + 1, len(payload)), subject, hdr, payload)
+        count += 1
+        size += n
+    if parts is not None:
+        parts[0] = _BATCH.pack(K_BATCH, ts, count)
+        out.append(b"".join(parts))
+    return out
+
+
+def decode_batch(data, replies):
+    """A K_BATCH entry -> (the leader's time, [(subject, reply, headers or None, payload,
+    None)]), the replies taken from `replies` (the leader's, in order) or None."""
+    kind, ts, count = _BATCH.unpack_from(data)
+    off = _BATCH.size
+    unpack, size = _BATCH_MSG.unpack_from, _BATCH_MSG.size
+    msgs = []
+    for i in range(count):
+        slen, hl, plen = unpack(data, off)
+        off += size
+        subject = data[off:off + slen]
+        off += slen
+        hdr = None
+        if hl:
+            hdr = data[off:off + hl - 1]
+            off += hl - 1
+        msgs.append((subject, replies[i] if replies else None, hdr, data[off:off + plen], None))
+        off += plen
+    if off != len(data):
+        raise ValueError("a batch of %d messages takes %d bytes, the entry has %d" % (count, off, len(data)))
+    return ts, msgs
 
 
 def decode_msg(data):
@@ -109,7 +158,8 @@ class ReplicatedStream:
         self.peers = tuple(assignment["peers"])
         self.dir = os.path.join(meta.js_dir, self.group_name)
         self.local_dir = os.path.join(self.dir, "copy")
-        self.pending = {}               # leader: raft index -> reply subject of the publisher
+        self.pending = {}               # leader: raft index -> reply subject (an operation) or the
+                                        # publishers' replies, None where none (a K_BATCH)
         self.deferred = []              # a new leader: API requests held until it is ready
         self.reconcile_timer = None     # leader: members being brought in line with self.peers
         self.move_asked = float("-inf")  # a one-replica move's last request to keep it here
@@ -122,6 +172,9 @@ class ReplicatedStream:
         self.compacting = False         # a snapshot waits for its copy's sync
         self.compact_timer = None       # a snapshot put off (followers lag, or too soon)
         self.last_compact = 0.0         # monotonic time of the last snapshot begun
+        self.applied_records = 0        # messages and operations applied since this server started
+        self.snapshot_records = 0       # applied_records at the group's latest snapshot
+        self.compact_records = 0        # and at the one being taken
         self.creator = assignment if fresh and assignment.get("reply") else None
         if assignment.get("adopt"):
             self.creator = None         # its server answers at once (replscale)
@@ -198,18 +251,23 @@ class ReplicatedStream:
         subscription): one proposal for all of them."""
         if self.stream.closed or not msgs:
             return
-        now = time.time_ns()
+        entries = encode_batches(msgs, time.time_ns())
         try:
-            last = self.group.propose_many([encode_msg(subject, hdr, payload, now)
-                                            for subject, reply, hdr, payload, origin in msgs])
+            last = self.group.propose_many(entries)
         except NotLeader:
             return                      # leadership just moved: the publishers retry
-        index = last - len(msgs)
-        pending = self.pending
-        for subject, reply, hdr, payload, origin in msgs:
-            index += 1
-            if reply:
-                pending[index] = bytes(reply)
+        if len(entries) == 1:
+            replies = [bytes(m[1]) if m[1] else None for m in msgs]
+            if any(replies):
+                self.pending[last] = replies
+            return
+        pos = 0
+        for index, data in enumerate(entries, last - len(entries) + 1):
+            count = _BATCH.unpack_from(data)[2]
+            replies = [bytes(m[1]) if m[1] else None for m in msgs[pos:pos + count]]
+            pos += count
+            if any(replies):
+                self.pending[index] = replies
 
     def copies_here(self):
         """Mirrors and sources run on the leader, once it is ready."""
@@ -272,6 +330,17 @@ class ReplicatedStream:
             if not data:
                 continue
             reply = pending.pop(index, None) if pending else None
+            if data[0] == K_BATCH:
+                self._ingest(run, run_ts)
+                run = []
+                try:
+                    run_ts, run = decode_batch(data, reply)
+                    self.applied_records += len(run)
+                except (ValueError, struct.error) as e:
+                    log.error("Replicated stream '%s > %s': entry %d does not decode: %s", self.jsa.name,
+                              self.stream.name, index, e)
+                continue
+            self.applied_records += 1
             if data[0] == K_OP:
                 self._ingest(run, run_ts)
                 run = []
@@ -391,7 +460,7 @@ class ReplicatedStream:
         st = self.stream
         if st.closed or g.stopped or self.compacting:
             return
-        since = n.applied - g.storage.snapshot_meta()[0]
+        since = self.applied_records - self.snapshot_records
         if since < COMPACT_ENTRIES and (since < 64 or g.storage.log.bytes < COMPACT_BYTES):
             return
         if not st.file and g.storage.log.bytes < 2 * st.store.num_bytes:
@@ -410,6 +479,7 @@ class ReplicatedStream:
         # the copy must be on disk up to the snapshot before the log gives up those entries
         index, data = n.applied, replsnapshot.take(st, self.consumers.rows)
         self.compacting = True
+        self.compact_records = self.applied_records
         if st.file:
             st.store.sync_async(self.engine.submit, lambda: self._compact(index, data),
                                 lambda e: self._compact(index, None, e))
@@ -434,6 +504,8 @@ class ReplicatedStream:
 
     def _compacted(self, index, error):
         self.compacting = False
+        if error is None:
+            self.snapshot_records = self.compact_records
         if not self.stream.file:        # the messages of the group's snapshot, whichever it is now
             replsnapshot.drop_messages(self.dir, self.group.storage.snapshot_meta()[0] or None)
         if error is not None and not self.group.stopped:
@@ -472,6 +544,7 @@ class ReplicatedStream:
         lacks from the leader (the entries after it wait)."""
         if snap is None:
             return
+        self.snapshot_records = self.applied_records
         st = self.stream
         self.consumers.rows = snap["consumers"]
         cfg = self._snapshot_config(snap, st.config)

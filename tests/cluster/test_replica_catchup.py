@@ -70,20 +70,21 @@ def test_slow_disk_and_a_leader_kill_lose_nothing(tmp_path, seed):
         stream_elections(members)
 
 
-@pytest.mark.parametrize("count,progress,log_lines", [
-    # behind by fewer entries than a snapshot holds: the leader sends its log
-    (6000, "entries", ("is catching up with its leader: applied", "caught up with its leader")),
+@pytest.mark.parametrize("count,window,progress,log_lines", [
+    # behind by fewer messages than a snapshot holds: the leader sends its log (a small
+    # window: a few messages per entry, so the late replica lacks many entries)
+    (6000, 4, "entries", ("is catching up with its leader: applied", "caught up with its leader")),
     # behind the leader's snapshot: the snapshot, then the messages it names, copied
-    (10000, "messages its snapshot names", ("copies messages 1-", r"copied \d+ messages from")),
+    (10000, 256, "messages its snapshot names", ("copies messages 1-", r"copied \d+ messages from")),
 ])
-def test_replica_far_behind_catches_up_and_says_so(tmp_path, count, progress, log_lines):
+def test_replica_far_behind_catches_up_and_says_so(tmp_path, count, window, progress, log_lines):
     with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[0], STREAM))
         leader = leader_of(members)
         late = next(m for m in members if m is not leader)
         kill9(late)
         entry = next(m for m in members if m is not late)
-        acked = asyncio.run(publish_window(entry.url, count, b"f", window=256))
+        acked = asyncio.run(publish_window(entry.url, count, b"f", window=window))
         assert len(acked) == count
         # back with a disk whose every sync takes a second: the catch-up takes a few
         late = restart_member(late, tmp_path, env=slow_disk_env(tmp_path, 1_000_000))

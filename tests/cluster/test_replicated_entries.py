@@ -1,0 +1,75 @@
+"""The entries a replicated stream's leader proposes for published messages
+(natsd/jetstream/replicated.py): one K_BATCH entry per loop iteration's messages, split at
+BATCH_MSGS messages or BATCH_BYTES bytes; every message comes back as it went in, headers and
+replies included; a damaged entry is refused, not half applied; an entry of the K_MSG form
+that logs written before batching hold is still read."""
+import random
+import struct
+
+import pytest
+
+from natsd.jetstream import replicated as R
+
+
+def messages(rng, n, big=0):
+    out = []
+    for i in range(n):
+        hdr = None if rng.random() < 0.5 else b"NATS/1.0\r\nNats-Msg-Id: %d\r\n\r\n" % i
+        payload = bytes(rng.getrandbits(8) for _ in range(big or rng.randrange(0, 300)))
+        reply = None if rng.random() < 0.3 else b"_INBOX.x.%d" % i
+        # the loop hands memoryviews; the entry must not keep them
+        out.append((memoryview(b"orders.%d" % (i % 5)), reply, None if hdr is None else memoryview(hdr),
+                    memoryview(payload), None))
+    return out
+
+
+def round_trip(msgs, ts):
+    entries = R.encode_batches(msgs, ts)
+    back, pos = [], 0
+    for data in entries:
+        count = R._BATCH.unpack_from(data)[2]
+        replies = [m[1] for m in msgs[pos:pos + count]]
+        pos += count
+        t, got = R.decode_batch(data, replies)
+        assert t == ts
+        back += got
+    return entries, back
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_messages_come_back_as_they_went_in(seed):
+    rng = random.Random(seed)
+    msgs = messages(rng, rng.randrange(1, 3000))
+    entries, back = round_trip(msgs, 1234567890123)
+    assert [(bytes(s), r, None if h is None else bytes(h), bytes(p), None) for s, r, h, p, _ in msgs] == back
+    assert all(type(x) is bytes for m in back for x in (m[0], m[3]))
+    sizes = [R._BATCH.unpack_from(e)[2] for e in entries]
+    assert sum(sizes) == len(msgs) and max(sizes) <= R.BATCH_MSGS
+    assert len(entries) == 1 or all(len(e) <= R.BATCH_BYTES + R.BATCH_MSGS * 32 for e in entries)
+
+
+def test_a_batch_is_split_by_count_and_by_bytes():
+    rng = random.Random(7)
+    entries, back = round_trip(messages(rng, 2 * R.BATCH_MSGS + 1, big=8), 5)
+    assert [R._BATCH.unpack_from(e)[2] for e in entries] == [R.BATCH_MSGS, R.BATCH_MSGS, 1]
+    large = R.BATCH_BYTES // 3
+    entries, back = round_trip(messages(rng, 7, big=large), 5)
+    assert [R._BATCH.unpack_from(e)[2] for e in entries] == [2, 2, 2, 1]
+    entries, back = round_trip(messages(rng, 2, big=R.BATCH_BYTES * 2), 5)
+    assert [R._BATCH.unpack_from(e)[2] for e in entries] == [1, 1], "a message larger than a batch is an entry"
+    assert len(back) == 2
+
+
+def test_a_damaged_entry_is_refused_whole():
+    data = R.encode_batches(messages(random.Random(3), 20), 9)[0]
+    for bad in (data[:-1], data + b"\0", data[:R._BATCH.size + 5]):
+        with pytest.raises((ValueError, struct.error)):
+            R.decode_batch(bad, None)
+
+
+def test_an_entry_written_before_batching_is_still_read():
+    """K_MSG: kind, leader time, len(subject), len(headers) + 1 (0: none), then the bytes."""
+    old = struct.pack("<BqII", R.K_MSG, 77, 3, 5) + b"a.b" + b"H:1\r" + b"body"
+    assert R.decode_msg(old) == (b"a.b", b"H:1\r", b"body", 77, 0)
+    plain = struct.pack("<BqII", R.K_MSG, 78, 1, 0) + b"x" + b"payload"
+    assert R.decode_msg(plain) == (b"x", None, b"payload", 78, 0)
