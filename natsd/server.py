@@ -34,6 +34,7 @@ GO_VERSION = "python"
 
 
 INBOX_PREFIX = b"_INBOX."                 # clients' one-off reply subjects
+ONE_OFF_PREFIXES = (INBOX_PREFIX, b"$JS.ACK.")   # subjects each used once: not worth caching a match
 FIRST_CLIENT_PING = 2.0                 # seconds: nats-server's firstClientPingInterval
 
 
@@ -42,7 +43,7 @@ class Server:
         set_baseline(opts)
         self.opts = opts
         parser.set_reserved_replies(RESERVED_REPLY_PREFIXES)
-        sublist.set_uncached_prefix(INBOX_PREFIX)
+        sublist.set_uncached_prefixes(ONE_OFF_PREFIXES)
         self.loop = Loop()
         self.key = nkey.new_key(nkey.SERVER)     # signs auth callout requests
         self.id = nkey.public_of(self.key)        # the server id is its public nkey

@@ -10,14 +10,24 @@ from libc.string cimport memcmp
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 
 cdef Py_ssize_t CACHE_MAX = 4096
-cdef bytes _uncached = b""              # subjects with this prefix skip the match cache
+cdef tuple _uncached = ()               # subjects with one of these prefixes skip the match cache
 
 
-def set_uncached_prefix(bytes prefix):
-    """Register the prefix of one-off subjects (the server's: client inboxes, `_INBOX.`) that
-    the match cache should not hold; the sublist knows none by name."""
+def set_uncached_prefixes(prefixes):
+    """Register the prefixes of one-off subjects (the server's: client inboxes, acks) that the
+    match cache should not hold; the sublist knows none by name."""
     global _uncached
-    _uncached = prefix
+    _uncached = tuple(bytes(p) for p in prefixes if p)
+
+
+cdef inline bint _one_off(bytes subject):
+    cdef bytes p
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(subject), k
+    for p in _uncached:
+        k = PyBytes_GET_SIZE(p)
+        if n > k and memcmp(PyBytes_AS_STRING(subject), PyBytes_AS_STRING(p), k) == 0:
+            return True
+    return False
 cdef bytes STAR = b"*"
 cdef bytes GT = b">"
 
@@ -229,12 +239,10 @@ cdef class Sublist:
 
     cdef SublistResult match_cached(self, bytes subject):
         cdef object hit
-        # one-off reply subjects (set_uncached_prefix: `_INBOX.`, PubAcks and request replies,
-        # each unique): caching them only evicts the hot entries (the cache is dropped when full)
-        cdef Py_ssize_t k = PyBytes_GET_SIZE(_uncached)
-        cdef bint cacheable = self.cache_enabled and not (
-            k and PyBytes_GET_SIZE(subject) > k
-            and memcmp(PyBytes_AS_STRING(subject), PyBytes_AS_STRING(_uncached), k) == 0)
+        # one-off subjects (set_uncached_prefixes: inboxes for PubAcks and request replies, and
+        # acks, each unique): caching them only evicts the hot entries (the cache is dropped
+        # when full) and churns the allocator
+        cdef bint cacheable = self.cache_enabled and not _one_off(subject)
         self.matches += 1
         if cacheable:
             hit = self.cache.get(subject)
