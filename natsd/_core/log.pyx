@@ -984,7 +984,7 @@ cdef class Log:
 
     def compact(self, uint64_t seq):
         """Remove everything below seq; first becomes seq, or last + 1 when nothing is left (as
-        nats-server's stores). Returns how many were removed."""
+        the memory store and nats-server's memory store). Returns how many were removed."""
         cdef uint64_t n
         if seq <= self.first and not (self.msgs == 0 and seq > self.last + 1):
             return 0
