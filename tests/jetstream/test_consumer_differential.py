@@ -215,15 +215,19 @@ async def run_pull(url):
         got.clear()
         await nc.publish("$JS.API.CONSUMER.MSG.NEXT.P.c", step.encode(), reply=inbox)
         await asyncio.sleep(0.35)
-        seen = []
+        seen, heartbeats = [], False
         for m in got:
-            if m.headers and "Status" in m.headers:
+            if m.headers and m.headers.get("Status") == "100":
+                # a waiting request's idle heartbeats run on their own clock: whether one
+                # comes before or after this step's answer is timing, on both servers
+                heartbeats = True
+            elif m.headers and "Status" in m.headers:
                 seen.append(("status", dict(m.headers)))
             else:
                 toks = m.reply.split(".")
                 toks[7] = "<ts>"
                 seen.append((m.subject, ".".join(toks), len(m.data)))
-        out.append((step, seen))
+        out.append((step, seen, heartbeats))
     await s.unsubscribe()
     await nc.close()
     return out
