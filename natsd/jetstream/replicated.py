@@ -256,12 +256,7 @@ class ReplicatedStream:
             last = self.group.propose_many(entries)
         except NotLeader:
             return                      # leadership just moved: the publishers retry
-        if len(entries) == 1:
-            replies = [bytes(m[1]) if m[1] else None for m in msgs]
-            if any(replies):
-                self.pending[last] = replies
-            return
-        pos = 0
+        pos = 0                         # the publishers' replies, kept per entry in order
         for index, data in enumerate(entries, last - len(entries) + 1):
             count = _BATCH.unpack_from(data)[2]
             replies = [bytes(m[1]) if m[1] else None for m in msgs[pos:pos + count]]

@@ -70,6 +70,16 @@ def test_slow_disk_and_a_leader_kill_lose_nothing(tmp_path, seed):
         stream_elections(members)
 
 
+def one_follower_down(members):
+    """The R3 stream created, one of its followers killed -> (that follower, a live server
+    to publish through)."""
+    asyncio.run(create(members[0], STREAM))
+    leader = leader_of(members)
+    late = next(m for m in members if m is not leader)
+    kill9(late)
+    return late, next(m for m in members if m is not late)
+
+
 @pytest.mark.parametrize("count,window,progress,log_lines", [
     # behind by fewer messages than a snapshot holds: the leader sends its log (a small
     # window: a few messages per entry, so the late replica lacks many entries)
@@ -79,11 +89,7 @@ def test_slow_disk_and_a_leader_kill_lose_nothing(tmp_path, seed):
 ])
 def test_replica_far_behind_catches_up_and_says_so(tmp_path, count, window, progress, log_lines):
     with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[0], STREAM))
-        leader = leader_of(members)
-        late = next(m for m in members if m is not leader)
-        kill9(late)
-        entry = next(m for m in members if m is not late)
+        late, entry = one_follower_down(members)
         acked = asyncio.run(publish_window(entry.url, count, b"f", window=window))
         assert len(acked) == count
         # back with a disk whose every sync takes a second: the catch-up takes a few
@@ -143,11 +149,7 @@ def test_replica_behind_by_large_messages_catches_up(tmp_path):
     nats-server's routes take messages of any size) instead of closing, again and again."""
     big = 1 << 20
     with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[0], STREAM))
-        leader = leader_of(members)
-        late = next(m for m in members if m is not leader)
-        kill9(late)
-        entry = next(m for m in members if m is not late)
+        late, entry = one_follower_down(members)
 
         async def publish_big():
             nc = await nats.connect(entry.url)
