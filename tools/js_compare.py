@@ -13,13 +13,16 @@ a fresh nats-server with `jetstream { sync_interval: always }`, interleaved, bes
   counter             counter increments one at a time; counter100 with 100 in flight
   batch               atomic batch publish, batches of 100
   prio                prioritized pulls, two clients asking with different priorities
+  go-ordered, go-push the ordered and the push consumer again with nats.go (tools/goclient/
+                      jsbench, built by `sh tools/goclient/build.sh jsbench`; --go-msgs
+                      messages), where nats-py is the limit
 
 natsd runs in its default durable mode (fdatasync before every PubAck). The disk's append +
 fdatasync latency is measured first and printed beside the table: it is the floor of the
 sequential modes for a durable server.
 
 usage: python tools/js_compare.py [--reps 3] [--msgs 20000] [--only pub-file,kv-put,...]
-       [--no-always]
+       [--no-always] [--go-msgs 200000]
 """
 import argparse
 import os
@@ -38,6 +41,8 @@ BIN = os.path.dirname(sys.executable)
 NATS_SERVER = os.path.join(BIN, "nats-server")
 BENCH = os.path.join(BIN, "natsd-bench")
 RATE = re.compile(r"stats: ([\d,]+) msgs/sec")
+JSBENCH = "/tmp/natsd-goclient/jsbench"      # sh tools/goclient/build.sh jsbench
+GO_RATE = re.compile(r"RESULT .* rate=(\d+)")
 
 # name -> (natsd-bench argv, argv that fills the stream first or None)
 FILL = ["js", "pub", "async", "bench.f", "--stream", "bf", "--create", "--purge"]
@@ -59,6 +64,8 @@ MODES = {
               None),
     "prio": (["js", "fetch", "--stream", "bp", "--prioritized", "--clients", "2", "--batch", "100"],
              ["js", "pub", "async", "bench.p", "--stream", "bp", "--create", "--purge"]),
+    "go-ordered": ([JSBENCH, "--mode", "ordered"], None),
+    "go-push": ([JSBENCH, "--mode", "push"], None),
 }
 
 
@@ -78,6 +85,16 @@ def start(kind, tmp, tag, always=False):
     p.port = port
     p.wait_ready()
     return p
+
+
+def go_bench(port, argv, msgs):
+    """tools/goclient/jsbench (it fills its own stream first) -> messages per second."""
+    cmd = argv + ["--msgs", str(msgs), "--server", "nats://127.0.0.1:%d" % port]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    m = GO_RATE.search(out.stdout)
+    if out.returncode != 0 or not m:
+        raise RuntimeError("%s failed:\n%s" % (" ".join(cmd), (out.stdout + out.stderr)[-1500:]))
+    return int(m.group(1))
 
 
 def bench(port, argv, msgs):
@@ -114,10 +131,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--msgs", type=int, default=20000)
-    ap.add_argument("--only", default=",".join(MODES))
+    ap.add_argument("--only", default=",".join(m for m in MODES if not m.startswith("go-") or os.path.exists(JSBENCH)))
+    ap.add_argument("--go-msgs", type=int, default=200000, help="messages of the go-* modes")
     ap.add_argument("--no-always", dest="always", action="store_false",
                     help="skip nats-server with sync_interval: always")
     a = ap.parse_args()
+    if any(m.startswith("go-") for m in a.only.split(",")) and not os.path.exists(JSBENCH):
+        sys.exit("js_compare: %s is not built (sh tools/goclient/build.sh jsbench)" % JSBENCH)
     best = {}
     with tempfile.TemporaryDirectory() as tmp:
         lat = sync_latency(tmp)
@@ -130,9 +150,12 @@ def main():
                 for kind, always in kinds:
                     srv = start(kind, tmp, "%s-%d%s" % (name, rep, "-always" if always else ""), always)
                     try:
-                        if fill:
-                            bench(srv.port, fill, a.msgs)
-                        rate = bench(srv.port, argv, a.msgs)
+                        if argv[0] == JSBENCH:
+                            rate = go_bench(srv.port, argv, a.go_msgs)
+                        else:
+                            if fill:
+                                bench(srv.port, fill, a.msgs)
+                            rate = bench(srv.port, argv, a.msgs)
                     finally:
                         srv.stop()
                     key = (name, kind + (" (sync always)" if always else ""))

@@ -1,0 +1,106 @@
+// jsbench: JetStream consumer throughput with nats.go, for the modes gobench does not have
+// (tools/js_compare.py's go-* modes; `tools/goclient/build.sh jsbench` builds it).
+//
+//	jsbench --server URL --mode ordered|push [--msgs N] [--size B]
+//
+// Fills a fresh file stream GOJS (subject gojs.x) with N messages (async publish, 256 in
+// flight), then times one consumer reading all of them:
+//
+//	ordered  an ordered push consumer (flow control and heartbeats, as nats.go sets them)
+//	push     a durable push consumer, explicit acks, every message acked
+//
+// Prints one line: RESULT mode=... msgs=N secs=S rate=R (messages per second).
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+func fail(format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "jsbench: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func fill(js nats.JetStreamContext, n, size int) {
+	js.DeleteStream("GOJS")
+	if _, err := js.AddStream(&nats.StreamConfig{Name: "GOJS", Subjects: []string{"gojs.x"},
+		Storage: nats.FileStorage}); err != nil {
+		fail("add stream: %v", err)
+	}
+	payload := bytes.Repeat([]byte("x"), size)
+	for i := 0; i < n; i++ {
+		if _, err := js.PublishAsync("gojs.x", payload); err != nil {
+			fail("publish: %v", err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(120 * time.Second):
+		fail("the stream was not filled within 120 s")
+	}
+}
+
+func main() {
+	server := flag.String("server", nats.DefaultURL, "server URL")
+	mode := flag.String("mode", "ordered", "ordered | push")
+	msgs := flag.Int("msgs", 100000, "messages to fill the stream with and read")
+	size := flag.Int("size", 128, "payload bytes")
+	flag.Parse()
+
+	nc, err := nats.Connect(*server)
+	if err != nil {
+		fail("connect: %v", err)
+	}
+	defer nc.Close()
+	js, err := nc.JetStream(nats.PublishAsyncMaxPending(256))
+	if err != nil {
+		fail("jetstream: %v", err)
+	}
+	fill(js, *msgs, *size)
+
+	var got int64
+	done := make(chan struct{})
+	want := int64(*msgs)
+	var opts []nats.SubOpt
+	var cb nats.MsgHandler
+	switch *mode {
+	case "ordered":
+		opts = []nats.SubOpt{nats.OrderedConsumer()}
+		cb = func(m *nats.Msg) {
+			if atomic.AddInt64(&got, 1) == want {
+				close(done)
+			}
+		}
+	case "push":
+		opts = []nats.SubOpt{nats.Durable("gojs"), nats.ManualAck(), nats.AckExplicit(), nats.DeliverAll()}
+		cb = func(m *nats.Msg) {
+			m.Ack()
+			if atomic.AddInt64(&got, 1) == want {
+				close(done)
+			}
+		}
+	default:
+		fail("unknown mode %q", *mode)
+	}
+	start := time.Now()
+	sub, err := js.Subscribe("gojs.x", cb, opts...)
+	if err != nil {
+		fail("subscribe: %v", err)
+	}
+	select {
+	case <-done:
+	case <-time.After(120 * time.Second):
+		fail("read %d of %d messages within 120 s", atomic.LoadInt64(&got), want)
+	}
+	secs := time.Since(start).Seconds()
+	sub.Unsubscribe()
+	nc.Flush()
+	fmt.Printf("RESULT mode=%s msgs=%d secs=%.4f rate=%.0f\n", *mode, want, secs, float64(want)/secs)
+}
