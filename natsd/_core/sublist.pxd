@@ -1,5 +1,6 @@
 # The subject trie: subscriptions by subject with `*`/`>` wildcards and queue groups,
-# plus a result cache keyed by literal subject and invalidated by a generation id.
+# plus a result cache keyed by literal subject (one-off subjects: by their leading tokens, when
+# the trie looks no deeper) and invalidated by a generation id.
 
 cdef class Subscription:
     cdef public object conn          # the Connection that receives, or None for internal subs
@@ -58,6 +59,7 @@ cdef class _Level:
 cdef class Sublist:
     cdef _Level root
     cdef dict cache
+    cdef dict prefix_cache           # one-off subjects' results by their first PREFIX_TOKENS tokens
     cdef public unsigned long long genid
     cdef public Py_ssize_t count
     cdef public bint cache_enabled

@@ -10,6 +10,11 @@ from libc.string cimport memcmp
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 
 cdef Py_ssize_t CACHE_MAX = 4096
+# A one-off subject's match is kept under its first PREFIX_TOKENS tokens when the walk through
+# the trie consulted none beyond them: every subject with that prefix and more tokens matches
+# the same subscriptions (an ack `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>...` against its
+# consumer's `$JS.ACK.<stream>.<consumer>.>`).
+cdef Py_ssize_t PREFIX_TOKENS = 5
 cdef tuple _uncached = ()               # subjects with one of these prefixes skip the match cache
 
 
@@ -127,25 +132,49 @@ cdef inline void _collect(_Node n, list psubs, dict groups):
                     members.append(s)
 
 
-cdef void _match_level(_Level lvl, list tokens, Py_ssize_t i, list psubs, dict groups):
-    cdef Py_ssize_t ntok = len(tokens)
+cdef Py_ssize_t _match_level(_Level lvl, list tokens, Py_ssize_t i, list psubs, dict groups):
+    """Collect the matches of tokens[i:] below lvl; returns the deepest token index the walk
+    looked at (its result depends on no token after that one)."""
+    cdef Py_ssize_t ntok = len(tokens), deepest = i, d
     cdef _Node n
     while lvl is not None:
+        if i > deepest:
+            deepest = i
         if lvl.fwc is not None:
             _collect(lvl.fwc, psubs, groups)
         if lvl.pwc is not None:
             if i == ntok - 1:
                 _collect(lvl.pwc, psubs, groups)
             elif lvl.pwc.next is not None:
-                _match_level(lvl.pwc.next, tokens, i + 1, psubs, groups)
+                d = _match_level(lvl.pwc.next, tokens, i + 1, psubs, groups)
+                if d > deepest:
+                    deepest = d
         n = lvl.nodes.get(tokens[i]) if lvl.nodes else None
         if n is None:
-            return
+            break
         if i == ntok - 1:
             _collect(n, psubs, groups)
-            return
+            break
         lvl = n.next
         i += 1
+    return deepest
+
+
+cdef Py_ssize_t _prefix_end(bytes subject):
+    """The length of the subject's first PREFIX_TOKENS tokens, or -1 when it has no more tokens
+    than that or an empty token (which matches nothing)."""
+    cdef const char* s = PyBytes_AS_STRING(subject)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(subject), i, dots = 0, end = -1
+    if n == 0 or s[0] == b'.' or s[n - 1] == b'.':
+        return -1
+    for i in range(n):
+        if s[i] == b'.':
+            if s[i - 1] == b'.':
+                return -1
+            dots += 1
+            if dots == PREFIX_TOKENS:
+                end = i
+    return end
 
 
 cdef class Sublist:
@@ -154,6 +183,7 @@ cdef class Sublist:
     def __cinit__(self, account=None):
         self.root = _Level()
         self.cache = {}
+        self.prefix_cache = {}
         self.cache_enabled = True
         self.account = account
 
@@ -227,6 +257,8 @@ cdef class Sublist:
         self.genid += 1
         if self.cache:
             self.cache.clear()
+        if self.prefix_cache:
+            self.prefix_cache.clear()
 
     cpdef set_weight(self, Subscription sub, int weight):
         """A remote queue member's weight changed: cached results hold the old share."""
@@ -240,20 +272,32 @@ cdef class Sublist:
     cdef SublistResult match_cached(self, bytes subject):
         cdef object hit
         # one-off subjects (set_uncached_prefixes: inboxes for PubAcks and request replies, and
-        # acks, each unique): caching them only evicts the hot entries (the cache is dropped
-        # when full) and churns the allocator
-        cdef bint cacheable = self.cache_enabled and not _one_off(subject)
+        # acks, each unique): caching them whole only evicts the hot entries (the cache is
+        # dropped when full) and churns the allocator; they are kept by prefix instead, where
+        # the trie allows (PREFIX_TOKENS)
+        cdef bint one_off = _one_off(subject)
+        cdef bint cacheable = self.cache_enabled and not one_off
+        cdef Py_ssize_t pend = -1, deepest = -1
+        cdef bytes prefix = None
         self.matches += 1
         if cacheable:
             hit = self.cache.get(subject)
             if hit is not None:
                 self.cache_hits += 1
                 return <SublistResult>hit
+        elif one_off and self.cache_enabled:
+            pend = _prefix_end(subject)
+            if pend > 0:
+                prefix = subject[:pend]
+                hit = self.prefix_cache.get(prefix)
+                if hit is not None:
+                    self.cache_hits += 1
+                    return <SublistResult>hit
         cdef list psubs = []
         cdef dict groups = {}
         cdef list tokens = subject.split(b".")
         if b"" not in tokens:               # an empty token matches nothing, as in nats-server
-            _match_level(self.root, tokens, 0, psubs, groups)
+            deepest = _match_level(self.root, tokens, 0, psubs, groups)
         cdef SublistResult r
         if not psubs and not groups:
             r = EMPTY_RESULT
@@ -267,6 +311,10 @@ cdef class Sublist:
             if len(self.cache) >= CACHE_MAX:
                 self.cache.clear()
             self.cache[subject] = r
+        elif prefix is not None and deepest < PREFIX_TOKENS:
+            if len(self.prefix_cache) >= CACHE_MAX:
+                self.prefix_cache.clear()
+            self.prefix_cache[prefix] = r
         return r
 
     def all_subscriptions(self):
