@@ -14,6 +14,7 @@ import random
 
 from natsd.gofmt import parse_go_duration
 from natsd._core.conn import flush_all
+from natsd.jetstream.fastack import plain_acks
 
 log = logging.getLogger("natsd")
 
@@ -117,46 +118,40 @@ class AckState:
 
     def _on_acks(self, sub, msgs):
         """Every ack the loop read for this consumer in one iteration (router batched mode).
-        A plain +ACK without a reply under the explicit policy (the bulk of a pull consumer's
-        traffic) is applied inline; anything else goes through _on_ack. A push consumer that
-        max_ack_pending held back delivers again every EARLY_RUN acks, its output flushed at
-        once, rather than after the whole burst: the client gets its next messages while the
-        rest of its acks are applied, so client and server work side by side."""
+        Under the explicit policy on a limits stream, runs of plain +ACKs without a reply (the
+        bulk of a consumer's traffic) are applied in C (fastack.pyx, the rules of
+        process_ack and _move_ack_floor); anything else goes through _on_ack, in order. A push
+        consumer that max_ack_pending held back delivers again every EARLY_RUN acks, its
+        output flushed at once, rather than after the whole burst: the client gets its next
+        messages while the rest of its acks are applied, so client and server work side by
+        side."""
         if self.closed:
             return
-        explicit = self.cfg["ack_policy"] == "explicit" and not self.sample and not self.lss
-        pending = self.pending
+        fast = (self.cfg["ack_policy"] == "explicit" and not self.sample and not self.lss
+                and self.stream.config.get("retention", "limits") == "limits")
         mp = self.cfg["max_ack_pending"]
-        limits = self.stream.config.get("retention", "limits") == "limits"
-        n = 0
-        for subject, reply, hdr, payload, origin in msgs:
+        kick_at = mp - 1 if mp > 0 else -1
+        i, total, n = 0, len(msgs), 0
+        while i < total:
+            if fast:
+                i, counted, self.adflr, self.asflr, kick = plain_acks(
+                    self.pending, msgs, i, EARLY_RUN - n % EARLY_RUN, self.sseq, self.dseq,
+                    self.adflr, self.asflr, self.rdc, self.rdq_set, kick_at)
+                n += counted
+                if kick:
+                    self.kick()
+                if counted and n % EARLY_RUN == 0 and self._scheduled and self.is_push():
+                    self._run()
+                    flush_all()
+                if self.closed:
+                    return
+                if i == total or msgs[i][1] is None and msgs[i][3] in (b"", b"+ACK"):
+                    continue
+            subject, reply, hdr, payload, origin = msgs[i]
+            i += 1
+            self._on_ack(sub, subject, reply, hdr, payload, origin)
             if self.closed:
                 return
-            if (not explicit or reply is not None or not limits
-                    or not (payload == b"" or payload == b"+ACK")):
-                self._on_ack(sub, subject, reply, hdr, payload, origin)
-                continue
-            toks = subject.split(b".")
-            if len(toks) < 9:
-                continue
-            try:
-                sseq = int(toks[5])
-                int(toks[6])                    # a malformed delivery sequence: skipped too
-            except ValueError:
-                continue
-            n += 1
-            if sseq >= self.sseq:
-                continue
-            d = pending.pop(sseq)
-            if d:
-                self._move_ack_floor(d, sseq)
-                if mp > 0 and len(pending) == mp - 1:
-                    self.kick()
-            self.rdc.pop(sseq, None)
-            self.rdq_set.discard(sseq)
-            if n % EARLY_RUN == 0 and self._scheduled and self.is_push():
-                self._run()
-                flush_all()
         if n:
             self.last_ack_ns = now_ns()
             self.last_activity = self.loop.time()

@@ -1,5 +1,6 @@
 # A consumer's pending (delivered, not yet acknowledged) messages in compact pages: see
-# pending.pyx. Declared here so the delivery fast path (fastdeliver.pyx) records deliveries at C level.
+# pending.pyx. Declared here so the delivery fast path (fastdeliver.pyx) records deliveries and
+# the plain-ack path (fastack.pyx) removes them at C level.
 from libc.stdint cimport uint16_t, uint32_t, uint64_t, int64_t
 
 
@@ -50,3 +51,4 @@ cdef class Pending:
     cdef int _room(self, ppage* pg) except -1
     cdef long _slot(self, uint64_t seq, ppage** out) noexcept
     cdef uint64_t _first(self) noexcept
+    cdef uint64_t _first_dseq(self) noexcept

@@ -469,6 +469,13 @@ cdef class Pending:
         pg = self.dir[self.dstart].pg
         return (self.dir[self.dstart].pn << PAGE_BITS) + pg.off[pg.head]
 
+    cdef uint64_t _first_dseq(self) noexcept:
+        cdef ppage* pg
+        if self.count == 0:
+            return 0
+        pg = self.dir[self.dstart].pg
+        return _getd(pg, pg.head)
+
     def first(self):
         """The lowest pending stream sequence, 0 when none."""
         return self._first()
