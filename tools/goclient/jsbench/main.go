@@ -1,19 +1,23 @@
 // jsbench: JetStream consumer throughput with nats.go, for the modes gobench does not have
 // (tools/js_compare.py's go-* modes; `tools/goclient/build.sh jsbench` builds it).
 //
-//	jsbench --server URL --mode ordered|push [--msgs N] [--size B]
+//	jsbench --server URL --mode ordered|push|prio [--msgs N] [--size B]
 //
 // Fills a fresh file stream GOJS (subject gojs.x) with N messages (async publish, 256 in
 // flight), then times one consumer reading all of them:
 //
 //	ordered  an ordered push consumer (flow control and heartbeats, as nats.go sets them)
 //	push     a durable push consumer, explicit acks, every message acked
+//	prio     a pull consumer with a prioritized priority group (nats-server 2.12+), two
+//	         clients on their own connections pulling batches of 100 with priorities 0 and 1,
+//	         every message acked (the raw pull API: natsd-bench's `js fetch --prioritized`)
 //
 // Prints one line: RESULT mode=... msgs=N secs=S rate=R (messages per second).
 package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -49,7 +53,7 @@ func fill(js nats.JetStreamContext, n, size int) {
 
 func main() {
 	server := flag.String("server", nats.DefaultURL, "server URL")
-	mode := flag.String("mode", "ordered", "ordered | push")
+	mode := flag.String("mode", "ordered", "ordered | push | prio")
 	msgs := flag.Int("msgs", 100000, "messages to fill the stream with and read")
 	size := flag.Int("size", 128, "payload bytes")
 	flag.Parse()
@@ -86,8 +90,13 @@ func main() {
 				close(done)
 			}
 		}
+	case "prio":
 	default:
 		fail("unknown mode %q", *mode)
+	}
+	if *mode == "prio" {
+		prioritized(nc, *server, want)
+		return
 	}
 	start := time.Now()
 	sub, err := js.Subscribe("gojs.x", cb, opts...)
@@ -103,4 +112,57 @@ func main() {
 	sub.Unsubscribe()
 	nc.Flush()
 	fmt.Printf("RESULT mode=%s msgs=%d secs=%.4f rate=%.0f\n", *mode, want, secs, float64(want)/secs)
+}
+
+// prioritized times two pulling clients of a consumer with a prioritized group reading the
+// whole stream, each acking every message it gets.
+func prioritized(nc *nats.Conn, server string, want int64) {
+	cfg, _ := json.Marshal(map[string]interface{}{"stream_name": "GOJS", "config": map[string]interface{}{
+		"durable_name": "prio", "ack_policy": "explicit", "priority_groups": []string{"g"},
+		"priority_policy": "prioritized"}})
+	r, err := nc.Request("$JS.API.CONSUMER.CREATE.GOJS.prio", cfg, 5*time.Second)
+	if err != nil || bytes.Contains(r.Data, []byte(`"error"`)) {
+		fail("create the consumer: %v %s", err, r.Data)
+	}
+	var got int64
+	done := make(chan struct{})
+	start := time.Now()
+	for c := 0; c < 2; c++ {
+		conn, err := nats.Connect(server)
+		if err != nil {
+			fail("connect: %v", err)
+		}
+		defer conn.Close()
+		inbox := nats.NewInbox()
+		ch := make(chan *nats.Msg, 4096)
+		if _, err := conn.ChanSubscribe(inbox, ch); err != nil {
+			fail("subscribe: %v", err)
+		}
+		req := []byte(fmt.Sprintf(`{"batch":100,"expires":1000000000,"group":"g","priority":%d}`, c))
+		go func(conn *nats.Conn) {
+			for {
+				if err := conn.PublishRequest("$JS.API.CONSUMER.MSG.NEXT.GOJS.prio", inbox, req); err != nil {
+					return
+				}
+				for n := 0; n < 100; {
+					m := <-ch
+					if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+						break // 404, 408, 409: this request is over
+					}
+					conn.Publish(m.Reply, []byte("+ACK"))
+					n++
+					if atomic.AddInt64(&got, 1) == want {
+						close(done)
+					}
+				}
+			}
+		}(conn)
+	}
+	select {
+	case <-done:
+	case <-time.After(120 * time.Second):
+		fail("read %d of %d messages within 120 s", atomic.LoadInt64(&got), want)
+	}
+	secs := time.Since(start).Seconds()
+	fmt.Printf("RESULT mode=prio msgs=%d secs=%.4f rate=%.0f\n", want, secs, float64(want)/secs)
 }
