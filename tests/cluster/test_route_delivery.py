@@ -99,6 +99,10 @@ def scenario(members):
         r = await request(a.url, "$JS.API.CONSUMER.CREATE.D.PULL",
                           {"stream_name": "D", "config": {"durable_name": "PULL", "ack_policy": "explicit"}})
         assert "error" not in r, r
+        # the consumer's pull subject reaches B over the route after the create's answer reached
+        # the client (on either server): a pull request published before that finds no interest
+        await asyncio.get_running_loop().run_in_executor(
+            None, wait_interest, [b], "$JS.API.CONSUMER.MSG.NEXT.D.PULL")
         writer.write(b'PUB $JS.API.CONSUMER.MSG.NEXT.D.PULL inbox.pull 11\r\n{"batch":4}\r\n')
         pulled = await read_frames(reader, 4)
         r = await request(a.url, "$JS.API.CONSUMER.CREATE.D.PUSH",
@@ -117,7 +121,10 @@ def test_deliveries_across_a_route_match_nats_server(tmp_path):
     for kind in ("nats-server", "natsd"):
         tags = lambda name: 'server_tags: ["here"]' if name == "A" else ""
         with js_cluster(kind, tmp_path / kind, names="AB", extra=tags) as members:
-            seen[kind] = scenario(members)
+            try:
+                seen[kind] = scenario(members)
+            except (AssertionError, asyncio.TimeoutError) as e:
+                raise AssertionError("%s: %r" % (kind, e)) from e
     assert seen["natsd"] == seen["nats-server"]
     pulled, pushed = seen["natsd"]
     assert [f[1] for f in pulled] == [b"d.0", b"d.1", b"d.2", b"d.0"]
