@@ -36,6 +36,7 @@ FOLLOWER, PRE_CANDIDATE, CANDIDATE, LEADER = "follower", "pre-candidate", "candi
 MAX_APPEND = 256            # entries per Append message
 MAX_APPEND_BYTES = 1 << 20   # and their data's bytes (but at least one entry)
 MAX_INFLIGHT = 4096         # entries sent beyond a follower's acknowledged match
+MAX_INFLIGHT_BYTES = 32 << 20   # and their data's bytes (a slow follower's route buffer)
 
 
 class NotLeader(Exception):
@@ -75,6 +76,8 @@ class Node:
         self.pending_acks = []              # follower: (leader, term, match) until durable
         self.next_index = {}
         self.match_index = {}
+        self.inflight = {}                  # leader: peer -> [(last index, bytes)] of Appends not yet acknowledged
+        self.inflight_bytes = {}            # leader: peer -> their bytes
         self.learners = set()               # leader: servers it replicates to before they join
         self.last_heard = {}
         self.sent_snapshot = {}
@@ -253,6 +256,7 @@ class Node:
             self.heard_leader_at = now
         if was_leader:
             self.next_index, self.match_index = {}, {}
+            self.inflight, self.inflight_bytes = {}, {}
             self.learners = set()
         self._reset_election(now)
 
@@ -286,6 +290,7 @@ class Node:
         self.next_index = {p: last + 1 for p in self.members}
         self.match_index = {p: 0 for p in self.members}
         self.match_index[self.id] = self.durable_index
+        self.inflight, self.inflight_bytes = {}, {}
         self.last_heard = {p: now for p in self.members}
         self.sent_snapshot = {}
         self.quorum_check_at = now + self.et_lo
@@ -381,16 +386,45 @@ class Node:
             return
         prev = nxt - 1
         entries = tuple(self.store.entries(nxt, hi)) if hi >= nxt else ()
+        # an Append carries at most MAX_APPEND_BYTES, and what the peer has not acknowledged
+        # stays within MAX_INFLIGHT_BYTES; one entry larger than either goes alone, once
+        # nothing else is in flight
+        inflight = self.inflight_bytes.get(peer, 0)
+        budget = min(MAX_APPEND_BYTES, MAX_INFLIGHT_BYTES - inflight)
         size = 0
         for k, e in enumerate(entries):
-            size += len(e.data)
-            if size > MAX_APPEND_BYTES and k:
+            if size + len(e.data) > budget and (k or inflight):
                 entries, hi = entries[:k], nxt + k - 1
                 break
+            size += len(e.data)
+        if not entries and not heartbeat:
+            return
         self._send(peer, Append(self.term, self.id, prev, self.store.term_at(prev) or 0, entries,
                                 self.commit))
         if entries:
             self.next_index[peer] = hi + 1
+            self.inflight.setdefault(peer, []).append((hi, size))
+            self.inflight_bytes[peer] = inflight + size
+
+    def _acknowledged(self, peer, match):
+        """The peer has everything up to `match`: its Appends up to there are no longer in
+        flight."""
+        q = self.inflight.get(peer)
+        if not q:
+            return
+        k, done = 0, 0
+        while k < len(q) and q[k][0] <= match:
+            done += q[k][1]
+            k += 1
+        if k:
+            del q[:k]
+            self.inflight_bytes[peer] -= done
+
+    def _resend_from(self, peer, nxt):
+        """The peer will be sent its log again from `nxt`: nothing is in flight any more."""
+        self.next_index[peer] = nxt
+        self.inflight.pop(peer, None)
+        self.inflight_bytes.pop(peer, None)
 
     def _on_append_response(self, msg, now):
         if self.role != LEADER or msg.term != self.term:
@@ -399,6 +433,7 @@ class Node:
         if msg.success:
             if msg.match_index > self.match_index.get(msg.src, 0):
                 self.match_index[msg.src] = msg.match_index
+            self._acknowledged(msg.src, msg.match_index)
             if self.next_index.get(msg.src, 0) <= msg.match_index:
                 self.next_index[msg.src] = msg.match_index + 1
             self._advance_commit()
@@ -413,7 +448,7 @@ class Node:
                 self._note("%s no longer has entries %d-%d: sending them again" % (msg.src, msg.hint, match))
                 match = self.match_index[msg.src] = msg.hint - 1
             nxt = max(match + 1, min(msg.hint, self.next_index.get(msg.src, 1) - 1), 1)
-            self.next_index[msg.src] = nxt
+            self._resend_from(msg.src, nxt)
             self._replicate(msg.src, heartbeat=True)
 
     def _on_snapshot_response(self, msg, now):
@@ -422,6 +457,7 @@ class Node:
         self.last_heard[msg.src] = now
         if msg.last_index > self.match_index.get(msg.src, 0):
             self.match_index[msg.src] = msg.last_index
+        self._acknowledged(msg.src, msg.last_index)
         self.next_index[msg.src] = max(self.next_index.get(msg.src, 0), msg.last_index + 1)
         self._advance_commit()
         self._replicate(msg.src)

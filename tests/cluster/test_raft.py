@@ -7,7 +7,7 @@ acknowledged command is applied exactly once, at its index, on every server; no 
 leaders; the group takes writes again soon after a quorum is back."""
 import pytest
 
-from natsd.cluster import raftmsg
+from natsd.cluster import raft, raftmsg
 from natsd.cluster.raft import MAX_APPEND_BYTES, NotLeader
 from tests.cluster.raftsim import World
 
@@ -303,3 +303,42 @@ def test_stale_and_malformed_messages_are_ignored():
                for _, m in node.outbox)
     node.outbox.clear()
     finish(w)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_what_a_slow_follower_has_not_acknowledged_stays_within_max_inflight_bytes(monkeypatch, seed):
+    """A follower whose disk is slow acknowledges late, while the leader keeps taking large
+    entries (the other follower makes the quorum): the bytes sent to it and not yet
+    acknowledged (or refused, after which the leader starts again) stay within
+    MAX_INFLIGHT_BYTES plus one Append, and once its disk is fast again it has every entry."""
+    cap = 2 << 20
+    monkeypatch.setattr(raft, "MAX_INFLIGHT_BYTES", cap)
+    w = World(3, seed=seed)
+    lead = elect(w)
+    slow = next(s for s in w.ids if s != lead)
+    w.slow_disk(slow, 0.3)
+    sent, acked, worst = [], [0], [0]
+    flush = w._flush
+
+    def watching(sid):
+        for dst, msg in w.nodes[sid].outbox:
+            if sid == lead and dst == slow and type(msg) is raftmsg.Append and msg.entries:
+                sent.append((msg.prev_index + len(msg.entries), sum(len(e.data) for e in msg.entries)))
+            if sid == slow and type(msg) is raftmsg.AppendResponse:
+                if msg.success:
+                    acked[0] = max(acked[0], msg.match_index)
+                else:               # (the simulator reorders): the leader sends it all again
+                    sent.clear()
+        worst[0] = max(worst[0], sum(n for hi, n in sent if hi > acked[0]))
+        flush(sid)
+    monkeypatch.setattr(w, "_flush", watching)
+    big = b"x" * (200 << 10)
+    for i in range(60):
+        w.nodes[lead].propose(b"c%d-" % i + big, w.now)
+        w._flush(lead)
+        w.run(0.01)
+    assert w.leader() == lead
+    w.disk[slow] = (0.0001, 0.0003)
+    w.run(3.0)
+    assert len([c for _, c in w.applied[slow] if c.startswith("c")]) == 60
+    assert sent and worst[0] <= cap + MAX_APPEND_BYTES, worst[0]
