@@ -134,13 +134,20 @@ def rtt_nanos(seconds):
     return n
 
 
+_second = [None, ""]                    # the whole second go_time last formatted, and its text
+
+
 def go_time(ns):
     """Unix ns -> time.Time's JSON text (RFC 3339 UTC, nanoseconds with trailing zeros trimmed);
     None or 0 -> Go's zero time."""
     if not ns:
         return ZERO_TIME
     secs, frac = divmod(int(ns), 1_000_000_000)
-    out = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+    if secs == _second[0]:
+        out = _second[1]
+    else:
+        out = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs))
+        _second[0], _second[1] = secs, out
     if frac:
         out += ("." + "%09d" % frac).rstrip("0")
     return out + "Z"

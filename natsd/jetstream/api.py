@@ -582,19 +582,24 @@ class ApiHandler:
             send(b"NATS/1.0 412 Required Api Level\r\n\r\n")
             return
         if len(args) > 1:
-            key = ".".join(args[1:])
-            req = {}
-            if payload:
-                try:
-                    req = decode_request(payload, _GET_REQ, "JSApiMsgGetRequest", False)
-                except E.ApiError:
-                    send(b"NATS/1.0 408 Malformed Request\r\n\r\n")
-                    return
+            key = ".".join(args[1:]).encode("utf-8", "surrogateescape")   # the subject's bytes
+            if not payload:                         # a KV get: the last message of the key
+                sm = st.store.load_last(key)
+                if sm is None:
+                    send(b"NATS/1.0 404 Message Not Found\r\n\r\n")
+                else:
+                    send(self._hdr(st, sm, {}), sm.msg)
+                return
+            try:
+                req = decode_request(payload, _GET_REQ, "JSApiMsgGetRequest", False)
+            except E.ApiError:
+                send(b"NATS/1.0 408 Malformed Request\r\n\r\n")
+                return
             if any(req.get(k) for k in ("last_by_subj", "next_by_subj", "multi_last", "seq", "batch",
                                         "start_time", "up_to_seq", "up_to_time")):
                 send(b"NATS/1.0 408 Bad Request\r\n\r\n")
                 return
-            req["last_by_subj"] = key.encode("utf-8", "surrogateescape")    # the subject's bytes
+            req["last_by_subj"] = key
         else:
             if not payload:
                 send(b"NATS/1.0 408 Empty Request\r\n\r\n")
@@ -622,6 +627,11 @@ class ApiHandler:
     def _hdr(self, st, sm, req, extra=()):
         if req.get("no_hdr"):
             return None
+        if not extra and not sm.hdr:            # a KV get: the four headers alone
+            subject = sm.subject if type(sm.subject) is bytes else sm.subject.encode()
+            return b"NATS/1.0\r\nNats-Stream: %s\r\nNats-Subject: %s\r\nNats-Sequence: %d\r\n" \
+                b"Nats-Time-Stamp: %s\r\n\r\n" % (st.name.encode(), subject, sm.seq,
+                                                    go_time(sm.ts).encode())
         pairs = [("Nats-Stream", st.name), ("Nats-Subject", sm.subject), ("Nats-Sequence", sm.seq),
                  ("Nats-Time-Stamp", go_time(sm.ts))] + list(extra)
         return _build_headers(pairs, sm.hdr)
