@@ -13,9 +13,10 @@ a fresh nats-server with `jetstream { sync_interval: always }`, interleaved, bes
   counter             counter increments one at a time; counter100 with 100 in flight
   batch               atomic batch publish, batches of 100
   prio                prioritized pulls, two clients asking with different priorities
-  go-ordered, go-push, the ordered and the push consumer and prioritized pulls again with
-  go-prio             nats.go (tools/goclient/jsbench, built by `sh tools/goclient/build.sh
-                      jsbench`; --go-msgs messages), where nats-py is the limit
+  go-ordered, go-push, the ordered and the push consumer, prioritized pulls and KV get again
+  go-prio, go-kv-get  with nats.go (tools/goclient/jsbench, built by `sh tools/goclient/build.sh
+                      jsbench`; --go-msgs messages, or keys in the bucket, and 20,000 gets),
+                      where nats-py is the limit
 
 natsd runs in its default durable mode (fdatasync before every PubAck). The disk's append +
 fdatasync latency is measured first and printed beside the table: it is the floor of the
@@ -67,6 +68,7 @@ MODES = {
     "go-ordered": ([JSBENCH, "--mode", "ordered"], None),
     "go-push": ([JSBENCH, "--mode", "push"], None),
     "go-prio": ([JSBENCH, "--mode", "prio"], None),
+    "go-kv-get": ([JSBENCH, "--mode", "kvget"], None),
 }
 
 

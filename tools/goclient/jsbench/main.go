@@ -1,7 +1,7 @@
 // jsbench: JetStream consumer throughput with nats.go, for the modes gobench does not have
 // (tools/js_compare.py's go-* modes; `tools/goclient/build.sh jsbench` builds it).
 //
-//	jsbench --server URL --mode ordered|push|prio [--msgs N] [--size B]
+//	jsbench --server URL --mode ordered|push|prio|kvget [--msgs N] [--size B] [--gets G]
 //
 // Fills a fresh file stream GOJS (subject gojs.x) with N messages (async publish, 256 in
 // flight), then times one consumer reading all of them:
@@ -11,6 +11,8 @@
 //	prio     a pull consumer with a prioritized priority group (nats-server 2.12+), two
 //	         clients on their own connections pulling batches of 100 with priorities 0 and 1,
 //	         every message acked (the raw pull API: natsd-bench's `js fetch --prioritized`)
+//	kvget    G sequential gets of random keys (seeded) from a KV bucket GOKV filled with N
+//	         keys, timed instead of the reading; the rate is gets per second
 //
 // Prints one line: RESULT mode=... msgs=N secs=S rate=R (messages per second).
 package main
@@ -20,6 +22,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand"
 	"os"
 	"sync/atomic"
 	"time"
@@ -53,9 +56,10 @@ func fill(js nats.JetStreamContext, n, size int) {
 
 func main() {
 	server := flag.String("server", nats.DefaultURL, "server URL")
-	mode := flag.String("mode", "ordered", "ordered | push | prio")
+	mode := flag.String("mode", "ordered", "ordered | push | prio | kvget")
 	msgs := flag.Int("msgs", 100000, "messages to fill the stream with and read")
 	size := flag.Int("size", 128, "payload bytes")
+	gets := flag.Int("gets", 20000, "kvget: the gets timed")
 	flag.Parse()
 
 	nc, err := nats.Connect(*server)
@@ -66,6 +70,10 @@ func main() {
 	js, err := nc.JetStream(nats.PublishAsyncMaxPending(256))
 	if err != nil {
 		fail("jetstream: %v", err)
+	}
+	if *mode == "kvget" {
+		kvGets(js, *msgs, *size, *gets)
+		return
 	}
 	fill(js, *msgs, *size)
 
@@ -165,4 +173,35 @@ func prioritized(nc *nats.Conn, server string, want int64) {
 	}
 	secs := time.Since(start).Seconds()
 	fmt.Printf("RESULT mode=prio msgs=%d secs=%.4f rate=%.0f\n", want, secs, float64(want)/secs)
+}
+
+// kvGets fills a bucket with `keys` keys (async publishes to $KV.GOKV.<key>), then times
+// `gets` sequential gets of keys drawn with a fixed seed.
+func kvGets(js nats.JetStreamContext, keys, size, gets int) {
+	js.DeleteKeyValue("GOKV")
+	kv, err := js.CreateKeyValue(&nats.KeyValueConfig{Bucket: "GOKV", Storage: nats.FileStorage})
+	if err != nil {
+		fail("create the bucket: %v", err)
+	}
+	payload := bytes.Repeat([]byte("v"), size)
+	for i := 0; i < keys; i++ {
+		if _, err := js.PublishAsync(fmt.Sprintf("$KV.GOKV.k%d", i), payload); err != nil {
+			fail("put: %v", err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(120 * time.Second):
+		fail("the bucket was not filled within 120 s")
+	}
+	rnd := rand.New(rand.NewSource(1127))
+	start := time.Now()
+	for i := 0; i < gets; i++ {
+		e, err := kv.Get(fmt.Sprintf("k%d", rnd.Intn(keys)))
+		if err != nil || len(e.Value()) != size {
+			fail("get: %v", err)
+		}
+	}
+	secs := time.Since(start).Seconds()
+	fmt.Printf("RESULT mode=kvget msgs=%d secs=%.4f rate=%.0f\n", gets, secs, float64(gets)/secs)
 }
