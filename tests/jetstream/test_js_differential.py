@@ -127,11 +127,15 @@ def test_direct_get_matches_reference(natsd, reference, tmp_path):
         await js.publish("d.a", b"one", headers={"X": "y"})
         await js.publish("d.b", b"two")
         await js.publish("d.a", b"three")
+        await js.publish("d.c", b"four", headers={"K": "v"})
         out = []
         for subj, body in [("$JS.API.DIRECT.GET.D", {"seq": 1}), ("$JS.API.DIRECT.GET.D", {"seq": 9}),
                            ("$JS.API.DIRECT.GET.D", {"last_by_subj": "d.a"}),
                            ("$JS.API.DIRECT.GET.D", {"next_by_subj": "d.b", "seq": 1}),
                            ("$JS.API.DIRECT.GET.D.d.b", ""), ("$JS.API.DIRECT.GET.D", {}),
+                           # by subject in the request's subject: with headers, missing, a body
+                           ("$JS.API.DIRECT.GET.D.d.c", ""), ("$JS.API.DIRECT.GET.D.d.zz", ""),
+                           ("$JS.API.DIRECT.GET.D.d.a", {"seq": 1}), ("$JS.API.DIRECT.GET.D.d.a", {}),
                            ("$JS.API.DIRECT.GET.D", "bad"), ("$JS.API.DIRECT.GET.D", ""),
                            ("$JS.API.DIRECT.GET.D", {"seq": 1, "last_by_subj": "d.a"}),
                            # by start time: before the first message, far after, a bad time
