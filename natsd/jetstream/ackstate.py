@@ -134,9 +134,10 @@ class AckState:
         i, total, n = 0, len(msgs), 0
         while i < total:
             if fast:
+                most = EARLY_RUN - n % EARLY_RUN
                 i, counted, self.adflr, self.asflr, kick = plain_acks(
-                    self.pending, msgs, i, EARLY_RUN - n % EARLY_RUN, self.sseq, self.dseq,
-                    self.adflr, self.asflr, self.rdc, self.rdq_set, kick_at)
+                    self.pending, msgs, i, most, self.sseq, self.dseq, self.adflr, self.asflr,
+                    self.rdc, self.rdq_set, kick_at)
                 n += counted
                 if kick:
                     self.kick()
@@ -145,8 +146,8 @@ class AckState:
                     flush_all()
                 if self.closed:
                     return
-                if i == total or msgs[i][1] is None and msgs[i][3] in (b"", b"+ACK"):
-                    continue
+                if i == total or counted == most:
+                    continue                    # all applied, or the run's step was reached
             subject, reply, hdr, payload, origin = msgs[i]
             i += 1
             self._on_ack(sub, subject, reply, hdr, payload, origin)

@@ -581,34 +581,28 @@ class ApiHandler:
         if required_level_too_high(hdr):
             send(b"NATS/1.0 412 Required Api Level\r\n\r\n")
             return
+        if len(args) > 1 and not payload:           # a KV get: the last message of the key
+            sm = st.store.load_last(".".join(args[1:]).encode("utf-8", "surrogateescape"))
+            if sm is None:
+                send(b"NATS/1.0 404 Message Not Found\r\n\r\n")
+            else:
+                send(self._hdr(st, sm, {}), sm.msg)
+            return
+        if not payload:
+            send(b"NATS/1.0 408 Empty Request\r\n\r\n")
+            return
+        try:
+            req = decode_request(payload, _GET_REQ, "JSApiMsgGetRequest", False)
+        except E.ApiError:
+            send(b"NATS/1.0 408 Malformed Request\r\n\r\n")
+            return
         if len(args) > 1:
-            key = ".".join(args[1:]).encode("utf-8", "surrogateescape")   # the subject's bytes
-            if not payload:                         # a KV get: the last message of the key
-                sm = st.store.load_last(key)
-                if sm is None:
-                    send(b"NATS/1.0 404 Message Not Found\r\n\r\n")
-                else:
-                    send(self._hdr(st, sm, {}), sm.msg)
-                return
-            try:
-                req = decode_request(payload, _GET_REQ, "JSApiMsgGetRequest", False)
-            except E.ApiError:
-                send(b"NATS/1.0 408 Malformed Request\r\n\r\n")
-                return
             if any(req.get(k) for k in ("last_by_subj", "next_by_subj", "multi_last", "seq", "batch",
                                         "start_time", "up_to_seq", "up_to_time")):
                 send(b"NATS/1.0 408 Bad Request\r\n\r\n")
                 return
-            req["last_by_subj"] = key
+            req["last_by_subj"] = ".".join(args[1:]).encode("utf-8", "surrogateescape")
         else:
-            if not payload:
-                send(b"NATS/1.0 408 Empty Request\r\n\r\n")
-                return
-            try:
-                req = decode_request(payload, _GET_REQ, "JSApiMsgGetRequest", False)
-            except E.ApiError:
-                send(b"NATS/1.0 408 Malformed Request\r\n\r\n")
-                return
             seq, last, nxt = req.get("seq", 0), req.get("last_by_subj", ""), req.get("next_by_subj", "")
             multi, start, batch = req.get("multi_last") or [], req.get("start_time"), req.get("batch", 0)
             if not seq and not last and not nxt and not multi and start is None:
