@@ -164,3 +164,43 @@ def test_direct_get_matches_reference(natsd, reference, tmp_path):
     ours = run(scenario)(natsd("-js", "-sd", str(tmp_path / "a")))
     theirs = run(scenario)(reference("-js", "-sd", str(tmp_path / "b")))
     assert ours == theirs
+
+
+def test_direct_get_by_key_bytes_match_reference(natsd, reference, tmp_path):
+    """A KV-style get (the key in the subject, no body) read off the socket: the HMSG frame and
+    header block byte for byte (the time stamp masked, the lengths checked against what came),
+    found and not found."""
+    import asyncio
+    import re
+
+    async def scenario(server):
+        nc = await connect(server)
+        await nc.request("$JS.API.STREAM.CREATE.D", json.dumps(
+            {"name": "D", "subjects": ["d.>"], "allow_direct": True}).encode())
+        js = nc.jetstream()
+        await js.publish("d.k", b"v1")
+        await js.publish("d.k", b"value2")
+        await nc.close()
+        host, port = server.url.rsplit("/", 1)[1].split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        await reader.readline()
+        writer.write(b'CONNECT {"verbose":false,"headers":true,"no_responders":true,"protocol":1}\r\n'
+                     b"SUB r 1\r\nPUB $JS.API.DIRECT.GET.D.d.k r 0\r\n\r\n"
+                     b"PUB $JS.API.DIRECT.GET.D.d.none r 0\r\n\r\n")
+        out = []
+        while len(out) < 2:
+            line = await asyncio.wait_for(reader.readline(), 5)
+            if not line.startswith(b"HMSG"):
+                continue
+            op, subject, sid, hlen, total = line.split()
+            body = await asyncio.wait_for(reader.readexactly(int(total) + 2), 5)
+            # the lengths agree with what came (they move with the time stamp's digits)
+            assert body.index(b"\r\n\r\n") + 4 == int(hlen) and body.endswith(b"\r\n")
+            out.append(b" ".join((op, subject, sid)) + b"\n"
+                       + re.sub(rb"Nats-Time-Stamp: [^\r]+", b"Nats-Time-Stamp: *", body))
+        writer.close()
+        return out
+    ours = run(scenario)(natsd("-js", "-sd", str(tmp_path / "a")))
+    theirs = run(scenario)(reference("-js", "-sd", str(tmp_path / "b")))
+    assert ours == theirs
+    assert b"Nats-Sequence: 2\r\n" in ours[0] and ours[0].endswith(b"value2\r\n")
