@@ -41,7 +41,12 @@ def test_login_storm(any_server, tmp_path):
     rtts = []
     while any(t.is_alive() for t in threads):
         t0 = time.monotonic()
-        assert bystander.sync(timeout=30) == b""
+        before_pong = bystander.sync(timeout=30)
+        # A storm on a loaded machine can outlast the first server PING (2 s after CONNECT on
+        # both servers): that PING is protocol, answered like a client library would.
+        for _ in range(before_pong.count(b"PING\r\n")):
+            bystander.send(b"PONG\r\n")
+        assert before_pong.replace(b"PING\r\n", b"") == b""
         rtts.append(time.monotonic() - t0)
         time.sleep(0.005)
     for t in threads:
