@@ -27,6 +27,9 @@ cdef class Loop:
     cdef epoll_event* events
     cdef public bint running
     cdef public long long iterations
+    cdef public double poll_max     # seconds: the longest polling window (NATSD_POLL_US)
+    cdef public double poll_window  # seconds: the polling window now (see _wait)
+    cdef bint had_events            # the last wait returned events
 
     cdef int read_conn(self, Connection c) except -1
     cdef int parse_kept(self, Connection c) except -1
@@ -38,6 +41,7 @@ cdef class Loop:
     cdef char* tls_plain        # decrypted bytes of one TLS read
     cdef Bytes decoded          # what a codec decoded from one read
     cdef int run_once(self) except -1
+    cdef int _wait(self, int timeout, int* err)
     cdef void _conn_event(self, Connection c, unsigned int evs)
     cdef void _set_reading(self, Connection c, bint reading)
     cdef bint _events_ready(self)

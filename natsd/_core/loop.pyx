@@ -4,7 +4,8 @@ to other threads for blocking work whose results come back through an eventfd: g
 fdatasyncs to the GIL-free sync threads (natsd/_core/syncer.pyx), the rest (compression,
 slow authentication) to a worker pool.
 
-One iteration: wait; read every readable socket (client connections are parsed and routed in
+One iteration: wait (polling first for a while when the last iteration had work, see
+`_wait`); read every readable socket (client connections are parsed and routed in
 C); run the callbacks of finished syncs; run queued internal deliveries; run due timers and ready callbacks; flush every connection
 that gained output; close the connections that asked to be closed.
 """
@@ -60,12 +61,17 @@ cdef extern from "sys/eventfd.h" nogil:
 cdef extern from "sys/socket.h" nogil:
     ssize_t recv(int fd, void* buf, size_t n, int flags)
 
+cdef extern from "sched.h" nogil:
+    int sched_yield()
+
 cdef extern from "unistd.h" nogil:
     ssize_t read(int fd, void* buf, size_t n)
     ssize_t write(int fd, const void* buf, size_t n)
     int close(int fd)
 
 DEF MAX_EVENTS = 512
+DEF POLL_START = 10e-6                  # seconds: the first polling window after a short sleep
+DEF POLL_MAX_US = 200                   # default of NATSD_POLL_US: the longest window
 DEF READ_SIZE = 65536
 DEF SHARED_READ = 262144
 
@@ -109,6 +115,7 @@ cdef class Loop:
         self.events = <epoll_event*>malloc(sizeof(epoll_event) * MAX_EVENTS)
         if self.rbuf == NULL or self.events == NULL or self.tls_plain == NULL:
             raise MemoryError()
+        self.poll_max = float(os.environ.get("NATSD_POLL_US", POLL_MAX_US)) / 1e6
         self.add_handler(self.wakefd, _WakeReader(self.wakefd))
         set_wake_fd(self.wakefd)
 
@@ -227,6 +234,10 @@ cdef class Loop:
             self.run_once()
         self.run_once_nowait()
 
+    def run_one(self):
+        """One iteration, waiting as run() does (tests step the loop with it)."""
+        self.run_once()
+
     def run_once_nowait(self):
         """Finish queued work without waiting (shutdown)."""
         run_internal()
@@ -259,10 +270,7 @@ cdef class Loop:
                 elif timeout < 0 or <int>(delay * 1000.0) + 1 < timeout:
                     timeout = <int>(delay * 1000.0) + 1
 
-        with nogil:
-            n = epoll_wait(self.epfd, self.events, MAX_EVENTS, timeout)
-            if n < 0:
-                err = errno
+        n = self._wait(timeout, &err)
         PyErr_CheckSignals()
         if n < 0:
             if err == EINTR:
@@ -289,6 +297,52 @@ cdef class Loop:
         if self.graveyard:
             self.graveyard = []
         return 0
+
+    cdef int _wait(self, int timeout, int* err):
+        """epoll_wait, polling first for a while when the last iteration had work.
+
+        A peer that waits for each answer (a request, a KV get, a sync publish) sends its next
+        message tens of microseconds after the last one went out; sleeping in between adds a
+        wake-up to every round trip. So after an iteration with events the loop polls without
+        sleeping for up to `poll_window` seconds, yielding the CPU to anything runnable. The
+        window adapts like KVM's halt polling: it doubles (up to `poll_max`) when the sleep
+        that followed ended within `poll_max`, and halves when it lasted longer, so an idle or
+        sparse server stops polling."""
+        cdef int n = 0
+        cdef double start, until, slept
+        if timeout == 0 or self.poll_max <= 0 or not self.had_events:
+            with nogil:
+                n = epoll_wait(self.epfd, self.events, MAX_EVENTS, timeout)
+                if n < 0:
+                    err[0] = errno
+            self.had_events = n > 0
+            return n
+        if self.poll_window > 0:
+            until = now_mono() + self.poll_window
+            with nogil:
+                while True:
+                    n = epoll_wait(self.epfd, self.events, MAX_EVENTS, 0)
+                    if n != 0 or now_mono() >= until:
+                        break
+                    sched_yield()
+                if n < 0:
+                    err[0] = errno
+            if n != 0:
+                self.had_events = n > 0
+                return n
+        start = now_mono()
+        with nogil:
+            n = epoll_wait(self.epfd, self.events, MAX_EVENTS, timeout)
+            if n < 0:
+                err[0] = errno
+        if n > 0:
+            slept = now_mono() - start
+            if slept + self.poll_window < self.poll_max:
+                self.poll_window = min(max(self.poll_window * 2, POLL_START), self.poll_max)
+            else:
+                self.poll_window = self.poll_window / 2 if self.poll_window > POLL_START else 0
+        self.had_events = n > 0
+        return n
 
     cdef void _conn_event(self, Connection c, unsigned int evs):
         if c.closed:

@@ -1,0 +1,84 @@
+"""The loop's polling window (`Loop._wait` in natsd/_core/loop.pyx): after an iteration with
+events the loop polls for a while before it sleeps. The window grows while the next event
+comes within the longest window, shrinks to nothing when the gaps are longer, and stays shut
+when polling is off (NATSD_POLL_US=0). The longest window is set far above or far below the
+gaps used, so a loaded machine cannot flip an outcome."""
+import socket
+import threading
+
+from natsd._core.loop import Loop
+
+
+class Reader:
+    def __init__(self, sock):
+        self.sock = sock
+        self.got = 0
+
+    def on_event(self, events):
+        self.got += len(self.sock.recv(100))
+
+
+def serve_one(loop, reader, sender, delay):
+    """Send one byte `delay` seconds from now and step the loop until it has been read."""
+    before = reader.got
+    t = threading.Timer(delay, sender.send, (b"x",))
+    t.start()
+    while reader.got == before:
+        loop.run_one()
+    t.join()
+
+
+def pair(loop):
+    a, b = socket.socketpair()
+    reader = Reader(a)
+    loop.add_handler(a.fileno(), reader)
+    return a, b, reader
+
+
+def test_window_grows_with_short_gaps_and_shuts_with_long_ones():
+    loop = Loop()
+    a, b, reader = pair(loop)
+    try:
+        loop.poll_max = 10.0                # every gap below counts as short
+        assert loop.poll_window == 0
+        windows = []
+        for _ in range(5):
+            serve_one(loop, reader, b, 0.002)
+            windows.append(loop.poll_window)
+        assert windows[-1] > 0
+        assert windows == sorted(windows)   # it never shrank on a short gap
+        loop.poll_max = 1e-4                # now every gap below is long
+        for _ in range(12):
+            serve_one(loop, reader, b, 0.02)
+        assert loop.poll_window == 0
+        assert reader.got == 17             # polling or sleeping, every event was handled
+    finally:
+        loop.remove_handler(a.fileno())
+        a.close()
+        b.close()
+        loop.close()
+
+
+def test_polling_off(monkeypatch):
+    monkeypatch.setenv("NATSD_POLL_US", "0")
+    loop = Loop()
+    a, b, reader = pair(loop)
+    try:
+        assert loop.poll_max == 0
+        for _ in range(4):
+            serve_one(loop, reader, b, 0.002)
+        assert loop.poll_window == 0
+        assert reader.got == 4
+    finally:
+        loop.remove_handler(a.fileno())
+        a.close()
+        b.close()
+        loop.close()
+
+
+def test_default_longest_window():
+    loop = Loop()
+    try:
+        assert loop.poll_max == 200e-6
+    finally:
+        loop.close()
