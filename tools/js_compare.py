@@ -17,6 +17,8 @@ a fresh nats-server with `jetstream { sync_interval: always }`, interleaved, bes
   go-prio, go-kv-get  with nats.go (tools/goclient/jsbench, built by `sh tools/goclient/build.sh
                       jsbench`; --go-msgs messages, or keys in the bucket, and 20,000 gets),
                       where nats-py is the limit
+  go-counter,         counter increments with nats.go, one and 100 waiting at once (--msgs
+  go-counter100       increments)
 
 natsd runs in its default durable mode (fdatasync before every PubAck). The disk's append +
 fdatasync latency is measured first and printed beside the table: it is the floor of the
@@ -69,7 +71,10 @@ MODES = {
     "go-push": ([JSBENCH, "--mode", "push"], None),
     "go-prio": ([JSBENCH, "--mode", "prio"], None),
     "go-kv-get": ([JSBENCH, "--mode", "kvget"], None),
+    "go-counter": ([JSBENCH, "--mode", "counter"], None),
+    "go-counter100": ([JSBENCH, "--mode", "counter", "--inflight", "100"], None),
 }
+GO_COUNTED_BY_MSGS = ("go-counter", "go-counter100")     # --msgs increments, not --go-msgs
 
 
 def start(kind, tmp, tag, always=False):
@@ -154,7 +159,8 @@ def main():
                     srv = start(kind, tmp, "%s-%d%s" % (name, rep, "-always" if always else ""), always)
                     try:
                         if argv[0] == JSBENCH:
-                            rate = go_bench(srv.port, argv, a.go_msgs)
+                            rate = go_bench(srv.port, argv,
+                                            a.msgs if name in GO_COUNTED_BY_MSGS else a.go_msgs)
                         else:
                             if fill:
                                 bench(srv.port, fill, a.msgs)

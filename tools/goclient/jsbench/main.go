@@ -1,7 +1,8 @@
 // jsbench: JetStream consumer throughput with nats.go, for the modes gobench does not have
 // (tools/js_compare.py's go-* modes; `tools/goclient/build.sh jsbench` builds it).
 //
-//	jsbench --server URL --mode ordered|push|prio|kvget [--msgs N] [--size B] [--gets G]
+//	jsbench --server URL --mode ordered|push|prio|kvget|counter [--msgs N] [--size B] [--gets G]
+//	        [--inflight F]
 //
 // Fills a fresh file stream GOJS (subject gojs.x) with N messages (async publish, 256 in
 // flight), then times one consumer reading all of them:
@@ -13,6 +14,9 @@
 //	         every message acked (the raw pull API: natsd-bench's `js fetch --prioritized`)
 //	kvget    G sequential gets of random keys (seeded) from a KV bucket GOKV filled with N
 //	         keys, timed instead of the reading; the rate is gets per second
+//	counter  N increments (`Nats-Incr: +1`) of one counter in a stream GOCNT with
+//	         allow_msg_counter (nats-server 2.12+), F requesters on one connection each
+//	         waiting for its PubAck; the highest value acknowledged must come out as N
 //
 // Prints one line: RESULT mode=... msgs=N secs=S rate=R (messages per second).
 package main
@@ -24,6 +28,8 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,10 +62,11 @@ func fill(js nats.JetStreamContext, n, size int) {
 
 func main() {
 	server := flag.String("server", nats.DefaultURL, "server URL")
-	mode := flag.String("mode", "ordered", "ordered | push | prio | kvget")
+	mode := flag.String("mode", "ordered", "ordered | push | prio | kvget | counter")
 	msgs := flag.Int("msgs", 100000, "messages to fill the stream with and read")
 	size := flag.Int("size", 128, "payload bytes")
 	gets := flag.Int("gets", 20000, "kvget: the gets timed")
+	inflight := flag.Int("inflight", 1, "counter: requesters waiting for their PubAcks at once")
 	flag.Parse()
 
 	nc, err := nats.Connect(*server)
@@ -73,6 +80,10 @@ func main() {
 	}
 	if *mode == "kvget" {
 		kvGets(js, *msgs, *size, *gets)
+		return
+	}
+	if *mode == "counter" {
+		counter(nc, *msgs, *inflight)
 		return
 	}
 	fill(js, *msgs, *size)
@@ -204,4 +215,65 @@ func kvGets(js nats.JetStreamContext, keys, size, gets int) {
 	}
 	secs := time.Since(start).Seconds()
 	fmt.Printf("RESULT mode=kvget msgs=%d secs=%.4f rate=%.0f\n", gets, secs, float64(gets)/secs)
+}
+
+// counter times `n` increments of one counter split among `inflight` requesters, each
+// waiting for its PubAck, and checks that the highest value acknowledged is n.
+func counter(nc *nats.Conn, n, inflight int) {
+	nc.Request("$JS.API.STREAM.DELETE.GOCNT", nil, 5*time.Second)
+	cfg := []byte(`{"name":"GOCNT","subjects":["gocnt.>"],"storage":"file","allow_msg_counter":true,"allow_direct":true}`)
+	r, err := nc.Request("$JS.API.STREAM.CREATE.GOCNT", cfg, 5*time.Second)
+	if err != nil {
+		fail("create the stream: %v", err)
+	}
+	if bytes.Contains(r.Data, []byte(`"error"`)) {
+		fail("create the stream: %s", r.Data)
+	}
+	type ack struct {
+		Val   string `json:"val"`
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	var highest int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < inflight; w++ {
+		share := n / inflight
+		if w < n%inflight {
+			share++
+		}
+		wg.Add(1)
+		go func(share int) {
+			defer wg.Done()
+			m := nats.NewMsg("gocnt.c")
+			m.Header.Set("Nats-Incr", "+1")
+			for i := 0; i < share; i++ {
+				r, err := nc.RequestMsg(m, 5*time.Second)
+				if err != nil {
+					fail("increment: %v", err)
+				}
+				var a ack
+				if json.Unmarshal(r.Data, &a) != nil || a.Error != nil {
+					fail("increment refused: %s", r.Data)
+				}
+				v, err := strconv.ParseInt(a.Val, 10, 64)
+				if err != nil {
+					fail("the PubAck's val %q", a.Val)
+				}
+				for {
+					old := atomic.LoadInt64(&highest)
+					if v <= old || atomic.CompareAndSwapInt64(&highest, old, v) {
+						break
+					}
+				}
+			}
+		}(share)
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	if highest != int64(n) {
+		fail("the counter reached %d after %d increments", highest, n)
+	}
+	fmt.Printf("RESULT mode=counter msgs=%d secs=%.4f rate=%.0f\n", n, secs, float64(n)/secs)
 }
