@@ -66,6 +66,10 @@ def main(argv=None):
     if cl.refusals:
         _print_refusals(cl.refusals)
         return 1
+    problem = _apply_environment(opts, os.environ)
+    if problem:
+        _print_refusals([problem])
+        return 1
     logger.configure(opts)
     return run_server(opts)
 
@@ -80,6 +84,17 @@ def _print_warnings(warnings):
     if warnings:
         sys.stderr.write("".join(w + "\n" for w in warnings))
         sys.stderr.flush()
+
+
+def _apply_environment(opts, environ):
+    """natsd's own environment settings into opts; the refusal for a bad one, else None."""
+    raw = environ.get("NATSD_POLL_US")
+    if raw is None:
+        return None
+    if not raw.isdigit() or int(raw) > 1_000_000:
+        return "NATSD_POLL_US=%r: want whole microseconds from 0 to 1000000" % raw
+    opts.poll_us = float(int(raw))
+    return None
 
 
 def _print_refusals(refusals):
@@ -196,9 +211,9 @@ def reload_config(server):
 
 def _keep_command_line(old, new):
     """Settings the command line set (listen addresses, ports, --tls*) keep their values: flags win
-    over the file, as in nats-server."""
+    over the file, as in nats-server; so does what the environment set (poll_us)."""
     for name in ("host", "port", "http_host", "http_port", "https_port", "tls", "tls_verify", "tls_cert",
-                 "tls_key", "tls_ca_cert"):
+                 "tls_key", "tls_ca_cert", "poll_us"):
         setattr(new, name, getattr(old, name))
 
 

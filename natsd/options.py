@@ -355,6 +355,10 @@ class Options:
     tls_key: str = ""
     tls_ca_cert: str = ""
 
+    # natsd's own: the loop's longest polling window before it sleeps, in microseconds
+    # (NATSD_POLL_US in the environment; 0 turns polling off).
+    poll_us: float = 200.0
+
     # Everything else nats-server accepts (operator, resolver, ocsp, ...): key -> value.
     extra: dict[str, Any] = field(default_factory=dict)
     # Config warnings (e.g. "ping_interval should be converted to a duration");

@@ -27,7 +27,7 @@ cdef class Loop:
     cdef epoll_event* events
     cdef public bint running
     cdef public long long iterations
-    cdef public double poll_max     # seconds: the longest polling window (NATSD_POLL_US)
+    cdef public double poll_max     # seconds: the longest polling window (Loop(poll_us))
     cdef public double poll_window  # seconds: the polling window now (see _wait)
     cdef bint had_events            # the last wait returned events
 

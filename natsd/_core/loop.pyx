@@ -71,7 +71,7 @@ cdef extern from "unistd.h" nogil:
 
 DEF MAX_EVENTS = 512
 DEF POLL_START = 10e-6                  # seconds: the first polling window after a short sleep
-DEF POLL_MAX_US = 200                   # default of NATSD_POLL_US: the longest window
+POLL_MAX_US = 200                       # default of NATSD_POLL_US: the longest window
 DEF READ_SIZE = 65536
 DEF SHARED_READ = 262144
 
@@ -99,7 +99,10 @@ class TimerHandle:
 
 
 cdef class Loop:
-    def __cinit__(self):
+    def __cinit__(self, double poll_us=POLL_MAX_US):
+        """poll_us: the longest polling window before a sleep (see _wait); 0 turns it off."""
+        if poll_us < 0:
+            raise ValueError("poll_us must be >= 0, got %r" % poll_us)
         self.epfd = epoll_create1(EPOLL_CLOEXEC)
         if self.epfd < 0:
             raise OSError(errno, "epoll_create1 failed")
@@ -115,7 +118,7 @@ cdef class Loop:
         self.events = <epoll_event*>malloc(sizeof(epoll_event) * MAX_EVENTS)
         if self.rbuf == NULL or self.events == NULL or self.tls_plain == NULL:
             raise MemoryError()
-        self.poll_max = float(os.environ.get("NATSD_POLL_US", POLL_MAX_US)) / 1e6
+        self.poll_max = poll_us / 1e6
         self.add_handler(self.wakefd, _WakeReader(self.wakefd))
         set_wake_fd(self.wakefd)
 
@@ -309,15 +312,9 @@ cdef class Loop:
         that followed ended within `poll_max`, and halves when it lasted longer, so an idle or
         sparse server stops polling."""
         cdef int n = 0
-        cdef double start, until, slept
-        if timeout == 0 or self.poll_max <= 0 or not self.had_events:
-            with nogil:
-                n = epoll_wait(self.epfd, self.events, MAX_EVENTS, timeout)
-                if n < 0:
-                    err[0] = errno
-            self.had_events = n > 0
-            return n
-        if self.poll_window > 0:
+        cdef double start = 0, until
+        cdef bint polling = timeout != 0 and self.poll_max > 0 and self.had_events
+        if polling and self.poll_window > 0:
             until = now_mono() + self.poll_window
             with nogil:
                 while True:
@@ -327,20 +324,18 @@ cdef class Loop:
                     sched_yield()
                 if n < 0:
                     err[0] = errno
-            if n != 0:
-                self.had_events = n > 0
-                return n
-        start = now_mono()
-        with nogil:
-            n = epoll_wait(self.epfd, self.events, MAX_EVENTS, timeout)
-            if n < 0:
-                err[0] = errno
-        if n > 0:
-            slept = now_mono() - start
-            if slept + self.poll_window < self.poll_max:
-                self.poll_window = min(max(self.poll_window * 2, POLL_START), self.poll_max)
-            else:
-                self.poll_window = self.poll_window / 2 if self.poll_window > POLL_START else 0
+        if n == 0:
+            if polling:
+                start = now_mono()
+            with nogil:
+                n = epoll_wait(self.epfd, self.events, MAX_EVENTS, timeout)
+                if n < 0:
+                    err[0] = errno
+            if polling and n > 0:
+                if now_mono() - start + self.poll_window < self.poll_max:
+                    self.poll_window = min(max(self.poll_window * 2, POLL_START), self.poll_max)
+                else:
+                    self.poll_window = self.poll_window / 2 if self.poll_window > POLL_START else 0
         self.had_events = n > 0
         return n
 

@@ -2,11 +2,20 @@
 events the loop polls for a while before it sleeps. The window grows while the next event
 comes within the longest window, shrinks to nothing when the gaps are longer, and stays shut
 when polling is off (NATSD_POLL_US=0). The longest window is set far above or far below the
-gaps used, so a loaded machine cannot flip an outcome."""
+gaps used, so a loaded machine cannot flip an outcome. A bad NATSD_POLL_US stops natsd from
+starting, with a clear refusal."""
+import os
 import socket
+import subprocess
+import sys
 import threading
 
+import pytest
+
 from natsd._core.loop import Loop
+from tests.core.rawclient import RawClient
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class Reader:
@@ -59,9 +68,8 @@ def test_window_grows_with_short_gaps_and_shuts_with_long_ones():
         loop.close()
 
 
-def test_polling_off(monkeypatch):
-    monkeypatch.setenv("NATSD_POLL_US", "0")
-    loop = Loop()
+def test_polling_off():
+    loop = Loop(0)
     a, b, reader = pair(loop)
     try:
         assert loop.poll_max == 0
@@ -82,3 +90,28 @@ def test_default_longest_window():
         assert loop.poll_max == 200e-6
     finally:
         loop.close()
+
+
+def test_a_negative_window_is_refused():
+    with pytest.raises(ValueError):
+        Loop(-1)
+
+
+def natsd_env(poll):
+    return dict(os.environ, NATSD_POLL_US=poll,
+                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+@pytest.mark.parametrize("bad", ["abc", "-5", "1.5", "", "2000000"])
+def test_a_bad_environment_value_stops_natsd(bad):
+    r = subprocess.run([sys.executable, "-m", "natsd", "-p", "-1"], env=natsd_env(bad),
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert r.stderr == "natsd: NATSD_POLL_US=%r: want whole microseconds from 0 to 1000000\n" % bad
+
+
+def test_polling_off_from_the_environment_serves(natsd):
+    srv = natsd(env=natsd_env("0"))
+    c = RawClient(srv.port).connect()
+    assert c.sync() == b""
+    c.close()
