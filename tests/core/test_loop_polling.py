@@ -4,6 +4,7 @@ comes within the longest window, shrinks to nothing when the gaps are longer, an
 when polling is off (NATSD_POLL_US=0). The longest window is set far above or far below the
 gaps used, so a loaded machine cannot flip an outcome. A bad NATSD_POLL_US stops natsd from
 starting, with a clear refusal."""
+import contextlib
 import os
 import socket
 import subprocess
@@ -37,17 +38,25 @@ def serve_one(loop, reader, sender, delay):
     t.join()
 
 
-def pair(loop):
+@contextlib.contextmanager
+def loop_with_reader(poll_us=None):
+    """A loop (default or given longest window) watching one end of a socket pair:
+    -> (loop, the other end to send on, the Reader)."""
+    loop = Loop() if poll_us is None else Loop(poll_us)
     a, b = socket.socketpair()
     reader = Reader(a)
     loop.add_handler(a.fileno(), reader)
-    return a, b, reader
+    try:
+        yield loop, b, reader
+    finally:
+        loop.remove_handler(a.fileno())
+        a.close()
+        b.close()
+        loop.close()
 
 
 def test_window_grows_with_short_gaps_and_shuts_with_long_ones():
-    loop = Loop()
-    a, b, reader = pair(loop)
-    try:
+    with loop_with_reader() as (loop, b, reader):
         loop.poll_max = 10.0                # every gap below counts as short
         assert loop.poll_window == 0
         windows = []
@@ -61,27 +70,15 @@ def test_window_grows_with_short_gaps_and_shuts_with_long_ones():
             serve_one(loop, reader, b, 0.02)
         assert loop.poll_window == 0
         assert reader.got == 17             # polling or sleeping, every event was handled
-    finally:
-        loop.remove_handler(a.fileno())
-        a.close()
-        b.close()
-        loop.close()
 
 
 def test_polling_off():
-    loop = Loop(0)
-    a, b, reader = pair(loop)
-    try:
+    with loop_with_reader(0) as (loop, b, reader):
         assert loop.poll_max == 0
         for _ in range(4):
             serve_one(loop, reader, b, 0.002)
         assert loop.poll_window == 0
         assert reader.got == 4
-    finally:
-        loop.remove_handler(a.fileno())
-        a.close()
-        b.close()
-        loop.close()
 
 
 def test_default_longest_window():
