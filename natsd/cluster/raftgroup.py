@@ -21,6 +21,7 @@ the server's loop, talking over the system account, with its log on disk.
 import logging
 import time
 
+from natsd._core.conn import flush_all
 from natsd.cluster import raftmsg
 from natsd.cluster.raft import LEADER, Node
 from natsd.cluster.raftwal import LogStorage
@@ -215,6 +216,10 @@ class RaftGroup:
         blobs = {} if len(out) > 1 else None
         for dst, msg in out:
             system.publish(subject(self.group, dst), raftmsg.encode(msg, blobs))
+        if out:
+            # on the wire now, not when the iteration ends: a leader's Appends before its own
+            # write and sync, a follower's answer before it applies what was committed
+            flush_all()
         st = self.storage
         if st.sync_requested and len(st.syncs_in_flight()) < MAX_SYNCS:
             st.sync_async(self._submit_sync, self._synced)
