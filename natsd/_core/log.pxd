@@ -79,6 +79,7 @@ cdef class Log(LogIndex):
     cdef uint64_t fc_off
     cdef object fc_pt
     cdef readonly object lost_tail     # (first, last) seqs found lost at the tail on open, or None
+    cdef readonly bint sync_marks      # each sync raises the active block's high-water mark
 
     # batched reads (batch_begin / batch_next / batch_rec): the resolved filter and a read-ahead
     # window over one block, valid until the next batch_begin (no writes happen in between)

@@ -111,11 +111,15 @@ cdef class Log:
         self.rbuf = NULL
 
     def __init__(self, path, block_size=8 * 1024 * 1024, compression="none", first_seq=0,
-                 crypt=None, call_soon=None):
+                 crypt=None, call_soon=None, sync_marks=True):
         """crypt: the stream's key context (natsd/jetstream/jscrypt.StreamCrypt: `kid`, `aead`,
         `aead_for(kid)`, `seal`, `open`), or None for a plaintext log. call_soon: the loop's,
         for a plaintext log whose messages of one loop iteration may be written together (its
-        owner syncs before it acknowledges them; see "Group commit" above)."""
+        owner syncs before it acknowledges them; see "Group commit" above). sync_marks=False:
+        a sync leaves the block header's high-water mark as it is, for an owner that cuts a
+        lost tail back rather than keep its sequences (the Raft WAL); the mark then only
+        moves when a block is created or a truncation lowers it, and each sync flushes one
+        page less."""
         cdef Block b
         cdef uint64_t floor
         self.dir = os.fspath(path)
@@ -138,6 +142,7 @@ cdef class Log:
         self.crypt = crypt
         self.pend = bytearray()
         self.call_soon = call_soon
+        self.sync_marks = sync_marks
         if crypt is not None:
             self.enc = crypt.aead
             self.enc_kid = crypt.kid
@@ -1092,7 +1097,7 @@ cdef class Log:
         cdef int rc, fd = self.active.fd
         cdef uint64_t target = self.appended
         self._flush_frame()
-        if self.last > self.active.hwm:     # (flushed: every record is written)
+        if self.sync_marks and self.last > self.active.hwm:     # (flushed: every record is written)
             self._write_hwm(self.active, self.last)
         with nogil:
             rc = fdatasync(fd)
@@ -1144,7 +1149,7 @@ cdef class Log:
             if not self.waiters or target <= self.inflight_target:
                 return
         hw = self.flushed_last
-        if hw > self.active.hwm:
+        if self.sync_marks and hw > self.active.hwm:
             self._write_hwm(self.active, hw)
         fd = os.dup(self.active.fd)
         dirfd = -1

@@ -150,3 +150,36 @@ def test_sync_async_reports_what_it_covered(tmp_path):
     done(job(), None)
     assert got == [1]
     s.close()
+
+
+def _header_mark(path):
+    with open(path, "rb") as f:
+        return int.from_bytes(f.read(16)[8:], "little")
+
+
+def test_syncs_leave_the_wal_header_mark_alone(tmp_path):
+    """The WAL cuts a damaged tail back instead of keeping its indexes, so its syncs do not
+    rewrite the block header's high-water mark (one page less per fdatasync); a stream's log
+    does."""
+    from natsd._core.log import Log
+    s = LogStorage(tmp_path / "g")
+    for i in range(1, 41):
+        s.append([Entry(1, NORMAL, b"entry-%d" % i)])
+        s.log.sync()
+    blk = tmp_path / "g" / "wal" / "1.blk"
+    assert _header_mark(blk) == 0 and not s.log.sync_marks
+    s.log.abandon()
+    os.truncate(blk, os.path.getsize(blk) - 5)          # the last entry torn
+    s = LogStorage(tmp_path / "g")
+    assert s.last_index() == 39 and s.log.lost_tail is None
+    assert [e.data for e in s.entries(38, 39)] == [b"entry-38", b"entry-39"]
+    s.append([Entry(2, NORMAL, b"after")])
+    assert s.last_index() == 40 and s.term_at(40) == 2
+    s.close()
+
+    lg = Log(str(tmp_path / "stream"))
+    for i in range(1, 6):
+        lg.append(i, 0, b"s", None, b"m%d" % i)
+        lg.sync()
+    assert lg.sync_marks and _header_mark(tmp_path / "stream" / "1.blk") == 5
+    lg.close()
