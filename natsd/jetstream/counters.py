@@ -6,6 +6,10 @@ counter streams adds each origin's change since the last value it saw from that 
 
 Owns: the Nats-Incr checks (nats-server's errors 10168, 10170, 10171, 10172) and the
 arithmetic. Values are arbitrary-precision integers, as nats-server's big.Int.
+
+The common publish, `NATS/1.0\r\nNats-Incr: <n>\r\n\r\n` and nothing else, has a short path
+(`plain_increment`, and `LastValues` instead of reading the subject's last message back from the
+store for every increment); stream.py's ingest takes it when the stream has no limit to check.
 """
 import json
 import re
@@ -16,6 +20,10 @@ from natsd.jetstream.headers import set_header
 INCR = "Nats-Incr"
 SOURCES = "Nats-Counter-Sources"
 _INTEGER = re.compile(r"[+-]?[0-9]+\Z")
+_PLAIN = b"NATS/1.0\r\nNats-Incr:"     # the header block of the short path, up to the value
+_PLAIN_INTEGER = re.compile(rb" *[+-]?[0-9]+ *\Z")
+_STORED_VALUE = re.compile(rb"-?[0-9]+\Z")
+MEMO_MAX = 65536                        # subjects LastValues remembers before it starts over
 # headers a counter increment may not carry (they would make its result depend on state)
 _INCOMPATIBLE = ("Nats-Rollup", "Nats-Expected-Stream", "Nats-Expected-Last-Msg-Id",
                  "Nats-Expected-Last-Subject-Sequence-Subject", "Nats-Expected-Last-Sequence",
@@ -36,8 +44,10 @@ def increment(headers, payload, allowed, sourced):
         raise E.error("JSMessageIncrDisabledErr")
     if payload:
         raise E.error("JSMessageIncrPayloadErr")
-    if any(headers.get(k) for k in _INCOMPATIBLE):
-        raise E.error("JSMessageIncrInvalidErr")
+    if len(headers) > 1:
+        for k in _INCOMPATIBLE:
+            if headers.get(k):
+                raise E.error("JSMessageIncrInvalidErr")
     return int(value)
 
 
@@ -99,3 +109,45 @@ def _header(hdr, key):
     i += len(k)
     j = hdr.find(b"\r\n", i)
     return hdr[i:j].strip().decode("utf-8", "replace")
+
+
+def plain_increment(hdr):
+    """The increment of a header block that is exactly `NATS/1.0`, `Nats-Incr: <integer>` and
+    the blank line -> int, or None for anything else (which increment() then judges)."""
+    if not hdr.startswith(_PLAIN) or not hdr.endswith(b"\r\n\r\n"):
+        return None
+    value = hdr[len(_PLAIN):-4]
+    if b"\r" in value or not _PLAIN_INTEGER.match(value):
+        return None
+    return int(value)
+
+
+class LastValues:
+    """Each counter subject's value as of the last increment this short path stored, so the
+    next one need not read that message back: subject -> (its seq, the value). An entry is
+    used only while that seq is still the subject's last message in the store; anything
+    stored on the subject or removed from it since makes it stale, so the store stays the
+    truth. A subject whose last message carries sources' values, or a value that is not
+    natsd's own `{"val":"<n>"}`, is left to the full path (None)."""
+
+    def __init__(self):
+        self.values = {}
+
+    def value(self, store, subject):
+        known = self.values.get(subject)
+        if known is not None and store.subject_state(subject)[2] == known[0]:
+            return known[1]
+        last = store.load_last(subject)
+        if last is None:
+            return 0
+        if _header(last.hdr, SOURCES):
+            return None
+        p = last.msg
+        if p[:8] == b'{"val":"' and p[-2:] == b'"}' and _STORED_VALUE.match(p, 8, len(p) - 2):
+            return int(p[8:-2])
+        return None
+
+    def stored(self, subject, seq, value):
+        if len(self.values) >= MEMO_MAX:
+            self.values.clear()
+        self.values[subject] = (seq, value)

@@ -81,6 +81,7 @@ class Stream:
         self.ttl_timer = None
         self.closed = False
         self.pending_acks = []          # (reply, bytes) waiting for the group sync
+        self.counter_values = counters.LastValues()     # _on_batch's plain increments
         self.transform = None
         self.republish = None
         self.sourcing = None            # natsd.jetstream.sourcing.Sourcing (mirror/sources)
@@ -203,12 +204,18 @@ class Stream:
             max_msgs, max_bytes = cfg.get("max_msgs", -1), cfg.get("max_bytes", -1)
             limited = max_msgs > 0 or max_bytes > 0
             consumers = list(self.consumers.values()) if self.consumers else None
+            # plain counter increments take the short path too (counters.py) when there is
+            # no schedule to check
+            counting = cfg.get("allow_msg_counter") and not cfg.get("allow_msg_schedules")
+            last_values = self.counter_values
             tpl = self._ack_template
             if tpl is None or tpl[0] != self.engine.domain:
                 self._puback(0)
                 tpl = self._ack_template
             prefix, suffix = tpl[1], tpl[2] + b"}"
         for i, (subject, reply, hdr, payload, origin) in enumerate(msgs):
+            total = None                # a plain counter increment's new value
+            body = payload              # what is stored (a counter's: the new value)
             if i and not i % ACK_CHUNK:
                 # answer in chunks, not all at the batch's end: the publishers get their first
                 # PubAcks while the rest is stored, and the two sides overlap instead of
@@ -224,10 +231,18 @@ class Stream:
                     acks = self.pending_acks
                     n_acks = len(acks)
                     chunk_start = time.monotonic()
-            if not fast or hdr is not None or (0 <= mms < len(payload)) or self.closed \
+            if fast and counting and hdr is not None and not payload and not self.closed:
+                incr = counters.plain_increment(hdr)
+                if incr is not None:
+                    total = last_values.value(store, subject)
+                    if total is not None:
+                        total += incr
+                        body = b'{"val":"%d"}' % total
+            if not fast or (hdr is not None and total is None) or self.closed \
+                    or (0 <= mms < len(body) + (len(hdr) if hdr else 0)) \
                     or (reply is not None and reply.endswith(fastbatch.SUFFIX)) \
                     or (limited and ((0 < max_msgs <= store.num_msgs) or (
-                        max_bytes > 0 and store.num_bytes + store.msg_size(subject, None, payload)
+                        max_bytes > 0 and store.num_bytes + store.msg_size(subject, hdr, body)
                         > max_bytes))):
                 if group and len(acks) > n_acks:
                     self.engine.want_sync(self)
@@ -239,7 +254,7 @@ class Stream:
                 n_acks = len(acks)
                 continue
             try:
-                seq = store_msg(subject, None, payload, leader_ts)[0]
+                seq = store_msg(subject, hdr, body, leader_ts)[0]
             except Exception as exc:    # a store failure must not kill the loop
                 self.store_failed(exc)
                 if direct:
@@ -255,11 +270,15 @@ class Stream:
                         c.on_stored(seq, subject)
                     except Exception:
                         log.exception("consumer on_stored failed")
+            if total is not None:
+                last_values.stored(subject, seq, total)
             if reply and not no_ack:
+                ack = (b"%s%d%s" % (prefix, seq, suffix) if total is None
+                       else b'%s%d,"val":"%d"%s' % (prefix, seq, total, suffix))
                 if group:
-                    acks.append((reply, b"%s%d%s" % (prefix, seq, suffix)))
+                    acks.append((reply, ack))
                 else:
-                    direct.append((reply, b"%s%d%s" % (prefix, seq, suffix)))
+                    direct.append((reply, ack))
         if direct:
             self._reply_many(direct)
         if fast and self.age_timer is None:

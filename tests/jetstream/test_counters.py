@@ -51,6 +51,24 @@ async def scenario(url):
     ]
     for subject, payload, headers in cases:
         out.append((subject, headers, await pub(nc, subject, payload, headers)))
+    # plain increments (natsd's short path remembers each subject's value): after the last one
+    # is deleted, and after the subject is purged, they count on from what the stream holds
+    for n in ("1", "2", "3"):
+        out.append(("c.z", n, await pub(nc, "c.z", b"", {"Nats-Incr": n})))
+    deleted = json.loads((await api("$JS.API.STREAM.MSG.DELETE.C", {"seq": out[-1][2]["seq"]})).data)
+    out.append(("c.z", "10", deleted, await pub(nc, "c.z", b"", {"Nats-Incr": "10"})))
+    purged = json.loads((await api("$JS.API.STREAM.PURGE.C", {"filter": "c.z"})).data)
+    out.append(("c.z", "4", purged, await pub(nc, "c.z", b"", {"Nats-Incr": "4"})))
+    assert [r[-1].get("val") for r in out[-5:]] == ["1", "3", "6", "13", "4"]
+    # a counter stream with limits: increments are stored while under them, the oldest
+    # messages go once they are reached, and the values carry on
+    await api("$JS.API.STREAM.CREATE.L", {"name": "L", "subjects": ["l.>"], "allow_msg_counter": True,
+                                          "max_msgs": 3, "max_bytes": 4096})
+    for subject, n in (("l.a", "1"), ("l.a", "2"), ("l.b", "5"), ("l.a", "3"), ("l.b", "1"), ("l.a", "4")):
+        out.append((subject, n, await pub(nc, subject, b"", {"Nats-Incr": n})))
+    assert [r[-1].get("val") for r in out[-6:]] == ["1", "3", "5", "6", "6", "10"]
+    state = json.loads((await nc.request("$JS.API.STREAM.INFO.L", b"", timeout=2)).data)["state"]
+    out.append(("L", {k: v for k, v in state.items() if not k.endswith("_ts")}))
     # a source aggregating both counter streams
     await api("$JS.API.STREAM.CREATE.AGG", {"name": "AGG", "allow_msg_counter": True, "sources": [
         {"name": "C", "subject_transforms": [{"src": "c.a", "dest": "total"}]},
