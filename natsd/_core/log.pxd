@@ -32,6 +32,7 @@ cdef class Block:
     cdef public object aead            # the AEAD of its key (encrypted blocks)
     cdef public uint64_t hwm           # header high-water mark: highest seq ever stored (uncompressed)
     cdef public object frames          # encrypted uncompressed: array('Q') of frame offsets
+    cdef public uint64_t zeroed_to     # zero_ahead logs: the file holds zeros up to here
 
 
 cdef class Log(LogIndex):
@@ -80,6 +81,7 @@ cdef class Log(LogIndex):
     cdef object fc_pt
     cdef readonly object lost_tail     # (first, last) seqs found lost at the tail on open, or None
     cdef readonly bint sync_marks      # each sync raises the active block's high-water mark
+    cdef readonly bint zero_ahead      # the active block's file is kept zero-filled past its records
 
     # batched reads (batch_begin / batch_next / batch_rec): the resolved filter and a read-ahead
     # window over one block, valid until the next batch_begin (no writes happen in between)
@@ -123,6 +125,8 @@ cdef class Log(LogIndex):
     cdef bytes _seal_blob(self, data, bytes aad)
     cdef bytes _blk_header(self, int flags, uint64_t v)
     cdef _write_hwm(self, Block b, uint64_t v)
+    cdef _zero_ahead(self, Block b, uint64_t end)
+    cdef _cut_zeros(self, Block b)
     cdef _synced_to(self, uint64_t target)
     cdef _start_sync(self, executor_submit)
     cdef _reset(self)

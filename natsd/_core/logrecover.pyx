@@ -7,7 +7,8 @@
   rewritten through a temporary file.
 - `rebuild(lg)` scans every block in order and builds the index, the per-subject table and
   the TTL heap; the first record that is short or fails its checksum ends its block (the file
-  is cut there, and a warning names it). An encrypted block is sealed atomically, so one that
+  is cut there, and a warning names it). In a zero_ahead log, zeros from there to the end of
+  the file are the block's end, cut without a warning. An encrypted block is sealed atomically, so one that
   does not authenticate stops the open instead.
 - `scan_image` indexes the records of one block's image (or one encrypted frame's plaintext):
   messages, tombstones, FIRST and SKIP records.
@@ -228,7 +229,11 @@ def rebuild(Log lg):
                 good = fo + FRAME_OVH + len(pt)
         else:
             good = scan_image(lg, b, img, BLK_HDR, 0)
-        if good < <uint64_t>disk:
+        if good < <uint64_t>disk and lg.zero_ahead and not b.compressed and not b.encrypted \
+                and img.count(b"\0", good) == disk - good:
+            os.ftruncate(b.fd, good)    # zeros written ahead of the records: the block's end
+            b.size = good
+        elif good < <uint64_t>disk:
             log.warning("%s: truncated or corrupt record at offset %d, %d bytes dropped",
                         path, good, disk - good)
             if b.compressed:

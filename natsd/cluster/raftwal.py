@@ -62,9 +62,11 @@ class LogStorage(SyncBook):
         self.term, self.vote = self._read_state()
         self.snap_lock = threading.Lock()   # the snapshot file: a compaction writes it on a worker
         self.snap, self.snap_bytes = self._read_snapshot()
-        # sync_marks=False: a lost tail is cut back below, so the syncs need not keep its floor
+        # sync_marks=False: a lost tail is cut back below, so the syncs need not keep its floor;
+        # zero_ahead: an append's fdatasync then needs no journal commit (the replicas of a
+        # group, and many groups, sync at once)
         self.log = Log(os.path.join(self.dir, "wal"), block_size=4 * 1024 * 1024, call_soon=call_soon,
-                       sync_marks=False)
+                       sync_marks=False, zero_ahead=True)
         if self.log.lost_tail is not None:
             self.log.truncate(self.log.lost_tail[0] - 1)
         if self.log.msgs and self.log.first <= self.snap[0] or self.log.last < self.snap[0]:

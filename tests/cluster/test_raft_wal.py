@@ -152,6 +152,12 @@ def test_sync_async_reports_what_it_covered(tmp_path):
     s.close()
 
 
+def _records_end(path):
+    """Where the block's records end (zero_ahead keeps zeros after them)."""
+    with open(path, "rb") as f:
+        return len(f.read().rstrip(b"\0"))
+
+
 def _header_mark(path):
     with open(path, "rb") as f:
         return int.from_bytes(f.read(16)[8:], "little")
@@ -169,7 +175,7 @@ def test_syncs_leave_the_wal_header_mark_alone(tmp_path):
     blk = tmp_path / "g" / "wal" / "1.blk"
     assert _header_mark(blk) == 0 and not s.log.sync_marks
     s.log.abandon()
-    os.truncate(blk, os.path.getsize(blk) - 5)          # the last entry torn
+    os.truncate(blk, _records_end(blk) - 5)             # the last entry torn
     s = LogStorage(tmp_path / "g")
     assert s.last_index() == 39 and s.log.lost_tail is None
     assert [e.data for e in s.entries(38, 39)] == [b"entry-38", b"entry-39"]
@@ -183,3 +189,34 @@ def test_syncs_leave_the_wal_header_mark_alone(tmp_path):
         lg.sync()
     assert lg.sync_marks and _header_mark(tmp_path / "stream" / "1.blk") == 5
     lg.close()
+
+
+def test_wal_keeps_zeros_ahead_of_its_records(tmp_path, caplog):
+    """The WAL's block file runs ahead of its entries in zeros (an append's fdatasync then needs
+    no journal commit); after a crash the zeros read as the block's end, not as damage, and
+    every entry is back; a clean close and a truncation leave the file at the entries' end."""
+    s = LogStorage(tmp_path / "g")
+    for i in range(1, 301):
+        s.append([Entry(1, NORMAL, b"entry-%d" % i)])
+        if i % 10 == 0:
+            s.log.sync()
+    blk = tmp_path / "g" / "wal" / "1.blk"
+    end = _records_end(blk)
+    assert s.log.zero_ahead and os.path.getsize(blk) >= end + 128 * 1024
+    s.log.sync()
+    s.log.abandon()                                     # kill -9: the zeros stay
+    caplog.clear()
+    s = LogStorage(tmp_path / "g")
+    assert "corrupt" not in caplog.text and "lost" not in caplog.text
+    assert s.last_index() == 300 and s.entries(300, 300)[0].data == b"entry-300"
+    assert os.path.getsize(blk) == end                  # cut back on open
+    s.append([Entry(2, NORMAL, b"more")])
+    s.truncate_after(250)                               # a conflicting suffix goes
+    assert _records_end(blk) < end
+    s.append([Entry(3, NORMAL, b"after the cut")])
+    s.close()
+    assert os.path.getsize(blk) == _records_end(blk)    # a clean close leaves no zeros
+    s = LogStorage(tmp_path / "g")
+    assert s.last_index() == 251 and s.entries(251, 251)[0].data == b"after the cut"
+    assert s.term_at(251) == 3 and s.term_at(250) == 1
+    s.close()
