@@ -459,10 +459,12 @@ class FileStore(StreamStore):
                  sync_always=False, crypt=None, call_soon=None, **_):
         """crypt: the stream's keys (natsd/jetstream/jscrypt.StreamCrypt) to encrypt the log
         at rest, or None. call_soon: the loop's, when every acknowledgement waits for a sync
-        (group commit): the log then writes one loop iteration's messages with one pwrite."""
+        (group commit): the log then writes one loop iteration's messages with one pwrite.
+        A plaintext log keeps zeros ahead of its records (natsd/_core/log.pyx, "Zero ahead"):
+        a sequential publisher's fdatasync then needs no journal commit."""
         self.dir = os.fspath(directory)
         self.log = Log(self.dir, block_size, compression, first_seq or 0, crypt,
-                       call_soon if crypt is None else None)
+                       call_soon if crypt is None else None, zero_ahead=True)
         self.sync_always = sync_always
         self._first_cfg = first_seq or 0
 

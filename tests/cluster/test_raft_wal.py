@@ -16,6 +16,7 @@ from natsd.cluster.raftstore import MemoryStorage
 from natsd.cluster.raftwal import CorruptState, LogStorage
 from tests.cluster import test_raft as scenarios
 from tests.cluster.raftsim import World
+from tests.jetstream.jshelp import records_end
 
 
 def observe(s):
@@ -152,12 +153,6 @@ def test_sync_async_reports_what_it_covered(tmp_path):
     s.close()
 
 
-def _records_end(path):
-    """Where the block's records end (zero_ahead keeps zeros after them)."""
-    with open(path, "rb") as f:
-        return len(f.read().rstrip(b"\0"))
-
-
 def _header_mark(path):
     with open(path, "rb") as f:
         return int.from_bytes(f.read(16)[8:], "little")
@@ -175,7 +170,7 @@ def test_syncs_leave_the_wal_header_mark_alone(tmp_path):
     blk = tmp_path / "g" / "wal" / "1.blk"
     assert _header_mark(blk) == 0 and not s.log.sync_marks
     s.log.abandon()
-    os.truncate(blk, _records_end(blk) - 5)             # the last entry torn
+    os.truncate(blk, records_end(blk) - 5)             # the last entry torn
     s = LogStorage(tmp_path / "g")
     assert s.last_index() == 39 and s.log.lost_tail is None
     assert [e.data for e in s.entries(38, 39)] == [b"entry-38", b"entry-39"]
@@ -201,7 +196,7 @@ def test_wal_keeps_zeros_ahead_of_its_records(tmp_path, caplog):
         if i % 10 == 0:
             s.log.sync()
     blk = tmp_path / "g" / "wal" / "1.blk"
-    end = _records_end(blk)
+    end = records_end(blk)
     assert s.log.zero_ahead and os.path.getsize(blk) >= end + 128 * 1024
     s.log.sync()
     s.log.abandon()                                     # kill -9: the zeros stay
@@ -212,10 +207,10 @@ def test_wal_keeps_zeros_ahead_of_its_records(tmp_path, caplog):
     assert os.path.getsize(blk) == end                  # cut back on open
     s.append([Entry(2, NORMAL, b"more")])
     s.truncate_after(250)                               # a conflicting suffix goes
-    assert _records_end(blk) < end
+    assert records_end(blk) < end
     s.append([Entry(3, NORMAL, b"after the cut")])
     s.close()
-    assert os.path.getsize(blk) == _records_end(blk)    # a clean close leaves no zeros
+    assert os.path.getsize(blk) == records_end(blk)    # a clean close leaves no zeros
     s = LogStorage(tmp_path / "g")
     assert s.last_index() == 251 and s.entries(251, 251)[0].data == b"after the cut"
     assert s.term_at(251) == 3 and s.term_at(250) == 1

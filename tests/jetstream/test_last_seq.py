@@ -23,7 +23,7 @@ import random
 
 import pytest
 
-from tests.jetstream.jshelp import connect, run
+from tests.jetstream.jshelp import connect, records_end, run
 from tests.jetstream.test_crash_server import publish_until_killed
 
 
@@ -82,7 +82,7 @@ def test_kill9_truncated_last_block(natsd, tmp_path, cut):
     assert run(publish)(srv, 50) == list(range(1, 51))
     srv.kill()
     blk = last_block(sd, "S")
-    os.truncate(blk, os.path.getsize(blk) // 2 if cut == "half" else 16)
+    os.truncate(blk, records_end(blk) // 2 if cut == "half" else 16)
     srv = natsd("-js", "-sd", sd)
     m = srv.wait_log(r"\[WRN\]   Stream '\$G > S' lost sequences (\d+)\.\.(\d+) at the tail")
     st, msgs = run(state_and_msgs)(srv)
@@ -109,7 +109,7 @@ def test_kill9_while_publishing_then_truncate(natsd, tmp_path, run_no):
     assert len(acked) >= 100
     top = max(acked.values())
     blk = last_block(sd, "CRASH")
-    os.truncate(blk, max(16, os.path.getsize(blk) // 2))
+    os.truncate(blk, max(16, records_end(blk) // 2))
     srv = natsd("-js", "-sd", sd)
 
     @run

@@ -21,6 +21,7 @@ import pytest
 
 from natsd.jetstream import jscrypt
 from natsd.jetstream.store import FileStore, StoreError
+from tests.jetstream.jshelp import records_end
 
 SUBJ = b"orders.topsecret.subject"
 PAYLOAD = b"PLAINTEXT-PAYLOAD-0123456789"
@@ -268,7 +269,7 @@ def test_lost_tail_keeps_last_seq(tmp_path, caplog, enc, stop):
     else:
         s.log.abandon()
     blk = tmp_path / "s" / "1.blk"
-    os.truncate(blk, os.path.getsize(blk) // 2)
+    os.truncate(blk, records_end(blk) // 2)
     s = FileStore(tmp_path / "s", block_size=1 << 20, crypt=c)
     st = s.state()
     assert 0 < st["messages"] < 50
