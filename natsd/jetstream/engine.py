@@ -198,7 +198,10 @@ class JsAccount:
         sdir = os.path.join(d, "msgs") if d else None
         if sdir and storage == "file":
             os.makedirs(sdir, exist_ok=True)
-        store = open_store(storage, sdir, cfg, self.engine.sync_always, crypt, self.engine.write_hook())
+        # zero ahead where every PubAck waits for this store's sync (not a replica's copy,
+        # whose group's log is synced instead, nor a store synced on a timer)
+        store = open_store(storage, sdir, cfg, self.engine.sync_always, crypt, self.engine.write_hook(),
+                           zero_ahead=replica is None and (self.engine.group_commit or self.engine.sync_always))
         st = Stream(self, cfg, created or time.time_ns(), store, d)
         st.replica = replica
         if replica is not None:

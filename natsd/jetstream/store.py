@@ -51,16 +51,16 @@ def _bytes(x):
     return x.encode() if isinstance(x, str) else bytes(x)
 
 
-def open_store(storage, directory, cfg, sync_always=False, crypt=None, call_soon=None):
+def open_store(storage, directory, cfg, sync_always=False, crypt=None, call_soon=None, zero_ahead=False):
     """The store a stream config asks for: MemoryStore for `storage: memory`, else a FileStore
     in `directory` (sealed with `crypt`, the stream's keys, when JetStream encrypts at rest;
     writing the messages of one loop iteration together through `call_soon` when nothing is
-    acknowledged before a sync)."""
+    acknowledged before a sync; with `zero_ahead` when it is synced for every PubAck)."""
     first_seq = cfg.get("first_seq", 0) or 0
     if storage == "memory":
         return MemoryStore(first_seq)
     return FileStore(directory, compression=cfg.get("compression", "none"), first_seq=first_seq,
-                     sync_always=sync_always, crypt=crypt, call_soon=call_soon)
+                     sync_always=sync_always, crypt=crypt, call_soon=call_soon, zero_ahead=zero_ahead)
 
 
 class StreamStore(abc.ABC):
@@ -456,15 +456,16 @@ class FileStore(StreamStore):
     """A stream's messages in a segmented log directory (see natsd/_core/log.pyx)."""
 
     def __init__(self, directory, block_size=8 * 1024 * 1024, compression="none", first_seq=0,
-                 sync_always=False, crypt=None, call_soon=None, **_):
+                 sync_always=False, crypt=None, call_soon=None, zero_ahead=False, **_):
         """crypt: the stream's keys (natsd/jetstream/jscrypt.StreamCrypt) to encrypt the log
         at rest, or None. call_soon: the loop's, when every acknowledgement waits for a sync
         (group commit): the log then writes one loop iteration's messages with one pwrite.
-        A plaintext log keeps zeros ahead of its records (natsd/_core/log.pyx, "Zero ahead"):
-        a sequential publisher's fdatasync then needs no journal commit."""
+        zero_ahead: a store synced for every PubAck keeps zeros ahead of its records
+        (natsd/_core/log.pyx, "Zero ahead", plaintext only), so a sequential publisher's
+        fdatasync needs no journal commit; one synced rarely would only write twice."""
         self.dir = os.fspath(directory)
         self.log = Log(self.dir, block_size, compression, first_seq or 0, crypt,
-                       call_soon if crypt is None else None, zero_ahead=True)
+                       call_soon if crypt is None else None, zero_ahead=zero_ahead)
         self.sync_always = sync_always
         self._first_cfg = first_seq or 0
 

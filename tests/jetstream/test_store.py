@@ -21,6 +21,8 @@ HDR = b"NATS/1.0\r\nA: b\r\n\r\n"
 # file-grouped: a FileStore as the server opens it under group commit, with the loop's call_soon
 # (here: a list nobody runs unless a test ends the "iteration"), so its messages wait in memory
 # until a sync, a read of the block's file, a tombstone, a rotation or 64 KiB make them go out.
+# Every file kind but "file" keeps zeros ahead of its records, as a store synced for each
+# PubAck does ("file" is one synced on a timer).
 KINDS = ["memory", "file", "file-lz4", "file-s2", "file-grouped"]
 
 
@@ -31,6 +33,7 @@ def open_store(kind, path, **kw):
     hooks = []
     if kind == "file-grouped":
         kw["call_soon"] = hooks.append
+    kw.setdefault("zero_ahead", kind != "file")
     s = FileStore(path, block_size=kw.pop("block_size", 2048), compression=comp, **kw)
     s.end_iteration = lambda: [hooks.pop(0)() for _ in range(len(hooks))]
     return s
