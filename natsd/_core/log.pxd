@@ -125,7 +125,7 @@ cdef class Log(LogIndex):
     cdef bytes _seal_blob(self, data, bytes aad)
     cdef bytes _blk_header(self, int flags, uint64_t v)
     cdef _write_hwm(self, Block b, uint64_t v)
-    cdef _zero_ahead(self, Block b, uint64_t end)
+    cdef _zero_ahead(self, Block b)
     cdef _cut_zeros(self, Block b)
     cdef _synced_to(self, uint64_t target)
     cdef _start_sync(self, executor_submit)

@@ -44,7 +44,8 @@ The pending records are written first; when that write fails, every waiter that 
 gets the error and they stay pending (written again by the next sync); the header's
 high-water mark then only covers what was written.
 
-Zero ahead (`zero_ahead=True`, the Raft WAL): the active block's file is kept ZERO_STEP bytes
+Zero ahead (`zero_ahead=True`: the Raft WAL, and a stream's store when every PubAck waits for
+its sync, natsd/jetstream/store.py): the active block's file is kept ZERO_STEP bytes
 of zeros longer than its records, written whenever the records reach the end of the zeros. An
 append then rewrites bytes the file already has, so its fdatasync flushes data alone, with no
 journal commit for a new size; with several logs syncing at once on one disk (the replicas of a
@@ -242,7 +243,7 @@ cdef class Log:
                 b.zeroed_to = self.pend_off
                 raise oserr(b.path, err)
             if self.zero_ahead:
-                self._zero_ahead(b, self.pend_off + PyByteArray_GET_SIZE(self.pend))
+                self._zero_ahead(b)
             del self.pend[:]
             self.flushed = self.appended
             self.flushed_last = self.last
@@ -375,14 +376,15 @@ cdef class Log:
             raise oserr(b.path, err)
         b.hwm = v
 
-    cdef _zero_ahead(self, Block b, uint64_t end):
-        # `end` is where b's records now end: once they have reached the zeros' end, the next
-        # ZERO_STEP bytes get zeros (made durable by the next fdatasync, with the new size). A
-        # failed write only costs speed: the records' own writes report a full disk.
-        if end < b.zeroed_to:
+    cdef _zero_ahead(self, Block b):
+        # Called after a write of b's records: once they have reached the zeros' end, the
+        # ZERO_STEP bytes after b.size (the end of every record appended, nothing is ever
+        # beyond it) get zeros, made durable by the next fdatasync with the new size. A failed
+        # write only costs speed: the records' own writes report a full disk.
+        if b.size < b.zeroed_to:
             return
-        if pwrite_all(b.fd, ZEROS, ZERO_STEP, end) == 0:
-            b.zeroed_to = end + ZERO_STEP
+        if pwrite_all(b.fd, ZEROS, ZERO_STEP, b.size) == 0:
+            b.zeroed_to = b.size + ZERO_STEP
 
     cdef _cut_zeros(self, Block b):
         # the file ends where b's records end again (a zero_ahead block that is sealed or closed)
@@ -669,7 +671,7 @@ cdef class Log:
         self.appended += 1
         b.size += reclen
         if self.zero_ahead:
-            self._zero_ahead(b, b.size)
+            self._zero_ahead(b)
         return <int>(b.size - reclen)
 
     cdef int _index_msg(self, uint64_t seq, int64_t ts, uint32_t off, uint32_t size,

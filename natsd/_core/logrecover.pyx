@@ -7,9 +7,11 @@
   rewritten through a temporary file.
 - `rebuild(lg)` scans every block in order and builds the index, the per-subject table and
   the TTL heap; the first record that is short or fails its checksum ends its block (the file
-  is cut there, and a warning names it). In a zero_ahead log, zeros from there to the end of
-  the file are the block's end, cut without a warning. An encrypted block is sealed atomically, so one that
-  does not authenticate stops the open instead.
+  is cut there, and a warning names it). In a plaintext block, zeros from there to the end of
+  the file are the block's end (a zero_ahead log wrote them, natsd/_core/log.pyx), cut without
+  a warning; records lost from a synced tail are still found by the high-water mark. An
+  encrypted block is sealed atomically, so one that does not authenticate stops the open
+  instead.
 - `scan_image` indexes the records of one block's image (or one encrypted frame's plaintext):
   messages, tombstones, FIRST and SKIP records.
 
@@ -75,7 +77,7 @@ def convert_blocks(Log lg):
                 recs, end, suspect = block_records(raw, old, num)
                 if suspect:
                     raise StoreError(path, "cannot decrypt the block with its key")
-                if end < len(raw):
+                if end < len(raw) and (old is not None or raw.count(b"\0", end) != len(raw) - end):
                     log.warning("%s: truncated or corrupt record at offset %d, %d bytes dropped",
                                 path, end, len(raw) - end)
                 data = lg._build_framed(num, recs, int.from_bytes(hdr[8:16], "little"))[0]
@@ -229,7 +231,7 @@ def rebuild(Log lg):
                 good = fo + FRAME_OVH + len(pt)
         else:
             good = scan_image(lg, b, img, BLK_HDR, 0)
-        if good < <uint64_t>disk and lg.zero_ahead and not b.compressed and not b.encrypted \
+        if good < <uint64_t>disk and not b.compressed and not b.encrypted \
                 and img.count(b"\0", good) == disk - good:
             os.ftruncate(b.fd, good)    # zeros written ahead of the records: the block's end
             b.size = good

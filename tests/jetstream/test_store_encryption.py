@@ -14,6 +14,7 @@ context) and the last-sequence floor, below the server.
 """
 import glob
 import hashlib
+import logging
 import os
 import struct
 
@@ -473,4 +474,26 @@ def test_rekeying_interrupted(tmp_path):
     assert c5.status == "" and c5.kid == c2.kid
     s = FileStore(tmp_path / "s", block_size=2048, crypt=c5)
     assert contents(s) == before
+    s.close()
+
+
+@pytest.mark.parametrize("reopen", ["zeros", "plain", "encrypted"])
+def test_zeros_ahead_read_as_the_end_in_every_mode(tmp_path, caplog, reopen):
+    """A store that kept zeros ahead of its records (synced for every PubAck) and was killed
+    opens with every record and no warning: again with zeros ahead, without them (a server
+    that syncs on a timer now), or encrypted (its plaintext blocks are converted)."""
+    d = tmp_path / "s"
+    s = FileStore(d, block_size=1 << 20, zero_ahead=True)
+    fill(s, 40)
+    s.sync()
+    want = contents(s)
+    s.log.abandon()
+    assert os.path.getsize(d / "1.blk") > records_end(d / "1.blk")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="natsd"):
+        s = FileStore(d, block_size=1 << 20, zero_ahead=reopen == "zeros",
+                      crypt=crypt_for(tmp_path) if reopen == "encrypted" else None)
+    assert [r.getMessage() for r in caplog.records] == []
+    assert contents(s) == want and s.state()["last_seq"] == 40 and s.lost_tail is None
+    assert s.store_msg(SUBJ, None, b"after")[0] == 41
     s.close()
