@@ -9,7 +9,8 @@ arithmetic. Values are arbitrary-precision integers, as nats-server's big.Int.
 
 The common publish, `NATS/1.0\r\nNats-Incr: <n>\r\n\r\n` and nothing else, has a short path
 (`plain_increment`, and `LastValues` instead of reading the subject's last message back from the
-store for every increment); stream.py's ingest takes it when the stream has no limit to check.
+store for every increment); stream.py's ingest takes it on a stream without schedules, while
+the stream's limits are not reached.
 """
 import json
 import re
