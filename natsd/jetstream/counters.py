@@ -23,7 +23,6 @@ SOURCES = "Nats-Counter-Sources"
 _INTEGER = re.compile(r"[+-]?[0-9]+\Z")
 _PLAIN = b"NATS/1.0\r\nNats-Incr:"     # the header block of the short path, up to the value
 _PLAIN_INTEGER = re.compile(rb" *[+-]?[0-9]+ *\Z")
-_STORED_VALUE = re.compile(rb"-?[0-9]+\Z")
 MEMO_MAX = 65536                        # subjects LastValues remembers before it starts over
 # headers a counter increment may not carry (they would make its result depend on state)
 _INCOMPATIBLE = ("Nats-Rollup", "Nats-Expected-Stream", "Nats-Expected-Last-Msg-Id",
@@ -128,8 +127,8 @@ class LastValues:
     next one need not read that message back: subject -> (its seq, the value). An entry is
     used only while that seq is still the subject's last message in the store; anything
     stored on the subject or removed from it since makes it stale, so the store stays the
-    truth. A subject whose last message carries sources' values, or a value that is not
-    natsd's own `{"val":"<n>"}`, is left to the full path (None)."""
+    truth. A subject whose last message carries sources' values, or a value that does not
+    read as one, is left to the full path (None)."""
 
     def __init__(self):
         self.values = {}
@@ -143,10 +142,10 @@ class LastValues:
             return 0
         if _header(last.hdr, SOURCES):
             return None
-        p = last.msg
-        if p[:8] == b'{"val":"' and p[-2:] == b'"}' and _STORED_VALUE.match(p, 8, len(p) - 2):
-            return int(p[8:-2])
-        return None
+        try:
+            return _value_of(last.msg)
+        except E.ApiError:
+            return None                 # the full path answers with the error
 
     def stored(self, subject, seq, value):
         if len(self.values) >= MEMO_MAX:
