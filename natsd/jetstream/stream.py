@@ -100,13 +100,15 @@ class Stream:
         self.republish = SubjectTransform.compile(rp.get("src") or ">", rp["dest"]) if rp and rp.get("dest") else None
         self.file = cfg.get("storage", "file") == "file"
         self.dup_window = cfg.get("duplicate_window", 0) or 0
-        # Header-less messages to a stream without transforms, per-subject limits, republish or
-        # interest/work-queue retention take _on_batch's short path (store, notify consumers,
-        # PubAck) while they fit in max_msgs/max_bytes; anything else, and a message that
-        # would reach a limit (discard old or new), goes through process().
+        # Header-less messages to a stream without transforms, republish, interest/work-queue
+        # retention or a per-subject limit that refuses (discard_new_per_subject) take
+        # _on_batch's short path (store, per-subject limit, notify consumers, PubAck) while
+        # they fit in max_msgs/max_bytes; anything else, and a message that would reach a
+        # limit (discard old or new), goes through process().
         simple = (self.transform is None and self.republish is None and not cfg.get("sealed")
                   and cfg.get("retention", "limits") == "limits"
-                  and cfg.get("max_msgs_per_subject", -1) <= 0)
+                  and not (cfg.get("max_msgs_per_subject", -1) > 0
+                           and cfg.get("discard_new_per_subject")))
         self._fast_cfg = cfg if simple else None
 
     def start(self):
@@ -203,6 +205,7 @@ class Stream:
             mms = cfg.get("max_msg_size", -1)
             max_msgs, max_bytes = cfg.get("max_msgs", -1), cfg.get("max_bytes", -1)
             limited = max_msgs > 0 or max_bytes > 0
+            per_subject = cfg.get("max_msgs_per_subject", -1)   # > 0: a KV bucket's history
             consumers = list(self.consumers.values()) if self.consumers else None
             # plain counter increments take the short path too (counters.py) when there is
             # no schedule to check
@@ -264,6 +267,8 @@ class Stream:
                     err = E.error("JSStreamStoreFailedF", err=str(exc))
                     self.respond_after_sync(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
                 continue
+            if per_subject > 0:
+                self._limit_subject(subject, per_subject)
             if consumers is not None:
                 for c in consumers:
                     try:
@@ -541,6 +546,15 @@ class Stream:
             self._check_interest(seq, subject)
         return self._puback(seq, value=value, batch=batch if batch and batch[2] else None), True
 
+    def _limit_subject(self, subject, keep):
+        """max_msgs_per_subject after a store (discard old): the subject's oldest messages go.
+        One over, the common case (a KV put replacing a key's value), is one removal."""
+        n, first, _ = self.store.subject_state(subject)
+        if n == keep + 1:
+            self.store.remove(first)
+        elif n > keep:
+            self.store.purge(subject.decode(), 0, keep)
+
     def _check_discard_new(self, subject, hdr, payload):
         cfg = self.config
         st = self.store.state()
@@ -564,9 +578,7 @@ class Stream:
         st = self.store.state()
         if mps > 0:
             if subject is not None:
-                n = self.store.subject_count(subject.decode())
-                if n > mps:
-                    self.store.purge(subject.decode(), 0, mps)
+                self._limit_subject(subject, mps)
             else:
                 for subj, n in self.store.subjects().items():
                     if n > mps:

@@ -1,7 +1,8 @@
 """Stream limits under a burst: many publishes read in one loop iteration take natsd's batched
 ingest path until one would reach max_msgs or max_bytes, and that one and the rest go through
 the full path. The PubAcks (in order) and the stream state must be nats-server's for discard
-new and discard old, by count and by bytes, file and memory storage."""
+new and discard old, by count, by bytes and per subject (a KV bucket's history: the short
+path removes a subject's oldest message itself), file and memory storage."""
 import json
 
 import nats
@@ -29,9 +30,13 @@ async def burst(url, cfg):
     assert await until(lambda: len(acks) == N, timeout=10), len(acks)
     st = (await js.stream_info(cfg["name"])).state
     first = await js.get_msg(cfg["name"], st.first_seq) if st.messages else None
+    firsts = {}                         # each subject's oldest message left
+    for s in range(3):
+        firsts[s] = (await js.get_msg(cfg["name"], subject="l.%d" % s, next=True, seq=1)).seq
     await nc.close()
     return ([a["error"]["description"] if "error" in a else a["seq"] for a in acks],
-            (st.messages, st.bytes, st.first_seq, st.last_seq), first and first.data)
+            (st.messages, st.bytes, st.first_seq, st.last_seq), first and first.data,
+            firsts)
 
 
 CASES = [
@@ -40,6 +45,10 @@ CASES = [
     dict(max_bytes=2000, discard="new"),
     dict(max_bytes=2000, discard="old"),
     dict(max_msgs=70, max_bytes=3000, discard="old"),
+    dict(max_msgs_per_subject=1),
+    dict(max_msgs_per_subject=3, max_msgs=50, discard="old"),
+    dict(max_msgs_per_subject=2, discard="new"),
+    dict(max_msgs_per_subject=2, discard="new", discard_new_per_subject=True),
 ]
 
 
