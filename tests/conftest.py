@@ -163,6 +163,23 @@ def goclient():
     return run
 
 
+@pytest.fixture(scope="session")
+def natsjs():
+    """The nats.js probe (tools/natsjs), installed once per run from the npm registry:
+    natsjs(url, *steps) -> the JSON reports, one per step."""
+    import json
+    install = subprocess.run([os.path.join(ROOT, "tools", "natsjs", "install.sh")],
+                             capture_output=True, text=True, timeout=600)
+    assert install.returncode == 0, "tools/natsjs/install.sh failed:\n" + install.stderr
+    probe = install.stdout.strip().splitlines()[-1]
+
+    def run(url, *steps):
+        out = subprocess.run(["node", probe, url] + list(steps), capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return [json.loads(line) for line in out.stdout.splitlines()]
+    return run
+
+
 @pytest.fixture(params=["natsd", "nats-server"])
 def any_server(request, natsd, reference):
     """The same scenario against natsd and against the reference server."""

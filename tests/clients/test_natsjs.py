@@ -1,0 +1,24 @@
+"""nats.js 3 (the @nats-io packages, tools/natsjs) against natsd and nats-server: each step of
+the probe runs on a fresh server of each kind and what the client saw must be the same:
+messages, headers and replies, PubAcks, errors as nats.js surfaces them (class, text, code),
+consumer deliveries, KV and object store results, and what 2.11-2.15 added (TTLs, delete
+markers, schedules, priority groups, consumer reset)."""
+import pytest
+
+STEPS = ["core", "requests", "jetstream", "consumers", "kv", "objects", "errors", "modern"]
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_natsjs_sees_on_natsd_what_it_sees_on_nats_server(step, natsd, reference, natsjs, tmp_path):
+    theirs = natsjs(reference("-js", "-sd", str(tmp_path / "ref")).url, step)
+    ours = natsjs(natsd("-js", "-sd", str(tmp_path / "ours")).url, step)
+    assert len(theirs) == 1 and "ok" in theirs[0], theirs       # the probe ran through
+    assert ours == theirs
+
+
+def test_the_probe_tells_servers_apart(natsd, natsjs, tmp_path):
+    """The comparison can fail: a server without JetStream gives another transcript."""
+    with_js = natsjs(natsd("-js", "-sd", str(tmp_path / "a")).url, "jetstream")
+    without = natsjs(natsd().url, "jetstream")
+    assert with_js[0]["ok"]["acks"][0] == {"stream": "JS1", "seq": 1, "duplicate": False}
+    assert "error" in without[0] and without != with_js
