@@ -22,3 +22,16 @@ def test_the_probe_tells_servers_apart(natsd, natsjs, tmp_path):
     without = natsjs(natsd().url, "jetstream")
     assert with_js[0]["ok"]["acks"][0] == {"stream": "JS1", "seq": 1, "duplicate": False}
     assert "error" in without[0] and without != with_js
+
+
+def test_natsjs_on_a_cluster_sees_what_it_sees_on_nats_server(natsjs, tmp_path):
+    """R3 streams, consumers and KV on three servers: created, settled (leader and two current
+    followers), written, read, a stream leader stepped down and the writes going on."""
+    from tests.cluster.clusterhelp import js_cluster
+    reports = {}
+    for kind in ("nats-server", "natsd"):
+        with js_cluster(kind, tmp_path / kind) as members:
+            reports[kind] = natsjs(members[1].url, "cluster")
+    theirs, ours = reports["nats-server"], reports["natsd"]
+    assert len(theirs) == 1 and "ok" in theirs[0], theirs
+    assert ours == theirs

@@ -4,7 +4,7 @@
 // runs of one server (ids, times, ports) is left out here, nothing else.
 //
 // usage: node probe.mjs <url> <step>...   steps: core, requests, jetstream, consumers, kv,
-// objects, errors, modern
+// objects, errors, modern, cluster (on a three-server cluster)
 import { connect, headers } from "@nats-io/transport-node";
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
@@ -409,7 +409,74 @@ async function modern(nc) {
   return out;
 }
 
-const STEPS = { core, modern, requests, jetstream: jetstreamStep, consumers, kv, objects, errors };
+function clusterShape(c) {
+  // who leads and the servers' names differ from run to run; the shape does not
+  return c && { name: c.name, leader: !!c.leader, replicas: (c.replicas ?? []).length,
+                current: (c.replicas ?? []).every((r) => r.current),
+                fields: [...new Set((c.replicas ?? []).flatMap((r) => Object.keys(r)))].sort() };
+}
+
+async function settled(fn) {
+  // a replicated asset's info once its leader and both followers are there and current
+  return await until(async () => {
+    const c = (await fn().catch(() => null))?.cluster;
+    return c && c.leader && (c.replicas ?? []).length === 2 && c.replicas.every((r) => r.current) && c;
+  }, 20000);
+}
+
+async function cluster(nc) {
+  // a three-server cluster: R3 streams, consumers and KV as nats.js sees them, once the
+  // cluster has elected its meta leader (jetstreamManager asks for the account's info)
+  const jsm = await until(() => jetstreamManager(nc).catch(() => null), 20000);
+  const js = jetstream(nc);
+  const out = {};
+  const si = await until(() => jsm.streams.add({ name: "R3", subjects: ["r3.>"], num_replicas: 3 }).catch(() => null),
+                         20000);
+  out.created = { replicas: si.config.num_replicas, cluster_name: si.cluster?.name };
+  out.settled = clusterShape(await settled(() => jsm.streams.info("R3")));
+  out.acks = [];
+  for (let i = 0; i < 10; i++) out.acks.push((await js.publish("r3.x", enc.encode("m" + i))).seq);
+  const ci = await jsm.consumers.add("R3", { durable_name: "d", ack_policy: AckPolicy.Explicit });
+  out.consumer = { replicas: ci.config.num_replicas ?? 0, pending: ci.num_pending };
+  out.consumer_settled = clusterShape(await settled(() => jsm.consumers.info("R3", "d")));
+  const c = await js.consumers.get("R3", "d");
+  const got = [];
+  for await (const m of await c.fetch({ max_messages: 5, expires: 2000 })) {
+    got.push(m.seq);
+    await m.ackAck();
+  }
+  out.fetched = got;
+  const before = (await jsm.streams.info("R3")).cluster.leader;
+  const down = await nc.request("$JS.API.STREAM.LEADER.STEPDOWN.R3", undefined, { timeout: 5000 });
+  out.stepdown = JSON.parse(dec.decode(down.data));
+  const moved = await settled(async () => {
+    const i = await jsm.streams.info("R3");
+    return i.cluster.leader && i.cluster.leader !== before ? i : null;
+  });
+  out.new_leader = !!moved;
+  out.after = await until(() => js.publish("r3.x", enc.encode("after")).then((pa) => pa.seq).catch(() => null), 20000);
+  const cinfo = await until(() => jsm.consumers.info("R3", "d").catch(() => null), 20000);
+  out.consumer_after = { ack_floor: cinfo.ack_floor.stream_seq, pending: cinfo.num_pending };
+  const rest = [];
+  for await (const m of await c.fetch({ max_messages: 6, expires: 2000 })) {
+    rest.push(m.seq);
+    m.ack();
+  }
+  out.rest = rest;
+  const kvm = new Kvm(nc);
+  const b = await kvm.create("rkv", { replicas: 3 });
+  out.kv_put = await until(() => b.put("k", "v").catch(() => null), 20000);
+  out.kv_get = (await b.get("k"))?.string();
+  const st = await b.status();
+  out.kv_replicas = st.replicas;
+  const ai = await jsm.getAccountInfo();
+  out.account = { streams: ai.streams, consumers: ai.consumers };
+  out.too_many = await attempt(() => jsm.streams.add({ name: "R5", subjects: ["r5.>"], num_replicas: 5 }));
+  out.deleted = await jsm.streams.delete("R3");
+  return out;
+}
+
+const STEPS = { core, modern, cluster, requests, jetstream: jetstreamStep, consumers, kv, objects, errors };
 
 const nc = await connect({ servers: url, name: "natsjs-probe" });
 try {
