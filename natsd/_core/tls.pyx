@@ -76,6 +76,7 @@ cdef extern from "openssl/ssl.h" nogil:
     unsigned long SSL_OP_NO_RENEGOTIATION
     unsigned long SSL_OP_CIPHER_SERVER_PREFERENCE
     long SSL_MODE_RELEASE_BUFFERS
+    long SSL_MODE_NO_AUTO_CHAIN
     long SSL_SESS_CACHE_SERVER
     ctypedef int (*servername_cb_t)(SSL* ssl, int* al, void* arg) noexcept
     long SSL_CTX_set_tlsext_servername_callback(SSL_CTX* ctx, servername_cb_t cb)
@@ -153,7 +154,9 @@ cdef class TlsContext:
         if self.ctx == NULL:
             raise TlsError("cannot create a TLS context: %s" % ssl_reason())
         SSL_CTX_set_options(self.ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION)
-        SSL_CTX_set_mode(self.ctx, SSL_MODE_RELEASE_BUFFERS)
+        # the certificates sent are those of the cert file, as Go sends them: OpenSSL would
+        # otherwise complete the chain from the trusted CAs and send those too
+        SSL_CTX_set_mode(self.ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_NO_AUTO_CHAIN)
         SSL_CTX_set_min_proto_version(self.ctx, TLS1_2_VERSION)    # nats-server's default
 
     def __dealloc__(self):

@@ -5,6 +5,8 @@ consumer deliveries, KV and object store results, and what 2.11-2.15 added (TTLs
 markers, schedules, priority groups, consumer reset)."""
 import pytest
 
+from tests.certs import CA
+
 STEPS = ["core", "requests", "jetstream", "consumers", "kv", "objects", "errors", "modern"]
 
 
@@ -34,4 +36,31 @@ def test_natsjs_on_a_cluster_sees_what_it_sees_on_nats_server(natsjs, tmp_path):
             reports[kind] = natsjs(members[1].url, "cluster")
     theirs, ours = reports["nats-server"], reports["natsd"]
     assert len(theirs) == 1 and "ok" in theirs[0], theirs
+    assert ours == theirs
+
+
+def test_natsjs_refusals_and_permission_violations_match(natsd, reference, natsjs, tmp_path):
+    conf = tmp_path / "users.conf"
+    conf.write_text('authorization { users: [ {user: alice, password: secret, permissions: {'
+                    ' publish: {allow: ["pub.>", "_INBOX.>"]}, subscribe: {deny: ["secret.>"]} } } ] }\n')
+    theirs = natsjs(reference("-c", str(conf)).url, "auth")
+    ours = natsjs(natsd("-c", str(conf)).url, "auth")
+    assert "ok" in theirs[0] and theirs[0]["ok"]["allowed"] == {"ok": "sent"}, theirs
+    assert theirs[0]["ok"]["publish_denied"]["reported"], theirs   # the violation was seen
+    assert ours == theirs
+
+
+def test_natsjs_over_tls_with_client_certificates_matches(natsd, reference, natsjs, tmp_path, monkeypatch):
+    ca = CA(str(tmp_path / "pki"))
+    cert, key = ca.server_cert()
+    ccert, ckey = ca.issue("client", "client", server=False)
+    conf = tmp_path / "tls.conf"
+    conf.write_text('tls { cert_file: "%s", key_file: "%s", ca_file: "%s", verify: true }\n'
+                    % (cert, key, ca.ca_file))
+    monkeypatch.setenv("NATSJS_CA", ca.ca_file)
+    monkeypatch.setenv("NATSJS_CERT", ccert)
+    monkeypatch.setenv("NATSJS_KEY", ckey)
+    theirs = natsjs(reference("-c", str(conf)).url, "tls")
+    ours = natsjs(natsd("-c", str(conf)).url, "tls")
+    assert "ok" in theirs[0] and theirs[0]["ok"]["echo"] == ["over tls"], theirs
     assert ours == theirs

@@ -102,6 +102,22 @@ def test_client_certificates_required(any_server, tmp_path, pki):
     assert srv.proc.poll() is None
 
 
+def test_the_server_presents_its_cert_files_certificates_alone(natsd, reference, tmp_path, pki):
+    """Go sends the certificates of cert_file, nothing else: a client that does not trust the
+    CA sees an unverifiable first certificate, not a self-signed CA in the chain (OpenSSL
+    would complete the chain from ca_file unless told not to)."""
+    chains = []
+    for factory in (reference, natsd):
+        srv = start(factory, tmp_path, tls_block(pki, "verify: true"), "chain-%d.conf" % len(chains))
+        ctx = client_ctx(pki, "alice")
+        s, _ = tls_raw(srv.port, ctx)
+        chains.append([c.public_bytes() for c in s._sslobj.get_unverified_chain()])
+        s.close()
+    with open(pki["server"][0]) as f:
+        server_pem = f.read()
+    assert chains[0] == chains[1] == [server_pem]
+
+
 def test_unknown_server_ca_is_refused_by_the_client(any_server, tmp_path, pki):
     srv = start(any_server, tmp_path, tls_block(pki))
     with pytest.raises(Exception):

@@ -4,7 +4,8 @@
 // runs of one server (ids, times, ports) is left out here, nothing else.
 //
 // usage: node probe.mjs <url> <step>...   steps: core, requests, jetstream, consumers, kv,
-// objects, errors, modern, cluster (on a three-server cluster)
+// objects, errors, modern, cluster (on a three-server cluster); auth and tls make their own
+// connections (to a server with users, or with TLS and client certificates)
 import { connect, headers } from "@nats-io/transport-node";
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
@@ -16,7 +17,9 @@ const [url, ...steps] = process.argv.slice(2);
 
 function failure(err) {
   // what a nats.js user can branch on: the error's class, its text, and an API error's code
-  const out = { name: err?.constructor?.name ?? String(err), message: err?.message ?? String(err) };
+  // (OpenSSL's texts start with the thread's address: left out)
+  const message = (err?.message ?? String(err)).replace(/^[0-9A-F]{8,16}:error:/, "error:");
+  const out = { name: err?.constructor?.name ?? String(err), message };
   if (err?.code !== undefined) out.code = err.code;
   if (err?.api_error) out.api_error = { code: err.api_error.code, err_code: err.api_error.err_code };
   return out;
@@ -476,16 +479,85 @@ async function cluster(nc) {
   return out;
 }
 
+async function refused(opts) {
+  return await attempt(async () => {
+    const c = await connect({ servers: url, reconnect: false, ...opts });
+    await c.close();
+    return "connected";
+  });
+}
+
+async function permissionErrors(c, fn) {
+  // what the connection reports asynchronously while `fn` runs
+  const seen = [];
+  (async () => {
+    for await (const s of c.status()) if (s.type === "error") seen.push(failure(s.error));
+  })();
+  const r = await attempt(fn);
+  await until(() => seen.length > 0, 2000);
+  return { result: r, reported: seen };
+}
+
+async function auth() {
+  // a server with users (tests/clients: alice may publish pub.> and subscribe but not
+  // secret.>): refusals and permission violations as nats.js reports them
+  const out = {};
+  out.anonymous = await refused({});
+  out.wrong_password = await refused({ user: "alice", pass: "wrong" });
+  out.unknown_user = await refused({ user: "mallory", pass: "secret" });
+  const c = await connect({ servers: url, user: "alice", pass: "secret" });
+  out.allowed = await attempt(async () => {
+    c.publish("pub.x", enc.encode("ok"));
+    await c.flush();
+    return "sent";
+  });
+  out.publish_denied = await permissionErrors(c, async () => {
+    c.publish("elsewhere", enc.encode("no"));
+    await c.flush();
+    return "sent";
+  });
+  const c2 = await connect({ servers: url, user: "alice", pass: "secret" });
+  out.subscribe_denied = await permissionErrors(c2, async () => {
+    const sub = c2.subscribe("secret.x");
+    await c2.flush();
+    const got = [];
+    for await (const m of sub) got.push(m.subject);
+    return got;
+  });
+  await c.close();
+  await c2.close().catch(() => {});
+  return out;
+}
+
+async function tls() {
+  // a server with TLS that verifies client certificates (NATSJS_CA, NATSJS_CERT, NATSJS_KEY)
+  const ca = process.env.NATSJS_CA;
+  const out = {};
+  out.unknown_ca = await refused({});
+  // refused either way; whether the client reads the server's alert or a reset first is a race
+  out.no_client_cert = "error" in (await refused({ tls: { caFile: ca } }));
+  const c = await connect({ servers: url, tls: { caFile: ca, certFile: process.env.NATSJS_CERT,
+                                                 keyFile: process.env.NATSJS_KEY } });
+  out.info = { tls_required: c.info.tls_required, tls_verify: c.info.tls_verify };
+  const sub = c.subscribe("t");
+  c.publish("t", enc.encode("over tls"));
+  out.echo = (await take(sub, 1)).map((m) => m.data);
+  await c.close();
+  return out;
+}
+
+const OWN_CONNECTIONS = { auth, tls };
 const STEPS = { core, modern, cluster, requests, jetstream: jetstreamStep, consumers, kv, objects, errors };
 
-const nc = await connect({ servers: url, name: "natsjs-probe" });
+let nc = null;
 try {
   for (const step of steps) {
-    const fn = STEPS[step];
+    const fn = STEPS[step] ?? OWN_CONNECTIONS[step];
     if (!fn) throw new Error("unknown step " + step);
+    if (STEPS[step] && nc === null) nc = await connect({ servers: url, name: "natsjs-probe" });
     const r = await attempt(() => fn(nc));
     console.log(JSON.stringify({ step, ...r }));
   }
 } finally {
-  await nc.close();
+  if (nc !== null) await nc.close();
 }
