@@ -515,6 +515,11 @@ class Stream:
                                                  h, payload, incr)
         if cfg.get("discard") == "new" and not rollup:
             self._check_discard_new(subject, hdr, payload)
+        # republished by the leader alone (one copy per message on a cluster), with the
+        # subject's last sequence before this message, as nats-server's Nats-Last-Sequence
+        republish_last = None
+        if self.republish is not None and (self.replica is None or self.replica.is_leader()):
+            republish_last = self.store.subject_state(subject)[2]
         if raw is not None:
             seq, ts = raw
             self.store.store_raw(seq, ts, subject, hdr, payload, ttl if ttl > 0 else 0)
@@ -533,8 +538,8 @@ class Stream:
         self.enforce_limits(subject)
         if self.age_timer is None:
             self._schedule_age()
-        if self.republish is not None:
-            self._republish(subject, hdr, payload, seq, ts)
+        if republish_last is not None:
+            self._republish(subject, hdr, payload, seq, ts, republish_last)
         for c in list(self.consumers.values()):
             try:
                 c.on_stored(seq, subject)
@@ -674,14 +679,15 @@ class Stream:
 
     # ---- republish ----
 
-    def _republish(self, subject, hdr, payload, seq, ts):
+    def _republish(self, subject, hdr, payload, seq, ts, last):
+        """`last`: the subject's last sequence before `seq` (0: none), which lets a client
+        that follows one subject see a gap."""
         dest = self.republish.apply(subject.decode())
         if not dest:
             return
-        last = self.store.load_prev(seq - 1) if seq > 1 else None
         pairs = [("Nats-Stream", self.name), ("Nats-Subject", subject.decode()),
                  ("Nats-Sequence", seq), ("Nats-Time-Stamp", go_time(ts)),
-                 ("Nats-Last-Sequence", last.seq if last else 0)]
+                 ("Nats-Last-Sequence", last)]
         body = payload
         if self.config["republish"].get("headers_only"):
             pairs.append(("Nats-Msg-Size", len(payload)))

@@ -7,7 +7,7 @@ import pytest
 
 from tests.certs import CA
 
-STEPS = ["core", "requests", "jetstream", "consumers", "kv", "objects", "errors", "modern"]
+STEPS = ["core", "requests", "jetstream", "consumers", "kv", "objects", "errors", "modern", "features"]
 
 
 @pytest.mark.parametrize("step", STEPS)

@@ -4,7 +4,7 @@
 // runs of one server (ids, times, ports) is left out here, nothing else.
 //
 // usage: node probe.mjs <url> <step>...   steps: core, requests, jetstream, consumers, kv,
-// objects, errors, modern, cluster (on a three-server cluster); auth and tls make their own
+// objects, errors, modern, features, cluster (on a three-server cluster); auth and tls make their own
 // connections (to a server with users, or with TLS and client certificates)
 import { connect, headers } from "@nats-io/transport-node";
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
@@ -475,6 +475,19 @@ async function cluster(nc) {
   const ai = await jsm.getAccountInfo();
   out.account = { streams: ai.streams, consumers: ai.consumers };
   out.too_many = await attempt(() => jsm.streams.add({ name: "R5", subjects: ["r5.>"], num_replicas: 5 }));
+  // a replicated stream republishes each message once (its leader does)
+  const copies = [];
+  const rsub = nc.subscribe("out3.>", { callback: (_, m) => copies.push([m.subject, m.headers?.get("Nats-Sequence"),
+                                                                           m.headers?.get("Nats-Last-Sequence")]) });
+  await nc.flush();
+  await until(() => jsm.streams.add({ name: "RP3", subjects: ["rp3.>"], num_replicas: 3,
+                                      republish: { src: "rp3.>", dest: "out3.>" } }).catch(() => null), 20000);
+  for (const k of ["a", "b", "a"]) await until(() => js.publish("rp3." + k, enc.encode(k)).catch(() => null), 20000);
+  await until(() => copies.length >= 3, 5000);
+  await nc.flush();
+  await new Promise((r) => setTimeout(r, 300));     // time for a second copy to show up
+  out.republished = copies.sort();
+  rsub.unsubscribe();
   out.deleted = await jsm.streams.delete("R3");
   return out;
 }
@@ -546,8 +559,98 @@ async function tls() {
   return out;
 }
 
+function stored(m) {
+  return { subject: m.subject, seq: m.seq, data: dec.decode(m.data), headers: hdrs(m.header) };
+}
+
+async function drainIter(iter, n = Infinity) {
+  const got = [];
+  for await (const x of iter) {
+    got.push(x);
+    if (got.length >= n) break;
+  }
+  return got;
+}
+
+async function features(nc) {
+  // direct batch and multi-last gets, mirrors and sources, republish, subject transforms,
+  // push consumers, KV filters, object store links
+  const jsm = await jetstreamManager(nc);
+  const js = jetstream(nc);
+  const out = {};
+  await jsm.streams.add({ name: "F1", subjects: ["f1.>"], allow_direct: true,
+    republish: { src: "f1.>", dest: "rp.>" } });
+  const rp = nc.subscribe("rp.>");
+  for (let i = 0; i < 9; i++) await js.publish("f1." + ["a", "b", "c"][i % 3], enc.encode("v" + i));
+  out.republished = (await take(rp, 5)).map((m) => {
+    if (m.headers) m.headers["Nats-Time-Stamp"] = m.headers["Nats-Time-Stamp"]?.length;
+    return [m.subject, m.data, m.headers];
+  });
+  out.batch = (await drainIter(await jsm.direct.getBatch("F1", { seq: 2, batch: 4 }))).map(stored)
+    .map((m) => ({ ...m, headers: m.headers && Object.keys(m.headers).sort() }));
+  out.batch_filtered = (await drainIter(await jsm.direct.getBatch("F1", { seq: 1, batch: 10, next_by_subj: "f1.b" })))
+    .map((m) => m.seq);
+  out.multi_last = (await drainIter(await jsm.direct.getLastMessagesFor("F1", { multi_last: ["f1.a", "f1.c"] })))
+    .map((m) => [m.subject, m.seq]);
+  out.multi_last_upto = (await drainIter(await jsm.direct.getLastMessagesFor("F1",
+    { multi_last: ["f1.>"], up_to_seq: 5 }))).map((m) => [m.subject, m.seq]);
+  await jsm.streams.add({ name: "F2", mirror: { name: "F1", filter_subject: "f1.a" } });
+  await jsm.streams.add({ name: "F3", subjects: ["f3.*"],
+    sources: [{ name: "F1", subject_transforms: [{ src: "f1.b", dest: "f3.b" }] }] });
+  out.mirror = await until(async () => {
+    const i = await jsm.streams.info("F2");
+    return i.state.messages === 3 && { messages: i.state.messages, last: i.state.last_seq, mirror: i.mirror?.name };
+  });
+  out.source = await until(async () => {
+    const i = await jsm.streams.info("F3");
+    return i.state.messages === 3 && { messages: i.state.messages, sources: (i.sources ?? []).map((x) => x.name) };
+  });
+  const src = await jsm.streams.getMessage("F3", { seq: 1 });
+  out.sourced = { subject: src.subject, data: dec.decode(src.data), source: src.header.get("Nats-Stream-Source").split(" ").slice(0, -1).join(" ") };   // its last word: a hash of the source's random id
+  await jsm.streams.add({ name: "F4", subjects: ["f4.*"], subject_transform: { src: "f4.*", dest: "f4x.{{wildcard(1)}}" } });
+  await js.publish("f4.q", enc.encode("t"));
+  out.transformed = (await jsm.streams.getMessage("F4", { seq: 1 })).subject;
+  const ci = await jsm.consumers.add("F1", { durable_name: "push", deliver_subject: "push.here",
+    ack_policy: AckPolicy.Explicit, headers_only: true, filter_subject: "f1.c" });
+  out.push_config = pick(ci.config, ["deliver_subject", "headers_only", "filter_subject"]);
+  const pc = await js.consumers.getPushConsumer("F1", "push");
+  const pushed = [];
+  for await (const m of await pc.consume()) {
+    pushed.push([m.subject, m.seq, m.data.length, m.headers?.get("Nats-Msg-Size")]);
+    m.ack();
+    if (pushed.length === 3) break;
+  }
+  out.pushed = pushed;
+  for (const n of ["F1", "F2", "F3", "F4"]) await jsm.streams.delete(n);
+
+  const kvm = new Kvm(nc);
+  const b = await kvm.create("feat", { history: 2 });
+  for (const k of ["x.1", "x.2", "y.1"]) await b.put(k, k);
+  await b.delete("x.2");
+  out.kv_keys_filtered = (await drainIter(await b.keys("x.*"))).sort();
+  const ws = [];
+  const w = await b.watch({ key: "x.*", ignoreDeletes: true });
+  for await (const e of w) {
+    ws.push([e.key, e.operation]);
+    if (w.getPending?.() === 0 || ws.length === 5) break;
+  }
+  out.kv_watch_filtered = ws;
+  await b.destroy();
+
+  const objm = new Objm(nc);
+  const os = await objm.create("featobj");
+  await os.putBlob({ name: "one" }, enc.encode("payload"));
+  const link = await attempt(async () => pick(await os.link("alias", await os.info("one")), ["name", "size", "options"]));
+  out.obj_link = link;
+  out.obj_via_link = dec.decode(await os.getBlob("alias"));
+  out.obj_seal = await attempt(async () => (await os.seal()).sealed);
+  out.obj_after_seal = await attempt(() => os.putBlob({ name: "two" }, enc.encode("x")));
+  await os.destroy();
+  return out;
+}
+
 const OWN_CONNECTIONS = { auth, tls };
-const STEPS = { core, modern, cluster, requests, jetstream: jetstreamStep, consumers, kv, objects, errors };
+const STEPS = { core, modern, cluster, features, requests, jetstream: jetstreamStep, consumers, kv, objects, errors };
 
 let nc = null;
 try {
