@@ -27,6 +27,7 @@ from natsd.subject import is_valid_literal_subject, subjects_overlap
 log = logging.getLogger("natsd")
 
 NS = 1_000_000_000
+REPLICA_RECHECK = 0.5           # seconds between two looks of a replica that does not fire
 PATTERN = "Nats-Schedule"
 TARGET = "Nats-Schedule-Target"
 SOURCE = "Nats-Schedule-Source"
@@ -315,6 +316,13 @@ class Timetable:
         self.timer = None
         now = time.time_ns()
         st = self.stream
+        replica = st.replica
+        if replica is not None and not replica.copies_here():
+            # a replicated stream's leader fires: its entry stores the message on every copy.
+            # Here (a follower, or a leader not ready yet) look again later: leaders change.
+            if self.heap and not st.closed:
+                self.timer = st.loop.call_later(REPLICA_RECHECK, self._fire)
+            return
         while self.heap and self.heap[0][0] <= now and not st.closed:
             when, seq, subject = heapq.heappop(self.heap)
             if self.due.get(subject) != (seq, when) or subject in self.inflight:
@@ -325,6 +333,10 @@ class Timetable:
                 continue
             self.inflight.add(subject)
             target, hdr, payload = produced
+            if replica is not None:
+                if not replica.propose_sourced(target.encode(), hdr, payload, 0, None):
+                    self.inflight.discard(subject)
+                continue
             try:
                 st.process(target.encode(), None, hdr, payload, sourced=True)
             except E.ApiError as err:

@@ -38,6 +38,8 @@ MAX_TTL = (1 << 62) // NS       # seconds; a larger Nats-TTL (valid for nats-ser
 
 ACK_CHUNK = 16                  # messages of one ingest batch answered together
 SYNC_CHUNK = 0.0003             # seconds of storing after which a chunk gets a sync of its own
+MARKER_RECHECK = 0.25           # seconds before a replica looks again at a message awaiting its marker
+MARKER_RETRY = 5.0              # seconds before a leader proposes a marker again (its entry was lost)
 
 
 def _batch_id(hdr):
@@ -78,6 +80,7 @@ class Stream:
         self.schedules = schedules.Timetable(self)
         self.age_timer = None
         self.ttl_heap = []              # (expire ns, seq)
+        self.marking = {}               # a replicated stream's leader: subject -> (seq, when) of a proposed marker
         self.ttl_timer = None
         self.closed = False
         self.pending_acks = []          # (reply, bytes) waiting for the group sync
@@ -717,6 +720,7 @@ class Stream:
             return
         cutoff = time.time_ns() - self.config.get("max_age", 0)
         seq = self.store.first_seq
+        waiting = False                 # for a marker from the group's leader
         while True:
             sm = self.store.load_next(seq, None)
             if sm is None or sm.ts > cutoff:
@@ -729,25 +733,40 @@ class Stream:
                         continue
                 except ValueError:
                     pass
-            self._expire(sm.seq, sm.subject, sm.hdr)
-        self._schedule_age()
+            if not self._expire(sm.seq, sm.subject, sm.hdr):
+                waiting = True
+        if waiting:
+            self.age_timer = self.loop.call_later(MARKER_RECHECK, self._expire_age)
+        else:
+            self._schedule_age()
 
     def _expire(self, seq, subject, hdr):
         """Remove an expired message (nats-server's handleRemovalOrSdm): with subject delete
         markers, the last message of a subject is replaced by a marker, a `Nats-Rollup: sub`
-        publish that removes it; a marker (or a KV purge) that expires just goes."""
+        publish that removes it; a marker (or a KV purge) that expires just goes. On a
+        replicated stream the marker is the leader's entry, stored on every copy (the rollup
+        removes the message there): -> False while this copy waits for it."""
         if (self.config.get("subject_delete_marker_ttl") and not _is_marker(hdr)
                 and self.store.subject_count(subject) == 1):
             ttl = self.config["subject_delete_marker_ttl"] // NS
             marker = build_headers([("Nats-Marker-Reason", "MaxAge"), ("Nats-TTL", "%ds" % ttl),
                                     ("Nats-Rollup", "sub")])
+            if self.replica is not None:
+                now = time.monotonic()
+                proposed = self.marking.get(subject)
+                if self.replica.copies_here() and (proposed is None or proposed[0] != seq
+                                                   or now - proposed[1] > MARKER_RETRY):
+                    if self.replica.propose_sourced(subject, marker, b"", 0, None):
+                        self.marking[subject] = (seq, now)
+                return False
             try:
                 self.process(subject, None, marker, b"", sourced=True)
-                return
+                return True
             except E.ApiError as err:
                 log.warning("subject delete marker for '%s > %s' not stored: %s",
                             self.jsa.name, self.name, err.description)
         self.store.remove(seq)
+        return True
 
     def _schedule_ttl(self):
         if self.ttl_timer is not None or not self.ttl_heap or self.closed:
@@ -758,11 +777,14 @@ class Stream:
     def _expire_ttl(self):
         self.ttl_timer = None
         now = time.time_ns()
+        again = []                      # waiting for the leader's marker: looked at later
         while self.ttl_heap and self.ttl_heap[0][0] <= now:
             _, seq = heapq.heappop(self.ttl_heap)
             sm = self.store.load(seq)
-            if sm is not None:
-                self._expire(seq, sm.subject, sm.hdr)
+            if sm is not None and not self._expire(seq, sm.subject, sm.hdr):
+                again.append((now + int(MARKER_RECHECK * NS), seq))
+        for item in again:
+            heapq.heappush(self.ttl_heap, item)
         self._schedule_ttl()
 
     def reread_store(self):

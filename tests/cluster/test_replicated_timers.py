@@ -9,10 +9,11 @@ import json
 import time
 
 import nats
+import nats.js.errors
 
-from tests.cluster.clusterhelp import js_cluster
+from tests.cluster.clusterhelp import js_cluster, kill9, restart_member
 from tests.cluster.test_replicated_copies import copies_hold
-from tests.cluster.test_replicated_streams import create, leader_of, local_state
+from tests.cluster.test_replicated_streams import api, create, leader_of, local_state
 from tests.conftest import poll
 
 
@@ -59,55 +60,96 @@ def test_a_replicated_stream_republishes_each_message_once(tmp_path):
         copies_hold(members, "RP", 4)
 
 
-def test_a_replicated_stream_fires_a_schedule_once(tmp_path):
+def lead_from(members, stream, member):
+    """Hand the stream's leadership to `member` (a stepdown naming it preferred)."""
+    def moved():
+        if leader_of(members, stream) is member:
+            return True
+        try:
+            asyncio.run(api(members[0], "$JS.API.STREAM.LEADER.STEPDOWN.%s" % stream,
+                            json.dumps({"placement": {"preferred": member.name}}).encode()))
+        except Exception:
+            pass
+        return False
+    assert poll(moved, timeout=30, interval=0.5)
+
+
+async def last_seq_of(member, stream, subject):
+    nc = await nats.connect(member.url)
+    try:
+        r = json.loads((await nc.request("$JS.API.STREAM.MSG.GET.%s" % stream,
+                                         json.dumps({"last_by_subj": subject}).encode(), timeout=5)).data)
+        return r["message"]["seq"]
+    finally:
+        await nc.close()
+
+
+async def publish(member, subject, data=b"v", headers=None):
+    """One publish, asked again while the group has no leader to take it (kill -9 of a member
+    just now): -> its PubAck's sequence."""
+    nc = await nats.connect(member.url)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                return (await nc.jetstream().publish(subject, data, headers=headers, timeout=1)).seq
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError):
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+    finally:
+        await nc.close()
+
+
+def test_a_replicated_stream_fires_a_schedule_once_and_every_copy_stores_it(tmp_path):
+    """The schedule fires while a follower is down; a message follows. The follower, back,
+    must hold the produced message and the next one under the leader's sequences: had it
+    fired the schedule itself, after catching up, it would hold them the other way round."""
     with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[0], {"name": "SC", "subjects": ["sc.>"], "num_replicas": 3,
                                         "allow_msg_schedules": True}))
-        leader_of(members, "SC")
-        at = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1))
-
-        async def schedule():
-            nc = await nats.connect(members[2].url)
-            ack = await nc.jetstream().publish("sc.job", b"run", headers={
-                "Nats-Schedule": "@at " + at.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "Nats-Schedule-Target": "sc.out"})
-            await nc.close()
-            return ack.seq
-        assert asyncio.run(schedule()) == 1
-        # fired: the produced message is stored once (seq 2) and the one-shot schedule purged
-        state = copies_reach(members, "SC", 2)
-        time.sleep(0.5)                         # a replica firing on its own would store seq 3
-        state = copies_reach(members, "SC", 2)
-        assert (state["messages"], state["first_seq"], state["last_seq"]) == (1, 2, 2)
-
-        async def target():
-            nc = await nats.connect(members[0].url)
-            r = json.loads((await nc.request("$JS.API.STREAM.MSG.GET.SC", b'{"last_by_subj":"sc.out"}',
-                                             timeout=5)).data)
-            await nc.close()
-            return r["message"]["seq"]
-        assert asyncio.run(target()) == 2
+        leader = leader_of(members, "SC")
+        i = next(i for i, m in enumerate(members) if m is not leader)
+        live = [m for m in members if m is not members[i]]
+        kill9(members[i])
+        at = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=1)
+        assert asyncio.run(publish(live[0], "sc.job", b"run", {
+            "Nats-Schedule": "@at " + at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "Nats-Schedule-Target": "sc.out"})) == 1
+        copies_reach(live, "SC", 2)             # fired: the produced message is seq 2
+        assert asyncio.run(publish(live[1], "sc.after")) == 3
+        members[i] = restart_member(members[i], tmp_path)
+        state = copies_reach(members, "SC", 3)
+        time.sleep(0.6)                         # a copy firing on its own would store seq 4
+        state = copies_reach(members, "SC", 3)
+        assert (state["messages"], state["first_seq"], state["last_seq"]) == (2, 2, 3)
+        lead_from(members, "SC", members[i])
+        assert asyncio.run(last_seq_of(members[i], "SC", "sc.out")) == 2
+        assert asyncio.run(last_seq_of(members[i], "SC", "sc.after")) == 3
 
 
-def test_a_replicated_kv_stores_each_delete_marker_once(tmp_path):
-    """A KV bucket with limit markers (subject_delete_marker_ttl): when a key's value reaches
-    max_age it is replaced by one MaxAge marker on every replica, under one sequence."""
+def test_a_replicated_kv_stores_each_delete_marker_once_on_every_copy(tmp_path):
+    """A KV bucket with limit markers (subject_delete_marker_ttl): a value that reaches
+    max_age is replaced by a MaxAge marker, the leader's entry. Made while a follower is down
+    and followed by another put, it must sit on the follower under the leader's sequence."""
     with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[0], {"name": "KV_M", "subjects": ["$KV.M.>"], "num_replicas": 3,
-                                        "max_msgs_per_subject": 1, "max_age": 1_000_000_000,
+                                        "max_msgs_per_subject": 1, "max_age": 2_000_000_000,
                                         "allow_msg_ttl": True, "subject_delete_marker_ttl": 60_000_000_000,
                                         "allow_rollup_hdrs": True, "allow_direct": True}))
-        leader_of(members, "KV_M")
-
-        async def put():
-            nc = await nats.connect(members[1].url)
-            js = nc.jetstream()
-            for k in ("a", "b"):
-                await js.publish("$KV.M." + k, b"v")
-            await nc.close()
-        asyncio.run(put())
-        # the values expire; each key keeps one marker (seqs 3 and 4) on every replica
+        leader = leader_of(members, "KV_M")
+        i = next(i for i, m in enumerate(members) if m is not leader)
+        live = [m for m in members if m is not members[i]]
+        kill9(members[i])
+        assert asyncio.run(publish(live[0], "$KV.M.a")) == 1
+        copies_reach(live, "KV_M", 2)           # the marker that replaced it
+        assert asyncio.run(publish(live[1], "$KV.M.b")) == 3
+        members[i] = restart_member(members[i], tmp_path)
+        copies_reach(members, "KV_M", 3)
+        lead_from(members, "KV_M", members[i])
+        assert asyncio.run(last_seq_of(members[i], "KV_M", "$KV.M.b")) == 3
+        # everything ages out, markers included (max_age applies to them, as on nats-server),
+        # each replaced once: b's marker is seq 4 on every copy
         copies_reach(members, "KV_M", 4)
-        time.sleep(0.5)                         # markers of a replica's own would come by now
-        state = copies_reach(members, "KV_M", 4)
-        assert (state["messages"], state["first_seq"], state["last_seq"]) == (2, 3, 4)
+        time.sleep(0.6)
+        assert copies_reach(members, "KV_M", 4)["last_seq"] == 4
