@@ -358,6 +358,7 @@ class ApiHandler:
                         raise E.error("JSClusterNotAvailErr")
                     self.engine.meta.request("del", jsa, {"name": name, "keep": self.engine.meta.peer,
                                                           "cfg": cfg}, None)
+                    advisories.stream_action(st, "modify")
                     return replscale.scale_down_answer(st.replica, cfg)
                 # other servers: the meta leader picks them, this leader answers once applied
                 self.engine.meta.request("peers", jsa, {"name": name, "cfg": cfg,

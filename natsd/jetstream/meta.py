@@ -463,8 +463,11 @@ class MetaGroup:
         if keep == self.peer:
             replscale.become_one(r, entry["cfg"])
             return
+        was_leader = r.is_leader()
         r.jsa.delete_stream(key[1])
         r.stop(delete=True)
+        if was_leader and keep is None:
+            advisories.stream_action(r.stream, "delete")    # the leader's, once, as nats-server's
 
     def _apply_peers(self, key, entry):
         have = self.assignments.get(key)

@@ -171,6 +171,7 @@ class ReplicatedConsumers:
         o.replica = self
         stream.consumers[name] = o
         o.start(recovered_state=row["state"] or {})
+        self.rs.advise_consumer_leader(name)
         return o
 
     def start_all(self):

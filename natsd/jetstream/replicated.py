@@ -396,6 +396,8 @@ class ReplicatedStream:
             return
         if reply and result is not None:
             publish(self.jsa.sublist, reply, None, None, E.api_response(rtype, result))
+        if op == "update" and not isinstance(result, E.ApiError) and self.is_leader():
+            advisories.stream_action(self.stream, "modify")
 
     def _leader_changed(self, leader):
         self.leader_peer = leader
@@ -419,6 +421,7 @@ class ReplicatedStream:
             info["did_create"] = True
             self.meta.answer(self.jsa.name, self.creator["reply"], self.creator.get("via"),
                              E.api_response("stream_create_response", info))
+            advisories.stream_action(self.stream, "create")     # the leader's, once, as nats-server's
         self.creator = None
 
     def defer_until_ready(self, fn, *args):
@@ -639,6 +642,8 @@ class ReplicatedStream:
         rtype = change.get("answer") or "stream_update_response"
         if reply and self.is_leader():
             self.meta.answer(self.jsa.name, reply, via, E.api_response(rtype, self.stream.info()))
+            if rtype == "stream_update_response":
+                advisories.stream_action(self.stream, "modify")
         elif reply and not self.group.node.leader:
             # applied between two leaders (a move hands leadership over): the next one answers
             self.unanswered = (reply, via, rtype, time.monotonic() + ANSWER_WAIT)
@@ -713,10 +718,14 @@ class ReplicatedStream:
                     len(self.peers), ", ".join(gone) or "none (they stopped answering)")
         self._advise("QUORUM_LOST", "io.nats.jetstream.advisory.v1.stream_quorum_lost")
 
-    def _advise(self, what, type_name, **fields):
-        """A stream advisory as nats-server sends it: in the stream's account, and in the
-        system account with the account named."""
-        subject = "$JS.EVENT.ADVISORY.STREAM.%s.%s" % (what, self.stream.name)
+    def _advise(self, what, type_name, consumer=None, **fields):
+        """A stream advisory (or, naming `consumer`, a consumer's) as nats-server sends it: in
+        the stream's account, and in the system account with the account named."""
+        if consumer is None:
+            subject = "$JS.EVENT.ADVISORY.STREAM.%s.%s" % (what, self.stream.name)
+        else:
+            subject = "$JS.EVENT.ADVISORY.CONSUMER.%s.%s.%s" % (what, self.stream.name, consumer)
+            fields["consumer"] = consumer
         meta = self.meta
 
         def replicas():
@@ -727,6 +736,11 @@ class ReplicatedStream:
                             **fields, replicas=replicas)
         advisories.send(self.server.accounts.system.sublist, subject, type_name, domain,
                         account=self.jsa.name, stream=self.stream.name, **fields, replicas=replicas)
+
+    def advise_consumer_leader(self, name):
+        """A replicated consumer now runs here (it follows the stream's leader)."""
+        self._advise("LEADER_ELECTED", "io.nats.jetstream.advisory.v1.consumer_leader_elected",
+                     consumer=name, leader=self.meta.name)
 
     def health_errors(self):
         """nats-server's healthz error for a replica whose group has no leader, then (beyond

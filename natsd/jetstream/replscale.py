@@ -22,7 +22,7 @@ import time
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftwal import LogStorage
 from natsd.gofmt import go_time
-from natsd.jetstream import consumerconfig as cc, errors as E, persist, replsnapshot, snapshot
+from natsd.jetstream import advisories, consumerconfig as cc, errors as E, persist, replsnapshot, snapshot
 
 log = logging.getLogger("natsd")
 
@@ -126,3 +126,4 @@ def answer_scale_up(rs, assignment):
                     "origin": origin}}
     rs.meta.answer(rs.jsa.name, assignment["reply"], assignment.get("via"),
                    E.api_response("stream_update_response", info))
+    advisories.stream_action(rs.stream, "modify")

@@ -8,13 +8,15 @@ import base64
 import json
 import random
 import signal
+import time
 import urllib.error
 import urllib.request
 
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, kill9, leaders_by_term, restart_member, start_js_cluster
+from tests.cluster.clusterhelp import (fault_seeds, js_cluster, kill9, leaders_by_term, restart_member,
+                                       start_js_cluster)
 from tests.conftest import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -495,3 +497,47 @@ def test_two_creates_at_once(tmp_path, kind):
     finally:
         for m in members:
             m.proc.kill()
+
+
+@need_ref
+def test_stream_and_consumer_advisories_on_a_cluster_match(tmp_path):
+    """A replicated stream created, updated and deleted, a replicated consumer created and
+    deleted: one advisory of each kind from the cluster (its leaders send them), with the
+    fields nats-server gives them. API audits are left out (see the README)."""
+    def advisories_of(kind):
+        with js_cluster(kind, tmp_path / kind) as members:
+            async def run():
+                nc = await nats.connect(members[1].url)
+                got = []
+
+                async def cb(m):
+                    if not m.subject.startswith("$JS.EVENT.ADVISORY.API"):
+                        got.append((m.subject, sorted(json.loads(m.data))))
+                await nc.subscribe("$JS.EVENT.ADVISORY.>", cb=cb)
+                await nc.flush()
+                await create(members[0], {"name": "AD", "subjects": ["ad.>"], "num_replicas": 3})
+                cfg = {"name": "AD", "subjects": ["ad.>"], "num_replicas": 3, "max_msgs": 10}
+                assert "error" not in await api(members[2], "$JS.API.STREAM.UPDATE.AD", json.dumps(cfg).encode())
+                r = await api(members[2], "$JS.API.CONSUMER.CREATE.AD.dd", json.dumps(
+                    {"stream_name": "AD", "config": {"durable_name": "dd", "ack_policy": "explicit"}}).encode())
+                assert "error" not in r, r
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline and not any("CONSUMER.LEADER_ELECTED" in s for s, _ in got):
+                    await asyncio.sleep(0.05)
+                assert (await api(members[0], "$JS.API.CONSUMER.DELETE.AD.dd"))["success"]
+                assert (await api(members[0], "$JS.API.STREAM.DELETE.AD"))["success"]
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and not any("STREAM.DELETED" in s for s, _ in got):
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(0.5)        # a second copy of any would be here by now
+                await nc.close()
+                return sorted(got)
+            return asyncio.run(run())
+    theirs = advisories_of("nats-server")
+    ours = advisories_of("natsd")
+    assert [s for s, _ in theirs] == [
+        "$JS.EVENT.ADVISORY.CONSUMER.CREATED.AD.dd", "$JS.EVENT.ADVISORY.CONSUMER.DELETED.AD.dd",
+        "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.AD.dd", "$JS.EVENT.ADVISORY.STREAM.CREATED.AD",
+        "$JS.EVENT.ADVISORY.STREAM.DELETED.AD", "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.AD",
+        "$JS.EVENT.ADVISORY.STREAM.UPDATED.AD"], theirs
+    assert ours == theirs
