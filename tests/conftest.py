@@ -166,15 +166,16 @@ def goclient():
 @pytest.fixture(scope="session")
 def natsjs():
     """The nats.js probe (tools/natsjs), installed once per run from the npm registry:
-    natsjs(url, *steps) -> the JSON reports, one per step."""
+    natsjs(url, *steps, env=None) -> the JSON reports, one per step."""
     import json
     install = subprocess.run([os.path.join(ROOT, "tools", "natsjs", "install.sh")],
                              capture_output=True, text=True, timeout=600)
     assert install.returncode == 0, "tools/natsjs/install.sh failed:\n" + install.stderr
     probe = install.stdout.strip().splitlines()[-1]
 
-    def run(url, *steps):
-        out = subprocess.run(["node", probe, url] + list(steps), capture_output=True, text=True, timeout=120)
+    def run(url, *steps, env=None):
+        out = subprocess.run(["node", probe, url] + list(steps), capture_output=True, text=True, timeout=240,
+                             env=dict(os.environ, **(env or {})))
         assert out.returncode == 0, out.stderr
         return [json.loads(line) for line in out.stdout.splitlines()]
     return run

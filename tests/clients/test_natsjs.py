@@ -39,6 +39,22 @@ def test_natsjs_on_a_cluster_sees_what_it_sees_on_nats_server(natsjs, tmp_path):
     assert ours == theirs
 
 
+def test_natsjs_steps_on_r3_assets_on_a_cluster_match(natsjs, tmp_path):
+    """The JetStream steps again on three-server clusters, every stream, bucket and object
+    store with three replicas (NATSJS_REPLICAS)."""
+    from tests.cluster.clusterhelp import js_cluster
+    steps = [s for s in STEPS if s not in ("core", "requests")]
+    reports = {}
+    for kind in ("nats-server", "natsd"):
+        with js_cluster(kind, tmp_path / kind) as members:
+            reports[kind] = natsjs(members[1].url, *steps, env={"NATSJS_REPLICAS": "3"})
+    theirs, ours = reports["nats-server"], reports["natsd"]
+    assert [r["step"] for r in theirs] == steps and all("ok" in r for r in theirs), theirs
+    assert theirs[0]["ok"]["created"]["config"]["num_replicas"] == 3
+    for o, t in zip(ours, theirs):
+        assert o == t
+
+
 def test_natsjs_refusals_and_permission_violations_match(natsd, reference, natsjs, tmp_path):
     conf = tmp_path / "users.conf"
     conf.write_text('authorization { users: [ {user: alice, password: secret, permissions: {'

@@ -15,6 +15,26 @@ const enc = new TextEncoder();
 const dec = new TextDecoder();
 const [url, ...steps] = process.argv.slice(2);
 
+// NATSJS_REPLICAS=3: every stream, KV bucket and object store the steps make has three
+// replicas (the steps run against a cluster then)
+const REPLICAS = Number(process.env.NATSJS_REPLICAS || 0);
+
+function replicated(opts) {
+  return REPLICAS ? { replicas: REPLICAS, ...opts } : opts;
+}
+
+async function manager(nc) {
+  // a cluster answers once it has elected its meta leader (jetstreamManager asks for the
+  // account's info)
+  const jsm = REPLICAS ? await until(() => jetstreamManager(nc).catch(() => null), 20000)
+                       : await jetstreamManager(nc);
+  if (REPLICAS) {
+    const add = jsm.streams.add.bind(jsm.streams);
+    jsm.streams.add = (cfg) => add(cfg.num_replicas === undefined ? { ...cfg, num_replicas: REPLICAS } : cfg);
+  }
+  return jsm;
+}
+
 function failure(err) {
   // what a nats.js user can branch on: the error's class, its text, and an API error's code
   // (OpenSSL's texts start with the thread's address: left out)
@@ -127,7 +147,7 @@ async function requests(nc) {
 }
 
 async function jetstreamStep(nc) {
-  const jsm = await jetstreamManager(nc);
+  const jsm = await manager(nc);
   const js = jetstream(nc);
   const out = {};
   const si = await jsm.streams.add({ name: "JS1", subjects: ["js1.>"], allow_direct: true, duplicate_window: 60e9 });
@@ -176,7 +196,7 @@ function pick(o, keys) {
 }
 
 async function consumers(nc) {
-  const jsm = await jetstreamManager(nc);
+  const jsm = await manager(nc);
   const js = jetstream(nc);
   const out = {};
   await jsm.streams.add({ name: "C1", subjects: ["c1.*"] });
@@ -235,7 +255,7 @@ async function consumers(nc) {
 
 async function kv(nc) {
   const kvm = new Kvm(nc);
-  const b = await kvm.create("probe", { history: 3 });
+  const b = await kvm.create("probe", replicated({ history: 3 }));
   const out = {};
   out.put = [await b.put("a", "1"), await b.put("a", "2"), await b.put("b.c", "x")];
   const e = await b.get("a");
@@ -278,7 +298,7 @@ async function kv(nc) {
 
 async function objects(nc) {
   const objm = new Objm(nc);
-  const os = await objm.create("probeobj");
+  const os = await objm.create("probeobj", replicated({}));
   const out = {};
   const data = new Uint8Array(300 * 1024);
   for (let i = 0; i < data.length; i++) data[i] = (i * 7) & 255;
@@ -300,7 +320,7 @@ async function objects(nc) {
 }
 
 async function errors(nc) {
-  const jsm = await jetstreamManager(nc);
+  const jsm = await manager(nc);
   const js = jetstream(nc);
   const out = {};
   out.publish_no_stream = await attempt(() => js.publish("nostream.here", enc.encode("x"), { timeout: 2000 }));
@@ -336,7 +356,7 @@ async function until(cond, ms = 5000) {
 async function modern(nc) {
   // what nats-server 2.11-2.15 added that nats.js 3 drives: per-message TTL, delete markers in
   // KV, schedules, priority groups (overflow, pinned, prioritized), consumer reset
-  const jsm = await jetstreamManager(nc);
+  const jsm = await manager(nc);
   const js = jetstream(nc);
   const out = {};
   await jsm.streams.add({ name: "M1", subjects: ["m1.>"], allow_msg_ttl: true, allow_msg_schedules: true });
@@ -358,7 +378,7 @@ async function modern(nc) {
   await jsm.streams.delete("M1");
 
   const kvm = new Kvm(nc);
-  const b = await kvm.create("markers", { markerTTL: 1000 });
+  const b = await kvm.create("markers", replicated({ markerTTL: 1000 }));
   const st = await b.status();
   out.kv_marker_config = { allow_msg_ttl: st.streamInfo.config.allow_msg_ttl,
                            subject_delete_marker_ttl: st.streamInfo.config.subject_delete_marker_ttl };
@@ -575,7 +595,7 @@ async function drainIter(iter, n = Infinity) {
 async function features(nc) {
   // direct batch and multi-last gets, mirrors and sources, republish, subject transforms,
   // push consumers, KV filters, object store links
-  const jsm = await jetstreamManager(nc);
+  const jsm = await manager(nc);
   const js = jetstream(nc);
   const out = {};
   await jsm.streams.add({ name: "F1", subjects: ["f1.>"], allow_direct: true,
@@ -624,7 +644,7 @@ async function features(nc) {
   for (const n of ["F1", "F2", "F3", "F4"]) await jsm.streams.delete(n);
 
   const kvm = new Kvm(nc);
-  const b = await kvm.create("feat", { history: 2 });
+  const b = await kvm.create("feat", replicated({ history: 2 }));
   for (const k of ["x.1", "x.2", "y.1"]) await b.put(k, k);
   await b.delete("x.2");
   out.kv_keys_filtered = (await drainIter(await b.keys("x.*"))).sort();
@@ -638,7 +658,7 @@ async function features(nc) {
   await b.destroy();
 
   const objm = new Objm(nc);
-  const os = await objm.create("featobj");
+  const os = await objm.create("featobj", replicated({}));
   await os.putBlob({ name: "one" }, enc.encode("payload"));
   const link = await attempt(async () => pick(await os.link("alias", await os.info("one")), ["name", "size", "options"]));
   out.obj_link = link;
