@@ -80,3 +80,17 @@ def test_natsjs_over_tls_with_client_certificates_matches(natsd, reference, nats
     ours = natsjs(natsd("-c", str(conf)).url, "tls")
     assert "ok" in theirs[0] and theirs[0]["ok"]["echo"] == ["over tls"], theirs
     assert ours == theirs
+
+
+def test_natsjs_sees_lame_duck_mode_as_on_nats_server(natsd, reference, natsjs, tmp_path):
+    """SIGUSR2: nats.js is told (the `ldm` INFO) before the server lets it go."""
+    conf = tmp_path / "ldm.conf"
+    conf.write_text("lame_duck_duration: 30s\nlame_duck_grace_period: 1s\n")
+    reports = []
+    for factory in (reference, natsd):
+        srv = factory("-c", str(conf))
+        reports.append(natsjs(srv.url, "lameduck", env={"NATSJS_SERVER_PID": str(srv.proc.pid)}))
+    theirs, ours = reports
+    events = theirs[0]["ok"]["events"]
+    assert "ldm" in events and events.index("ldm") < events.index("disconnect"), theirs
+    assert ours == theirs

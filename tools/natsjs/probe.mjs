@@ -5,7 +5,8 @@
 //
 // usage: node probe.mjs <url> <step>...   steps: core, requests, jetstream, consumers, kv,
 // objects, errors, modern, features, cluster (on a three-server cluster); auth and tls make their own
-// connections (to a server with users, or with TLS and client certificates)
+// connections (to a server with users, or with TLS and client certificates); lameduck sends
+// SIGUSR2 to NATSJS_SERVER_PID
 import { connect, headers } from "@nats-io/transport-node";
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
@@ -669,8 +670,24 @@ async function features(nc) {
   return out;
 }
 
+async function lameduck(nc) {
+  // the server (NATSJS_SERVER_PID) is sent SIGUSR2: what nats.js reports until the server
+  // lets the connection go
+  const events = [];
+  const watching = (async () => {
+    for await (const s of nc.status()) {
+      events.push(s.type);
+      if (s.type === "disconnect" || s.type === "close") break;
+    }
+  })();
+  await nc.flush();
+  process.kill(Number(process.env.NATSJS_SERVER_PID), "SIGUSR2");
+  await until(() => events.includes("disconnect"), 15000);
+  return { events: events.filter((t, i) => t !== events[i - 1]) };
+}
+
 const OWN_CONNECTIONS = { auth, tls };
-const STEPS = { core, modern, cluster, features, requests, jetstream: jetstreamStep, consumers, kv, objects, errors };
+const STEPS = { core, modern, cluster, features, lameduck, requests, jetstream: jetstreamStep, consumers, kv, objects, errors };
 
 let nc = null;
 try {
