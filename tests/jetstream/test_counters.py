@@ -73,17 +73,23 @@ async def scenario(url):
     await api("$JS.API.STREAM.CREATE.AGG", {"name": "AGG", "allow_msg_counter": True, "sources": [
         {"name": "C", "subject_transforms": [{"src": "c.a", "dest": "total"}]},
         {"name": "D", "subject_transforms": [{"src": "d.x", "dest": "total"}]}]})
-    for _ in range(200):
-        st = json.loads((await nc.request("$JS.API.STREAM.INFO.AGG", b"", timeout=2)).data)["state"]
-        if st["messages"] >= 5:
-            break
-        await asyncio.sleep(0.05)
+    async def held(stream, subject):
+        r = json.loads((await nc.request("$JS.API.STREAM.INFO." + stream, json.dumps(
+            {"subjects_filter": subject}).encode(), timeout=2)).data)
+        return (r["state"].get("subjects") or {}).get(subject, 0)
+
+    async def agg_reaches(n):
+        # every sourced message is in (a count reached early would read the value too soon)
+        for _ in range(400):
+            st = json.loads((await nc.request("$JS.API.STREAM.INFO.AGG", b"", timeout=2)).data)["state"]
+            if st["messages"] >= n:
+                return st
+            await asyncio.sleep(0.05)
+        return st
+    sourced = await held("C", "c.a") + await held("D", "d.x")
+    await agg_reaches(sourced)
     await pub(nc, "d.x", b"", {"Nats-Incr": "3"})
-    for _ in range(200):
-        st = json.loads((await nc.request("$JS.API.STREAM.INFO.AGG", b"", timeout=2)).data)["state"]
-        if st["messages"] >= 6:
-            break
-        await asyncio.sleep(0.05)
+    st = await agg_reaches(sourced + 1)
     last = json.loads((await nc.request("$JS.API.STREAM.MSG.GET.AGG",
                                         json.dumps({"last_by_subj": "total"}).encode(), timeout=2)).data)
     import base64
