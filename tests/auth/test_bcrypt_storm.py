@@ -24,7 +24,11 @@ def attempt(port, password, out, i):
     c = RawClient(port, timeout=30)
     try:
         c.send(b'CONNECT {"verbose":false,"user":"u","pass":"%s"}\r\nPING\r\n' % password.encode())
-        out[i] = c.read_until(b"\r\n", 30)
+        line = c.read_until(b"\r\n", 30)
+        while line == b"PING\r\n":        # the server's first PING (2 s after CONNECT) came first
+            c.send(b"PONG\r\n")
+            line = c.read_until(b"\r\n", 30)
+        out[i] = line
     finally:
         c.close()
 
