@@ -40,6 +40,7 @@ ACK_CHUNK = 16                  # messages of one ingest batch answered together
 SYNC_CHUNK = 0.0003             # seconds of storing after which a chunk gets a sync of its own
 MARKER_RECHECK = 0.25           # seconds before a replica looks again at a message awaiting its marker
 MARKER_RETRY = 5.0              # seconds before a leader proposes a marker again (its entry was lost)
+MARKING_MAX = 4096              # proposed markers remembered before the old ones are dropped
 
 
 def _batch_id(hdr):
@@ -757,6 +758,9 @@ class Stream:
                 if self.replica.copies_here() and (proposed is None or proposed[0] != seq
                                                    or now - proposed[1] > MARKER_RETRY):
                     if self.replica.propose_sourced(subject, marker, b"", 0, None):
+                        if len(self.marking) >= MARKING_MAX:    # entries past their retry are done with
+                            self.marking = {k: v for k, v in self.marking.items()
+                                            if now - v[1] <= MARKER_RETRY}
                         self.marking[subject] = (seq, now)
                 return False
             try:
