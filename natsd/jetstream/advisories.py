@@ -11,7 +11,8 @@ Owns:
     (`io.nats.jetstream.advisory.v1.stream_action`, action create|delete|modify).
   * `api_audit(jsa|None, account, origin, subject, request, response)` —
     `$JS.EVENT.ADVISORY.API` (`io.nats.jetstream.advisory.v1.api_audit`: server, client,
-    subject, request, response, domain).
+    subject, request, response, domain); `api_audit_for` when the client's info was taken
+    earlier (natsd/jetstream/auditwatch.py).
   * `client_info(origin, account)` — nats-server's ClientInfo (`forAdvisory`: no jwt/alts) of
     the connection a request came from.
   * `snapshot_create / snapshot_complete / restore_create / restore_complete` —
@@ -95,20 +96,30 @@ def client_info(origin, account, server=None):
 # ---- API audit ----
 
 def api_audit(jsa, account, origin, subject, request, response):
-    """`$JS.EVENT.ADVISORY.API` for one API request and its response (bytes or str)."""
+    """`$JS.EVENT.ADVISORY.API` for one API request (from the connection `origin`) and its
+    response (bytes or str)."""
+    server = _server_of(jsa, account)
+    api_audit_for(jsa, account, lambda: client_info(origin, account, server), subject, request, response)
+
+
+def api_audit_for(jsa, account, client, subject, request, response):
+    """The same for a client known by its ClientInfo (a dict, or a callable giving it)."""
     try:
-        _api_audit(jsa, account, origin, subject, request, response)
+        _api_audit(jsa, account, client, subject, request, response)
     except Exception:
         log.exception("API audit advisory failed")
 
 
-def _api_audit(jsa, account, origin, subject, request, response):
+def _server_of(jsa, account):
+    server = getattr(jsa, "server", None) if jsa is not None else None
+    return server if server is not None else getattr(account, "server", None)
+
+
+def _api_audit(jsa, account, client, subject, request, response):
     sl = account.sublist
     if sl.match(API_AUDIT.encode()).total == 0:
         return
-    server = getattr(jsa, "server", None) if jsa is not None else None
-    if server is None:
-        server = getattr(account, "server", None)
+    server = _server_of(jsa, account)
 
     def text(b):
         if b is None:
@@ -118,7 +129,7 @@ def _api_audit(jsa, account, origin, subject, request, response):
     send(sl, API_AUDIT, "io.nats.jetstream.advisory.v1.api_audit",
          _domain(jsa) if jsa is not None else "",
          server=getattr(server, "name", "") if server is not None else "",
-         client=lambda: client_info(origin, account, server),
+         client=client,
          subject=text(subject),
          request=text(request) or None,
          response=text(response) or "")

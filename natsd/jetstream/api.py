@@ -11,7 +11,7 @@ import logging
 
 from natsd._core.router import publish
 from natsd.gofmt import go_time
-from natsd.jetstream import advisories, gojson, listing, placement, replscale, snapshot, streamops
+from natsd.jetstream import advisories, auditwatch, gojson, listing, placement, replscale, snapshot, streamops
 from natsd.jetstream import errors as E
 from natsd.jetstream.apilevel import required_level_too_high
 from natsd.jetstream.headers import build_headers
@@ -160,7 +160,9 @@ class ApiHandler:
         if (self.server.cluster is not None and jsa is not None and args and op in STREAM_NAMED
                 and not placement.answer_here(jsa, args[0], b"$JS.API." + rest, subject, reply,
                                               hdr, payload, origin)):
-            return          # another server of the cluster has the stream
+            # another server of the cluster has the stream
+            self._watch_answer(jsa, origin, op, subject, reply, payload)
+            return
         if jsa is not None and args and op in STREAM_NAMED and self._held_for_leader(
                 jsa, args[0], sub, subject, reply, hdr, payload, origin):
             return          # a new leader: answered once it has applied what came before it
@@ -199,7 +201,9 @@ class ApiHandler:
             try:
                 jsa.last_api_response = None
                 api_consumer.handle(jsa, tokens, subject, reply, hdr, payload)
-                if acc.sublist.match(advisories.API_AUDIT.encode()).total:
+                if jsa.last_api_response is None:
+                    self._watch_answer(jsa, origin, op, subject, reply, payload)   # answered later
+                elif advisories.listening(acc.sublist, advisories.API_AUDIT):
                     ctx.audit_consumer()
             except E.ApiError as err:
                 ctx.send(err)
@@ -217,6 +221,7 @@ class ApiHandler:
             ctx.send(err)
             return
         except NoReply:
+            self._watch_answer(jsa, origin, op, subject, reply, payload)    # answered later, if at all
             return
         except Exception:
             # one place for every unexpected failure: the traceback to the log, the client
@@ -226,6 +231,13 @@ class ApiHandler:
             return
         if result is not None:
             ctx.send(result)
+
+    def _watch_answer(self, jsa, origin, op, subject, reply, payload):
+        """A request this server does not answer now: on a cluster, the answer is audited
+        when it goes by (natsd/jetstream/auditwatch.py), unless a route brought the request."""
+        if (self.server.cluster is not None and op in TYPES and op != "CONSUMER.MSG.NEXT"
+                and not _from_route(origin)):
+            auditwatch.watch(jsa, origin, op, subject, reply, payload)
 
     def _held_for_leader(self, jsa, stream, *request):
         """A replicated stream's new leader holds requests until it is ready (see
@@ -746,9 +758,15 @@ class Request:
         """API audit for a CONSUMER.* request (api_consumer replies itself and leaves its
         response in jsa.last_api_response)."""
         resp = getattr(self.jsa, "last_api_response", None)
-        if resp is None:
+        if resp is None or not self._audited_here():
             return
         advisories.api_audit(self.jsa, self.acc, self.origin, self.subject, self.payload, resp)
+
+    def _audited_here(self):
+        """Not when a route brought the request, or a watch audits its answer: the client's
+        server does (natsd/jetstream/auditwatch.py)."""
+        return not _from_route(self.origin) and not (
+            self.jsa is not None and auditwatch.watched(self.jsa, self.reply))
 
     def detach(self):
         """For an answer sent after the handler returns: copies of what still points into the
@@ -767,7 +785,8 @@ class Request:
         if self.reply:
             publish(self.acc.sublist, self.reply, None, None, data)
         try:
-            advisories.api_audit(self.jsa, self.acc, self.origin, self.subject, self.payload, data)
+            if self._audited_here():
+                advisories.api_audit(self.jsa, self.acc, self.origin, self.subject, self.payload, data)
         except Exception:
             log.exception("JetStream API audit advisory for %r failed", self.subject)
 
@@ -779,6 +798,10 @@ class Request:
                 log.warning("Invalid JetStream request '%s > %s': %s", self.acc.name,
                             self.subject.decode(errors="replace"), result.description)
         return E.api_response(TYPES.get(self.op, "error_response"), result)
+
+
+def _from_route(origin):
+    return origin is not None and origin.kind == placement.KIND_ROUTE
 
 
 def _count(jsa):

@@ -93,6 +93,8 @@ class JsAccount:
         self.sublist = account.sublist
         self.streams = {}
         self.claims = {}                # stream name -> placement.Claim (on a cluster)
+        self.audit_watches = {}         # reply -> auditwatch._Watch (on a cluster)
+        self.audit_sweep = None
         self.api_total = 0
         self.api_errors = 0
         given = getattr(getattr(account, "config", None), "jetstream_limits", None) or {}

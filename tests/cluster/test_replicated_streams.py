@@ -502,8 +502,15 @@ def test_two_creates_at_once(tmp_path, kind):
 @need_ref
 def test_stream_and_consumer_advisories_on_a_cluster_match(tmp_path):
     """A replicated stream created, updated and deleted, a replicated consumer created and
-    deleted: one advisory of each kind from the cluster (its leaders send them), with the
-    fields nats-server gives them. API audits are left out (see the README)."""
+    deleted, requests another server answers: one advisory of each kind from the cluster (its
+    leaders send them) with the fields nats-server gives them, and one API audit per request
+    naming the client that asked (changes answered once applied carry no request)."""
+    def audit(d):
+        response = json.loads(d["response"])
+        return ("API", d["subject"], "request" in d, response["type"],
+                (response.get("error") or {}).get("err_code"), d["client"]["server"],
+                sorted(d), sorted(d["client"]))
+
     def advisories_of(kind):
         with js_cluster(kind, tmp_path / kind) as members:
             async def run():
@@ -511,8 +518,8 @@ def test_stream_and_consumer_advisories_on_a_cluster_match(tmp_path):
                 got = []
 
                 async def cb(m):
-                    if not m.subject.startswith("$JS.EVENT.ADVISORY.API"):
-                        got.append((m.subject, sorted(json.loads(m.data))))
+                    d = json.loads(m.data)
+                    got.append(audit(d) if m.subject == "$JS.EVENT.ADVISORY.API" else (m.subject, sorted(d)))
                 await nc.subscribe("$JS.EVENT.ADVISORY.>", cb=cb)
                 await nc.flush()
                 await create(members[0], {"name": "AD", "subjects": ["ad.>"], "num_replicas": 3})
@@ -522,22 +529,30 @@ def test_stream_and_consumer_advisories_on_a_cluster_match(tmp_path):
                     {"stream_name": "AD", "config": {"durable_name": "dd", "ack_policy": "explicit"}}).encode())
                 assert "error" not in r, r
                 deadline = time.monotonic() + 20
-                while time.monotonic() < deadline and not any("CONSUMER.LEADER_ELECTED" in s for s, _ in got):
+                while time.monotonic() < deadline and not any("CONSUMER.LEADER_ELECTED" in s[0] for s in got):
                     await asyncio.sleep(0.05)
+                for m in members:       # answered by the stream's leader, wherever it is
+                    assert "error" not in await api(m, "$JS.API.STREAM.INFO.AD")
+                assert "error" not in await api(members[1], "$JS.API.CONSUMER.INFO.AD.dd")
+                assert "error" not in await api(members[1], "$JS.API.STREAM.PURGE.AD")
+                again = {"name": "AD", "subjects": ["other"], "num_replicas": 3}
+                assert (await api(members[1], "$JS.API.STREAM.CREATE.AD", json.dumps(again).encode())
+                        )["error"]["err_code"] == 10058
                 assert (await api(members[0], "$JS.API.CONSUMER.DELETE.AD.dd"))["success"]
                 assert (await api(members[0], "$JS.API.STREAM.DELETE.AD"))["success"]
                 deadline = time.monotonic() + 10
-                while time.monotonic() < deadline and not any("STREAM.DELETED" in s for s, _ in got):
+                while time.monotonic() < deadline and not any("STREAM.DELETED" in s[0] for s in got):
                     await asyncio.sleep(0.05)
                 await asyncio.sleep(0.5)        # a second copy of any would be here by now
                 await nc.close()
-                return sorted(got)
+                return sorted(got, key=repr)
             return asyncio.run(run())
     theirs = advisories_of("nats-server")
     ours = advisories_of("natsd")
-    assert [s for s, _ in theirs] == [
+    assert [s[0] for s in theirs if s[0] != "API"] == [
         "$JS.EVENT.ADVISORY.CONSUMER.CREATED.AD.dd", "$JS.EVENT.ADVISORY.CONSUMER.DELETED.AD.dd",
         "$JS.EVENT.ADVISORY.CONSUMER.LEADER_ELECTED.AD.dd", "$JS.EVENT.ADVISORY.STREAM.CREATED.AD",
         "$JS.EVENT.ADVISORY.STREAM.DELETED.AD", "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.AD",
         "$JS.EVENT.ADVISORY.STREAM.UPDATED.AD"], theirs
+    assert len([s for s in theirs if s[0] == "API"]) == 11, theirs
     assert ours == theirs
