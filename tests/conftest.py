@@ -181,6 +181,24 @@ def natsjs():
     return run
 
 
+@pytest.fixture(scope="session")
+def natsc():
+    """The nats.c probe (tools/natsc), built once per run on Debian's libnats:
+    natsc(url, *steps, env=None) -> the JSON reports, one per step."""
+    import json
+    build = subprocess.run([os.path.join(ROOT, "tools", "natsc", "build.sh")],
+                           capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, "tools/natsc/build.sh failed:\n" + build.stderr
+    probe = build.stdout.strip().splitlines()[-1]
+
+    def run(url, *steps, env=None):
+        out = subprocess.run([probe, url] + list(steps), capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ, **(env or {})))
+        assert out.returncode == 0, out.stderr
+        return [json.loads(line) for line in out.stdout.splitlines()]
+    return run
+
+
 @pytest.fixture(params=["natsd", "nats-server"])
 def any_server(request, natsd, reference):
     """The same scenario against natsd and against the reference server."""

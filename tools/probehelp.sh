@@ -1,4 +1,5 @@
-# Sourced by the client probes' build scripts (tools/goclient/build.sh, tools/natsjs/install.sh).
+# Sourced by the client probes' build scripts (tools/goclient/build.sh, tools/natsjs/install.sh,
+# tools/natsc/build.sh).
 
 # probe_out NAME: OUT=/tmp/NAME, made and held under a lock on fd 9 until the script ends
 # (one build at a time: the test workers each ask for it; apt and the tools share state)

@@ -519,7 +519,10 @@ def test_stream_and_consumer_advisories_on_a_cluster_match(tmp_path):
 
                 async def cb(m):
                     d = json.loads(m.data)
-                    got.append(audit(d) if m.subject == "$JS.EVENT.ADVISORY.API" else (m.subject, sorted(d)))
+                    if m.subject != "$JS.EVENT.ADVISORY.API":
+                        got.append((m.subject, sorted(d)))
+                    elif audit(d)[4] != 10008:     # a create asked again until a meta leader is elected
+                        got.append(audit(d))
                 await nc.subscribe("$JS.EVENT.ADVISORY.>", cb=cb)
                 await nc.flush()
                 await create(members[0], {"name": "AD", "subjects": ["ad.>"], "num_replicas": 3})
