@@ -2,13 +2,13 @@
 runs on a fresh server of each kind and what the client saw must be the same: messages and
 headers, queue groups, request/reply and no responders, PubAcks (duplicates, expectations
 refused), stream state after deletes and purges, pull fetches with acks, naks and terms and
-their metadata, KV puts, revisions, history, watches and purges, and the errors nats.c
+their metadata, ordered and durable push consumers, KV puts, revisions, history, watches and purges, and the errors nats.c
 reports (status, JetStream error code, the server's description)."""
 import pytest
 
 from tests.certs import CA
 
-STEPS = ["core", "jetstream", "consumers", "kv", "errors"]
+STEPS = ["core", "jetstream", "consumers", "push", "kv", "errors"]
 
 
 @pytest.mark.parametrize("step", STEPS)
