@@ -2,8 +2,9 @@
 runs on a fresh server of each kind and what the client saw must be the same: messages and
 headers, queue groups, request/reply and no responders, PubAcks (duplicates, expectations
 refused), stream state after deletes and purges, pull fetches with acks, naks and terms and
-their metadata, ordered and durable push consumers, KV puts, revisions, history, watches and purges, and the errors nats.c
-reports (status, JetStream error code, the server's description)."""
+their metadata, ordered and durable push consumers, KV puts, revisions, history, watches
+and purges, and the errors nats.c reports (status, JetStream error code, the server's
+description), over TLS and with users and permissions."""
 import pytest
 
 from tests.certs import CA
@@ -57,4 +58,17 @@ def test_natsc_over_tls_with_client_certificates_matches(natsd, reference, natsc
     ours = natsc(natsd("-c", str(conf)).url, "tls", env=env)
     assert "ok" in theirs[0] and theirs[0]["ok"]["round_trip"]["data"] == "secret", theirs
     assert theirs[0]["ok"]["untrusted_server"]["status"] != "OK", theirs
+    assert ours == theirs
+
+
+def test_natsc_refusals_and_permission_violations_match(natsd, reference, natsc, tmp_path):
+    """A wrong password refused; a publish and a subscription the user may not make reported
+    to nats.c's error handler with nats-server's texts, the connection kept."""
+    conf = tmp_path / "users.conf"
+    conf.write_text('authorization { users: [ {user: alice, password: secret, permissions: {'
+                    ' publish: {allow: ["pub.>", "_INBOX.>"]}, subscribe: {deny: ["secret.>"]} } } ] }\n')
+    env = {"NATSC_USER": "alice", "NATSC_PASS": "secret"}
+    theirs = natsc(reference("-c", str(conf)).url, "auth", env=env)
+    ours = natsc(natsd("-c", str(conf)).url, "auth", env=env)
+    assert "ok" in theirs[0] and len(theirs[0]["ok"]["async_errors"]) == 2, theirs
     assert ours == theirs
