@@ -144,22 +144,32 @@ def reference():
         p.kill()
 
 
+def _client_probe(script):
+    """Build or install a client probe with tools/<script> (once per run) -> its path."""
+    build = subprocess.run([os.path.join(ROOT, "tools", script)], capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, "tools/%s failed:\n%s" % (script, build.stderr)
+    return build.stdout.strip().splitlines()[-1]
+
+
+def _probe_reports(argv, env=None, timeout=120):
+    """Run a client probe -> the JSON reports it printed, one per step."""
+    import json
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                         env=dict(os.environ, **(env or {})))
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
 @pytest.fixture(scope="session")
 def goclient():
     """The nats.go probe (tools/goclient), built once per run from Debian's Go packages:
     goclient(url, *steps, creds=None, jwt=None) -> the JSON reports, one per step."""
-    import json
-    build = subprocess.run([os.path.join(ROOT, "tools", "goclient", "build.sh")],
-                           capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, "tools/goclient/build.sh failed:\n" + build.stderr
-    binary = build.stdout.strip().splitlines()[-1]
+    binary = _client_probe("goclient/build.sh")
 
     def run(url, *steps, creds=None, jwt=None):
         argv = [binary, "-url", url] + (["-creds", creds] if creds else []) + \
             (["-jwt", jwt] if jwt else []) + list(steps)
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-        assert out.returncode == 0, out.stderr
-        return [json.loads(line) for line in out.stdout.splitlines()]
+        return _probe_reports(argv, timeout=60)
     return run
 
 
@@ -167,36 +177,16 @@ def goclient():
 def natsjs():
     """The nats.js probe (tools/natsjs), installed once per run from the npm registry:
     natsjs(url, *steps, env=None) -> the JSON reports, one per step."""
-    import json
-    install = subprocess.run([os.path.join(ROOT, "tools", "natsjs", "install.sh")],
-                             capture_output=True, text=True, timeout=600)
-    assert install.returncode == 0, "tools/natsjs/install.sh failed:\n" + install.stderr
-    probe = install.stdout.strip().splitlines()[-1]
-
-    def run(url, *steps, env=None):
-        out = subprocess.run(["node", probe, url] + list(steps), capture_output=True, text=True, timeout=240,
-                             env=dict(os.environ, **(env or {})))
-        assert out.returncode == 0, out.stderr
-        return [json.loads(line) for line in out.stdout.splitlines()]
-    return run
+    probe = _client_probe("natsjs/install.sh")
+    return lambda url, *steps, env=None: _probe_reports(["node", probe, url] + list(steps), env, 240)
 
 
 @pytest.fixture(scope="session")
 def natsc():
     """The nats.c probe (tools/natsc), built once per run on Debian's libnats:
     natsc(url, *steps, env=None) -> the JSON reports, one per step."""
-    import json
-    build = subprocess.run([os.path.join(ROOT, "tools", "natsc", "build.sh")],
-                           capture_output=True, text=True, timeout=600)
-    assert build.returncode == 0, "tools/natsc/build.sh failed:\n" + build.stderr
-    probe = build.stdout.strip().splitlines()[-1]
-
-    def run(url, *steps, env=None):
-        out = subprocess.run([probe, url] + list(steps), capture_output=True, text=True, timeout=120,
-                             env=dict(os.environ, **(env or {})))
-        assert out.returncode == 0, out.stderr
-        return [json.loads(line) for line in out.stdout.splitlines()]
-    return run
+    probe = _client_probe("natsc/build.sh")
+    return lambda url, *steps, env=None: _probe_reports([probe, url] + list(steps), env)
 
 
 @pytest.fixture(params=["natsd", "nats-server"])

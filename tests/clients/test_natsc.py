@@ -7,38 +7,21 @@ and purges, and the errors nats.c reports (status, JetStream error code, the ser
 description), over TLS and with users and permissions."""
 import pytest
 
-from tests.certs import CA
+from tests.clients.differential import on_both, on_clusters, tls_conf, users_conf
 
 STEPS = ["core", "jetstream", "consumers", "push", "kv", "errors"]
 
 
 @pytest.mark.parametrize("step", STEPS)
 def test_natsc_sees_on_natsd_what_it_sees_on_nats_server(step, natsd, reference, natsc, tmp_path):
-    theirs = natsc(reference("-js", "-sd", str(tmp_path / "ref")).url, step)
-    ours = natsc(natsd("-js", "-sd", str(tmp_path / "ours")).url, step)
-    assert len(theirs) == 1 and "ok" in theirs[0], theirs       # the probe ran through
+    theirs, ours = on_both(natsc, natsd, reference, tmp_path, step)
     assert ours == theirs
-
-
-def test_the_natsc_probe_tells_servers_apart(natsd, natsc, tmp_path):
-    """The comparison can fail: a server without JetStream gives another transcript."""
-    with_js = natsc(natsd("-js", "-sd", str(tmp_path / "a")).url, "jetstream")
-    without = natsc(natsd().url, "jetstream")
-    assert with_js[0]["ok"]["acks"][0] == {"stream": "JS1", "seq": 1, "duplicate": False}
-    assert "error" in without[0] and without != with_js
 
 
 def test_natsc_steps_on_r3_assets_on_a_cluster_match(natsc, tmp_path):
     """The JetStream steps on three-server clusters, every stream and bucket with three
     replicas (NATSC_REPLICAS), the client on a server that may not lead them."""
-    from tests.cluster.clusterhelp import js_cluster
-    steps = STEPS[1:]
-    reports = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind) as members:
-            reports[kind] = natsc(members[1].url, *steps, env={"NATSC_REPLICAS": "3"})
-    theirs, ours = reports["nats-server"], reports["natsd"]
-    assert [r["step"] for r in theirs] == steps and all("ok" in r for r in theirs), theirs
+    theirs, ours = on_clusters(natsc, tmp_path, *STEPS[1:], env={"NATSC_REPLICAS": "3"})
     assert theirs[0]["ok"]["replicas"] == 3
     for o, t in zip(ours, theirs):
         assert o == t
@@ -47,16 +30,10 @@ def test_natsc_steps_on_r3_assets_on_a_cluster_match(natsc, tmp_path):
 def test_natsc_over_tls_with_client_certificates_matches(natsd, reference, natsc, tmp_path):
     """A client certificate the server verifies: nats.c gets through with it, and is refused
     without one, or when it does not trust the server's certificate, as on nats-server."""
-    ca = CA(str(tmp_path / "pki"))
-    cert, key = ca.server_cert()
-    ccert, ckey = ca.issue("client", "client", server=False)
-    conf = tmp_path / "tls.conf"
-    conf.write_text('tls { cert_file: "%s", key_file: "%s", ca_file: "%s", verify: true }\n'
-                    % (cert, key, ca.ca_file))
-    env = {"NATSC_CA": ca.ca_file, "NATSC_CERT": ccert, "NATSC_KEY": ckey}
-    theirs = natsc(reference("-c", str(conf)).url, "tls", env=env)
-    ours = natsc(natsd("-c", str(conf)).url, "tls", env=env)
-    assert "ok" in theirs[0] and theirs[0]["ok"]["round_trip"]["data"] == "secret", theirs
+    conf, ca_file, ccert, ckey = tls_conf(tmp_path)
+    theirs, ours = on_both(natsc, natsd, reference, tmp_path, "tls", args=("-c", conf),
+                           env={"NATSC_CA": ca_file, "NATSC_CERT": ccert, "NATSC_KEY": ckey})
+    assert theirs[0]["ok"]["round_trip"]["data"] == "secret", theirs
     assert theirs[0]["ok"]["untrusted_server"]["status"] != "OK", theirs
     assert ours == theirs
 
@@ -64,11 +41,7 @@ def test_natsc_over_tls_with_client_certificates_matches(natsd, reference, natsc
 def test_natsc_refusals_and_permission_violations_match(natsd, reference, natsc, tmp_path):
     """A wrong password refused; a publish and a subscription the user may not make reported
     to nats.c's error handler with nats-server's texts, the connection kept."""
-    conf = tmp_path / "users.conf"
-    conf.write_text('authorization { users: [ {user: alice, password: secret, permissions: {'
-                    ' publish: {allow: ["pub.>", "_INBOX.>"]}, subscribe: {deny: ["secret.>"]} } } ] }\n')
-    env = {"NATSC_USER": "alice", "NATSC_PASS": "secret"}
-    theirs = natsc(reference("-c", str(conf)).url, "auth", env=env)
-    ours = natsc(natsd("-c", str(conf)).url, "auth", env=env)
-    assert "ok" in theirs[0] and len(theirs[0]["ok"]["async_errors"]) == 2, theirs
+    theirs, ours = on_both(natsc, natsd, reference, tmp_path, "auth", args=("-c", users_conf(tmp_path)),
+                           env={"NATSC_USER": "alice", "NATSC_PASS": "secret"})
+    assert len(theirs[0]["ok"]["async_errors"]) == 2, theirs
     assert ours == theirs

@@ -5,80 +5,46 @@ consumer deliveries, KV and object store results, and what 2.11-2.15 added (TTLs
 markers, schedules, priority groups, consumer reset)."""
 import pytest
 
-from tests.certs import CA
+from tests.clients.differential import on_both, on_clusters, tls_conf, users_conf
 
 STEPS = ["core", "requests", "jetstream", "consumers", "kv", "objects", "errors", "modern", "features"]
 
 
 @pytest.mark.parametrize("step", STEPS)
 def test_natsjs_sees_on_natsd_what_it_sees_on_nats_server(step, natsd, reference, natsjs, tmp_path):
-    theirs = natsjs(reference("-js", "-sd", str(tmp_path / "ref")).url, step)
-    ours = natsjs(natsd("-js", "-sd", str(tmp_path / "ours")).url, step)
-    assert len(theirs) == 1 and "ok" in theirs[0], theirs       # the probe ran through
+    theirs, ours = on_both(natsjs, natsd, reference, tmp_path, step)
     assert ours == theirs
-
-
-def test_the_probe_tells_servers_apart(natsd, natsjs, tmp_path):
-    """The comparison can fail: a server without JetStream gives another transcript."""
-    with_js = natsjs(natsd("-js", "-sd", str(tmp_path / "a")).url, "jetstream")
-    without = natsjs(natsd().url, "jetstream")
-    assert with_js[0]["ok"]["acks"][0] == {"stream": "JS1", "seq": 1, "duplicate": False}
-    assert "error" in without[0] and without != with_js
 
 
 def test_natsjs_on_a_cluster_sees_what_it_sees_on_nats_server(natsjs, tmp_path):
     """R3 streams, consumers and KV on three servers: created, settled (leader and two current
     followers), written, read, a stream leader stepped down and the writes going on."""
-    from tests.cluster.clusterhelp import js_cluster
-    reports = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind) as members:
-            reports[kind] = natsjs(members[1].url, "cluster")
-    theirs, ours = reports["nats-server"], reports["natsd"]
-    assert len(theirs) == 1 and "ok" in theirs[0], theirs
+    theirs, ours = on_clusters(natsjs, tmp_path, "cluster")
     assert ours == theirs
 
 
 def test_natsjs_steps_on_r3_assets_on_a_cluster_match(natsjs, tmp_path):
     """The JetStream steps again on three-server clusters, every stream, bucket and object
     store with three replicas (NATSJS_REPLICAS)."""
-    from tests.cluster.clusterhelp import js_cluster
     steps = [s for s in STEPS if s not in ("core", "requests")]
-    reports = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind) as members:
-            reports[kind] = natsjs(members[1].url, *steps, env={"NATSJS_REPLICAS": "3"})
-    theirs, ours = reports["nats-server"], reports["natsd"]
-    assert [r["step"] for r in theirs] == steps and all("ok" in r for r in theirs), theirs
+    theirs, ours = on_clusters(natsjs, tmp_path, *steps, env={"NATSJS_REPLICAS": "3"})
     assert theirs[0]["ok"]["created"]["config"]["num_replicas"] == 3
     for o, t in zip(ours, theirs):
         assert o == t
 
 
 def test_natsjs_refusals_and_permission_violations_match(natsd, reference, natsjs, tmp_path):
-    conf = tmp_path / "users.conf"
-    conf.write_text('authorization { users: [ {user: alice, password: secret, permissions: {'
-                    ' publish: {allow: ["pub.>", "_INBOX.>"]}, subscribe: {deny: ["secret.>"]} } } ] }\n')
-    theirs = natsjs(reference("-c", str(conf)).url, "auth")
-    ours = natsjs(natsd("-c", str(conf)).url, "auth")
-    assert "ok" in theirs[0] and theirs[0]["ok"]["allowed"] == {"ok": "sent"}, theirs
+    theirs, ours = on_both(natsjs, natsd, reference, tmp_path, "auth", args=("-c", users_conf(tmp_path)))
+    assert theirs[0]["ok"]["allowed"] == {"ok": "sent"}, theirs
     assert theirs[0]["ok"]["publish_denied"]["reported"], theirs   # the violation was seen
     assert ours == theirs
 
 
-def test_natsjs_over_tls_with_client_certificates_matches(natsd, reference, natsjs, tmp_path, monkeypatch):
-    ca = CA(str(tmp_path / "pki"))
-    cert, key = ca.server_cert()
-    ccert, ckey = ca.issue("client", "client", server=False)
-    conf = tmp_path / "tls.conf"
-    conf.write_text('tls { cert_file: "%s", key_file: "%s", ca_file: "%s", verify: true }\n'
-                    % (cert, key, ca.ca_file))
-    monkeypatch.setenv("NATSJS_CA", ca.ca_file)
-    monkeypatch.setenv("NATSJS_CERT", ccert)
-    monkeypatch.setenv("NATSJS_KEY", ckey)
-    theirs = natsjs(reference("-c", str(conf)).url, "tls")
-    ours = natsjs(natsd("-c", str(conf)).url, "tls")
-    assert "ok" in theirs[0] and theirs[0]["ok"]["echo"] == ["over tls"], theirs
+def test_natsjs_over_tls_with_client_certificates_matches(natsd, reference, natsjs, tmp_path):
+    conf, ca_file, ccert, ckey = tls_conf(tmp_path)
+    theirs, ours = on_both(natsjs, natsd, reference, tmp_path, "tls", args=("-c", conf),
+                           env={"NATSJS_CA": ca_file, "NATSJS_CERT": ccert, "NATSJS_KEY": ckey})
+    assert theirs[0]["ok"]["echo"] == ["over tls"], theirs
     assert ours == theirs
 
 

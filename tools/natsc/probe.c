@@ -181,6 +181,16 @@ out:
     natsSubscription_Destroy(svc);
 }
 
+/* a stream `name` on the one subject (filter) `subjects` names, with the probe's replicas */
+static void stream_config(jsStreamConfig *cfg, const char *name, const char **subjects)
+{
+    jsStreamConfig_Init(cfg);
+    cfg->Name = name;
+    cfg->Replicas = replicas;
+    cfg->Subjects = subjects;
+    cfg->SubjectsLen = 1;
+}
+
 static void puback(Json *j, const char *k, jsPubAck *pa)
 {
     open_obj(j, k);
@@ -213,11 +223,7 @@ static void step_jetstream(Json *j, jsCtx *js)
     natsMsg *m = NULL;
     jsErrCode jerr = 0;
     const char *subjects[] = {"js.>"};
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = "JS1";
-    cfg.Replicas = replicas;
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
+    stream_config(&cfg, "JS1", subjects);
     cfg.Storage = js_FileStorage;
     CHECK("add stream", js_AddStream(&si, js, &cfg, NULL, &jerr));
     kstr(j, "created", si->Config->Name);
@@ -347,11 +353,7 @@ static void step_consumers(Json *j, jsCtx *js)
     natsMsgList list = {0};
     jsErrCode jerr = 0;
     const char *subjects[] = {"work.>"};
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = "JS2";
-    cfg.Replicas = replicas;
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
+    stream_config(&cfg, "JS2", subjects);
     CHECK("add stream", js_AddStream(&si, js, &cfg, NULL, &jerr));
     for (int i = 1; i <= 5; i++) {
         char data[8];
@@ -433,11 +435,7 @@ static void step_push(Json *j, jsCtx *js)
     natsMsg *m = NULL;
     jsErrCode jerr = 0;
     const char *subjects[] = {"p.>"};
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = "JS3";
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Replicas = replicas;
+    stream_config(&cfg, "JS3", subjects);
     CHECK("add stream", js_AddStream(&si, js, &cfg, NULL, &jerr));
     for (int i = 1; i <= 6; i++) {
         char data[8];
@@ -581,11 +579,7 @@ static void step_errors(Json *j, jsCtx *js)
     const char *overlap[] = {"err.a"};
     natsStatus s = js_GetStreamInfo(&si, js, "NOPE", NULL, &jerr);
     kstatus(j, "missing_stream", s, jerr);
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = "E1";
-    cfg.Replicas = replicas;
-    cfg.Subjects = subjects;
-    cfg.SubjectsLen = 1;
+    stream_config(&cfg, "E1", subjects);
     CHECK("add stream", js_AddStream(&si, js, &cfg, NULL, &jerr));
     jsStreamInfo_Destroy(si);
     si = NULL;

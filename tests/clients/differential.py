@@ -1,0 +1,48 @@
+"""The client suites' comparison: one client probe's transcript on natsd against the same on
+nats-server, on fresh single servers or on fresh three-server clusters of each kind."""
+from tests.cluster.clusterhelp import js_cluster
+
+
+def on_both(probe, natsd, reference, tmp_path, *steps, args=None, env=None):
+    """The steps on a fresh nats-server, then on a fresh natsd (`args`: their flags, JetStream
+    in tmp_path by default) -> (theirs, ours), after checking theirs ran through."""
+    def flags(where):
+        return args if args is not None else ("-js", "-sd", str(tmp_path / where))
+    theirs = probe(reference(*flags("ref")).url, *steps, env=env)
+    ours = probe(natsd(*flags("ours")).url, *steps, env=env)
+    assert [r["step"] for r in theirs] == list(steps) and all("ok" in r for r in theirs), theirs
+    return theirs, ours
+
+
+def on_clusters(probe, tmp_path, *steps, env=None):
+    """The steps through the second server of a fresh three-server cluster of each kind ->
+    (theirs, ours), after checking theirs ran through."""
+    reports = {}
+    for kind in ("nats-server", "natsd"):
+        with js_cluster(kind, tmp_path / kind) as members:
+            reports[kind] = probe(members[1].url, *steps, env=env)
+    theirs, ours = reports["nats-server"], reports["natsd"]
+    assert [r["step"] for r in theirs] == list(steps) and all("ok" in r for r in theirs), theirs
+    return theirs, ours
+
+
+def users_conf(tmp_path):
+    """alice (password secret) may publish to pub.> and _INBOX.>, and not subscribe to
+    secret.> -> the config file's path."""
+    conf = tmp_path / "users.conf"
+    conf.write_text('authorization { users: [ {user: alice, password: secret, permissions: {'
+                    ' publish: {allow: ["pub.>", "_INBOX.>"]}, subscribe: {deny: ["secret.>"]} } } ] }\n')
+    return str(conf)
+
+
+def tls_conf(tmp_path):
+    """A TLS config that verifies client certificates, from a CA made here -> (the config
+    file's path, the CA file, a client certificate and its key)."""
+    from tests.certs import CA
+    ca = CA(str(tmp_path / "pki"))
+    cert, key = ca.server_cert()
+    ccert, ckey = ca.issue("client", "client", server=False)
+    conf = tmp_path / "tls.conf"
+    conf.write_text('tls { cert_file: "%s", key_file: "%s", ca_file: "%s", verify: true }\n'
+                    % (cert, key, ca.ca_file))
+    return str(conf), ca.ca_file, ccert, ckey
