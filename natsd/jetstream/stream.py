@@ -40,7 +40,7 @@ ACK_CHUNK = 16                  # messages of one ingest batch answered together
 SYNC_CHUNK = 0.0003             # seconds of storing after which a chunk gets a sync of its own
 MARKER_RECHECK = 0.25           # seconds before a replica looks again at a message awaiting its marker
 MARKER_RETRY = 5.0              # seconds before a leader proposes a marker again (its entry was lost)
-MARKING_MAX = 4096              # proposed markers remembered before the old ones are dropped
+MARKING_MAX = 4096              # proposed markers remembered before the old ones are first dropped
 
 
 def _batch_id(hdr):
@@ -82,6 +82,7 @@ class Stream:
         self.age_timer = None
         self.ttl_heap = []              # (expire ns, seq)
         self.marking = {}               # a replicated stream's leader: subject -> (seq, when) of a proposed marker
+        self.marking_cap = MARKING_MAX  # its size that starts the next pruning
         self.ttl_timer = None
         self.closed = False
         self.pending_acks = []          # (reply, bytes) waiting for the group sync
@@ -758,9 +759,12 @@ class Stream:
                 if self.replica.copies_here() and (proposed is None or proposed[0] != seq
                                                    or now - proposed[1] > MARKER_RETRY):
                     if self.replica.propose_sourced(subject, marker, b"", 0, None):
-                        if len(self.marking) >= MARKING_MAX:    # entries past their retry are done with
+                        if len(self.marking) >= self.marking_cap:
+                            # entries past their retry are done with; a burst of expiries
+                            # that are all recent doubles the cap instead of pruning each time
                             self.marking = {k: v for k, v in self.marking.items()
                                             if now - v[1] <= MARKER_RETRY}
+                            self.marking_cap = max(MARKING_MAX, 2 * len(self.marking))
                         self.marking[subject] = (seq, now)
                 return False
             try:
