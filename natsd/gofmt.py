@@ -162,6 +162,11 @@ def friendly_bytes(n):
     return "%.2f %sB" % (n / 1024 ** exp, "KMGTPE"[exp - 1])
 
 
+def go_float(v):
+    """A float64 field as encoding/json writes it: 2.0 -> 2, 0.5 -> 0.5."""
+    return int(v) if float(v).is_integer() else v
+
+
 def go_seconds(seconds):
     """A duration held in seconds (a float), as time.Duration.String() prints it."""
     return go_duration(round(seconds * 1e9))

@@ -31,7 +31,7 @@ from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
 from natsd.authwork import OffLoop
-from natsd.gofmt import go_json, go_quote, go_seconds
+from natsd.gofmt import go_float, go_json, go_quote, go_seconds
 from natsd.compression import (NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError,
                                codec as compression_codec, compresses)
 from natsd.dialer import Dialer, go_dial_error, host_label
@@ -42,7 +42,7 @@ from natsd.linkperms import LinkPerms, internal_interest, internal_message, is_l
 from natsd.permissions import Permissions
 from natsd.protocol import ProtocolHandler, info_line, prepare_accepted, release_connection
 from natsd._core.ws import WsCodec
-from natsd.tls import ServerTls, TlsSettings, spki_sha256
+from natsd.tls import ServerTls, TlsSettings, cert_not_after, default_auth_timeout, spki_sha256
 from natsd.subject import subject_is_subset
 
 log = logging.getLogger("natsd")
@@ -334,7 +334,7 @@ class LeafNodes:
         _send_info(c, info)
 
     def start_auth_timer(self, c):
-        timeout = self.opts.auth_timeout or max(self.server.opts.auth_timeout or 0, 2.0)
+        timeout = self._auth_timeout_secs()
         c.state.auth_timer = self.loop.call_later(timeout, self._auth_timeout, c)
 
     def info_dict(self, ws=False):
@@ -791,18 +791,47 @@ class LeafNodes:
 
     # ---- monitoring ----
 
+    def _auth_timeout_secs(self):
+        """The leaf port's `authorization { timeout }`, else nats-server's default for it (the
+        top level's does not apply)."""
+        return self.opts.auth_timeout or default_auth_timeout(
+            self.tls.settings.timeout if self.tls is not None else None)
+
     def varz(self):
+        """nats-server's LeafNodeOptsVarz (remote URLs as host:port, as it shows them)."""
         lo = self.opts
         v = {}
+        tls = self.tls.settings if self.tls is not None else None
         if lo.port:
             v["host"] = lo.host
             v["port"] = self.port
-            v["auth_timeout"] = lo.auth_timeout or 0
-            v["tls_timeout"] = 2
+            v["auth_timeout"] = go_float(self._auth_timeout_secs())
+            v["tls_timeout"] = go_float(tls.timeout) if tls is not None else 2
+            if tls is not None:
+                v["tls_required"] = True
+                if tls.verify:
+                    v["tls_verify"] = True
         if self.remotes:
-            v["remotes"] = [{"local_account": r.account or "$G",
-                             "urls": [_strip_userinfo(u) for u in r.urls]} for r in self.remotes]
+            v["remotes"] = [self._remote_varz(r) for r in self.remotes]
+        not_after = cert_not_after(tls)
+        if not_after:
+            v["tls_cert_not_after"] = not_after
         return v
+
+    @staticmethod
+    def _remote_varz(r):
+        out = {"local_account": r.account or "$G"}
+        if r.opts.tls:
+            out["tls_timeout"] = go_float(r.tls_settings.timeout)
+        out["urls"] = [urlsplit(u).netloc.rpartition("@")[2] for u in r.urls]
+        deny = {}
+        if r.opts.deny_exports:
+            deny["exports"] = list(r.opts.deny_exports)
+        if r.opts.deny_imports:
+            deny["imports"] = list(r.opts.deny_imports)
+        if deny:
+            out["deny"] = deny
+        return out
 
 
 class LeafProtocol(ProtocolHandler):
@@ -1254,11 +1283,3 @@ def _account_has_js(server, acc):
         return bool(js.enabled_for(acc))
     except Exception:
         return False
-
-
-def _strip_userinfo(url):
-    u = urlsplit(url)
-    if u.username is None:
-        return url
-    netloc = u.hostname + (":%d" % u.port if u.port else "")
-    return u._replace(netloc=netloc).geturl()

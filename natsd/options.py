@@ -291,7 +291,7 @@ class Options:
     ping_interval: float = 120.0
     ping_max: int = 2
     write_deadline: float = 10.0
-    auth_timeout: float = 2.0
+    auth_timeout: float = 0.0                # 0: nats-server's default (2 s, or the TLS timeout + 1 s)
     no_header_support: bool = False
     disable_sublist_cache: bool = False
     max_closed_clients: int = 10000

@@ -18,7 +18,7 @@ import socket
 from natsd._core.conn import monotonic
 from natsd.gofmt import go_json, go_quote
 from natsd.logger import TRACE
-from natsd.tls import go_tls_error
+from natsd.tls import go_tls_error, peer_cert_details
 
 log = logging.getLogger("natsd")
 
@@ -259,6 +259,9 @@ class ProtocolHandler:
             self.tls_failed(c, refused)
             return
         st.tls = {"tls_version": c.tls.version(), "tls_cipher_suite": c.tls.cipher()}
+        chain = c.tls.peer_chain()
+        if chain:
+            st.tls["tls_peer_certs"] = peer_cert_details(chain)
         if st.info_due:
             st.tls["tls_first"] = True
         log.debug("%sTLS handshake complete", self._prefix(c))

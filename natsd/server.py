@@ -26,6 +26,7 @@ from natsd.gofmt import go_seconds
 from natsd.jetstream.apilevel import API_LEVEL
 from natsd.options import set_baseline
 from natsd.protocol import info_line, prepare_accepted, release_connection
+from natsd.tls import default_auth_timeout
 
 log = logging.getLogger("natsd")
 
@@ -369,7 +370,11 @@ class Server:
             self.send_due_info(c)
 
     def _auth_timeout(self):
-        return self.opts.auth_timeout or 2.0
+        return self.opts.auth_timeout or default_auth_timeout(self.tls_timeout())
+
+    def tls_timeout(self):
+        """The client port's TLS handshake timeout (seconds), None without TLS."""
+        return self.tls.settings.timeout if self.tls is not None else None
 
     def _auth_timeout_expired(self, c):
         if not c.connected and not c.closed:

@@ -16,6 +16,7 @@ from natsd.gofmt import parse_go_duration
 log = logging.getLogger("natsd")
 
 DEFAULT_TIMEOUT = 2.0                   # nats-server TLS_TIMEOUT
+DEFAULT_AUTH_TIMEOUT = 2.0              # nats-server AUTH_TIMEOUT, on a port without TLS
 DEFAULT_FALLBACK_DELAY = 0.05           # DEFAULT_TLS_HANDSHAKE_FIRST_FALLBACK_DELAY
 
 # Go's cipher suite names (crypto/tls) -> OpenSSL's. TLS 1.3 suites are not configurable in
@@ -141,6 +142,41 @@ _GO_TLS_ERRORS = {
     "http request": "tls: first record does not look like a TLS handshake",
     "connection closed by peer": "EOF",
 }
+
+
+def default_auth_timeout(tls_timeout):
+    """nats-server's getDefaultAuthTimeout: a port with TLS (`tls_timeout`, seconds) gives a
+    connection its handshake time and one second more to authenticate; without (None), 2 s."""
+    return DEFAULT_AUTH_TIMEOUT if tls_timeout is None else tls_timeout + 1.0
+
+
+def cert_not_after(settings):
+    """/varz `tls_cert_not_after`: when the first certificate of a `tls {}` block (TlsSettings,
+    or None) expires, as Go's time JSON; None without one or when it cannot be read."""
+    if settings is None:
+        return None
+    cert_file = settings.cert_file or (settings.certs[0][0] if settings.certs else "")
+    if not cert_file:
+        return None
+    from cryptography import x509
+    try:
+        with open(cert_file, "rb") as f:
+            cert = x509.load_pem_x509_certificate(f.read())
+    except (OSError, ValueError):
+        return None
+    return cert.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def peer_cert_details(chain):
+    """/connz `tls_peer_certs` (with `auth`): the certificates the peer sent (DER, its own
+    first), each with its subject, SHA-256 of its SubjectPublicKeyInfo and of itself."""
+    from cryptography import x509
+    out = []
+    for der in chain:
+        cert = x509.load_der_x509_certificate(der)
+        out.append({"subject": cert.subject.rfc4514_string(), "spki_sha256": spki_sha256(der),
+                    "cert_sha256": hashlib.sha256(der).hexdigest()})
+    return out
 
 
 def go_tls_error(reason):

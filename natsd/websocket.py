@@ -11,7 +11,8 @@ from email.utils import formatdate
 from urllib.parse import urlsplit
 
 from natsd._core.ws import WsCodec
-from natsd.tls import ServerTls, TlsSettings
+from natsd.gofmt import go_float
+from natsd.tls import ServerTls, TlsSettings, cert_not_after
 
 log = logging.getLogger("natsd")
 
@@ -52,6 +53,7 @@ class WsSettings:
         self.compression = bool(_get(raw, "compression", "compress", default=False))
         from natsd.tls import _seconds
         self.handshake_timeout = _seconds(_get(raw, "handshake_timeout"), DEFAULT_HANDSHAKE_TIMEOUT)
+        self.handshake_timeout_set = _get(raw, "handshake_timeout") is not None
         auth = _get(raw, "authorization", "authentication", default={}) or {}
         self.username = str(_get(auth, "user", "username", default="") or "")
         self.password = str(_get(auth, "password", "pass", default="") or "")
@@ -90,6 +92,20 @@ class WebSockets:
     @property
     def port(self):
         return self.listener.port if self.listener is not None else 0
+
+    def varz(self):
+        """nats-server's WebsocketOptsVarz: what the block configures, zero values left out."""
+        s = self.settings
+        tls = s.tls.settings if s.tls is not None else None
+        v = {"host": s.host or "0.0.0.0", "port": self.port, "advertise": s.advertise,
+             "no_auth_user": s.no_auth_user, "jwt_cookie": s.jwt_cookie,
+             "handshake_timeout": int(s.handshake_timeout * 1e9) if s.handshake_timeout_set else 0,
+             "auth_timeout": go_float(s.auth_timeout), "no_tls": s.no_tls,
+             "tls_map": bool(tls and tls.verify_and_map),
+             "tls_pinned_certs": sorted(tls.pinned) if tls is not None else [],
+             "same_origin": s.same_origin, "allowed_origins": list(s.allowed_origins),
+             "compression": s.compression, "tls_cert_not_after": cert_not_after(tls)}
+        return {k: val for k, val in v.items() if val}
 
     def connect_urls(self):
         """The URLs WebSocket clients reach us by (INFO ws_connect_urls in a cluster)."""

@@ -103,6 +103,21 @@ cdef extern from "openssl/x509.h" nogil:
     const char* X509_verify_cert_error_string(long n)
     int X509_V_OK
 
+cdef extern from *:
+    """
+    #include <openssl/ssl.h>
+    /* the certificates the peer sent after its own (a server's view of a client's chain) */
+    static int natsd_peer_chain_len(const SSL* s) {
+        STACK_OF(X509)* c = SSL_get_peer_cert_chain(s);
+        return c == NULL ? 0 : sk_X509_num(c);
+    }
+    static X509* natsd_peer_chain_at(const SSL* s, int i) {
+        return sk_X509_value(SSL_get_peer_cert_chain(s), i);
+    }
+    """
+    int natsd_peer_chain_len(const SSL* s)
+    X509* natsd_peer_chain_at(const SSL* s, int i)
+
 cdef extern from "openssl/err.h" nogil:
     unsigned long ERR_get_error()
     unsigned long ERR_peek_last_error()
@@ -252,6 +267,14 @@ cdef int _select_certificate(SSL* ssl, int* al, void* arg) noexcept with gil:
     return SSL_TLSEXT_ERR_OK
 
 
+cdef bytes _der(X509* x):
+    cdef int n = i2d_X509(x, NULL)
+    out = PyBytes_FromStringAndSize(NULL, n)
+    cdef unsigned char* p = <unsigned char*>PyBytes_AS_STRING(out)
+    i2d_X509(x, &p)
+    return out
+
+
 cdef class TlsSession:
     """One connection's TLS state: feed ciphertext in, read plaintext out; write plaintext in,
     take ciphertext out."""
@@ -390,15 +413,24 @@ cdef class TlsSession:
     def peer_certificate(self):
         """The peer's certificate, DER encoded, or None."""
         cdef X509* x = SSL_get1_peer_certificate(self.ssl)
-        cdef unsigned char* p = NULL
-        cdef int n
         if x == NULL:
             return None
-        n = i2d_X509(x, NULL)
-        out = PyBytes_FromStringAndSize(NULL, n)
-        p = <unsigned char*>PyBytes_AS_STRING(out)
-        i2d_X509(x, &p)
+        out = _der(x)
         X509_free(x)
+        return out
+
+    def peer_chain(self):
+        """Every certificate the peer sent, DER encoded, its own first (Go's
+        PeerCertificates): [] when it sent none."""
+        first = self.peer_certificate()
+        if first is None:
+            return []
+        out = [first]
+        cdef int i, n = natsd_peer_chain_len(self.ssl)
+        for i in range(n):
+            der = _der(natsd_peer_chain_at(self.ssl, i))
+            if der != first:            # a client's view of the chain starts with the peer's own
+                out.append(der)
         return out
 
     def version(self):

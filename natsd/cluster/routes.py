@@ -22,13 +22,14 @@ from natsd._core.conn import Connection
 from natsd._core.sublist import Sublist
 from natsd.client import ClientState
 from natsd.dialer import Dialer, go_dial_error, host_label
-from natsd.gofmt import go_json, go_quote
+from natsd.gofmt import go_float, go_json, go_quote
 from natsd.protocol import info_line, prepare_accepted, release_connection
 from natsd.compression import NOT_SUPPORTED, S2_FAST, Compression
 from natsd.cluster.connecturls import ConnectUrls, connect_urls
 from natsd.cluster.interest import RouteInterest
 from natsd.cluster.pool import DEFAULT_POOL_SIZE, pool_index
 from natsd.cluster.routeproto import RouteProtocol
+from natsd.tls import cert_not_after, default_auth_timeout
 
 log = logging.getLogger("natsd")
 
@@ -146,10 +147,12 @@ class Routes:
         auth = co.authorization or {}
         self.username = _get(auth, "user", "username")
         self.password = _get(auth, "password", "pass")
-        self.auth_timeout = float(_get(auth, "timeout") or 0) or 2.0
+        auth_timeout = float(_get(auth, "timeout") or 0)
         self.ping_interval = min(co.ping_interval or server.opts.ping_interval, MAX_PING_INTERVAL)
         self.ping_max = co.ping_max or server.opts.ping_max
         self.tls = RouteTls(co.tls, self.explicit) if co.tls else None
+        self.auth_timeout = auth_timeout or default_auth_timeout(
+            self.tls.timeout if self.tls is not None else None)
         self.compression = Compression.parse(co.compression, S2_FAST)
 
     # ---- lifecycle ----
@@ -757,13 +760,16 @@ class Routes:
     def varz(self):
         co = self.opts
         v = {"name": self.name, "addr": co.host or "0.0.0.0", "cluster_port": self.port,
-             "auth_timeout": _number(self.auth_timeout)}
+             "auth_timeout": go_float(self.auth_timeout)}
         if self.explicit:
             v["urls"] = [u.label for u in self.explicit]
-        v["tls_timeout"] = _number(self.tls.timeout) if self.tls is not None else 2
+        v["tls_timeout"] = go_float(self.tls.timeout) if self.tls is not None else 2
         if self.tls is not None:
             v["tls_required"] = v["tls_verify"] = True
         v["pool_size"] = self.pool_size
+        not_after = cert_not_after(self.tls.server.settings) if self.tls is not None else None
+        if not_after:
+            v["tls_cert_not_after"] = not_after
         return v
 
 
@@ -870,10 +876,6 @@ def _upgrade_to_solicited(r, url, route_type):
     st.did_solicit = True
     if route_type == EXPLICIT:
         st.route_type = EXPLICIT
-
-
-def _number(v):
-    return int(v) if float(v).is_integer() else v
 
 
 def _int(v):

@@ -144,8 +144,8 @@ def conn_info(c, now, mono_now, opts, closed=False):
     tls = getattr(st, "tls", None)
     if tls and not closed:
         if isinstance(tls, dict):
-            for key in ("tls_version", "tls_cipher_suite", "tls_first"):
-                if tls.get(key):
+            for key in ("tls_version", "tls_cipher_suite", "tls_peer_certs", "tls_first"):
+                if tls.get(key) and (opts.auth or key != "tls_peer_certs"):
                     ci[key] = tls[key]
     acc = account_name(c)
     if opts.auth:

@@ -6,13 +6,15 @@ import psutil
 
 from natsd import VERSION, PROTO
 from natsd._core.conn import totals
-from natsd.gofmt import go_time
+from natsd.gofmt import go_float, go_time
+from natsd.tls import cert_not_after, default_auth_timeout
 
 _process = psutil.Process(os.getpid())
 
 # nats-server 2.15.1's feature flags (`feature_flags`, also in every $SYS ServerInfo), at the
 # values that describe what natsd does: v1 `$JS.ACK`/`$JS.FC` subjects and API replies; the
-# other two concern clustered (Raft) streams, which natsd does not have, and keep the default.
+# other two concern nats-server's own Raft entries and snapshots (natsd's replicated streams
+# have their own encodings, natsd/jetstream/replicated.py) and keep the default.
 # A `feature_flags {}` block in the configuration is accepted but cannot switch natsd to
 # another behaviour, so it is not echoed.
 FEATURE_FLAGS = {"js_ack_fc_v2": False, "js_api_reply_v2": False, "js_raft_delete_range": True,
@@ -107,10 +109,6 @@ def ns(seconds):
     return int(round(seconds * 1e9))
 
 
-def _seconds_number(v):
-    return int(v) if float(v).is_integer() else v
-
-
 def varz(server, query):
     opts = server.opts
     now = time.time()
@@ -129,6 +127,16 @@ def varz(server, query):
     }
     if server.authenticator.auth_required:
         v["auth_required"] = True
+    tls = server.tls
+    if tls is not None:
+        v.update({k: val for k, val in tls.info_fields().items() if k != "tls_available"})
+    if server.cluster is not None:
+        urls = server.cluster.connect_urls
+        if urls.client:
+            v["connect_urls"] = list(urls.client)
+        if urls.ws:
+            v["ws_connect_urls"] = list(urls.ws)
+    tls_timeout = tls.settings.timeout if tls is not None else None
     v.update({
         "max_connections": opts.max_connections,
         "ping_interval": ns(opts.ping_interval),
@@ -137,7 +145,7 @@ def varz(server, query):
         "http_port": server.monitor.port if server.monitor else opts.http_port,
         "http_base_path": opts.http_base_path,
         "https_port": opts.https_port,
-        "auth_timeout": _seconds_number(opts.auth_timeout or 2),
+        "auth_timeout": go_float(opts.auth_timeout or default_auth_timeout(tls_timeout)),
         "max_control_line": opts.max_control_line,
         "max_payload": opts.max_payload,
         "max_pending": opts.max_pending,
@@ -145,9 +153,9 @@ def varz(server, query):
         "gateway": {},
         "leaf": server.leaf_varz() if hasattr(server, "leaf_varz") else {},
         "mqtt": {},
-        "websocket": {},
+        "websocket": server.websocket.varz() if server.websocket is not None else {},
         "jetstream": js,
-        "tls_timeout": 2,
+        "tls_timeout": go_float(tls_timeout or 2),
         "write_deadline": ns(opts.write_deadline),
         "start": rfc3339(server.start_time),
         "now": rfc3339(now),
@@ -185,6 +193,7 @@ def varz(server, query):
         "stale_connection_stats": {"clients": server.stale_connections, "routes": 0,
                                    "gateways": 0, "leafs": 0},
         "disk_io_wait_stats": disk_io_wait_stats(server),
+        "tls_cert_not_after": cert_not_after(tls.settings) if tls is not None else None,
     })
     return {k: val for k, val in v.items() if val is not None}
 
