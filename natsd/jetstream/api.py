@@ -418,6 +418,11 @@ class ApiHandler:
             if page:
                 info["state"] = _with_subjects(info["state"], {
                     k.decode("utf-8", "surrogateescape"): subs[k] for k in page})
+        meta = self.engine.meta
+        alternates = meta.stream_alternates(r.jsa, st.name) if meta is not None else None
+        if alternates:
+            info["alternates"] = alternates
+            info["ts"] = info.pop("ts")         # nats-server's field order: alternates, then ts
         out.update(info)
         return out
 

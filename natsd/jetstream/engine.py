@@ -14,7 +14,6 @@ import tempfile
 import time
 
 from natsd._core.sublist import Subscription
-from natsd.gofmt import go_time
 from natsd.gofmt import friendly_bytes
 from natsd.subject import subject_is_subset
 from natsd import nkey
@@ -707,65 +706,6 @@ class JetStream:
                                          % (jsa.name, st.name, se[0], se[1])})
         return out
 
-    def jsz(self, options=None):
-        """Data for /jsz (same keys and order as nats-server). options: accounts, streams,
-        consumer, config, acc, offset, limit."""
-        o = options or {}
-        t = self.totals()
-        out = self.stats_dict()
-        out.pop("api")
-        out["api"] = {"level": API_LEVEL, "total": t["api_total"], "errors": t["api_errors"]}
-        out.update({"server_id": self.server.id, "now": go_time(time.time_ns()),
-                    "config": self.config_dict(), "limits": {"default_max_consumers": 1000},
-                    "streams": t["streams"], "consumers": t["consumers"], "messages": t["messages"],
-                    "bytes": t["bytes"]})
-        want_acc = o.get("accounts") or o.get("streams") or o.get("consumer") or o.get("acc")
-        if want_acc:
-            details = []
-            for jsa in self.jsas.values():
-                if o.get("acc") and o["acc"] != jsa.name:
-                    continue
-                details.append(self.account_detail(jsa, o))
-            details.sort(key=lambda d: d["name"])
-            off = int(o.get("offset") or 0)
-            lim = int(o.get("limit") or 1024)
-            out["account_details"] = details[off:off + lim]
-            out["total"] = len(details)
-        return out
-
-    def account_detail(self, jsa, o=None):
-        o = o or {}
-        mem, store = jsa.usage()
-        rmem, rstore = jsa.reserved()
-        d = {"name": jsa.name, "id": jsa.name, "memory": mem, "storage": store,
-             "reserved_memory": rmem, "reserved_storage": rstore,
-             "accounts": 0, "ha_assets": 0,
-             "api": {"level": 0, "total": jsa.api_total, "errors": jsa.api_errors}}
-        if o.get("streams") or o.get("consumer"):
-            sd = []
-            for st in sorted(jsa.streams.values(), key=lambda s: s.name):
-                e = {"name": st.name, "created": go_time(st.created), "cluster": st.cluster_info(),
-                     "state": st.state()}
-                if o.get("config"):
-                    e["config"] = config_json(st.config)
-                if o.get("consumer"):
-                    cons = []
-                    for c in st.consumers.values():
-                        if getattr(c, "internal", False):
-                            continue
-                        info = getattr(c, "info", None)
-                        if info is not None:
-                            try:
-                                cons.append(info())
-                            except Exception:
-                                pass
-                    if cons:
-                        e["consumer_detail"] = cons
-                sd.append(e)
-            if sd:
-                d["stream_detail"] = sd
-        return d
-
 
 class _JszAccount:
     """A JsAccount as natsd/monitor/jsz.py reads it."""
@@ -802,8 +742,21 @@ class _JszStream:
     def cluster_info(self):
         return self.st.cluster_info()
 
+    def mirror_info(self):
+        mirror = self.st.config.get("mirror")
+        return self.st.source_info(mirror, True) if mirror else None
+
+    def sources_info(self):
+        return [self.st.source_info(s) for s in self.st.config.get("sources") or []]
+
+    @property
+    def raft_group(self):
+        """The stream's Raft group ("" for a one-replica stream); its consumers' state rides in
+        the same group (natsd/jetstream/replconsumers.py), so it is theirs too."""
+        return self.st.replica.group_name if self.st.replica is not None else ""
+
     def consumers(self):
         return [c for c in self.st.consumers.values() if not getattr(c, "internal", False)]
 
     def is_leader(self):
-        return self.meta.is_leader() if self.meta is not None else True
+        return self.st.replica is None or self.st.replica.is_leader()

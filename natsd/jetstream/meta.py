@@ -655,11 +655,34 @@ class MetaGroup:
                                  "last_time": "0001-01-01T00:00:00Z"}})
         return out
 
-    def raftz(self):
-        """The meta group's and every replicated stream group's status here, by group name."""
-        out = {GROUP: self.group.status(self.peer_names)}
-        for r in self.replicas.values():
-            if not r.group.stopped:
+    def stream_alternates(self, jsa, stream):
+        """STREAM.INFO `alternates` on a cluster: the stream and the streams of its account that
+        mirror it (those the meta group assigned, and this server's one-replica streams), or
+        None when there is no mirror."""
+        configs = {name: a["cfg"] for (acc, name), a in self.assignments.items() if acc == jsa.name}
+        for st in jsa.streams.values():
+            configs.setdefault(st.name, st.config)
+        names = [stream] if stream in configs else []
+        names += sorted(n for n, cfg in configs.items() if (cfg.get("mirror") or {}).get("name") == stream)
+        if len(names) < 2:
+            return None
+        out = []
+        for name in names:
+            alt = {"name": name}
+            if self.engine.domain:
+                alt["domain"] = self.engine.domain
+            alt["cluster"] = self.routes.name
+            out.append(alt)
+        return out
+
+    def raftz(self, account):
+        """The status of the Raft groups here that belong to `account`, by group name: the meta
+        group is the system account's, a replicated stream's group its own account's."""
+        out = {}
+        if account == self.server.accounts.system.name:
+            out[GROUP] = self.group.status(self.peer_names)
+        for (acc, _), r in self.replicas.items():
+            if acc == account and not r.group.stopped:
                 out[r.group_name] = r.group.status(self.peer_names)
         return out
 

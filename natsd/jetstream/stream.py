@@ -986,13 +986,13 @@ class Stream:
         if with_cluster:
             out["cluster"] = self.cluster_info()
         if self.config.get("mirror"):
-            out["mirror"] = self._source_info(self.config["mirror"], True)
+            out["mirror"] = self.source_info(self.config["mirror"], True)
         if self.config.get("sources"):
-            out["sources"] = [self._source_info(s) for s in self.config["sources"]]
+            out["sources"] = [self.source_info(s) for s in self.config["sources"]]
         out["ts"] = go_time(time.time_ns())
         return out
 
-    def _source_info(self, src, mirror=False):
+    def source_info(self, src, mirror=False):
         if self.sourcing is not None:
             si = self.sourcing.info(src, mirror)
             if si is not None:

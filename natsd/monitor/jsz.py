@@ -137,6 +137,11 @@ def _stream_detail(server, stream, opts):
             sd[key] = val
     if opts.raft and getattr(stream, "raft_group", ""):
         sd["stream_raft_group"] = stream.raft_group
+        if opts.consumer:
+            groups = [{"name": c["name"], "raft_group": stream.raft_group}
+                      for c in sd.get("consumer_detail") or ()]
+            if groups:
+                sd["consumer_raft_groups"] = groups
     return sd
 
 
@@ -179,7 +184,7 @@ def handler(server, opts):
     limits = js.limits()
     if limits is not None:
         out["limits"] = limits
-    n_streams = n_consumers = messages = nbytes = 0
+    n_streams = n_consumers = messages = nbytes = streams_led = consumers_led = 0
     for jsa in accounts:
         for stream in jsa.streams():
             st = stream.state()
@@ -187,8 +192,16 @@ def handler(server, opts):
             messages += st.get("messages", 0)
             nbytes += st.get("bytes", 0)
             n_consumers += st.get("consumer_count", 0)
-    out.update({"streams": n_streams, "consumers": n_consumers, "messages": messages,
-                "bytes": nbytes})
+            if opts.raft and (not hasattr(stream, "is_leader") or stream.is_leader()):
+                streams_led += 1
+                consumers_led += len(stream.consumers())
+    out["streams"] = n_streams
+    if streams_led:
+        out["streams_leader"] = streams_led
+    out["consumers"] = n_consumers
+    if consumers_led:
+        out["consumers_leader"] = consumers_led
+    out.update({"messages": messages, "bytes": nbytes})
     meta = js.meta_cluster()
     if meta:
         out["meta_cluster"] = meta

@@ -1,7 +1,8 @@
 """`/raftz` and `$SYS.REQ.SERVER.PING.RAFTZ`: Raft groups by account.
 
-The groups are the JetStream meta group's (natsd/jetstream/meta.py), in the system account.
-A server without any answers as nats-server does: HTTP 404 "No Raft nodes registered"; for a
+The groups are the JetStream meta group's (natsd/jetstream/meta.py), in the system account,
+and the replicated streams' (natsd/jetstream/replicated.py), each in its stream's account; the
+account filter defaults to the system account. A server without any answers as nats-server does: HTTP 404 "No Raft nodes registered"; for a
 $SYS request an empty map, or nothing usable (`null`) when there is no system account to
 default the account filter to. Filters that match nothing give `{}`.
 """
@@ -34,10 +35,9 @@ def _meta(server):
 def raft_groups(server, account, group=""):
     """account -> {group name -> RaftzGroup} for the groups of `account` (and `group`)."""
     meta = _meta(server)
-    sys_acc = server.accounts.system
-    if meta is None or sys_acc is None or account != sys_acc.name:
+    if meta is None or server.accounts.system is None:
         return {}
-    groups = {name: info for name, info in meta.raftz().items() if not group or name == group}
+    groups = {name: info for name, info in meta.raftz(account).items() if not group or name == group}
     return {account: groups} if groups else {}
 
 

@@ -38,7 +38,7 @@ def stream_wal(m, stream="R3"):
     """The stream group's WAL as `m`'s /raftz shows it (None while it has none)."""
     try:
         group = asyncio.run(api(m, "$JS.API.STREAM.INFO.%s" % stream))["cluster"]["raft_group"]
-        groups = m.get("/raftz")
+        groups = m.get("/raftz?acc=%24G")       # a stream's group is in its account
     except Exception:
         return None
     for acc in groups.values():
