@@ -20,6 +20,7 @@ from natsd.ids import random_token
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
+from natsd.sysfilter import filtered_out
 
 log = logging.getLogger("natsd")
 
@@ -173,6 +174,8 @@ class SystemServices:
             publish(self.account.sublist, reply, None, None,
                     _json({"name": s.name, "host": s.opts.host, "id": s.id}))
             return
+        if filtered_out(self.server, payload):
+            return
         if endpoint in ("STATSZ", "STATZ"):
             self.reply(self.account.sublist, reply, "statsz", self.statsz())
             return
@@ -188,6 +191,8 @@ class SystemServices:
         _, _, _, acc_name, endpoint = subject.decode().split(".", 4)
         if acc_name == "PING" and endpoint in ("STATZ", "CONNS"):
             return                      # STATZ: _account_ping_statz; CONNS: only real accounts
+        if endpoint != "CONNS" and filtered_out(self.server, payload):
+            return
         acc = self.server.accounts.accounts.get(acc_name)
         if acc is None:
             self._unknown_account(acc_name, endpoint, payload, reply)
@@ -218,23 +223,26 @@ class SystemServices:
         self.reply(sl, reply, "data", data, error)
 
     def _scoped_request(self, sub, subject, reply, hdr, payload, origin):
-        if reply:
+        if reply and not filtered_out(self.server, payload):
             endpoint = subject.decode().rsplit(".", 1)[1]
             self._answer_for_account(sub.data.sublist, sub.data, endpoint, payload, reply)
 
     def _account_ping_statz(self, sub, subject, reply, hdr, payload, origin):
-        if not reply:
+        """Every account in use here, or those the body's `accounts` names (`include_unused`:
+        in use or not); no reply when that is none, nor when the body's filter leaves this
+        server out."""
+        if not reply or filtered_out(self.server, payload):
             return
-        from natsd.monitor.accountz import account_stat
-        stats = [account_stat(self.server, a) for a in self.server.accounts if a.clients]
-        if stats:                       # nats-server skips the reply when no account is in use
-            self.reply(self.account.sublist, reply, "data",
-                       {"server_id": self.server.id, "now": rfc3339(time.time()),
-                        "account_statz": stats})
+        data, error = self.endpoint_data("ACCSTATZ", payload, None)
+        if error is None and not data["account_statz"] and not _include_unused(payload):
+            return
+        self.reply(self.account.sublist, reply, "data", data, error)
 
     def _answer_for_account(self, sublist, acc, endpoint, payload, reply):
         if endpoint in ("STATZ", "STATSZ"):
-            self.reply(sublist, reply, "data", self.account_statz(acc))
+            # nats-server: no reply from a server where the account has no connection
+            if acc.clients or _include_unused(payload):
+                self.reply(sublist, reply, "data", self.account_statz(acc))
             return
         if endpoint == "CONNS":
             # nats-server answers CONNS with the bare account_connections advisory
@@ -506,3 +514,11 @@ def perms_json(perms):
         out["subscribe"] = {k: v for k, v in (("allow", [fmt(x) for x in perms.sub_allow or []]),
                                               ("deny", [fmt(x) for x in perms.sub_deny])) if v}
     return out
+
+
+def _include_unused(payload):
+    try:
+        body = json.loads(payload) if payload and payload.strip() else {}
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("include_unused") is True
