@@ -96,11 +96,13 @@ def wait_interest(members, subject, timeout=10.0):
         time.sleep(0.05)
 
 
-def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js="", env=lambda name: None):
+def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js="", env=lambda name: None,
+                     cluster_extra=""):
     """A JetStream cluster as nats-server requires one: every member's route list names every
     member (itself included), on route ports chosen before the start. `extra(name)` adds to a
     member's config, `js` to every member's jetstream block (or `js(name)` to that member's),
-    `env(name)` to its environment; each gets its own store directory."""
+    `cluster_extra` to every cluster block, `env(name)` to its environment; each gets its own
+    store directory."""
     from tools.serverproc import free_port
     ports = {n: free_port() for n in names}
     routes = ["nats://127.0.0.1:%d" % p for p in ports.values()]
@@ -109,7 +111,7 @@ def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js="", 
         for n in names:
             members.append(start_member(kind, tmp_path, n, routes=routes, route_port=ports[n],
                                         extra=js_extra(tmp_path, n, extra(n), js(n) if callable(js) else js),
-                                        env=env(n)))
+                                        cluster_extra=cluster_extra, env=env(n)))
         wait_mesh(members)
     except BaseException:
         for m in members:

@@ -60,3 +60,32 @@ def differences(ref, mine, allow=(), path=""):
 def assert_same_shape(ref, mine, allow=(), what=""):
     diffs = differences(ref, mine, allow)
     assert not diffs, "%s: natsd differs from nats-server:\n  %s" % (what, "\n  ".join(diffs))
+
+
+
+def union(answers):
+    """One shape from several servers' answers to the same question (a cluster's members, or
+    every reply to a $SYS ping): objects merged key by key, the items of every list of objects
+    folded into one, other values the first non-empty one. Which member leads what differs
+    from run to run; the union does not."""
+    out = None
+    for x in answers:
+        out = fold(out, x)
+    return out if out is not None else {}
+
+
+def fold(a, b):
+    """Two answers' shapes as one (see union)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = fold(out.get(k), v)
+        return out
+    objects = lambda x: isinstance(x, list) and x and all(isinstance(i, dict) for i in x)  # noqa: E731
+    if objects(a) or objects(b):
+        items = (a if objects(a) else []) + (b if objects(b) else [])
+        folded = None
+        for i in items:
+            folded = fold(folded, i)
+        return [folded]
+    return a if a not in (None, [], {}) else b
