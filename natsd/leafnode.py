@@ -997,8 +997,12 @@ class LeafProtocol(ProtocolHandler):
             st.compression = OFF if remote and comp.mode != NOT_SUPPORTED and not st.ws \
                 else NOT_SUPPORTED
             return False
+        if not c.rtt_start:
+            # as nats-server: before a PING has measured it, the time since the connection
+            # started stands for the round trip (and decides s2_auto's level)
+            c.rtt = max(time.time() - st.start, 1e-6)
         try:
-            cm = comp.select(remote, time.time() - st.start)
+            cm = comp.select(remote, c.rtt)
         except CompressionError as e:
             log.error("%s%s", self._prefix(c), e)
             self.fail(c, str(e), "Protocol Violation")

@@ -8,6 +8,7 @@ verify_and_map) and the pinned-certificate check. Contexts are rebuilt on a conf
 connections keep the session they have.
 """
 import hashlib
+import importlib
 import logging
 
 from natsd._core.tls import TlsContext, TlsError
@@ -79,6 +80,7 @@ class TlsSettings:
         self.handshake_first, self.fallback_delay = _handshake_first(
             cfg.get("handshake_first", cfg.get("first", cfg.get("immediate"))))
         self.server_name = cfg.get("server_name") or ""
+        _load_x509()
 
     @classmethod
     def from_flags(cls, opts):
@@ -142,6 +144,15 @@ _GO_TLS_ERRORS = {
     "http request": "tls: first record does not look like a TLS handshake",
     "connection closed by peer": "EOF",
 }
+
+
+def _load_x509():
+    """Peers' certificates are read with `cryptography`, whose first import takes some 30 ms:
+    it is done when a `tls {}` block is read, not on the loop when a first certificate arrives
+    (that stalled every connection, and made the first leaf link's round trip look long
+    enough for s2_auto to compress on loopback)."""
+    for module in ("cryptography.x509", "cryptography.hazmat.primitives.serialization"):
+        importlib.import_module(module)
 
 
 def default_auth_timeout(tls_timeout):
