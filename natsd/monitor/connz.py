@@ -116,7 +116,7 @@ def conn_info(c, now, mono_now, opts, closed=False):
     end = (st.stop or now) if closed else now
     ci = {"cid": c.cid, "kind": kind}
     if kind == "Client":
-        ci["type"] = "nats"
+        ci["type"] = "websocket" if getattr(st, "ws", False) else "nats"
     if st.port:
         ci["ip"] = st.host
         ci["port"] = st.port
