@@ -30,6 +30,25 @@ def get_json(port, path):
     return json.loads(body)
 
 
+async def every_answer(nc, subject, body, wait=0.5):
+    """Every reply to a $SYS request (body: a JSON value, None for none) that arrives within
+    `wait` seconds, decoded."""
+    import nats
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish(subject, b"" if body is None else json.dumps(body).encode(), reply=inbox)
+    await nc.flush()
+    await asyncio.sleep(wait)
+    got = []
+    while True:
+        try:
+            got.append(json.loads((await sub.next_msg(timeout=0.05)).data))
+        except nats.errors.TimeoutError:
+            break
+    await sub.unsubscribe()
+    return got
+
+
 class Loop:
     """An asyncio loop in a thread, so nats-py connections outlive a single test."""
 

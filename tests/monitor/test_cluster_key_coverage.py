@@ -22,6 +22,7 @@ import pytest
 from tests.certs import CA
 from tests.cluster.clusterhelp import start_js_cluster
 from tests.conftest import poll
+from tests.monitor.conftest import every_answer
 from tests.monitor.keycheck import differences, fold, union
 
 ACCOUNTS = ('accounts { A { jetstream: enabled, users: [{user: a, password: a}] }, '
@@ -65,22 +66,6 @@ def _raft_groups_by_kind(answer):
     return out
 
 
-async def _ask_all(nc, subject, body, wait=1.0):
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox)
-    await nc.publish(subject, json.dumps(body).encode() if body is not None else b"", reply=inbox)
-    await nc.flush()
-    await asyncio.sleep(wait)
-    got = []
-    while True:
-        try:
-            got.append(json.loads((await sub.next_msg(timeout=0.05)).data))
-        except nats.errors.TimeoutError:
-            break
-    await sub.unsubscribe()
-    return got
-
-
 async def _scenario(members, ctx):
     out = {}
     nc = await nats.connect(members[0].url.replace("nats://", "tls://"), user="a", password="a", tls=ctx)
@@ -105,10 +90,10 @@ async def _scenario(members, ctx):
             raise AssertionError("%s: no answer to %s" % (members[0].kind, subject))
     sc = await nats.connect(members[1].url.replace("nats://", "tls://"), user="s", password="s", tls=ctx)
     for subject, body in SYS:
-        out["sys " + subject] = await _ask_all(sc, subject, body)
+        out["sys " + subject] = await every_answer(sc, subject, body, 1.0)
     for body, _ in FILTERS:
         out["filter " + json.dumps(body)] = sorted(
-            r["server"]["name"] for r in await _ask_all(sc, "$SYS.REQ.SERVER.PING.VARZ", body, 0.5))
+            r["server"]["name"] for r in await every_answer(sc, "$SYS.REQ.SERVER.PING.VARZ", body))
     for path in HTTP:
         out["http " + path] = [m.get(path) for m in members]
     await nc.close()

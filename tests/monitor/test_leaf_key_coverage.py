@@ -16,6 +16,7 @@ import pytest
 
 from tests.certs import CA
 from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd, poll
+from tests.monitor.conftest import every_answer
 from tests.monitor.keycheck import differences, union
 from tools.serverproc import free_port
 
@@ -56,18 +57,7 @@ async def _scenario(hub, leaf, ws_port):
             out["%s %s" % (who, path)] = [_get(server, path)]
     sc = await nats.connect(hub.url, user="s", password="s")
     for subject, body in SYS:
-        inbox = sc.new_inbox()
-        sub = await sc.subscribe(inbox)
-        await sc.publish(subject, json.dumps(body).encode(), reply=inbox)
-        await sc.flush()
-        await asyncio.sleep(0.5)
-        got = []
-        while True:
-            try:
-                got.append(json.loads((await sub.next_msg(timeout=0.05)).data))
-            except nats.errors.TimeoutError:
-                break
-        out["sys " + subject] = got
+        out["sys " + subject] = await every_answer(sc, subject, body)
     for nc in (ws, lc, sc):
         await nc.close()
     return out
