@@ -20,7 +20,7 @@ from natsd.ids import random_token
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
-from natsd.sysfilter import filtered_out
+from natsd.sysrequest import accept_encoding, encoded, filtered_out
 
 log = logging.getLogger("natsd")
 
@@ -152,15 +152,19 @@ class SystemServices:
             info["metadata"] = dict(s.opts.server_metadata)
         return info
 
-    def reply(self, sublist, reply, key, data, error=None):
+    def reply(self, sublist, reply, key, data, error=None, hdr=None):
+        """The answer to a request; `hdr`, the request's headers, may ask for it compressed
+        (not an error)."""
         env = {"server": self.server_info()}
         if error is not None:
             if error.get("code") == 500:
                 env[key] = None         # nats-server: the endpoint's typed nil result is kept
             env["error"] = error
-        else:
-            env[key] = data
-        publish(sublist, reply, None, None, _json(env))
+            publish(sublist, reply, None, None, _json(env))
+            return
+        env[key] = data
+        out_hdr, body = encoded(accept_encoding(hdr), _json(env))
+        publish(sublist, reply, None, out_hdr, body)
 
     # ---- request handlers ----
 
@@ -183,7 +187,7 @@ class SystemServices:
             data, error = self.endpoint_data(endpoint, payload, None)
         except SkipResponse:
             return                      # e.g. JSZ leader-only on a non-leader: stay silent
-        self.reply(self.account.sublist, reply, "data", data, error)
+        self.reply(self.account.sublist, reply, "data", data, error, hdr)
 
     def _account_request(self, sub, subject, reply, hdr, payload, origin):
         if not reply:
@@ -195,11 +199,11 @@ class SystemServices:
             return
         acc = self.server.accounts.accounts.get(acc_name)
         if acc is None:
-            self._unknown_account(acc_name, endpoint, payload, reply)
+            self._unknown_account(acc_name, endpoint, payload, reply, hdr)
             return
-        self._answer_for_account(self.account.sublist, acc, endpoint, payload, reply)
+        self._answer_for_account(self.account.sublist, acc, endpoint, payload, reply, hdr)
 
-    def _unknown_account(self, name, endpoint, payload, reply):
+    def _unknown_account(self, name, endpoint, payload, reply, hdr):
         """nats-server treats an unknown account as a filter that matches nothing."""
         sl = self.account.sublist
         if endpoint in ("STATZ", "CONNS"):
@@ -214,18 +218,18 @@ class SystemServices:
         if endpoint == "CONNZ":         # nats-server's (empty) Connz for a missing account
             self.reply(sl, reply, "data", {"server_id": "", "now": rfc3339(time.time()),
                                            "num_connections": 0, "total": 0, "offset": 0,
-                                           "limit": 1024, "connections": None})
+                                           "limit": 1024, "connections": None}, hdr=hdr)
             return
         try:
             data, error = self.endpoint_data(endpoint, payload, name)
         except SkipResponse:
             return
-        self.reply(sl, reply, "data", data, error)
+        self.reply(sl, reply, "data", data, error, hdr)
 
     def _scoped_request(self, sub, subject, reply, hdr, payload, origin):
         if reply and not filtered_out(self.server, payload):
             endpoint = subject.decode().rsplit(".", 1)[1]
-            self._answer_for_account(sub.data.sublist, sub.data, endpoint, payload, reply)
+            self._answer_for_account(sub.data.sublist, sub.data, endpoint, payload, reply, hdr)
 
     def _account_ping_statz(self, sub, subject, reply, hdr, payload, origin):
         """Every account in use here, or those the body's `accounts` names (`include_unused`:
@@ -236,13 +240,13 @@ class SystemServices:
         data, error = self.endpoint_data("ACCSTATZ", payload, None)
         if error is None and not data["account_statz"] and not _include_unused(payload):
             return
-        self.reply(self.account.sublist, reply, "data", data, error)
+        self.reply(self.account.sublist, reply, "data", data, error, hdr)
 
-    def _answer_for_account(self, sublist, acc, endpoint, payload, reply):
+    def _answer_for_account(self, sublist, acc, endpoint, payload, reply, hdr):
         if endpoint in ("STATZ", "STATSZ"):
             # nats-server: no reply from a server where the account has no connection
             if acc.clients or _include_unused(payload):
-                self.reply(sublist, reply, "data", self.account_statz(acc))
+                self.reply(sublist, reply, "data", self.account_statz(acc), hdr=hdr)
             return
         if endpoint == "CONNS":
             # nats-server answers CONNS with the bare account_connections advisory
@@ -252,7 +256,7 @@ class SystemServices:
             return
         if endpoint == "INFO":
             from natsd.monitor.accountz import account_info
-            self.reply(sublist, reply, "data", self.account_detail(acc, account_info))
+            self.reply(sublist, reply, "data", self.account_detail(acc, account_info), hdr=hdr)
             return
         if endpoint == "JSZ" and not self.server.jetstream_enabled():
             self.reply(sublist, reply, "data", None,
@@ -269,7 +273,7 @@ class SystemServices:
             data, error = self.endpoint_data(endpoint, payload, acc)
         except SkipResponse:
             return
-        self.reply(sublist, reply, "data", data, error)
+        self.reply(sublist, reply, "data", data, error, hdr)
 
     def account_detail(self, acc, account_info):
         """`$SYS.REQ.ACCOUNT.<acc>.INFO`: the account detail, as /accountz?acc=<acc> (which

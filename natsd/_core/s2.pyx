@@ -9,6 +9,10 @@ as one or more chunks, so the peer can act on it at once. Blocks are in s2block.
 
 Levels as nats-server names them: `uncompressed` (stored chunks only), `fast`, `better`,
 `best` (the same encoder, searching harder).
+
+`snappy_stream` writes the same framing as s2's snappy-compatible writer (the "sNaPpY"
+identifier, chunks of at most 64 KiB): the body of a `$SYS` reply asked for with
+`Accept-Encoding: snappy`.
 """
 from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, free
@@ -24,10 +28,12 @@ cdef extern from "s2block.h":
     uint32_t s2_masked_crc(const uint8_t* p, size_t n) nogil
 
 DEF MAX_BLOCK = 1 << 20             # what we put in one chunk
+DEF SNAPPY_BLOCK = 1 << 16          # ... in a Snappy framed stream
 DEF MAX_DECODED = 4 << 20           # what a peer may put in one (s2's maximum block size)
 DEF MAX_CHUNK = MAX_DECODED + 1024
 
 cdef bytes STREAM_ID = b"\xff\x06\x00\x00S2sTwO"
+cdef bytes SNAPPY_ID = b"\xff\x06\x00\x00sNaPpY"
 LEVELS = ("uncompressed", "fast", "better", "best")
 
 
@@ -48,6 +54,8 @@ cdef class S2Codec(StreamCodec):
     cdef unsigned skip_shift
     cdef uint32_t* table
     cdef bint sent_id
+    cdef bytes stream_id                # the first chunk we send
+    cdef Py_ssize_t block               # the most we put in one chunk
     cdef bint got_id
     cdef Bytes pending                  # an incomplete chunk from the peer
     cdef readonly str level
@@ -63,6 +71,8 @@ cdef class S2Codec(StreamCodec):
         if self.table == NULL:
             raise MemoryError()
         self.pending = Bytes()
+        self.stream_id = STREAM_ID
+        self.block = MAX_BLOCK
 
     def __dealloc__(self):
         free(self.table)
@@ -74,10 +84,10 @@ cdef class S2Codec(StreamCodec):
         cdef uint8_t* q
         cdef uint32_t crc
         if not self.sent_id:
-            out.append(STREAM_ID, 10)
+            out.append(self.stream_id, 10)
             self.sent_id = True
         while n > 0:
-            k = n if n < MAX_BLOCK else MAX_BLOCK
+            k = n if n < self.block else self.block
             crc = s2_masked_crc(<const uint8_t*>p, k)
             q = <uint8_t*>out.reserve(8 + s2_max_encoded_len(k))
             enc = 0
@@ -191,3 +201,13 @@ def decompress_block(bytes data, Py_ssize_t limit=MAX_DECODED):
     if s2_decode_block(<uint8_t*><char*>out, dn, <const uint8_t*><char*>data + v, len(data) - v) < 0:
         raise ValueError("s2: corrupt input")
     return out
+
+
+def snappy_stream(bytes data):
+    """`data` as one Snappy framed stream, its blocks compressed with the fast level."""
+    cdef S2Codec c = S2Codec("fast")
+    cdef Bytes out = Bytes()
+    c.stream_id = SNAPPY_ID
+    c.block = SNAPPY_BLOCK
+    c.encode(<const char*>data, len(data), out)
+    return out.data[:out.len]
