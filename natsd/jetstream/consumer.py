@@ -145,6 +145,15 @@ class Consumer(AckState, PushDelivery):
 
     # ---- lifecycle ----
 
+    @classmethod
+    def view(cls, stream, name, cfg, created_ns, state):
+        """The consumer as a replica that does not run it knows it, from its last committed
+        state: for monitoring (/jsz on a follower), nothing subscribed, nothing delivered."""
+        o = cls(stream, name, cfg, created_ns)
+        persist.apply_state(o, state or {})
+        o.npc = o._calc_num_pending()
+        return o
+
     def start(self, recovered_state=None):
         """Select the starting position (or apply recovered state) and subscribe."""
         if recovered_state is not None:

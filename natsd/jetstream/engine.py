@@ -756,6 +756,8 @@ class _JszStream:
         return self.st.replica.group_name if self.st.replica is not None else ""
 
     def consumers(self):
+        if not self.is_leader():
+            return self.st.replica.consumers.views()
         return [c for c in self.st.consumers.values() if not getattr(c, "internal", False)]
 
     def is_leader(self):

@@ -163,6 +163,18 @@ class ReplicatedConsumers:
             for reply in replies:
                 publish(sublist, reply, None, None, b"")
 
+    # ---- what monitoring shows ----
+
+    def count(self):
+        return len(self.rows)
+
+    def views(self):
+        """On a replica that does not run them: each consumer as its last committed state has
+        it (Consumer.view), as nats-server's followers show theirs in /jsz."""
+        stream = self.rs.stream
+        return [Consumer.view(stream, name, cc.decode_config(row["config"]), row["created"], row["state"])
+                for name, row in self.rows.items()]
+
     # ---- leadership ----
 
     def _run(self, name, row):

@@ -959,8 +959,11 @@ class Stream:
             d = self.store.deleted()
             if d:
                 out["deleted"] = d
-        out["consumer_count"] = len([c for c in self.consumers.values()
-                                     if not getattr(c, "internal", False)])
+        if self.replica is not None and not self.replica.is_leader():
+            out["consumer_count"] = self.replica.consumers.count()   # run by the leader only
+        else:
+            out["consumer_count"] = len([c for c in self.consumers.values()
+                                         if not getattr(c, "internal", False)])
         return out
 
     def cluster_info(self):

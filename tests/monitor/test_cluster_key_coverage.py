@@ -224,3 +224,14 @@ def test_filtered_pings(answers, body, servers):
     key = "filter " + json.dumps(body)
     assert answers["nats-server"][key] == sorted(servers)
     assert answers["natsd"][key] == sorted(servers)
+
+
+def test_every_replica_shows_the_consumer(answers):
+    """nats-server's followers count and show their replicas of a consumer; natsd's, which do
+    not run it, show it as its last committed state has it."""
+    for kind in ("nats-server", "natsd"):
+        assert [s["consumers"] for s in answers[kind]["http /jsz"]] == [1, 1, 1], kind
+        for server in answers[kind]["http /jsz?accounts=1&streams=1&consumers=1&config=1&raft=1"]:
+            stream = next(s for s in server["account_details"][0]["stream_detail"] if s["name"] == "S")
+            assert [(c["name"], c["delivered"]["consumer_seq"], c["ack_floor"]["consumer_seq"])
+                    for c in stream["consumer_detail"]] == [("D", 3, 3)], kind
