@@ -693,6 +693,10 @@ class JetStream:
     def account(self, name):
         return self.jsas.get(name)
 
+    def assigned_streams(self, account):
+        """The replicated streams of `account` the meta group assigned (to any servers)."""
+        return [] if self.meta is None else [n for (a, n) in self.meta.assignments if a == account]
+
     def health_errors(self, query=None):
         """The meta group without a leader (on a cluster), streams whose store reported a disk
         error (Stream.store_error)."""

@@ -165,9 +165,6 @@ class ReplicatedConsumers:
 
     # ---- what monitoring shows ----
 
-    def count(self):
-        return len(self.rows)
-
     def views(self):
         """On a replica that does not run them: each consumer as its last committed state has
         it (Consumer.view), as nats-server's followers show theirs in /jsz."""

@@ -959,12 +959,15 @@ class Stream:
             d = self.store.deleted()
             if d:
                 out["deleted"] = d
-        if self.replica is not None and not self.replica.is_leader():
-            out["consumer_count"] = self.replica.consumers.count()   # run by the leader only
-        else:
-            out["consumer_count"] = len([c for c in self.consumers.values()
-                                         if not getattr(c, "internal", False)])
+        out["consumer_count"] = len(self.consumer_names())
         return out
+
+    def consumer_names(self):
+        """The stream's consumers (not mirrors' and sources' own); a replica that does not run
+        them knows them from its group (natsd/jetstream/replconsumers.py)."""
+        if self.replica is not None and not self.replica.is_leader():
+            return set(self.replica.consumers.rows)
+        return {n for n, c in self.consumers.items() if not getattr(c, "internal", False)}
 
     def cluster_info(self):
         if self.replica is not None:

@@ -123,9 +123,9 @@ def sys_handler(name):
             handler = ep.account_handler or handler
         result = handler(server, opts)
         if isinstance(result, tuple):
-            result = result[1]
-        if ep.name == "healthz" and "status_code" not in result:
-            result = dict(result, status_code=200)   # nats-server's healthz() always sets it
+            code, result = result
+            if ep.name == "healthz":
+                result = dict(result, status_code=code)     # nats-server's healthz() sets it
         return result
     return run
 

@@ -56,7 +56,7 @@ def raft_group(m):
 
 def healthz(m):
     try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/healthz?js-enabled-only=true"
+        with urllib.request.urlopen("http://127.0.0.1:%d/healthz?js-enabled-only=true&details=true"
                                     % m.proc.http_port, timeout=5) as r:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
@@ -157,7 +157,8 @@ def test_lost_quorum_is_explained_and_heals(tmp_path):
         status = poll(lambda: healthz(survivor)[0] == 503 and healthz(survivor), timeout=20)
         assert status, "the survivor never reported the lost quorum"
         code, body = status
-        assert body["error"] == "JetStream has not established contact with a meta leader"
+        assert body["status"] == "error"
+        assert body["errors"][0]["error"] == "JetStream has not established contact with a meta leader"
         detail = [e["error"] for e in body["errors"][1:]]
         assert len(detail) == 2 and all(e.startswith("JetStream meta group member ") for e in detail)
         assert {d.split()[4] for d in detail} == {"A", "C"}

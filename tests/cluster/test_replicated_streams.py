@@ -442,13 +442,13 @@ def test_five_servers_stream_quorum_lost_is_advised_and_explained(tmp_path):
 
         def unhealthy():
             try:
-                with urllib.request.urlopen("http://127.0.0.1:%d/healthz?js-enabled-only=true"
+                with urllib.request.urlopen("http://127.0.0.1:%d/healthz?js-enabled-only=true&details=true"
                                             % leader.proc.http_port, timeout=5):
                     return None
             except urllib.error.HTTPError as e:
                 return json.loads(e.read())
         body = poll(unhealthy, timeout=15)
-        assert body and body["error"] == "JetStream stream '$G > R3' is not current: group node unhealthy"
+        assert body and body["errors"][0]["error"] == "JetStream stream '$G > R3' is not current: group node unhealthy"
         detail = body["errors"][1]["error"]
         assert detail.startswith("JetStream stream '$G > R3' has no leader: it needs 2 of its 3 servers")
         assert sorted(detail.rsplit("reach ", 1)[1].split(", ")) == sorted(m.name for m in followers)

@@ -15,6 +15,8 @@ import json
 import re
 import ssl
 import time
+import urllib.error
+import urllib.request
 
 import nats
 import pytest
@@ -45,6 +47,13 @@ JS_API = ["$JS.API.INFO", "$JS.API.STREAM.INFO.S", "$JS.API.STREAM.INFO.M", "$JS
           "$JS.API.CONSUMER.LIST.S", "$JS.API.STREAM.LIST", "$JS.API.STREAM.INFO.KV_K"]
 # ($JS.API.ACCOUNT.INFO is left out: nats-server 2.15.1 does not answer it on this cluster,
 # whose servers have tags)
+# /healthz questions whose answers (status and body) must be nats-server's on every server
+HEALTH = ["/healthz", "/healthz?details=true", "/healthz?js-server-only=true", "/healthz?js-meta-only=true",
+          "/healthz?account=A", "/healthz?account=A&stream=S", "/healthz?account=A&stream=S&consumer=D",
+          "/healthz?account=A&stream=NOPE", "/healthz?account=A&stream=S&consumer=NOPE",
+          "/healthz?account=NOPE&details=1", "/healthz?account=A&stream=NOPE&details=1",
+          "/healthz?account=A&stream=S&consumer=NOPE&details=true", "/healthz?stream=S",
+          "/healthz?stream=S&details=true", "/healthz?consumer=D&account=A"]
 # Filtered pings: the body, and which servers answer (by name)
 FILTERS = [({"server_name": "B"}, {"B"}), ({"server_name": "b"}, set()), ({"cluster": "C"}, {"A", "B", "C"}),
            ({"cluster": "C", "exact_match": True}, set()), ({"server_name": "C", "exact_match": True}, {"C"}),
@@ -64,6 +73,14 @@ def _raft_groups_by_kind(answer):
             if kind != "C":
                 kinds[kind] = fold(kinds.get(kind), group)
     return out
+
+
+def _status_and_body(member, path):
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (member.proc.http_port, path), timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
 
 
 async def _scenario(members, ctx):
@@ -96,6 +113,10 @@ async def _scenario(members, ctx):
             r["server"]["name"] for r in await every_answer(sc, "$SYS.REQ.SERVER.PING.VARZ", body))
     for path in HTTP:
         out["http " + path] = [m.get(path) for m in members]
+    for path in HEALTH:
+        out["health " + path] = [_status_and_body(m, path) for m in members]
+    out["sys health"] = [r["data"] for r in await every_answer(
+        sc, "$SYS.REQ.SERVER.PING.HEALTHZ", {"account": "A", "stream": "NOPE", "details": True})]
     await nc.close()
     await sc.close()
     return out
@@ -235,3 +256,13 @@ def test_every_replica_shows_the_consumer(answers):
             stream = next(s for s in server["account_details"][0]["stream_detail"] if s["name"] == "S")
             assert [(c["name"], c["delivered"]["consumer_seq"], c["ack_floor"]["consumer_seq"])
                     for c in stream["consumer_detail"]] == [("D", 3, 3)], kind
+
+
+@pytest.mark.parametrize("path", HEALTH)
+def test_health_checks_answer_as_nats_server(answers, path):
+    assert answers["natsd"]["health " + path] == answers["nats-server"]["health " + path]
+
+
+def test_health_check_by_sys_request(answers):
+    assert answers["natsd"]["sys health"] == answers["nats-server"]["sys health"]
+    assert answers["natsd"]["sys health"][0]["status_code"] == 404
