@@ -37,6 +37,7 @@ GO_VERSION = "python"
 INBOX_PREFIX = b"_INBOX."                 # clients' one-off reply subjects
 ONE_OFF_PREFIXES = (INBOX_PREFIX, b"$JS.ACK.")   # subjects each used once: not worth caching a match
 FIRST_CLIENT_PING = 2.0                 # seconds: nats-server's firstClientPingInterval
+LEADER_HAND_OFF = 1.0                   # seconds lame duck mode gives Raft leaderships to move
 
 
 class Server:
@@ -182,6 +183,8 @@ class Server:
             return
         self.shutting_down = True
         log.info("Initiating Shutdown...")
+        if self.jetstream is not None:
+            self.jetstream.hand_off_leaders()       # as nats-server: no wait, the messages are out
         if self.client_listener:
             self.client_listener.close()
         if self.monitor:
@@ -478,14 +481,14 @@ class Server:
     # ---- lame duck mode ----
 
     def enter_lame_duck_mode(self):
-        """nats-server's lame duck mode: stop accepting, stop JetStream, tell clients (a full
-        INFO with "ldm": true), wait the grace period, then close the clients one by one over
-        what is left of lame_duck_duration (at most a second apart) and shut down. A second
-        signal while in lame duck mode is ignored."""
+        """nats-server's lame duck mode: stop accepting, hand the Raft leaderships led here to
+        other members (and give them a second), stop JetStream, tell clients (a full INFO with
+        "ldm": true), wait the grace period, then close the clients one by one over what is
+        left of lame_duck_duration (at most a second apart) and shut down. A second signal
+        while in lame duck mode is ignored."""
         if self.lame_duck or self.shutting_down or self.client_listener is None:
             return
         self.lame_duck = True
-        opts = self.opts
         log.info("Entering lame duck mode, stop accepting new clients")
         if self.system is not None:
             self.system.lame_duck_event()
@@ -493,6 +496,16 @@ class Server:
         self.client_listener = None
         if self.cluster is not None:
             self.cluster.lame_duck()
+        if self.jetstream is not None and self.jetstream.hand_off_leaders():
+            # as nats-server: a second for the other members to take over, then JetStream stops
+            self.loop.call_later(LEADER_HAND_OFF, self._lame_duck_clients)
+        else:
+            self._lame_duck_clients()
+
+    def _lame_duck_clients(self):
+        if self.shutting_down:
+            return
+        opts = self.opts
         if self.jetstream is not None:
             self.jetstream.shutdown()
         clients = list(self.clients.values())

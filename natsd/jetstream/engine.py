@@ -539,6 +539,11 @@ class JetStream:
         for s in self.api_subs.get(acc.name, []):
             s.data = (acc, jsa)
 
+    def hand_off_leaders(self):
+        """Leadership of the Raft groups led here handed to other members (meta.py) -> whether
+        any was."""
+        return self.meta is not None and not self.stopped and self.meta.hand_off_leaders()
+
     def shutdown(self):
         """Stop every stream (lame duck mode and server shutdown; the second call is a no-op).
         The API subscriptions stay: as with nats-server, requests to a JetStream that has shut

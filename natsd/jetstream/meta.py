@@ -770,3 +770,21 @@ class MetaGroup:
     def step_down(self, placement):
         """Hand leadership on, as the placement asks (clusterinfo.step_down)."""
         step_down(self.group, self.peer, placement, self.peer_clusters)
+
+    def hand_off_leaders(self):
+        """nats-server's transferRaftLeaders, for lame duck mode and shutdown: the meta group and
+        each stream group this server leads hand leadership to the most up-to-date member heard
+        from lately, so the cluster need not wait an election timeout -> whether any did."""
+        moved = 0
+        for owner in [self] + list(self.replicas.values()):
+            if owner.group.stopped or not owner.group.is_leader():
+                continue
+            try:
+                owner.step_down({})
+                moved += 1
+            except E.ApiError:
+                pass                    # no other member to take it
+        if moved:
+            log.info("JetStream handed the leadership of %d Raft group%s to other members",
+                     moved, "" if moved == 1 else "s")
+        return moved > 0

@@ -331,6 +331,31 @@ def test_stream_leader_stepdown(tmp_path, kind):
             m.proc.kill()
 
 
+def test_lame_duck_hands_leadership_on(tmp_path):
+    """As nats-server (transferRaftLeaders): a server entering lame duck mode hands the groups
+    it leads to other members before its JetStream stops; the stream goes on taking writes
+    through the others while that server is still up, and every acknowledged message stays."""
+    ldm = "lame_duck_duration: 30s\nlame_duck_grace_period: 20s\n"
+    members = start_js_cluster("natsd", tmp_path, extra=lambda name: ldm)
+    try:
+        asyncio.run(create(members[0]))
+        leader = leader_of(members)
+        others = [m for m in members if m is not leader]
+        acked = asyncio.run(publish_window(others[0].url, 50, b"a"))
+        assert len(acked) == 50
+        leader.proc.proc.send_signal(signal.SIGUSR2)
+        leader.proc.wait_log(r"JetStream handed the leadership of \d+ Raft groups? to other members", timeout=10)
+        assert leader_of(others) in others
+        more = asyncio.run(publish_window(others[1].url, 50, b"b"))
+        assert len(more) == 50
+        assert leader.proc.proc.poll() is None, "the server in lame duck mode is still up"
+        acked.update(more)
+        check_acked(others[0], acked, converged(others, max(acked)))
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
 @pytest.mark.parametrize("seed", fault_seeds([1, 2]))
 def test_partitioned_leader_acks_nothing_and_the_majority_goes_on(tmp_path, seed):
     """Every route runs through a proxy per direction (and each server advertises a dead
