@@ -12,11 +12,14 @@ nats-server (default, and with `sync_interval: always`), interleaved, best of --
 - failover: kill -9 of the stream's leader under a waiting publisher; the time from the kill
   to the first PubAck from the new leader (a client on a surviving server retrying with
   0.25 s timeouts).
+- handoff: lame duck mode (SIGUSR2) of the stream's leader under a waiting publisher; the
+  longest wait for a PubAck in the 5 s after the signal (the same client). Both servers hand
+  their leaderships to other members before their JetStream stops.
 
 natsd acknowledges a message once its Raft entry is on the disks (fdatasync) of a quorum;
 nats-server by default acknowledges before any fsync.
 
-usage: python tools/r3_compare.py [--reps 3] [--msgs 20000] [--only pub-async,pub-sync,pull,kv-put,failover]
+usage: python tools/r3_compare.py [--reps 3] [--msgs 20000] [--only pub-async,pub-sync,pull,kv-put,failover,handoff]
 """
 import argparse
 import asyncio
@@ -184,9 +187,35 @@ def failover(cluster, msgs):
     return took
 
 
+def handoff(cluster, msgs):
+    """The longest wait for a PubAck in the 5 s after the stream leader enters lame duck mode."""
+    import nats
+    leader = create_stream(cluster, "RH", "rh.x")
+    other = next(n for n in "ABC" if n != leader)
+
+    async def run():
+        nc = await nats.connect(cluster.urls[other])
+        js = nc.jetstream(timeout=0.25)
+        for _ in range(50):
+            await js.publish("rh.x", b"before")
+        os.kill(cluster.members[leader].pid, signal.SIGUSR2)
+        t0 = last = time.monotonic()
+        longest = 0.0
+        while time.monotonic() - t0 < 5:
+            try:
+                await js.publish("rh.x", b"after")
+            except Exception:
+                continue
+            now = time.monotonic()
+            longest, last = max(longest, now - last), now
+        await nc.close()
+        return longest
+    return asyncio.run(run())
+
+
 MODES = {"pub-async": (pub_async, "msgs/s", max), "pub-sync": (pub_sync, "msgs/s", max),
          "pull": (pull, "msgs/s", max), "kv-put": (kv_put, "puts/s", max),
-         "failover": (failover, "s", min)}
+         "failover": (failover, "s", min), "handoff": (handoff, "s", min)}
 
 
 def main():
