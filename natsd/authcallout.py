@@ -18,6 +18,7 @@ Users bound to a callout account may never publish to `$SYS.REQ.USER.AUTH` thems
 """
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from dataclasses import dataclass, field
@@ -158,8 +159,7 @@ class AuthCallout:
                "client_info": {k: v for k, v in info.items() if v not in ("", None, 0)},
                "connect_opts": opts}
         if st.tls:
-            req["client_tls"] = {"version": st.tls.get("tls_version", ""),
-                                 "cipher": st.tls.get("tls_cipher_suite", "")}
+            req["client_tls"] = client_tls(st.tls)
         return req
 
     # -- the answer --
@@ -293,3 +293,21 @@ class AuthCallout:
         perms = Permissions.from_config(cfg) if cfg is not None else accounts.default_permissions(target)
         return AuthResult(uc.name or uc.subject, target, self.guard(target, perms), None, expires)
 
+
+def client_tls(tls):
+    """The request's `client_tls` (jwt.ClientTLS), as nats-server fills it: the version and
+    cipher, then the chain that verified the client's certificate (`verified_chains`) or,
+    when it was not verified, the certificates it sent (`certs`), each in PEM."""
+    out = {"version": tls.get("tls_version", ""), "cipher": tls.get("tls_cipher_suite", "")}
+    if tls.get("verified_chain"):
+        out["verified_chains"] = [[pem_certificate(d) for d in tls["verified_chain"]]]
+    elif tls.get("peer_chain"):
+        out["certs"] = [pem_certificate(d) for d in tls["peer_chain"]]
+    return out
+
+
+def pem_certificate(der):
+    """A DER certificate as Go's pem.EncodeToMemory writes it (64-column base64 lines)."""
+    b64 = base64.b64encode(der).decode()
+    lines = [b64[i:i + 64] for i in range(0, len(b64), 64)]
+    return "-----BEGIN CERTIFICATE-----\n%s\n-----END CERTIFICATE-----\n" % "\n".join(lines)

@@ -262,6 +262,8 @@ class ProtocolHandler:
         chain = c.tls.peer_chain()
         if chain:
             st.tls["tls_peer_certs"] = peer_cert_details(chain)
+            st.tls["peer_chain"] = chain                    # DER, for an auth callout
+            st.tls["verified_chain"] = c.tls.verified_chain()
         if st.info_due:
             st.tls["tls_first"] = True
         log.debug("%sTLS handshake complete", self._prefix(c))

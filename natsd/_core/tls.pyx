@@ -114,9 +114,19 @@ cdef extern from *:
     static X509* natsd_peer_chain_at(const SSL* s, int i) {
         return sk_X509_value(SSL_get_peer_cert_chain(s), i);
     }
+    /* the chain the peer's certificate was verified by, its own first (none: not verified) */
+    static int natsd_verified_len(const SSL* s) {
+        STACK_OF(X509)* c = SSL_get0_verified_chain(s);
+        return c == NULL || SSL_get_verify_result(s) != X509_V_OK ? 0 : sk_X509_num(c);
+    }
+    static X509* natsd_verified_at(const SSL* s, int i) {
+        return sk_X509_value(SSL_get0_verified_chain(s), i);
+    }
     """
     int natsd_peer_chain_len(const SSL* s)
     X509* natsd_peer_chain_at(const SSL* s, int i)
+    int natsd_verified_len(const SSL* s)
+    X509* natsd_verified_at(const SSL* s, int i)
 
 cdef extern from "openssl/err.h" nogil:
     unsigned long ERR_get_error()
@@ -432,6 +442,12 @@ cdef class TlsSession:
             if der != first:            # a client's view of the chain starts with the peer's own
                 out.append(der)
         return out
+
+    def verified_chain(self):
+        """The chain that verified the peer's certificate, DER encoded, from its own to the
+        trusted root (Go's VerifiedChains[0]): [] when it was not verified."""
+        cdef int i, n = natsd_verified_len(self.ssl)
+        return [_der(natsd_verified_at(self.ssl, i)) for i in range(n)]
 
     def version(self):
         """"1.3", "1.2", ... (as /connz shows tls_version)."""

@@ -175,3 +175,43 @@ def test_auth_callout_config_errors():
                     "auth_users: [a], account: A2 } }\naccounts { A2: {} }\n" % issuer)
     assert (o.auth_callout.issuer, o.auth_callout.account, o.auth_callout.auth_users) == (issuer, "A2", ["a"])
     assert o.unsupported == []
+
+
+@pytest.mark.parametrize("verify", [True, False], ids=["verified", "unverified"])
+def test_auth_callout_request_has_the_client_tls_as_nats_server(natsd, reference, tmp_path, verify):
+    """A TLS client's request carries `client_tls`: version and cipher, and the chain that
+    verified its certificate (`verify: true`) or else the certificates it sent, in PEM."""
+    import ssl
+    from tests.certs import CA
+    m = Mint(seed=37)
+    issuer = m.key("account")
+    ca = CA(str(tmp_path / "pki"))
+    cert, key = ca.server_cert()
+    ccert, ckey = ca.issue("client", "client", server=False)
+    conf = tmp_path / "tls-callout.conf"
+    conf.write_text(open(_conf(tmp_path, issuer.public)).read() +
+                    'tls { cert_file: "%s", key_file: "%s", ca_file: "%s", verify: %s }\n'
+                    % (cert, key, ca.ca_file, "true" if verify else "false"))
+    ctx = ssl.create_default_context(cafile=ca.ca_file)
+    ctx.load_cert_chain(ccert, ckey)
+
+    async def login(url, service):
+        svc = await nats.connect(url, user="auth", password="pwd", tls=ctx)
+
+        async def handle(msg):
+            await svc.publish(msg.reply, service.answer(msg))
+        await svc.subscribe("$SYS.REQ.USER.AUTH", cb=handle)
+        await svc.flush()
+        outcome = await login_outcome(url, user="alice", password="secret", tls=ctx)
+        await svc.close()
+        return outcome
+    seen = []
+    for start in (reference, natsd):
+        service = Service(m, issuer)
+        assert asyncio.run(login(start("-c", str(conf)).url.replace("nats://", "tls://"), service))[0] == "connected"
+        seen.append(service.requests[-1].nats["client_tls"])
+    theirs, ours = seen
+    assert ours == theirs
+    assert sorted(theirs) == (["cipher", "verified_chains", "version"] if verify else ["cipher", "version"])
+    if verify:
+        assert [c.count("BEGIN CERTIFICATE") for c in theirs["verified_chains"][0]] == [1, 1]

@@ -202,13 +202,13 @@ def test_tls_and_auth_figures_in_varz(answers):
 
 
 def test_client_certificates_in_connz(answers):
-    def certs(kind):
+    def tls(kind):
         for server in answers[kind]["http /connz?subs=detail&auth=1"]:
             for c in server["connections"]:
                 if c.get("authorized_user") == "a":
-                    return c["tls_peer_certs"]
-    assert certs("natsd") == certs("nats-server")
-    assert [c["subject"] for c in certs("natsd")] == ["CN=client", "CN=natsd test CA"]
+                    return c["tls_version"], c["tls_cipher_suite"], c["tls_peer_certs"]
+    assert tls("natsd") == tls("nats-server")
+    assert [c["subject"] for c in tls("natsd")[2]] == ["CN=client", "CN=natsd test CA"]
 
 
 def test_leaders_counted_across_the_cluster(answers):
