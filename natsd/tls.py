@@ -83,6 +83,7 @@ class TlsSettings:
         self.handshake_first, self.fallback_delay = _handshake_first(
             cfg.get("handshake_first", cfg.get("first", cfg.get("immediate"))))
         self.server_name = cfg.get("server_name") or ""
+        self.not_after = False          # cert_not_after's memo (False: not read yet)
         _load_x509()
 
     @classmethod
@@ -166,10 +167,16 @@ def default_auth_timeout(tls_timeout):
 
 def cert_not_after(settings):
     """/varz `tls_cert_not_after`: when the first certificate of a `tls {}` block (TlsSettings,
-    or None) expires, as Go's time JSON; None without one or when it cannot be read."""
+    or None) expires, as Go's time JSON; None without one or when it cannot be read. Read
+    once per block, as the certificate was loaded (a reload makes new settings)."""
     if settings is None:
         return None
-    cert_file = settings.cert_file or (settings.certs[0][0] if settings.certs else "")
+    if settings.not_after is False:
+        settings.not_after = _read_not_after(settings.cert_file or (settings.certs[0][0] if settings.certs else ""))
+    return settings.not_after
+
+
+def _read_not_after(cert_file):
     if not cert_file:
         return None
     from cryptography import x509
