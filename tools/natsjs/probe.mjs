@@ -31,9 +31,26 @@ async function manager(nc) {
                        : await jetstreamManager(nc);
   if (REPLICAS) {
     const add = jsm.streams.add.bind(jsm.streams);
-    jsm.streams.add = (cfg) => add(cfg.num_replicas === undefined ? { ...cfg, num_replicas: REPLICAS } : cfg);
+    jsm.streams.add = async (cfg) => {
+      const si = await add(cfg.num_replicas === undefined ? { ...cfg, num_replicas: REPLICAS } : cfg);
+      await serving(nc, cfg);
+      return si;
+    };
   }
   return jsm;
+}
+
+async function serving(nc, cfg) {
+  // A replicated stream answers its create before its leader's interest in its subjects has
+  // reached every server (on nats-server too): until it has, a publish through this server
+  // finds no responders. Wait for an answer to a publish the stream refuses without storing
+  // (an expected last sequence it cannot have).
+  const subject = (cfg.subjects || [])[0];
+  if (!subject) return;
+  const js = jetstream(nc);
+  const probe = subject.replace(/>$/, "ready").replace(/\*/g, "ready");
+  await until(() => js.publish(probe, new Uint8Array(0), { expect: { lastSequence: 2 ** 40 }, timeout: 1000 })
+    .then(() => true, (err) => failure(err).name !== "JetStreamNotEnabled"), 10000);
 }
 
 function failure(err) {
