@@ -15,6 +15,7 @@ import gzip
 import json
 
 from natsd._core.s2 import snappy_stream
+from natsd.latency import mime_headers
 
 
 def filtered_out(server, payload):
@@ -49,16 +50,12 @@ def accept_encoding(hdr):
     """The encoding a request's headers ask for: "snappy", "gzip", "identity" or None."""
     if not hdr:
         return None
-    for line in bytes(hdr).split(b"\r\n")[1:]:
-        name, sep, value = line.partition(b":")
-        if sep and name.strip().lower() == b"accept-encoding":
-            ae = value.strip().lower()
-            if not ae:
-                return None
-            if b"snappy" in ae or b"s2" in ae:
-                return "snappy"
-            return "gzip" if b"gzip" in ae else "identity"
-    return None
+    ae = (mime_headers(hdr).get("Accept-Encoding") or [""])[0].lower()
+    if not ae:
+        return None
+    if "snappy" in ae or "s2" in ae:
+        return "snappy"
+    return "gzip" if "gzip" in ae else "identity"
 
 
 def encoded(encoding, body):
