@@ -191,6 +191,38 @@ static void stream_config(jsStreamConfig *cfg, const char *name, const char **su
     cfg->SubjectsLen = 1;
 }
 
+/* A replicated stream answers its create before its leader's interest in its subjects has
+   reached every server (on nats-server too): until then a publish through this server finds
+   no responders. On a cluster, wait until a publish the stream refuses without storing (an
+   expected last sequence it cannot have) gets an answer. */
+static void wait_serving(jsCtx *js, const char *subject)
+{
+    if (replicas <= 1 || subject == NULL) return;
+    char probe[256];
+    size_t n = strlen(subject);
+    if (n + 8 > sizeof probe) return;
+    memcpy(probe, subject, n + 1);
+    if (n > 0 && (probe[n - 1] == '>' || probe[n - 1] == '*')) strcpy(probe + n - 1, "ready");
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.ExpectLastSeq = (uint64_t) 1 << 40;
+    po.MaxWait = 1000;
+    for (int tries = 0; tries < 50; tries++) {
+        jsPubAck *pa = NULL;
+        natsStatus s = js_Publish(&pa, js, probe, NULL, 0, &po, NULL);
+        jsPubAck_Destroy(pa);
+        if (s != NATS_NO_RESPONDERS && s != NATS_TIMEOUT) return;
+        nats_Sleep(200);
+    }
+}
+
+static natsStatus add_stream(jsStreamInfo **si, jsCtx *js, jsStreamConfig *cfg, jsErrCode *jerr)
+{
+    natsStatus s = js_AddStream(si, js, cfg, NULL, jerr);
+    if (s == NATS_OK && cfg->SubjectsLen > 0) wait_serving(js, cfg->Subjects[0]);
+    return s;
+}
+
 static void puback(Json *j, const char *k, jsPubAck *pa)
 {
     open_obj(j, k);
@@ -225,7 +257,7 @@ static void step_jetstream(Json *j, jsCtx *js)
     const char *subjects[] = {"js.>"};
     stream_config(&cfg, "JS1", subjects);
     cfg.Storage = js_FileStorage;
-    CHECK("add stream", js_AddStream(&si, js, &cfg, NULL, &jerr));
+    CHECK("add stream", add_stream(&si, js, &cfg, &jerr));
     kstr(j, "created", si->Config->Name);
     kint(j, "replicas", si->Config->Replicas);
     jsStreamInfo_Destroy(si);
@@ -354,7 +386,7 @@ static void step_consumers(Json *j, jsCtx *js)
     jsErrCode jerr = 0;
     const char *subjects[] = {"work.>"};
     stream_config(&cfg, "JS2", subjects);
-    CHECK("add stream", js_AddStream(&si, js, &cfg, NULL, &jerr));
+    CHECK("add stream", add_stream(&si, js, &cfg, &jerr));
     for (int i = 1; i <= 5; i++) {
         char data[8];
         snprintf(data, sizeof data, "m%d", i);
@@ -436,7 +468,7 @@ static void step_push(Json *j, jsCtx *js)
     jsErrCode jerr = 0;
     const char *subjects[] = {"p.>"};
     stream_config(&cfg, "JS3", subjects);
-    CHECK("add stream", js_AddStream(&si, js, &cfg, NULL, &jerr));
+    CHECK("add stream", add_stream(&si, js, &cfg, &jerr));
     for (int i = 1; i <= 6; i++) {
         char data[8];
         snprintf(data, sizeof data, "p%d", i);
@@ -507,6 +539,7 @@ static void step_kv(Json *j, jsCtx *js)
     kc.History = 5;
     kc.Replicas = replicas;
     CHECK("create bucket", js_CreateKeyValue(&kv, js, &kc));
+    wait_serving(js, "$KV.KV1.>");
     CHECK("put", kvStore_PutString(&rev, kv, "a", "1"));
     kint(j, "put_a1", (long long) rev);
     CHECK("put", kvStore_PutString(&rev, kv, "a", "2"));
@@ -580,7 +613,7 @@ static void step_errors(Json *j, jsCtx *js)
     natsStatus s = js_GetStreamInfo(&si, js, "NOPE", NULL, &jerr);
     kstatus(j, "missing_stream", s, jerr);
     stream_config(&cfg, "E1", subjects);
-    CHECK("add stream", js_AddStream(&si, js, &cfg, NULL, &jerr));
+    CHECK("add stream", add_stream(&si, js, &cfg, &jerr));
     jsStreamInfo_Destroy(si);
     si = NULL;
     cfg.Name = "E2";
