@@ -44,7 +44,7 @@ from natsd._core.router import publish
 from natsd.cluster.raft import LEADER, NotLeader
 from natsd.cluster.raftgroup import RaftGroup
 from natsd.gofmt import go_time
-from natsd.jetstream import advisories, catchup, errors as E, replscale, replsnapshot, streamops
+from natsd.jetstream import advisories, catchup, errors as E, replforward, replscale, replsnapshot, streamops
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replconsumers import OPS as CONSUMER_OPS, ReplicatedConsumers
 
@@ -158,8 +158,11 @@ class ReplicatedStream:
         self.peers = tuple(assignment["peers"])
         self.dir = os.path.join(meta.js_dir, self.group_name)
         self.local_dir = os.path.join(self.dir, "copy")
-        self.pending = {}               # leader: raft index -> reply subject (an operation) or the
-                                        # publishers' replies, None where none (a K_BATCH)
+        self.pending = {}               # raft index -> (term, the reply subject (an operation) or
+                                        # the publishers' replies, None where none (a K_BATCH)):
+                                        # what this server proposed as leader, answered at apply
+                                        # (even once it no longer leads) if the entry is its own
+        self.forwarder = None           # publishes held while handing leadership on (replforward)
         self.deferred = []              # a new leader: API requests held until it is ready
         self.reconcile_timer = None     # leader: members being brought in line with self.peers
         self.move_asked = float("-inf")  # a one-replica move's last request to keep it here
@@ -202,6 +205,7 @@ class ReplicatedStream:
             # of it: an empty copy must not lead
             self.group.node.electable = False
         self.serve_sub = self.server.system.subscribe(catchup.subject(self.group_name, meta.peer), self._serve)
+        self.forwarder = replforward.Forwarder(self)
         self.group.start()
         if self.peers[0] == meta.peer and fresh:
             self._first_campaign(FIRST_CAMPAIGN_TRIES)
@@ -239,6 +243,7 @@ class ReplicatedStream:
         if self.fetcher is not None:
             self.fetcher.stop()
         self.server.system.unsubscribe(self.serve_sub)
+        self.forwarder.stop()
         self.consumers.stop_all()
         self.group.stop()
         if delete:
@@ -255,14 +260,17 @@ class ReplicatedStream:
         try:
             last = self.group.propose_many(entries)
         except NotLeader:
+            if self.group.node.transfer_to:
+                self.forwarder.hold(msgs)   # handing leadership on: passed on once it moved
             return                      # leadership just moved: the publishers retry
+        term = self.group.node.term
         pos = 0                         # the publishers' replies, kept per entry in order
         for index, data in enumerate(entries, last - len(entries) + 1):
             count = _BATCH.unpack_from(data)[2]
             replies = [bytes(m[1]) if m[1] else None for m in msgs[pos:pos + count]]
             pos += count
             if any(replies):
-                self.pending[index] = replies
+                self.pending[index] = (term, replies)
 
     def copies_here(self):
         """Mirrors and sources run on the leader, once it is ready."""
@@ -289,7 +297,7 @@ class ReplicatedStream:
                         E.api_response(rtype, E.error("JSClusterNotAvailErr")))
             return None
         if reply:
-            self.pending[index] = reply.encode() if isinstance(reply, str) else bytes(reply)
+            self.pending[index] = (self.group.node.term, reply.encode() if isinstance(reply, str) else bytes(reply))
         return index
 
     # ---- every replica applies ----
@@ -317,6 +325,8 @@ class ReplicatedStream:
                 if kind == "snapshot":
                     self._ingest(run, run_ts)
                     run = []
+                    for i in [i for i in pending if i <= index]:
+                        del pending[i]      # replaced by another leader's snapshot: not answered
                     self._align(index, self._decode_snapshot(index, data))
                     if self.fetcher is not None:
                         self.held.extend(items[i + 1:])
@@ -324,7 +334,7 @@ class ReplicatedStream:
                 continue
             if not data:
                 continue
-            reply = pending.pop(index, None) if pending else None
+            reply = self._proposed_here(index) if pending else None
             if data[0] == K_BATCH:
                 self._ingest(run, run_ts)
                 run = []
@@ -357,6 +367,18 @@ class ReplicatedStream:
                 run, run_ts = [], ts
             run.append((subject, reply, hdr, payload, None))
         self._ingest(run, run_ts)
+
+    def _proposed_here(self, index):
+        """The replies of the entry at `index` if this server proposed it (as leader, in the
+        term it is stored with), else None: a later leader may have put another there."""
+        got = self.pending.pop(index, None)
+        if got is None:
+            return None
+        term, reply = got
+        node = self.group.node
+        if (term != node.term or node.role != LEADER) and node.store.term_at(index) != term:
+            return None
+        return reply
 
     def _store_copied(self, subject, hdr, payload, seq, ts):
         st = self.stream
@@ -405,7 +427,6 @@ class ReplicatedStream:
         if leader and not me:
             self.unanswered = None      # that leader answers it
         if not me:
-            self.pending.clear()        # their entries may still commit; the publishers retry
             self.consumers.stop_all()
             self.stream.stop_sourcing()
             self.deferred = []

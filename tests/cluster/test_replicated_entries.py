@@ -73,3 +73,28 @@ def test_an_entry_written_before_batching_is_still_read():
     assert R.decode_msg(old) == (b"a.b", b"H:1\r", b"body", 77, 0)
     plain = struct.pack("<BqII", R.K_MSG, 78, 1, 0) + b"x" + b"payload"
     assert R.decode_msg(plain) == (b"x", None, b"payload", 78, 0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_forwarded_publishes_come_back_with_their_replies(seed):
+    """What a leader handing on its leadership forwards to the next (natsd/jetstream/replforward.py):
+    subject, reply, headers and payload of every message, in order, in payloads of about
+    CHUNK_BYTES (a bigger message alone)."""
+    from natsd.jetstream import replforward as F
+    rng = random.Random(seed)
+    msgs = [tuple(None if x is None else bytes(x) for x in m[:4]) + (None,)
+            for m in messages(rng, rng.randrange(1, 2000))]
+    msgs.append((b"big", b"_INBOX.big", None, b"x" * (F.CHUNK_BYTES + 1), None))
+    payloads = F.encode(msgs)
+    assert len(payloads) > 1 and len(F.encode(msgs[-1:])) == 1
+    assert all(len(p) <= F.CHUNK_BYTES for p in payloads[:-1])
+    back = [m for p in payloads for m in F.decode(p)]
+    assert back == msgs
+
+
+def test_a_damaged_forward_is_refused_whole():
+    from natsd.jetstream import replforward as F
+    data = F.encode([(b"a.b", b"_INBOX.1", b"NATS/1.0\r\n\r\n", b"payload", None)])[0]
+    for bad in (data[:-1], data[:F._FWD_MSG.size - 1], data + b"\0"):
+        with pytest.raises((ValueError, struct.error)):
+            F.decode(bad)

@@ -356,6 +356,31 @@ def test_lame_duck_hands_leadership_on(tmp_path):
             m.proc.kill()
 
 
+def test_publishes_during_a_hand_off_are_all_answered(tmp_path):
+    """A publisher waiting for each PubAck goes on through the stream leader's lame duck mode:
+    what reaches the leader while it hands leadership on is held and forwarded to the new
+    leader (natsd/jetstream/replforward.py), so no publish goes unanswered (before, the one in
+    flight was dropped and its publisher timed out), and each is stored once."""
+    ldm = "lame_duck_duration: 30s\nlame_duck_grace_period: 20s\n"
+    members = start_js_cluster("natsd", tmp_path, extra=lambda name: ldm)
+    try:
+        asyncio.run(create(members[0]))
+        leader = leader_of(members)
+        others = [m for m in members if m is not leader]
+
+        def signal_at(i):
+            if i == 50:
+                leader.proc.proc.send_signal(signal.SIGUSR2)
+        acked = asyncio.run(publish_window(others[0].url, 400, b"h", window=1, on_progress=signal_at))
+        leader.proc.wait_log(r"JetStream handed the leadership of \d+ Raft groups? to other members", timeout=10)
+        missing = sorted(set(range(400)) - {int(p.split(b"-")[1]) for p in acked.values()})
+        assert not missing, "publishes never answered: %r" % missing
+        check_acked(others[0], acked, converged(others, max(acked)))
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
 @pytest.mark.parametrize("seed", fault_seeds([1, 2]))
 def test_partitioned_leader_acks_nothing_and_the_majority_goes_on(tmp_path, seed):
     """Every route runs through a proxy per direction (and each server advertises a dead

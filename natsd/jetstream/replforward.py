@@ -1,0 +1,139 @@
+"""Publishes that reach a replicated stream's leader while it hands its leadership on.
+
+A leader transferring leadership (lame duck mode, shutdown, a step-down) proposes nothing
+until the transfer ends, yet it still holds the stream's subscription, so publishes keep
+arriving. Rather than drop them (their publishers would wait out their timeouts), the leader
+holds them here, and once the group settles they go on: proposed by this server if the
+transfer failed and it still leads, else sent to the new leader over the routes, on its
+`$JSC.FWD.<group>.<peer>` subject, with their reply subjects, so that it answers their
+publishers. If no leader turns up within HOLD_FOR, they are dropped as before (the
+publishers retry).
+
+The forwarded payload is natsd's own: per message _FWD_MSG (lengths of subject, reply,
+headers + 1 (0: none), payload), then those bytes.
+"""
+import logging
+import struct
+import time
+
+log = logging.getLogger("natsd")
+
+_FWD_MSG = struct.Struct("<IIII")
+HOLD_MSGS = 10000                       # messages held at most; later ones are dropped
+HOLD_FOR = 2.0                          # seconds held waiting for a leader, at most
+RETRY = 0.005                           # seconds between two looks at the group
+CHUNK_BYTES = 256 << 10                 # bytes of one forwarded message, about
+
+
+def subject(group, peer):
+    return "$JSC.FWD.%s.%s" % (group, peer)
+
+
+def encode(msgs):
+    """(subject, reply, headers or None, payload, origin) -> forwarded payloads of about
+    CHUNK_BYTES each (a bigger message goes alone)."""
+    out, parts, size = [], [], 0
+    for subj, reply, hdr, payload, _ in msgs:
+        reply = reply or b""
+        n = _FWD_MSG.size + len(subj) + len(reply) + len(payload) + (0 if hdr is None else len(hdr))
+        if parts and size + n > CHUNK_BYTES:
+            out.append(b"".join(parts))
+            parts, size = [], 0
+        parts.append(_FWD_MSG.pack(len(subj), len(reply), 0 if hdr is None else len(hdr) + 1, len(payload)))
+        parts += (subj, reply) if hdr is None else (subj, reply, hdr)
+        parts.append(payload)
+        size += n
+    if parts:
+        out.append(b"".join(parts))
+    return out
+
+
+def decode(data):
+    """A forwarded payload -> [(subject, reply or None, headers or None, payload, None)]."""
+    msgs, off, end = [], 0, len(data)
+    while off < end:
+        slen, rlen, hl, plen = _FWD_MSG.unpack_from(data, off)
+        off += _FWD_MSG.size
+        subj = data[off:off + slen]
+        off += slen
+        reply = data[off:off + rlen] or None
+        off += rlen
+        hdr = None
+        if hl:
+            hdr = data[off:off + hl - 1]
+            off += hl - 1
+        if off + plen > end:
+            raise ValueError("a forwarded message runs past its payload's %d bytes" % end)
+        msgs.append((subj, reply, hdr, data[off:off + plen], None))
+        off += plen
+    return msgs
+
+
+class Forwarder:
+    """One replicated stream's held publishes (ReplicatedStream.on_publish gives them here
+    while its group transfers leadership) and its forwarding subscription."""
+
+    def __init__(self, replica):
+        self.replica = replica
+        self.held = []
+        self.since = 0.0
+        self.timer = None
+        r = replica
+        self.sub = r.server.system.subscribe(subject(r.group_name, r.meta.peer), self._forwarded)
+
+    def stop(self):
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.held = []
+        self.replica.server.system.unsubscribe(self.sub)
+
+    def hold(self, msgs):
+        """Messages the leader could not propose because it is handing leadership on."""
+        room = HOLD_MSGS - len(self.held)
+        if room < len(msgs):
+            log.warning("JetStream stream '%s > %s': dropped %d publishes that arrived while its "
+                        "leadership was handed on", self.replica.jsa.name, self.replica.stream.name,
+                        len(msgs) - max(room, 0))
+        # the loop's buffers are only valid during the callback
+        self.held += [(bytes(s), r and bytes(r), None if h is None else bytes(h), bytes(p), None)
+                      for s, r, h, p, _ in msgs[:max(room, 0)]]
+        if self.timer is None:
+            self.since = time.monotonic()
+            self.timer = self.replica.server.loop.call_later(RETRY, self._settle)
+
+    def _settle(self):
+        """Where the held messages go, once the group says."""
+        self.timer = None
+        r = self.replica
+        node = r.group.node
+        if r.group.stopped or not self.held:
+            self.held = []
+            return
+        if r.is_leader() and not node.transfer_to:
+            held, self.held = self.held, []
+            r.on_publish(None, held)
+            return
+        leader = node.leader if not r.is_leader() else ""
+        if leader and leader != r.meta.peer:
+            held, self.held = self.held, []
+            for payload in encode(held):
+                r.server.system.publish(subject(r.group_name, leader), payload)
+            return
+        if time.monotonic() - self.since > HOLD_FOR:
+            log.warning("JetStream stream '%s > %s': dropped %d publishes held while no leader "
+                        "took over", r.jsa.name, r.stream.name, len(self.held))
+            self.held = []
+            return
+        self.timer = r.server.loop.call_later(RETRY, self._settle)
+
+    def _forwarded(self, sub, subj, reply, hdr, payload, origin):
+        """Publishes the previous leader held while it handed leadership to this server."""
+        r = self.replica
+        try:
+            msgs = decode(bytes(payload))
+        except (ValueError, struct.error) as e:
+            log.warning("JetStream stream '%s > %s': dropped a malformed forwarded publish: %s",
+                        r.jsa.name, r.stream.name, e)
+            return
+        r.on_publish(None, msgs)           # a leader proposes them, one handing on holds them
