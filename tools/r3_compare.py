@@ -14,7 +14,8 @@ nats-server (default, and with `sync_interval: always`), interleaved, best of --
   0.25 s timeouts).
 - handoff: lame duck mode (SIGUSR2) of the stream's leader under a waiting publisher; the
   longest wait for a PubAck in the 5 s after the signal (the same client). Both servers hand
-  their leaderships to other members before their JetStream stops.
+  their leaderships to other members before their JetStream stops; natsd forwards the
+  publishes its old leader receives meanwhile to the new one.
 
 natsd acknowledges a message once its Raft entry is on the disks (fdatasync) of a quorum;
 nats-server by default acknowledges before any fsync.
