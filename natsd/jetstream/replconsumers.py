@@ -21,7 +21,8 @@ stream's next leader carries on where the last one stopped.
   STATE_INTERVAL), and the messages that workqueue or interest retention removed on the
   leader, which the other replicas then remove too.
 - An ack that asks for an answer (AckSync) is answered when the state entry that carries it
-  is committed: an answered ack survives the leader.
+  is committed: an answered ack survives the leader. The server that proposed the entry
+  answers, even if it handed its leadership on meanwhile.
 
 The consumer's leader is its stream's leader: `CONSUMER.LEADER.STEPDOWN` moves both.
 """
@@ -47,7 +48,8 @@ class ReplicatedConsumers:
         self.changed_state = {}
         self.removed = []               # retention removals to propose
         self.ack_replies = []           # AckSync replies for the next state entry
-        self.waiting = {}               # raft index -> AckSync replies answered at its apply
+        self.waiting = {}               # raft index -> (term, AckSync replies), answered at its
+                                        # apply, even once this server no longer leads
         self.timer = None
 
     def wants(self, cfg, stream):
@@ -101,7 +103,7 @@ class ReplicatedConsumers:
         self.changed_state, self.changed_cfg, self.removed, self.ack_replies = {}, {}, [], []
         index = self.rs.propose_op("consumer_state", req, None)
         if index is not None and replies:
-            self.waiting[index] = replies
+            self.waiting[index] = (self.rs.group.node.term, replies)
 
     # ---- every replica applies ----
 
@@ -152,16 +154,21 @@ class ReplicatedConsumers:
                 row["state"] = c["state"]
                 if "config" in c:
                     row["config"] = c["config"]
-        store = self.rs.stream.store
+        waiting = self.waiting.pop(index, None)
+        if waiting is not None and self.rs.own_entry(index, waiting[0]):
+            sublist = self.rs.jsa.sublist
+            for reply in waiting[1]:
+                publish(sublist, reply, None, None, b"")
         if not self.live:
+            store = self.rs.stream.store
             for seq in req.get("removed") or ():
                 store.remove(seq)
-            return
-        replies = self.waiting.pop(index, None)
-        if replies:
-            sublist = self.rs.jsa.sublist
-            for reply in replies:
-                publish(sublist, reply, None, None, b"")
+
+    def forget_through(self, index):
+        """A leader's snapshot replaced the log up to `index` here: its entries are not applied
+        one by one, so nobody waits for them."""
+        for i in [i for i in self.waiting if i <= index]:
+            del self.waiting[i]
 
     # ---- what monitoring shows ----
 
@@ -203,7 +210,6 @@ class ReplicatedConsumers:
             self.timer.cancel()
             self.timer = None
         self.changed_state, self.changed_cfg, self.removed, self.ack_replies = {}, {}, [], []
-        self.waiting.clear()
         consumers = self.rs.stream.consumers
         for name in self.rows:
             o = consumers.get(name)

@@ -327,6 +327,7 @@ class ReplicatedStream:
                     run = []
                     for i in [i for i in pending if i <= index]:
                         del pending[i]      # replaced by another leader's snapshot: not answered
+                    self.consumers.forget_through(index)
                     self._align(index, self._decode_snapshot(index, data))
                     if self.fetcher is not None:
                         self.held.extend(items[i + 1:])
@@ -369,16 +370,18 @@ class ReplicatedStream:
         self._ingest(run, run_ts)
 
     def _proposed_here(self, index):
-        """The replies of the entry at `index` if this server proposed it (as leader, in the
-        term it is stored with), else None: a later leader may have put another there."""
+        """The replies of the entry at `index` if this server proposed it, else None."""
         got = self.pending.pop(index, None)
         if got is None:
             return None
         term, reply = got
+        return reply if self.own_entry(index, term) else None
+
+    def own_entry(self, index, term):
+        """Whether the entry being applied at `index` is the one this server proposed there as
+        leader in `term` (a later leader may have put another there)."""
         node = self.group.node
-        if (term != node.term or node.role != LEADER) and node.store.term_at(index) != term:
-            return None
-        return reply
+        return (term == node.term and node.role == LEADER) or node.store.term_at(index) == term
 
     def _store_copied(self, subject, hdr, payload, seq, ts):
         st = self.stream
