@@ -70,6 +70,32 @@ def test_slow_disk_and_a_leader_kill_lose_nothing(tmp_path, seed):
         stream_elections(members)
 
 
+def test_publishes_committed_after_a_stepdown_are_answered(tmp_path):
+    """The leader (A) and one follower (B) sync 150 ms late, the other follower (C) at once.
+    A step-down to C during a waiting publisher: the publish A proposed last reaches C at
+    once, so A hands on before a quorum has it on disk, and it commits under C. A, no longer
+    the leader, still answers it when it applies it (before, nobody did: the publisher timed
+    out), and every acknowledged message is stored once."""
+    slow_env = slow_disk_env(tmp_path, 150_000)
+    with js_cluster("natsd", tmp_path, env=lambda name: slow_env if name in "AB" else None) as members:
+        a, b, c = members
+        asyncio.run(create(a, STREAM))
+        if leader_of(members) is not a:
+            r = asyncio.run(api(c, "$JS.API.STREAM.LEADER.STEPDOWN.R3", b'{"placement":{"preferred":"A"}}'))
+            assert r.get("success") is True, r
+            assert poll(lambda: leader_of(members) is a, timeout=30), "A never took the lead"
+
+        def step_down_at(i):
+            if i == 5:
+                asyncio.get_running_loop().create_task(
+                    api(c, "$JS.API.STREAM.LEADER.STEPDOWN.R3", b'{"placement":{"preferred":"C"}}', timeout=10))
+        acked = asyncio.run(publish_window(c.url, 15, b"d", window=1, on_progress=step_down_at))
+        assert poll(lambda: leader_of(members) is c, timeout=30), "C never took the lead"
+        missing = sorted(set(range(15)) - {int(p.split(b"-")[1]) for p in acked.values()})
+        assert not missing, "publishes never answered: %r" % missing
+        check_acked(c, acked, converged(members, max(acked)))
+
+
 def one_follower_down(members):
     """The R3 stream created, one of its followers killed -> (that follower, a live server
     to publish through)."""
