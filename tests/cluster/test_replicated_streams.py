@@ -5,6 +5,7 @@ in the stream exactly once, at the sequence its PubAck named, on every replica. 
 for a replicated stream are compared with a nats-server cluster where the bytes are stable."""
 import asyncio
 import base64
+import contextlib
 import json
 import random
 import signal
@@ -109,6 +110,11 @@ async def publish_window(url, count, prefix, window=16, on_progress=None):
     await asyncio.gather(*tasks)
     await nc.close()
     return acked
+
+
+def unanswered(acked, count):
+    """The numbers of the publishes of publish_window(..., count, ...) that got no PubAck."""
+    return sorted(set(range(count)) - {int(p.rsplit(b"-", 1)[1]) for p in acked.values()})
 
 
 def stored(member, last, first=1):
@@ -331,16 +337,26 @@ def test_stream_leader_stepdown(tmp_path, kind):
             m.proc.kill()
 
 
-def test_lame_duck_hands_leadership_on(tmp_path):
-    """As nats-server (transferRaftLeaders): a server entering lame duck mode hands the groups
-    it leads to other members before its JetStream stops; the stream goes on taking writes
-    through the others while that server is still up, and every acknowledged message stays."""
+@contextlib.contextmanager
+def stream_with_a_long_lame_duck(tmp_path):
+    """The R3 stream on three natsd servers whose lame duck mode lasts 30 s -> (its leader,
+    the other two); every member killed afterwards."""
     ldm = "lame_duck_duration: 30s\nlame_duck_grace_period: 20s\n"
     members = start_js_cluster("natsd", tmp_path, extra=lambda name: ldm)
     try:
         asyncio.run(create(members[0]))
         leader = leader_of(members)
-        others = [m for m in members if m is not leader]
+        yield leader, [m for m in members if m is not leader]
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
+def test_lame_duck_hands_leadership_on(tmp_path):
+    """As nats-server (transferRaftLeaders): a server entering lame duck mode hands the groups
+    it leads to other members before its JetStream stops; the stream goes on taking writes
+    through the others while that server is still up, and every acknowledged message stays."""
+    with stream_with_a_long_lame_duck(tmp_path) as (leader, others):
         acked = asyncio.run(publish_window(others[0].url, 50, b"a"))
         assert len(acked) == 50
         leader.proc.proc.send_signal(signal.SIGUSR2)
@@ -351,9 +367,6 @@ def test_lame_duck_hands_leadership_on(tmp_path):
         assert leader.proc.proc.poll() is None, "the server in lame duck mode is still up"
         acked.update(more)
         check_acked(others[0], acked, converged(others, max(acked)))
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def test_publishes_during_a_hand_off_are_all_answered(tmp_path):
@@ -361,24 +374,14 @@ def test_publishes_during_a_hand_off_are_all_answered(tmp_path):
     what reaches the leader while it hands leadership on is held and forwarded to the new
     leader (natsd/jetstream/replforward.py), so no publish goes unanswered (before, the one in
     flight was dropped and its publisher timed out), and each is stored once."""
-    ldm = "lame_duck_duration: 30s\nlame_duck_grace_period: 20s\n"
-    members = start_js_cluster("natsd", tmp_path, extra=lambda name: ldm)
-    try:
-        asyncio.run(create(members[0]))
-        leader = leader_of(members)
-        others = [m for m in members if m is not leader]
-
+    with stream_with_a_long_lame_duck(tmp_path) as (leader, others):
         def signal_at(i):
             if i == 50:
                 leader.proc.proc.send_signal(signal.SIGUSR2)
         acked = asyncio.run(publish_window(others[0].url, 400, b"h", window=1, on_progress=signal_at))
         leader.proc.wait_log(r"JetStream handed the leadership of \d+ Raft groups? to other members", timeout=10)
-        missing = sorted(set(range(400)) - {int(p.split(b"-")[1]) for p in acked.values()})
-        assert not missing, "publishes never answered: %r" % missing
+        assert not unanswered(acked, 400), "publishes never answered: %r" % unanswered(acked, 400)
         check_acked(others[0], acked, converged(others, max(acked)))
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 @pytest.mark.parametrize("seed", fault_seeds([1, 2]))
