@@ -9,6 +9,12 @@ transfer failed and it still leads, else sent to the new leader over the routes,
 publishers. If no leader turns up within HOLD_FOR, they are dropped as before (the
 publishers retry).
 
+For a moment both may have the stream's subscription (the new leader subscribed, the old one
+has not yet heard of it), and a server routing a publish then sends it to both. So a new
+leader notes the reply subjects of the publishes it takes in its first HOLD_FOR seconds,
+directly or forwarded, and drops a second one with a reply it already took (JetStream
+publishers' replies are unique inboxes); a publish without a reply cannot be told apart.
+
 The forwarded payload is natsd's own: per message _FWD_MSG (lengths of subject, reply,
 headers + 1 (0: none), payload), then those bytes.
 """
@@ -78,6 +84,8 @@ class Forwarder:
         self.held = []
         self.since = 0.0
         self.timer = None
+        self.taken = set()              # a new leader: replies of the publishes it took directly
+        self.taking_until = 0.0         # while noting them (monotonic)
         r = replica
         self.sub = r.server.system.subscribe(subject(r.group_name, r.meta.peer), self._forwarded)
 
@@ -87,6 +95,27 @@ class Forwarder:
             self.timer = None
         self.held = []
         self.replica.server.system.unsubscribe(self.sub)
+
+    def leading(self):
+        """This server just became the group's leader."""
+        self.taken = set()
+        self.taking_until = time.monotonic() + HOLD_FOR
+
+    def fresh(self, msgs):
+        """A new leader's publishes, from its subscription or forwarded -> those it has not
+        taken yet (all of them once its first HOLD_FOR seconds are over)."""
+        if time.monotonic() >= self.taking_until:
+            self.taking_until, self.taken = 0.0, set()
+            return msgs
+        taken = self.taken
+        out = []
+        for m in msgs:
+            if m[1]:
+                if m[1] in taken:
+                    continue
+                taken.add(bytes(m[1]))
+            out.append(m)
+        return out
 
     def hold(self, msgs):
         """Messages the leader could not propose because it is handing leadership on."""
@@ -136,4 +165,4 @@ class Forwarder:
             log.warning("JetStream stream '%s > %s': dropped a malformed forwarded publish: %s",
                         r.jsa.name, r.stream.name, e)
             return
-        r.on_publish(None, msgs)           # a leader proposes them, one handing on holds them
+        r.on_publish(None, msgs, forwarded=True)    # a leader proposes them, one handing on holds them

@@ -251,9 +251,11 @@ class ReplicatedStream:
 
     # ---- the leader takes messages ----
 
-    def on_publish(self, sub, msgs):
+    def on_publish(self, sub, msgs, forwarded=False):
         """The messages the loop read for the stream in one iteration (a batched
-        subscription): one proposal for all of them."""
+        subscription), or that its previous leader forwarded: one proposal for all of them."""
+        if (sub is not None or forwarded) and self.forwarder.taking_until:
+            msgs = self.forwarder.fresh(msgs)   # a new leader: each publish once
         if self.stream.closed or not msgs:
             return
         entries = encode_batches(msgs, time.time_ns())
@@ -436,6 +438,7 @@ class ReplicatedStream:
         self.jsa.claim(self.stream.name, me)
         self.stream.resubscribe()
         if me:
+            self.forwarder.leading()
             self._advise("LEADER_ELECTED", "io.nats.jetstream.advisory.v1.stream_leader_elected",
                          leader=self.meta.name)
         if me and self.creator:

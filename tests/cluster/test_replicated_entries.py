@@ -98,3 +98,29 @@ def test_a_damaged_forward_is_refused_whole():
     for bad in (data[:-1], data[:F._FWD_MSG.size - 1], data + b"\0"):
         with pytest.raises((ValueError, struct.error)):
             F.decode(bad)
+
+
+def test_a_new_leader_takes_each_publish_once():
+    """For a moment both leaders may hold the stream's subscription and a publish reaches
+    both: the new one takes it directly or forwarded by the old one, whichever comes first,
+    and drops the other (told by its unique reply subject); one without a reply is taken."""
+    from types import SimpleNamespace
+    from natsd.jetstream import replforward as F
+    taken = []
+    system = SimpleNamespace(subscribe=lambda subject, cb: subject, unsubscribe=lambda sub: None)
+    replica = SimpleNamespace(server=SimpleNamespace(system=system), group_name="S-1",
+                              meta=SimpleNamespace(peer="p1"), jsa=SimpleNamespace(name="A"),
+                              stream=SimpleNamespace(name="R"))
+    fwd = F.Forwarder(replica)
+    replica.on_publish = lambda sub, msgs, forwarded=False: taken.append(list(fwd.fresh(msgs)))
+    a, b, c = ((b"r.1", b"_INBOX.a", None, b"1", None), (b"r.1", None, None, b"2", None),
+               (b"r.1", b"_INBOX.c", b"NATS/1.0\r\n\r\n", b"3", None))
+    assert fwd.fresh([a, b]) == [a, b] and not fwd.taken, "only a new leader notes what it takes"
+    fwd.leading()
+    assert fwd.fresh([a, b]) == [a, b]
+    for payload in F.encode([a, b, c]):
+        fwd._forwarded(None, b"$JSC.FWD.S-1.p1", None, None, payload, None)
+    assert taken == [[b, c]]
+    assert fwd.fresh([c, b]) == [b], "forwarded first, then directly: taken once"
+    fwd.taking_until = 1.0                 # the window is over: nothing is noted any more
+    assert fwd.fresh([a]) == [a] and not fwd.taken and not fwd.taking_until
