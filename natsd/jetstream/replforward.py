@@ -9,6 +9,11 @@ transfer failed and it still leads, else sent to the new leader over the routes,
 publishers. If no leader turns up within HOLD_FOR, they are dropped as before (the
 publishers retry).
 
+Once it has stepped down, the old leader keeps the stream's subscription for GRACE seconds
+more: the other servers route publishes to it until they hear it unsubscribed, and those
+would otherwise be dropped on arrival. It forwards those that carry a reply (the ones the
+new leader can tell apart, below); a publish without one is dropped, as before.
+
 For a moment both may have the stream's subscription (the new leader subscribed, the old one
 has not yet heard of it), and a server routing a publish then sends it to both. So a new
 leader notes the reply subjects of the publishes it takes in its first HOLD_FOR seconds,
@@ -27,6 +32,7 @@ log = logging.getLogger("natsd")
 _FWD_MSG = struct.Struct("<IIII")
 HOLD_MSGS = 10000                       # messages held at most; later ones are dropped
 HOLD_FOR = 2.0                          # seconds held waiting for a leader, at most
+GRACE = 1.0                             # seconds a leader that stepped down keeps forwarding
 RETRY = 0.005                           # seconds between two looks at the group
 CHUNK_BYTES = 256 << 10                 # bytes of one forwarded message, about
 
@@ -86,15 +92,40 @@ class Forwarder:
         self.timer = None
         self.taken = set()              # a new leader: replies of the publishes it took directly
         self.taking_until = 0.0         # while noting them (monotonic)
+        self.forward_until = 0.0        # a leader that stepped down: forwarding until (monotonic)
+        self.unsubscribe_timer = None
         r = replica
         self.sub = r.server.system.subscribe(subject(r.group_name, r.meta.peer), self._forwarded)
 
     def stop(self):
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        for t in (self.timer, self.unsubscribe_timer):
+            if t is not None:
+                t.cancel()
+        self.timer = self.unsubscribe_timer = None
         self.held = []
         self.replica.server.system.unsubscribe(self.sub)
+
+    def stepped_down(self):
+        """This server led the group until now: it forwards for GRACE seconds."""
+        self.forward_until = time.monotonic() + GRACE
+        if self.unsubscribe_timer is not None:
+            self.unsubscribe_timer.cancel()
+        self.unsubscribe_timer = self.replica.server.loop.call_later(GRACE, self._grace_over)
+
+    def forwarding(self):
+        return time.monotonic() < self.forward_until
+
+    def _grace_over(self):
+        self.unsubscribe_timer = None
+        self.forward_until = 0.0
+        self.replica.stream.resubscribe()  # unsubscribes, unless it leads again
+
+    def refused(self, msgs):
+        """Publishes the group would not take from this server (it is not the leader)."""
+        if self.replica.group.node.transfer_to:
+            self.hold(msgs)
+        elif self.forwarding():
+            self.hold([m for m in msgs if m[1]])
 
     def leading(self):
         """This server just became the group's leader."""
@@ -118,7 +149,9 @@ class Forwarder:
         return out
 
     def hold(self, msgs):
-        """Messages the leader could not propose because it is handing leadership on."""
+        """Messages this server could not propose: it is handing leadership on, or just did."""
+        if not msgs:
+            return
         room = HOLD_MSGS - len(self.held)
         if room < len(msgs):
             log.warning("JetStream stream '%s > %s': dropped %d publishes that arrived while its "

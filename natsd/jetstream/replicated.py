@@ -233,6 +233,11 @@ class ReplicatedStream:
     def is_leader(self):
         return self.group.is_leader()
 
+    def takes_publishes(self):
+        """Whether this server subscribes to the stream's subjects: its leader, and a leader
+        that stepped down a moment ago (replforward: it forwards them)."""
+        return self.group.is_leader() or (self.forwarder is not None and self.forwarder.forwarding())
+
     def stop(self, delete=False):
         if self.reconcile_timer is not None:
             self.reconcile_timer.cancel()
@@ -262,9 +267,8 @@ class ReplicatedStream:
         try:
             last = self.group.propose_many(entries)
         except NotLeader:
-            if self.group.node.transfer_to:
-                self.forwarder.hold(msgs)   # handing leadership on: passed on once it moved
-            return                      # leadership just moved: the publishers retry
+            self.forwarder.refused(msgs)    # handing leadership on, or just handed: passed on
+            return
         term = self.group.node.term
         pos = 0                         # the publishers' replies, kept per entry in order
         for index, data in enumerate(entries, last - len(entries) + 1):
@@ -427,8 +431,10 @@ class ReplicatedStream:
             advisories.stream_action(self.stream, "modify")
 
     def _leader_changed(self, leader):
-        self.leader_peer = leader
         me = leader == self.meta.peer
+        if self.leader_peer == self.meta.peer and not me:
+            self.forwarder.stepped_down()
+        self.leader_peer = leader
         if leader and not me:
             self.unanswered = None      # that leader answers it
         if not me:

@@ -135,8 +135,9 @@ class Stream:
             self.jsa.sublist.remove(s)
         self.subs = []
         if self.replica is not None:
-            # a replicated stream takes messages on its group's leader only, through Raft
-            if self.replica.is_leader():
+            # a replicated stream takes messages on its group's leader only, through Raft (and
+            # on a leader that just stepped down, for a moment, to forward them)
+            if self.replica.takes_publishes():
                 for subj in self.config.get("subjects") or []:
                     s = Subscription(None, subj.encode(), b"", None, self.replica.on_publish)
                     s.batched = True    # one proposal per loop iteration
@@ -153,8 +154,9 @@ class Stream:
 
     def resubscribe(self):
         """Take (or stop taking) messages again: a replicated stream's leader changed."""
-        if not self.closed:
-            self._subscribe()
+        if self.closed or (self.subs and self.replica is not None and self.replica.takes_publishes()):
+            return                      # still taking them
+        self._subscribe()
 
     def update_config(self, cfg):
         old = self.config

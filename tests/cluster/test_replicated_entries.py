@@ -124,3 +124,31 @@ def test_a_new_leader_takes_each_publish_once():
     assert fwd.fresh([c, b]) == [b], "forwarded first, then directly: taken once"
     fwd.taking_until = 1.0                 # the window is over: nothing is noted any more
     assert fwd.fresh([a]) == [a] and not fwd.taken and not fwd.taking_until
+
+
+def test_a_leader_that_stepped_down_forwards_only_what_can_be_told_apart():
+    """While it hands on, a leader holds every publish; for GRACE seconds after, it still
+    takes them (servers route to it until they hear it unsubscribed) but holds only those
+    with a reply, the ones its successor can recognise if it got them directly too."""
+    from types import SimpleNamespace
+    from natsd.jetstream import replforward as F
+    timers = []
+
+    def call_later(delay, fn, *args):
+        timers.append((delay, fn))
+        return SimpleNamespace(cancel=lambda: None)
+    node = SimpleNamespace(transfer_to="p2")
+    replica = SimpleNamespace(server=SimpleNamespace(loop=SimpleNamespace(call_later=call_later),
+                                                     system=SimpleNamespace(subscribe=lambda s, cb: s)),
+                              group_name="S-1", meta=SimpleNamespace(peer="p1"), group=SimpleNamespace(node=node))
+    fwd = F.Forwarder(replica)
+    with_reply, without = (b"r.1", b"_INBOX.a", None, b"1", None), (b"r.1", None, None, b"2", None)
+    fwd.refused([with_reply, without])
+    assert fwd.held == [with_reply, without]
+    node.transfer_to = None
+    fwd.refused([with_reply, without])
+    assert len(fwd.held) == 2, "not forwarding: a refused publish is dropped"
+    fwd.stepped_down()
+    assert fwd.forwarding() and timers[-1][0] == F.GRACE
+    fwd.refused([with_reply, without])
+    assert fwd.held == [with_reply, without, with_reply]
