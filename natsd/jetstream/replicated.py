@@ -9,8 +9,12 @@ the servers the meta group assigned (natsd/jetstream/meta.py).
   nothing is stored yet.
 - Once the entry is committed, on the disks of a quorum, every replica applies it through
   Stream.process, in log order, so all copies take the same checks and sequence numbers. The
-  leader then answers the publisher with what its own apply gave: the PubAck or the error.
-  Acknowledged therefore means committed on a quorum of fdatasynced logs.
+  leader that proposed it then answers the publisher with what its own apply gave: the
+  PubAck or the error (if it lost the leadership meanwhile, it still answers, provided the
+  entry is still its own). Acknowledged therefore means committed on a quorum of
+  fdatasynced logs.
+- A leader handing its leadership on holds the publishes that reach it and forwards them
+  to the next one (natsd/jetstream/replforward.py).
 - Purge, message delete and configuration updates are entries too (natsd/jetstream/streamops.py
   runs them on every replica at apply); the leader answers the request.
 - The group's log is the stream's durable record until a snapshot replaces its beginning:
@@ -321,7 +325,8 @@ class ReplicatedStream:
     def _apply_entries(self, items):
         """Committed entries: runs of messages go through the stream's batched ingest
         (Stream._on_batch, the path one-replica streams take), operations one by one. Only
-        the leader has the publishers' replies, so only it answers. A snapshot (rare: this
+        the server that proposed an entry has its publishers' replies, so only it answers
+        (it may have handed its leadership on since). A snapshot (rare: this
         replica was behind the leader's log) aligns the copy; what follows it waits while
         the copy fetches the messages the snapshot names."""
         pending = self.pending
@@ -331,8 +336,8 @@ class ReplicatedStream:
                 if kind == "snapshot":
                     self._ingest(run, run_ts)
                     run = []
-                    for i in [i for i in pending if i <= index]:
-                        del pending[i]      # replaced by another leader's snapshot: not answered
+                    for gone in [x for x in pending if x <= index]:
+                        del pending[gone]   # replaced by another leader's snapshot: not answered
                     self.consumers.forget_through(index)
                     self._align(index, self._decode_snapshot(index, data))
                     if self.fetcher is not None:
