@@ -46,3 +46,14 @@ def tls_conf(tmp_path):
     conf.write_text('tls { cert_file: "%s", key_file: "%s", ca_file: "%s", verify: true }\n'
                     % (cert, key, ca.ca_file))
     return str(conf), ca.ca_file, ccert, ckey
+
+
+def differences(ours, theirs, path=""):
+    """Where two probe reports differ: ["path: natsd's value != nats-server's"], for an
+    assertion's message (pytest cuts a long dict comparison short)."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        return [d for k in sorted(set(ours) | set(theirs), key=str)
+                for d in differences(ours.get(k, "<absent>"), theirs.get(k, "<absent>"), "%s.%s" % (path, k))]
+    if isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        return [d for i, (o, t) in enumerate(zip(ours, theirs)) for d in differences(o, t, "%s[%d]" % (path, i))]
+    return [] if ours == theirs else ["%s: %r != %r" % (path or ".", ours, theirs)]

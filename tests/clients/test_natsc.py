@@ -7,7 +7,7 @@ and purges, and the errors nats.c reports (status, JetStream error code, the ser
 description), over TLS and with users and permissions."""
 import pytest
 
-from tests.clients.differential import on_both, on_clusters, tls_conf, users_conf
+from tests.clients.differential import differences, on_both, on_clusters, tls_conf, users_conf
 
 STEPS = ["core", "jetstream", "consumers", "push", "kv", "errors"]
 
@@ -24,7 +24,7 @@ def test_natsc_steps_on_r3_assets_on_a_cluster_match(natsc, tmp_path):
     theirs, ours = on_clusters(natsc, tmp_path, *STEPS[1:], env={"NATSC_REPLICAS": "3"})
     assert theirs[0]["ok"]["replicas"] == 3
     for o, t in zip(ours, theirs):
-        assert o == t
+        assert o == t, "natsd != nats-server at %s" % differences(o, t)
 
 
 def test_natsc_over_tls_with_client_certificates_matches(natsd, reference, natsc, tmp_path):

@@ -5,7 +5,7 @@ consumer deliveries, KV and object store results, and what 2.11-2.15 added (TTLs
 markers, schedules, priority groups, consumer reset)."""
 import pytest
 
-from tests.clients.differential import on_both, on_clusters, tls_conf, users_conf
+from tests.clients.differential import differences, on_both, on_clusters, tls_conf, users_conf
 
 STEPS = ["core", "requests", "jetstream", "consumers", "kv", "objects", "errors", "modern", "features"]
 
@@ -30,7 +30,7 @@ def test_natsjs_steps_on_r3_assets_on_a_cluster_match(natsjs, tmp_path):
     theirs, ours = on_clusters(natsjs, tmp_path, *steps, env={"NATSJS_REPLICAS": "3"})
     assert theirs[0]["ok"]["created"]["config"]["num_replicas"] == 3
     for o, t in zip(ours, theirs):
-        assert o == t
+        assert o == t, "natsd != nats-server at %s" % differences(o, t)
 
 
 def test_natsjs_refusals_and_permission_violations_match(natsd, reference, natsjs, tmp_path):

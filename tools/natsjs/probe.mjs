@@ -237,7 +237,12 @@ async function consumers(nc) {
   out.redelivered = { seq: again.seq, delivered: again.info.deliveryCount, redelivered: again.redelivered };
   again.term();
   await nc.flush();
-  const info = await c.info();
+  // a term is not answered; on a cluster both servers apply it through Raft, after the
+  // flush: wait until the consumer's ack floor has passed what was delivered
+  const info = REPLICAS ? await until(async () => {
+    const i = await c.info();
+    return i.ack_floor.stream_seq >= i.delivered.stream_seq && i;
+  }) || await c.info() : await c.info();
   out.info = pick(info, ["num_pending", "num_ack_pending", "num_redelivered", "num_waiting"]);
   out.info.delivered = info.delivered.stream_seq;
   out.info.ack_floor = info.ack_floor.stream_seq;
