@@ -25,8 +25,10 @@ async def observe(srv, acc_key, user_creds, sys_creds):
 
     async def record(msg):
         events.append(json.loads(msg.data))
-    await sc.subscribe("$SYS.ACCOUNT.*.CONNECT", cb=record)
-    await sc.subscribe("$SYS.ACCOUNT.*.DISCONNECT", cb=record)
+    # Only the watched account: nats-server sends the observer's own CONNECT event from its
+    # internal send loop, which may reach the observer after its subscriptions (CI run of stop 34)
+    await sc.subscribe("$SYS.ACCOUNT.%s.CONNECT" % acc_key, cb=record)
+    await sc.subscribe("$SYS.ACCOUNT.%s.DISCONNECT" % acc_key, cb=record)
     await sc.flush()
     nc = await nats.connect(srv.url, user_credentials=user_creds, name="watched")
     await nc.flush()
