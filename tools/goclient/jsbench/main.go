@@ -36,6 +36,10 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// fillStall: how long a fill's PublishAsync waits for room in its window. nats.go's default,
+// 200 ms, can fail a fill when one sync of the disk is slow (js_compare, 2026-11-28).
+var fillStall = nats.StallWait(10 * time.Second)
+
 func fail(format string, args ...interface{}) {
 	fmt.Fprintf(os.Stderr, "jsbench: "+format+"\n", args...)
 	os.Exit(1)
@@ -49,7 +53,7 @@ func fill(js nats.JetStreamContext, n, size int) {
 	}
 	payload := bytes.Repeat([]byte("x"), size)
 	for i := 0; i < n; i++ {
-		if _, err := js.PublishAsync("gojs.x", payload); err != nil {
+		if _, err := js.PublishAsync("gojs.x", payload, fillStall); err != nil {
 			fail("publish: %v", err)
 		}
 	}
@@ -196,7 +200,7 @@ func kvGets(js nats.JetStreamContext, keys, size, gets int) {
 	}
 	payload := bytes.Repeat([]byte("v"), size)
 	for i := 0; i < keys; i++ {
-		if _, err := js.PublishAsync(fmt.Sprintf("$KV.GOKV.k%d", i), payload); err != nil {
+		if _, err := js.PublishAsync(fmt.Sprintf("$KV.GOKV.k%d", i), payload, fillStall); err != nil {
 			fail("put: %v", err)
 		}
 	}
