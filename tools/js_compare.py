@@ -78,8 +78,9 @@ MODES = {
 GO_COUNTED_BY_MSGS = ("go-counter", "go-counter100")     # --msgs increments, not --go-msgs
 
 
-def start(kind, tmp, tag, sync=None):
-    """kind: natsd or nats-server; sync: None (the server's default), "always" or a duration."""
+def start(kind, tmp, tag, sync=None, env=None):
+    """kind: natsd or nats-server; sync: None (the server's default), "always" or a duration;
+    env: variables added to the server's environment."""
     port = free_port()
     store = os.path.join(tmp, "%s-%s" % (kind, tag))
     exe = [sys.executable, "-m", "natsd"] if kind == "natsd" else [NATS_SERVER]
@@ -89,6 +90,8 @@ def start(kind, tmp, tag, sync=None):
         with open(conf, "w") as f:
             f.write('jetstream { store_dir: "%s", sync_interval: %s }\n' % (store, sync))
         cmd = exe + ["-c", conf, "-p", str(port)]
+    if env:
+        cmd = ["env"] + ["%s=%s" % kv for kv in sorted(env.items())] + cmd
     p = ServerProcess(kind, shlex.join(cmd), os.path.join(tmp, "%s-%s.log" % (kind, tag)))
     p.port = port
     p.wait_ready()

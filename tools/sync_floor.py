@@ -20,7 +20,6 @@ usage: python tools/sync_floor.py [--reps 3] [--msgs 10000]
 import argparse
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -28,10 +27,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
-from tools.serverproc import ServerProcess, free_port  # noqa: E402
+from tools.js_compare import start  # noqa: E402
 
-BIN = os.path.dirname(sys.executable)
-NATS_SERVER = os.path.join(BIN, "nats-server")
 GOBENCH = "/tmp/gobench/gobench"        # sh ../shared/tools/gobench/build.sh
 P50 = re.compile(r"lat_p50_us=([\d.]+)")
 
@@ -80,29 +77,21 @@ def build_timer(tmp):
     return lib
 
 
-def run(kind, tmp, tag, msgs, timer=None):
-    """One server, one gobench run -> (publish p50 µs, fdatasync p50 µs or None)."""
-    port = free_port()
-    store = os.path.join(tmp, tag)
-    natsd = kind.startswith("natsd")
-    exe = [sys.executable, "-m", "natsd"] if natsd else [NATS_SERVER]
-    sync = {"natsd lazy": "2m", "nats-server always": "always"}.get(kind)
-    if sync:
-        conf = os.path.join(tmp, tag + ".conf")
-        with open(conf, "w") as f:
-            f.write('jetstream { store_dir: "%s", sync_interval: %s }\n' % (store, sync))
-        cmd = exe + ["-c", conf, "-p", str(port)]
-    else:
-        cmd = exe + ["-js", "-sd", store, "-p", str(port)]
+# name -> (js_compare.start's kind, its sync_interval)
+KINDS = {"natsd durable": ("natsd", None), "natsd lazy": ("natsd", "2m"),
+         "nats-server": ("nats-server", None), "nats-server always": ("nats-server", "always")}
+
+
+def run(kind, tmp, tag, msgs, timer):
+    """One server, one gobench run -> (publish p50 µs, fdatasync p50 µs or None); natsd
+    durable runs with the fdatasync timer."""
     stats = os.path.join(tmp, tag + ".sync")
-    env = ""
-    if timer and kind == "natsd durable":
-        env = "env SYNC_STATS=%s LD_PRELOAD=%s " % (shlex.quote(stats), shlex.quote(timer))
-    srv = ServerProcess(kind, env + shlex.join(cmd), os.path.join(tmp, tag + ".log"))
+    env = {"SYNC_STATS": stats, "LD_PRELOAD": timer} if kind == "natsd durable" else None
+    server, sync = KINDS[kind]
+    srv = start(server, tmp, tag, sync, env)
     try:
-        srv.wait_ready()
         out = subprocess.run([GOBENCH, "js", "pub", "bench.s", "--stream", "bs", "--sync", "--size", "128",
-                              "--msgs", str(msgs), "--server", "nats://127.0.0.1:%d" % port],
+                              "--msgs", str(msgs), "--server", "nats://127.0.0.1:%d" % srv.port],
                              capture_output=True, text=True, timeout=600)
     finally:
         srv.stop()
@@ -125,7 +114,7 @@ def main():
     a = ap.parse_args()
     if not os.path.exists(GOBENCH):
         sys.exit("sync_floor: %s is not built (sh ../shared/tools/gobench/build.sh)" % GOBENCH)
-    kinds = ("natsd durable", "natsd lazy", "nats-server", "nats-server always")
+    kinds = tuple(KINDS)
     best, syncs = {}, []
     with tempfile.TemporaryDirectory() as tmp:
         timer = build_timer(tmp)
