@@ -127,6 +127,8 @@ class AckState:
         side."""
         if self.closed:
             return
+        if self.replica is not None:
+            self.replica.note_acks(msgs)     # kept for a next leader until proposed
         fast = (self.cfg["ack_policy"] == "explicit" and not self.sample and not self.lss
                 and self.stream.config.get("retention", "limits") == "limits")
         mp = self.cfg["max_ack_pending"]

@@ -34,10 +34,10 @@ def peer_infos(group, me, names, connected, everyone=False):
     return out
 
 
-def step_down(group, me, placement, clusters):
+def step_down(group, me, placement, clusters, transfer=None):
     """Hand leadership to the placement's `preferred` server, or else to the most up-to-date
     member heard from lately (in the placement's cluster); nats-server's errors.
-    clusters: peer id -> cluster name."""
+    clusters: peer id -> cluster name; transfer(target): how (group.transfer_leadership)."""
     members = [p for p in group.members() if p != me]
     preferred = placement.get("preferred") or ""
     if preferred:
@@ -54,6 +54,6 @@ def step_down(group, me, placement, clusters):
             raise E.error("JSClusterNoPeersErrF", err="no replacement peer connected")
         target = max(live, key=group.match)
     try:
-        group.transfer_leadership(target)
+        (transfer or group.transfer_leadership)(target)
     except (NotLeader, ValueError) as e:
         raise E.error("JSRaftGeneralErrF", err=str(e))

@@ -423,8 +423,8 @@ class Consumer(AckState, PushDelivery):
 
     def _run(self):
         self._scheduled = False
-        if self.closed:
-            return
+        if self.closed or (self.replica is not None and self.replica.holding):
+            return                      # a replica handing leadership on delivers nothing
         budget = RUN_BUDGET
         push = self.is_push()
         eos = False

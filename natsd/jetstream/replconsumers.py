@@ -23,6 +23,13 @@ stream's next leader carries on where the last one stopped.
 - An ack that asks for an answer (AckSync) is answered when the state entry that carries it
   is committed: an answered ack survives the leader. The server that proposed the entry
   answers, even if it handed its leadership on meanwhile.
+- Handing leadership on (a stepdown, lame duck mode, a move): first the consumers' state so
+  far is proposed, while the group still takes proposals, and they deliver nothing more here
+  (what they delivered during the transfer would not be in the next leader's state). The acks
+  taken since the last state entry was proposed (the raw acks, AckSyncs' replies included) go
+  to the next leader when this server stops leading, and so do acks that reach it in its
+  grace second afterwards (natsd/jetstream/replforward.py); that leader applies them as if
+  its clients had sent them, and answers the AckSyncs. Applying an ack twice changes nothing.
 
 The consumer's leader is its stream's leader: `CONSUMER.LEADER.STEPDOWN` moves both.
 """
@@ -35,6 +42,7 @@ from natsd.jetstream.consumer import Consumer
 log = logging.getLogger("natsd")
 
 STATE_INTERVAL = 0.02           # seconds between two consumer_state entries of one stream
+KEPT_ACKS = 100000              # acks kept for the next leader at most (more: redelivered)
 OPS = {"consumer_create": "consumer_create_response", "consumer_delete": "consumer_delete_response",
        "consumer_state": None}
 
@@ -50,6 +58,8 @@ class ReplicatedConsumers:
         self.ack_replies = []           # AckSync replies for the next state entry
         self.waiting = {}               # raft index -> (term, AckSync replies), answered at its
                                         # apply, even once this server no longer leads
+        self.recent = []                # raw acks taken since the last proposed state entry
+        self.holding = False            # handing leadership on: the consumers deliver nothing
         self.timer = None
 
     def wants(self, cfg, stream):
@@ -76,6 +86,41 @@ class ReplicatedConsumers:
         self.ack_replies.append(bytes(reply) if not isinstance(reply, str) else reply.encode())
         self.changed(o)
 
+    def note_acks(self, msgs):
+        """Acks a running consumer is about to apply: kept until the state entry that carries
+        them is proposed, for the next leader should this one hand on first."""
+        if self.live and len(self.recent) < KEPT_ACKS:
+            self.recent += [(bytes(s), r and bytes(r), None, bytes(p), None) for s, r, _, p, _ in msgs]
+
+    def take_acks(self, msgs):
+        """Acks the previous leader took and never proposed, or that reached it after it
+        handed on (replforward): applied by the consumers they name, once they run here."""
+        if self.rs.defer_until_ready(self.take_acks, msgs) or not self.live:
+            return                      # not ready yet; or leads no more: the ack wait redelivers
+        by_name = {}
+        for m in msgs:
+            toks = m[0].split(b".", 4)  # $JS.ACK.<stream>.<consumer>.<rest>
+            if len(toks) == 5:
+                by_name.setdefault(toks[3].decode("utf-8", "replace"), []).append(m)
+        consumers = self.rs.stream.consumers
+        for name, acks in by_name.items():
+            o = consumers.get(name)
+            if o is not None and o.replica is self:
+                o._on_acks(None, acks)  # as its own subscription hands them over
+
+    def hand_on(self):
+        """The group is about to hand leadership on: what the consumers did so far is proposed
+        while the group still takes proposals, and they deliver nothing more here. Should the
+        transfer fail, they go on once the group takes proposals again (_propose_state)."""
+        if not self.live:
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self._propose_state()
+        self.holding = True
+        self._arm()
+
     def retention_removed(self, seq):
         if self.live:
             self.removed.append(seq)
@@ -89,6 +134,16 @@ class ReplicatedConsumers:
         self.timer = None
         if not self.live or self.rs.group.stopped:
             return
+        if self.rs.group.node.transfer_to:
+            self._arm()                 # handing on: proposals wait for the transfer's end
+            return
+        if self.holding:                # the transfer failed: this server still leads
+            self.holding = False
+            for o in self.rs.stream.consumers.values():
+                if o.replica is self:
+                    o.kick()
+        if not (self.changed_state or self.changed_cfg or self.removed or self.ack_replies):
+            return
         out = {}
         for name, o in self.changed_state.items():
             if not o.closed:
@@ -99,11 +154,14 @@ class ReplicatedConsumers:
         req = {"consumers": out}
         if self.removed:
             req["removed"] = self.removed
-        replies = self.ack_replies
-        self.changed_state, self.changed_cfg, self.removed, self.ack_replies = {}, {}, [], []
         index = self.rs.propose_op("consumer_state", req, None)
-        if index is not None and replies:
-            self.waiting[index] = (self.rs.group.node.term, replies)
+        if index is None:
+            self._arm()                 # not the leader now: stop_all follows
+            return
+        if self.ack_replies:
+            self.waiting[index] = (self.rs.group.node.term, self.ack_replies)
+        self.changed_state, self.changed_cfg, self.removed, self.ack_replies = {}, {}, [], []
+        self.recent = []
 
     # ---- every replica applies ----
 
@@ -203,16 +261,20 @@ class ReplicatedConsumers:
         self.rs.stream.consumer_removed()       # interest retention: what nobody needs now
 
     def stop_all(self):
-        """Leadership left this server: its consumers go dormant. State not yet committed is
-        lost: the next leader redelivers those messages, unacknowledged ones included."""
-        self.live = False
+        """Leadership left this server: its consumers go dormant. -> the acks they took that
+        no state entry carries, for the next leader. Deliveries not yet proposed are lost: the
+        next leader delivers those messages again."""
+        self.live = self.holding = False
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        kept = self.recent
         self.changed_state, self.changed_cfg, self.removed, self.ack_replies = {}, {}, [], []
+        self.recent = []
         consumers = self.rs.stream.consumers
         for name in self.rows:
             o = consumers.get(name)
             if o is not None and o.replica is self:
                 del consumers[name]
                 o.stop()
+        return kept

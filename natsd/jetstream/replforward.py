@@ -1,4 +1,4 @@
-"""Publishes that reach a replicated stream's leader while it hands its leadership on.
+"""Publishes and acks that reach a replicated stream's leader while it hands its leadership on.
 
 A leader transferring leadership (lame duck mode, shutdown, a step-down) proposes nothing
 until the transfer ends, yet it still holds the stream's subscription, so publishes keep
@@ -14,6 +14,12 @@ more: the other servers route publishes to it until they hear it unsubscribed, a
 would otherwise be dropped on arrival. It forwards those that carry a reply (the ones the
 new leader can tell apart, below); a publish without one is dropped, as before.
 
+Acks go the same way: the consumers' acks that no state entry carries yet when this server
+stops leading (natsd/jetstream/replconsumers.py keeps them), and those that reach it in its
+grace second, through a subscription to `$JS.ACK.<stream>.>` that takes over from the
+consumers' own. They travel on `$JSC.FWDA.<group>.<peer>`; the next leader's consumers apply
+them, and an ack applied twice changes nothing.
+
 For a moment both may have the stream's subscription (the new leader subscribed, the old one
 has not yet heard of it), and a server routing a publish then sends it to both. So a new
 leader notes the reply subjects of the publishes it takes in its first HOLD_FOR seconds,
@@ -27,6 +33,8 @@ import logging
 import struct
 import time
 
+from natsd._core.sublist import Subscription
+
 log = logging.getLogger("natsd")
 
 _FWD_MSG = struct.Struct("<IIII")
@@ -39,6 +47,10 @@ CHUNK_BYTES = 256 << 10                 # bytes of one forwarded message, about
 
 def subject(group, peer):
     return "$JSC.FWD.%s.%s" % (group, peer)
+
+
+def ack_subject(group, peer):
+    return "$JSC.FWDA.%s.%s" % (group, peer)
 
 
 def encode(msgs):
@@ -83,34 +95,48 @@ def decode(data):
 
 class Forwarder:
     """One replicated stream's held publishes (ReplicatedStream.on_publish gives them here
-    while its group transfers leadership) and its forwarding subscription."""
+    while its group transfers leadership) and acks, and its forwarding subscriptions."""
 
     def __init__(self, replica):
         self.replica = replica
         self.held = []
+        self.acks = []                  # acks held for the next leader, as messages
         self.since = 0.0
         self.timer = None
         self.taken = set()              # a new leader: replies of the publishes it took directly
         self.taking_until = 0.0         # while noting them (monotonic)
         self.forward_until = 0.0        # a leader that stepped down: forwarding until (monotonic)
         self.unsubscribe_timer = None
+        self.late_acks = None           # a leader that stepped down: its `$JS.ACK.<stream>.>`
         r = replica
-        self.sub = r.server.system.subscribe(subject(r.group_name, r.meta.peer), self._forwarded)
+        system = r.server.system
+        self.subs = [system.subscribe(subject(r.group_name, r.meta.peer), self._forwarded),
+                     system.subscribe(ack_subject(r.group_name, r.meta.peer), self._forwarded_acks)]
 
     def stop(self):
         for t in (self.timer, self.unsubscribe_timer):
             if t is not None:
                 t.cancel()
         self.timer = self.unsubscribe_timer = None
-        self.held = []
-        self.replica.server.system.unsubscribe(self.sub)
+        self.held, self.acks = [], []
+        self._drop_late_acks()
+        for sub in self.subs:
+            self.replica.server.system.unsubscribe(sub)
 
     def stepped_down(self):
-        """This server led the group until now: it forwards for GRACE seconds."""
+        """This server led the group until now: it forwards for GRACE seconds. Called before
+        its consumers unsubscribe, so that the routes never hear the stream's acks have
+        nobody here."""
         self.forward_until = time.monotonic() + GRACE
         if self.unsubscribe_timer is not None:
             self.unsubscribe_timer.cancel()
         self.unsubscribe_timer = self.replica.server.loop.call_later(GRACE, self._grace_over)
+        if self.late_acks is None:
+            r = self.replica
+            s = Subscription(None, ("$JS.ACK.%s.>" % r.stream.name).encode(), b"", None, self._late)
+            s.batched = True
+            r.jsa.sublist.insert(s)
+            self.late_acks = s
 
     def forwarding(self):
         return time.monotonic() < self.forward_until
@@ -118,7 +144,17 @@ class Forwarder:
     def _grace_over(self):
         self.unsubscribe_timer = None
         self.forward_until = 0.0
+        self._drop_late_acks()
         self.replica.stream.resubscribe()  # unsubscribes, unless it leads again
+
+    def _drop_late_acks(self):
+        if self.late_acks is not None:
+            self.replica.jsa.sublist.remove(self.late_acks)
+            self.late_acks = None
+
+    def _late(self, sub, msgs):
+        """Acks that reached this server in its grace second: they go to the next leader."""
+        self.hold_acks([(bytes(s), r and bytes(r), None, bytes(p), None) for s, r, _, p, _ in msgs])
 
     def refused(self, msgs):
         """Publishes the group would not take from this server (it is not the leader)."""
@@ -129,6 +165,7 @@ class Forwarder:
 
     def leading(self):
         """This server just became the group's leader."""
+        self._drop_late_acks()          # its consumers subscribe again
         self.taken = set()
         self.taking_until = time.monotonic() + HOLD_FOR
 
@@ -148,6 +185,18 @@ class Forwarder:
             out.append(m)
         return out
 
+    def hold_acks(self, acks):
+        """Acks for the next leader, as messages (subject, reply, None, payload, None)."""
+        if not acks:
+            return
+        room = HOLD_MSGS - len(self.acks)
+        if room < len(acks):
+            log.warning("JetStream stream '%s > %s': dropped %d acks that arrived while its "
+                        "leadership was handed on", self.replica.jsa.name, self.replica.stream.name,
+                        len(acks) - max(room, 0))
+        self.acks += acks[:max(room, 0)]
+        self._settle_soon()
+
     def hold(self, msgs):
         """Messages this server could not propose: it is handing leadership on, or just did."""
         if not msgs:
@@ -160,32 +209,39 @@ class Forwarder:
         # the loop's buffers are only valid during the callback
         self.held += [(bytes(s), r and bytes(r), None if h is None else bytes(h), bytes(p), None)
                       for s, r, h, p, _ in msgs[:max(room, 0)]]
+        self._settle_soon()
+
+    def _settle_soon(self):
         if self.timer is None:
             self.since = time.monotonic()
             self.timer = self.replica.server.loop.call_later(RETRY, self._settle)
 
     def _settle(self):
-        """Where the held messages go, once the group says."""
+        """Where the held messages and acks go, once the group says."""
         self.timer = None
         r = self.replica
         node = r.group.node
-        if r.group.stopped or not self.held:
-            self.held = []
+        if r.group.stopped or not (self.held or self.acks):
+            self.held, self.acks = [], []
             return
         if r.is_leader() and not node.transfer_to:
-            held, self.held = self.held, []
-            r.on_publish(None, held)
+            held, acks, self.held, self.acks = self.held, self.acks, [], []
+            if held:
+                r.on_publish(None, held)
+            if acks:
+                r.consumers.take_acks(acks)
             return
         leader = node.leader if not r.is_leader() else ""
         if leader and leader != r.meta.peer:
-            held, self.held = self.held, []
-            for payload in encode(held):
-                r.server.system.publish(subject(r.group_name, leader), payload)
+            for what, to in ((self.held, subject), (self.acks, ack_subject)):
+                for payload in encode(what):
+                    r.server.system.publish(to(r.group_name, leader), payload)
+            self.held, self.acks = [], []
             return
         if time.monotonic() - self.since > HOLD_FOR:
-            log.warning("JetStream stream '%s > %s': dropped %d publishes held while no leader "
-                        "took over", r.jsa.name, r.stream.name, len(self.held))
-            self.held = []
+            log.warning("JetStream stream '%s > %s': dropped %d publishes and %d acks held while "
+                        "no leader took over", r.jsa.name, r.stream.name, len(self.held), len(self.acks))
+            self.held, self.acks = [], []
             return
         self.timer = r.server.loop.call_later(RETRY, self._settle)
 
@@ -199,3 +255,15 @@ class Forwarder:
                         r.jsa.name, r.stream.name, e)
             return
         r.on_publish(None, msgs, forwarded=True)    # a leader proposes them, one handing on holds them
+
+    def _forwarded_acks(self, sub, subj, reply, hdr, payload, origin):
+        """Acks the previous leader's consumers took but never proposed, or that reached it
+        after it handed on."""
+        r = self.replica
+        try:
+            acks = decode(bytes(payload))
+        except (ValueError, struct.error) as e:
+            log.warning("JetStream stream '%s > %s': dropped malformed forwarded acks: %s",
+                        r.jsa.name, r.stream.name, e)
+            return
+        r.consumers.take_acks(acks)

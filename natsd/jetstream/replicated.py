@@ -437,13 +437,14 @@ class ReplicatedStream:
 
     def _leader_changed(self, leader):
         me = leader == self.meta.peer
-        if self.leader_peer == self.meta.peer and not me:
-            self.forwarder.stepped_down()
+        was_leader = self.leader_peer == self.meta.peer
         self.leader_peer = leader
         if leader and not me:
             self.unanswered = None      # that leader answers it
         if not me:
-            self.consumers.stop_all()
+            if was_leader:
+                self.forwarder.stepped_down()   # first: the routes keep hearing of ack interest
+            self.forwarder.hold_acks(self.consumers.stop_all())
             self.stream.stop_sourcing()
             self.deferred = []
         self.jsa.claim(self.stream.name, me)
@@ -724,7 +725,7 @@ class ReplicatedStream:
                 elif not gone and not new and caught_up:
                     heirs = [p for p in self.peers if p in self.meta.connected]
                     if heirs:
-                        g.transfer_leadership(heirs[0])     # this server is the last to go
+                        self.transfer_leadership(heirs[0])  # this server is the last to go
             except (ValueError, NotLeader):
                 pass                    # a change is in flight: try again
         self.reconcile_timer = self.server.loop.call_later(RECONCILE, self._reconcile)
@@ -741,7 +742,7 @@ class ReplicatedStream:
             heirs = [p for p in self.peers if p in self.meta.connected and p in self.group.members()]
             try:
                 if heirs:
-                    self.group.transfer_leadership(heirs[0])
+                    self.transfer_leadership(heirs[0])
             except (ValueError, NotLeader):
                 pass
             self.server.loop.call_later(RECONCILE, self._try_leave)
@@ -818,7 +819,13 @@ class ReplicatedStream:
         return out
 
     def step_down(self, placement):
-        step_down(self.group, self.meta.peer, placement, self.meta.peer_clusters)
+        step_down(self.group, self.meta.peer, placement, self.meta.peer_clusters, self.transfer_leadership)
+
+    def transfer_leadership(self, target):
+        """Hand the group's leadership to `target` (ValueError, NotLeader: not now); the
+        consumers propose their state first (ReplicatedConsumers.hand_on)."""
+        self.consumers.hand_on()
+        self.group.transfer_leadership(target)
 
     # ---- what info shows ----
 

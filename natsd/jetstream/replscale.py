@@ -94,7 +94,7 @@ def move_one_step(rs, one):
         if not g.caught_up(one["to"]) or rs.is_copying(one["to"]):
             return
         try:
-            g.transfer_leadership(one["to"])
+            rs.transfer_leadership(one["to"])
         except (ValueError, NotLeader):
             pass                        # a change is in flight: the next step tries again
         return

@@ -5,6 +5,7 @@ reach every copy. The API's answers are compared with a nats-server cluster."""
 import asyncio
 import json
 import random
+import signal
 
 import nats
 import pytest
@@ -203,3 +204,59 @@ def test_one_replica_consumer_follows_the_stream_leader(tmp_path):
         got = info(members[0])
         assert got["config"]["num_replicas"] == 1 and got["ack_floor"]["stream_seq"] == 5, got
         assert [s for s, _ in asyncio.run(fetch(members[0].url, 5, ack=True))] == [6, 7, 8, 9, 10]
+
+
+async def ack_each(url, count, on_fetched, batch=10):
+    """Fetch `work` `batch` messages at a time and AckSync each, until `count` are acknowledged
+    (or a minute passes); on_fetched(number delivered so far) runs between a fetch and its
+    acks. -> (stream seqs as delivered, those acknowledged, those whose AckSync went
+    unanswered)"""
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    sub = await js.pull_subscribe_bind("work", "R3")
+    seen, acked, unanswered = [], [], []
+    deadline = asyncio.get_running_loop().time() + 60
+    while len(acked) < count and asyncio.get_running_loop().time() < deadline:
+        try:
+            msgs = await sub.fetch(batch, timeout=1)
+        except nats.errors.TimeoutError:
+            continue
+        seen += [msg.metadata.sequence.stream for msg in msgs]
+        on_fetched(len(seen))
+        for msg in msgs:
+            try:
+                await msg.ack_sync(timeout=3)
+                acked.append(msg.metadata.sequence.stream)
+            except nats.errors.TimeoutError:
+                unanswered.append(msg.metadata.sequence.stream)
+    await nc.close()
+    return seen, acked, unanswered
+
+
+@pytest.mark.parametrize("how", ["lame duck", "stepdown"])
+def test_acks_during_a_hand_off_are_all_answered(tmp_path, how):
+    """A consumer that fetches ten at a time and AckSyncs each goes on through its stream
+    leader handing leadership on (lame duck mode, or a stepdown request) between a fetch and
+    its acks: the acks that reach the old leader while it hands on, or just after, are
+    forwarded to the new one (replconsumers.py, replforward.py), so every AckSync is answered
+    and no acknowledged message is delivered again."""
+    from tests.cluster.test_replicated_streams import stream_with_a_long_lame_duck
+    with stream_with_a_long_lame_duck(tmp_path) as (leader, others):
+        asyncio.run(publish(others[0].url, 200))
+        add_work(others[0])
+
+        def hand_off_at(delivered):
+            if delivered != 60:
+                return
+            if how == "lame duck":
+                leader.proc.proc.send_signal(signal.SIGUSR2)
+            else:
+                asyncio.get_running_loop().create_task(api(leader, "$JS.API.STREAM.LEADER.STEPDOWN.R3"))
+        seen, acked, unanswered = asyncio.run(ack_each(others[0].url, 200, hand_off_at))
+        assert not unanswered, "AckSyncs never answered: %r" % unanswered
+        assert sorted(acked) == list(range(1, 201)), acked
+        again = [s for i, s in enumerate(seen) if s in seen[:i]]
+        assert not again, "acknowledged messages delivered again: %r" % again
+        assert leader_of(others) in others
+        final = info(others[1])
+        assert final["ack_floor"]["stream_seq"] == 200 and final["num_ack_pending"] == 0, final

@@ -138,10 +138,15 @@ def test_a_leader_that_stepped_down_forwards_only_what_can_be_told_apart():
         timers.append((delay, fn))
         return SimpleNamespace(cancel=lambda: None)
     node = SimpleNamespace(transfer_to="p2")
+    account_subs = []
     replica = SimpleNamespace(server=SimpleNamespace(loop=SimpleNamespace(call_later=call_later),
                                                      system=SimpleNamespace(subscribe=lambda s, cb: s)),
-                              group_name="S-1", meta=SimpleNamespace(peer="p1"), group=SimpleNamespace(node=node))
+                              group_name="S-1", meta=SimpleNamespace(peer="p1"), group=SimpleNamespace(node=node),
+                              stream=SimpleNamespace(name="S", resubscribe=lambda: None),
+                              jsa=SimpleNamespace(sublist=SimpleNamespace(insert=account_subs.append,
+                                                                          remove=account_subs.remove)))
     fwd = F.Forwarder(replica)
+    assert fwd.subs == ["$JSC.FWD.S-1.p1", "$JSC.FWDA.S-1.p1"]
     with_reply, without = (b"r.1", b"_INBOX.a", None, b"1", None), (b"r.1", None, None, b"2", None)
     fwd.refused([with_reply, without])
     assert fwd.held == [with_reply, without]
@@ -150,5 +155,13 @@ def test_a_leader_that_stepped_down_forwards_only_what_can_be_told_apart():
     assert len(fwd.held) == 2, "not forwarding: a refused publish is dropped"
     fwd.stepped_down()
     assert fwd.forwarding() and timers[-1][0] == F.GRACE
+    # the stream's acks keep a subscriber here for the grace second: they go to the next leader
+    assert [s.subject for s in account_subs] == [b"$JS.ACK.S.>"] and account_subs[0].batched
+    ack = (b"$JS.ACK.S.c.1.7.7.0.0", b"_INBOX.b", None, b"+ACK", None)
+    account_subs[0].handler(account_subs[0], [ack])
+    assert fwd.acks == [ack]
     fwd.refused([with_reply, without])
     assert fwd.held == [with_reply, without, with_reply]
+    [grace_over] = [fn for delay, fn in timers if delay == F.GRACE]
+    grace_over()
+    assert not account_subs and not fwd.forwarding()
