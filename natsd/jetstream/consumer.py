@@ -121,6 +121,7 @@ class Consumer(AckState, PushDelivery):
         self.sample = _parse_sample(cfg["sample_freq"])
         self.directory = None
         self.replica = None             # ReplicatedConsumers when its state rides in a Raft group
+        self.ack_sub = None             # the `$JS.ACK.<stream>.<consumer>.>` subscription
         self.subs = []
         self.dthresh = self._dthresh()
         self.internal = bool(cfg["direct"])
@@ -165,7 +166,7 @@ class Consumer(AckState, PushDelivery):
             self.replay_lseq = store_first_last(self.stream.store)[1]
         sn, on = self.stream.name, self.name
         if self.cfg["ack_policy"] not in ("none", "flow_control"):
-            self._sub("$JS.ACK.%s.%s.>" % (sn, on), self._on_acks, batched=True)  # as nats-server
+            self.ack_sub = self._sub("$JS.ACK.%s.%s.>" % (sn, on), self._on_acks, batched=True)  # as nats-server
         self._sub("$JS.API.CONSUMER.MSG.NEXT.%s.%s" % (sn, on), self._on_next)
         if self._domain():
             self._sub("$JS.%s.API.CONSUMER.MSG.NEXT.%s.%s" % (self._domain(), sn, on), self._on_next)
@@ -201,6 +202,17 @@ class Consumer(AckState, PushDelivery):
         s.batched = batched             # handler(sub, [(subject, reply, hdr, payload, origin)])
         self.account.sublist.insert(s)
         self.subs.append(s)
+        return s
+
+    def take_queued_acks(self):
+        """Acks the loop read for this consumer but has not handed over yet (it hands a
+        batched subscription's messages over after the work queued before them) -> them,
+        taken: the consumer is about to stop and would drop them."""
+        s = self.ack_sub
+        if s is None or not s.batch:
+            return []
+        msgs, s.batch = s.batch, None
+        return msgs
 
     def stop(self, delete=False, advisory=False):
         """Stream delete/shutdown: stop everything; optional DELETED advisory, remove state."""

@@ -26,7 +26,8 @@ stream's next leader carries on where the last one stopped.
 - Handing leadership on (a stepdown, lame duck mode, a move): first the consumers' state so
   far is proposed, while the group still takes proposals, and they deliver nothing more here
   (what they delivered during the transfer would not be in the next leader's state). The acks
-  taken since the last state entry was proposed (the raw acks, AckSyncs' replies included) go
+  taken since the last state entry was proposed (the raw acks, AckSyncs' replies included),
+  and those the loop read but had not handed over yet (Consumer.take_queued_acks), go
   to the next leader when this server stops leading, and so do acks that reach it in its
   grace second afterwards (natsd/jetstream/replforward.py); that leader applies them as if
   its clients had sent them, and answers the AckSyncs. Applying an ack twice changes nothing.
@@ -36,7 +37,7 @@ The consumer's leader is its stream's leader: `CONSUMER.LEADER.STEPDOWN` moves b
 import logging
 
 from natsd._core.router import publish
-from natsd.jetstream import consumerconfig as cc, errors as E, persist
+from natsd.jetstream import consumerconfig as cc, errors as E, persist, replforward
 from natsd.jetstream.consumer import Consumer
 
 log = logging.getLogger("natsd")
@@ -90,7 +91,7 @@ class ReplicatedConsumers:
         """Acks a running consumer is about to apply: kept until the state entry that carries
         them is proposed, for the next leader should this one hand on first."""
         if self.live and len(self.recent) < KEPT_ACKS:
-            self.recent += [(bytes(s), r and bytes(r), None, bytes(p), None) for s, r, _, p, _ in msgs]
+            self.recent += replforward.copied(msgs)
 
     def take_acks(self, msgs):
         """Acks the previous leader took and never proposed, or that reached it after it
@@ -275,6 +276,7 @@ class ReplicatedConsumers:
         for name in self.rows:
             o = consumers.get(name)
             if o is not None and o.replica is self:
+                kept += replforward.copied(o.take_queued_acks())
                 del consumers[name]
                 o.stop()
         return kept

@@ -72,6 +72,13 @@ def encode(msgs):
     return out
 
 
+def copied(msgs):
+    """Messages as the loop hands them over (its buffers are valid during the callback only)
+    -> their bytes, kept."""
+    return [(bytes(s), r and bytes(r), None if h is None else bytes(h), bytes(p), None)
+            for s, r, h, p, _ in msgs]
+
+
 def decode(data):
     """A forwarded payload -> [(subject, reply or None, headers or None, payload, None)]."""
     msgs, off, end = [], 0, len(data)
@@ -114,12 +121,12 @@ class Forwarder:
                      system.subscribe(ack_subject(r.group_name, r.meta.peer), self._forwarded_acks)]
 
     def stop(self):
+        self._drop_late_acks()
         for t in (self.timer, self.unsubscribe_timer):
             if t is not None:
                 t.cancel()
         self.timer = self.unsubscribe_timer = None
         self.held, self.acks = [], []
-        self._drop_late_acks()
         for sub in self.subs:
             self.replica.server.system.unsubscribe(sub)
 
@@ -148,13 +155,17 @@ class Forwarder:
         self.replica.stream.resubscribe()  # unsubscribes, unless it leads again
 
     def _drop_late_acks(self):
-        if self.late_acks is not None:
-            self.replica.jsa.sublist.remove(self.late_acks)
+        s = self.late_acks
+        if s is not None:
+            self.replica.jsa.sublist.remove(s)
             self.late_acks = None
+            if s.batch:                 # read, not yet handed over: they go on all the same
+                msgs, s.batch = s.batch, None
+                self.hold_acks(msgs)
 
     def _late(self, sub, msgs):
         """Acks that reached this server in its grace second: they go to the next leader."""
-        self.hold_acks([(bytes(s), r and bytes(r), None, bytes(p), None) for s, r, _, p, _ in msgs])
+        self.hold_acks(msgs)
 
     def refused(self, msgs):
         """Publishes the group would not take from this server (it is not the leader)."""
@@ -185,30 +196,23 @@ class Forwarder:
             out.append(m)
         return out
 
-    def hold_acks(self, acks):
-        """Acks for the next leader, as messages (subject, reply, None, payload, None)."""
-        if not acks:
-            return
-        room = HOLD_MSGS - len(self.acks)
-        if room < len(acks):
-            log.warning("JetStream stream '%s > %s': dropped %d acks that arrived while its "
-                        "leadership was handed on", self.replica.jsa.name, self.replica.stream.name,
-                        len(acks) - max(room, 0))
-        self.acks += acks[:max(room, 0)]
-        self._settle_soon()
-
     def hold(self, msgs):
-        """Messages this server could not propose: it is handing leadership on, or just did."""
+        """Publishes this server could not propose: it is handing leadership on, or just did."""
+        self._keep(self.held, msgs, "publishes")
+
+    def hold_acks(self, acks):
+        """Acks for the next leader (replconsumers.py's, or the grace second's)."""
+        self._keep(self.acks, acks, "acks")
+
+    def _keep(self, into, msgs, what):
         if not msgs:
             return
-        room = HOLD_MSGS - len(self.held)
+        room = HOLD_MSGS - len(into)
         if room < len(msgs):
-            log.warning("JetStream stream '%s > %s': dropped %d publishes that arrived while its "
+            log.warning("JetStream stream '%s > %s': dropped %d %s that arrived while its "
                         "leadership was handed on", self.replica.jsa.name, self.replica.stream.name,
-                        len(msgs) - max(room, 0))
-        # the loop's buffers are only valid during the callback
-        self.held += [(bytes(s), r and bytes(r), None if h is None else bytes(h), bytes(p), None)
-                      for s, r, h, p, _ in msgs[:max(room, 0)]]
+                        len(msgs) - max(room, 0), what)
+        into += copied(msgs[:max(room, 0)])
         self._settle_soon()
 
     def _settle_soon(self):

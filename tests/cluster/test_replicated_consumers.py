@@ -233,26 +233,33 @@ async def ack_each(url, count, on_fetched, batch=10):
     return seen, acked, unanswered
 
 
+@pytest.mark.parametrize("seed", fault_seeds([1]))
 @pytest.mark.parametrize("how", ["lame duck", "stepdown"])
-def test_acks_during_a_hand_off_are_all_answered(tmp_path, how):
-    """A consumer that fetches ten at a time and AckSyncs each goes on through its stream
+def test_acks_during_a_hand_off_are_all_answered(tmp_path, how, seed):
+    """A consumer that fetches a few at a time and AckSyncs each goes on through its stream
     leader handing leadership on (lame duck mode, or a stepdown request) between a fetch and
     its acks: the acks that reach the old leader while it hands on, or just after, are
     forwarded to the new one (replconsumers.py, replforward.py), so every AckSync is answered
-    and no acknowledged message is delivered again."""
+    and no acknowledged message is delivered again. The seed picks the batch size and the
+    moment."""
     from tests.cluster.test_replicated_streams import stream_with_a_long_lame_duck
+    rng = random.Random(seed)
+    batch, at = rng.randrange(1, 21), rng.randrange(20, 160)
     with stream_with_a_long_lame_duck(tmp_path) as (leader, others):
         asyncio.run(publish(others[0].url, 200))
         add_work(others[0])
+        handed = []
 
         def hand_off_at(delivered):
-            if delivered != 60:
+            if delivered < at or handed:
                 return
+            handed.append(delivered)
             if how == "lame duck":
                 leader.proc.proc.send_signal(signal.SIGUSR2)
             else:
                 asyncio.get_running_loop().create_task(api(leader, "$JS.API.STREAM.LEADER.STEPDOWN.R3"))
-        seen, acked, unanswered = asyncio.run(ack_each(others[0].url, 200, hand_off_at))
+        seen, acked, unanswered = asyncio.run(ack_each(others[0].url, 200, hand_off_at, batch))
+        assert handed
         assert not unanswered, "AckSyncs never answered: %r" % unanswered
         assert sorted(acked) == list(range(1, 201)), acked
         again = [s for i, s in enumerate(seen) if s in seen[:i]]
