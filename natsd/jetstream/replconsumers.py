@@ -135,9 +135,9 @@ class ReplicatedConsumers:
         self.timer = None
         if not self.live or self.rs.group.stopped:
             return
-        if self.rs.group.node.transfer_to:
+        if self.rs.group.node.transfer_to or not self.rs.is_leader():
             self._arm()                 # handing on: proposals wait for the transfer's end
-            return
+            return                      # (or for stop_all, the leadership gone)
         if self.holding:                # the transfer failed: this server still leads
             self.holding = False
             for o in self.rs.stream.consumers.values():
