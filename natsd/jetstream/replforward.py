@@ -251,23 +251,21 @@ class Forwarder:
 
     def _forwarded(self, sub, subj, reply, hdr, payload, origin):
         """Publishes the previous leader held while it handed leadership to this server."""
-        r = self.replica
-        try:
-            msgs = decode(bytes(payload))
-        except (ValueError, struct.error) as e:
-            log.warning("JetStream stream '%s > %s': dropped a malformed forwarded publish: %s",
-                        r.jsa.name, r.stream.name, e)
-            return
-        r.on_publish(None, msgs, forwarded=True)    # a leader proposes them, one handing on holds them
+        msgs = self._decoded(payload, "publishes")
+        if msgs is not None:
+            self.replica.on_publish(None, msgs, forwarded=True)  # a leader proposes them, one handing on holds them
 
     def _forwarded_acks(self, sub, subj, reply, hdr, payload, origin):
         """Acks the previous leader's consumers took but never proposed, or that reached it
         after it handed on."""
-        r = self.replica
+        acks = self._decoded(payload, "acks")
+        if acks is not None:
+            self.replica.consumers.take_acks(acks)
+
+    def _decoded(self, payload, what):
         try:
-            acks = decode(bytes(payload))
+            return decode(bytes(payload))
         except (ValueError, struct.error) as e:
-            log.warning("JetStream stream '%s > %s': dropped malformed forwarded acks: %s",
-                        r.jsa.name, r.stream.name, e)
-            return
-        r.consumers.take_acks(acks)
+            log.warning("JetStream stream '%s > %s': dropped malformed forwarded %s: %s",
+                        self.replica.jsa.name, self.replica.stream.name, what, e)
+            return None

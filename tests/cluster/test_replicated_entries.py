@@ -165,3 +165,24 @@ def test_a_leader_that_stepped_down_forwards_only_what_can_be_told_apart():
     [grace_over] = [fn for delay, fn in timers if delay == F.GRACE]
     grace_over()
     assert not account_subs and not fwd.forwarding()
+
+
+def test_forwarded_acks_reach_the_consumers_and_malformed_ones_are_logged(caplog):
+    """The acks a previous leader forwards go to the stream's consumers as sent (reply
+    included, for the AckSync's answer); a payload that does not decode is dropped with a
+    warning and nothing else happens."""
+    from types import SimpleNamespace
+    from natsd.jetstream import replforward as F
+    taken = []
+    system = SimpleNamespace(subscribe=lambda subject, cb: subject, unsubscribe=lambda sub: None)
+    replica = SimpleNamespace(server=SimpleNamespace(system=system), group_name="S-1",
+                              meta=SimpleNamespace(peer="p1"), jsa=SimpleNamespace(name="A"),
+                              stream=SimpleNamespace(name="R"), consumers=SimpleNamespace(take_acks=taken.append))
+    fwd = F.Forwarder(replica)
+    ack = (b"$JS.ACK.R.c.1.7.7.0.0", b"_INBOX.x", None, b"+ACK", None)
+    [payload] = F.encode([ack])
+    with caplog.at_level("WARNING", logger="natsd"):
+        fwd._forwarded_acks(None, b"$JSC.FWDA.S-1.p1", None, None, payload[:-2], None)
+    assert not taken and "dropped malformed forwarded acks" in caplog.text
+    fwd._forwarded_acks(None, b"$JSC.FWDA.S-1.p1", None, None, payload, None)
+    assert taken == [[ack]]
