@@ -8,6 +8,7 @@ import random
 import nats
 import pytest
 
+from natsd.compression import LEVELS
 from tests.conftest import nats_server_cmd
 from tests.cluster.clusterhelp import start_member, wait_mesh, wait_interest
 
@@ -17,7 +18,7 @@ need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not
 # machine, idle), fast, better, best above 10, 50, 100 ms (this machine, busy). nats-server
 # pools three routes per peer and measures each on its own, so a busy moment can give one of
 # them another level.
-AUTO_LEVELS = {"s2_uncompressed", "s2_fast", "s2_better", "s2_best"}
+AUTO_LEVELS = set(LEVELS)
 
 CASES = [
     # (kinds, modes, what both /routez show)
