@@ -37,7 +37,7 @@ The consumer's leader is its stream's leader: `CONSUMER.LEADER.STEPDOWN` moves b
 import logging
 
 from natsd._core.router import publish
-from natsd.jetstream import consumerconfig as cc, errors as E, persist, replforward
+from natsd.jetstream import consumerconfig as cc, errors as E, persist
 from natsd.jetstream.consumer import Consumer
 
 log = logging.getLogger("natsd")
@@ -59,7 +59,8 @@ class ReplicatedConsumers:
         self.ack_replies = []           # AckSync replies for the next state entry
         self.waiting = {}               # raft index -> (term, AckSync replies), answered at its
                                         # apply, even once this server no longer leads
-        self.recent = []                # raw acks taken since the last proposed state entry
+        self.recent = []                # batches of raw acks taken since the last proposed
+        self.recent_count = 0           # state entry (the loop's own lists, not copied)
         self.holding = False            # handing leadership on: the consumers deliver nothing
         self.timer = None
 
@@ -90,8 +91,9 @@ class ReplicatedConsumers:
     def note_acks(self, msgs):
         """Acks a running consumer is about to apply: kept until the state entry that carries
         them is proposed, for the next leader should this one hand on first."""
-        if self.live and len(self.recent) < KEPT_ACKS:
-            self.recent += replforward.copied(msgs)
+        if self.live and self.recent_count < KEPT_ACKS:
+            self.recent.append(msgs)
+            self.recent_count += len(msgs)
 
     def take_acks(self, msgs):
         """Acks the previous leader took and never proposed, or that reached it after it
@@ -162,7 +164,7 @@ class ReplicatedConsumers:
         if self.ack_replies:
             self.waiting[index] = (self.rs.group.node.term, self.ack_replies)
         self.changed_state, self.changed_cfg, self.removed, self.ack_replies = {}, {}, [], []
-        self.recent = []
+        self.recent, self.recent_count = [], 0
 
     # ---- every replica applies ----
 
@@ -269,14 +271,14 @@ class ReplicatedConsumers:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        kept = self.recent
+        kept = [m for batch in self.recent for m in batch]     # the forwarder copies them
         self.changed_state, self.changed_cfg, self.removed, self.ack_replies = {}, {}, [], []
-        self.recent = []
+        self.recent, self.recent_count = [], 0
         consumers = self.rs.stream.consumers
         for name in self.rows:
             o = consumers.get(name)
             if o is not None and o.replica is self:
-                kept += replforward.copied(o.take_queued_acks())
+                kept += o.take_queued_acks()
                 del consumers[name]
                 o.stop()
         return kept
