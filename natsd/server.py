@@ -184,6 +184,7 @@ class Server:
         self.shutting_down = True
         log.info("Initiating Shutdown...")
         if self.jetstream is not None:
+            self.jetstream.tell_pulls_of_shutdown()
             self.jetstream.hand_off_leaders()       # as nats-server: no wait, the messages are out
         if self.client_listener:
             self.client_listener.close()

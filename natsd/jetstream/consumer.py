@@ -196,6 +196,8 @@ class Consumer(AckState, PushDelivery):
             self.send_status(reply, status_hdr(409, "Consumer is push based"))
             return
         self.waiting.request(reply.decode(), payload, hdr)
+        if self.replica is not None:
+            self.replica.pulls_changed(self)
 
     def _sub(self, subject, handler, batched=False):
         s = Subscription(None, subject.encode(), b"", None, handler)
@@ -231,7 +233,7 @@ class Consumer(AckState, PushDelivery):
             if t is not None:
                 t.cancel()
         if self.waiting is not None:
-            self.waiting.close()
+            self.waiting.close(deleted=delete_state)
         if advisory:
             self.advisory("DELETED", "io.nats.jetstream.advisory.v1.consumer_action",
                           action="delete")

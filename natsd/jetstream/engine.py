@@ -544,6 +544,19 @@ class JetStream:
         any was."""
         return self.meta is not None and not self.stopped and self.meta.hand_off_leaders()
 
+    def tell_pulls_of_shutdown(self):
+        """The server shuts down (not after lame duck mode, which stopped JetStream first): as
+        nats-server, the consumers of one replica (`num_replicas` 0 or 1) led here tell their
+        waiting pull requests `409 Server Shutdown`, before the clients are closed."""
+        if self.stopped:
+            return
+        for jsa in self.jsas.values():
+            for st in jsa.streams.values():
+                for o in st.consumers.values():
+                    waiting = getattr(o, "waiting", None)
+                    if waiting is not None and not o.closed and o.cfg.get("num_replicas", 0) <= 1:
+                        waiting.server_shutdown()
+
     def shutdown(self):
         """Stop every stream (lame duck mode and server shutdown; the second call is a no-op).
         The API subscriptions stay: as with nats-server, requests to a JetStream that has shut

@@ -6,7 +6,10 @@ MaxRequestExpires / MaxRequestMaxBytes / MaxWaiting), the waiting queue (served 
 request with batch left moves to the back as in nats-server), `max_bytes` accounting (409
 Message Size Exceeds MaxBytes, 409 Batch Completed), expiry (408 Request Timeout with
 Nats-Pending-Messages / Nats-Pending-Bytes), `no_wait` at end of stream (404 No Messages),
-per-request idle heartbeats and 409 Consumer Deleted when the consumer goes away.
+per-request idle heartbeats, 409 Consumer Deleted when the consumer is deleted and 409 Server
+Shutdown (with what the request still wanted) when its server shuts down. A consumer that stops
+otherwise (lame duck mode, or its server no longer leads) tells its requests nothing, as
+nats-server: a replicated consumer's next leader tells them 409 Leadership Change.
 
 Priority groups (nats-server 2.11+, consumers with `priority_policy`): a JSON request names its
 `group`; `overflow` serves a request carrying `min_pending`/`min_ack_pending` only past those
@@ -405,11 +408,22 @@ class PullQueue:
         self.process(eos=False)
         self.o.kick()
 
-    def close(self):
+    def replies(self):
+        """The reply subjects of the requests waiting now."""
+        return {wr.reply for wr in self.q}
+
+    def server_shutdown(self):
+        """The server shuts down: each waiting request hears it, with what it still wanted."""
+        for wr in self.q:
+            self.o.send_status(wr.reply, status_hdr(409, "Server Shutdown", (wr.n, wr.b)))
+        self.q.clear()
+
+    def close(self, deleted):
         self.pins.clear()
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        for wr in self.q:
-            self.o.send_status(wr.reply, status_hdr(409, "Consumer Deleted"))
+        if deleted:
+            for wr in self.q:
+                self.o.send_status(wr.reply, status_hdr(409, "Consumer Deleted"))
         self.q.clear()

@@ -31,6 +31,12 @@ stream's next leader carries on where the last one stopped.
   to the next leader when this server stops leading, and so do acks that reach it in its
   grace second afterwards (natsd/jetstream/replforward.py); that leader applies them as if
   its clients had sent them, and answers the AckSyncs. Applying an ack twice changes nothing.
+- Waiting pull requests: a consumer_state entry also carries, per consumer, the reply subjects
+  of its waiting pull requests that the replicas do not know yet ("pulls": {"add", "del"});
+  every replica keeps them. A server that starts leading tells each request its log knows of
+  `409 Leadership Change`, as nats-server's new consumer leader does, so that its client asks
+  again at once rather than wait out its expiry; the old leader tells them nothing. Requests
+  that reached the old leader after its last entry go to the next leader with its acks.
 
 The consumer's leader is its stream's leader: `CONSUMER.LEADER.STEPDOWN` moves both.
 """
@@ -39,11 +45,14 @@ import logging
 from natsd._core.router import publish
 from natsd.jetstream import consumerconfig as cc, errors as E, persist
 from natsd.jetstream.consumer import Consumer
+from natsd.jetstream.pull import status_hdr
 
 log = logging.getLogger("natsd")
 
 STATE_INTERVAL = 0.02           # seconds between two consumer_state entries of one stream
 KEPT_ACKS = 100000              # acks kept for the next leader at most (more: redelivered)
+LEADERSHIP_CHANGE = status_hdr(409, "Leadership Change")
+NEXT = b"$JS.API.CONSUMER.MSG.NEXT."     # a forwarded pull request's subject, before <stream>.<consumer>
 OPS = {"consumer_create": "consumer_create_response", "consumer_delete": "consumer_delete_response",
        "consumer_state": None}
 
@@ -63,6 +72,10 @@ class ReplicatedConsumers:
         self.recent_count = 0           # state entry (the loop's own lists, not copied)
         self.holding = False            # handing leadership on: the consumers deliver nothing
         self.timer = None
+        self.pulls = {}                 # name -> reply subjects of its waiting pull requests,
+                                        # as the log has them
+        self.told = {}                  # the leader: name -> those the proposed entries name
+        self.changed_pulls = {}         # the leader: name -> Consumer whose requests changed
 
     def wants(self, cfg, stream):
         return not cfg.get("direct")
@@ -84,6 +97,11 @@ class ReplicatedConsumers:
         (self.changed_cfg if config else self.changed_state)[o.name] = o
         self._arm()
 
+    def pulls_changed(self, o):
+        if self.live and not o.closed:
+            self.changed_pulls[o.name] = o
+            self._arm()
+
     def answer_after_commit(self, o, reply):
         self.ack_replies.append(bytes(reply) if not isinstance(reply, str) else reply.encode())
         self.changed(o)
@@ -100,8 +118,11 @@ class ReplicatedConsumers:
         handed on (replforward): applied by the consumers they name, once they run here."""
         if self.rs.defer_until_ready(self.take_acks, msgs) or not self.live:
             return                      # not ready yet; or leads no more: the ack wait redelivers
-        by_name = {}
+        by_name, pulls = {}, {}
         for m in msgs:
+            if m[0].startswith(NEXT):   # a pull request: $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
+                pulls.setdefault(m[0].rsplit(b".", 1)[1].decode("utf-8", "replace"), []).append(m[1])
+                continue
             toks = m[0].split(b".", 4)  # $JS.ACK.<stream>.<consumer>.<rest>
             if len(toks) == 5:
                 by_name.setdefault(toks[3].decode("utf-8", "replace"), []).append(m)
@@ -110,6 +131,10 @@ class ReplicatedConsumers:
             o = consumers.get(name)
             if o is not None and o.replica is self:
                 o._on_acks(None, acks)  # as its own subscription hands them over
+        for name, replies in pulls.items():
+            o = consumers.get(name)
+            if o is not None and o.replica is self:
+                self._tell_leadership_changed(o, [r.decode("utf-8", "replace") for r in replies if r])
 
     def hand_on(self):
         """The group is about to hand leadership on: what the consumers did so far is proposed
@@ -145,7 +170,8 @@ class ReplicatedConsumers:
             for o in self.rs.stream.consumers.values():
                 if o.replica is self:
                     o.kick()
-        if not (self.changed_state or self.changed_cfg or self.removed or self.ack_replies):
+        if not (self.changed_state or self.changed_cfg or self.removed or self.ack_replies
+                or self.changed_pulls):
             return
         out = {}
         for name, o in self.changed_state.items():
@@ -154,6 +180,17 @@ class ReplicatedConsumers:
         for name, o in self.changed_cfg.items():
             if not o.closed:
                 out.setdefault(name, {"state": persist.state_of(o)})["config"] = cc.to_json(o.cfg)
+        told = {}
+        for name, o in self.changed_pulls.items():
+            if not o.closed and o.waiting is not None:
+                now, before = o.waiting.replies(), self.told.get(name, set())
+                if now != before:
+                    out.setdefault(name, {})["pulls"] = {"add": sorted(now - before),
+                                                         "del": sorted(before - now)}
+                    told[name] = now
+        if not out and not self.removed and not self.ack_replies:
+            self.changed_state, self.changed_cfg, self.changed_pulls = {}, {}, {}
+            return                      # closed consumers, or requests the replicas know
         req = {"consumers": out}
         if self.removed:
             req["removed"] = self.removed
@@ -165,6 +202,8 @@ class ReplicatedConsumers:
             self.waiting[index] = (self.rs.group.node.term, self.ack_replies)
         self.changed_state, self.changed_cfg, self.removed, self.ack_replies = {}, {}, [], []
         self.recent, self.recent_count = [], 0
+        self.changed_pulls = {}
+        self.told.update(told)
 
     # ---- every replica applies ----
 
@@ -201,6 +240,8 @@ class ReplicatedConsumers:
     def _apply_delete(self, name):
         if self.rows.pop(name, None) is None:
             return E.error("JSConsumerNotFoundErr")
+        self.pulls.pop(name, None)
+        self.told.pop(name, None)
         o = self.rs.stream.consumers.get(name)
         if o is not None and self.live:
             self.changed_state.pop(name, None)
@@ -211,10 +252,17 @@ class ReplicatedConsumers:
     def _apply_state(self, req, index):
         for name, c in (req.get("consumers") or {}).items():
             row = self.rows.get(name)
-            if row is not None:
+            if row is None:
+                continue
+            if "state" in c:
                 row["state"] = c["state"]
-                if "config" in c:
-                    row["config"] = c["config"]
+            if "config" in c:
+                row["config"] = c["config"]
+            pulls = c.get("pulls")
+            if pulls is not None:
+                known = self.pulls.setdefault(name, set())
+                known.difference_update(pulls["del"])
+                known.update(pulls["add"])
         waiting = self.waiting.pop(index, None)
         if waiting is not None and self.rs.own_entry(index, waiting[0]):
             sublist = self.rs.jsa.sublist
@@ -254,14 +302,24 @@ class ReplicatedConsumers:
     def start_all(self):
         """This server leads the group and has applied what earlier leaders committed."""
         self.live = True
+        self.told = {name: set(replies) for name, replies in self.pulls.items() if replies}
         for name, row in self.rows.items():
             if name not in self.rs.stream.consumers:
                 try:
-                    self._run(name, row)
+                    o = self._run(name, row)
                 except Exception:
                     log.exception("JetStream could not start consumer '%s > %s > %s'",
                                   self.rs.jsa.name, self.rs.stream.name, name)
+                    continue
+                if self.told.get(name):
+                    self._tell_leadership_changed(o, self.told[name])
+                    self.pulls_changed(o)       # the next entry drops them from every log
         self.rs.stream.consumer_removed()       # interest retention: what nobody needs now
+
+    def _tell_leadership_changed(self, o, replies):
+        """Pull requests an earlier leader of `o` held: they ask again, here."""
+        for reply in replies:
+            o.send_status(reply, LEADERSHIP_CHANGE)
 
     def stop_all(self):
         """Leadership left this server: its consumers go dormant. -> the acks they took that
@@ -274,11 +332,23 @@ class ReplicatedConsumers:
         kept = [m for batch in self.recent for m in batch]     # the forwarder copies them
         self.changed_state, self.changed_cfg, self.removed, self.ack_replies = {}, {}, [], []
         self.recent, self.recent_count = [], 0
+        self.changed_pulls = {}
         consumers = self.rs.stream.consumers
         for name in self.rows:
             o = consumers.get(name)
             if o is not None and o.replica is self:
                 kept += o.take_queued_acks()
+                kept += self._untold_pulls(o)
                 del consumers[name]
                 o.stop()
+        self.told = {}
         return kept
+
+    def _untold_pulls(self, o):
+        """`o`'s waiting pull requests that no proposed entry names, as messages for the next
+        leader, which tells them to ask again."""
+        if o.waiting is None:
+            return []
+        subject = NEXT + ("%s.%s" % (self.rs.stream.name, o.name)).encode()
+        untold = o.waiting.replies() - self.told.get(o.name, set())
+        return [(subject, reply.encode(), None, b"", None) for reply in sorted(untold)]

@@ -20,7 +20,7 @@ def test_natsjs_on_a_cluster_sees_what_it_sees_on_nats_server(natsjs, tmp_path):
     """R3 streams, consumers and KV on three servers: created, settled (leader and two current
     followers), written, read, a stream leader stepped down and the writes going on."""
     theirs, ours = on_clusters(natsjs, tmp_path, "cluster")
-    assert ours == theirs
+    assert ours == theirs, "natsd != nats-server at %s" % differences(ours, theirs)
 
 
 def test_natsjs_steps_on_r3_assets_on_a_cluster_match(natsjs, tmp_path):

@@ -267,3 +267,89 @@ def test_acks_during_a_hand_off_are_all_answered(tmp_path, how, seed):
         assert leader_of(others) in others
         final = info(others[1])
         assert final["ack_floor"]["stream_seq"] == 200 and final["num_ack_pending"] == 0, final
+
+
+PULL_REQUEST = json.dumps({"batch": 1, "expires": 60_000_000_000}).encode()
+
+
+async def pull_and_wait(url, during, quiet=0.5, timeout=20.0):
+    """A pull request for `work` (batch 1, a minute to expire) that waits on an empty stream;
+    once the consumer counts it, `await during(nc)` runs. -> what the request's inbox heard
+    until `quiet` seconds passed with nothing more (or `timeout` with nothing at all), as
+    (headers, payload) pairs."""
+    nc = await nats.connect(url)
+    heard = []
+    try:
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.R3.work", PULL_REQUEST, reply=inbox)
+        await nc.flush()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while (await nc.request("$JS.API.CONSUMER.INFO.R3.work", b"", timeout=5)).data.count(
+                b'"num_waiting":1') == 0:
+            assert loop.time() < deadline, "the consumer never counted the pull request"
+            await asyncio.sleep(0.05)
+        await during(nc)
+        wait = timeout
+        while True:
+            try:
+                msg = await sub.next_msg(timeout=wait)
+            except nats.errors.TimeoutError:
+                return heard
+            heard.append((dict(msg.headers or {}), msg.data))
+            wait = quiet
+    finally:
+        await nc.close()
+
+
+LEADERSHIP_CHANGE = [({"Status": "409", "Description": "Leadership Change"}, b"")]
+
+
+@need_ref
+def test_a_waiting_pull_request_hears_of_a_leadership_change(tmp_path):
+    """A pull request waiting at a consumer's leader when its leadership moves (a consumer
+    stepdown; on natsd it moves the stream's too) hears `409 Leadership Change` from the new
+    leader, once, and nothing from the old one, on nats-server and natsd alike, so that its
+    client asks again at once rather than wait out the request's minute."""
+    seen = {}
+    for kind in ("nats-server", "natsd"):
+        with js_cluster(kind, tmp_path / kind) as members:
+            asyncio.run(create(members[0], STREAM))
+            leader_of(members)
+            add_work(members[1])
+
+            async def step_down(nc):
+                reply = json.loads((await nc.request("$JS.API.CONSUMER.LEADER.STEPDOWN.R3.work",
+                                                     b"", timeout=5)).data)
+                assert reply.get("success"), reply
+            seen[kind] = asyncio.run(pull_and_wait(members[2].url, step_down))
+    assert seen["nats-server"] == LEADERSHIP_CHANGE
+    assert seen["natsd"] == seen["nats-server"]
+
+
+@pytest.mark.parametrize("seed", fault_seeds([1]))
+def test_a_waiting_pull_request_hears_of_a_new_leader_after_kill9(tmp_path, seed):
+    """The replicas know a leader's waiting pull requests from its consumer_state entries: the
+    leader is killed with -9 and the next one still tells the request `409 Leadership Change`.
+    An AckSync on a second consumer, answered once committed, shows the request's entry is in
+    the log (it was proposed in the same entry or before)."""
+    rng = random.Random(seed)
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[rng.randrange(3)], STREAM))
+        leader = leader_of(members)
+        entry = rng.choice([m for m in members if m is not leader])
+        asyncio.run(publish(entry.url, 1))
+        add_work(entry, dict(WORK, durable_name="other"))
+        asyncio.run(consumer_request(entry, "CREATE", "work", json.dumps(
+            {"stream_name": "R3", "config": dict(WORK, filter_subject="none.yet")}).encode()))
+
+        async def commit_then_kill(nc):
+            js = nc.jetstream()
+            sub = await js.pull_subscribe_bind("other", "R3")
+            [msg] = await sub.fetch(1, timeout=5)
+            await msg.ack_sync(timeout=5)
+            kill9(leader)
+        assert asyncio.run(pull_and_wait(entry.url, commit_then_kill)) == LEADERSHIP_CHANGE
+        assert leader_of([m for m in members if m is not leader]) is not leader
+

@@ -186,3 +186,65 @@ def test_forwarded_acks_reach_the_consumers_and_malformed_ones_are_logged(caplog
     assert not taken and "dropped malformed forwarded acks" in caplog.text
     fwd._forwarded_acks(None, b"$JSC.FWDA.S-1.p1", None, None, payload, None)
     assert taken == [[ack]]
+
+
+def test_waiting_pull_requests_ride_in_state_entries_and_reach_the_next_leader():
+    """A leader's consumer_state entries name the waiting pull requests its replicas do not
+    know yet, and those they know that are gone; a replica keeps what the log says. Those that
+    reached the leader after its last entry go with its acks when it stops leading, and the
+    next leader tells them `409 Leadership Change`."""
+    from types import SimpleNamespace
+    from natsd.jetstream.replconsumers import LEADERSHIP_CHANGE, ReplicatedConsumers
+
+    def replica_set(proposed):
+        rs = SimpleNamespace(stream=SimpleNamespace(name="R", consumers={}, store=None),
+                             group=SimpleNamespace(stopped=False, node=SimpleNamespace(transfer_to=None, term=1)),
+                             is_leader=lambda: True, defer_until_ready=lambda fn, msgs: False,
+                             propose_op=lambda op, req, reply: proposed.append((op, req)) or len(proposed),
+                             server=SimpleNamespace(loop=SimpleNamespace(
+                                 call_later=lambda d, fn: SimpleNamespace(cancel=lambda: None))))
+        rc = ReplicatedConsumers(rs)
+        rc.rows["work"] = {"created": 0, "config": "{}", "state": None}
+        return rs, rc
+
+    def consumer(rc, replies, told):
+        o = SimpleNamespace(name="work", closed=False, replica=rc, take_queued_acks=lambda: [],
+                            waiting=SimpleNamespace(replies=lambda: set(replies)),
+                            send_status=lambda reply, hdr: told.append((reply, hdr)), stop=lambda: None)
+        rc.rs.stream.consumers["work"] = o
+        return o
+
+    proposed, told = [], []
+    rs, leader = replica_set(proposed)
+    leader.live = True
+    replies = {"_INBOX.a", "_INBOX.b"}
+    o = consumer(leader, replies, told)
+    leader.pulls_changed(o)
+    leader._propose_state()
+    assert proposed[-1] == ("consumer_state", {"consumers": {"work": {"pulls": {
+        "add": ["_INBOX.a", "_INBOX.b"], "del": []}}}})
+    replies -= {"_INBOX.a"}
+    replies |= {"_INBOX.c"}
+    leader.pulls_changed(o)
+    leader._propose_state()
+    assert proposed[-1][1]["consumers"]["work"]["pulls"] == {"add": ["_INBOX.c"], "del": ["_INBOX.a"]}
+    leader.pulls_changed(o)
+    leader._propose_state()
+    assert len(proposed) == 2, "nothing changed: nothing proposed"
+
+    _, follower = replica_set([])
+    for i, (op, req) in enumerate(proposed, 1):
+        follower.apply(op, req, i)
+    assert follower.pulls == {"work": {"_INBOX.b", "_INBOX.c"}}
+
+    replies.add("_INBOX.d")             # after the last entry: it goes with the acks
+    forwarded = leader.stop_all()
+    assert forwarded == [(b"$JS.API.CONSUMER.MSG.NEXT.R.work", b"_INBOX.d", None, b"", None)]
+
+    next_told = []
+    _, successor = replica_set([])
+    successor.live = True
+    consumer(successor, set(), next_told)
+    successor.take_acks(forwarded)
+    assert next_told == [("_INBOX.d", LEADERSHIP_CHANGE)]
+    assert LEADERSHIP_CHANGE == b"NATS/1.0 409 Leadership Change\r\n\r\n"

@@ -4,6 +4,7 @@ sequence against both, comparing JSON key sets, error codes/descriptions and sta
 import asyncio
 import json
 import re
+import signal
 
 import nats
 
@@ -357,3 +358,43 @@ def test_acks_match(natsd, reference, tmp_path):
     ours = asyncio.run(run_acks(natsd("-js", "-sd", str(tmp_path / "a")).url))
     theirs = asyncio.run(run_acks(reference("-js", "-sd", str(tmp_path / "b")).url))
     assert ours == theirs
+
+
+async def waiting_pull_hears(url, then):
+    """Stream R3, pull consumer `work`, a pull request waiting on it; `then(nc)` runs. -> what
+    the request's inbox heard."""
+    from tests.cluster.test_replicated_consumers import pull_and_wait
+    nc = await nats.connect(url)
+    js = nc.jetstream()
+    await js.add_stream(name="R3", subjects=["r3.>"])
+    await js.add_consumer("R3", durable_name="work", ack_policy="explicit")
+    await nc.close()
+    return await pull_and_wait(url, then, timeout=3)
+
+
+def test_waiting_pull_requests_hear_of_a_delete_and_of_a_shutdown(natsd, reference, tmp_path):
+    """A consumer tells its waiting pull requests `409 Consumer Deleted` when deleted and `409
+    Server Shutdown` (with what each still wanted) when its server shuts down; after lame duck
+    mode, which stopped JetStream first, they hear nothing (their clients reconnect and ask
+    again)."""
+    ldm = tmp_path / "ldm.conf"
+    ldm.write_text("lame_duck_duration: 30s\nlame_duck_grace_period: 1s\n")
+    seen = {}
+    for kind, start in (("nats-server", reference), ("natsd", natsd)):
+        heard = []
+        for case, sig in (("deleted", None), ("shutdown", signal.SIGTERM), ("lame duck", signal.SIGUSR2)):
+            srv = start("-js", "-sd", str(tmp_path / kind / case), "-c", str(ldm))
+
+            async def then(nc):
+                if sig is None:
+                    await nc.request("$JS.API.CONSUMER.DELETE.R3.work", b"", timeout=5)
+                else:
+                    srv.signal(sig)
+            heard.append(asyncio.run(waiting_pull_hears(srv.url, then)))
+        seen[kind] = heard
+    assert seen["nats-server"] == [
+        [({"Status": "409", "Description": "Consumer Deleted"}, b"")],
+        [({"Status": "409", "Description": "Server Shutdown", "Nats-Pending-Messages": "1",
+           "Nats-Pending-Bytes": "0"}, b"")],
+        []]
+    assert seen["natsd"] == seen["nats-server"]
