@@ -307,25 +307,45 @@ LEADERSHIP_CHANGE = [({"Status": "409", "Description": "Leadership Change"}, b""
 
 
 @need_ref
-def test_a_waiting_pull_request_hears_of_a_leadership_change(tmp_path):
+@pytest.mark.parametrize("how", ["stepdown", "shutdown"])
+def test_a_waiting_pull_request_hears_of_a_leadership_change(tmp_path, how):
     """A pull request waiting at a consumer's leader when its leadership moves (a consumer
-    stepdown; on natsd it moves the stream's too) hears `409 Leadership Change` from the new
-    leader, once, and nothing from the old one, on nats-server and natsd alike, so that its
-    client asks again at once rather than wait out the request's minute."""
+    stepdown, on natsd it moves the stream's too; or its leader shutting down) hears `409
+    Leadership Change` from the new leader, once, and from the old one nothing, or `409 Server
+    Shutdown` when it shuts down (the consumer was asked with no replica count), on
+    nats-server and natsd alike, so that its client asks again at once rather than wait out
+    the request's minute."""
     seen = {}
     for kind in ("nats-server", "natsd"):
         with js_cluster(kind, tmp_path / kind) as members:
             asyncio.run(create(members[0], STREAM))
             leader_of(members)
             add_work(members[1])
+            by_name = {m.name: m for m in members}
+            entry = members[2]
 
-            async def step_down(nc):
-                reply = json.loads((await nc.request("$JS.API.CONSUMER.LEADER.STEPDOWN.R3.work",
-                                                     b"", timeout=5)).data)
-                assert reply.get("success"), reply
-            seen[kind] = asyncio.run(pull_and_wait(members[2].url, step_down))
-    assert seen["nats-server"] == LEADERSHIP_CHANGE
-    assert seen["natsd"] == seen["nats-server"]
+            async def move(nc):
+                if how == "stepdown":
+                    reply = json.loads((await nc.request("$JS.API.CONSUMER.LEADER.STEPDOWN.R3.work",
+                                                         b"", timeout=5)).data)
+                    assert reply.get("success"), reply
+                    return
+                ci = json.loads((await nc.request("$JS.API.CONSUMER.INFO.R3.work", b"", timeout=5)).data)
+                by_name[ci["cluster"]["leader"]].proc.signal(signal.SIGTERM)
+            if how == "shutdown":           # the client's server stays up
+                ci = asyncio.run(api(entry, "$JS.API.CONSUMER.INFO.R3.work"))
+                entry = next(m for m in members if m.name != ci["cluster"]["leader"])
+            seen[kind] = asyncio.run(pull_and_wait(entry.url, move, quiet=6 if how == "shutdown" else 0.5))
+    if how == "stepdown":
+        assert seen["nats-server"] == LEADERSHIP_CHANGE
+        assert seen["natsd"] == seen["nats-server"]
+        return
+    # the new leader tells the request only if the replicas heard of it before the shutdown
+    # (the request's entry is proposed a moment after the request, on both servers)
+    shutdown = ({"Status": "409", "Description": "Server Shutdown", "Nats-Pending-Messages": "1",
+                 "Nats-Pending-Bytes": "0"}, b"")
+    for kind, heard in seen.items():
+        assert heard in ([shutdown], [shutdown] + LEADERSHIP_CHANGE), (kind, heard)
 
 
 @pytest.mark.parametrize("seed", fault_seeds([1]))
