@@ -53,6 +53,7 @@ faults: build
 		tests/cluster/test_replicated_streams.py::test_partitioned_leader_acks_nothing_and_the_majority_goes_on \
 		tests/cluster/test_replicated_consumers.py::test_acks_survive_the_leader \
 		tests/cluster/test_replicated_consumers.py::test_acks_during_a_hand_off_are_all_answered \
+		tests/cluster/test_replicated_consumers.py::test_a_waiting_pull_request_hears_of_a_new_leader_after_kill9 \
 		tests/cluster/test_replica_catchup.py::test_slow_disk_and_a_leader_kill_lose_nothing \
 		tests/cluster/test_replica_catchup.py::test_replica_restarted_with_an_empty_store_rebuilds_everything \
 		tests/cluster/test_meta_group.py::test_leader_kill9_elects_another_and_the_restarted_server_follows \
