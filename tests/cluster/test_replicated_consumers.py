@@ -65,6 +65,16 @@ async def fetch(url, n, ack, timeout=3.0):
     return got
 
 
+def seeded_stream(members, rng, published):
+    """STREAM created through a member the seed picks, `published` messages sent through
+    another the seed picks, not the stream's leader -> (the leader, that member)."""
+    asyncio.run(create(members[rng.randrange(3)], STREAM))
+    leader = leader_of(members)
+    entry = rng.choice([m for m in members if m is not leader])
+    asyncio.run(publish(entry.url, published))
+    return leader, entry
+
+
 def info(m):
     return asyncio.run(consumer_request(m, "INFO"))
 
@@ -75,10 +85,7 @@ def test_acks_survive_the_leader(tmp_path, seed):
     leader: the new leader redelivers the 10 and the 50 never delivered, and nothing acked."""
     rng = random.Random(seed)
     with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[rng.randrange(3)], STREAM))
-        leader = leader_of(members)
-        entry = rng.choice([m for m in members if m is not leader])
-        asyncio.run(publish(entry.url, 100))
+        leader, entry = seeded_stream(members, rng, 100)
         add_work(entry)
         acked = asyncio.run(fetch(entry.url, 40, ack=True))
         assert [s for s, _ in acked] == list(range(1, 41))
@@ -356,10 +363,7 @@ def test_a_waiting_pull_request_hears_of_a_new_leader_after_kill9(tmp_path, seed
     the log (it was proposed in the same entry or before)."""
     rng = random.Random(seed)
     with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[rng.randrange(3)], STREAM))
-        leader = leader_of(members)
-        entry = rng.choice([m for m in members if m is not leader])
-        asyncio.run(publish(entry.url, 1))
+        leader, entry = seeded_stream(members, rng, 1)
         add_work(entry, dict(WORK, durable_name="other"))
         asyncio.run(consumer_request(entry, "CREATE", "work", json.dumps(
             {"stream_name": "R3", "config": dict(WORK, filter_subject="none.yet")}).encode()))
