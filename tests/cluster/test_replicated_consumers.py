@@ -311,20 +311,21 @@ async def pull_and_wait(url, during, quiet=0.5, timeout=20.0):
 
 
 LEADERSHIP_CHANGE = [({"Status": "409", "Description": "Leadership Change"}, b"")]
+LAME_DUCK = "lame_duck_duration: 30s\nlame_duck_grace_period: 1s"
 
 
 @need_ref
-@pytest.mark.parametrize("how", ["stepdown", "shutdown"])
+@pytest.mark.parametrize("how", ["stepdown", "lame duck", "shutdown"])
 def test_a_waiting_pull_request_hears_of_a_leadership_change(tmp_path, how):
     """A pull request waiting at a consumer's leader when its leadership moves (a consumer
-    stepdown, on natsd it moves the stream's too; or its leader shutting down) hears `409
-    Leadership Change` from the new leader, once, and from the old one nothing, or `409 Server
-    Shutdown` when it shuts down (the consumer was asked with no replica count), on
+    stepdown, on natsd it moves the stream's too; its leader entering lame duck mode or
+    shutting down) hears `409 Leadership Change` from the new leader, once, and from the old
+    one nothing, or `409 Server Shutdown` when it shuts down (the consumer was asked with no replica count), on
     nats-server and natsd alike, so that its client asks again at once rather than wait out
     the request's minute."""
     seen = {}
     for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind) as members:
+        with js_cluster(kind, tmp_path / kind, extra=lambda name: LAME_DUCK) as members:
             asyncio.run(create(members[0], STREAM))
             leader_of(members)
             add_work(members[1])
@@ -338,12 +339,13 @@ def test_a_waiting_pull_request_hears_of_a_leadership_change(tmp_path, how):
                     assert reply.get("success"), reply
                     return
                 ci = json.loads((await nc.request("$JS.API.CONSUMER.INFO.R3.work", b"", timeout=5)).data)
-                by_name[ci["cluster"]["leader"]].proc.signal(signal.SIGTERM)
-            if how == "shutdown":           # the client's server stays up
+                by_name[ci["cluster"]["leader"]].proc.signal(
+                    signal.SIGTERM if how == "shutdown" else signal.SIGUSR2)
+            if how != "stepdown":           # the client's server stays up
                 ci = asyncio.run(api(entry, "$JS.API.CONSUMER.INFO.R3.work"))
                 entry = next(m for m in members if m.name != ci["cluster"]["leader"])
             seen[kind] = asyncio.run(pull_and_wait(entry.url, move, quiet=6 if how == "shutdown" else 0.5))
-    if how == "stepdown":
+    if how != "shutdown":
         assert seen["nats-server"] == LEADERSHIP_CHANGE
         assert seen["natsd"] == seen["nats-server"]
         return
