@@ -180,8 +180,8 @@ class ReplicatedConsumers:
         for name, o in self.changed_cfg.items():
             if not o.closed:
                 out.setdefault(name, {"state": persist.state_of(o)})["config"] = cc.to_json(o.cfg)
-        told = {}
-        for name, o in self.changed_pulls.items():
+        told = {}                       # a delivery may have served a request: looked at too
+        for name, o in {**self.changed_state, **self.changed_pulls}.items():
             if not o.closed and o.waiting is not None:
                 now, before = o.waiting.replies(), self.told.get(name, set())
                 if now != before:

@@ -188,7 +188,7 @@ def test_forwarded_acks_reach_the_consumers_and_malformed_ones_are_logged(caplog
     assert taken == [[ack]]
 
 
-def test_waiting_pull_requests_ride_in_state_entries_and_reach_the_next_leader():
+def test_waiting_pull_requests_ride_in_state_entries_and_reach_the_next_leader(monkeypatch):
     """A leader's consumer_state entries name the waiting pull requests its replicas do not
     know yet, and those they know that are gone; a replica keeps what the log says. Those that
     reached the leader after its last entry go with its acks when it stops leading, and the
@@ -231,6 +231,16 @@ def test_waiting_pull_requests_ride_in_state_entries_and_reach_the_next_leader()
     leader.pulls_changed(o)
     leader._propose_state()
     assert len(proposed) == 2, "nothing changed: nothing proposed"
+    from natsd.jetstream import persist
+    monkeypatch.setattr(persist, "state_of", lambda o: {"delivered": 1})
+    replies.discard("_INBOX.c")         # served by a delivery: its state entry says so too
+    leader.changed(o)
+    leader._propose_state()
+    assert proposed[-1][1]["consumers"]["work"] == {"state": {"delivered": 1},
+                                                    "pulls": {"add": [], "del": ["_INBOX.c"]}}
+    replies.add("_INBOX.c")
+    leader.pulls_changed(o)
+    leader._propose_state()
 
     _, follower = replica_set([])
     for i, (op, req) in enumerate(proposed, 1):
