@@ -154,13 +154,21 @@ async def expiring_scenario(url, w, expires):
     imp = await nats.connect(url, user_credentials=w.creds["late"])
     sub = await imp.subscribe("private.>")
     await imp.flush()
-    await exp.publish("private.before", b"1")
-    await exp.flush()
-    out = {"before": await _got(sub, first=3.0)}     # nats-server took over 0.5 s once (CI78)
+    # "before" shows the import works while its token is valid: published again until it
+    # arrives (nats-server under the full suite once took over 0.5 s, CI78, and once never
+    # delivered a single one within 3 s, CI85); the copies are counted as one
+    before = []
+    for _ in range(10):
+        await exp.publish("private.before", b"1")
+        await exp.flush()
+        before = await _got(sub, timeout=0.3)
+        if before or time.time() > expires - 2:
+            break
+    out = {"before": sorted(set(before))}
     await asyncio.sleep(max(0.0, expires + 1.6 - time.time()))
     await exp.publish("private.after", b"2")
     await exp.flush()
-    out["after"] = await _got(sub)
+    out["after"] = [m for m in await _got(sub) if m[0] != "private.before"]  # late copies
     await exp.close()
     await imp.close()
     return out
