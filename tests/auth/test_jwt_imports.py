@@ -76,13 +76,12 @@ class World:
         return str(path)
 
 
-async def _got(sub, timeout=0.5, first=None):
-    """What arrives until `timeout` passes without a message (`first`: the wait for the
-    first one, where one is expected and a loaded machine may be slow)."""
+async def _got(sub, timeout=0.5):
+    """What arrives until `timeout` passes without a message."""
     out = []
     while True:
         try:
-            msg = await sub.next_msg(timeout=first if first and not out else timeout)
+            msg = await sub.next_msg(timeout=timeout)
         except nats.errors.TimeoutError:
             return out
         if not msg.subject.startswith("_INBOX."):       # the requests' own random inboxes

@@ -293,8 +293,8 @@ async def pull_and_wait(url, during, quiet=0.5, timeout=20.0):
         await nc.flush()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 10
-        while (await nc.request("$JS.API.CONSUMER.INFO.R3.work", b"", timeout=5)).data.count(
-                b'"num_waiting":1') == 0:
+        while json.loads((await nc.request("$JS.API.CONSUMER.INFO.R3.work", b"",
+                                           timeout=5)).data).get("num_waiting") != 1:
             assert loop.time() < deadline, "the consumer never counted the pull request"
             await asyncio.sleep(0.05)
         await during(nc)
