@@ -196,6 +196,10 @@ class Consumer(AckState, PushDelivery):
             self.send_status(reply, status_hdr(409, "Consumer is push based"))
             return
         self.waiting.request(reply.decode(), payload, hdr)
+        self.pulls_changed()
+
+    def pulls_changed(self):
+        """Its waiting pull requests changed: a replicated consumer's replicas hear of it."""
         if self.replica is not None:
             self.replica.pulls_changed(self)
 

@@ -9,7 +9,9 @@ Nats-Pending-Messages / Nats-Pending-Bytes), `no_wait` at end of stream (404 No 
 per-request idle heartbeats, 409 Consumer Deleted when the consumer is deleted and 409 Server
 Shutdown (with what the request still wanted) when its server shuts down. A consumer that stops
 otherwise (lame duck mode, or its server no longer leads) tells its requests nothing, as
-nats-server: a replicated consumer's next leader tells them 409 Leadership Change.
+nats-server: a replicated consumer's next leader tells them 409 Leadership Change. A request
+that leaves the queue unserved (expired, refused, its client gone) is reported to the consumer
+(Consumer.pulls_changed), so that its replicas forget it too.
 
 Priority groups (nats-server 2.11+, consumers with `priority_policy`): a JSON request names its
 `group`; `overflow` serves a request carrying `min_pending`/`min_ack_pending` only past those
@@ -262,6 +264,7 @@ class PullQueue:
             if wr.expires is not None and now >= wr.expires:
                 q.popleft()
                 o.send_status(wr.reply, status_hdr(408, "Request Timeout", (wr.n, wr.b)))
+                o.pulls_changed()
                 continue
             assigned = False
             if pins is not None:
@@ -271,6 +274,7 @@ class PullQueue:
                 elif rid and rid != pins.id:            # an old pin: tell the client
                     q.popleft()
                     o.send_status(wr.reply, status_hdr(423, "Nats-Wrong-Pin-Id", (wr.n, wr.b)))
+                    o.pulls_changed()
                     continue
                 elif pins.id and not rid:               # not the pinned client: wait
                     q.rotate(-1)
@@ -295,9 +299,11 @@ class PullQueue:
                                                        (wr.n, wr.b)))
                     if assigned:
                         pins.clear()
+                    o.pulls_changed()
                     continue
             if sl.match(wr.reply.encode()).total == 0:
                 q.popleft()
+                o.pulls_changed()
                 continue
             wr.d += 1
             wr.n -= 1
@@ -357,7 +363,7 @@ class PullQueue:
                 self.o.send_status(wr.reply, status_hdr(408, "Request Timeout", (wr.n, wr.b)))
             else:
                 keep.append(wr)
-        self.q = keep
+        self._keep(keep)
 
     def process(self, eos=False):
         """Expire, answer no_wait requests at end of stream, heartbeats; re-arm the timer."""
@@ -380,10 +386,17 @@ class PullQueue:
                                          "Nats-Last-Stream: %d\r\n\r\n" % (o.dseq - 1, o.sseq - 1)).encode())
                 wr.hbt = now + wr.hb
             keep.append(wr)
-        self.q = keep
+        self._keep(keep)
         if keep:
             o.last_activity = now
         self._arm()
+
+    def _keep(self, keep):
+        """The requests still waiting after housekeeping; the consumer hears if any left."""
+        gone = len(keep) != len(self.q)
+        self.q = keep
+        if gone:
+            self.o.pulls_changed()
 
     def _arm(self):
         nxt = None

@@ -32,8 +32,9 @@ stream's next leader carries on where the last one stopped.
   grace second afterwards (natsd/jetstream/replforward.py); that leader applies them as if
   its clients had sent them, and answers the AckSyncs. Applying an ack twice changes nothing.
 - Waiting pull requests: a consumer_state entry also carries, per consumer, the reply subjects
-  of its waiting pull requests that the replicas do not know yet ("pulls": {"add", "del"});
-  every replica keeps them. A server that starts leading tells each request its log knows of
+  of its waiting pull requests that the replicas do not know yet, and of those gone since
+  (served, expired, refused, or nobody listens any more) ("pulls": {"add", "del"}); every
+  replica keeps them. A server that starts leading tells each request its log knows of
   `409 Leadership Change`, as nats-server's new consumer leader does, so that its client asks
   again at once rather than wait out its expiry; the old leader tells them nothing. Requests
   that reached the old leader after its last entry go to the next leader with its acks.

@@ -357,6 +357,62 @@ def test_a_waiting_pull_request_hears_of_a_leadership_change(tmp_path, how):
         assert heard in ([shutdown], [shutdown] + LEADERSHIP_CHANGE), (kind, heard)
 
 
+async def expire_then_step_down(url):
+    """A pull request for `work` that expires (0.3 s) on an empty stream; once its 408 came,
+    the consumer's leader steps down, and once the new leader answers, -> what the request's
+    inbox heard, as (headers, payload) pairs. A new leader tells the requests it knows at once,
+    before it answers anything, and both reach the client's server over the same route."""
+    nc = await nats.connect(url)
+    try:
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        await nc.publish("$JS.API.CONSUMER.MSG.NEXT.R3.work",
+                         json.dumps({"batch": 1, "expires": 300_000_000}).encode(), reply=inbox)
+        msg = await sub.next_msg(timeout=10)
+        heard = [(dict(msg.headers or {}), msg.data)]
+        info = "$JS.API.CONSUMER.INFO.R3.work"
+        old = json.loads((await nc.request(info, b"", timeout=5)).data)["cluster"]["leader"]
+        reply = json.loads((await nc.request("$JS.API.CONSUMER.LEADER.STEPDOWN.R3.work", b"",
+                                             timeout=5)).data)
+        assert reply.get("success"), reply
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while True:
+            try:
+                ci = json.loads((await nc.request(info, b"", timeout=1)).data)
+                if ci.get("cluster", {}).get("leader") not in (None, old):
+                    break
+            except nats.errors.TimeoutError:
+                pass
+            assert loop.time() < deadline, "no new consumer leader answered"
+            await asyncio.sleep(0.05)
+        await nc.flush()
+        while sub.pending_msgs:
+            msg = await sub.next_msg(timeout=1)
+            heard.append((dict(msg.headers or {}), msg.data))
+        return heard
+    finally:
+        await nc.close()
+
+
+@need_ref
+def test_an_expired_pull_request_hears_nothing_when_leadership_moves(tmp_path):
+    """A pull request that expired leaves the waiting requests of every replica, as nats-server
+    proposes its removal: the consumer's next leader does not tell its inbox `409 Leadership
+    Change`, on nats-server and natsd alike."""
+    seen = {}
+    for kind in ("nats-server", "natsd"):
+        with js_cluster(kind, tmp_path / kind) as members:
+            asyncio.run(create(members[0], STREAM))
+            leader_of(members)
+            add_work(members[1])
+            seen[kind] = asyncio.run(expire_then_step_down(members[2].url))
+    timeout = ({"Status": "408", "Description": "Request Timeout", "Nats-Pending-Messages": "1",
+                "Nats-Pending-Bytes": "0"}, b"")
+    assert seen["nats-server"] == [timeout]
+    assert seen["natsd"] == seen["nats-server"]
+
+
 @pytest.mark.parametrize("seed", fault_seeds([1]))
 def test_a_waiting_pull_request_hears_of_a_new_leader_after_kill9(tmp_path, seed):
     """The replicas know a leader's waiting pull requests from its consumer_state entries: the
