@@ -514,7 +514,7 @@ class ReplicatedStream:
                     return
         self.last_compact = time.monotonic()
         # the copy must be on disk up to the snapshot before the log gives up those entries
-        index, data = n.applied, replsnapshot.take(st, self.consumers.rows)
+        index, data = n.applied, replsnapshot.take(st, self.consumers.rows, self.consumers.pulls)
         self.compacting = True
         self.compact_records = self.applied_records
         if st.file:
@@ -584,6 +584,7 @@ class ReplicatedStream:
         self.snapshot_records = self.applied_records
         st = self.stream
         self.consumers.rows = snap["consumers"]
+        self.consumers.pulls = replsnapshot.pulls_of(snap)
         cfg = self._snapshot_config(snap, st.config)
         if cfg != st.config:
             st.update_config(cfg)

@@ -4,8 +4,9 @@ away (natsd/jetstream/replicated.py), and how a replica brings its copy in line 
 A replica takes a snapshot right after applying entry `index`, with its file store synced, so
 its copy on disk is exactly what the entries up to `index` made. The snapshot names that state
 rather than holding the messages: the first and last sequence, the interior sequences that
-are deleted (as runs), the stream's configuration and the table of its replicated consumers
-(natsd/jetstream/replconsumers.py). It is JSON with a version number.
+are deleted (as runs), the stream's configuration, the table of its replicated consumers
+(natsd/jetstream/replconsumers.py) and their waiting pull requests as the log named them
+("pulls", absent in snapshots of older natsd). It is JSON with a version number.
 
 `align(store, snap)` brings a copy in line with a snapshot:
 
@@ -42,8 +43,9 @@ MESSAGES_MAGIC = b"NDMSGS01"
 _MESSAGES_HEAD = struct.Struct("<8sQQI")    # magic, snapshot index, records, crc32 of the records
 
 
-def take(stream, consumer_rows):
-    """The snapshot of a replica's state after its last applied entry -> bytes."""
+def take(stream, consumer_rows, pulls=None):
+    """The snapshot of a replica's state after its last applied entry -> bytes.
+    pulls: consumer name -> the reply subjects of its waiting pull requests."""
     store = stream.store
     return json.dumps({
         "v": VERSION,
@@ -52,7 +54,13 @@ def take(stream, consumer_rows):
         "deleted": runs(store.deleted()),
         "config": stream.config,
         "consumers": consumer_rows,
+        "pulls": {name: sorted(replies) for name, replies in (pulls or {}).items() if replies},
     }, separators=(",", ":")).encode()
+
+
+def pulls_of(snap):
+    """-> consumer name -> set of the waiting pull requests' reply subjects the snapshot names."""
+    return {name: set(replies) for name, replies in (snap.get("pulls") or {}).items()}
 
 
 def decode(data):

@@ -3,7 +3,8 @@ replsnapshot.py, catchup.py) on three real natsd servers.
 
 - A follower that was down (and lost its disk) while the leader compacted gets the snapshot,
   copies the messages it names (interior deletes included) and ends with a copy identical to
-  the others', with its consumers' acks: made leader, it redelivers nothing acknowledged.
+  the others', with its consumers' acks: made leader, it redelivers nothing acknowledged, and
+  tells a pull request that waited all along (named only by the snapshot) to ask again.
 - The leader killed at a seeded point around its first snapshot, under a window of
   publishes: nothing acknowledged is lost; then past COMPACT_ENTRIES every replica keeps a
   snapshot in place of its log's beginning, and every server killed at once comes back with
@@ -26,10 +27,11 @@ import pytest
 from natsd.jetstream.meta import COMPACT_ENTRIES as META_COMPACT
 from natsd.jetstream.replicated import COMPACT_ENTRIES
 from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all, restart_member
-from tests.cluster.test_replicated_consumers import add_work, fetch, info
+from tests.cluster.test_replicated_consumers import WORK, add_work, consumer_request, fetch, info
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
                                                    local_state, publish_window, stored, stream_elections)
 from tests.conftest import poll
+from tests.core.rawclient import RawClient
 
 MORE = COMPACT_ENTRIES + 1500           # past one snapshot on every replica
 
@@ -75,6 +77,16 @@ def test_follower_behind_the_snapshot_copies_what_it_names(tmp_path, seed):
         late = rng.choice([m for m in members if m is not leader])
         kill9(late)
         shutil.rmtree(str(tmp_path / ("store-" + late.name)))    # back with an empty disk
+        # a pull request that waits all along: the late server knows it from the snapshot alone
+        add_work(leader, dict(WORK, durable_name="idle", filter_subject="none.yet"))
+        other = next(m for m in members if m is not leader and m is not late)
+        waiting = RawClient(other.proc.port).connect()
+        body = json.dumps({"batch": 1, "expires": 600_000_000_000}).encode()
+        waiting.send(b"SUB _WAIT 1\r\nPUB $JS.API.CONSUMER.MSG.NEXT.R3.idle _WAIT %d\r\n%s\r\n"
+                     % (len(body), body))
+        waiting.sync()
+        assert poll(lambda: asyncio.run(consumer_request(leader, "INFO", "idle"))["num_waiting"] == 1,
+                    timeout=10)
         # deletes and acks the late server never sees, then enough for a snapshot
         gone = sorted(rng.sample(range(61, 200), 5))
         asyncio.run(delete_msgs(leader, gone))
@@ -95,6 +107,11 @@ def test_follower_behind_the_snapshot_copies_what_it_names(tmp_path, seed):
             if leader_of(members) is late:
                 break
         assert leader_of(members) is late, r
+        # leadership went straight to the late server (a preferred stepdown goes nowhere else)
+        waiting.read_until(b"HMSG _WAIT 1 ", timeout=10)
+        waiting.read_line()             # the sizes
+        assert waiting.read_line() == b"NATS/1.0 409 Leadership Change"
+        waiting.close()
         check_acked(late, acked, state)
         o = info(late)
         assert o["ack_floor"]["stream_seq"] >= 100, o

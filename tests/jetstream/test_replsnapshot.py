@@ -32,9 +32,9 @@ def leader_store(kind, path, last=100, deleted=(5, 6, 7, 40), first=3):
     return s
 
 
-def snapshot_of(store, consumers=None):
+def snapshot_of(store, consumers=None, pulls=None):
     st = types.SimpleNamespace(store=store, config={"name": "R3", "subjects": ["s.>"]})
-    return replsnapshot.decode(replsnapshot.take(st, consumers or {}))
+    return replsnapshot.decode(replsnapshot.take(st, consumers or {}, pulls))
 
 
 def copy(src, dst, lo, hi, index=7):
@@ -74,6 +74,12 @@ def test_snapshot_names_the_state(kind, tmp_path):
     assert (snap["first"], snap["last"]) == (3, 100)
     assert snap["deleted"] == [[5, 7], [40, 40]]
     assert snap["consumers"] == {"work": {"created": "x", "config": {}, "state": None}}
+    assert replsnapshot.pulls_of(snap) == {}
+    snap = snapshot_of(src, pulls={"work": {"_INBOX.b", "_INBOX.a"}, "idle": set()})
+    assert snap["pulls"] == {"work": ["_INBOX.a", "_INBOX.b"]}
+    assert replsnapshot.pulls_of(snap) == {"work": {"_INBOX.a", "_INBOX.b"}}
+    del snap["pulls"]                   # a snapshot of an older natsd
+    assert replsnapshot.pulls_of(snap) == {}
     assert replsnapshot.runs([1, 2, 3, 7, 9, 10]) == [[1, 3], [7, 7], [9, 10]]
 
 
