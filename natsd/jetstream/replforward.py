@@ -17,8 +17,11 @@ new leader can tell apart, below); a publish without one is dropped, as before.
 Acks go the same way: the consumers' acks that no state entry carries yet when this server
 stops leading (natsd/jetstream/replconsumers.py keeps them), and those that reach it in its
 grace second, through a subscription to `$JS.ACK.<stream>.>` that takes over from the
-consumers' own. They travel on `$JSC.FWDA.<group>.<peer>`; the next leader's consumers apply
-them, and an ack applied twice changes nothing.
+consumers' own. When the grace second ends, that subscription gives way to one the routes
+are not told of, for LATE seconds more: acks a route sent before it heard this server no
+longer listens still arrive, and go on too. They travel on `$JSC.FWDA.<group>.<peer>`; the
+next leader's consumers apply them, and an ack applied twice changes nothing (a local
+client's ack may reach both: the new leader over a route, and this server's catcher).
 
 For a moment both may have the stream's subscription (the new leader subscribed, the old one
 has not yet heard of it), and a server routing a publish then sends it to both. So a new
@@ -41,6 +44,7 @@ _FWD_MSG = struct.Struct("<IIII")
 HOLD_MSGS = 10000                       # messages held at most; later ones are dropped
 HOLD_FOR = 2.0                          # seconds held waiting for a leader, at most
 GRACE = 1.0                             # seconds a leader that stepped down keeps forwarding
+LATE = 2.0                              # seconds after it that it still forwards the acks in flight
 RETRY = 0.005                           # seconds between two looks at the group
 CHUNK_BYTES = 256 << 10                 # bytes of one forwarded message, about
 
@@ -115,6 +119,7 @@ class Forwarder:
         self.forward_until = 0.0        # a leader that stepped down: forwarding until (monotonic)
         self.unsubscribe_timer = None
         self.late_acks = None           # a leader that stepped down: its `$JS.ACK.<stream>.>`
+        self.late_timer = None          # when the routes no longer hear of it: its end
         r = replica
         system = r.server.system
         self.subs = [system.subscribe(subject(r.group_name, r.meta.peer), self._forwarded),
@@ -138,12 +143,8 @@ class Forwarder:
         if self.unsubscribe_timer is not None:
             self.unsubscribe_timer.cancel()
         self.unsubscribe_timer = self.replica.server.loop.call_later(GRACE, self._grace_over)
-        if self.late_acks is None:
-            r = self.replica
-            s = Subscription(None, ("$JS.ACK.%s.>" % r.stream.name).encode(), b"", None, self._late)
-            s.batched = True
-            r.jsa.sublist.insert(s)
-            self.late_acks = s
+        if self.late_acks is None or self.late_acks.local_only:
+            self._catch_late_acks(local_only=False)
 
     def forwarding(self):
         return time.monotonic() < self.forward_until
@@ -151,10 +152,30 @@ class Forwarder:
     def _grace_over(self):
         self.unsubscribe_timer = None
         self.forward_until = 0.0
-        self._drop_late_acks()
+        if self.late_acks is not None:  # the routes hear it unsubscribed; what they sent comes
+            self._catch_late_acks(local_only=True)
+            self.late_timer = self.replica.server.loop.call_later(LATE, self._late_over)
         self.replica.stream.resubscribe()  # unsubscribes, unless it leads again
 
+    def _late_over(self):
+        self.late_timer = None
+        self._drop_late_acks()
+
+    def _catch_late_acks(self, local_only):
+        """Catch the stream's acks from now on, announced to the routes or not (in place of the
+        catcher there was, which gives what it read but did not hand over yet)."""
+        r = self.replica
+        s = Subscription(None, ("$JS.ACK.%s.>" % r.stream.name).encode(), b"", None, self._late)
+        s.batched = True
+        s.local_only = local_only
+        r.jsa.sublist.insert(s)         # before the old one goes: never a moment without
+        self._drop_late_acks()
+        self.late_acks = s
+
     def _drop_late_acks(self):
+        if self.late_timer is not None:
+            self.late_timer.cancel()
+            self.late_timer = None
         s = self.late_acks
         if s is not None:
             self.replica.jsa.sublist.remove(s)

@@ -129,7 +129,8 @@ def test_a_new_leader_takes_each_publish_once():
 def test_a_leader_that_stepped_down_forwards_only_what_can_be_told_apart():
     """While it hands on, a leader holds every publish; for GRACE seconds after, it still
     takes them (servers route to it until they hear it unsubscribed) but holds only those
-    with a reply, the ones its successor can recognise if it got them directly too."""
+    with a reply, the ones its successor can recognise if it got them directly too. Acks it
+    catches for GRACE seconds announced to the routes, then for LATE more unannounced."""
     from types import SimpleNamespace
     from natsd.jetstream import replforward as F
     timers = []
@@ -164,7 +165,22 @@ def test_a_leader_that_stepped_down_forwards_only_what_can_be_told_apart():
     assert fwd.held == [with_reply, without, with_reply]
     [grace_over] = [fn for delay, fn in timers if delay == F.GRACE]
     grace_over()
-    assert not account_subs and not fwd.forwarding()
+    assert not fwd.forwarding()
+    # the routes hear it unsubscribed, but what they sent before still arrives: for LATE
+    # seconds a catcher the routes are not told of forwards those acks too
+    [late] = account_subs
+    assert late.subject == b"$JS.ACK.S.>" and late.local_only and late.batched
+    late.handler(late, [ack])
+    assert fwd.acks == [ack, ack]
+    [late_over] = [fn for delay, fn in timers if delay == F.LATE]
+    late_over()
+    assert not account_subs
+    # stepping down again within LATE: the routes are told of a catcher again
+    fwd.stepped_down()
+    fns = [fn for delay, fn in timers if delay == F.GRACE]
+    fns[-1]()
+    fwd.stepped_down()
+    assert [s.local_only for s in account_subs] == [False]
 
 
 def test_forwarded_acks_reach_the_consumers_and_malformed_ones_are_logged(caplog):
