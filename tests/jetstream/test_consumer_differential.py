@@ -8,6 +8,9 @@ import signal
 
 import nats
 
+from tests.conftest import poll
+from tests.core.rawclient import RawClient
+
 CREATE = "$JS.API.CONSUMER.CREATE.S"
 
 # (subject, body) — each reply is compared after masking volatile values.
@@ -360,23 +363,50 @@ def test_acks_match(natsd, reference, tmp_path):
     assert ours == theirs
 
 
-async def waiting_pull_hears(url, then):
-    """Stream R3, pull consumer `work`, a pull request waiting on it; `then(nc)` runs. -> what
-    the request's inbox heard."""
-    from tests.cluster.test_replicated_consumers import pull_and_wait
+async def request(url, subject):
     nc = await nats.connect(url)
-    js = nc.jetstream()
-    await js.add_stream(name="R3", subjects=["r3.>"])
-    await js.add_consumer("R3", durable_name="work", ack_policy="explicit")
-    await nc.close()
-    return await pull_and_wait(url, then, timeout=3)
+    try:
+        return json.loads((await nc.request(subject, b"", timeout=5)).data)
+    finally:
+        await nc.close()
+
+
+WAIT_FRAME = re.compile(rb"HMSG _WAIT 1 (\d+) (\d+)\r\n")
+
+
+def waiting_pull_hears(srv, then):
+    """Stream R3, pull consumer `work`, a pull request waiting on it (on a raw socket: a client
+    that reconnects could outlive its test); `then()` runs. -> the header blocks its inbox got
+    within 3 s, or until the server closed the connection."""
+    async def setup():
+        nc = await nats.connect(srv.url)
+        js = nc.jetstream()
+        await js.add_stream(name="R3", subjects=["r3.>"])
+        await js.add_consumer("R3", durable_name="work", ack_policy="explicit")
+        await nc.close()
+
+    asyncio.run(setup())
+    with RawClient(srv.port) as c:
+        c.connect()
+        body = json.dumps({"batch": 1, "expires": 60_000_000_000}).encode()
+        c.send(b"SUB _WAIT 1\r\nPUB $JS.API.CONSUMER.MSG.NEXT.R3.work _WAIT %d\r\n%s\r\n" % (len(body), body))
+        c.sync()
+        assert poll(lambda: asyncio.run(request(srv.url, "$JS.API.CONSUMER.INFO.R3.work"))["num_waiting"] == 1,
+                    timeout=10)
+        then()
+        got = c.read_available(quiet=3.0, timeout=3.0)
+    heard = []
+    for m in WAIT_FRAME.finditer(got):
+        hdr_len = int(m.group(1))
+        heard.append(got[m.end():m.end() + hdr_len])
+    return heard
 
 
 def test_waiting_pull_requests_hear_of_a_delete_and_of_a_shutdown(natsd, reference, tmp_path):
     """A consumer tells its waiting pull requests `409 Consumer Deleted` when deleted and `409
     Server Shutdown` (with what each still wanted) when its server shuts down; after lame duck
     mode, which stopped JetStream first, they hear nothing (their clients reconnect and ask
-    again)."""
+    again). Byte for byte."""
     ldm = tmp_path / "ldm.conf"
     ldm.write_text("lame_duck_duration: 30s\nlame_duck_grace_period: 1s\n")
     seen = {}
@@ -385,16 +415,15 @@ def test_waiting_pull_requests_hear_of_a_delete_and_of_a_shutdown(natsd, referen
         for case, sig in (("deleted", None), ("shutdown", signal.SIGTERM), ("lame duck", signal.SIGUSR2)):
             srv = start("-js", "-sd", str(tmp_path / kind / case), "-c", str(ldm))
 
-            async def then(nc):
+            def then():
                 if sig is None:
-                    await nc.request("$JS.API.CONSUMER.DELETE.R3.work", b"", timeout=5)
+                    assert asyncio.run(request(srv.url, "$JS.API.CONSUMER.DELETE.R3.work"))["success"]
                 else:
                     srv.signal(sig)
-            heard.append(asyncio.run(waiting_pull_hears(srv.url, then)))
+            heard.append(waiting_pull_hears(srv, then))
         seen[kind] = heard
     assert seen["nats-server"] == [
-        [({"Status": "409", "Description": "Consumer Deleted"}, b"")],
-        [({"Status": "409", "Description": "Server Shutdown", "Nats-Pending-Messages": "1",
-           "Nats-Pending-Bytes": "0"}, b"")],
+        [b"NATS/1.0 409 Consumer Deleted\r\n\r\n"],
+        [b"NATS/1.0 409 Server Shutdown\r\nNats-Pending-Messages: 1\r\nNats-Pending-Bytes: 0\r\n\r\n"],
         []]
     assert seen["natsd"] == seen["nats-server"]
