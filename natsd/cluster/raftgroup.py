@@ -294,9 +294,11 @@ class RaftGroup:
                     "system_account": True, "traffic_account": self.server.accounts.system.name,
                     "ipq_proposal_len": 0, "ipq_entry_len": 0, "ipq_resp_len": 0,
                     "ipq_apply_len": 0})
-        # the WAL's records carry terms where a stream keeps times: no times to show
+        st = self.storage
         out["wal"] = {"messages": lg.msgs, "bytes": lg.bytes, "first_seq": lg.first,
-                      "first_ts": go_time(0), "last_seq": lg.last, "last_ts": go_time(0),
+                      "first_ts": go_time(st.appended_at(lg.first) if lg.msgs else 0),
+                      "last_seq": lg.last,
+                      "last_ts": go_time(st.appended_at(lg.last) if lg.msgs else 0),
                       "consumer_count": 0}
         peers = {}
         for p in sorted(n.members):

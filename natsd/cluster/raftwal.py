@@ -3,7 +3,9 @@
 A group's directory holds:
 
 - `wal/`: the log (natsd/_core/log.pyx) with one record per entry: sequence = index, timestamp =
-  term, subject = the entry kind ("0" command, "1" noop, "2" members), payload = the data. The
+  when it was appended (what `/raftz` shows, as nats-server's WAL), subject = the entry kind and
+  its term ("0.<term>" command, "1.<term>" noop, "2.<term>" members), payload = the data. (Logs
+  written before natsd kept times have the bare kind as subject and the term as timestamp.) The
   log's group commit is the WAL's: the entries appended in one loop iteration are written
   together (the loop's call_soon hook; at once without one) and made durable by one fdatasync
   for everything appended before it (`sync_async`, on the loop's sync threads).
@@ -18,6 +20,7 @@ tail the log reports lost (a damaged last block) is cut back to the last entry i
 import os
 import struct
 import threading
+import time
 import zlib
 from array import array
 
@@ -26,7 +29,7 @@ from natsd.cluster.raftmsg import Entry, decode_members, encode_members
 from natsd.cluster.raftstore import SyncBook
 
 _SNAP = struct.Struct("<QQII")          # index, term, len(members), crc32 of the rest
-_KIND_SUBJECT = [b"0", b"1", b"2"]
+_KIND_PREFIX = [b"0.", b"1.", b"2."]
 TAIL = 4096                             # the latest entries also kept in memory (a leader's
                                         # Appends read them back right after appending)
 
@@ -49,6 +52,18 @@ def _write_durably(path, data):
 
 class CorruptState(Exception):
     pass
+
+
+def _subject(kind, term):
+    return _KIND_PREFIX[kind] + b"%d" % term
+
+
+def _parse(subject, ts):
+    """A record's subject and timestamp -> (kind, term, appended at in ns; 0: not known)."""
+    kind = subject[0] - 48
+    if len(subject) == 1:               # an older natsd's record: the term in the timestamp
+        return kind, ts, 0
+    return kind, int(subject[2:]), ts
 
 
 class LogStorage(SyncBook):
@@ -78,7 +93,7 @@ class LogStorage(SyncBook):
             r = self.log.read(index)
             if r is None:
                 raise CorruptState("%s: entry %d is missing from the log" % (self.dir, index))
-            self.terms.append(r[3])
+            self.terms.append(_parse(r[0], r[3])[1])
         self.sync_requested = False
         self.syncing = []
         self._reset_tail()
@@ -200,21 +215,27 @@ class LogStorage(SyncBook):
             r = self.log.read(index)
             if r is None:
                 raise CorruptState("%s: entry %d cannot be read" % (self.dir, index))
-            subject, _, data, term = r
-            out.append(Entry(term, _KIND_SUBJECT.index(subject), data))
+            kind, term, _ = _parse(r[0], r[3])
+            out.append(Entry(term, kind, r[2]))
         return out
 
     def append(self, entries):
         index = self.last_index()
+        now = time.time_ns()
         for e in entries:
             index += 1
-            self.log.append(index, e.term, _KIND_SUBJECT[e.kind], None, e.data)
+            self.log.append(index, now, _subject(e.kind, e.term), None, e.data)
             self.terms.append(e.term)
         self.tail.extend(entries)
         if len(self.tail) > 2 * TAIL:
             drop = len(self.tail) - TAIL
             del self.tail[:drop]
             self.tail_lo += drop
+
+    def appended_at(self, index):
+        """When the entry at `index` was appended, in ns since the epoch (0: not known)."""
+        r = self.log.read(index) if self.base < index <= self.last_index() else None
+        return _parse(r[0], r[3])[2] if r is not None else 0
 
     def truncate_after(self, index):
         if index >= self.last_index():

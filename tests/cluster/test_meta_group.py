@@ -74,6 +74,13 @@ def _shape(obj):
     return type(obj).__name__
 
 
+def _unix(go_time):
+    """RFC 3339 (nanoseconds allowed) -> seconds since the epoch."""
+    from datetime import datetime
+    whole, _, frac = go_time.rstrip("Z").partition(".")
+    return datetime.fromisoformat(whole + "+00:00").timestamp() + float("0." + (frac or "0"))
+
+
 def _snapshot(members):
     leader_name = agreed_leader(members)
     leader = next(m for m in members if m.name == leader_name)
@@ -104,6 +111,11 @@ def test_meta_cluster_and_raftz_are_shaped_as_nats_server(tmp_path):
             assert {p["name"] for p in lg["peers"].values()} == names - {leader.name}
             assert lg["committed"] >= 1
             assert poll(lambda: raft_group(follower)["committed"] >= 1, timeout=10)
+            wal = raft_group(leader)["wal"]     # when its entries were appended, as a stream's
+            assert wal["messages"] >= 1 or kind == "nats-server"
+            if wal["messages"]:
+                first, last = (_unix(wal["first_ts"]), _unix(wal["last_ts"]))
+                assert time.time() - 300 < first <= last < time.time() + 1, wal
             varz_meta = leader.get("/varz")["jetstream"]["meta"]
             assert varz_meta["leader"] == leader.name and varz_meta["cluster_size"] == 3
             assert leader.get("/jsz")["ha_assets"] == 1

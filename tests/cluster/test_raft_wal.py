@@ -153,6 +153,42 @@ def test_sync_async_reports_what_it_covered(tmp_path):
     s.close()
 
 
+def test_entries_keep_when_they_were_appended(tmp_path):
+    import time
+    s = LogStorage(tmp_path / "g")
+    before = time.time_ns()
+    s.append([Entry(7, NORMAL, b"a"), Entry(9, CONFIG, b"b")])
+    after = time.time_ns()
+    s.log.sync()
+    s.close()
+    s = LogStorage(tmp_path / "g")
+    assert [(e.term, e.kind, e.data) for e in s.entries(1, 2)] == [(7, NORMAL, b"a"), (9, CONFIG, b"b")]
+    assert before <= s.appended_at(1) <= s.appended_at(2) <= after
+    assert s.appended_at(3) == 0 and s.appended_at(0) == 0
+    s.close()
+
+
+def test_a_log_written_before_natsd_kept_times_still_reads(tmp_path):
+    """An earlier natsd wrote the bare kind as subject and the term as timestamp."""
+    from natsd._core.log import Log
+    os.makedirs(tmp_path / "g")
+    old = Log(str(tmp_path / "g" / "wal"), block_size=4 * 1024 * 1024, sync_marks=False, zero_ahead=True)
+    old.append(1, 3, b"1", None, b"")
+    old.append(2, 5, b"0", None, b"cmd")
+    old.sync()
+    old.close()
+    s = LogStorage(tmp_path / "g")
+    assert [s.term_at(i) for i in (1, 2)] == [3, 5]
+    assert [(e.term, e.kind, e.data) for e in s.entries(1, 2)] == [(3, NOOP, b""), (5, NORMAL, b"cmd")]
+    assert s.appended_at(2) == 0
+    s.append([Entry(6, NORMAL, b"new")])
+    s.log.sync()
+    s.close()
+    s = LogStorage(tmp_path / "g")
+    assert [s.term_at(i) for i in (1, 2, 3)] == [3, 5, 6] and s.appended_at(3) > 0
+    s.close()
+
+
 def _header_mark(path):
     with open(path, "rb") as f:
         return int.from_bytes(f.read(16)[8:], "little")
