@@ -70,6 +70,10 @@ class ServerProcess:
 
     @property
     def log(self):
+        """What the server wrote so far; all of it once it exited (the reader may still be
+        taking its last lines off the pipe when the process is already gone)."""
+        if self.proc.poll() is not None:
+            self.reader.join(5)
         return "\n".join(self.lines)
 
     def wait_log(self, pattern, timeout=10):
