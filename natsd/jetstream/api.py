@@ -159,12 +159,12 @@ class ApiHandler:
             return          # no nats-server API subscription matches this subject
         if (self.server.cluster is not None and jsa is not None and args and op in STREAM_NAMED
                 and not placement.answer_here(jsa, args[0], b"$JS.API." + rest, subject, reply,
-                                              hdr, payload, origin)):
+                                              hdr, payload, origin, op, args)):
             # another server of the cluster has the stream
             self._watch_answer(jsa, origin, op, subject, reply, payload)
             return
         if jsa is not None and args and op in STREAM_NAMED and self._held_for_leader(
-                jsa, args[0], sub, subject, reply, hdr, payload, origin):
+                jsa, op, args, sub, subject, reply, hdr, payload, origin):
             return          # a new leader: answered once it has applied what came before it
         if op == "DIRECT.GET":
             if jsa is not None and reply:
@@ -239,14 +239,17 @@ class ApiHandler:
                 and not _from_route(origin)):
             auditwatch.watch(jsa, origin, op, subject, reply, payload)
 
-    def _held_for_leader(self, jsa, stream, *request):
+    def _held_for_leader(self, jsa, op, args, *request):
         """A replicated stream's new leader holds requests until it is ready (see
-        ReplicatedStream.defer_until_ready). A failure here is left to the handlers, which
-        answer it."""
+        ReplicatedStream.defer_until_ready), and so does a consumer group's for the requests
+        its consumer answers. A failure here is left to the handlers, which answer it."""
         try:
-            st = jsa.streams.get(stream)
-            return bool(st is not None and st.replica is not None
-                        and st.replica.defer_until_ready(self.on_request, *request))
+            st = jsa.streams.get(args[0])
+            if st is None or st.replica is None:
+                return False
+            host = st.replica.consumers.hosted(args[1]) \
+                if op in placement.CONSUMER_LED and len(args) > 1 else None
+            return bool((host or st.replica).defer_until_ready(self.on_request, *request))
         except Exception:
             return False
 

@@ -242,7 +242,7 @@ def check_consumer(jsa, stream, cfg, action, pedantic):
     consumer of the name, as nats-server does; raises ApiError. -> (the existing consumer or
     None, the consumer's name)."""
     existing_name = cfg["durable_name"] or cfg["name"]
-    eo = stream.consumers.get(existing_name) if existing_name else None
+    eo = _existing(stream, existing_name) if existing_name else None
     if eo is not None:
         cfg["pause_until"] = eo.cfg["pause_until"]
     cc.set_static_metadata(cfg)
@@ -343,6 +343,15 @@ def _partition_unique(stream, name, fl):
 
 # ---- info / delete / names / list ----
 
+def _existing(stream, name):
+    """Consumer `name` of `stream`: running here, or (one with a Raft group of its own that
+    leads elsewhere) as this server knows it; None: no such consumer."""
+    o = stream.consumers.get(name)
+    if o is None and stream.replica is not None:
+        o = stream.replica.consumers.hosted_view(name)
+    return o
+
+
 def _lookup(jsa, sname, cname, reply, rtype, payload, need_empty=True):
     if need_empty and not gojson.is_empty_request(payload):
         _respond(jsa, reply, rtype, E.error("JSNotEmptyRequestErr"))
@@ -351,7 +360,7 @@ def _lookup(jsa, sname, cname, reply, rtype, payload, need_empty=True):
     if stream is None:
         _respond(jsa, reply, rtype, E.error("JSStreamNotFoundErr"))
         return None
-    o = stream.consumers.get(cname)
+    o = _existing(stream, cname)
     if o is None or getattr(o, "internal", False):
         _respond(jsa, reply, rtype, E.error("JSConsumerNotFoundErr"))
         return None
@@ -369,7 +378,9 @@ def _info(jsa, sname, cname, reply, payload):
 def _delete(jsa, sname, cname, reply, payload):
     rtype = "consumer_delete_response"
     o = _lookup(jsa, sname, cname, reply, rtype, payload)
-    if o is not None and o.replica is not None:
+    if o is not None and o.stream.replica is not None and o.stream.replica.consumers.hosted(o.name):
+        o.stream.replica.consumers.propose_delete(o.name, reply)    # the stream's group deletes it
+    elif o is not None and o.replica is not None:
         o.replica.propose_delete(o.name, reply)     # on every replica; the leader answers
     elif o is not None:
         o.delete()
@@ -378,9 +389,10 @@ def _delete(jsa, sname, cname, reply, payload):
 
 
 def _leader_stepdown(jsa, sname, cname, reply, payload):
-    """CONSUMER.LEADER.STEPDOWN. A replicated consumer's leader is its stream's leader
-    (natsd/jetstream/replconsumers.py), so both move; a one-replica consumer has no group and
-    answers success, as nats-server's does."""
+    """CONSUMER.LEADER.STEPDOWN. A consumer with a Raft group of its own
+    (natsd/jetstream/consumergroup.py) moves alone; one whose state rides in its stream's
+    group (natsd/jetstream/replconsumers.py) leads where the stream does, so both move; a
+    one-replica consumer has no group and answers success, as nats-server's does."""
     rtype = "consumer_leader_stepdown_response"
     if getattr(jsa.engine, "meta", None) is None:
         _respond(jsa, reply, rtype, E.error("JSClusterNotActiveErr"))
@@ -394,7 +406,7 @@ def _leader_stepdown(jsa, sname, cname, reply, payload):
             if gojson.is_json_object_or_array(payload):
                 req = decode_request(payload, STEPDOWN_REQUEST, "JSApiLeaderStepdownRequest",
                                      _strict(jsa))
-            o.stream.replica.step_down(req.get("placement") or {})
+            o.replica.rs.step_down(req.get("placement") or {})    # its group's host
         except E.ApiError as err:
             _respond(jsa, reply, rtype, err)
             return None

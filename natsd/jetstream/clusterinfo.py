@@ -1,7 +1,8 @@
 """How one server sees a Raft group (natsd/cluster/raftgroup.py) it belongs to, as
 nats-server's ClusterInfo and MetaClusterInfo show it (`replicas`), and the leader stepdown
-that the meta and stream groups share."""
+that the meta, stream and consumer groups share."""
 from natsd.cluster.raft import NotLeader
+from natsd.gofmt import go_time
 from natsd.jetstream import errors as E
 from natsd.jetstream.sourcing import get_hash
 
@@ -31,6 +32,23 @@ def peer_infos(group, me, names, connected, everyone=False):
         r["peer"] = p
         out.append(r)
     out.sort(key=lambda r: r["name"])
+    return out
+
+
+def cluster_info(meta, group, group_name):
+    """nats-server's ClusterInfo of a stream's or a consumer's group (`meta`: the meta group,
+    which knows the servers' names and routes)."""
+    names = meta.peer_names
+    out = {"name": meta.routes.name, "raft_group": group_name}
+    if group.leader:
+        out["leader"] = names.get(group.leader, group.leader)
+    if group.leader_since is not None and group.is_leader():
+        out["leader_since"] = go_time(group.leader_since)
+    out["system_account"] = True    # the group's traffic is in the system account
+    out["traffic_account"] = meta.server.accounts.system.name
+    replicas = peer_infos(group, meta.peer, names, meta.connected)
+    if replicas:
+        out["replicas"] = replicas
     return out
 
 

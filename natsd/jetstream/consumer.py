@@ -972,7 +972,7 @@ class Consumer(AckState, PushDelivery):
                 return None
         except Exception:
             return None
-        fn = getattr(self.stream, "cluster_info", None)
+        fn = getattr(self.replica if self.replica is not None else self.stream, "cluster_info", None)
         if fn is not None:
             try:
                 return fn()

@@ -144,8 +144,13 @@ class JsAccount:
 
     @staticmethod
     def consumers_of(stream):
-        """The stream's consumers that clients see (not the internal ones)."""
-        return sum(1 for c in stream.consumers.values() if not getattr(c, "internal", False))
+        """The stream's consumers that clients see (not the internal ones): those running
+        here, and on a replicated stream's leader those with groups of their own that lead
+        elsewhere (natsd/jetstream/consumergroup.py)."""
+        n = sum(1 for c in stream.consumers.values() if not getattr(c, "internal", False))
+        if stream.replica is not None and stream.replica.is_leader():
+            n += sum(1 for name in stream.replica.consumers.hosts if name not in stream.consumers)
+        return n
 
     def check_limits(self, cfg, existing=None):
         """Resource checks for a new (or updated) stream."""
@@ -217,7 +222,7 @@ class JsAccount:
             st.rebuild_timers()
         self.streams[name] = st
         if self.engine.server.cluster is not None and replica is None:
-            self.claims[name] = placement.Claim(self.sublist, name)
+            self.claims[name] = placement.Claim(self.sublist, placement.claimed_subjects(name))
         st.start()
         return st
 
@@ -227,7 +232,7 @@ class JsAccount:
         if claim is not None:
             claim.release()
         if on:
-            self.claims[name] = placement.Claim(self.sublist, name)
+            self.claims[name] = placement.Claim(self.sublist, placement.claimed_subjects(name))
 
     def release_stream(self, name):
         """Take a one-replica stream out of the account without deleting its files (it becomes
@@ -780,7 +785,11 @@ class _JszStream:
     def consumers(self):
         if not self.is_leader():
             return self.st.replica.consumers.views()
-        return [c for c in self.st.consumers.values() if not getattr(c, "internal", False)]
+        out = [c for c in self.st.consumers.values() if not getattr(c, "internal", False)]
+        if self.st.replica is not None:     # those with groups of their own, led elsewhere
+            rc = self.st.replica.consumers
+            out += [rc.hosted_view(n) for n in rc.hosts if n not in self.st.consumers]
+        return out
 
     def is_leader(self):
         return self.st.replica is None or self.st.replica.is_leader()

@@ -684,6 +684,9 @@ class MetaGroup:
         for (acc, _), r in self.replicas.items():
             if acc == account and not r.group.stopped:
                 out[r.group_name] = r.group.status(self.peer_names)
+                for host in r.consumers.hosts.values():     # consumers' groups of their own
+                    if not host.group.stopped:
+                        out[host.group_name] = host.group.status(self.peer_names)
         return out
 
     def health_errors(self):
@@ -773,10 +776,13 @@ class MetaGroup:
 
     def hand_off_leaders(self):
         """nats-server's transferRaftLeaders, for lame duck mode and shutdown: the meta group and
-        each stream group this server leads hand leadership to the most up-to-date member heard
-        from lately, so the cluster need not wait an election timeout -> whether any did."""
+        each stream and consumer group this server leads hand leadership to the most up-to-date
+        member heard from lately, so the cluster need not wait an election timeout -> whether
+        any did."""
         moved = 0
-        for owner in [self] + list(self.replicas.values()):
+        owners = [self] + list(self.replicas.values())
+        owners += [host for r in self.replicas.values() for host in r.consumers.hosts.values()]
+        for owner in owners:
             if owner.group.stopped or not owner.group.is_leader():
                 continue
             try:

@@ -48,12 +48,13 @@ def _ignore(sub, *args):
 
 
 class Claim:
-    """The subscriptions by which a stream's server draws the requests about it."""
+    """The subscriptions by which a stream's server (or a consumer's leader,
+    natsd/jetstream/consumergroup.py) draws the requests about it."""
 
-    def __init__(self, sublist, stream):
+    def __init__(self, sublist, subjects):
         self.sublist = sublist
         self.subs = []
-        for subject in claimed_subjects(stream):
+        for subject in subjects:
             s = Subscription(None, subject.encode(), b"", None, _ignore)
             sublist.insert(s)
             self.subs.append(s)
@@ -65,16 +66,22 @@ class Claim:
         self.subs = []
 
 
-def answer_here(jsa, stream, api_subject, request_subject, reply, hdr, payload, origin):
-    """Should this server answer a request about `stream`? Forwards a domain-prefixed
+CONSUMER_LED = frozenset(("CONSUMER.INFO", "CONSUMER.PAUSE", "CONSUMER.UNPIN", "CONSUMER.RESET",
+                          "CONSUMER.MSG.NEXT", "CONSUMER.LEADER.STEPDOWN"))
+
+
+def answer_here(jsa, stream, api_subject, request_subject, reply, hdr, payload, origin, op=None, args=()):
+    """Should this server answer a request about `stream` (op and args: the request's, for
+    those a consumer with a group of its own answers)? Forwards a domain-prefixed
     request to the server that has the stream."""
-    if _answers(jsa, stream):
+    consumer = args[1] if op in CONSUMER_LED and len(args) > 1 else None
+    if _answers(jsa, stream, consumer):
         return True                     # a replica that is not its group's leader is silent
     if origin is not None and origin.kind == KIND_ROUTE:
         return False
     if not routes_listen(jsa.sublist, api_subject):      # nobody else claimed it
         if _leader_elsewhere_soon(jsa, stream):
-            _hold(jsa, stream, api_subject, reply, hdr, payload)
+            _hold(jsa, stream, consumer, api_subject, reply, hdr, payload)
             return False
         return True
     if request_subject != api_subject:
@@ -82,10 +89,16 @@ def answer_here(jsa, stream, api_subject, request_subject, reply, hdr, payload, 
     return False
 
 
-def _answers(jsa, stream):
-    """Does this server answer for `stream`: it has it with one replica, or leads its group?"""
+def _answers(jsa, stream, consumer=None):
+    """Does this server answer for `stream`: it has it with one replica, or leads its group?
+    For a request to `consumer` that has a group of its own: does it lead that group?"""
     st = jsa.streams.get(stream) if jsa is not None else None
-    return st is not None and (st.replica is None or st.replica.is_leader())
+    if st is None:
+        return False
+    if st.replica is None:
+        return True
+    host = st.replica.consumers.hosts.get(consumer) if consumer is not None else None
+    return host.is_leader() if host is not None else st.replica.is_leader()
 
 
 def _leader_elsewhere_soon(jsa, stream):
@@ -95,7 +108,7 @@ def _leader_elsewhere_soon(jsa, stream):
     return meta is not None and (jsa.name, stream) in meta.assignments
 
 
-def _hold(jsa, stream, api_subject, reply, hdr, payload):
+def _hold(jsa, stream, consumer, api_subject, reply, hdr, payload):
     """Send the request on to the stream's leader once its claim arrives, or to this server
     once it leads (for up to CLAIM_WAIT: a request to a stream that has no leader by then
     goes unanswered)."""
@@ -104,7 +117,7 @@ def _hold(jsa, stream, api_subject, reply, hdr, payload):
     deadline = time.monotonic() + CLAIM_WAIT
 
     def check():
-        if routes_listen(jsa.sublist, msg[0]) or _answers(jsa, stream):
+        if routes_listen(jsa.sublist, msg[0]) or _answers(jsa, stream, consumer):
             publish(jsa.sublist, *msg)
         elif time.monotonic() < deadline:
             loop.call_later(CLAIM_POLL, check)

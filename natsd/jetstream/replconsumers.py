@@ -39,12 +39,16 @@ stream's next leader carries on where the last one stopped.
   again at once rather than wait out its expiry; the old leader tells them nothing. Requests
   that reached the old leader after its last entry go to the next leader with its acks.
 
-The consumer's leader is its stream's leader: `CONSUMER.LEADER.STEPDOWN` moves both.
+A consumer that rides here has its stream's leader as its own: `CONSUMER.LEADER.STEPDOWN`
+moves both. One with a Raft group of its own (natsd/jetstream/consumergroup.py; `wants_group`
+picks them) has only its assignment in this table (`group` and `peers` in its row, no state):
+a ConsumerGroup (`hosts`) on each of its servers holds the rest, with a ReplicatedConsumers
+of its own whose host is that group.
 """
 import logging
 
 from natsd._core.router import publish
-from natsd.jetstream import consumerconfig as cc, errors as E, persist
+from natsd.jetstream import consumerconfig as cc, consumergroup, errors as E, persist
 from natsd.jetstream.consumer import Consumer
 from natsd.jetstream.pull import status_hdr
 
@@ -77,15 +81,79 @@ class ReplicatedConsumers:
                                         # as the log has them
         self.told = {}                  # the leader: name -> those the proposed entries name
         self.changed_pulls = {}         # the leader: name -> Consumer whose requests changed
+        self.hosts = {}                 # name -> ConsumerGroup of a consumer with a group of its own
 
     def wants(self, cfg, stream):
         return not cfg.get("direct")
 
     # ---- the leader's API ----
 
+    def wants_group(self, cfg, stream):
+        """Whether a new consumer gets a Raft group of its own: a durable consumer of a limits
+        stream with the stream's replica count (0 takes it), on a stream's table."""
+        n = len(getattr(self.rs, "peers", ()))
+        return (n > 1 and stream.config.get("retention", "limits") == "limits"
+                and bool(cfg.get("durable_name")) and cfg.get("num_replicas", 0) in (0, n))
+
     def propose_create(self, cfg, name, created, action, reply):
-        self.rs.propose_op("consumer_create", {"name": name, "created": created, "action": action,
-                                               "config": cc.to_json(cfg)}, reply)
+        req = {"name": name, "created": created, "action": action, "config": cc.to_json(cfg)}
+        row = self.rows.get(name)
+        if row is not None and row.get("group"):
+            req["group"], req["peers"] = row["group"], row["peers"]
+        elif row is None and self.wants_group(cfg, self.rs.stream):
+            req["group"] = consumergroup.new_group_name(len(self.rs.peers))
+            req["peers"] = list(self.rs.peers)
+        self.rs.propose_op("consumer_create", req, reply)
+
+    def hosted(self, name):
+        """The ConsumerGroup of consumer `name` on this server, or None."""
+        return self.hosts.get(name)
+
+    def hosted_view(self, name):
+        """Consumer `name`, which has a group of its own, as this server knows it: the running
+        one if it leads here, else its last committed state (Consumer.view); None: no such."""
+        host = self.hosts.get(name)
+        if host is None:
+            return None
+        o = self.rs.stream.consumers.get(name)
+        return o if o is not None and o.replica is host.consumers else host.view()
+
+    def sync_hosts(self):
+        """The table changed wholesale (a snapshot): start and stop consumer groups to match."""
+        for name in [n for n in self.hosts if not (self.rows.get(n) or {}).get("group")]:
+            self.hosts.pop(name).stop(delete=True)
+        for name, row in self.rows.items():
+            if row.get("group") and name not in self.hosts:
+                self.hosts[name] = consumergroup.ConsumerGroup(self.rs, name, row)
+
+    def host_leaders_changed(self):
+        """A consumer group's leader changed (or one came or went). A consumer led by another
+        server than the stream's leader serves from that server's copy, which applies a
+        message once it hears it committed: while there is one, the stream's leader tells its
+        followers of each commit at once rather than with its next append or heartbeat."""
+        me = self.rs.meta.peer
+        self.rs.group.node.eager_commit = any(h.leader_peer not in ("", me) for h in self.hosts.values())
+
+    def committed_rows(self):
+        """name -> row with its last committed configuration and state, those of consumers
+        with groups of their own taken from their groups."""
+        out = dict(self.rows)
+        for name, host in self.hosts.items():
+            out[name] = host.row() or out[name]
+        return out
+
+    def peers_changed(self):
+        """The stream's servers changed: the consumer groups follow (their leaders do)."""
+        for host in self.hosts.values():
+            host.reconcile()
+
+    def stop_hosts(self):
+        for host in self.hosts.values():
+            host.stop()
+        self.hosts = {}
+
+    def cluster_info(self):
+        return self.rs.cluster_info()
 
     def propose_delete(self, name, reply):
         self.rs.propose_op("consumer_delete", {"name": name}, reply)
@@ -208,23 +276,28 @@ class ReplicatedConsumers:
 
     # ---- every replica applies ----
 
-    def apply(self, op, req, index):
-        """A committed consumer operation; -> the answer for the leader's client (None: none)."""
+    def apply(self, op, req, index, reply=None):
+        """A committed consumer operation; -> the answer for the leader's client (None: none,
+        or the answer comes later: `reply` is the proposer's, handed to a consumer group)."""
         if op == "consumer_create":
-            return self._apply_create(req)
+            return self._apply_create(req, reply)
         if op == "consumer_delete":
             return self._apply_delete(req["name"])
         self._apply_state(req, index)
         return None
 
-    def _apply_create(self, req):
+    def _apply_create(self, req, reply=None):
         name = req["name"]
         row = self.rows.get(name)
         if row is None:
             if req.get("action") == "update":
                 return E.error("JSConsumerDoesNotExist")
             row = self.rows[name] = {"created": req["created"], "state": None}
+            if req.get("group"):
+                row["group"], row["peers"] = req["group"], list(req["peers"])
         row["config"] = req["config"]
+        if row.get("group"):
+            return self._apply_hosted_create(name, row, reply)
         if not self.live:
             return None
         stream = self.rs.stream
@@ -238,9 +311,24 @@ class ReplicatedConsumers:
             o.update_config(cfg)
         return o.info(initial=True)
 
+    def _apply_hosted_create(self, name, row, reply):
+        host = self.hosts.get(name)
+        if host is None:
+            host = self.hosts[name] = consumergroup.ConsumerGroup(self.rs, name, row, fresh=True)
+        else:
+            host.update_row(row)
+        if reply:
+            host.answer_create(reply)
+        return None
+
     def _apply_delete(self, name):
         if self.rows.pop(name, None) is None:
             return E.error("JSConsumerNotFoundErr")
+        host = self.hosts.pop(name, None)
+        if host is not None:
+            host.stop(delete=True)
+            self.host_leaders_changed()
+            return {"success": True}
         self.pulls.pop(name, None)
         self.told.pop(name, None)
         o = self.rs.stream.consumers.get(name)
@@ -286,7 +374,8 @@ class ReplicatedConsumers:
         """On a replica that does not run them: each consumer as its last committed state has
         it (Consumer.view), as nats-server's followers show theirs in /jsz."""
         stream = self.rs.stream
-        return [Consumer.view(stream, name, cc.decode_config(row["config"]), row["created"], row["state"])
+        return [self.hosted_view(name) if name in self.hosts else
+                Consumer.view(stream, name, cc.decode_config(row["config"]), row["created"], row["state"])
                 for name, row in self.rows.items()]
 
     # ---- leadership ----
@@ -305,7 +394,7 @@ class ReplicatedConsumers:
         self.live = True
         self.told = {name: set(replies) for name, replies in self.pulls.items() if replies}
         for name, row in self.rows.items():
-            if name not in self.rs.stream.consumers:
+            if name not in self.rs.stream.consumers and not row.get("group"):
                 try:
                     o = self._run(name, row)
                 except Exception:

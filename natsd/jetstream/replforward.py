@@ -14,6 +14,9 @@ more: the other servers route publishes to it until they hear it unsubscribed, a
 would otherwise be dropped on arrival. It forwards those that carry a reply (the ones the
 new leader can tell apart, below); a publish without one is dropped, as before.
 
+A consumer with a Raft group of its own (natsd/jetstream/consumergroup.py) hands its acks on
+the same way, through a Forwarder of its group's, catching `$JS.ACK.<stream>.<consumer>.>`.
+
 Acks go the same way: the consumers' acks that no state entry carries yet when this server
 stops leading (natsd/jetstream/replconsumers.py keeps them), and those that reach it in its
 grace second, through a subscription to `$JS.ACK.<stream>.>` that takes over from the
@@ -155,7 +158,7 @@ class Forwarder:
         if self.late_acks is not None:  # the routes hear it unsubscribed; what they sent comes
             self._catch_late_acks(local_only=True)
             self.late_timer = self.replica.server.loop.call_later(LATE, self._late_over)
-        self.replica.stream.resubscribe()  # unsubscribes, unless it leads again
+        self.replica.resubscribe()      # unsubscribes, unless it leads again
 
     def _late_over(self):
         self.late_timer = None
@@ -165,7 +168,7 @@ class Forwarder:
         """Catch the stream's acks from now on, announced to the routes or not (in place of the
         catcher there was, which gives what it read but did not hand over yet)."""
         r = self.replica
-        s = Subscription(None, ("$JS.ACK.%s.>" % r.stream.name).encode(), b"", None, self._late)
+        s = Subscription(None, r.ack_filter().encode(), b"", None, self._late)
         s.batched = True
         s.local_only = local_only
         r.jsa.sublist.insert(s)         # before the old one goes: never a moment without

@@ -35,7 +35,9 @@ the servers the meta group assigned (natsd/jetstream/meta.py).
   (natsd/jetstream/replscale.py).
 
 - Consumers with more than one replica ride in the same group (natsd/jetstream/replconsumers.py):
-  they run on the leader, and their state is committed as the stream's entries are.
+  they run on the leader, and their state is committed as the stream's entries are; or, the
+  durable consumers of a limits stream, each in a group of its own that this group assigns
+  (natsd/jetstream/consumergroup.py).
 """
 import json
 import logging
@@ -47,8 +49,7 @@ import time
 from natsd._core.router import publish
 from natsd.cluster.raft import LEADER, NotLeader
 from natsd.cluster.raftgroup import RaftGroup
-from natsd.gofmt import go_time
-from natsd.jetstream import advisories, catchup, errors as E, replforward, replscale, replsnapshot, streamops
+from natsd.jetstream import advisories, catchup, clusterinfo, errors as E, replforward, replscale, replsnapshot, streamops
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replconsumers import OPS as CONSUMER_OPS, ReplicatedConsumers
 
@@ -254,6 +255,7 @@ class ReplicatedStream:
         self.server.system.unsubscribe(self.serve_sub)
         self.forwarder.stop()
         self.consumers.stop_all()
+        self.consumers.stop_hosts()
         self.group.stop()
         if delete:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -281,6 +283,13 @@ class ReplicatedStream:
             pos += count
             if any(replies):
                 self.pending[index] = (term, replies)
+
+    def ack_filter(self):
+        """The acks this group's consumers take (replforward catches them after a step-down)."""
+        return "$JS.ACK.%s.>" % self.stream.name
+
+    def resubscribe(self):
+        self.stream.resubscribe()
 
     def copies_here(self):
         """Mirrors and sources run on the leader, once it is ready."""
@@ -423,7 +432,7 @@ class ReplicatedStream:
                       self.stream.name, index, e)
             return
         try:
-            result = fn(self.stream, req) if fn is not None else self.consumers.apply(op, req, index)
+            result = fn(self.stream, req) if fn is not None else self.consumers.apply(op, req, index, reply)
         except E.ApiError as err:
             result = err
         except (KeyError, TypeError, ValueError) as e:
@@ -585,6 +594,7 @@ class ReplicatedStream:
         st = self.stream
         self.consumers.rows = snap["consumers"]
         self.consumers.pulls = replsnapshot.pulls_of(snap)
+        self.consumers.sync_hosts()
         cfg = self._snapshot_config(snap, st.config)
         if cfg != st.config:
             st.update_config(cfg)
@@ -688,6 +698,7 @@ class ReplicatedStream:
             # applied between two leaders (a move hands leadership over): the next one answers
             self.unanswered = (reply, via, rtype, time.monotonic() + ANSWER_WAIT)
         self._reconcile()
+        self.consumers.peers_changed()
 
     def _reconcile(self):
         """One step towards the assigned members, on the leader. Members that are gone (no
@@ -832,16 +843,4 @@ class ReplicatedStream:
 
     def cluster_info(self):
         """nats-server's ClusterInfo of the stream's group."""
-        g = self.group
-        names = self.meta.peer_names
-        out = {"name": self.meta.routes.name, "raft_group": self.group_name}
-        if g.leader:
-            out["leader"] = names.get(g.leader, g.leader)
-        if g.leader_since is not None and g.is_leader():
-            out["leader_since"] = go_time(g.leader_since)
-        out["system_account"] = True    # the group's traffic is in the system account
-        out["traffic_account"] = self.server.accounts.system.name
-        replicas = peer_infos(g, self.meta.peer, names, self.meta.connected)
-        if replicas:
-            out["replicas"] = replicas
-        return out
+        return clusterinfo.cluster_info(self.meta, self.group, self.group_name)

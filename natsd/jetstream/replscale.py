@@ -64,7 +64,7 @@ def become_one(rs, cfg):
     state)."""
     jsa, st = rs.jsa, rs.stream
     docs = [{"name": name, "config": row["config"], "created_ns": row["created"], "state": row["state"]}
-            for name, row in rs.consumers.rows.items()]
+            for name, row in rs.consumers.committed_rows().items()]
     rs.stop()
     jsa.release_stream(st.name)
     target = jsa.stream_dir(st.name)

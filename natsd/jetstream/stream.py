@@ -969,7 +969,10 @@ class Stream:
         them knows them from its group (natsd/jetstream/replconsumers.py)."""
         if self.replica is not None and not self.replica.is_leader():
             return set(self.replica.consumers.rows)
-        return {n for n, c in self.consumers.items() if not getattr(c, "internal", False)}
+        names = {n for n, c in self.consumers.items() if not getattr(c, "internal", False)}
+        if self.replica is not None:
+            names.update(self.replica.consumers.hosts)   # groups of their own: led anywhere
+        return names
 
     def cluster_info(self):
         if self.replica is not None:

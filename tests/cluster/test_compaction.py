@@ -107,6 +107,12 @@ def test_follower_behind_the_snapshot_copies_what_it_names(tmp_path, seed):
             if leader_of(members) is late:
                 break
         assert leader_of(members) is late, r
+        # the consumers have groups of their own (natsd/jetstream/consumergroup.py): they
+        # move to the late server too, which knows them from its snapshot and their logs
+        for name in ("idle", "work"):
+            body = json.dumps({"placement": {"preferred": late.name}}).encode()
+            r = asyncio.run(consumer_request(leader_of(members), "LEADER.STEPDOWN", name, body))
+            assert r.get("success"), r
         # leadership went straight to the late server (a preferred stepdown goes nowhere else)
         waiting.read_until(b"HMSG _WAIT 1 ", timeout=10)
         waiting.read_line()             # the sizes

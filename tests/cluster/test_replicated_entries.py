@@ -143,7 +143,8 @@ def test_a_leader_that_stepped_down_forwards_only_what_can_be_told_apart():
     replica = SimpleNamespace(server=SimpleNamespace(loop=SimpleNamespace(call_later=call_later),
                                                      system=SimpleNamespace(subscribe=lambda s, cb: s)),
                               group_name="S-1", meta=SimpleNamespace(peer="p1"), group=SimpleNamespace(node=node),
-                              stream=SimpleNamespace(name="S", resubscribe=lambda: None),
+                              stream=SimpleNamespace(name="S"), resubscribe=lambda: None,
+                              ack_filter=lambda: "$JS.ACK.S.>",
                               jsa=SimpleNamespace(sublist=SimpleNamespace(insert=account_subs.append,
                                                                           remove=account_subs.remove)))
     fwd = F.Forwarder(replica)

@@ -39,6 +39,12 @@ def placed(members, want):
     assert poll(check, timeout=30, interval=0.2), stream_info(members[0])
 
 
+def consumer_servers(m):
+    """The servers consumer `work`'s info names (leader and replicas), sorted."""
+    c = info(m).get("cluster") or {}
+    return sorted([c.get("leader")] + [r["name"] for r in c.get("replicas") or []])
+
+
 def test_peer_remove_moves_a_replica_to_the_spare_server(tmp_path):
     with js_cluster("natsd", tmp_path, names="ABCD") as members:
         asyncio.run(create(members[0], STREAM))
@@ -57,7 +63,9 @@ def test_peer_remove_moves_a_replica_to_the_spare_server(tmp_path):
         new_members = [m for m in members if m.name in now]
         state = converged(new_members, max(acked))
         check_acked(leader_of(new_members), acked, state)
-        # the consumer came along: its acks are there, the rest is delivered once
+        # the consumer came along: its group's members are the stream's new servers, its acks
+        # are there, the rest is delivered once
+        assert poll(lambda: consumer_servers(spare) == now, timeout=30), info(spare)
         assert info(spare)["ack_floor"]["stream_seq"] == 50
         assert [s for s, _ in asyncio.run(fetch(spare.url, 150, ack=True))] == list(range(51, 201))
 
@@ -67,6 +75,8 @@ def test_scale_up_and_down(tmp_path):
         asyncio.run(create(members[0], STREAM))
         leader_of(members)
         acked = asyncio.run(publish_window(members[1].url, 100, b"u"))
+        add_work(members[0], WORK)
+        assert len(asyncio.run(fetch(members[2].url, 30, ack=True))) == 30
         up = asyncio.run(api(members[2], "$JS.API.STREAM.UPDATE.R3", json.dumps(dict(STREAM, num_replicas=4)).encode()))
         assert up["type"] == "io.nats.jetstream.api.v1.stream_update_response", up
         assert up["config"]["num_replicas"] == 4, up
@@ -85,6 +95,10 @@ def test_scale_up_and_down(tmp_path):
         acked.update(more)
         state = converged(kept, max(acked))
         check_acked(leader_of(kept), acked, state)
+        # the consumer's group followed both changes; its acks are kept
+        assert poll(lambda: consumer_servers(kept[0]) == sorted(m.name for m in kept), timeout=30), info(kept[0])
+        assert info(kept[0])["ack_floor"]["stream_seq"] == 30
+        assert [s for s, _ in asyncio.run(fetch(kept[0].url, 120, ack=True))] == list(range(31, 151))
         # more replicas than there are servers is refused (one replica: test_scale_one.py)
         r = asyncio.run(api(members[0], "$JS.API.STREAM.UPDATE.R3", json.dumps(dict(STREAM, num_replicas=5)).encode()))
         assert r["error"]["err_code"] == 10005, r

@@ -1,0 +1,97 @@
+"""Consumers with Raft groups of their own (natsd/jetstream/consumergroup.py): a durable consumer
+of an R3 limits stream has its own `C-R3F-` group, as on nats-server; its leader moves without
+the stream's, serves from a stream follower's copy, and its acks survive kill -9 of that
+leader. The shapes and the stepdown are compared with a nats-server cluster."""
+import asyncio
+import json
+
+import pytest
+
+from tests.cluster.clusterhelp import js_cluster, kill9
+from tests.cluster.test_replicated_consumers import STREAM, add_work, consumer_request, fetch, info, publish
+from tests.cluster.test_replicated_streams import api, create, leader_of
+from tests.conftest import poll
+
+need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
+
+
+def consumer_leader(members):
+    """The member that consumer `work`'s info names as its leader."""
+    names = {m.name: m for m in members}
+
+    def check():
+        try:
+            got = asyncio.run(consumer_request(members[0], "INFO"))
+        except Exception:
+            return None
+        return names.get(got.get("cluster", {}).get("leader"))
+    m = poll(check, timeout=30, interval=0.1)
+    assert m is not None, "the consumer never had a leader"
+    return m
+
+
+def move_consumer_off_stream_leader(members):
+    """CONSUMER.LEADER.STEPDOWN naming a stream follower -> (stream leader, consumer leader)."""
+    stream_leader = leader_of(members)
+    target = next(m for m in members if m is not stream_leader)
+    body = json.dumps({"placement": {"preferred": target.name}}).encode()
+    r = asyncio.run(consumer_request(members[0], "LEADER.STEPDOWN", body=body))
+    assert r.get("success") is True, r
+    poll(lambda: consumer_leader(members) is target, timeout=30, interval=0.1)
+    return stream_leader, target
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_a_durable_consumer_has_a_group_of_its_own(tmp_path, kind):
+    with js_cluster(kind, tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        created = add_work(members[1])
+        group = created["cluster"]["raft_group"]
+        stream_group = asyncio.run(api(members[0], "$JS.API.STREAM.INFO.R3"))["cluster"]["raft_group"]
+        assert group.startswith("C-R3F-") and len(group) == len("C-R3F-") + 8, group
+        assert group != stream_group
+        got = info(members[2])
+        assert got["cluster"]["raft_group"] == group
+        assert sorted([got["cluster"]["leader"]] + [r["name"] for r in got["cluster"]["replicas"]]) == ["A", "B", "C"]
+        # every server runs the group: /raftz lists it in the stream's account
+        for m in members:
+            poll(lambda: group in (m.get("/raftz").get("$G") or {}), timeout=10)
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_consumer_stepdown_moves_only_the_consumer(tmp_path, kind):
+    with js_cluster(kind, tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        add_work(members[0])
+        asyncio.run(publish(members[0].url, 20))
+        stream_leader, consumer_at = move_consumer_off_stream_leader(members)
+        assert leader_of(members) is stream_leader      # the stream stayed where it was
+        got = asyncio.run(fetch(members[2].url, 20, ack=True))
+        assert [s for s, _ in got] == list(range(1, 21))
+        done = info(members[0])
+        assert done["ack_floor"]["stream_seq"] == 20 and done["num_ack_pending"] == 0, done
+        assert done["cluster"]["leader"] == consumer_at.name
+
+
+def test_acks_survive_a_consumer_leader_that_follows_the_stream(tmp_path):
+    """The consumer's leader is a stream follower; 30 messages acked with AckSync through it,
+    then kill -9 of it: the next leader redelivers nothing acked, and the stream's leader never
+    changed."""
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        add_work(members[0])
+        asyncio.run(publish(members[0].url, 60))
+        stream_leader, consumer_at = move_consumer_off_stream_leader(members)
+        client = stream_leader              # its connection survives the kill
+        acked = asyncio.run(fetch(client.url, 30, ack=True))
+        assert [s for s, _ in acked] == list(range(1, 31))
+        kill9(consumer_at)
+        others = [m for m in members if m is not consumer_at]
+        poll(lambda: consumer_leader(others) is not None, timeout=30)
+        after = asyncio.run(consumer_request(client, "INFO"))
+        assert after["ack_floor"]["stream_seq"] == 30, after
+        rest = asyncio.run(fetch(client.url, 30, ack=True))
+        assert [s for s, _ in rest] == list(range(31, 61)), rest
+        assert leader_of(others) is stream_leader
