@@ -4,10 +4,11 @@ the stream's, serves from a stream follower's copy, and its acks survive kill -9
 leader. The shapes and the stepdown are compared with a nats-server cluster."""
 import asyncio
 import json
+import random
 
 import pytest
 
-from tests.cluster.clusterhelp import js_cluster, kill9
+from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9
 from tests.cluster.test_replicated_consumers import STREAM, add_work, consumer_request, fetch, info, publish
 from tests.cluster.test_replicated_streams import api, create, leader_of
 from tests.conftest import poll
@@ -75,23 +76,25 @@ def test_consumer_stepdown_moves_only_the_consumer(tmp_path, kind):
         assert done["cluster"]["leader"] == consumer_at.name
 
 
-def test_acks_survive_a_consumer_leader_that_follows_the_stream(tmp_path):
-    """The consumer's leader is a stream follower; 30 messages acked with AckSync through it,
+@pytest.mark.parametrize("seed", fault_seeds([1]))
+def test_acks_survive_a_consumer_leader_that_follows_the_stream(tmp_path, seed):
+    """The consumer's leader is a stream follower; AckSyncs through it (how many: the seed),
     then kill -9 of it: the next leader redelivers nothing acked, and the stream's leader never
     changed."""
+    n = random.Random(seed).randrange(1, 60)
     with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[0], STREAM))
         add_work(members[0])
         asyncio.run(publish(members[0].url, 60))
         stream_leader, consumer_at = move_consumer_off_stream_leader(members)
         client = stream_leader              # its connection survives the kill
-        acked = asyncio.run(fetch(client.url, 30, ack=True))
-        assert [s for s, _ in acked] == list(range(1, 31))
+        acked = asyncio.run(fetch(client.url, n, ack=True))
+        assert [s for s, _ in acked] == list(range(1, n + 1))
         kill9(consumer_at)
         others = [m for m in members if m is not consumer_at]
         poll(lambda: consumer_leader(others) is not None, timeout=30)
         after = asyncio.run(consumer_request(client, "INFO"))
-        assert after["ack_floor"]["stream_seq"] == 30, after
-        rest = asyncio.run(fetch(client.url, 30, ack=True))
-        assert [s for s, _ in rest] == list(range(31, 61)), rest
+        assert after["ack_floor"]["stream_seq"] == n, after
+        rest = asyncio.run(fetch(client.url, 60 - n, ack=True))
+        assert [s for s, _ in rest] == list(range(n + 1, 61)), rest
         assert leader_of(others) is stream_leader
