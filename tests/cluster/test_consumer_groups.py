@@ -32,9 +32,11 @@ def consumer_leader(members):
 
 
 def move_consumer_off_stream_leader(members):
-    """CONSUMER.LEADER.STEPDOWN naming a stream follower -> (stream leader, consumer leader)."""
+    """CONSUMER.LEADER.STEPDOWN naming a stream follower that does not lead the consumer yet
+    (nats-server may have put its first leader on one) -> (stream leader, consumer leader)."""
     stream_leader = leader_of(members)
-    target = next(m for m in members if m is not stream_leader)
+    current = consumer_leader(members)
+    target = next(m for m in members if m is not stream_leader and m is not current)
     body = json.dumps({"placement": {"preferred": target.name}}).encode()
     r = asyncio.run(consumer_request(members[0], "LEADER.STEPDOWN", body=body))
     assert r.get("success") is True, r
