@@ -72,17 +72,15 @@ class ConsumerGroup:
         self.rs = rs
         self.meta = rs.meta
         self.jsa = rs.jsa
-        self.engine = rs.engine
         self.server = rs.server
         self.name = name
         self.group_name = row["group"]
         self.peers = tuple(row["peers"])
         self.dir = os.path.join(rs.dir, "consumers", self.group_name)
-        self.pending = {}               # raft index -> (term, reply): none yet (state entries only)
-        self.deferred = []
+        self.deferred = []              # requests held until this leader is ready
         self.claim = None
         self.leader_peer = ""
-        self.creator = None             # (reply, deadline): the create request this server answers
+        self.creator = None             # the reply of the create request this server answers
         self.applied_entries = 0
         self.compacting = False
         self.consumers = ReplicatedConsumers(self)
@@ -133,7 +131,7 @@ class ConsumerGroup:
 
     def advise_consumer_leader(self, name):
         self.rs._advise("LEADER_ELECTED", "io.nats.jetstream.advisory.v1.consumer_leader_elected",
-                        consumer=name, leader=self.meta.name)
+                        consumer=name, group=self.group, leader=self.meta.name)
 
     def on_publish(self, sub, msgs, forwarded=False):
         """The forwarder's publishes: a consumer group holds none."""
@@ -156,7 +154,7 @@ class ConsumerGroup:
     def answer_create(self, reply):
         """This server proposed the consumer's creation: it answers once the consumer runs
         (here, as its group's first leader, most often), or with the committed row."""
-        self.creator = (reply, time.monotonic() + CREATE_ANSWER_WAIT)
+        self.creator = reply
         if self.consumers.live:
             self._answer_creator()
         else:
@@ -165,8 +163,7 @@ class ConsumerGroup:
     def _answer_creator(self):
         if self.creator is None:
             return
-        reply, _ = self.creator
-        self.creator = None
+        reply, self.creator = self.creator, None
         o = self.running()
         if o is not None:
             info = o.info(initial=True)
@@ -307,7 +304,25 @@ class ConsumerGroup:
     def _quorum_lost(self):
         log.warning("JetStream consumer '%s > %s > %s' lost quorum", self.jsa.name, self.stream.name, self.name)
         self.rs._advise("QUORUM_LOST", "io.nats.jetstream.advisory.v1.consumer_quorum_lost",
-                        consumer=self.name)
+                        consumer=self.name, group=self.group)
+
+    def health_errors(self):
+        """nats-server's healthz error for a replica of a consumer whose group has no leader,
+        then (beyond nats-server) which of its servers are unreachable from here."""
+        if self.group.leader:
+            return []
+        acc, st, name = self.jsa.name, self.stream.name, self.name
+        where = {"type": "CONSUMER", "account": acc, "stream": st, "consumer": name}
+        out = [dict(where, error="JetStream consumer '%s > %s > %s' is not current: group node unhealthy"
+                    % (acc, st, name))]
+        members = self.group.members()
+        gone = [self.meta.peer_names.get(p, p) for p in members
+                if p != self.meta.peer and p not in self.meta.connected]
+        if gone:
+            out.append(dict(where, error="JetStream consumer '%s > %s > %s' has no leader: it needs %d of "
+                            "its %d servers and cannot reach %s" % (acc, st, name, len(members) // 2 + 1,
+                                                                    len(members), ", ".join(gone))))
+        return out
 
     # ---- operations ----
 

@@ -692,10 +692,14 @@ class MetaGroup:
     def health_errors(self):
         """What /healthz reports about the meta group: nats-server's text when there is no
         leader, then (beyond nats-server) which members this server has not heard from since
-        when, and what to do; with a leader, the replicated streams here that have none."""
+        when, and what to do; with a leader, the replicated streams here that have none (then
+        the consumers' own groups of the healthy ones)."""
         g = self.group
         if g.leader:
-            return [e for r in self.replicas.values() for e in r.health_errors()]
+            # as nats-server: a stream's consumers are looked at once the stream is healthy
+            return [e for r in self.replicas.values()
+                    for e in (r.health_errors() or [e for h in r.consumers.hosts.values()
+                                                    for e in h.health_errors()])]
         out = [{"type": "JETSTREAM", "error": "JetStream has not established contact with a meta leader"}]
         size = len(g.members())
         for p, secs in self.missing(time.monotonic()):

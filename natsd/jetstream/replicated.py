@@ -769,9 +769,10 @@ class ReplicatedStream:
                     len(self.peers), ", ".join(gone) or "none (they stopped answering)")
         self._advise("QUORUM_LOST", "io.nats.jetstream.advisory.v1.stream_quorum_lost")
 
-    def _advise(self, what, type_name, consumer=None, **fields):
+    def _advise(self, what, type_name, consumer=None, group=None, **fields):
         """A stream advisory (or, naming `consumer`, a consumer's) as nats-server sends it: in
-        the stream's account, and in the system account with the account named."""
+        the stream's account, and in the system account with the account named; its replicas
+        are those of `group` (a consumer's own), else the stream's."""
         if consumer is None:
             subject = "$JS.EVENT.ADVISORY.STREAM.%s.%s" % (what, self.stream.name)
         else:
@@ -780,7 +781,7 @@ class ReplicatedStream:
         meta = self.meta
 
         def replicas():
-            return peer_infos(self.group, meta.peer, meta.peer_names, meta.connected, everyone=True)
+            return peer_infos(group or self.group, meta.peer, meta.peer_names, meta.connected, everyone=True)
         domain = self.engine.domain or ""
         if self.jsa.account is not self.server.accounts.system:
             advisories.send(self.jsa.sublist, subject, type_name, domain, stream=self.stream.name,

@@ -100,3 +100,23 @@ def test_acks_survive_a_consumer_leader_that_follows_the_stream(tmp_path, seed):
         rest = asyncio.run(fetch(client.url, 60 - n, ack=True))
         assert [s for s, _ in rest] == list(range(n + 1, 61)), rest
         assert leader_of(others) is stream_leader
+
+
+def test_a_consumer_group_without_a_leader_is_reported():
+    """/healthz's errors for a consumer whose group has no leader: nats-server's text, then
+    (beyond it) the servers this one cannot reach. The group here is a stand-in with no
+    leader: a real cluster where the stream has a quorum and its consumer has none cannot
+    be made on purpose."""
+    from types import SimpleNamespace as NS
+    from natsd.jetstream.consumergroup import ConsumerGroup
+    g = ConsumerGroup.__new__(ConsumerGroup)
+    g.name, g.jsa, g.rs = "work", NS(name="A"), NS(stream=NS(name="S"))
+    g.meta = NS(peer="p1", connected={"p2"}, peer_names={"p2": "B", "p3": "C"})
+    g.group = NS(leader="p2", members=lambda: ("p1", "p2", "p3"))
+    assert g.health_errors() == []
+    g.group.leader = ""
+    where = {"type": "CONSUMER", "account": "A", "stream": "S", "consumer": "work"}
+    assert g.health_errors() == [
+        dict(where, error="JetStream consumer 'A > S > work' is not current: group node unhealthy"),
+        dict(where, error="JetStream consumer 'A > S > work' has no leader: it needs 2 of its 3 servers "
+                          "and cannot reach C")]
