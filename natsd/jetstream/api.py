@@ -247,7 +247,7 @@ class ApiHandler:
             st = jsa.streams.get(args[0])
             if st is None or st.replica is None:
                 return False
-            host = st.replica.consumers.hosted(args[1]) \
+            host = st.replica.consumers.hosts.get(args[1]) \
                 if op in placement.CONSUMER_LED and len(args) > 1 else None
             return bool((host or st.replica).defer_until_ready(self.on_request, *request))
         except Exception:

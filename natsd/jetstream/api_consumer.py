@@ -378,7 +378,7 @@ def _info(jsa, sname, cname, reply, payload):
 def _delete(jsa, sname, cname, reply, payload):
     rtype = "consumer_delete_response"
     o = _lookup(jsa, sname, cname, reply, rtype, payload)
-    if o is not None and o.stream.replica is not None and o.stream.replica.consumers.hosted(o.name):
+    if o is not None and o.stream.replica is not None and o.name in o.stream.replica.consumers.hosts:
         o.stream.replica.consumers.propose_delete(o.name, reply)    # the stream's group deletes it
     elif o is not None and o.replica is not None:
         o.replica.propose_delete(o.name, reply)     # on every replica; the leader answers

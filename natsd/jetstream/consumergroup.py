@@ -39,7 +39,7 @@ from natsd.cluster.raft import LEADER, NotLeader
 from natsd.cluster.raftgroup import RaftGroup
 from natsd.jetstream import clusterinfo, errors as E, replforward
 from natsd.jetstream.clusterinfo import step_down
-from natsd.jetstream.placement import Claim
+from natsd.jetstream.placement import CONSUMER_LED, Claim
 
 log = logging.getLogger("natsd")
 
@@ -58,9 +58,8 @@ def new_group_name(replicas):
 
 
 def claimed_subjects(stream, consumer):
-    """The API subjects a consumer's leader answers."""
-    return ["$JS.API.CONSUMER.%s.%s.%s" % (op, stream, consumer)
-            for op in ("INFO", "PAUSE", "UNPIN", "RESET", "MSG.NEXT", "LEADER.STEPDOWN")]
+    """The API subjects a consumer's leader answers (placement.CONSUMER_LED)."""
+    return ["$JS.API.%s.%s.%s" % (op, stream, consumer) for op in sorted(CONSUMER_LED)]
 
 
 class ConsumerGroup:

@@ -149,7 +149,7 @@ class JsAccount:
         elsewhere (natsd/jetstream/consumergroup.py)."""
         n = sum(1 for c in stream.consumers.values() if not getattr(c, "internal", False))
         if stream.replica is not None and stream.replica.is_leader():
-            n += sum(1 for name in stream.replica.consumers.hosts if name not in stream.consumers)
+            n += len(stream.replica.consumers.led_elsewhere())
         return n
 
     def check_limits(self, cfg, existing=None):
@@ -788,7 +788,7 @@ class _JszStream:
         out = [c for c in self.st.consumers.values() if not getattr(c, "internal", False)]
         if self.st.replica is not None:     # those with groups of their own, led elsewhere
             rc = self.st.replica.consumers
-            out += [rc.hosted_view(n) for n in rc.hosts if n not in self.st.consumers]
+            out += [rc.hosted_view(n) for n in rc.led_elsewhere()]
         return out
 
     def is_leader(self):

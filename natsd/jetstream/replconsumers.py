@@ -105,9 +105,11 @@ class ReplicatedConsumers:
             req["peers"] = list(self.rs.peers)
         self.rs.propose_op("consumer_create", req, reply)
 
-    def hosted(self, name):
-        """The ConsumerGroup of consumer `name` on this server, or None."""
-        return self.hosts.get(name)
+    def led_elsewhere(self):
+        """The consumers with groups of their own that do not run here (another server leads
+        them): the stream's leader counts and shows them too."""
+        running = self.rs.stream.consumers
+        return [name for name in self.hosts if name not in running]
 
     def hosted_view(self, name):
         """Consumer `name`, which has a group of its own, as this server knows it: the running
