@@ -147,12 +147,14 @@ class Consumer(AckState, PushDelivery):
     # ---- lifecycle ----
 
     @classmethod
-    def view(cls, stream, name, cfg, created_ns, state):
+    def view(cls, stream, name, cfg, created_ns, state, count_pending=True):
         """The consumer as a replica that does not run it knows it, from its last committed
-        state: for monitoring (/jsz on a follower), nothing subscribed, nothing delivered."""
+        state: for monitoring (/jsz on a follower) and retention (`needs`), nothing subscribed,
+        nothing delivered, no timer. count_pending: work out num_pending (monitoring)."""
         o = cls(stream, name, cfg, created_ns)
-        persist.apply_state(o, state or {})
-        o.npc = o._calc_num_pending()
+        persist.restore_position(o, state or {})
+        if count_pending:
+            o.npc = o._calc_num_pending()
         return o
 
     def start(self, recovered_state=None):

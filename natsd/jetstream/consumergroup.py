@@ -1,7 +1,7 @@
 """A replicated consumer's own Raft group, as nats-server gives each one (`C-R<n>F-<id>`).
 
 Which consumers: those natsd/jetstream/replconsumers.py's `ReplicatedConsumers.wants_group`
-picks (a durable consumer of a limits stream with the stream's replica count); the others
+picks (a durable consumer with the stream's replica count, whatever the retention); the others
 ride in their stream's group as before. The stream's group still carries the consumer's
 assignment (its `consumer_create` entry names the group and its servers, the stream's) and
 its deletion, so every replica of the stream knows it; its delivered and ack state and its
@@ -18,8 +18,13 @@ waiting pull requests ride in its own group.
   Its leader claims the API subjects that name it (natsd/jetstream/placement.py), so INFO,
   NEXT, PAUSE, UNPIN, RESET and its LEADER.STEPDOWN reach it; creation, update and deletion
   stay with the stream's leader, which proposes them in the stream's group.
-- A limits stream removes nothing when a consumer acks, so the consumer's group never has
-  to tell the stream's anything: that is why only limits streams' consumers have groups yet.
+- Workqueue and interest retention: an ack removes nothing where the consumer runs. The
+  stream's leader is a member of every consumer group of its stream, so it applies each
+  committed state too; it then removes what that state has acked (workqueue) or what no
+  consumer needs any more (interest: `needs` of each consumer's committed view) and proposes
+  the removals in the stream's group, as it does for the consumers that ride there
+  (ReplicatedConsumers.hosted_acked). A message leaves the stream only once its ack is
+  committed, and every copy of the stream drops it at the same place in the stream's log.
 - The group's log is compacted to a snapshot of the row every COMPACT_ENTRIES entries.
 
 - A scale or move of the stream changes the stream's servers; the consumer group's leader
@@ -37,7 +42,8 @@ import time
 from natsd._core.router import publish
 from natsd.cluster.raft import LEADER, NotLeader
 from natsd.cluster.raftgroup import RaftGroup
-from natsd.jetstream import clusterinfo, errors as E, replforward
+from natsd.jetstream import clusterinfo, consumerconfig as cc, errors as E, replforward
+from natsd.jetstream.consumer import Consumer
 from natsd.jetstream.clusterinfo import step_down
 from natsd.jetstream.placement import CONSUMER_LED, Claim
 
@@ -82,6 +88,8 @@ class ConsumerGroup:
         self.creator = None             # the reply of the create request this server answers
         self.applied_entries = 0
         self.compacting = False
+        self.committed = None           # Consumer.view of the last committed state (retention)
+        self.swept = 0                  # the stream's leader: retention looked at all up to here
         self.consumers = ReplicatedConsumers(self)
         self.consumers.rows[name] = {"created": row["created"], "config": row["config"], "state": None}
         self.reconcile_timer = None
@@ -149,6 +157,7 @@ class ConsumerGroup:
         if mine is not None:
             self.consumers._apply_create({"name": self.name, "created": row["created"],
                                           "config": row["config"], "action": "update"})
+            self.committed = None
 
     def answer_create(self, reply):
         """This server proposed the consumer's creation: it answers once the consumer runs
@@ -180,6 +189,19 @@ class ConsumerGroup:
     def row(self):
         return self.consumers.rows.get(self.name)
 
+    def committed_view(self):
+        """The consumer as its last committed state has it, for retention's `needs` (kept
+        until the next state is applied)."""
+        if self.committed is None:
+            row = self.consumers.rows[self.name]
+            self.committed = Consumer.view(self.stream, self.name, cc.decode_config(row["config"]),
+                                           row["created"], row["state"], count_pending=False)
+        return self.committed
+
+    def _state_committed(self):
+        self.committed = None
+        self.rs.consumers.hosted_acked(self)
+
     # ---- the group ----
 
     def _first_campaign(self, tries):
@@ -206,6 +228,7 @@ class ConsumerGroup:
             if op == "consumer_state":
                 self.consumers._apply_state(req, index)
                 self.applied_entries += 1
+                self._state_committed()
         self._maybe_compact()
 
     def _restore(self, index, data):
@@ -223,6 +246,8 @@ class ConsumerGroup:
         if row.get("config"):
             mine["config"] = row["config"]
         self.consumers.pulls = {self.name: set(snap.get("pulls") or ())}
+        if self.rs.consumers.hosts.get(self.name) is self:     # not while it starts
+            self._state_committed()
 
     def _maybe_compact(self):
         if self.compacting or self.applied_entries < COMPACT_ENTRIES or self.group.stopped:

@@ -118,7 +118,17 @@ def save_state(directory, o):
 
 
 def apply_state(o, st):
-    """Restore a consumer's position from state.json (an empty dict = fresh start)."""
+    """Restore a consumer's position from state.json (an empty dict = fresh start), and arm
+    the redelivery of what it had pending."""
+    restore_position(o, st)
+    if st and o.pending:
+        # Redeliver on the usual schedule, counted from now.
+        o._arm_ptimer(min(o._deadline(s) for s in o.pending) / 1e9)
+
+
+def restore_position(o, st):
+    """A consumer's delivered and ack position from state.json, and nothing else: no timer
+    (a view of a consumer that runs elsewhere uses only this)."""
     if not st:
         o._select_start()
         return
@@ -142,9 +152,6 @@ def apply_state(o, st):
     if first:
         for seq in o.pending.remove_below(first):
             o.rdc.pop(seq, None)
-    if o.pending:
-        # Redeliver on the usual schedule, counted from now.
-        o._arm_ptimer(min(o._deadline(s) for s in o.pending) / 1e9)
 
 
 _I64 = (1 << 63) - 1

@@ -43,7 +43,9 @@ A consumer that rides here has its stream's leader as its own: `CONSUMER.LEADER.
 moves both. One with a Raft group of its own (natsd/jetstream/consumergroup.py; `wants_group`
 picks them) has only its assignment in this table (`group` and `peers` in its row, no state):
 a ConsumerGroup (`hosts`) on each of its servers holds the rest, with a ReplicatedConsumers
-of its own whose host is that group.
+of its own whose host is that group. On workqueue and interest streams the stream's leader
+removes what such a consumer's committed state has acked (`hosted_acked`), and proposes the
+removals here as it does for the consumers that ride here.
 """
 import logging
 
@@ -89,11 +91,10 @@ class ReplicatedConsumers:
     # ---- the leader's API ----
 
     def wants_group(self, cfg, stream):
-        """Whether a new consumer gets a Raft group of its own: a durable consumer of a limits
-        stream with the stream's replica count (0 takes it), on a stream's table."""
+        """Whether a new consumer gets a Raft group of its own: a durable consumer with the
+        stream's replica count (0 takes it), on a stream's table."""
         n = len(getattr(self.rs, "peers", ()))
-        return (n > 1 and stream.config.get("retention", "limits") == "limits"
-                and bool(cfg.get("durable_name")) and cfg.get("num_replicas", 0) in (0, n))
+        return n > 1 and bool(cfg.get("durable_name")) and cfg.get("num_replicas", 0) in (0, n)
 
     def propose_create(self, cfg, name, created, action, reply):
         req = {"name": name, "created": created, "action": action, "config": cc.to_json(cfg)}
@@ -119,6 +120,41 @@ class ReplicatedConsumers:
             return None
         o = self.rs.stream.consumers.get(name)
         return o if o is not None and o.replica is host.consumers else host.view()
+
+    def retention_consumers(self):
+        """The consumers whose `needs` keep a message of an interest stream: those that ride
+        here as they run, and those with groups of their own as their last committed state
+        has them (natsd/jetstream/consumergroup.py)."""
+        out = [o for o in self.rs.stream.consumers.values()
+               if o.replica is None or o.replica is self]
+        for host in self.hosts.values():
+            out.append(host.committed_view())
+        return out
+
+    def hosted_acked(self, host):
+        """A consumer group committed a new state of its consumer. The stream's leader removes
+        what workqueue or interest retention no longer keeps of the messages that consumer
+        has acked since the last look (its committed view's `needs`); the removals reach the
+        other replicas through this group (retention_removed)."""
+        stream = self.rs.stream
+        retention = stream.config.get("retention", "limits")
+        if not self.live or retention == "limits":
+            return
+        v = host.committed_view()
+        store = stream.store
+        seq, end = max(host.swept + 1, store.first_seq), v.sseq    # v.sseq: not delivered yet
+        while seq < end:
+            sm = store.load_next(seq, None)
+            if sm is None or sm.seq >= end:
+                break
+            seq = sm.seq + 1
+            if v._matches(sm.subject) and not v.needs(sm.seq):
+                if retention == "workqueue":
+                    stream._retention_remove(sm.seq)
+                else:
+                    stream._check_interest(sm.seq, sm.subject)
+        acked_through = end - 1 if v.cfg["ack_policy"] == "none" else v.asflr
+        host.swept = max(host.swept, acked_through)
 
     def sync_hosts(self):
         """The table changed wholesale (a snapshot): start and stop consumer groups to match."""
@@ -330,6 +366,8 @@ class ReplicatedConsumers:
         if host is not None:
             host.stop(delete=True)
             self.host_leaders_changed()
+            if self.live:
+                self.rs.stream.consumer_removed()   # interest retention: what nobody needs now
             return {"success": True}
         self.pulls.pop(name, None)
         self.told.pop(name, None)
@@ -406,6 +444,9 @@ class ReplicatedConsumers:
                 if self.told.get(name):
                     self._tell_leadership_changed(o, self.told[name])
                     self.pulls_changed(o)       # the next entry drops them from every log
+        for host in self.hosts.values():        # workqueue retention: what their groups
+            host.swept = 0                      # committed as acked
+            self.hosted_acked(host)
         self.rs.stream.consumer_removed()       # interest retention: what nobody needs now
 
     def _tell_leadership_changed(self, o, replies):

@@ -36,7 +36,7 @@ the servers the meta group assigned (natsd/jetstream/meta.py).
 
 - Consumers with more than one replica ride in the same group (natsd/jetstream/replconsumers.py):
   they run on the leader, and their state is committed as the stream's entries are; or, the
-  durable consumers of a limits stream, each in a group of its own that this group assigns
+  durable consumers, each in a group of its own that this group assigns
   (natsd/jetstream/consumergroup.py).
 """
 import json

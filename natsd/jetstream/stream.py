@@ -843,6 +843,9 @@ class Stream:
     # ---- retention (consumer contract) ----
 
     def ack_removal(self, seq, consumer=None):
+        if (consumer is not None and self.replica is not None
+                and consumer.replica not in (None, self.replica.consumers)):
+            return      # a consumer group of its own: its committed ack removes (hosted_acked)
         ret = self.config.get("retention")
         if ret == "workqueue":
             self._retention_remove(seq)
@@ -859,7 +862,8 @@ class Stream:
     def _check_interest(self, seq, subject):
         if self.replica is not None and not self.replica.consumers.live:
             return      # consumers run on the group's leader, which tells the others what to drop
-        for c in self.consumers.values():
+        keeping = self.consumers.values() if self.replica is None else self.replica.consumers.retention_consumers()
+        for c in keeping:
             try:
                 if c.needs(seq, subject):
                     return

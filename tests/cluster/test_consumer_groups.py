@@ -1,7 +1,9 @@
 """Consumers with Raft groups of their own (natsd/jetstream/consumergroup.py): a durable consumer
-of an R3 limits stream has its own `C-R3F-` group, as on nats-server; its leader moves without
-the stream's, serves from a stream follower's copy, and its acks survive kill -9 of that
-leader. The shapes and the stepdown are compared with a nats-server cluster."""
+of an R3 stream has its own `C-R3F-` group, as on nats-server; its leader moves without the
+stream's, serves from a stream follower's copy, and its acks survive kill -9 of that leader.
+On workqueue and interest streams its committed acks remove messages from every copy, and
+only those. The shapes, the stepdown and the removals are compared with a nats-server
+cluster."""
 import asyncio
 import json
 import random
@@ -9,8 +11,8 @@ import random
 import pytest
 
 from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9
-from tests.cluster.test_replicated_consumers import STREAM, add_work, consumer_request, fetch, info, publish
-from tests.cluster.test_replicated_streams import api, create, leader_of
+from tests.cluster.test_replicated_consumers import STREAM, WORK, add_work, consumer_request, fetch, info, publish
+from tests.cluster.test_replicated_streams import api, create, leader_of, local_state
 from tests.conftest import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -120,3 +122,74 @@ def test_a_consumer_group_without_a_leader_is_reported():
         dict(where, error="JetStream consumer 'A > S > work' is not current: group node unhealthy"),
         dict(where, error="JetStream consumer 'A > S > work' has no leader: it needs 2 of its 3 servers "
                           "and cannot reach C")]
+
+
+def copies_hold(members, messages, first_seq):
+    """Every member's own copy of R3 holds `messages` messages from `first_seq` (polled)."""
+    def check():
+        states = [local_state(m) for m in members]
+        return all(s and s["messages"] == messages and (not messages or s["first_seq"] == first_seq)
+                   for s in states)
+    assert poll(check, timeout=20), [local_state(m) for m in members]
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_a_workqueue_consumer_led_by_a_stream_follower_removes_what_it_acks(tmp_path, kind):
+    """A workqueue stream's consumer has a group of its own too; led by a stream follower, its
+    acks remove the messages from every copy, and nothing else."""
+    with js_cluster(kind, tmp_path) as members:
+        asyncio.run(create(members[0], dict(STREAM, retention="workqueue")))
+        group = add_work(members[0])["cluster"]["raft_group"]
+        assert group.startswith("C-R3F-"), group
+        asyncio.run(publish(members[0].url, 20))
+        move_consumer_off_stream_leader(members)
+        assert len(asyncio.run(fetch(members[0].url, 15, ack=True))) == 15
+        copies_hold(members, 5, 16)
+        assert [s for s, _ in asyncio.run(fetch(members[1].url, 5, ack=True))] == list(range(16, 21))
+        copies_hold(members, 0, 0)
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_an_interest_stream_keeps_a_message_until_every_consumer_acked_it(tmp_path, kind):
+    """Two durable consumers of an interest stream, one led by a stream follower: a message
+    stays on every copy until both have acked it."""
+    with js_cluster(kind, tmp_path) as members:
+        asyncio.run(create(members[0], dict(STREAM, retention="interest")))
+        add_work(members[0])
+        add_work(members[0], dict(WORK, durable_name="audit"))
+        move_consumer_off_stream_leader(members)
+        asyncio.run(publish(members[0].url, 10))
+        copies_hold(members, 10, 1)
+        assert len(asyncio.run(fetch(members[1].url, 10, ack=True, durable="audit"))) == 10
+        asyncio.run(asyncio.sleep(0.5))         # what the acks of one consumer would remove, had
+        copies_hold(members, 10, 1)             # they wrongly removed anything, is gone by now
+        assert len(asyncio.run(fetch(members[2].url, 6, ack=True))) == 6
+        copies_hold(members, 4, 7)
+        # the follower-led consumer deleted: what only it still needed goes too
+        r = asyncio.run(consumer_request(members[0], "DELETE"))
+        assert r.get("success") is True, r
+        copies_hold(members, 0, 0)
+
+
+@pytest.mark.parametrize("seed", fault_seeds([2]))
+def test_workqueue_acks_survive_a_consumer_leader_that_follows_the_stream(tmp_path, seed):
+    """A workqueue stream; AckSyncs through a consumer leader that is a stream follower (how
+    many: the seed), then kill -9 of it: the acked messages are gone from the copies left, the
+    rest is delivered once by the next leader and then gone too."""
+    n = random.Random(seed).randrange(1, 40)
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], dict(STREAM, retention="workqueue")))
+        add_work(members[0])
+        asyncio.run(publish(members[0].url, 40))
+        stream_leader, consumer_at = move_consumer_off_stream_leader(members)
+        acked = asyncio.run(fetch(stream_leader.url, n, ack=True))
+        assert [s for s, _ in acked] == list(range(1, n + 1))
+        kill9(consumer_at)
+        others = [m for m in members if m is not consumer_at]
+        copies_hold(others, 40 - n, n + 1)
+        poll(lambda: consumer_leader(others) is not None, timeout=30)
+        rest = asyncio.run(fetch(stream_leader.url, 40 - n, ack=True))
+        assert [s for s, _ in rest] == list(range(n + 1, 41)), rest
+        copies_hold(others, 0, 0)

@@ -46,11 +46,11 @@ def add_work(m, cfg=WORK):
     return r
 
 
-async def fetch(url, n, ack, timeout=3.0):
-    """Fetch up to n from `work`; ack them with AckSync when `ack`. -> [(stream seq, payload)]"""
+async def fetch(url, n, ack, timeout=3.0, durable="work"):
+    """Fetch up to n from `durable`; ack them with AckSync when `ack`. -> [(stream seq, payload)]"""
     nc = await nats.connect(url)
     js = nc.jetstream()
-    sub = await js.pull_subscribe_bind("work", "R3")
+    sub = await js.pull_subscribe_bind(durable, "R3")
     got = []
     while len(got) < n:
         try:
