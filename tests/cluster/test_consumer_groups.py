@@ -193,3 +193,20 @@ def test_workqueue_acks_survive_a_consumer_leader_that_follows_the_stream(tmp_pa
         rest = asyncio.run(fetch(stream_leader.url, 40 - n, ack=True))
         assert [s for s, _ in rest] == list(range(n + 1, 41)), rest
         copies_hold(others, 0, 0)
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+@pytest.mark.parametrize("limit, filtered, code", [(1, False, 10026), (0, False, 10099), (0, True, 10100)])
+def test_create_checks_count_consumers_led_elsewhere(tmp_path, kind, limit, filtered, code):
+    """A workqueue consumer whose leader is a stream follower still counts when the stream's
+    leader checks a new one: one past max_consumers (10026), a second unfiltered one (10099),
+    one whose filter overlaps (10100)."""
+    with js_cluster(kind, tmp_path) as members:
+        asyncio.run(create(members[0], dict(STREAM, retention="workqueue", max_consumers=limit or -1)))
+        add_work(members[0])
+        move_consumer_off_stream_leader(members)
+        more = dict(WORK, durable_name="more", **({"filter_subject": "r3.1"} if filtered else {}))
+        body = json.dumps({"stream_name": "R3", "config": more}).encode()
+        r = asyncio.run(consumer_request(members[0], "CREATE", "more", body))
+        assert r.get("error", {}).get("err_code") == code, r
