@@ -823,7 +823,9 @@ class Consumer(AckState, PushDelivery):
             log.debug("JetStream consumer %s > %s deleted for inactivity", self.stream.name,
                       self.name)
             if self.replica is not None:
-                self.replica.propose_delete(self.name, None)    # deleted on every replica
+                self.replica.propose_delete(self.name, None)    # deleted on every replica;
+                # asked again if it is still here then (the stream's leader did not hear it)
+                self._dtimer = self.loop.call_later(max(1.0, self.dthresh), self._check_inactive)
             else:
                 self.delete()
             return

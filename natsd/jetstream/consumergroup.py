@@ -117,7 +117,13 @@ class ConsumerGroup:
         return self.group.is_leader()
 
     def propose_op(self, op, req, reply):
-        """A consumer_state entry in this group; creation and deletion belong to the stream's."""
+        """A consumer_state entry in this group; creation and deletion belong to the stream's.
+        This leader's own deletion (inactivity) on a server that does not lead the stream is
+        asked of the stream's leader with the API's request."""
+        if op == "consumer_delete" and not reply and not self.rs.is_leader():
+            subject = "$JS.API.CONSUMER.DELETE.%s.%s" % (self.stream.name, self.name)
+            publish(self.jsa.sublist, subject.encode(), None, None, b"")
+            return None
         if op != "consumer_state":
             return self.rs.propose_op(op, req, reply)
         try:

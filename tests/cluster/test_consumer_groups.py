@@ -210,3 +210,18 @@ def test_create_checks_count_consumers_led_elsewhere(tmp_path, kind, limit, filt
         body = json.dumps({"stream_name": "R3", "config": more}).encode()
         r = asyncio.run(consumer_request(members[0], "CREATE", "more", body))
         assert r.get("error", {}).get("err_code") == code, r
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_an_inactive_durable_led_by_a_stream_follower_is_deleted(tmp_path, kind):
+    """inactive_threshold on a durable whose leader is a stream follower: its leader has the
+    stream's leader delete it, everywhere."""
+    with js_cluster(kind, tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        add_work(members[0], dict(WORK, inactive_threshold=8_000_000_000))
+        move_consumer_off_stream_leader(members)
+        r = poll(lambda: (lambda x: x.get("error") and x)(info(members[1])), timeout=20)
+        assert r["error"]["err_code"] == 10014, r
+        for m in members:
+            assert info(m)["error"]["err_code"] == 10014
