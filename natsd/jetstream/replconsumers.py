@@ -91,10 +91,14 @@ class ReplicatedConsumers:
     # ---- the leader's API ----
 
     def wants_group(self, cfg, stream):
-        """Whether a new consumer gets a Raft group of its own: a durable consumer with the
-        stream's replica count (0 takes it), on a stream's table."""
+        """Whether a new consumer gets a Raft group of its own: one with as many replicas as
+        its stream, counted as nats-server counts them (0: the stream's, but one for an
+        ephemeral of a limits stream), on a stream's table."""
         n = len(getattr(self.rs, "peers", ()))
-        return n > 1 and bool(cfg.get("durable_name")) and cfg.get("num_replicas", 0) in (0, n)
+        r = cfg.get("num_replicas", 0)
+        if r == 0 and not cfg.get("durable_name") and stream.config.get("retention", "limits") == "limits":
+            r = 1
+        return n > 1 and r in (0, n)
 
     def propose_create(self, cfg, name, created, action, reply):
         req = {"name": name, "created": created, "action": action, "config": cc.to_json(cfg)}

@@ -225,3 +225,24 @@ def test_an_inactive_durable_led_by_a_stream_follower_is_deleted(tmp_path, kind)
         assert r["error"]["err_code"] == 10014, r
         for m in members:
             assert info(m)["error"]["err_code"] == 10014
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_which_consumers_have_groups_of_their_own(tmp_path, kind):
+    """As nats-server counts a consumer's replicas: an ephemeral with num_replicas 3, and one
+    of an interest stream with 0 (the stream's count), have C-R3F- groups; an ephemeral of a
+    limits stream with 0 has one replica and no group of its own."""
+    with js_cluster(kind, tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        asyncio.run(create(members[0], dict(STREAM, name="INT", subjects=["int.>"], retention="interest")))
+
+        def group_of(stream, cfg):
+            body = json.dumps({"stream_name": stream, "config": dict(cfg, ack_policy="explicit")}).encode()
+            subject = "$JS.API.CONSUMER.CREATE." + stream + ("." + cfg["name"] if "name" in cfg else "")
+            r = asyncio.run(api(members[1], subject, body))
+            assert "error" not in r, r
+            return r["cluster"].get("raft_group") or ""
+        assert group_of("R3", {"name": "e3", "num_replicas": 3}).startswith("C-R3F-")
+        assert group_of("INT", {}).startswith("C-R3F-")
+        assert not group_of("R3", {}).startswith("C-")
