@@ -63,7 +63,10 @@ faults: build
 		tests/cluster/test_compaction.py::test_memory_stream_log_is_compacted_and_survives_every_server_killed \
 		tests/cluster/test_scale_one.py::test_scaled_up_and_down_the_stream_keeps_messages_and_acks \
 		tests/cluster/test_move_faults.py::test_move_with_a_server_killed_loses_no_acked_message \
-		tests/cluster/test_replicated_counters.py::test_counter_leader_killed_loses_no_acked_increment
+		tests/cluster/test_replicated_counters.py::test_counter_leader_killed_loses_no_acked_increment \
+		tests/cluster/test_consumer_groups.py::test_acks_survive_a_consumer_leader_that_follows_the_stream \
+		tests/cluster/test_consumer_groups.py::test_workqueue_acks_survive_a_consumer_leader_that_follows_the_stream \
+		tests/cluster/test_consumer_groups.py::test_workqueue_removals_survive_the_stream_leader
 
 BENCH_JSON ?= bench-results.json
 BASELINE   ?= bench-baseline.json

@@ -6,9 +6,10 @@ nats-server (default, and with `sync_interval: always`), interleaved, best of --
 - pub-async: an R3 file stream, async publishes with 256 in flight (`js pub --replicas 3`).
 - pub-sync: one publisher waiting for each PubAck.
 - pull: an R3 durable pull consumer (explicit acks, Fetch batch 100) reading a filled R3 stream
-  (`js pull`); natsd replicates the consumer's state through the stream's group, nats-server
-  through the consumer's own group.
+  (`js pull`); both replicate the consumer's state through the consumer's own Raft group.
 - kv-put: sequential puts (each waits for its PubAck) to an R3 KV bucket.
+- kv-put-16: the same from 16 connections at once (16 puts in flight, as many clients of
+  one bucket have).
 - failover: kill -9 of the stream's leader under a waiting publisher; the time from the kill
   to the first PubAck from the new leader (a client on a surviving server retrying with
   0.25 s timeouts).
@@ -20,7 +21,7 @@ nats-server (default, and with `sync_interval: always`), interleaved, best of --
 natsd acknowledges a message once its Raft entry is on the disks (fdatasync) of a quorum;
 nats-server by default acknowledges before any fsync.
 
-usage: python tools/r3_compare.py [--reps 3] [--msgs 20000] [--only pub-async,pub-sync,pull,kv-put,failover,handoff]
+usage: python tools/r3_compare.py [--reps 3] [--msgs 20000] [--only pub-async,pub-sync,pull,kv-put,kv-put-16,failover,handoff]
 """
 import argparse
 import asyncio
@@ -140,8 +141,9 @@ def pull(cluster, msgs):
                     "--size", "128", "--batch", "100"], cluster.urls[other], rate="sub")
 
 
-def kv_put(cluster, msgs):
-    """Sequential puts to an R3 bucket (a put is a publish to $KV.<bucket>.<key>)."""
+def kv_put(cluster, msgs, clients=1):
+    """Sequential puts to an R3 bucket (a put is a publish to $KV.<bucket>.<key>), from
+    `clients` connections at once."""
     import nats
 
     async def bucket():
@@ -158,7 +160,13 @@ def kv_put(cluster, msgs):
         await nc.close()
     asyncio.run(bucket())
     return gobench(["js", "pub", "$KV.RK.key", "--stream", "KV_RK", "--sync", "--msgs",
-                    str(max(msgs // 10, 500)), "--size", "128"], cluster.urls["B"], counts=False)
+                    str(max(msgs // 10, 500) * clients), "--size", "128", "--pub", str(clients)],
+                   cluster.urls["B"], counts=False)
+
+
+def kv_put_16(cluster, msgs):
+    """kv_put's puts from 16 connections at once, each waiting for its PubAck."""
+    return kv_put(cluster, msgs, clients=16)
 
 
 def failover(cluster, msgs):
@@ -216,6 +224,7 @@ def handoff(cluster, msgs):
 
 MODES = {"pub-async": (pub_async, "msgs/s", max), "pub-sync": (pub_sync, "msgs/s", max),
          "pull": (pull, "msgs/s", max), "kv-put": (kv_put, "puts/s", max),
+         "kv-put-16": (kv_put_16, "puts/s", max),
          "failover": (failover, "s", min), "handoff": (handoff, "s", min)}
 
 

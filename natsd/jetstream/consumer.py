@@ -393,6 +393,11 @@ class Consumer(AckState, PushDelivery):
         self.schedule_save()
         self.kick()
 
+    def has_acked(self, seq, subject):
+        """Is message `seq` (of `subject`) one of this consumer's, done with (acked, or
+        delivered with no ack wanted)?"""
+        return self._matches(subject) and not self.needs(seq)
+
     def needs(self, seq, subject=None):
         """Interest retention: does this consumer still need message `seq`?"""
         if subject is not None and not self._matches(subject):

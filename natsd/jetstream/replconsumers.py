@@ -152,11 +152,8 @@ class ReplicatedConsumers:
             if sm is None or sm.seq >= end:
                 break
             seq = sm.seq + 1
-            if v._matches(sm.subject) and not v.needs(sm.seq):
-                if retention == "workqueue":
-                    stream._retention_remove(sm.seq)
-                else:
-                    stream._check_interest(sm.seq, sm.subject)
+            if v.has_acked(sm.seq, sm.subject):
+                stream.acked(sm.seq, sm.subject)
         acked_through = end - 1 if v.cfg["ack_policy"] == "none" else v.asflr
         host.swept = max(host.swept, acked_through)
 

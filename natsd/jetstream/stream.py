@@ -846,14 +846,21 @@ class Stream:
         if (consumer is not None and self.replica is not None
                 and consumer.replica not in (None, self.replica.consumers)):
             return      # a consumer group of its own: its committed ack removes (hosted_acked)
+        self.acked(seq)
+
+    def acked(self, seq, subject=None):
+        """A consumer acked message `seq` (of `subject`, when the caller has it): workqueue
+        retention removes it, interest retention once no consumer needs it."""
         ret = self.config.get("retention")
         if ret == "workqueue":
             self._retention_remove(seq)
         elif ret == "interest":
-            sm = self.store.load(seq)
-            if sm is None:
-                return
-            self._check_interest(seq, sm.subject)
+            if subject is None:
+                sm = self.store.load(seq)
+                if sm is None:
+                    return
+                subject = sm.subject
+            self._check_interest(seq, subject)
 
     def _retention_remove(self, seq):
         if self.store.remove(seq) and self.replica is not None:

@@ -61,7 +61,8 @@ def test_a_durable_consumer_has_a_group_of_its_own(tmp_path, kind):
         assert sorted([got["cluster"]["leader"]] + [r["name"] for r in got["cluster"]["replicas"]]) == ["A", "B", "C"]
         # every server runs the group: /raftz lists it in the stream's account
         for m in members:
-            poll(lambda: group in (m.get("/raftz").get("$G") or {}), timeout=10)
+            assert poll(lambda: group in (m.get("/raftz?acc=$G").get("$G") or {}), timeout=10), \
+                m.get("/raftz?acc=$G")
 
 
 @need_ref
@@ -197,19 +198,18 @@ def test_workqueue_acks_survive_a_consumer_leader_that_follows_the_stream(tmp_pa
 
 @need_ref
 @pytest.mark.parametrize("kind", ["natsd", "nats-server"])
-@pytest.mark.parametrize("limit, filtered, code", [(1, False, 10026), (0, False, 10099), (0, True, 10100)])
-def test_create_checks_count_consumers_led_elsewhere(tmp_path, kind, limit, filtered, code):
+def test_create_checks_count_consumers_led_elsewhere(tmp_path, kind):
     """A workqueue consumer whose leader is a stream follower still counts when the stream's
-    leader checks a new one: one past max_consumers (10026), a second unfiltered one (10099),
-    one whose filter overlaps (10100)."""
+    leader checks a new one: a second unfiltered one (10099), one whose filter overlaps
+    (10100). (max_consumers counts the same list.)"""
     with js_cluster(kind, tmp_path) as members:
-        asyncio.run(create(members[0], dict(STREAM, retention="workqueue", max_consumers=limit or -1)))
+        asyncio.run(create(members[0], dict(STREAM, retention="workqueue")))
         add_work(members[0])
         move_consumer_off_stream_leader(members)
-        more = dict(WORK, durable_name="more", **({"filter_subject": "r3.1"} if filtered else {}))
-        body = json.dumps({"stream_name": "R3", "config": more}).encode()
-        r = asyncio.run(consumer_request(members[0], "CREATE", "more", body))
-        assert r.get("error", {}).get("err_code") == code, r
+        for code, more in ((10099, {}), (10100, {"filter_subject": "r3.1"})):
+            body = json.dumps({"stream_name": "R3", "config": dict(WORK, durable_name="more", **more)}).encode()
+            r = asyncio.run(consumer_request(members[0], "CREATE", "more", body))
+            assert r.get("error", {}).get("err_code") == code, r
 
 
 @need_ref
@@ -246,3 +246,25 @@ def test_which_consumers_have_groups_of_their_own(tmp_path, kind):
         assert group_of("R3", {"name": "e3", "num_replicas": 3}).startswith("C-R3F-")
         assert group_of("INT", {}).startswith("C-R3F-")
         assert not group_of("R3", {}).startswith("C-")
+
+
+@pytest.mark.parametrize("seed", fault_seeds([3]))
+def test_workqueue_removals_survive_the_stream_leader(tmp_path, seed):
+    """A workqueue stream whose consumer is led by a stream follower; AckSyncs (how many: the
+    seed), then kill -9 of the stream's leader, which may not have proposed their removals
+    yet: the next stream leader removes what the consumer's group committed as acked."""
+    n = random.Random(seed).randrange(1, 40)
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], dict(STREAM, retention="workqueue")))
+        add_work(members[0])
+        asyncio.run(publish(members[0].url, 40))
+        stream_leader, consumer_at = move_consumer_off_stream_leader(members)
+        acked = asyncio.run(fetch(consumer_at.url, n, ack=True))
+        assert [s for s, _ in acked] == list(range(1, n + 1))
+        kill9(stream_leader)
+        others = [m for m in members if m is not stream_leader]
+        leader_of(others)
+        copies_hold(others, 40 - n, n + 1)
+        rest = asyncio.run(fetch(consumer_at.url, 40 - n, ack=True))
+        assert [s for s, _ in rest] == list(range(n + 1, 41)), rest
+        copies_hold(others, 0, 0)
