@@ -65,8 +65,7 @@ faults: build
 		tests/cluster/test_move_faults.py::test_move_with_a_server_killed_loses_no_acked_message \
 		tests/cluster/test_replicated_counters.py::test_counter_leader_killed_loses_no_acked_increment \
 		tests/cluster/test_consumer_groups.py::test_acks_survive_a_consumer_leader_that_follows_the_stream \
-		tests/cluster/test_consumer_groups.py::test_workqueue_acks_survive_a_consumer_leader_that_follows_the_stream \
-		tests/cluster/test_consumer_groups.py::test_workqueue_removals_survive_the_stream_leader
+		tests/cluster/test_consumer_groups.py::test_workqueue_acks_survive_kill9_of_either_leader
 
 BENCH_JSON ?= bench-results.json
 BASELINE   ?= bench-baseline.json

@@ -175,23 +175,27 @@ def test_an_interest_stream_keeps_a_message_until_every_consumer_acked_it(tmp_pa
 
 
 @pytest.mark.parametrize("seed", fault_seeds([2]))
-def test_workqueue_acks_survive_a_consumer_leader_that_follows_the_stream(tmp_path, seed):
-    """A workqueue stream; AckSyncs through a consumer leader that is a stream follower (how
-    many: the seed), then kill -9 of it: the acked messages are gone from the copies left, the
-    rest is delivered once by the next leader and then gone too."""
+@pytest.mark.parametrize("killed", ["consumer leader", "stream leader"])
+def test_workqueue_acks_survive_kill9_of_either_leader(tmp_path, seed, killed):
+    """A workqueue stream whose consumer is led by a stream follower; AckSyncs (how many: the
+    seed), then kill -9 of the consumer's leader, or of the stream's (which may not have
+    proposed their removals yet): the copies left hold exactly the unacked messages, the
+    consumer's next leader delivers them once, and they go too."""
     n = random.Random(seed).randrange(1, 40)
     with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[0], dict(STREAM, retention="workqueue")))
         add_work(members[0])
         asyncio.run(publish(members[0].url, 40))
         stream_leader, consumer_at = move_consumer_off_stream_leader(members)
-        acked = asyncio.run(fetch(stream_leader.url, n, ack=True))
+        victim, client = (consumer_at, stream_leader) if killed == "consumer leader" else (stream_leader, consumer_at)
+        acked = asyncio.run(fetch(client.url, n, ack=True))
         assert [s for s, _ in acked] == list(range(1, n + 1))
-        kill9(consumer_at)
-        others = [m for m in members if m is not consumer_at]
+        kill9(victim)
+        others = [m for m in members if m is not victim]
+        leader_of(others)
         copies_hold(others, 40 - n, n + 1)
-        poll(lambda: consumer_leader(others) is not None, timeout=30)
-        rest = asyncio.run(fetch(stream_leader.url, 40 - n, ack=True))
+        consumer_leader(others)
+        rest = asyncio.run(fetch(client.url, 40 - n, ack=True))
         assert [s for s, _ in rest] == list(range(n + 1, 41)), rest
         copies_hold(others, 0, 0)
 
@@ -246,25 +250,3 @@ def test_which_consumers_have_groups_of_their_own(tmp_path, kind):
         assert group_of("R3", {"name": "e3", "num_replicas": 3}).startswith("C-R3F-")
         assert group_of("INT", {}).startswith("C-R3F-")
         assert not group_of("R3", {}).startswith("C-")
-
-
-@pytest.mark.parametrize("seed", fault_seeds([3]))
-def test_workqueue_removals_survive_the_stream_leader(tmp_path, seed):
-    """A workqueue stream whose consumer is led by a stream follower; AckSyncs (how many: the
-    seed), then kill -9 of the stream's leader, which may not have proposed their removals
-    yet: the next stream leader removes what the consumer's group committed as acked."""
-    n = random.Random(seed).randrange(1, 40)
-    with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[0], dict(STREAM, retention="workqueue")))
-        add_work(members[0])
-        asyncio.run(publish(members[0].url, 40))
-        stream_leader, consumer_at = move_consumer_off_stream_leader(members)
-        acked = asyncio.run(fetch(consumer_at.url, n, ack=True))
-        assert [s for s, _ in acked] == list(range(1, n + 1))
-        kill9(stream_leader)
-        others = [m for m in members if m is not stream_leader]
-        leader_of(others)
-        copies_hold(others, 40 - n, n + 1)
-        rest = asyncio.run(fetch(consumer_at.url, 40 - n, ack=True))
-        assert [s for s, _ in rest] == list(range(n + 1, 41)), rest
-        copies_hold(others, 0, 0)
