@@ -55,6 +55,8 @@ FIRST_CAMPAIGN_EVERY = 0.1
 FIRST_CAMPAIGN_TRIES = 20
 RECONCILE = 0.25                # seconds between two steps of a change of members
 CREATE_ANSWER_WAIT = 2.0        # seconds a create waits for the group's leader to answer it
+NEEDS_ALL = {"delivered": {"consumer_seq": 0, "stream_seq": 0},     # a state from before the
+             "ack_floor": {"consumer_seq": 0, "stream_seq": 0}}     # first message
 _ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 
 
@@ -197,11 +199,13 @@ class ConsumerGroup:
 
     def committed_view(self):
         """The consumer as its last committed state has it, for retention's `needs` (kept
-        until the next state is applied)."""
+        until the next state is applied). Before any state is known here (a new consumer whose
+        leader has not yet committed its starting position, or a server whose group has not
+        applied its log again since it started), the consumer needs every message."""
         if self.committed is None:
             row = self.consumers.rows[self.name]
             self.committed = Consumer.view(self.stream, self.name, cc.decode_config(row["config"]),
-                                           row["created"], row["state"], count_pending=False)
+                                           row["created"], row["state"] or NEEDS_ALL, count_pending=False)
         return self.committed
 
     def _state_committed(self):

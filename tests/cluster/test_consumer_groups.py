@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9
+from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all
 from tests.cluster.test_replicated_consumers import STREAM, WORK, add_work, consumer_request, fetch, info, publish
 from tests.cluster.test_replicated_streams import api, create, leader_of, local_state
 from tests.conftest import poll
@@ -250,3 +250,43 @@ def test_which_consumers_have_groups_of_their_own(tmp_path, kind):
         assert group_of("R3", {"name": "e3", "num_replicas": 3}).startswith("C-R3F-")
         assert group_of("INT", {}).startswith("C-R3F-")
         assert not group_of("R3", {}).startswith("C-")
+
+
+@pytest.mark.parametrize("seed", fault_seeds([4]))
+def test_an_interest_stream_keeps_what_a_deliver_new_consumer_still_needs_across_kill9_of_all(tmp_path, seed):
+    """An interest stream's consumer that started at new messages, with messages it has not
+    acked, then kill -9 of every server and a restart: the stream's next leader may start
+    before the consumer's group has applied its log again, and a consumer whose state it does
+    not know yet needs everything; all the unacked messages are still delivered."""
+    n = random.Random(seed).randrange(1, 20)
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], dict(STREAM, retention="interest")))
+        group = add_work(members[0], dict(WORK, deliver_policy="new"))["cluster"]["raft_group"]
+        # its starting position committed everywhere first (the group's third entry, after
+        # its leader's and its members'): the restart, not the start, is under test
+        assert poll(lambda: all(m.get("/raftz?acc=$G")["$G"][group]["applied"] >= 3 for m in members),
+                    timeout=10)
+        asyncio.run(publish(members[0].url, 20))
+        acked = asyncio.run(fetch(members[0].url, n, ack=True))
+        assert [s for s, _ in acked] == list(range(1, n + 1))
+        copies_hold(members, 20 - n, n + 1)
+        kill9(*members)
+        restart_all(members, tmp_path)
+        leader_of(members)
+        consumer_leader(members)
+        rest = asyncio.run(fetch(members[0].url, 20 - n, ack=True))
+        assert [s for s, _ in rest] == list(range(n + 1, 21)), rest
+        copies_hold(members, 0, 0)
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_an_interest_stream_keeps_what_a_new_deliver_new_consumer_needs(tmp_path, kind):
+    """Messages published right after a deliver-new consumer of an interest stream was created,
+    before its group committed its starting position: the stream keeps them for it."""
+    with js_cluster(kind, tmp_path) as members:
+        asyncio.run(create(members[0], dict(STREAM, retention="interest")))
+        add_work(members[0], dict(WORK, deliver_policy="new"))
+        asyncio.run(publish(members[0].url, 5))
+        got = asyncio.run(fetch(members[0].url, 5, ack=True))
+        assert [s for s, _ in got] == [1, 2, 3, 4, 5], got
