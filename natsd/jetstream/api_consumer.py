@@ -269,7 +269,7 @@ def check_consumer(jsa, stream, cfg, action, pedantic):
     acc_max = int((getattr(jsa, "limits", None) or {}).get("max_consumers", -1) or -1)
     if maxc <= 0 or (0 < acc_max < maxc):
         maxc = acc_max
-    others = _clients_consumers(stream)
+    others = stream.client_consumers()
     if maxc > 0 and len(others) >= maxc:
         raise E.error("JSMaximumConsumersLimitErr")
     if retention == "workqueue" and not cfg["direct"]:
@@ -329,7 +329,7 @@ def _store_failed(jsa, stream, cfg, why):
 
 
 def _partition_unique(stream, name, fl):
-    for c in _clients_consumers(stream):
+    for c in stream.client_consumers():
         if c.name == name:
             continue
         other = c.filters
@@ -343,17 +343,6 @@ def _partition_unique(stream, name, fl):
 
 
 # ---- info / delete / names / list ----
-
-def _clients_consumers(stream):
-    """The stream's consumers that clients made (not mirrors' and sources' internal ones):
-    those running here, and on a replicated stream's leader those with Raft groups of their
-    own that lead elsewhere, as this server knows them."""
-    out = [c for c in stream.consumers.values() if not getattr(c, "internal", False)]
-    if stream.replica is not None and stream.replica.is_leader():
-        rc = stream.replica.consumers
-        out += [rc.hosted_view(name) for name in rc.led_elsewhere()]
-    return out
-
 
 def _existing(stream, name):
     """Consumer `name` of `stream`: running here, or (one with a Raft group of its own that

@@ -785,11 +785,7 @@ class _JszStream:
     def consumers(self):
         if not self.is_leader():
             return self.st.replica.consumers.views()
-        out = [c for c in self.st.consumers.values() if not getattr(c, "internal", False)]
-        if self.st.replica is not None:     # those with groups of their own, led elsewhere
-            rc = self.st.replica.consumers
-            out += [rc.hosted_view(n) for n in rc.led_elsewhere()]
-        return out
+        return self.st.client_consumers()
 
     def is_leader(self):
         return self.st.replica is None or self.st.replica.is_leader()

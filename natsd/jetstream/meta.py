@@ -698,8 +698,8 @@ class MetaGroup:
         if g.leader:
             # as nats-server: a stream's consumers are looked at once the stream is healthy
             return [e for r in self.replicas.values()
-                    for e in (r.health_errors() or [e for h in r.consumers.hosts.values()
-                                                    for e in h.health_errors()])]
+                    for e in (r.health_errors() or [ce for h in r.consumers.hosts.values()
+                                                    for ce in h.health_errors()])]
         out = [{"type": "JETSTREAM", "error": "JetStream has not established contact with a meta leader"}]
         size = len(g.members())
         for p, secs in self.missing(time.monotonic()):

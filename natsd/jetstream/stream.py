@@ -840,6 +840,16 @@ class Stream:
                 self.schedules.stored(sm.seq, sm.subject.decode("utf-8", "surrogateescape"),
                                       parse_headers(hdr), sm.ts, replay=True)
 
+    def client_consumers(self):
+        """The consumers clients made (not the internal ones of mirrors and sources): those
+        running here and, on a replicated stream's leader, those with Raft groups of their own
+        that lead elsewhere, as this server knows them (natsd/jetstream/consumergroup.py)."""
+        out = [c for c in self.consumers.values() if not getattr(c, "internal", False)]
+        if self.replica is not None and self.replica.is_leader():
+            rc = self.replica.consumers
+            out += [rc.hosted_view(name) for name in rc.led_elsewhere()]
+        return out
+
     # ---- retention (consumer contract) ----
 
     def ack_removal(self, seq, consumer=None):
