@@ -981,13 +981,12 @@ class Consumer(AckState, PushDelivery):
                 return None
         except Exception:
             return None
-        fn = getattr(self.replica if self.replica is not None else self.stream, "cluster_info", None)
-        if fn is not None:
-            try:
-                return fn()
-            except Exception:
-                return None
-        return None
+        try:
+            if self.replica is not None:
+                return self.replica.cluster_info(self)
+            return self.stream.cluster_info()
+        except Exception:
+            return None
 
     # ---- advisories ----
 

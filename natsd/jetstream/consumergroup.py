@@ -93,7 +93,10 @@ class ConsumerGroup:
         self.committed = None           # Consumer.view of the last committed state (retention)
         self.swept = 0                  # the stream's leader: retention looked at all up to here
         self.consumers = ReplicatedConsumers(self)
-        self.consumers.rows[name] = {"created": row["created"], "config": row["config"], "state": None}
+        # a group given to a consumer that rode in the stream's group (a scale up) starts
+        # from the state that group committed last
+        self.consumers.rows[name] = {"created": row["created"], "config": row["config"],
+                                     "state": row.get("state")}
         self.reconcile_timer = None
         raft_dir = os.path.join(self.dir, "raft")
         known = os.path.isdir(raft_dir)
@@ -103,6 +106,8 @@ class ConsumerGroup:
                                members=self.peers if first else None, apply=self._apply,
                                on_leader=self._leader_changed, on_leader_ready=self._leader_ready,
                                on_quorum_lost=self._quorum_lost)
+        # a server whose copy of the stream is incomplete must not run the consumer
+        self.group.node.electable = rs.group.node.electable
         self._restore(self.group.storage.snapshot_meta()[0], self.group.storage.snapshot_data)
         self.forwarder = replforward.Forwarder(self)
         self.group.start()

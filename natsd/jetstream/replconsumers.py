@@ -64,6 +64,17 @@ OPS = {"consumer_create": "consumer_create_response", "consumer_delete": "consum
        "consumer_state": None}
 
 
+def replica_count(cfg, stream, stream_replicas):
+    """A consumer's replicas as nats-server counts them: `num_replicas`, where 0 means the
+    stream's, but one for an ephemeral of a limits stream."""
+    r = cfg.get("num_replicas", 0)
+    if r:
+        return r
+    if not cfg.get("durable_name") and stream.config.get("retention", "limits") == "limits":
+        return 1
+    return stream_replicas
+
+
 class ReplicatedConsumers:
     def __init__(self, rs):
         self.rs = rs                    # the ReplicatedStream
@@ -91,14 +102,10 @@ class ReplicatedConsumers:
     # ---- the leader's API ----
 
     def wants_group(self, cfg, stream):
-        """Whether a new consumer gets a Raft group of its own: one with as many replicas as
-        its stream, counted as nats-server counts them (0: the stream's, but one for an
-        ephemeral of a limits stream), on a stream's table."""
+        """Whether a consumer gets a Raft group of its own: one with as many replicas as its
+        stream (replica_count), on a stream's table."""
         n = len(getattr(self.rs, "peers", ()))
-        r = cfg.get("num_replicas", 0)
-        if r == 0 and not cfg.get("durable_name") and stream.config.get("retention", "limits") == "limits":
-            r = 1
-        return n > 1 and r in (0, n)
+        return n > 1 and replica_count(cfg, stream, n) == n
 
     def propose_create(self, cfg, name, created, action, reply):
         req = {"name": name, "created": created, "action": action, "config": cc.to_json(cfg)}
@@ -191,8 +198,17 @@ class ReplicatedConsumers:
             host.stop()
         self.hosts = {}
 
-    def cluster_info(self):
-        return self.rs.cluster_info()
+    def cluster_info(self, o=None):
+        """nats-server's ClusterInfo of consumer `o`: its group's (its stream's, or its own).
+        One that nats-server gives one replica has no group there and shows the server it
+        runs on alone; here it runs on its stream's leader."""
+        if o is None or replica_count(o.cfg, self.rs.stream, len(self.rs.peers)) != 1:
+            return self.rs.cluster_info()
+        out = {"name": self.rs.meta.routes.name}
+        leader = self.rs.group.leader
+        if leader:
+            out["leader"] = self.rs.meta.peer_names.get(leader, leader)
+        return out
 
     def propose_delete(self, name, reply):
         self.rs.propose_op("consumer_delete", {"name": name}, reply)

@@ -208,7 +208,7 @@ class ReplicatedStream:
         if assignment.get("adopt") not in (None, meta.peer) and not index:
             # the adopted copy is the group's only state until this server has the snapshot
             # of it: an empty copy must not lead
-            self.group.node.electable = False
+            self.set_electable(False)
         self.serve_sub = self.server.system.subscribe(catchup.subject(self.group_name, meta.peer), self._serve)
         self.forwarder = replforward.Forwarder(self)
         self.group.start()
@@ -601,17 +601,17 @@ class ReplicatedStream:
         missing = replsnapshot.align(st.store, snap)
         if missing is None:
             st.reread_store()
-            self.group.node.electable = True
+            self.set_electable(True)
             self._keep_messages(index)
             return
-        self.group.node.electable = False
+        self.set_electable(False)
 
         def copied():
             replsnapshot.finish(st.store, snap)
             st.reread_store()
             self._keep_messages(index)
             self.fetcher = None
-            self.group.node.electable = True
+            self.set_electable(True)
             held, self.held = self.held, []
             if held:
                 self._apply(held)
@@ -672,6 +672,13 @@ class ReplicatedStream:
             else:
                 self.copying[peer] = time.monotonic()
         self.server.system.publish(reply, out)
+
+    def set_electable(self, electable):
+        """Whether this server may lead the stream's group, and its consumers' own groups:
+        not while its copy lacks messages that the group's snapshot names."""
+        self.group.node.electable = electable
+        for host in self.consumers.hosts.values():
+            host.group.node.electable = electable
 
     def is_copying(self, peer):
         """On the leader: has `peer` asked for messages lately (its copy is incomplete)?"""

@@ -5,6 +5,9 @@ nats-server 2.15 gives at once (the group as it is, and `desired`).
 - Up: the one-replica stream's files become its new group's copy on its server, and its state
   (its consumers' included) the group's first snapshot, at entry 1 of term 1; the other
   servers copy from that server, which leads first (they cannot lead before they have it).
+  A consumer that now counts the stream's replicas (`num_replicas` 0, but not an ephemeral
+  of a limits stream) gets a group of its own, as on nats-server, which starts from the
+  state the snapshot has (natsd/jetstream/consumergroup.py).
 - Down: the leader's copy becomes a one-replica stream of its server, with its consumers and
   their committed state; the other servers drop theirs (natsd/jetstream/meta.py).
 - Moved: a one-replica stream whose new placement its server does not meet becomes, the
@@ -22,7 +25,8 @@ import time
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftwal import LogStorage
 from natsd.gofmt import go_time
-from natsd.jetstream import advisories, consumerconfig as cc, errors as E, persist, replsnapshot, snapshot
+from natsd.jetstream import (advisories, consumerconfig as cc, consumergroup, errors as E, persist, replsnapshot,
+                             snapshot)
 
 log = logging.getLogger("natsd")
 
@@ -33,6 +37,9 @@ def adopt(rs, st):
     server leads first and the others copy from it."""
     rows = {name: {"created": o.created, "config": cc.to_json(o.cfg), "state": persist.state_of(o)}
             for name, o in st.consumers.items() if rs.consumers.wants(o.cfg, st)}
+    for name, row in rows.items():      # those that now count the stream's replicas get
+        if rs.consumers.wants_group(st.consumers[name].cfg, st):    # groups, as on nats-server
+            row["group"], row["peers"] = consumergroup.new_group_name(len(rs.peers)), list(rs.peers)
     data = replsnapshot.take(st, rows)
     shutil.rmtree(rs.dir, ignore_errors=True)
     os.makedirs(rs.dir)

@@ -236,20 +236,23 @@ def test_an_inactive_durable_led_by_a_stream_follower_is_deleted(tmp_path, kind)
 def test_which_consumers_have_groups_of_their_own(tmp_path, kind):
     """As nats-server counts a consumer's replicas: an ephemeral with num_replicas 3, and one
     of an interest stream with 0 (the stream's count), have C-R3F- groups; an ephemeral of a
-    limits stream with 0 has one replica and no group of its own."""
+    limits stream with 0, and a durable with num_replicas 1, have one replica and no group:
+    their info's cluster block names the server they run on alone."""
     with js_cluster(kind, tmp_path) as members:
         asyncio.run(create(members[0], STREAM))
         asyncio.run(create(members[0], dict(STREAM, name="INT", subjects=["int.>"], retention="interest")))
 
-        def group_of(stream, cfg):
+        def cluster_of(stream, cfg):
             body = json.dumps({"stream_name": stream, "config": dict(cfg, ack_policy="explicit")}).encode()
             subject = "$JS.API.CONSUMER.CREATE." + stream + ("." + cfg["name"] if "name" in cfg else "")
             r = asyncio.run(api(members[1], subject, body))
             assert "error" not in r, r
-            return r["cluster"].get("raft_group") or ""
-        assert group_of("R3", {"name": "e3", "num_replicas": 3}).startswith("C-R3F-")
-        assert group_of("INT", {}).startswith("C-R3F-")
-        assert not group_of("R3", {}).startswith("C-")
+            return r["cluster"]
+        assert cluster_of("R3", {"name": "e3", "num_replicas": 3})["raft_group"].startswith("C-R3F-")
+        assert cluster_of("INT", {})["raft_group"].startswith("C-R3F-")
+        names = {m.name for m in members}
+        for one in (cluster_of("R3", {}), cluster_of("R3", {"name": "d1", "durable_name": "d1", "num_replicas": 1})):
+            assert sorted(one) == ["leader", "name"] and one["name"] == "C1" and one["leader"] in names, one
 
 
 @pytest.mark.parametrize("seed", fault_seeds([4]))

@@ -8,6 +8,8 @@ replscale.py), and moving a one-replica stream.
   consumers' committed state; the other servers drop theirs.
 - Move (a one-replica stream's placement update its server does not meet): up to a group of
   its server and one that meets it, then down to that one alone.
+- A consumer that counts the stream's replicas gets a group of its own when the stream
+  scales up, as on nats-server (natsd/jetstream/consumergroup.py).
 The updates' answers are shaped as nats-server's."""
 import asyncio
 import json
@@ -17,7 +19,7 @@ import nats
 import pytest
 
 from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all, restart_member
-from tests.cluster.test_replicated_consumers import add_work, fetch, info
+from tests.cluster.test_replicated_consumers import WORK, add_work, consumer_request, fetch, info
 from tests.cluster.test_replicated_streams import (api, check_acked, converged, create, leader_of, local_state,
                                                    meta_request, publish_window)
 from tests.conftest import poll
@@ -92,6 +94,35 @@ def test_scale_answers_as_nats_server(tmp_path, kind):
                 return False
             return c.get("leader") == leader.name and "replicas" not in c and "desired" not in c
         assert poll(one, timeout=30)
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_scale_up_gives_consumers_counting_the_streams_replicas_groups_of_their_own(tmp_path, kind):
+    """A durable with num_replicas 0 counts its stream's replicas: scaled up from one to
+    three, it gets a C-R3F- group that goes on from its acks; one with num_replicas 1 keeps
+    one replica (its cluster block names its server alone)."""
+    with js_cluster(kind, tmp_path) as members:
+        create_one(members[0])
+        assert len(asyncio.run(publish_window(members[0].url, 20, b"a"))) == 20
+        add_work(members[0])
+        add_work(members[0], dict(WORK, durable_name="one", num_replicas=1))
+        assert len(asyncio.run(fetch(members[0].url, 5, ack=True))) == 5
+        scale(members[0], 3)
+        assert poll(lambda: scaled(members[0]), timeout=30)
+        names = {m.name for m in members}
+
+        def grouped():
+            o = info(members[1])
+            return o if o.get("cluster", {}).get("raft_group", "").startswith("C-R3F-") else None
+        o = poll(grouped, timeout=30)
+        assert o, info(members[1])
+        assert o["ack_floor"]["stream_seq"] == 5 and o["num_pending"] == 15, o
+        assert len(o["cluster"]["replicas"]) == 2 and o["cluster"]["leader"] in names, o
+        one = asyncio.run(consumer_request(members[2], "INFO", "one"))["cluster"]
+        assert sorted(one) == ["leader", "name"] and one["leader"] in names, one
+        got = asyncio.run(fetch(members[2].url, 15, ack=True))
+        assert [s for s, _ in got] == list(range(6, 21)), got
 
 
 @pytest.mark.parametrize("seed", fault_seeds([1]))
