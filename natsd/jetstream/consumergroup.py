@@ -1,11 +1,19 @@
 """A replicated consumer's own Raft group, as nats-server gives each one (`C-R<n>F-<id>`).
 
 Which consumers: those natsd/jetstream/replconsumers.py's `ReplicatedConsumers.wants_group`
-picks (a durable consumer with the stream's replica count, whatever the retention); the others
-ride in their stream's group as before. The stream's group still carries the consumer's
-assignment (its `consumer_create` entry names the group and its servers, the stream's) and
-its deletion, so every replica of the stream knows it; its delivered and ack state and its
+picks (more than one replica as nats-server counts them, `replica_count`); the one-replica
+ones ride in their stream's group. The stream's group still carries the consumer's
+assignment (its `consumer_create` entry names the group and its first servers) and its
+deletion, so every replica of the stream knows it; its delivered and ack state and its
 waiting pull requests ride in its own group.
+
+- Members: as many of the stream's servers as the consumer counts replicas (`voters`): all
+  of them for `num_replicas` 0 (it follows the stream's count), some for a smaller count,
+  which it keeps when the stream scales up. The stream's other servers observe the group:
+  its leader replicates to them without counting them (RaftGroup.observe), so they apply
+  its entries and the stream's leader, wherever it is, knows the consumer's state (lists,
+  retention). Such a consumer is on a limits stream only: on workqueue and interest streams
+  nats-server refuses a count other than the stream's.
 
 - On each of the consumer's servers a ConsumerGroup holds that group: a RaftGroup under
   `<stream group>/consumers/<group>/raft`, and a ReplicatedConsumers of one row, which stands
@@ -30,7 +38,9 @@ waiting pull requests ride in its own group.
 - A scale or move of the stream changes the stream's servers; the consumer group's leader
   then brings its members in line with them, one step at a time (`reconcile`). A server the
   stream moved to learns of the consumer from the stream's log or snapshot and waits to be
-  added; one it left stops the group and deletes its directory with the stream's copy.
+  added or observe; one it left stops the group and deletes its directory with the
+  stream's copy. A server whose copy of the stream is incomplete does not stand for election
+  (ReplicatedStream.set_electable).
 """
 import json
 import logging
@@ -58,6 +68,17 @@ CREATE_ANSWER_WAIT = 2.0        # seconds a create waits for the group's leader 
 NEEDS_ALL = {"delivered": {"consumer_seq": 0, "stream_seq": 0},     # a state from before the
              "ack_floor": {"consumer_seq": 0, "stream_seq": 0}}     # first message
 _ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def replica_count(cfg, stream, stream_replicas):
+    """A consumer's replicas as nats-server counts them: `num_replicas`, where 0 means the
+    stream's, but one for an ephemeral of a limits stream."""
+    r = cfg.get("num_replicas", 0)
+    if r:
+        return r
+    if not cfg.get("durable_name") and stream.config.get("retention", "limits") == "limits":
+        return 1
+    return stream_replicas
 
 
 def new_group_name(replicas):
@@ -296,22 +317,37 @@ class ConsumerGroup:
             if self.claim is None:
                 self.claim = Claim(self.jsa.sublist, claimed_subjects(self.stream.name, self.name))
 
+    def voters(self):
+        """The servers that are to be the group's members: as many of the stream's servers
+        as the consumer counts replicas (all of them, for `num_replicas` 0), the members
+        that are among them first, then those this server reaches."""
+        peers = self.rs.peers
+        count = min(replica_count(self.config(), self.stream, len(peers)), len(peers))
+        members = set(self.group.members())
+        ranked = sorted(peers, key=lambda p: (p not in members, p not in self.meta.connected, p))
+        return set(ranked[:count])
+
+    def config(self):
+        return cc.decode_config(self.consumers.rows[self.name]["config"])
+
     def reconcile(self):
-        """On the leader, one step towards the stream's servers as members (a scale or a move
-        of the stream): unreachable members that left go first, then new servers come in
-        (as learners until they have the log), then the rest that left; a leader that left
-        hands over last."""
+        """On the leader, one step towards the servers that are to be members (`voters`; a
+        scale or a move of the stream): unreachable members that left go first, then new
+        servers come in (as learners until they have the log), then the rest that left; a
+        leader that left hands over last. The stream's other servers observe: they get the
+        log and apply it, without a vote (a consumer with fewer replicas than its stream)."""
         if self.reconcile_timer is not None:
             self.reconcile_timer.cancel()
         self.reconcile_timer = None
         if self.group.stopped or not self.is_leader():
             return
         g, me = self.group, self.meta.peer
-        members, target = set(g.members()), set(self.rs.peers)
-        if members == target:
-            return
-        gone, new = sorted(members - target - {me}), sorted(target - members)
+        members, target = set(g.members()), self.voters()
         try:
+            g.observe(set(self.rs.peers) - target, self.rs.peers)
+            if members == target:
+                return
+            gone, new = sorted(members - target - {me}), sorted(target - members)
             dead = [p for p in gone if p not in self.meta.connected]
             if dead:
                 g.remove_member(dead[0])
@@ -320,7 +356,7 @@ class ConsumerGroup:
             elif gone and all(g.caught_up(p) for p in members & target):
                 g.remove_member(gone[0])
             elif not gone and me not in target:
-                heirs = [p for p in self.rs.peers if p in self.meta.connected]
+                heirs = [p for p in sorted(target) if p in self.meta.connected]
                 if heirs:
                     self.transfer_leadership(heirs[0])
         except (ValueError, NotLeader):
@@ -348,8 +384,8 @@ class ConsumerGroup:
     def health_errors(self):
         """nats-server's healthz error for a replica of a consumer whose group has no leader,
         then (beyond nats-server) which of its servers are unreachable from here."""
-        if self.group.leader:
-            return []
+        if self.group.leader or self.meta.peer not in self.group.members():
+            return []                   # led, or observed here
         acc, st, name = self.jsa.name, self.stream.name, self.name
         where = {"type": "CONSUMER", "account": acc, "stream": st, "consumer": name}
         out = [dict(where, error="JetStream consumer '%s > %s > %s' is not current: group node unhealthy"

@@ -4,9 +4,9 @@ stream's next leader carries on where the last one stopped.
 
 - Which consumers: all of them but the internal consumers of mirrors and sources. Those
   nats-server gives one replica (`num_replicas` 1, or 0 for an ephemeral on a limits stream)
-  ride in the group too, so that they follow the stream's leader: on
-  nats-server an R1 consumer stays on one server, on natsd a consumer away from its stream's
-  leader would have nothing to answer its requests. Their config keeps the count asked.
+  ride in the group, so that they follow the stream's leader: on nats-server an R1
+  consumer stays on one server, here its state is replicated. Their info's cluster block is
+  nats-server's for an R1 consumer (the server it runs on alone).
 - Every replica keeps the table of the stream's replicated consumers: name -> creation time,
   configuration and the last committed state (natsd/jetstream/persist.py's state.json dict).
   The table is rebuilt from the group's log when the server starts, like the stream's copy.
@@ -41,13 +41,15 @@ stream's next leader carries on where the last one stopped.
 
 A consumer that rides here has its stream's leader as its own: `CONSUMER.LEADER.STEPDOWN`
 moves both. One with a Raft group of its own (natsd/jetstream/consumergroup.py; `wants_group`
-picks them) has only its assignment in this table (`group` and `peers` in its row, no state):
-a ConsumerGroup (`hosts`) on each of its servers holds the rest, with a ReplicatedConsumers
+picks them) has only its assignment in this table (`group` and `peers` in its row; a state
+only as it was when a scale up gave it its group): a ConsumerGroup (`hosts`) on each of the
+stream's servers (a member or an observer of its group) holds the rest, with a ReplicatedConsumers
 of its own whose host is that group. On workqueue and interest streams the stream's leader
 removes what such a consumer's committed state has acked (`hosted_acked`), and proposes the
 removals here as it does for the consumers that ride here.
 """
 import logging
+import random
 
 from natsd._core.router import publish
 from natsd.jetstream import consumerconfig as cc, consumergroup, errors as E, persist
@@ -62,17 +64,6 @@ LEADERSHIP_CHANGE = status_hdr(409, "Leadership Change")
 NEXT = b"$JS.API.CONSUMER.MSG.NEXT."     # a forwarded pull request's subject, before <stream>.<consumer>
 OPS = {"consumer_create": "consumer_create_response", "consumer_delete": "consumer_delete_response",
        "consumer_state": None}
-
-
-def replica_count(cfg, stream, stream_replicas):
-    """A consumer's replicas as nats-server counts them: `num_replicas`, where 0 means the
-    stream's, but one for an ephemeral of a limits stream."""
-    r = cfg.get("num_replicas", 0)
-    if r:
-        return r
-    if not cfg.get("durable_name") and stream.config.get("retention", "limits") == "limits":
-        return 1
-    return stream_replicas
 
 
 class ReplicatedConsumers:
@@ -102,10 +93,22 @@ class ReplicatedConsumers:
     # ---- the leader's API ----
 
     def wants_group(self, cfg, stream):
-        """Whether a consumer gets a Raft group of its own: one with as many replicas as its
-        stream (replica_count), on a stream's table."""
+        """Whether a consumer gets a Raft group of its own, on a stream's table: one that
+        counts more than one replica (consumergroup.replica_count); a consumer with fewer
+        than its stream has some of the stream's servers as members."""
         n = len(getattr(self.rs, "peers", ()))
-        return n > 1 and replica_count(cfg, stream, n) == n
+        return n > 1 and consumergroup.replica_count(cfg, stream, n) > 1
+
+    def first_members(self, cfg):
+        """A new consumer group's servers: this one (the stream's leader) and as many others
+        of the stream's as the consumer counts replicas, those it reaches first."""
+        me, peers = self.rs.meta.peer, self.rs.peers
+        count = min(consumergroup.replica_count(cfg, self.rs.stream, len(peers)), len(peers))
+        connected = self.rs.meta.connected
+        others = [p for p in peers if p != me]
+        random.shuffle(others)
+        others.sort(key=lambda p: p not in connected)
+        return [me] + others[:count - 1]
 
     def propose_create(self, cfg, name, created, action, reply):
         req = {"name": name, "created": created, "action": action, "config": cc.to_json(cfg)}
@@ -113,8 +116,8 @@ class ReplicatedConsumers:
         if row is not None and row.get("group"):
             req["group"], req["peers"] = row["group"], row["peers"]
         elif row is None and self.wants_group(cfg, self.rs.stream):
-            req["group"] = consumergroup.new_group_name(len(self.rs.peers))
-            req["peers"] = list(self.rs.peers)
+            req["peers"] = self.first_members(cfg)
+            req["group"] = consumergroup.new_group_name(len(req["peers"]))
         self.rs.propose_op("consumer_create", req, reply)
 
     def led_elsewhere(self):
@@ -202,7 +205,7 @@ class ReplicatedConsumers:
         """nats-server's ClusterInfo of consumer `o`: its group's (its stream's, or its own).
         One that nats-server gives one replica has no group there and shows the server it
         runs on alone; here it runs on its stream's leader."""
-        if o is None or replica_count(o.cfg, self.rs.stream, len(self.rs.peers)) != 1:
+        if o is None or consumergroup.replica_count(o.cfg, self.rs.stream, len(self.rs.peers)) != 1:
             return self.rs.cluster_info()
         out = {"name": self.rs.meta.routes.name}
         leader = self.rs.group.leader
