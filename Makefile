@@ -66,7 +66,8 @@ faults: build
 		tests/cluster/test_replicated_counters.py::test_counter_leader_killed_loses_no_acked_increment \
 		tests/cluster/test_consumer_groups.py::test_acks_survive_a_consumer_leader_that_follows_the_stream \
 		tests/cluster/test_consumer_groups.py::test_workqueue_acks_survive_kill9_of_either_leader \
-		tests/cluster/test_consumer_groups.py::test_an_interest_stream_keeps_what_a_deliver_new_consumer_still_needs_across_kill9_of_all
+		tests/cluster/test_consumer_groups.py::test_an_interest_stream_keeps_what_a_deliver_new_consumer_still_needs_across_kill9_of_all \
+		tests/cluster/test_consumer_subsets.py::test_a_two_replica_consumer_keeps_its_acks_across_kill9
 
 BENCH_JSON ?= bench-results.json
 BASELINE   ?= bench-baseline.json

@@ -9,7 +9,9 @@ waiting pull requests ride in its own group.
 
 - Members: as many of the stream's servers as the consumer counts replicas (`voters`): all
   of them for `num_replicas` 0 (it follows the stream's count), some for a smaller count,
-  which it keeps when the stream scales up. The stream's other servers observe the group:
+  which it keeps when the stream scales up. A `num_replicas` update changes the members
+  (`update_row`), or gives the consumer a group or takes it back into the stream's
+  (ReplicatedConsumers.propose_create; `dissolve`). The stream's other servers observe the group:
   its leader replicates to them without counting them (RaftGroup.observe), so they apply
   its entries and the stream's leader, wherever it is, knows the consumer's state (lists,
   retention). Such a consumer is on a limits stream only: on workqueue and interest streams
@@ -192,6 +194,7 @@ class ConsumerGroup:
             self.consumers._apply_create({"name": self.name, "created": row["created"],
                                           "config": row["config"], "action": "update"})
             self.committed = None
+            self.reconcile()            # its num_replicas may have changed
 
     def answer_create(self, reply):
         """This server proposed the consumer's creation: it answers once the consumer runs
@@ -320,11 +323,13 @@ class ConsumerGroup:
     def voters(self):
         """The servers that are to be the group's members: as many of the stream's servers
         as the consumer counts replicas (all of them, for `num_replicas` 0), the members
-        that are among them first, then those this server reaches."""
+        that are among them first (this one, the leader, first of all), then those this
+        server reaches."""
         peers = self.rs.peers
         count = min(replica_count(self.config(), self.stream, len(peers)), len(peers))
         members = set(self.group.members())
-        ranked = sorted(peers, key=lambda p: (p not in members, p not in self.meta.connected, p))
+        me = self.meta.peer
+        ranked = sorted(peers, key=lambda p: (p not in members, p != me, p not in self.meta.connected, p))
         return set(ranked[:count])
 
     def config(self):
@@ -428,6 +433,12 @@ class ConsumerGroup:
         self.group.stop()
         if delete:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    def dissolve(self):
+        """The consumer goes back to its stream's group (scaled down to one replica): the
+        group stops here and its directory goes, the consumer lives on."""
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def cluster_info(self):
         """nats-server's ClusterInfo of the consumer's group."""

@@ -111,11 +111,19 @@ class ReplicatedConsumers:
         return [me] + others[:count - 1]
 
     def propose_create(self, cfg, name, created, action, reply):
+        """A create or update; one that changes whether the consumer has a group of its own
+        (its `num_replicas` to or from one) carries the group, or the state to go on from."""
         req = {"name": name, "created": created, "action": action, "config": cc.to_json(cfg)}
         row = self.rows.get(name)
+        wants = self.wants_group(cfg, self.rs.stream)
         if row is not None and row.get("group"):
-            req["group"], req["peers"] = row["group"], row["peers"]
-        elif row is None and self.wants_group(cfg, self.rs.stream):
+            if wants:
+                req["group"], req["peers"] = row["group"], row["peers"]
+            else:                       # down to one replica: it rides here from the state
+                req["state"] = self.hosts[name].row()["state"]   # its group committed last
+        elif wants:
+            if row is not None:         # up from one replica: what it did so far first
+                self._propose_state()
             req["peers"] = self.first_members(cfg)
             req["group"] = consumergroup.new_group_name(len(req["peers"]))
         self.rs.propose_op("consumer_create", req, reply)
@@ -353,6 +361,14 @@ class ReplicatedConsumers:
             row = self.rows[name] = {"created": req["created"], "state": None}
             if req.get("group"):
                 row["group"], row["peers"] = req["group"], list(req["peers"])
+        elif req.get("group") and not row.get("group"):
+            self._stop_riding(name)     # up from one replica: its group goes on from its
+            row["group"], row["peers"] = req["group"], list(req["peers"])   # committed state
+        elif "state" in req and row.get("group"):
+            self.hosts.pop(name).dissolve()     # down to one replica: it rides here again
+            del row["group"], row["peers"]
+            row["state"] = req["state"]
+            self.host_leaders_changed()
         row["config"] = req["config"]
         if row.get("group"):
             return self._apply_hosted_create(name, row, reply)
@@ -361,13 +377,24 @@ class ReplicatedConsumers:
         stream = self.rs.stream
         o = stream.consumers.get(name)
         cfg = cc.decode_config(req["config"])
-        if o is None:
+        if o is None and "state" in req:
+            o = self._run(name, row)
+        elif o is None:
             o = self._run(name, row)
             o.advisory("CREATED", "io.nats.jetstream.advisory.v1.consumer_action", action="create")
             self.changed(o)             # its starting position, chosen now, is replicated
         elif cfg != o.cfg:
             o.update_config(cfg)
         return o.info(initial=True)
+
+    def _stop_riding(self, name):
+        """Consumer `name` leaves this group for one of its own: it stops running here."""
+        for table in (self.changed_state, self.changed_cfg, self.changed_pulls, self.pulls, self.told):
+            table.pop(name, None)
+        o = self.rs.stream.consumers.get(name)
+        if o is not None and o.replica is self:
+            del self.rs.stream.consumers[name]
+            o.stop()
 
     def _apply_hosted_create(self, name, row, reply):
         host = self.hosts.get(name)

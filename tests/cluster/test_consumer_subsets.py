@@ -5,7 +5,6 @@ so the stream's leader lists it with its state wherever it runs. A consumer keep
 it asked for when its stream scales up; one with 0 follows the stream's. Shapes and states
 are compared with a nats-server cluster; the kill -9 scenario is natsd's own."""
 import asyncio
-import json
 import random
 
 import pytest
@@ -109,15 +108,56 @@ def test_a_two_replica_consumer_keeps_its_acks_across_kill9(tmp_path, seed):
         assert [s for s, _ in acked] == list(range(1, n + 1))
         dead = next(m for m in members if m.name == c["leader"])
         kill9(dead)
-        back = [restart_member(m, tmp_path) for m in (observer, dead)]
-        members = [m for m in members if m not in (observer, dead)] + back
+        survivor = next(m for m in members if m not in (observer, dead))
+        for m in (observer, dead):
+            members[members.index(m)] = restart_member(m, tmp_path)
 
         def answered():
             try:
-                return asyncio.run(api(members[0], "$JS.API.CONSUMER.INFO.R3.work", timeout=1))
+                o = asyncio.run(api(survivor, "$JS.API.CONSUMER.INFO.R3.work", timeout=1))
             except Exception:
                 return None
+            assert "error" not in o, o
+            return o if o["cluster"].get("leader") else None    # its group has elected one
         o = poll(answered, timeout=30)
         assert o and o["ack_floor"]["stream_seq"] == n and voters(o["cluster"]) == voters(c), o
         got = asyncio.run(fetch(members[rng.randrange(3)].url, 30, ack=True))
         assert [s for s, _ in got] == list(range(n + 1, 31)), got
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_num_replicas_updates_scale_a_consumer(tmp_path, kind):
+    """A consumer's num_replicas updated 1 -> 3 -> 2 -> 1 on an R3 stream: a group of its
+    own, then one member fewer (the same group), then none (nats-server's R1 block); its
+    acks carry through each step."""
+    with js_cluster(kind, tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        asyncio.run(publish(members[0].url, 10))
+        add_work(members[0], dict(WORK, num_replicas=1))
+        done = 0
+
+        def step(replicas, shape):
+            nonlocal done
+            add_work(members[1], dict(WORK, num_replicas=replicas))
+
+            def shaped():
+                try:
+                    o = asyncio.run(api(members[2], "$JS.API.CONSUMER.INFO.R3.work", timeout=1))
+                except Exception:
+                    return None
+                return o if shape(o.get("cluster", {})) else None
+            o = poll(shaped, timeout=30)
+            assert o and o["config"]["num_replicas"] == replicas, info(members[2])
+            assert o["ack_floor"]["stream_seq"] == done and o["num_pending"] == 10 - done, o
+            got = asyncio.run(fetch(members[0].url, 2, ack=True))
+            assert [s for s, _ in got] == [done + 1, done + 2], got
+            done += 2
+            return o["cluster"]
+        assert len(asyncio.run(fetch(members[0].url, 2, ack=True))) == 2
+        done = 2
+        three = step(3, lambda c: c.get("raft_group", "").startswith("C-R3F-") and len(c.get("replicas", [])) == 2)
+        two = step(2, lambda c: len(c.get("replicas", [])) == 1)
+        assert two["raft_group"] == three["raft_group"]
+        one = step(1, lambda c: "raft_group" not in c)
+        assert sorted(one) == ["leader", "name"], one
