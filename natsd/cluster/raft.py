@@ -203,6 +203,14 @@ class Node:
         self.last_heard[member] = now
         self._replicate(member, heartbeat=True)
 
+    def observe(self, peers, within, now=0.0):
+        """Replicate to `peers` as to learners, but never make them members (observers: they
+        apply what the group commits, without a vote); learners outside `within` are dropped.
+        A leader elected later is told again."""
+        for p in sorted(set(peers) - self.learners - set(self.members)):
+            self.add_learner(p, now)
+        self.learners.intersection_update(within)
+
     def add_member(self, member, now=0.0):
         return self._change_members(tuple(sorted(set(self.members) | {member})), now)
 

@@ -146,11 +146,7 @@ class RaftGroup:
         """On the leader: replicate to `peers` too, without counting them and without ever
         making them members (observers: they apply what the group commits; a leader elected
         later is told again). Learners outside `within` (gone elsewhere) are dropped."""
-        n = self.node
-        now = time.monotonic()
-        for p in sorted(set(peers) - n.learners - set(n.members)):
-            n.add_learner(p, now)
-        n.learners.intersection_update(within)
+        self.node.observe(peers, within, time.monotonic())
         self._flush()
 
     def transfer_leadership(self, target):

@@ -342,3 +342,41 @@ def test_what_a_slow_follower_has_not_acknowledged_stays_within_max_inflight_byt
     w.run(3.0)
     assert len([c for _, c in w.applied[slow] if c.startswith("c")]) == 60
     assert sent and worst[0] <= cap + MAX_APPEND_BYTES, worst[0]
+
+
+@pytest.mark.parametrize("seed", SEEDS[:5])
+def test_an_observer_applies_the_log_without_a_vote(seed):
+    """A group of two members and an observer (Node.observe: a consumer group with fewer
+    replicas than its stream): the observer applies every committed command, is not counted
+    (with it dead the two commit; with one member dead nothing commits), and never leads,
+    even with no leader; a leader elected later observes it again and it catches up."""
+    w = World(3, seed=seed)
+    for s in w.ids:
+        w.kill(s)
+        w.stores[s] = w.new_storage(s)
+    for s in ["s0", "s1"]:
+        w._boot(s, ("s0", "s1"))
+    w._boot("s2", None)
+    lead = elect(w)
+    w.nodes[lead].observe(["s2"], ["s0", "s1", "s2"], w.now)
+    w.run(0.5, load=100)
+    assert w.applied["s2"] and w.applied["s2"][-1][0] >= w.nodes[lead].commit - 20, "the observer is behind"
+    w.kill("s2")
+    writes_again_within(w, 1.0)                 # not counted: the two members commit
+    w.restart("s2")
+    other = next(s for s in ("s0", "s1") if s != lead)
+    w.kill(lead)
+    w.run(2.0, load=100)
+    before = len(w.acked)
+    w.run(1.0, load=100)
+    assert len(w.acked) == before, "one of two members committed alone"
+    assert w.leader() is None and w.nodes["s2"].role != "leader"
+    w.restart(lead)
+    lead = elect(w)
+    assert lead != "s2" and w.nodes["s2"].members == ("s0", "s1")
+    w.nodes[lead].observe(["s2"], ["s0", "s1", "s2"], w.now)
+    writes_again_within(w, 5.0)
+    w.run(1.0, load=100)
+    w.run(0.5)
+    assert w.applied["s2"] == w.applied[lead] == w.applied[other], "seed %d: the observer differs" % seed
+    w.check_acked()
