@@ -3,7 +3,8 @@ durable with `num_replicas` 2 on an R3 stream has a `C-R2F-` group of two of the
 servers, as on nats-server; the third observes it (applies what it commits, without a vote),
 so the stream's leader lists it with its state wherever it runs. A consumer keeps the count
 it asked for when its stream scales up; one with 0 follows the stream's. Shapes and states
-are compared with a nats-server cluster; the kill -9 scenario is natsd's own."""
+are compared with a nats-server cluster; the kill -9 scenario and /healthz naming a consumer
+group without quorum (beyond nats-server) are natsd's own."""
 import asyncio
 import random
 
@@ -11,6 +12,7 @@ import pytest
 
 from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_member
 from tests.cluster.test_replicated_consumers import STREAM, WORK, add_work, consumer_request, fetch, info, publish
+from tests.cluster.test_meta_group import healthz
 from tests.cluster.test_replicated_streams import api, create, leader_of, meta_request
 from tests.conftest import poll
 
@@ -161,3 +163,24 @@ def test_num_replicas_updates_scale_a_consumer(tmp_path, kind):
         assert two["raft_group"] == three["raft_group"]
         one = step(1, lambda c: "raft_group" not in c)
         assert sorted(one) == ["leader", "name"], one
+
+
+def test_healthz_names_a_consumer_group_without_quorum(tmp_path):
+    """natsd beyond nats-server: an R2 consumer whose leader died has no quorum while its
+    stream (two of three) is healthy; /healthz on its surviving server names it, as
+    nats-server's text does, and which server it cannot reach; the server that only
+    observes it reports nothing."""
+    with js_cluster("natsd", tmp_path) as members:
+        asyncio.run(create(members[0], STREAM))
+        c = add_work(members[0], dict(WORK, num_replicas=2))["cluster"]
+        dead = next(m for m in members if m.name == c["leader"])
+        voter = next(m for m in members if m.name in voters(c) and m is not dead)
+        observer = next(m for m in members if m.name not in voters(c))
+        kill9(dead)
+        want = [{"type": "CONSUMER", "account": "$G", "stream": "R3", "consumer": "work",
+                 "error": "JetStream consumer '$G > R3 > work' is not current: group node unhealthy"},
+                {"type": "CONSUMER", "account": "$G", "stream": "R3", "consumer": "work",
+                 "error": "JetStream consumer '$G > R3 > work' has no leader: it needs 2 of its 2 servers "
+                          "and cannot reach %s" % dead.name}]
+        assert poll(lambda: healthz(voter) == (503, {"status": "error", "errors": want}), timeout=15), healthz(voter)
+        assert healthz(observer) == (200, {"status": "ok"}), healthz(observer)
