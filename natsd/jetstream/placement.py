@@ -10,6 +10,8 @@ server can reach any stream. This works through interest, with no protocol of it
 - a server that does not hold the stream stays silent when the request came over a route,
   or when another server has claimed the subject (it will answer); only when nobody has the
   stream does the server the client is connected to answer (not found, or creating it).
+  A server started again whose meta group has not yet applied its log holds such a request
+  until a claim arrives rather than say "not found" of a stream it does not know yet.
 
 Requests with a JetStream domain prefix are answered the same way, forwarded on under
 `$JS.API.` when another server has the stream. Replicated streams belong to the meta group
@@ -66,6 +68,7 @@ class Claim:
         self.subs = []
 
 
+CREATING = frozenset(("STREAM.CREATE", "STREAM.RESTORE"))   # the meta leader answers them
 CONSUMER_LED = frozenset(("CONSUMER.INFO", "CONSUMER.PAUSE", "CONSUMER.UNPIN", "CONSUMER.RESET",
                           "CONSUMER.MSG.NEXT", "CONSUMER.LEADER.STEPDOWN"))
 
@@ -80,7 +83,7 @@ def answer_here(jsa, stream, api_subject, request_subject, reply, hdr, payload, 
     if origin is not None and origin.kind == KIND_ROUTE:
         return False
     if not routes_listen(jsa.sublist, api_subject):      # nobody else claimed it
-        if _leader_elsewhere_soon(jsa, stream):
+        if _leader_elsewhere_soon(jsa, stream) or (op not in CREATING and _meta_unsettled(jsa)):
             _hold(jsa, stream, consumer, api_subject, reply, hdr, payload)
             return False
         return True
@@ -106,6 +109,17 @@ def _leader_elsewhere_soon(jsa, stream):
     arrived yet (it was just created, or its group is electing)."""
     meta = jsa.engine.meta
     return meta is not None and (jsa.name, stream) in meta.assignments
+
+
+def _meta_unsettled(jsa):
+    """This server's meta group has entries in its log that it has not applied, and knows no
+    leader to tell it which are committed (it just started again): the streams it knows of
+    may not be all there are, so it does not say that one is not found (nats-server's
+    servers answer only for the assignments they know)."""
+    meta = jsa.engine.meta
+    group = getattr(meta, "group", None)
+    return (group is not None and not group.leader
+            and group.node.applied < group.storage.last_index())
 
 
 def _hold(jsa, stream, consumer, api_subject, reply, hdr, payload):

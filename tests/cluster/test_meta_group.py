@@ -316,3 +316,34 @@ def test_servers_routed_through_one_seed_form_one_meta_group(tmp_path, seed):
     finally:
         for m in members:
             m.proc.kill()
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_a_restarted_server_never_says_a_stream_is_not_found(tmp_path, kind):
+    """A server killed and started again is asked STREAM.INFO of an existing R3 stream at
+    once, over and over for two seconds: before its meta group hears a leader it does not
+    know every stream, so it does not answer 10059; the stream's leader answers (nats-server
+    never answered not found either)."""
+    from tests.cluster.clusterhelp import js_cluster
+    from tests.cluster.test_replicated_streams import create, leader_of
+    with js_cluster(kind, tmp_path) as members:
+        asyncio.run(create(members[0], {"name": "R3", "subjects": ["r3.>"], "num_replicas": 3}))
+        lead = leader_of(members)
+        m = next(x for x in members if x is not lead)
+        kill9(m)
+        back = members[members.index(m)] = restart_member(m, tmp_path)
+
+        async def ask():
+            nc = await nats.connect(back.url)
+            codes, t0 = [], time.monotonic()
+            while time.monotonic() - t0 < 2:
+                try:
+                    r = json.loads((await nc.request("$JS.API.STREAM.INFO.R3", b"", timeout=0.3)).data)
+                    codes.append(r.get("error", {}).get("err_code", 0))
+                except nats.errors.TimeoutError:
+                    pass
+            await nc.close()
+            return codes
+        codes = asyncio.run(ask())
+        assert codes and set(codes) == {0}, codes
