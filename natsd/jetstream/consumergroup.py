@@ -14,7 +14,8 @@ waiting pull requests ride in its own group.
   (ReplicatedConsumers.propose_create; `dissolve`). The stream's other servers observe the group:
   its leader replicates to them without counting them (RaftGroup.observe), so they apply
   its entries and the stream's leader, wherever it is, knows the consumer's state (lists,
-  retention). Such a consumer is on a limits stream only: on workqueue and interest streams
+  retention); `/raftz` lists the group on its members only, as nats-server's does. Such
+  a consumer is on a limits stream only: on workqueue and interest streams
   nats-server refuses a count other than the stream's.
 
 - On each of the consumer's servers a ConsumerGroup holds that group: a RaftGroup under

@@ -684,8 +684,8 @@ class MetaGroup:
         for (acc, _), r in self.replicas.items():
             if acc == account and not r.group.stopped:
                 out[r.group_name] = r.group.status(self.peer_names)
-                for host in r.consumers.hosts.values():     # consumers' groups of their own
-                    if not host.group.stopped:
+                for host in r.consumers.hosts.values():     # consumers' groups of their own,
+                    if not host.group.stopped and self.peer in host.group.members():   # as a member
                         out[host.group_name] = host.group.status(self.peer_names)
         return out
 
