@@ -99,16 +99,17 @@ class ReplicatedConsumers:
         n = len(getattr(self.rs, "peers", ()))
         return n > 1 and consumergroup.replica_count(cfg, stream, n) > 1
 
-    def first_members(self, cfg):
-        """A new consumer group's servers: this one (the stream's leader) and as many others
-        of the stream's as the consumer counts replicas, those it reaches first."""
+    def new_group(self, cfg, stream):
+        """A new consumer group's assignment -> (name, servers): this server (the stream's
+        leader) and as many others of the stream's as the consumer counts replicas, those it
+        reaches first."""
         me, peers = self.rs.meta.peer, self.rs.peers
-        count = min(consumergroup.replica_count(cfg, self.rs.stream, len(peers)), len(peers))
+        count = min(consumergroup.replica_count(cfg, stream, len(peers)), len(peers))
         connected = self.rs.meta.connected
         others = [p for p in peers if p != me]
         random.shuffle(others)
         others.sort(key=lambda p: p not in connected)
-        return [me] + others[:count - 1]
+        return consumergroup.new_group_name(count), [me] + others[:count - 1]
 
     def propose_create(self, cfg, name, created, action, reply):
         """A create or update; one that changes whether the consumer has a group of its own
@@ -124,8 +125,7 @@ class ReplicatedConsumers:
         elif wants:
             if row is not None:         # up from one replica: what it did so far first
                 self._propose_state()
-            req["peers"] = self.first_members(cfg)
-            req["group"] = consumergroup.new_group_name(len(req["peers"]))
+            req["group"], req["peers"] = self.new_group(cfg, self.rs.stream)
         self.rs.propose_op("consumer_create", req, reply)
 
     def led_elsewhere(self):
@@ -377,12 +377,11 @@ class ReplicatedConsumers:
         stream = self.rs.stream
         o = stream.consumers.get(name)
         cfg = cc.decode_config(req["config"])
-        if o is None and "state" in req:
+        if o is None:
             o = self._run(name, row)
-        elif o is None:
-            o = self._run(name, row)
-            o.advisory("CREATED", "io.nats.jetstream.advisory.v1.consumer_action", action="create")
-            self.changed(o)             # its starting position, chosen now, is replicated
+            if "state" not in req:      # new, not back from a group of its own
+                o.advisory("CREATED", "io.nats.jetstream.advisory.v1.consumer_action", action="create")
+                self.changed(o)         # its starting position, chosen now, is replicated
         elif cfg != o.cfg:
             o.update_config(cfg)
         return o.info(initial=True)

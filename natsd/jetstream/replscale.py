@@ -25,8 +25,7 @@ import time
 from natsd.cluster.raft import NotLeader
 from natsd.cluster.raftwal import LogStorage
 from natsd.gofmt import go_time
-from natsd.jetstream import (advisories, consumerconfig as cc, consumergroup, errors as E, persist, replsnapshot,
-                             snapshot)
+from natsd.jetstream import advisories, consumerconfig as cc, errors as E, persist, replsnapshot, snapshot
 
 log = logging.getLogger("natsd")
 
@@ -39,7 +38,7 @@ def adopt(rs, st):
             for name, o in st.consumers.items() if rs.consumers.wants(o.cfg, st)}
     for name, row in rows.items():      # those that now count the stream's replicas get
         if rs.consumers.wants_group(st.consumers[name].cfg, st):    # groups, as on nats-server
-            row["group"], row["peers"] = consumergroup.new_group_name(len(rs.peers)), list(rs.peers)
+            row["group"], row["peers"] = rs.consumers.new_group(st.consumers[name].cfg, st)
     data = replsnapshot.take(st, rows)
     shutil.rmtree(rs.dir, ignore_errors=True)
     os.makedirs(rs.dir)
