@@ -98,7 +98,7 @@ cdef class Log(LogIndex):
 
     cdef int _write_record(self, int rtype, uint64_t seq, int64_t ts, int64_t ttl,
                            const char* subj, Py_ssize_t slen, const char* hdr, Py_ssize_t hlen,
-                           bint has_hdr, const char* msg, Py_ssize_t mlen) except -1
+                           bint has_hdr, const char* msg, Py_ssize_t mlen, bint defer=*) except -1
     cdef int _index_msg(self, uint64_t seq, int64_t ts, uint32_t off, uint32_t size,
                         uint32_t sid, Block blk) except -1
     cdef uint64_t _unindex_range(self, uint64_t lo, uint64_t hi)
@@ -110,7 +110,7 @@ cdef class Log(LogIndex):
     cdef Block _block_of(self, uint64_t seq)
     cdef _drop_front_blocks(self)
     cdef bytes _read_raw(self, uint64_t seq, nlog_entry* e)
-    cdef _tombstone(self, bytes packed)
+    cdef _tombstone(self, bytes packed, bint defer=*)
     cdef _erase(self, uint64_t seq, nlog_entry* e)
     cdef _unseal(self, Block b, uint64_t cut)
     cdef _reseal(self, Block b, img)

@@ -33,8 +33,9 @@ fails on read is never returned.
 Group commit: without a call_soon hook every append is a `pwrite` at once (the kernel has
 it). With the loop's hook (given to plaintext logs when nothing is acknowledged before a sync,
 and to encrypted ones) the messages of one loop iteration wait in memory (`pend`, read from
-there) and go out with one pwrite when the iteration ends, before anything else touches the
-block (a sync, a tombstone, a rotation, a truncation) and at 64 KiB; a crash inside the
+there), in plaintext with the tombstones of `remove` that follow them, and go out with one
+pwrite when the iteration ends, before anything else touches the block (a sync, another
+record, a rotation, a truncation) and at 64 KiB; a crash inside the
 iteration loses only what nobody was told about. `sync_async` hands one `fdatasync` of the
 active block (+ the directory when a block was created), a SyncJob, to the caller's submit
 (the loop's: natsd/_core/syncer.pyx runs it on a thread without the GIL, or at once when the
@@ -576,13 +577,14 @@ cdef class Log:
 
     cdef int _write_record(self, int rtype, uint64_t seq, int64_t ts, int64_t ttl,
                            const char* subj, Py_ssize_t slen, const char* hdr, Py_ssize_t hlen,
-                           bint has_hdr, const char* msg, Py_ssize_t mlen) except -1:
+                           bint has_hdr, const char* msg, Py_ssize_t mlen, bint defer=False) except -1:
         """Append one record to the active block; returns its offset (rotates first if full).
         Encrypted: the record joins the pending frame, written once per loop iteration (the
         call_soon hook), before any sync, at FRAME_MAX, and at once for anything but a message
         (so a tombstone's write error reaches its caller as in plaintext). Plaintext with the
-        hook: a message joins the pending records the same way (written as they are, in one
-        pwrite); anything else is written at once, after them. Without it, one pwrite each."""
+        hook: a message, and a tombstone that `defer` allows, join the pending records the same
+        way (written as they are, in one pwrite); anything else is written at once, after them.
+        Without it, one pwrite each."""
         cdef Py_ssize_t reclen = REC_MIN + slen + hlen + mlen
         cdef Py_ssize_t dlen, plen
         cdef bint enc = self.enc is not None
@@ -600,9 +602,13 @@ cdef class Log:
                 self._flush_frame()
             if PyByteArray_GET_SIZE(self.pend) == 0:
                 dlen += FRAME_OVH
-        elif PyByteArray_GET_SIZE(self.pend) and (rtype != T_MSG or PyByteArray_GET_SIZE(self.pend)
-                                                  + reclen > PLAIN_PEND_MAX):
-            self._flush_frame()             # plaintext: records reach the file in order
+        else:
+            # a tombstone joins records already waiting (their flush is scheduled), not alone
+            defer = (rtype == T_MSG or (defer and PyByteArray_GET_SIZE(self.pend) > 0)) \
+                and self.call_soon is not None
+            if PyByteArray_GET_SIZE(self.pend) and (not defer or PyByteArray_GET_SIZE(self.pend)
+                                                    + reclen > PLAIN_PEND_MAX):
+                self._flush_frame()         # plaintext: records reach the file in order
         if rtype == T_MSG and self.active.size > BLK_HDR and self.active.size + dlen > self.block_size:
             self._rotate()
         b = self.active
@@ -648,9 +654,10 @@ cdef class Log:
                 self.flush_scheduled = True
                 self.call_soon(self._flush_cb)
             return <int>(self.pend_off + FRAME_PRE + plen)
-        if rtype == T_MSG and self.call_soon is not None:
-            # plaintext with the loop's hook: the messages of this iteration are written
-            # together by _flush_cb (or before anything else touches the block)
+        if defer:
+            # plaintext with the loop's hook: the messages (and deferred tombstones) of this
+            # iteration are written together by _flush_cb (or before anything else touches
+            # the block)
             plen = PyByteArray_GET_SIZE(self.pend)
             if plen == 0:
                 self.pend_off = b.size
@@ -907,15 +914,19 @@ cdef class Log:
 
     # ---------------------------------------------------------------- removing
 
-    cdef _tombstone(self, bytes packed):
+    cdef _tombstone(self, bytes packed, bint defer=False):
         self._write_record(T_TOMBS, 0, 0, 0, NULL, 0, NULL, 0, False,
-                           PyBytes_AS_STRING(packed), len(packed))
+                           PyBytes_AS_STRING(packed), len(packed), defer)
 
     def remove(self, uint64_t seq, bint erase=False):
+        """Remove one message. With the loop's hook its tombstone joins the iteration's
+        pending records when there are any (a KV put or a limit removing a message as another
+        is stored: one write for both); alone, or for an erase (whose tombstone reaches the
+        file before the record is overwritten in place), it is written at once."""
         cdef nlog_entry* e = self._entry(seq)
         if e == NULL or e.size == 0:
             return False
-        self._tombstone(seq.to_bytes(8, "little"))
+        self._tombstone(seq.to_bytes(8, "little"), not erase)
         if erase:
             self._erase(seq, e)
         self._unindex(seq, e)

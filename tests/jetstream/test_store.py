@@ -512,27 +512,34 @@ class FakeExecutor:
 
 def test_grouped_writes_reach_the_file_at_the_iteration_end(tmp_path):
     """Under group commit the messages of one loop iteration go out with one pwrite when the
-    iteration ends: read back before that from memory, after it from the file; a crash inside
-    the iteration loses them (nothing was acknowledged: acks wait for a sync), a crash after
-    it does not; a sync writes them first."""
+    iteration ends, with the tombstones of removals that follow them (a KV put replacing a
+    value): read back before that from memory, after it from the file; a crash inside the
+    iteration loses them (nothing was acknowledged: acks wait for a sync), a crash after
+    it does not; a sync writes them first. An erase's tombstone goes out at once."""
     p = tmp_path / "s"
     s = open_store("file-grouped", p, block_size=1 << 20)
     blk = lambda: sorted(p.glob("*.blk"))[-1].stat().st_size
     empty = blk()
     fill(s, 10)
+    s.remove(2)                                   # its tombstone waits with the messages
     assert blk() == empty                         # nothing written yet
-    assert [m.msg for m in iter_msgs(s)] == [b"m%d" % i for i in range(10)]
-    s.remove(3, erase=True)                       # the tombstone goes after the messages
+    assert [m.msg for m in iter_msgs(s)] == [b"m%d" % i for i in range(10) if i != 1]
+    s.remove(3, erase=True)                       # the tombstones go after the messages
     assert blk() > empty
     fill(s, 5)
     s.end_iteration()
     s.log.abandon()
     s = open_store("file-grouped", p, block_size=1 << 20)
-    assert s.state()["messages"] == 14 and s.load(3) is None
-    s.store_msg(b"lost", None, b"x")              # a crash inside the iteration: gone
+    assert s.state()["messages"] == 13 and s.load(2) is None and s.load(3) is None
+    s.store_msg(b"lost", None, b"x")              # a crash inside the iteration: gone,
+    s.remove(4)                                   # with the removal that followed it
     s.log.abandon()
     s = open_store("file-grouped", p, block_size=1 << 20)
-    assert s.state()["last_seq"] == 15
+    assert s.state()["last_seq"] == 15 and s.load(4).msg == b"m3"
+    s.remove(5)                                   # alone: written at once
+    s.log.abandon()
+    s = open_store("file-grouped", p, block_size=1 << 20)
+    assert s.load(5) is None and s.state()["messages"] == 12
     s.store_msg(b"kept", None, b"y")
     ex = FakeExecutor()
     acked = []
