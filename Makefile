@@ -45,9 +45,11 @@ test: build
 
 # The real-process fault scenarios of replicated JetStream with 20 seeds each (the suite runs
 # one or two: its time budget), two at a time.
+# FAULT_SEED_BASE=100 runs seeds 101..120 instead of 1..20.
 FAULT_SEEDS ?= 20
+FAULT_SEED_BASE ?= 0
 faults: build
-	NATSD_FAULT_SEEDS=$(FAULT_SEEDS) $(PY) -m pytest -q -n $(TEST_WORKERS) --durations=10 \
+	NATSD_FAULT_SEEDS=$(FAULT_SEEDS) NATSD_FAULT_SEED_BASE=$(FAULT_SEED_BASE) $(PY) -m pytest -q -n $(TEST_WORKERS) --durations=10 \
 		tests/cluster/test_replicated_streams.py::test_kill9_during_publishing_loses_no_acked_message \
 		tests/cluster/test_replicated_streams.py::test_every_server_killed_at_once_during_publishing_loses_no_acked_message \
 		tests/cluster/test_replicated_streams.py::test_partitioned_leader_acks_nothing_and_the_majority_goes_on \

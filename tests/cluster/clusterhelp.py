@@ -207,9 +207,11 @@ def slow_disk_env(tmp_path, micros):
 
 def fault_seeds(default):
     """The seeds of a real-process fault scenario: `default` in the suite (its time budget),
-    1..N with NATSD_FAULT_SEEDS=N in the environment (`make faults` runs 20)."""
+    1..N with NATSD_FAULT_SEEDS=N in the environment (`make faults` runs 20), B+1..B+N with
+    NATSD_FAULT_SEED_BASE=B as well (seeds no earlier run tried)."""
     n = int(os.environ.get("NATSD_FAULT_SEEDS") or 0)
-    return list(range(1, n + 1)) if n > 0 else list(default)
+    base = int(os.environ.get("NATSD_FAULT_SEED_BASE") or 0)
+    return list(range(base + 1, base + n + 1)) if n > 0 else list(default)
 
 
 def kill9(*members):
