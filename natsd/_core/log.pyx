@@ -582,12 +582,14 @@ cdef class Log:
         Encrypted: the record joins the pending frame, written once per loop iteration (the
         call_soon hook), before any sync, at FRAME_MAX, and at once for anything but a message
         (so a tombstone's write error reaches its caller as in plaintext). Plaintext with the
-        hook: a message, and a tombstone that `defer` allows, join the pending records the same
-        way (written as they are, in one pwrite); anything else is written at once, after them.
-        Without it, one pwrite each."""
+        hook: a message joins the pending records the same way (written as they are, in one
+        pwrite), and so does a tombstone the caller lets wait (`defer`) when records are
+        already pending; anything else is written at once, after them. Without it, one pwrite
+        each."""
         cdef Py_ssize_t reclen = REC_MIN + slen + hlen + mlen
         cdef Py_ssize_t dlen, plen
         cdef bint enc = self.enc is not None
+        cdef bint joins = False             # plaintext: this record joins the pending ones
         cdef char* p
         cdef Block b
         cdef int err
@@ -604,9 +606,9 @@ cdef class Log:
                 dlen += FRAME_OVH
         else:
             # a tombstone joins records already waiting (their flush is scheduled), not alone
-            defer = (rtype == T_MSG or (defer and PyByteArray_GET_SIZE(self.pend) > 0)) \
+            joins = (rtype == T_MSG or (defer and PyByteArray_GET_SIZE(self.pend) > 0)) \
                 and self.call_soon is not None
-            if PyByteArray_GET_SIZE(self.pend) and (not defer or PyByteArray_GET_SIZE(self.pend)
+            if PyByteArray_GET_SIZE(self.pend) and (not joins or PyByteArray_GET_SIZE(self.pend)
                                                     + reclen > PLAIN_PEND_MAX):
                 self._flush_frame()         # plaintext: records reach the file in order
         if rtype == T_MSG and self.active.size > BLK_HDR and self.active.size + dlen > self.block_size:
@@ -654,7 +656,7 @@ cdef class Log:
                 self.flush_scheduled = True
                 self.call_soon(self._flush_cb)
             return <int>(self.pend_off + FRAME_PRE + plen)
-        if defer:
+        if joins:
             # plaintext with the loop's hook: the messages (and deferred tombstones) of this
             # iteration are written together by _flush_cb (or before anything else touches
             # the block)
