@@ -89,11 +89,15 @@ def _print_warnings(warnings):
 def _apply_environment(opts, environ):
     """natsd's own environment settings into opts; the refusal for a bad one, else None."""
     raw = environ.get("NATSD_POLL_US")
-    if raw is None:
-        return None
-    if not raw.isdigit() or int(raw) > 1_000_000:
-        return "NATSD_POLL_US=%r: want whole microseconds from 0 to 1000000" % raw
-    opts.poll_us = float(int(raw))
+    if raw is not None:
+        if not raw.isdigit() or int(raw) > 1_000_000:
+            return "NATSD_POLL_US=%r: want whole microseconds from 0 to 1000000" % raw
+        opts.poll_us = float(int(raw))
+    raw = environ.get("NATSD_SEND_RING")
+    if raw is not None:
+        if raw not in ("0", "1"):
+            return "NATSD_SEND_RING=%r: want 1 (on) or 0 (off)" % raw
+        opts.send_ring = raw == "1"
     return None
 
 

@@ -358,6 +358,9 @@ class Options:
     # natsd's own: the loop's longest polling window before it sleeps, in microseconds
     # (NATSD_POLL_US in the environment; 0 turns polling off).
     poll_us: float = 200.0
+    # natsd's own: flush many connections with one io_uring submission when the kernel allows
+    # (NATSD_SEND_RING=0 in the environment sends one by one; natsd/_core/sendring.h).
+    send_ring: bool = True
 
     # Everything else nats-server accepts (operator, resolver, ocsp, ...): key -> value.
     extra: dict[str, Any] = field(default_factory=dict)

@@ -46,7 +46,7 @@ class Server:
         self.opts = opts
         parser.set_reserved_replies(RESERVED_REPLY_PREFIXES)
         sublist.set_uncached_prefixes(ONE_OFF_PREFIXES)
-        self.loop = Loop(opts.poll_us)
+        self.loop = Loop(opts.poll_us, opts.send_ring)
         self.key = nkey.new_key(nkey.SERVER)     # signs auth callout requests
         self.id = nkey.public_of(self.key)        # the server id is its public nkey
         self.xkey = nkey.XKey()                   # encrypted auth callouts

@@ -130,6 +130,8 @@ cdef class Connection:
     cdef inline void mark_dirty(self)
     cdef int flush(self) except -1
     cdef int flush_layered(self) except -1
+    cdef bint took(self, Py_ssize_t n)
+    cdef int after_send(self, int err) except -1
     cdef int to_wire(self, const char* p, Py_ssize_t n) except -1
     cdef char* xreserve(self, Py_ssize_t k) except NULL
     cdef int _sent(self, Py_ssize_t left) except -1

@@ -2,15 +2,30 @@
 """Connection: the per-socket buffers and counters every message touches.
 
 The outbound buffer is a growable C array. Writers append; the loop flushes every connection
-that gained output once per iteration (`flush_dirty`). Whatever the kernel refuses stays queued
+that gained output once per iteration (`flush_dirty`): from RING_MIN connections on, with one
+io_uring submission for all their sends when the kernel allows (`flush_together`, sendring.h
+says why), else one send() each. Whatever the kernel refuses stays queued
 and EPOLLOUT is requested; a connection whose queue passes `max_pending`, or whose writes stay
 blocked past the write deadline, is a slow consumer and is closed (only that one).
 """
 from libc.stdlib cimport malloc, realloc, free
-from libc.string cimport memcpy, memmove, memcmp
+from libc.string cimport memcpy, memmove, memcmp, strerror
 from libc.errno cimport errno, EAGAIN, EINTR
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+
+cdef extern from "sendring.h" nogil:
+    ctypedef struct nsr_ring:
+        int fd
+    ctypedef struct nsr_send:
+        int fd
+        const char* p
+        size_t n
+        long res
+    long NSR_NOT_SENT
+    int nsr_open(nsr_ring* r, unsigned entries)
+    void nsr_close(nsr_ring* r)
+    int nsr_send_all(nsr_ring* r, nsr_send* s, size_t n)
 
 cdef extern from "sys/socket.h" nogil:
     ssize_t send(int fd, const void* buf, size_t n, int flags)
@@ -41,6 +56,10 @@ cdef Totals stats = totals
 
 DEF SMALL_OBUF = 1024
 DEF KEEP_OBUF = 65536
+# Many connections' sends in one system call (sendring.h says why): from RING_MIN connections
+# with output in one flush, when the kernel gives natsd a ring.
+DEF RING_MIN = 4
+DEF RING_ENTRIES = 64
 
 
 cdef double now_mono() noexcept nogil:
@@ -129,27 +148,40 @@ cdef class Connection:
 
     cdef int flush(self) except -1:
         """Send what is queued; keep what the kernel refused. Returns 1 if all was sent."""
-        cdef Py_ssize_t left = self.olen - self.ostart
         cdef ssize_t n
+        cdef int err = 0
         self.dirty = False
         if self.codec is not None or (self.tls is not None and self.tls_active):
             return self.flush_layered()
-        if self.closed or left == 0:
+        if self.closed or self.olen == self.ostart:
             return 1
-        while left > 0:
+        while True:
             with nogil:
-                n = send(self.fd, self.obuf + self.ostart, left, MSG_NOSIGNAL | MSG_DONTWAIT)
-            if n < 0:
-                if errno == EINTR:
-                    continue
-                if errno == EAGAIN:
+                n = send(self.fd, self.obuf + self.ostart, self.olen - self.ostart, MSG_NOSIGNAL | MSG_DONTWAIT)
+            if n >= 0:
+                if self.took(n):
                     break
-                self.schedule_close("Write Error")
-                self.ostart = self.olen = 0
-                return 1
+            elif errno != EINTR:
+                err = errno
+                break
+        return self.after_send(err)
+
+    cdef bint took(self, Py_ssize_t n):
+        """The socket took n more of the queued bytes: whether all are sent."""
+        if n > 0:
             self.ostart += n
-            left -= n
             self.last_sent = now_mono()
+        return self.ostart == self.olen
+
+    cdef int after_send(self, int err) except -1:
+        """The end of a plaintext flush that stopped on `err` (0: all sent; EAGAIN: the socket
+        is full): keep the rest, or close on a real error."""
+        cdef Py_ssize_t left
+        if err != 0 and err != EAGAIN:
+            self.schedule_close("Write Error")
+            self.ostart = self.olen = 0
+            return 1
+        left = self.olen - self.ostart
         if left == 0:
             self.ostart = self.olen = 0
             if self.ocap > KEEP_OBUF:
@@ -426,8 +458,81 @@ cdef int flush_dirty() except -1:
     while dirty_conns:
         batch = dirty_conns
         dirty_conns = []
-        for c in batch:
+        if len(batch) >= RING_MIN and ring.fd >= 0:
+            flush_together(batch)
+        else:
+            for c in batch:
+                c.flush()
+    return 0
+
+
+# The ring and the array of sends handed to it: the loop thread's alone, like dirty_conns.
+cdef nsr_ring ring
+cdef nsr_send* together = NULL
+cdef Py_ssize_t together_cap = 0
+ring.fd = -1
+
+
+def use_send_ring(bint on):
+    """Flush many connections with one submission to a ring from now on (on), or one send
+    each (off). The loop sets this up when it starts. -> None, or why there is no ring (the
+    kernel's refusal: sends stay one by one)."""
+    cdef int rc
+    if not on:
+        if ring.fd >= 0:
+            nsr_close(&ring)
+        return None
+    if ring.fd >= 0:
+        return None
+    rc = nsr_open(&ring, RING_ENTRIES)
+    return None if rc == 0 else strerror(-rc).decode()
+
+
+def send_ring_active():
+    """Whether flushes of RING_MIN connections or more go through the ring."""
+    return ring.fd >= 0
+
+
+cdef int flush_together(list batch) except -1:
+    """Flush `batch`: its plaintext connections' sends in one submission to the ring, their
+    buffers untouched until it returns, then each one's bookkeeping; the rest one by one."""
+    global together, together_cap
+    cdef list plain = []
+    cdef Connection c
+    cdef Py_ssize_t i, n
+    cdef nsr_send* grown
+    cdef long res
+    for c in batch:
+        if (c.codec is None and (c.tls is None or not c.tls_active) and not c.closed
+                and c.olen > c.ostart):
+            c.dirty = False
+            plain.append(c)
+        else:
             c.flush()
+    n = len(plain)
+    if n > together_cap:
+        grown = <nsr_send*>realloc(together, sizeof(nsr_send) * n)
+        if grown == NULL:
+            raise MemoryError()
+        together, together_cap = grown, n
+    for i in range(n):
+        c = plain[i]
+        together[i].fd = c.fd
+        together[i].p = c.obuf + c.ostart
+        together[i].n = c.olen - c.ostart
+    with nogil:
+        nsr_send_all(&ring, together, n)
+    for i in range(n):
+        c = plain[i]
+        res = together[i].res
+        if res == NSR_NOT_SENT:
+            c.flush()
+        elif res < 0:
+            c.after_send(-res)
+        elif c.took(res):
+            c.after_send(0)
+        else:
+            c.flush()               # the socket took part: the rest the plain way
     return 0
 
 

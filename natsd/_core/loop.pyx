@@ -21,6 +21,7 @@ from libc.errno cimport errno, EINTR, EAGAIN
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject
 from natsd._core.conn cimport Connection, now_mono, flush_dirty, take_resumed, next_resume
+from natsd._core.conn import use_send_ring
 from natsd._core.tls cimport TlsSession
 from natsd._core.codec cimport Bytes
 from natsd._core.parser cimport parse
@@ -99,8 +100,9 @@ class TimerHandle:
 
 
 cdef class Loop:
-    def __cinit__(self, double poll_us=POLL_MAX_US):
-        """poll_us: the longest polling window before a sleep (see _wait); 0 turns it off."""
+    def __cinit__(self, double poll_us=POLL_MAX_US, bint send_ring=True):
+        """poll_us: the longest polling window before a sleep (see _wait); 0 turns it off.
+        send_ring: flush many connections with one system call (natsd/_core/sendring.h)."""
         if poll_us < 0:
             raise ValueError("poll_us must be >= 0, got %r" % poll_us)
         self.epfd = epoll_create1(EPOLL_CLOEXEC)
@@ -121,6 +123,9 @@ cdef class Loop:
         self.poll_max = poll_us / 1e6
         self.add_handler(self.wakefd, _WakeReader(self.wakefd))
         set_wake_fd(self.wakefd)
+        why = use_send_ring(send_ring)
+        if why is not None:
+            log.debug("sending to each connection with its own system call: no io_uring (%s)", why)
 
     def __dealloc__(self):
         free(self.rbuf)
