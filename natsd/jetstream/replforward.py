@@ -277,7 +277,7 @@ class Forwarder:
         """Publishes the previous leader held while it handed leadership to this server."""
         msgs = self._decoded(payload, "publishes")
         if msgs is not None:
-            self.replica.on_publish(None, msgs, forwarded=True)  # a leader proposes them, one handing on holds them
+            self.replica.on_publish(None, msgs)  # a leader proposes them, one handing on holds them
 
     def _forwarded_acks(self, sub, subj, reply, hdr, payload, origin):
         """Acks the previous leader's consumers took but never proposed, or that reached it

@@ -262,11 +262,15 @@ class ReplicatedStream:
 
     # ---- the leader takes messages ----
 
-    def on_publish(self, sub, msgs, forwarded=False):
+    def on_publish(self, sub, msgs):
         """The messages the loop read for the stream in one iteration (a batched
-        subscription), or that its previous leader forwarded: one proposal for all of them."""
-        if (sub is not None or forwarded) and self.forwarder.taking_until:
-            msgs = self.forwarder.fresh(msgs)   # a new leader: each publish once
+        subscription), that its previous leader forwarded, or that this server held while it
+        handed its leadership on and leads again: one proposal for all of them. A new leader
+        takes each publish once, whichever of those ways it came (the same publish can come
+        two: a server still in its grace second after a step-down holds what reaches its own
+        subscription while the routes take it to the leader too)."""
+        if self.forwarder.taking_until:
+            msgs = self.forwarder.fresh(msgs)
         if self.stream.closed or not msgs:
             return
         entries = encode_batches(msgs, time.time_ns())

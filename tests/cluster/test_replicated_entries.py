@@ -112,7 +112,7 @@ def test_a_new_leader_takes_each_publish_once():
                               meta=SimpleNamespace(peer="p1"), jsa=SimpleNamespace(name="A"),
                               stream=SimpleNamespace(name="R"))
     fwd = F.Forwarder(replica)
-    replica.on_publish = lambda sub, msgs, forwarded=False: taken.append(list(fwd.fresh(msgs)))
+    replica.on_publish = lambda sub, msgs: taken.append(list(fwd.fresh(msgs)))
     a, b, c = ((b"r.1", b"_INBOX.a", None, b"1", None), (b"r.1", None, None, b"2", None),
                (b"r.1", b"_INBOX.c", b"NATS/1.0\r\n\r\n", b"3", None))
     assert fwd.fresh([a, b]) == [a, b] and not fwd.taken, "only a new leader notes what it takes"
@@ -124,6 +124,50 @@ def test_a_new_leader_takes_each_publish_once():
     assert fwd.fresh([c, b]) == [b], "forwarded first, then directly: taken once"
     fwd.taking_until = 1.0                 # the window is over: nothing is noted any more
     assert fwd.fresh([a]) == [a] and not fwd.taken and not fwd.taking_until
+
+
+def test_a_publish_both_held_and_forwarded_to_a_new_leader_is_proposed_once():
+    """A server in its grace second after a step-down holds a publish that reaches its own
+    subscription, while the routes take the same publish to the leader, which is handing its
+    leadership back to this server and holds its copy too. Once this server leads, it
+    proposes what it held, and the old leader forwards its copy: one proposal. (Its own held
+    publishes once skipped the new leader's check; a full-suite run stored a message twice.)
+    The real ReplicatedStream.on_publish and Forwarder; the Raft group records proposals."""
+    import time
+    from types import SimpleNamespace
+    from natsd.jetstream import replforward as F
+    from natsd.cluster.raft import NotLeader
+    from natsd.jetstream.replicated import ReplicatedStream, decode_batch
+    proposed, timers = [], []
+
+    def propose_many(entries):
+        if not leads[0]:
+            raise NotLeader("")
+        proposed.extend(entries)
+        return len(proposed)
+    leads = [False]
+    system = SimpleNamespace(subscribe=lambda subject, cb: subject, unsubscribe=lambda sub: None)
+    loop = SimpleNamespace(call_later=lambda delay, fn, *a: timers.append(fn) or SimpleNamespace(cancel=lambda: None))
+    replica = SimpleNamespace(server=SimpleNamespace(system=system, loop=loop), group_name="S-1",
+                              meta=SimpleNamespace(peer="p1"), jsa=SimpleNamespace(name="A"),
+                              stream=SimpleNamespace(name="R", closed=False), pending={},
+                              group=SimpleNamespace(stopped=False, propose_many=propose_many,
+                                                    node=SimpleNamespace(transfer_to=None, term=3, leader="p2")),
+                              is_leader=lambda: leads[0])
+    replica.on_publish = lambda sub, msgs: ReplicatedStream.on_publish(replica, sub, msgs)
+    fwd = replica.forwarder = F.Forwarder(replica)
+    a = (b"r.1", b"_INBOX.a", None, b"1", None)
+
+    fwd.forward_until = time.monotonic() + 60          # in its grace second
+    replica.on_publish(object(), [a])                   # its own subscription: refused, held
+    assert fwd.held == [a] and proposed == []
+    leads[0] = True                                     # it leads again
+    fwd.leading()
+    timers.pop()()                                      # _settle: it proposes what it held
+    for payload in F.encode([a]):                       # the old leader's copy
+        fwd._forwarded(None, b"$JSC.FWD.S-1.p1", None, None, payload, None)
+    assert len(proposed) == 1, "the publish was proposed %d times" % len(proposed)
+    assert [bytes(m[3]) for m in decode_batch(proposed[0], None)[1]] == [b"1"]
 
 
 def test_a_leader_that_stepped_down_forwards_only_what_can_be_told_apart():
