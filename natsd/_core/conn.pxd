@@ -128,6 +128,7 @@ cdef class Connection:
     cdef int reserve(self, Py_ssize_t n) except -1
     cdef int write(self, const char* p, Py_ssize_t n) except -1
     cdef inline void mark_dirty(self)
+    cdef inline bint plaintext(self)
     cdef int flush(self) except -1
     cdef int flush_layered(self) except -1
     cdef bint took(self, Py_ssize_t n)

@@ -146,12 +146,16 @@ cdef class Connection:
     def pending_bytes(self):
         return queued_bytes(self)
 
+    cdef inline bint plaintext(self):
+        """Whether queued bytes go to the socket as they are: no codec, no active TLS."""
+        return self.codec is None and (self.tls is None or not self.tls_active)
+
     cdef int flush(self) except -1:
         """Send what is queued; keep what the kernel refused. Returns 1 if all was sent."""
         cdef ssize_t n
         cdef int err = 0
         self.dirty = False
-        if self.codec is not None or (self.tls is not None and self.tls_active):
+        if not self.plaintext():
             return self.flush_layered()
         if self.closed or self.olen == self.ostart:
             return 1
@@ -503,8 +507,7 @@ cdef int flush_together(list batch) except -1:
     cdef nsr_send* grown
     cdef long res
     for c in batch:
-        if (c.codec is None and (c.tls is None or not c.tls_active) and not c.closed
-                and c.olen > c.ostart):
+        if c.plaintext() and not c.closed and c.olen > c.ostart:
             c.dirty = False
             plain.append(c)
         else:

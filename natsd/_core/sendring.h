@@ -4,7 +4,8 @@
  * sender's CPU at the sender's next return to user space. Sixteen sends in a row, one system
  * call each, are then sixteen trips through the scheduler, with each reader's work done in
  * between on the loop's CPU. Submitted together, the sends all happen inside one
- * io_uring_enter: the readers are woken once and the loop goes on.
+ * io_uring_enter: every reader is woken there, the loop is not preempted between the
+ * sends, and it goes on.
  *
  * Only what natsd needs: a ring of SENDs with MSG_DONTWAIT (a full socket answers -EAGAIN at
  * once instead of being retried by the kernel), submitted and reaped in the same call. The
