@@ -21,7 +21,7 @@ the server's loop, talking over the system account, with its log on disk.
 import logging
 import time
 
-from natsd._core.conn import flush_all
+from natsd._core.conn import flush_all, totals
 from natsd.cluster import raftmsg
 from natsd.cluster.raft import LEADER, Node
 from natsd.cluster.raftwal import LogStorage
@@ -74,6 +74,7 @@ class RaftGroup:
         self.bad_messages = 0
         self.behind_since = None            # a follower: since when it has been behind its leader
         self.catchup_logged = 0.0
+        self.outside_msgs = 0               # messages from clients and leaf nodes at the last sync
 
     # ---- lifecycle ----
 
@@ -207,8 +208,14 @@ class RaftGroup:
     def _submit_sync(self, job, done):
         # A leader's sync goes to a thread: run inline it would hold back the Append just
         # queued for the followers, whose syncs must run alongside it. A follower acknowledges
-        # only after its sync anyway, so it may run it at once when the loop is idle.
-        self.loop.submit(job, done, self.node.role != LEADER)
+        # only after its sync anyway, so it may run it at once when the loop is idle, unless
+        # clients or leaf nodes published here since its last sync: their next messages and
+        # their PubAcks would wait out the whole sync (R3 KV put from 16 connections to a
+        # follower: 9,950 puts/s inline, 12,080 on the threads).
+        outside = totals.in_msgs - totals.route_in_msgs
+        quiet = outside == self.outside_msgs
+        self.outside_msgs = outside
+        self.loop.submit(job, done, self.node.role != LEADER and quiet)
 
     def _synced(self, index):
         if self.stopped:
