@@ -177,7 +177,7 @@ class ConsumerGroup:
         self.rs._advise("LEADER_ELECTED", "io.nats.jetstream.advisory.v1.consumer_leader_elected",
                         consumer=name, group=self.group, leader=self.meta.name)
 
-    def on_publish(self, sub, msgs):
+    def on_publish(self, sub, msgs, taker=None):
         """The forwarder's publishes: a consumer group holds none."""
 
     def ack_filter(self):

@@ -5,8 +5,8 @@ until the transfer ends, yet it still holds the stream's subscription, so publis
 arriving. Rather than drop them (their publishers would wait out their timeouts), the leader
 holds them here, and once the group settles they go on: proposed by this server if the
 transfer failed and it still leads, else sent to the new leader over the routes, on its
-`$JSC.FWD.<group>.<peer>` subject, with their reply subjects, so that it answers their
-publishers. If no leader turns up within HOLD_FOR, they are dropped as before (the
+`$JSC.FWD.<group>.<peer>.<taker>` subject (the taker: the server whose subscription took them),
+with their reply subjects, so that it answers their publishers. If no leader turns up within HOLD_FOR, they are dropped as before (the
 publishers retry).
 
 Once it has stepped down, the old leader keeps the stream's subscription for GRACE seconds
@@ -28,9 +28,11 @@ client's ack may reach both: the new leader over a route, and this server's catc
 
 For a moment both may have the stream's subscription (the new leader subscribed, the old one
 has not yet heard of it), and a server routing a publish then sends it to both. So a new
-leader notes the reply subjects of the publishes it takes in its first HOLD_FOR seconds,
-directly or forwarded, and drops a second one with a reply it already took (JetStream
-publishers' replies are unique inboxes); a publish without a reply cannot be told apart.
+leader notes the reply subjects of the publishes it takes in its first HOLD_FOR seconds, per
+taker, and drops one whose reply it already took from another taker: one publish reaches a
+server's subscription once, so two with one reply from the same taker are two publishes
+(nats.go's async publishes draw six random characters per reply, and a fast publisher repeats
+one within seconds). A publish without a reply cannot be told apart.
 
 The forwarded payload is natsd's own: per message _FWD_MSG (lengths of subject, reply,
 headers + 1 (0: none), payload), then those bytes.
@@ -52,8 +54,8 @@ RETRY = 0.005                           # seconds between two looks at the group
 CHUNK_BYTES = 256 << 10                 # bytes of one forwarded message, about
 
 
-def subject(group, peer):
-    return "$JSC.FWD.%s.%s" % (group, peer)
+def subject(group, peer, taker="*"):
+    return "$JSC.FWD.%s.%s.%s" % (group, peer, taker)
 
 
 def ack_subject(group, peer):
@@ -79,15 +81,23 @@ def encode(msgs):
     return out
 
 
-def copied(msgs):
+def copied(msgs, taker=None):
     """Messages as the loop hands them over (its buffers are valid during the callback only)
-    -> their bytes, kept."""
-    return [(bytes(s), r and bytes(r), None if h is None else bytes(h), bytes(p), None)
+    -> their bytes, kept, with the server whose subscription took them in the last place."""
+    return [(bytes(s), r and bytes(r), None if h is None else bytes(h), bytes(p), taker)
             for s, r, h, p, _ in msgs]
 
 
-def decode(data):
-    """A forwarded payload -> [(subject, reply or None, headers or None, payload, None)]."""
+def by_taker(msgs):
+    """Kept messages -> [(taker, its messages in order)]."""
+    groups = {}
+    for m in msgs:
+        groups.setdefault(m[4], []).append(m)
+    return list(groups.items())
+
+
+def decode(data, taker=None):
+    """A forwarded payload -> [(subject, reply or None, headers or None, payload, taker)]."""
     msgs, off, end = [], 0, len(data)
     while off < end:
         slen, rlen, hl, plen = _FWD_MSG.unpack_from(data, off)
@@ -102,7 +112,7 @@ def decode(data):
             off += hl - 1
         if off + plen > end:
             raise ValueError("a forwarded message runs past its payload's %d bytes" % end)
-        msgs.append((subj, reply, hdr, data[off:off + plen], None))
+        msgs.append((subj, reply, hdr, data[off:off + plen], taker))
         off += plen
     return msgs
 
@@ -117,7 +127,7 @@ class Forwarder:
         self.acks = []                  # acks held for the next leader, as messages
         self.since = 0.0
         self.timer = None
-        self.taken = set()              # a new leader: replies of the publishes it took directly
+        self.taken = {}                 # a new leader: taker -> replies of the publishes it took
         self.taking_until = 0.0         # while noting them (monotonic)
         self.forward_until = 0.0        # a leader that stepped down: forwarding until (monotonic)
         self.unsubscribe_timer = None
@@ -191,44 +201,46 @@ class Forwarder:
         """Acks that reached this server in its grace second: they go to the next leader."""
         self.hold_acks(msgs)
 
-    def refused(self, msgs):
+    def refused(self, msgs, taker):
         """Publishes the group would not take from this server (it is not the leader)."""
         if self.replica.group.node.transfer_to:
-            self.hold(msgs)
+            self.hold(msgs, taker)
         elif self.forwarding():
-            self.hold([m for m in msgs if m[1]])
+            self.hold([m for m in msgs if m[1]], taker)
 
     def leading(self):
         """This server just became the group's leader."""
         self._drop_late_acks()          # its consumers subscribe again
-        self.taken = set()
+        self.taken = {}
         self.taking_until = time.monotonic() + HOLD_FOR
 
-    def fresh(self, msgs):
-        """A new leader's publishes, from its subscription or forwarded -> those it has not
-        taken yet (all of them once its first HOLD_FOR seconds are over)."""
+    def fresh(self, msgs, taker):
+        """A new leader's publishes that `taker`'s subscription took -> those no other taker
+        gave it already (all of them once its first HOLD_FOR seconds are over)."""
         if time.monotonic() >= self.taking_until:
-            self.taking_until, self.taken = 0.0, set()
+            self.taking_until, self.taken = 0.0, {}
             return msgs
-        taken = self.taken
+        others = [seen for who, seen in self.taken.items() if who != taker]
+        mine = self.taken.setdefault(taker, set())
         out = []
         for m in msgs:
             if m[1]:
-                if m[1] in taken:
+                reply = bytes(m[1])
+                if others and any(reply in seen for seen in others):
                     continue
-                taken.add(bytes(m[1]))
+                mine.add(reply)
             out.append(m)
         return out
 
-    def hold(self, msgs):
+    def hold(self, msgs, taker):
         """Publishes this server could not propose: it is handing leadership on, or just did."""
-        self._keep(self.held, msgs, "publishes")
+        self._keep(self.held, msgs, "publishes", taker)
 
     def hold_acks(self, acks):
         """Acks for the next leader (replconsumers.py's, or the grace second's)."""
         self._keep(self.acks, acks, "acks")
 
-    def _keep(self, into, msgs, what):
+    def _keep(self, into, msgs, what, taker=None):
         if not msgs:
             return
         room = HOLD_MSGS - len(into)
@@ -236,7 +248,7 @@ class Forwarder:
             log.warning("JetStream stream '%s > %s': dropped %d %s that arrived while its "
                         "leadership was handed on", self.replica.jsa.name, self.replica.stream.name,
                         len(msgs) - max(room, 0), what)
-        into += copied(msgs[:max(room, 0)])
+        into += copied(msgs[:max(room, 0)], taker)
         self._settle_soon()
 
     def _settle_soon(self):
@@ -254,16 +266,18 @@ class Forwarder:
             return
         if r.is_leader() and not node.transfer_to:
             held, acks, self.held, self.acks = self.held, self.acks, [], []
-            if held:
-                r.on_publish(None, held)
+            for taker, msgs in by_taker(held):
+                r.on_publish(None, msgs, taker)
             if acks:
                 r.consumers.take_acks(acks)
             return
         leader = node.leader if not r.is_leader() else ""
         if leader and leader != r.meta.peer:
-            for what, to in ((self.held, subject), (self.acks, ack_subject)):
-                for payload in encode(what):
-                    r.server.system.publish(to(r.group_name, leader), payload)
+            for taker, msgs in by_taker(self.held):
+                for payload in encode(msgs):
+                    r.server.system.publish(subject(r.group_name, leader, taker), payload)
+            for payload in encode(self.acks):
+                r.server.system.publish(ack_subject(r.group_name, leader), payload)
             self.held, self.acks = [], []
             return
         if time.monotonic() - self.since > HOLD_FOR:
@@ -275,9 +289,10 @@ class Forwarder:
 
     def _forwarded(self, sub, subj, reply, hdr, payload, origin):
         """Publishes the previous leader held while it handed leadership to this server."""
-        msgs = self._decoded(payload, "publishes")
-        if msgs is not None:
-            self.replica.on_publish(None, msgs)  # a leader proposes them, one handing on holds them
+        taker = bytes(subj).rsplit(b".", 1)[-1].decode()
+        msgs = self._decoded(payload, "publishes", taker)
+        if msgs is not None:             # a leader proposes them, one handing on holds them
+            self.replica.on_publish(None, msgs, taker)
 
     def _forwarded_acks(self, sub, subj, reply, hdr, payload, origin):
         """Acks the previous leader's consumers took but never proposed, or that reached it
@@ -286,9 +301,9 @@ class Forwarder:
         if acks is not None:
             self.replica.consumers.take_acks(acks)
 
-    def _decoded(self, payload, what):
+    def _decoded(self, payload, what, taker=None):
         try:
-            return decode(bytes(payload))
+            return decode(bytes(payload), taker)
         except (ValueError, struct.error) as e:
             log.warning("JetStream stream '%s > %s': dropped malformed forwarded %s: %s",
                         self.replica.jsa.name, self.replica.stream.name, what, e)

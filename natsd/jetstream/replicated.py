@@ -262,22 +262,24 @@ class ReplicatedStream:
 
     # ---- the leader takes messages ----
 
-    def on_publish(self, sub, msgs):
+    def on_publish(self, sub, msgs, taker=None):
         """The messages the loop read for the stream in one iteration (a batched
         subscription), that its previous leader forwarded, or that this server held while it
-        handed its leadership on and leads again: one proposal for all of them. A new leader
-        takes each publish once, whichever of those ways it came (the same publish can come
-        two: a server still in its grace second after a step-down holds what reaches its own
-        subscription while the routes take it to the leader too)."""
+        handed its leadership on and leads again: one proposal for all of them. `taker`: the
+        server whose subscription took them (None: this one). A new leader takes each publish
+        once, whichever of those ways it came (the same publish can come two: a server still
+        in its grace second after a step-down holds what reaches its own subscription while
+        the routes take it to the leader too)."""
+        taker = taker or self.meta.peer
         if self.forwarder.taking_until:
-            msgs = self.forwarder.fresh(msgs)
+            msgs = self.forwarder.fresh(msgs, taker)
         if self.stream.closed or not msgs:
             return
         entries = encode_batches(msgs, time.time_ns())
         try:
             last = self.group.propose_many(entries)
         except NotLeader:
-            self.forwarder.refused(msgs)    # handing leadership on, or just handed: passed on
+            self.forwarder.refused(msgs, taker)     # handing leadership on, or just handed: passed on
             return
         term = self.group.node.term
         pos = 0                         # the publishers' replies, kept per entry in order

@@ -337,6 +337,55 @@ def test_stream_leader_stepdown(tmp_path, kind):
             m.proc.kill()
 
 
+async def publish_with_one_reply(url, subject, payloads):
+    """Publish `payloads` with one reply subject for all (as a publisher whose random reply
+    tokens repeat) -> the PubAcks on it, in order."""
+    nc = await nats.connect(url)
+    try:
+        sub = await nc.subscribe("_INBOX.same.reply")
+        for p in payloads:
+            await nc.publish(subject, p, reply="_INBOX.same.reply")
+        await nc.flush()
+        return [json.loads((await sub.next_msg(timeout=5)).data) for _ in payloads]
+    finally:
+        await nc.close()
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_publishes_with_one_reply_are_each_stored_by_a_new_leader(tmp_path, kind):
+    """Two publishes with the same reply subject are two publishes, also in a new leader's
+    first seconds (natsd's leader then drops a publish another server forwarded when it took
+    the same one itself, and once dropped any second reply: nats.go's async publisher repeats
+    a six-character reply token within seconds at 70,000 a second). Right after the create and
+    right after a step-down, through a follower and through the leader; nats-server stores
+    every one, and so must natsd."""
+    members = start_js_cluster(kind, tmp_path)
+    try:
+        asyncio.run(create(members[0]))
+        leader = leader_of(members)
+        follower = next(m for m in members if m is not leader)
+        acks = asyncio.run(publish_with_one_reply(follower.url, "r3.a", [b"1", b"2"]))
+        acks += asyncio.run(publish_with_one_reply(leader.url, "r3.a", [b"3", b"4"]))
+        target = sorted(m.name for m in members if m is not leader)[0]
+        poll(lambda: all(x.get("current") for x in asyncio.run(
+            api(members[0], "$JS.API.STREAM.INFO.R3"))["cluster"].get("replicas", [])), timeout=10)
+        r = asyncio.run(api(follower, "$JS.API.STREAM.LEADER.STEPDOWN.R3",
+                            json.dumps({"placement": {"preferred": target}}).encode()))
+        assert r.get("success"), r
+        assert poll(lambda: leader_of(members).name == target, timeout=15)
+        new_leader = leader_of(members)
+        other = next(m for m in members if m is not new_leader)
+        acks += asyncio.run(publish_with_one_reply(other.url, "r3.a", [b"5", b"6"]))
+        acks += asyncio.run(publish_with_one_reply(new_leader.url, "r3.a", [b"7", b"8"]))
+        assert [a.get("seq") for a in acks] == list(range(1, 9)), acks
+        info = asyncio.run(api(members[0], "$JS.API.STREAM.INFO.R3"))
+        assert info["state"]["messages"] == 8, info["state"]
+    finally:
+        for m in members:
+            m.proc.kill()
+
+
 @contextlib.contextmanager
 def stream_with_a_long_lame_duck(tmp_path):
     """The R3 stream on three natsd servers whose lame duck mode lasts 30 s -> (its leader,
