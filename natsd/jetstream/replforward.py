@@ -5,9 +5,9 @@ until the transfer ends, yet it still holds the stream's subscription, so publis
 arriving. Rather than drop them (their publishers would wait out their timeouts), the leader
 holds them here, and once the group settles they go on: proposed by this server if the
 transfer failed and it still leads, else sent to the new leader over the routes, on its
-`$JSC.FWD.<group>.<peer>.<taker>` subject (the taker: the server whose subscription took them),
-with their reply subjects, so that it answers their publishers. If no leader turns up within HOLD_FOR, they are dropped as before (the
-publishers retry).
+`$JSC.FWD.<group>.<peer>.<taker>` subject (the taker: the server whose subscription took
+them), with their reply subjects, so that it answers their publishers. If no leader turns up
+within HOLD_FOR, they are dropped as before (the publishers retry).
 
 Once it has stepped down, the old leader keeps the stream's subscription for GRACE seconds
 more: the other servers route publishes to it until they hear it unsubscribed, and those
