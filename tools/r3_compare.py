@@ -21,7 +21,12 @@ nats-server (default, and with `sync_interval: always`), interleaved, best of --
 natsd acknowledges a message once its Raft entry is on the disks (fdatasync) of a quorum;
 nats-server by default acknowledges before any fsync.
 
-usage: python tools/r3_compare.py [--reps 3] [--msgs 20000] [--only pub-async,pub-sync,pull,kv-put,kv-put-16,failover,handoff]
+--without-fdatasync adds a diagnostic run of natsd with tools/nosync.c preloaded (fdatasync and
+fsync return at once): not a valid configuration, but the difference to natsd's own column is
+the time its PubAcks spend waiting for the disk, which here every replica shares.
+
+usage: python tools/r3_compare.py [--reps 3] [--msgs 20000] [--without-fdatasync]
+                                  [--only pub-async,pub-sync,pull,kv-put,kv-put-16,failover,handoff]
 """
 import argparse
 import asyncio
@@ -45,8 +50,9 @@ from tools.serverproc import ServerProcess, free_port  # noqa: E402
 class Cluster:
     """Three servers of one kind, each routed to all, with JetStream."""
 
-    def __init__(self, kind, tmp, tag, always=False):
+    def __init__(self, kind, tmp, tag, always=False, env=None):
         self.kind = kind
+        self.env = env
         self.members = {}
         names = "ABC"
         ports = {n: (free_port(), free_port()) for n in names}
@@ -74,7 +80,8 @@ class Cluster:
         else:
             cmd = "%s -c %s" % (NATS_SERVER, self.confs[name])
         self.members[name] = ServerProcess(self.kind, cmd, os.path.join(self.tmp, "%s-%s-%s.log"
-                                                                        % (self.kind, self.tag, name)))
+                                                                        % (self.kind, self.tag, name)),
+                                           env=self.env)
 
     def stop(self):
         for p in self.members.values():
@@ -228,37 +235,57 @@ MODES = {"pub-async": (pub_async, "msgs/s", max), "pub-sync": (pub_sync, "msgs/s
          "failover": (failover, "s", min), "handoff": (handoff, "s", min)}
 
 
+def nosync_env(tmp):
+    """The environment of a natsd whose fdatasync and fsync return at once (tools/nosync.c,
+    compiled into `tmp`)."""
+    lib = os.path.join(tmp, "libnosync.so")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", lib, os.path.join(ROOT, "tools", "nosync.c")],
+                   check=True)
+    return dict(os.environ, LD_PRELOAD=lib)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--msgs", type=int, default=20000)
     ap.add_argument("--only", default=",".join(MODES))
+    ap.add_argument("--without-fdatasync", action="store_true",
+                    help="also run natsd with fdatasync turned off (a diagnostic, not a valid configuration)")
     a = ap.parse_args()
     modes = [m for m in a.only.split(",") if m]
-    kinds = [("natsd", False), ("nats-server", False), ("nats-server", True)]
-    results = {(m, k, al): [] for m in modes for k, al in kinds}
+    # (kind, variant): "always" is nats-server with sync_interval: always
+    kinds = [("natsd", ""), ("nats-server", ""), ("nats-server", "always")]
+    if a.without_fdatasync:
+        kinds.append(("natsd", "without fdatasync"))
+    results = {(m, k, v): [] for m in modes for k, v in kinds}
     with tempfile.TemporaryDirectory() as tmp:
+        env = nosync_env(tmp) if a.without_fdatasync else None
         for rep in range(a.reps):
             for mode in modes:
-                for kind, always in kinds:
-                    tag = "%s%d%s" % (mode, rep, "a" if always else "")
-                    c = Cluster(kind, tmp, tag, always)
+                for kind, variant in kinds:
+                    tag = "%s%d%s" % (mode, rep, variant[:1])
+                    c = Cluster(kind, tmp, tag, variant == "always",
+                                env if variant == "without fdatasync" else None)
                     try:
                         v = MODES[mode][0](c, a.msgs)
                     finally:
                         c.stop()
-                    results[(mode, kind, always)].append(v)
-                    print("rep %d %-9s %-11s%s %.3f" % (rep + 1, mode, kind, " always" if always else "", v),
-                          flush=True)
-    print("| mode | natsd | nats-server | nats-server always | natsd / default | natsd / always |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+                    results[(mode, kind, variant)].append(v)
+                    print("rep %d %-9s %-11s %s %.3f" % (rep + 1, mode, kind, variant, v), flush=True)
+    extra = a.without_fdatasync
+    print("| mode | natsd | nats-server | nats-server always | natsd / default | natsd / always |%s"
+          % (" natsd without fdatasync (diagnostic) |" if extra else ""))
+    print("| --- | ---: | ---: | ---: | ---: | ---: |%s" % (" ---: |" if extra else ""))
     for mode in modes:
         unit, best = MODES[mode][1], MODES[mode][2]
-        n, d, al = (best(results[(mode, k, x)]) for k, x in kinds)
-        if unit == "s":
-            print("| %s (%s, lower is better) | %.2f | %.2f | %.2f | %.2fx | %.2fx |" % (mode, unit, n, d, al, d / n, al / n))
-        else:
-            print("| %s (%s) | %.0f | %.0f | %.0f | %.2fx | %.2fx |" % (mode, unit, n, d, al, n / d, n / al))
+        n, d, al = (best(results[(mode, k, x)]) for k, x in kinds[:3])
+        fmt = "%.2f" if unit == "s" else "%.0f"
+        ratios = (d / n, al / n) if unit == "s" else (n / d, n / al)
+        row = "| %s (%s%s) | %s | %s | %s | %.2fx | %.2fx |" % (
+            mode, unit, ", lower is better" if unit == "s" else "", fmt % n, fmt % d, fmt % al, *ratios)
+        if extra:
+            row += " %s |" % (fmt % best(results[(mode, "natsd", "without fdatasync")]))
+        print(row)
 
 
 if __name__ == "__main__":

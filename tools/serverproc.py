@@ -47,14 +47,14 @@ def free_port():
 
 
 class ServerProcess:
-    def __init__(self, kind, cmd, logpath, preexec_fn=None):
+    def __init__(self, kind, cmd, logpath, preexec_fn=None, env=None):
         self.kind = kind
         self.cmd = cmd
         self.logpath = logpath
         self.log = open(logpath, "wb")
         self.proc = subprocess.Popen(shlex.split(cmd), stdout=self.log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True,
-                                     preexec_fn=preexec_fn)
+                                     preexec_fn=preexec_fn, env=env)
         self.pid = self.proc.pid
 
     def wait_ready(self, timeout=20.0):
