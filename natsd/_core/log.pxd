@@ -79,6 +79,7 @@ cdef class Log(LogIndex):
     cdef Block fc_blk                  # the frame last decrypted for a read: block, offset, plain
     cdef uint64_t fc_off
     cdef object fc_pt
+    cdef readonly uint64_t writeback_to  # see "Early writeback" in log.pyx
     cdef readonly object lost_tail     # (first, last) seqs found lost at the tail on open, or None
     cdef readonly bint sync_marks      # each sync raises the active block's high-water mark
     cdef readonly bint zero_ahead      # the active block's file is kept zero-filled past its records
@@ -125,6 +126,7 @@ cdef class Log(LogIndex):
     cdef bytes _seal_blob(self, data, bytes aad)
     cdef bytes _blk_header(self, int flags, uint64_t v)
     cdef _write_hwm(self, Block b, uint64_t v)
+    cdef void _start_writeback(self, Block b) noexcept
     cdef _zero_ahead(self, Block b)
     cdef _cut_zeros(self, Block b)
     cdef _synced_to(self, uint64_t target)
