@@ -286,6 +286,11 @@ def main():
         if extra:
             row += " %s |" % (fmt % best(results[(mode, "natsd", "without fdatasync")]))
         print(row)
+    # the best of a few runs hides how far they spread on this machine: the means too
+    for mode in modes:
+        n, d = (sum(results[(mode, k, "")]) / a.reps for k in ("natsd", "nats-server"))
+        print("%s: means natsd %.2f, nats-server %.2f, natsd / nats-server %.2fx"
+              % (mode, n, d, (d / n) if MODES[mode][1] == "s" else (n / d)))
 
 
 if __name__ == "__main__":
