@@ -501,7 +501,10 @@ async function cluster(nc) {
   });
   out.new_leader = !!moved;
   out.after = await until(() => js.publish("r3.x", enc.encode("after")).then((pa) => pa.seq).catch(() => null), 20000);
-  const cinfo = await until(() => jsm.consumers.info("R3", "d").catch(() => null), 20000);
+  // once the consumer has the publish: its leader may be a replica that applies it a moment
+  // after the stream's leader acknowledged it (nats-server answered num_pending 5 once)
+  const cinfo = await until(() => jsm.consumers.info("R3", "d")
+    .then((i) => (i.delivered.stream_seq + i.num_pending >= out.after ? i : null)).catch(() => null), 20000);
   out.consumer_after = { ack_floor: cinfo.ack_floor.stream_seq, pending: cinfo.num_pending };
   const rest = [];
   for await (const m of await c.fetch({ max_messages: 6, expires: 2000 })) {
