@@ -194,7 +194,12 @@ class Stream:
         batched mode): header-less messages to a simple stream are stored inline, the rest go
         through _on_msg. PubAcks go out in chunks of ACK_CHUNK messages: for file storage each
         chunk after a group-commit sync that covers it, started once storing the chunk took
-        longer than SYNC_CHUNK (a sync's time on a fast disk)."""
+        longer than SYNC_CHUNK (a sync's time on a fast disk). A replicated stream's leader
+        applying a committed batch (its entries are on a quorum of disks already) answers all
+        of it at the end: there, storing is quick and a chunk sent early costs a send and a
+        wake-up of the publishers' side for little overlap (R3 async publishing, 300,000
+        messages: 66-75k msgs/s chunked against 76-81k whole with the publishers on a
+        follower, 71-79k against 89-91k on the leader)."""
         if self.closed:
             return
         cfg = self.config
@@ -205,6 +210,7 @@ class Stream:
         n_acks = len(acks)
         direct = []                     # without a sync to wait for: this chunk's PubAcks
         chunk_start = time.monotonic()
+        chunked = self.leader_ts is None
         if fast:
             store = self.store
             store_msg = store.store_msg
@@ -226,7 +232,7 @@ class Stream:
         for i, (subject, reply, hdr, payload, origin) in enumerate(msgs):
             total = None                # a plain counter increment's new value
             body = payload              # what is stored (a counter's: the new value)
-            if i and not i % ACK_CHUNK:
+            if chunked and i and not i % ACK_CHUNK:
                 # answer in chunks, not all at the batch's end: the publishers get their first
                 # PubAcks while the rest is stored, and the two sides overlap instead of
                 # taking turns. With file storage a chunk needs a sync of its own, worth it
