@@ -86,7 +86,7 @@ from natsd._core.syncer cimport SyncJob
 from natsd._core.logindex cimport M_NONE, M_ALL, M_SID, M_BITMAP
 from natsd._core.logfmt cimport (
     BLK_HDR, VERSION, F_LZ4, F_ENC, F_S2, F_ZIP, NONCE_LEN, FRAME_PRE, FRAME_OVH, REC_HDR, REC_MIN,
-    SIZE_MASK, MAX_BLOCK, T_MSG, T_TOMBS, T_FIRST, T_SKIP, F_HDR, F_ERASED,
+    SIZE_MASK, MAX_BLOCK, T_MSG, T_TOMBS, T_FIRST, T_SKIP, T_TRUNC, F_HDR, F_ERASED,
     acct_size, plain_ok, oserr, pwrite_all, frame_aad, rec_ok)
 from natsd._core.logfmt import (StoreError, xxh64, subject_match, payload_records, block_records,
                                 parse_frames, zip_image, unzip_image, zipped_payload, write_file)
@@ -1141,7 +1141,9 @@ cdef class Log:
         dels = [s for s in self.deleted() if s <= seq]
         if dels:
             self._tombstone(b"".join(s.to_bytes(8, "little") for s in dels))
-        self._write_record(T_SKIP, seq, 0, 0, NULL, 0, NULL, 0, False, NULL, 0)
+        # TRUNC, not SKIP: recovery must lower the first sequence too when it was above seq + 1
+        # (the FIRST just written says otherwise), or the messages stored next are not found
+        self._write_record(T_TRUNC, seq, 0, 0, NULL, 0, NULL, 0, False, NULL, 0)
         for b in self.blocks:           # an explicit truncate lowers the high-water marks
             if b.hwm > seq:
                 self._write_hwm(b, seq)

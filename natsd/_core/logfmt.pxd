@@ -29,6 +29,7 @@ cdef enum:
     T_TOMBS = 1
     T_FIRST = 2
     T_SKIP = 3
+    T_TRUNC = 4
     F_HDR = 0x10               # type byte flags: hdr was given (None vs b"" round-trips)
     F_ERASED = 0x20            # the record was erased in place
 

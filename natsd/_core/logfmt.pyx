@@ -14,8 +14,10 @@ On disk, directory `<dir>/`:
                  u32 hdr-len  i64 ttl(s)  subject  hdr  msg  u64 xxhash64(all of the above)
               Record types: MSG; TOMBS (payload = packed u64 seqs deleted: one record per remove,
               one per purge batch); FIRST (seq = new first sequence, everything below is gone:
-              compact/purge); SKIP (seq is used without a message: truncate keeps last_seq, and
-              a tail lost while the store was down keeps the last sequence ever stored).
+              compact/purge); SKIP (seq is used without a message: a tail lost while the store
+              was down keeps the last sequence ever stored); TRUNC (truncate: everything above
+              seq is gone, last = seq, and the first sequence is at most seq + 1, even after a
+              FIRST above it: a purge to 11 then a truncate to 9 stores 10 next).
               Only the active (last) block is appended to. When it reaches `block_size` it is
               fdatasync'ed and sealed; with compression "lz4" or "s2" a sealed block's records
               are rewritten as one lz4 block (flags=1) or S2 block (flags=4, natsd/_core/s2.pyx),

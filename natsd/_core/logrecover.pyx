@@ -27,7 +27,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 from libc.string cimport memcmp
 from natsd._core.log cimport Log, Block, nlog_entry
 from natsd._core.logfmt cimport (BLK_HDR, VERSION, F_ENC, F_ZIP, FRAME_PRE, FRAME_OVH, REC_HDR, REC_MIN,
-                                 T_MSG, T_TOMBS, T_FIRST, T_SKIP, F_ERASED,
+                                 T_MSG, T_TOMBS, T_FIRST, T_SKIP, T_TRUNC, F_ERASED,
                                  HDR_BIT, nlog_xxh64, nlog_rd64, nlog_rd32, nlog_rd16)
 from natsd._core.logfmt import (StoreError, payload_records, block_records, parse_frames,
                                 zipped_payload, write_file)
@@ -162,6 +162,16 @@ cdef uint64_t scan_image(Log lg, Block b, bytes img, uint64_t start, uint64_t de
         elif (t & 0x0f) == T_SKIP:
             if seq > lg.last:
                 lg.last = seq
+        elif (t & 0x0f) == T_TRUNC:
+            # as Log.truncate left it: nothing above seq, and the next message is seq + 1 at
+            # the latest, whatever FIRST record came before
+            if lg.msgs and lg.last > seq:
+                lg._unindex_range(max(seq + 1, lg.first), lg.last)
+            lg.last = seq
+            if lg.floor > seq + 1:
+                lg.floor = seq + 1
+            if lg.msgs == 0 or lg.first > seq:
+                lg.first = seq + 1
         off += rl
     return off
 

@@ -31,6 +31,7 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 from natsd._core.log cimport Log, Block, nlog_entry, nlog_sstat, CHUNK, CHUNK_BITS
+from natsd._core.logfmt cimport F_ENC, F_ZIP
 from natsd._core.logrecover import block_files
 
 cdef extern from "nlog.h":
@@ -225,9 +226,11 @@ cdef bint _apply_snapshot(Log self, path, bint usable) except -1:
             self.blocks.append(b)
             b.size, b.first_seq, b.last_seq, b.compressed = size, fseq, lseq, comp
             bh = os.pread(b.fd, 16, 0)
-            if len(bh) != 16 or bool(bh[5] & 1) != bool(comp):
+            # either compression (lz4 or S2); the block says which, as the scan reads it
+            if len(bh) != 16 or bool(bh[5] & F_ZIP) != bool(comp):
                 return False
-            b.encrypted = bool(bh[5] & 2)
+            b.zflag = bh[5] & F_ZIP
+            b.encrypted = bool(bh[5] & F_ENC)
             if b.encrypted != (crypt is not None) or (
                     b.encrypted and int.from_bytes(bh[6:8], "little") != crypt.kid):
                 return False
