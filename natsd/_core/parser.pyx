@@ -32,6 +32,11 @@ cdef inline bint is_space(char ch):
     return ch == c' ' or ch == c'\t'
 
 
+cdef inline bint is_sep(char ch, bint cr):
+    # nats-server splits PUB and HPUB arguments on spaces and tabs, the others on CR too
+    return ch == c' ' or ch == c'\t' or (cr and ch == c'\r')
+
+
 cdef inline char upper(char ch):
     if c'a' <= ch <= c'z':
         return ch - 32
@@ -74,17 +79,17 @@ cdef bint op_prefix_ok(const char* p, Py_ssize_t n, int kind):
     return False
 
 
-cdef inline int split_args(const char* p, Py_ssize_t n, Args* a):
-    """Split on spaces/tabs. Returns -1 when there are more than MAX_ARGS."""
+cdef inline int split_args(const char* p, Py_ssize_t n, Args* a, bint cr):
+    """Split on spaces/tabs (and CRs when cr). Returns -1 when there are more than MAX_ARGS."""
     cdef Py_ssize_t i = 0, start
     a.n = 0
     while i < n:
-        while i < n and is_space(p[i]):
+        while i < n and is_sep(p[i], cr):
             i += 1
         if i >= n:
             break
         start = i
-        while i < n and not is_space(p[i]):
+        while i < n and not is_sep(p[i], cr):
             i += 1
         if a.n == MAX_ARGS:
             return -1
@@ -186,7 +191,9 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
         lend = nl - buf
         line = buf + i
         clen = lend - i
-        if clen > 0 and line[clen - 1] == c'\r':
+        if clen > 0 and (line[clen - 1] == c'\r' or memchr(line, c'\r', clen) != NULL):
+            # nats-server drops the byte before the LF once a CR came anywhere in the line
+            # ("SUB > 3\r\x00\n" subscribes sid 3)
             clen -= 1
         if clen > c.max_control_line:
             c.handler.control_line_exceeded(c)
@@ -214,7 +221,7 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
                 if not c.headers:
                     protocol_error(c, "message headers not supported", False)
                     return n
-                if split_args(line + 5, clen - 5, &a) < 0 or a.n < 3 or a.n > 4:
+                if split_args(line + 5, clen - 5, &a, False) < 0 or a.n < 3 or a.n > 4:
                     arg_error(c, "processHeaderPub Parse Error", line + 5, clen - 5)
                     return n
                 hsize = parse_size(a.p[a.n - 2], a.len[a.n - 2])
@@ -230,7 +237,7 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
                     return n
                 a.n -= 2
             else:
-                if split_args(line + 4, clen - 4, &a) < 0 or a.n < 2 or a.n > 3:
+                if split_args(line + 4, clen - 4, &a, False) < 0 or a.n < 2 or a.n > 3:
                     arg_error(c, "processPub Parse Error", line + 4, clen - 4)
                     return n
                 size = parse_size(a.p[a.n - 1], a.len[a.n - 1])
@@ -299,14 +306,14 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
             if c.kind == KIND_ROUTE:
                 c.handler.pong(c)           # a pooled route opens the next one after it
         elif op == c'S' and op_is(line, clen, "SUB", 3):
-            if split_args(line + 4, clen - 4, &a) < 0 or a.n < 2 or a.n > 3:
+            if split_args(line + 4, clen - 4, &a, True) < 0 or a.n < 2 or a.n > 3:
                 arg_error(c, "processSub Parse Error", line + 4, clen - 4)
                 return n
             c.handler.sub(c, to_bytes(a.p[0], a.len[0]),
                           to_bytes(a.p[1], a.len[1]) if a.n == 3 else None,
                           to_bytes(a.p[a.n - 1], a.len[a.n - 1]))
         elif op == c'U' and op_is(line, clen, "UNSUB", 5):
-            if clen <= 6 or split_args(line + 6, clen - 6, &a) < 0 or a.n < 1:
+            if clen <= 6 or split_args(line + 6, clen - 6, &a, True) < 0 or a.n < 1:
                 protocol_error(c, "Unknown Protocol Operation", True)
                 return n
             if a.n > 2:
@@ -398,7 +405,7 @@ cdef Py_ssize_t leaf_interest(Connection c, const char* line, Py_ssize_t clen,
                               Py_ssize_t lend) except? -1:
     """LS+/LS- from a leaf node: `subject[ queue[ weight]]`."""
     cdef Args a
-    if split_args(line + 4, clen - 4, &a) < 0 or a.n < 1 or a.n > 3:
+    if split_args(line + 4, clen - 4, &a, True) < 0 or a.n < 1 or a.n > 3:
         arg_error(c, "processLeafSub Parse Error", line + 4, clen - 4)
         return -2
     if line[2] == c'+':
@@ -435,12 +442,12 @@ cdef list remote_msg_args(Connection c, const char* p, Py_ssize_t n, int kind_of
         with_hdr = True                         # an origin LMSG always has a header size
     try:
         while i < n:
-            while i < n and is_space(p[i]):
+            while i < n and is_sep(p[i], True):
                 i += 1
             if i >= n:
                 break
             start = i
-            while i < n and not is_space(p[i]):
+            while i < n and not is_sep(p[i], True):
                 i += 1
             ptrs[na] = p + start
             lens[na] = i - start

@@ -197,6 +197,14 @@ SCRIPTS = {
     "pub_before_connect": [(0, HELLO)],
     "zero_payload": [(0, connect() + b"SUB foo 1\r\nPUB foo 0\r\n\r\n")],
     "utf8_subject": [(0, connect() + "SUB ünï.⚡ 1\r\nPUB ünï.⚡ 2\r\nhi\r\n".encode())],
+    # a CR anywhere in a line drops the byte before its LF; SUB, UNSUB (and routed messages)
+    # split arguments on CRs, PUB and HPUB only on spaces and tabs
+    "cr_inside_sub": [(0, connect() + b"SUB > 3\r\x00\n" + HELLO)],
+    "cr_between_sub_args": [(0, connect() + b"SUB foo\r5\r\n" + HELLO + b"UNSUB\t5\r\r\n" + HELLO)],
+    "cr_inside_pub_subject": [(0, connect() + b"SUB foo 7\r\nSUB > 8\r\nPUB foo\r 5\r\nhello\r\n")],
+    "cr_before_pub_size_end": [(0, connect() + b"SUB foo 7\r\nPUB foo 5\rx\nhello\r\n")],
+    "cr_after_op": [(0, connect() + b"SUB foo 7\r\nPUB\rfoo 5\r\nhello\r\n")],
+    "cr_hpub": [(0, connect() + b"SUB > 1\r\nHPUB foo 12 14\r\x00\nNATS/1.0\r\n\r\nhi\r\n")],
 }
 
 
