@@ -15,6 +15,13 @@ import threading
 import time
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# Hypothesis draws each test's examples from a fixed seed, so a run of the suite is repeatable
+# (a failure found once is found again); NATSD_HYPOTHESIS_RANDOM=1 explores fresh examples.
+hypothesis_settings.register_profile("natsd", database=None,
+                                     derandomize=not os.environ.get("NATSD_HYPOTHESIS_RANDOM"))
+hypothesis_settings.load_profile("natsd")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LISTEN_RE = re.compile(r"Listening for client connections on (\S+):(\d+)")
