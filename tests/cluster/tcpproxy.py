@@ -2,7 +2,7 @@
 while the connections stay open (what a network partition looks like to both ends: silence,
 found only by the route's pings), `heal()` drops what was cut and carries new connections
 again."""
-import select
+import selectors
 import socket
 import threading
 import time
@@ -39,9 +39,13 @@ class TcpProxy:
 
     def _pump(self, a, b):
         peers = {a: b, b: a}
+        # a selector (epoll), not select(): the test process may hold descriptors past 1024
+        sel = selectors.DefaultSelector()
         try:
+            sel.register(a, selectors.EVENT_READ)
+            sel.register(b, selectors.EVENT_READ)
             while not self.closed:
-                ready, _, _ = select.select([a, b], [], [], 0.1)
+                ready = [key.fileobj for key, _ in sel.select(0.1)]
                 if self.cut_now:
                     time.sleep(0.05)            # held open, nothing carried
                     continue
@@ -50,9 +54,10 @@ class TcpProxy:
                     if not data:
                         return
                     peers[s].sendall(data)
-        except OSError:
+        except (OSError, ValueError):           # ValueError: closed while registered
             return
         finally:
+            sel.close()
             for s in (a, b):
                 try:
                     s.close()

@@ -35,7 +35,9 @@ def drain_until(wake, results, n, timeout=10):
     while len(results) < n:
         left = deadline - time.monotonic()
         assert left > 0, "sync callbacks did not come: %r" % results
-        select.select([wake], [], [], left)
+        waiter = select.poll()                  # not select(): descriptors may be past 1024
+        waiter.register(wake, select.POLLIN)
+        waiter.poll(left * 1000)
         try:
             os.eventfd_read(wake)
         except BlockingIOError:
