@@ -34,7 +34,7 @@ cdef inline bint is_space(char ch):
 
 cdef inline bint is_sep(char ch, bint cr):
     # nats-server splits PUB and HPUB arguments on spaces and tabs, the others on CR too
-    return ch == c' ' or ch == c'\t' or (cr and ch == c'\r')
+    return is_space(ch) or (cr and ch == c'\r')
 
 
 cdef inline char upper(char ch):

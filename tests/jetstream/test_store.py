@@ -351,6 +351,11 @@ def test_truncate_survives_restart(tmp_path):
 
 # ---------------------------------------------------------------- recovery
 
+def _everything(s):
+    return (s.state(), s.deleted(), s.subjects(),
+            [(m.seq, m.subject, m.hdr, m.msg, m.ts) for m in iter_msgs(s)])
+
+
 @pytest.mark.parametrize("comp", ["none", "lz4", "s2"])
 @pytest.mark.parametrize("clean", [True, False])
 def test_reopen(tmp_path, comp, clean):
@@ -361,7 +366,7 @@ def test_reopen(tmp_path, comp, clean):
     s.remove(50, erase=True)
     s.purge("foo.1", keep=2)
     s.compact(5)
-    want = (s.state(), s.deleted(), s.subjects(), [(m.seq, m.subject, m.hdr, m.msg, m.ts) for m in iter_msgs(s)])
+    want = _everything(s)
     if clean:
         s.close()
         assert (p / "index.snap").exists()
@@ -369,15 +374,9 @@ def test_reopen(tmp_path, comp, clean):
         s.log.abandon()                       # no sync, no snapshot: what a crash leaves
     s2 = FileStore(p, block_size=1024, compression=comp)
     assert not (p / "index.snap").exists()
-    got = (s2.state(), s2.deleted(), s2.subjects(), [(m.seq, m.subject, m.hdr, m.msg, m.ts) for m in iter_msgs(s2)])
-    assert got == want
+    assert _everything(s2) == want
     assert s2.store_msg(b"more", None, b"x")[0] == 101
     s2.close()
-
-
-def _everything(s):
-    return (s.state(), s.deleted(), s.subjects(),
-            [(m.seq, m.subject, m.hdr, m.msg, m.ts) for m in iter_msgs(s)])
 
 
 @pytest.mark.parametrize("comp", ["none", "lz4", "s2"])
