@@ -10,7 +10,7 @@ import traceback
 from natsd import VERSION, NATSD_VERSION, logger
 from natsd.conf import ConfigError, load_file
 from natsd.conf.unsupported import start_error
-from natsd.flags import FlagError, FlagSyntaxError, HELP_TEXT, parse_command_line
+from natsd.conf.flags import FlagError, FlagSyntaxError, HELP_TEXT, parse_command_line
 
 log = logging.getLogger("natsd")
 

@@ -2,7 +2,7 @@
 
 Owns the plain data the rest of the server reads (``Options`` and the nested
 dataclasses).  Filling it from a config file is ``natsd.conf.load``; from the
-command line is ``natsd.flags``.  No behaviour lives here beyond defaults.
+command line is ``natsd.conf.flags``.  No behaviour lives here beyond defaults.
 """
 from __future__ import annotations
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 
-from ..options import (AccountLimits, AccountOpts, ExportOpts, ImportOpts, MappingDest,
+from natsd.options import (AccountLimits, AccountOpts, ExportOpts, ImportOpts, MappingDest,
                        NkeyUser, ServiceLatency)
-from ..gofmt import go_quote
-from ..subject import is_valid_literal_subject, is_valid_subject, subject_is_subset, subjects_overlap
-from .parser import Node
-from .reader import KIND_NAME, Reader, parse_duration, parse_size
+from natsd.gofmt import go_quote
+from natsd.subject import is_valid_literal_subject, is_valid_subject, subject_is_subset, subjects_overlap
+from natsd.conf.parser import Node
+from natsd.conf.reader import KIND_NAME, Reader, parse_duration, parse_size
 
 
 def _wildcards_used(subject: str, to: str) -> str | None:

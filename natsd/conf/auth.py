@@ -2,12 +2,12 @@
 permissions (`allow_responses` included). Operator (JWT) mode is conf/operator.py."""
 from __future__ import annotations
 
-from .. import nkey
-from ..gofmt import go_quote
-from ..options import AuthCalloutOpts, NkeyUser, Permissions, ResponsePermission, SubjectPermission, User
-from ..subject import is_valid_subject
-from .parser import Node
-from .reader import GO_TYPE, Reader, parse_duration
+from natsd import nkey
+from natsd.gofmt import go_quote
+from natsd.options import AuthCalloutOpts, NkeyUser, Permissions, ResponsePermission, SubjectPermission, User
+from natsd.subject import is_valid_subject
+from natsd.conf.parser import Node
+from natsd.conf.reader import GO_TYPE, Reader, parse_duration
 
 
 class AuthSections(Reader):

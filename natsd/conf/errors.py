@@ -188,7 +188,7 @@ def _go_message(e, text: str) -> str | None:
 
 def _include_chain(top: str, text: str, target: str, depth: int = 0) -> list[str] | None:
     """The `include` values leading from file `top` (contents `text`) to file `target`."""
-    from .lexer import INCLUDE, LexError, lex
+    from natsd.conf.lexer import INCLUDE, LexError, lex
     if depth > 16:
         return None
     try:

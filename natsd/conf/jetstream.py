@@ -1,8 +1,8 @@
 """The `jetstream` config section: store, limits (server, account and batch), domain, sync."""
 from __future__ import annotations
 
-from .parser import Node
-from .reader import KIND_NAME, Reader, parse_size
+from natsd.conf.parser import Node
+from natsd.conf.reader import KIND_NAME, Reader, parse_size
 
 
 class JetStreamSection(Reader):
@@ -61,7 +61,7 @@ class JetStreamSection(Reader):
             elif lk == "cipher":
                 c = self.s(mv, mk)
                 if c.lower() not in ("chacha", "chachapoly", "aes"):
-                    from ..gofmt import go_quote
+                    from natsd.gofmt import go_quote
                     self.err(mv, f"Unknown cipher type: {go_quote(c)}")   # Go's %q
                 js.cipher = c
             elif lk == "extension_hint":

@@ -7,10 +7,10 @@ import re
 
 from urllib.parse import urlsplit
 
-from ..options import RemoteLeafOpts, User
-from .errors import go_read_error
-from .parser import Node
-from .reader import GO_TYPE, KIND_NAME, Reader, parse_duration
+from natsd.options import RemoteLeafOpts, User
+from natsd.conf.errors import go_read_error
+from natsd.conf.parser import Node
+from natsd.conf.reader import GO_TYPE, KIND_NAME, Reader, parse_duration
 
 
 _TLS_BOOLS = {"insecure", "verify", "verify_and_map", "verify_cert_and_check_known_urls",

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..options import Options
-from . import unsupported
-from .accounts import AccountSections
-from .auth import AuthSections
-from .errors import ConfigError, go_position, go_read_error, go_syntax_error
-from .jetstream import JetStreamSection
-from .lexer import LexError
-from .links import LinkSections
-from .operator import OperatorSection
-from .parser import Node, config_digest, parse_string
-from .reader import parse_duration
+from natsd.options import Options
+from natsd.conf import unsupported
+from natsd.conf.accounts import AccountSections
+from natsd.conf.auth import AuthSections
+from natsd.conf.errors import ConfigError, go_position, go_read_error, go_syntax_error
+from natsd.conf.jetstream import JetStreamSection
+from natsd.conf.lexer import LexError
+from natsd.conf.links import LinkSections
+from natsd.conf.operator import OperatorSection
+from natsd.conf.parser import Node, config_digest, parse_string
+from natsd.conf.reader import parse_duration
 
 
 class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, OperatorSection):

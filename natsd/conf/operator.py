@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import re
 
-from .. import claims, nkey
-from ..claims import signing_keys
-from ..gofmt import go_duration, go_quote, parse_go_duration
-from ..options import ResolverOpts
-from .errors import go_read_error
-from .parser import Node
-from .reader import GO_TYPE, Reader
+from natsd import claims, nkey
+from natsd.claims import signing_keys
+from natsd.gofmt import go_duration, go_quote, parse_go_duration
+from natsd.options import ResolverOpts
+from natsd.conf.errors import go_read_error
+from natsd.conf.parser import Node
+from natsd.conf.reader import GO_TYPE, Reader
 
 _DECORATED = re.compile(r"-{3,}[^\n]*-{3,}\r?\n([\w\-.=]+)\r?\n-{3,}")
 _MEMORY = re.compile(r"(?i)(MEM|MEMORY)\s*")

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from . import lexer as L
-from .lexer import LexError, Token
+from natsd.conf import lexer as L
+from natsd.conf.lexer import LexError, Token
 
 MAX_INCLUDE_DEPTH = 16
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..gofmt import parse_go_duration
-from ..options import AccountOpts, ExportOpts, ImportOpts, Options
-from .errors import go_position
-from .parser import Node
+from natsd.gofmt import parse_go_duration
+from natsd.options import AccountOpts, ExportOpts, ImportOpts, Options
+from natsd.conf.errors import go_position
+from natsd.conf.parser import Node
 
 KIND_NAME = {"string": "a string", "integer": "an integer", "float": "a float", "bool": "a boolean",
               "datetime": "a datetime", "array": "an array", "map": "a map"}

@@ -22,8 +22,8 @@ from typing import Callable, Iterator
 
 from natsd.jwtaccounts import UNSERVED
 
-from .errors import go_position
-from .parser import Node
+from natsd.conf.errors import go_position
+from natsd.conf.parser import Node
 
 # -- when a key asks for the feature --------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Tests for natsd.flags: Go flag syntax, aliases, config + flag precedence, errors."""
+"""Tests for natsd.conf.flags: Go flag syntax, aliases, config + flag precedence, errors."""
 import os
 import re
 import shutil
@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from natsd.conf import ConfigError
-from natsd.flags import HELP_TEXT, FlagError, parse_command_line
+from natsd.conf.flags import HELP_TEXT, FlagError, parse_command_line
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 

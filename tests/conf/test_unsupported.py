@@ -237,7 +237,7 @@ def test_check_config_ignores_flags_as_nats_server(tmp_path):
 
 def test_tls_false_turns_the_config_tls_off(tmp_path):
     """nats-server: `--tls=false` disables TLS, the config file's `tls {}` included."""
-    from natsd.flags import parse_command_line
+    from natsd.conf.flags import parse_command_line
     conf = tmp_path / "t.conf"
     conf.write_text("port: -1\ntls {}\n")
     assert parse_command_line(["-c", str(conf)]).opts.tls_config.configured
@@ -246,7 +246,7 @@ def test_tls_false_turns_the_config_tls_off(tmp_path):
 
 
 def test_accepted_cluster_flags_do_not_start_a_cluster():
-    from natsd.flags import parse_command_line
+    from natsd.conf.flags import parse_command_line
     cl = parse_command_line(["--cluster_name", "c", "--no_advertise", "--connect_retries", "2",
                              "--cluster_advertise", "h:1", "--cluster="])
     assert cl.refusals == [] and cl.opts.cluster.port == 0

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-from .conf import ConfigError, load_file
-from .conf.links import gen_tls_error
-from .conf.unsupported import flag_refusals
-from .options import Options, set_baseline
+from natsd.conf import ConfigError, load_file
+from natsd.conf.links import gen_tls_error
+from natsd.conf.unsupported import flag_refusals
+from natsd.options import Options, set_baseline
 
 HELP_TEXT = """\
 Usage: natsd [options]
