@@ -5,7 +5,7 @@ of interest), from the JWT the resolver (natsd.resolver) holds: the JWT must dec
 claims, name the key it is filed under, be issued by a trusted operator key and pass
 nats-io/jwt's validation, as nats-server's verifyAccountClaims checks. The account then gets
 the JWT's limits, default permissions, signing keys, mappings, exports and imports (linked
-through natsd.jwtexports and natsd.imports) and JetStream settings (AccountRegistry.on_update
+through natsd.jwtexports and natsd.accounts.imports) and JetStream settings (AccountRegistry.on_update
 tells the JetStream engine). A newer JWT for a live account (a CLAIMS.UPDATE, or a directory
 resolver's store changing) is applied at once, as nats-server's updateAccountClaimsWithRefresh:
 the new limits reach the connected clients (the newest connections past the limit are closed),
@@ -25,11 +25,11 @@ from natsd import claims
 from natsd.claims import jwt_permissions, signing_keys
 from natsd.jwtexports import (JwtExport, JwtImport, activation_expiry, authorize, exports_of,
                               imports_of, validation_error)
-from natsd.mappings import MappingTable
+from natsd.accounts.mappings import MappingTable
 from natsd.options import AccountOpts, MappingDest
 from natsd.permissions import Permissions
 from natsd.resolver import PendingFetch, make_resolver
-from natsd.transform import TransformError
+from natsd.accounts.transform import TransformError
 
 log = logging.getLogger("natsd")
 
@@ -109,7 +109,7 @@ class JwtAccounts:
     """Verified account claims by account key, and the live accounts made from them.
 
     `registry` is the server's AccountRegistry; `disconnect(c, err_text, reason)` sends a
-    client nats-server's -ERR and closes it; `link` installs one import (natsd.imports);
+    client nats-server's -ERR and closes it; `link` installs one import (natsd.accounts.imports);
     `call_later` is the loop's timer."""
 
     def __init__(self, opts, registry, disconnect, link, call_later):

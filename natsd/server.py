@@ -15,8 +15,8 @@ from natsd._core.conn import Connection, totals
 from natsd._core import parser, sublist
 from natsd._core.loop import Loop
 from natsd._core.router import publish
-from natsd.accounts import AccountRegistry
-from natsd.imports import ResponseRouter, install_import, install_imports
+from natsd.accounts.registry import AccountRegistry
+from natsd.accounts.imports import ResponseRouter, install_import, install_imports
 from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT, RESERVED_REPLY_PREFIXES
 from natsd.authwork import AuthWorkers
 from natsd.client import ClientProtocol, ClientState

@@ -15,7 +15,7 @@ import gzip
 import json
 
 from natsd._core.s2 import snappy_stream
-from natsd.latency import mime_headers
+from natsd.accounts.latency import mime_headers
 
 
 def filtered_out(server, payload):

@@ -22,7 +22,7 @@ import logging
 import time
 
 from natsd._core.router import publish
-from natsd.clientinfo import client_info as full_client_info
+from natsd.accounts.clientinfo import client_info as full_client_info
 from natsd.ids import random_token
 from natsd.jetstream.errors import dumps
 

@@ -179,7 +179,7 @@ class Link:
         self.closed = False
         self.fc_seen = None             # (stalled FC subject, count)
         self.transforms = []
-        from natsd.transform import SubjectTransform
+        from natsd.accounts.transform import SubjectTransform
         for tr in src.get("subject_transforms") or []:
             if tr.get("dest"):
                 try:

@@ -97,7 +97,7 @@ class Stream:
     # ---- configuration ----
 
     def _configure(self):
-        from natsd.transform import SubjectTransform
+        from natsd.accounts.transform import SubjectTransform
         cfg = self.config
         st = cfg.get("subject_transform")
         self.transform = SubjectTransform.compile(st.get("src") or ">", st["dest"]) if st and st.get("dest") else None

@@ -129,7 +129,7 @@ def _invalid(msg):
 def _valid_mapping(src, dest):
     if not dest:
         return None         # nats-server's ValidateMapping: no destination is no mapping
-    from natsd.transform import validate_mapping
+    from natsd.accounts.transform import validate_mapping
     try:
         validate_mapping(src or ">", dest)
         return None

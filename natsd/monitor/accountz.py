@@ -84,7 +84,7 @@ def _export_json(exp):
 
 
 def _import_json(server, acc, imp):
-    from natsd.imports import find_export, stream_local_subject
+    from natsd.accounts.imports import find_export, stream_local_subject
     exporter = _lookup(server, imp.account)
     invalid = exporter is None or find_export(exporter, imp.kind, imp.subject, acc.name) is None
     if imp.kind == "service":

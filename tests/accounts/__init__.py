@@ -1,2 +1,2 @@
-"""Tests for accounts-level subject handling: transforms (natsd/transform.py) and account
-mappings (natsd/mappings.py), including a differential test against the real nats-server."""
+"""Tests for accounts-level subject handling: transforms (natsd/accounts/transform.py) and account
+mappings (natsd/accounts/mappings.py), including a differential test against the real nats-server."""

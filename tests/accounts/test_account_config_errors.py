@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from natsd.conf.load import load_file
-from natsd.mappings import MappingTable
+from natsd.accounts.mappings import MappingTable
 from tests.conftest import ROOT, nats_server_cmd
 
 POS = re.compile(r"bad\.conf:(\d+):(\d+): (.*)")

@@ -15,8 +15,8 @@ import nats
 import pytest
 
 from natsd.conf.load import load_file
-from natsd.mappings import MappingTable
-from natsd.transform import TransformError
+from natsd.accounts.mappings import MappingTable
+from natsd.accounts.transform import TransformError
 from tests.conftest import nats_server_cmd
 
 pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")

@@ -1,4 +1,4 @@
-"""Unit tests for natsd/transform.py (SubjectTransform) and natsd/mappings.py (MappingTable).
+"""Unit tests for natsd/accounts/transform.py (SubjectTransform) and natsd/accounts/mappings.py (MappingTable).
 
 Vectors come from the seed docs (SPEC B.4/B.5) and from nats-server's behaviour; where the
 docs have typos (``>`` -> ``baz.>`` on ``bar.a.b``, the "dropping tokens" example) the
@@ -11,9 +11,9 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from natsd.mappings import MappingTable
+from natsd.accounts.mappings import MappingTable
 from natsd.options import MappingDest
-from natsd.transform import SubjectTransform, TransformError, fnv1a32, validate_mapping
+from natsd.accounts.transform import SubjectTransform, TransformError, fnv1a32, validate_mapping
 
 T = SubjectTransform.compile
 

@@ -17,7 +17,7 @@ import random
 import time
 
 from natsd._core.router import publish
-from natsd.clientinfo import client_info
+from natsd.accounts.clientinfo import client_info
 from natsd.gofmt import go_json, go_time
 from natsd.ids import random_token
 

@@ -73,7 +73,7 @@ class AccountRegistry:
         if not opts.mappings and not any(getattr(a.config, "mappings", None)
                                          for a in self.accounts.values()):
             return
-        from natsd.mappings import MappingTable
+        from natsd.accounts.mappings import MappingTable
         cluster = getattr(getattr(opts, "cluster", None), "name", "") or ""
         for acc in self.accounts.values():
             cfg = getattr(acc.config, "mappings", None)

@@ -1,7 +1,7 @@
 """Subject transforms: compile ``(src, dest)`` once, then match/apply per subject.
 
 Owns ``SubjectTransform`` (SPEC B.4/B.5), ``TransformError`` and ``validate_mapping``.
-Used by account mappings (natsd/mappings.py), import/export ``to:`` renames (strict mode,
+Used by account mappings (natsd/accounts/mappings.py), import/export ``to:`` renames (strict mode,
 with ``reverse()``), and JetStream subject transforms.
 
 Destination tokens are literal text, legacy ``$n``, ``>`` (only when the source has one),

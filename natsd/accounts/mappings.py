@@ -26,7 +26,8 @@ import random
 from dataclasses import dataclass
 
 from natsd.subject import PWC, SEP, _subset_tokens, has_wildcard, is_valid_subject, tokenize
-from natsd.transform import ERR_BAD_SUBJECT, SubjectTransform, TransformError, validate_mapping
+from natsd.accounts.transform import (
+    ERR_BAD_SUBJECT, SubjectTransform, TransformError, validate_mapping)
 
 DROP = ""     # map() result meaning "discard the message"
 

@@ -16,7 +16,7 @@ import logging
 from natsd._core.router import publish, publish_delivery, publish_local, split_delivery
 from natsd._core.sublist import Subscription
 from natsd.ids import random_token
-from natsd.latency import LatencyReporter
+from natsd.accounts.latency import LatencyReporter
 
 log = logging.getLogger("natsd")
 
@@ -40,7 +40,7 @@ def renaming(src, dest):
     """A transform from src-space to dest-space, or None when the subject is kept as is."""
     if not dest or dest == src:
         return None
-    from natsd.transform import SubjectTransform
+    from natsd.accounts.transform import SubjectTransform
     return SubjectTransform.compile(src, wildcard_destination(dest) if "*" in dest else dest)
 
 
