@@ -20,12 +20,13 @@ import logging
 import threading
 import time
 
-from natsd import claims, nkey
+from natsd.auth.jwt import claims
+from natsd.auth import nkey
 from natsd._core.sublist import Subscription
 from natsd.cluster.interest import routes_listen
 from natsd.gofmt import go_json
-from natsd.jwtaccounts import AccountJwtError
-from natsd.resolver import ResolverError
+from natsd.auth.jwt.accounts import AccountJwtError
+from natsd.auth.jwt.resolver import ResolverError
 
 log = logging.getLogger("natsd")
 
@@ -36,7 +37,7 @@ UPDATE_SUBJECTS = ("$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE", "$SYS.ACCOUNT.*.CLAIMS.UP
 class ClaimServices:
     def __init__(self, system, accounts):
         self.system = system                # natsd.system.SystemServices
-        self.accounts = accounts            # natsd.jwtaccounts.JwtAccounts
+        self.accounts = accounts            # natsd.auth.jwt.accounts.JwtAccounts
         self.resolver = accounts.resolver
         self.sync_timer = None
 

@@ -8,14 +8,14 @@ import dataclasses
 import logging
 import time
 
-from natsd import auth as auth_mod
-from natsd.authwork import OffLoop
+from natsd.auth import authenticator as auth_mod
+from natsd.auth.offloop import OffLoop
 from natsd._core.router import deliver_to
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
 from natsd.tls import cert_identity
 from natsd.protocol import ProtocolHandler, info_line
-from natsd.permissions import SYS_QUEUE_GROUP
+from natsd.auth.permissions import SYS_QUEUE_GROUP
 from natsd.subject import is_valid_subject, is_valid_queue, subject_matches
 
 log = logging.getLogger("natsd")
@@ -67,7 +67,7 @@ class ClientState:
         self.reason = ""
         self.kind = "Client"
         self.nkey = None
-        self.jwt_user = None           # operator mode: the natsd.jwtauth.JwtUser logged in
+        self.jwt_user = None           # operator mode: the natsd.auth.jwt.login.JwtUser logged in
         self.label = ""
         self.tls = None                # what the TLS handshake established (/connz)
         self.tls_timer = None
@@ -142,7 +142,7 @@ class ClientProtocol(ProtocolHandler):
 
     def _authenticate(self, c, info):
         """Check the credentials, then bind; a bcrypt comparison runs off the loop first
-        (natsd/authwork.py) and this runs again with its verdict."""
+        (natsd/auth/offloop.py) and this runs again with its verdict."""
         st = c.state
         if st.auth_timer is not None:       # nats-server stops it once a CONNECT is read
             st.auth_timer.cancel()

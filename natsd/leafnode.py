@@ -30,7 +30,7 @@ from natsd._core.conn import Connection
 from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
-from natsd.authwork import OffLoop
+from natsd.auth.offloop import OffLoop
 from natsd.gofmt import go_float, go_json, go_quote, go_seconds
 from natsd.compression import (NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError,
                                codec as compression_codec, compresses)
@@ -39,7 +39,7 @@ from natsd.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.ids import random_token
 from natsd.logger import TRACE
 from natsd.linkperms import LinkPerms, internal_interest, internal_message, is_literal
-from natsd.permissions import Permissions
+from natsd.auth.permissions import Permissions
 from natsd.protocol import ProtocolHandler, info_line, prepare_accepted, release_connection
 from natsd._core.ws import WsCodec
 from natsd.tls import ServerTls, TlsSettings, cert_not_after, default_auth_timeout, spki_sha256
@@ -885,7 +885,7 @@ class LeafProtocol(ProtocolHandler):
 
     def _authenticate(self, c, info, cluster):
         """Check the leaf's credentials and bind it; a bcrypt comparison runs off the loop first
-        (natsd/authwork.py) and this runs again with its verdict."""
+        (natsd/auth/offloop.py) and this runs again with its verdict."""
         st = c.state
         try:
             bound = self.ln.authenticate(info, st.nonce, defer=True, host=st.host)

@@ -124,7 +124,7 @@ class LinkPerms:
 
     @classmethod
     def for_user(cls, perms):
-        """Hub side: a leaf authenticated as a user with `perms` (natsd.permissions)."""
+        """Hub side: a leaf authenticated as a user with `perms` (natsd.auth.permissions)."""
         lp = cls()
         if perms is None:
             return lp

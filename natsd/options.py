@@ -99,7 +99,7 @@ class ExportOpts:
         account token position, only when that token of `subject` is the importer's name
         (nats-server's checkAuth: an import of the export's own wildcard subject never is);
         otherwise when the export is public or lists the importer. Activation tokens are
-        natsd.jwtexports' part."""
+        natsd.auth.jwt.exports' part."""
         pos = self.account_token_position
         if pos > 0:
             tokens = subject.split(".")

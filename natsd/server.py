@@ -17,10 +17,10 @@ from natsd._core.loop import Loop
 from natsd._core.router import publish
 from natsd.accounts.registry import AccountRegistry
 from natsd.accounts.imports import ResponseRouter, install_import, install_imports
-from natsd.auth import Authenticator, ERR_AUTH_TIMEOUT, RESERVED_REPLY_PREFIXES
-from natsd.authwork import AuthWorkers
+from natsd.auth.authenticator import Authenticator, ERR_AUTH_TIMEOUT, RESERVED_REPLY_PREFIXES
+from natsd.auth.offloop import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
-from natsd import nkey
+from natsd.auth import nkey
 from natsd.listener import Listener, host_port, new_nonce
 from natsd.gofmt import go_seconds
 from natsd.jetstream.apilevel import API_LEVEL
@@ -53,9 +53,9 @@ class Server:
         self.name = opts.server_name or self.id
         self.start_time = time.time()
         self.accounts = AccountRegistry(opts)
-        self.jwt_accounts = None            # natsd.jwtaccounts.JwtAccounts in operator mode
+        self.jwt_accounts = None            # natsd.auth.jwt.accounts.JwtAccounts in operator mode
         if opts.operator_mode:
-            from natsd.jwtaccounts import JwtAccounts
+            from natsd.auth.jwt.accounts import JwtAccounts
             self.jwt_accounts = JwtAccounts(opts, self.accounts, self.client_disconnect,
                                             lambda *link: install_import(self, *link),
                                             self.loop.call_later)
@@ -65,9 +65,9 @@ class Server:
             if self.accounts.system_name:   # nats-server looks its system account up at start
                 self.jwt_accounts.lookup(self.accounts.system_name)
         self.authenticator = Authenticator(opts, self.jwt_accounts)
-        self.callout = None                 # natsd.authcallout.AuthCallout: config or operator mode
+        self.callout = None                 # natsd.auth.callout.AuthCallout: config or operator mode
         if opts.auth_callout is not None or opts.operator_mode:
-            from natsd.authcallout import AuthCallout
+            from natsd.auth.callout import AuthCallout
             self.callout = AuthCallout(self, opts.auth_callout)
         self.auth_workers = AuthWorkers(self.loop)
         self.client_proto = ClientProtocol(self)

@@ -256,7 +256,7 @@ def spki_sha256(der_cert):
 
 
 def cert_identity(der_cert):
-    """What a client certificate offers verify_and_map (natsd.auth Authenticator._cert_user):
+    """What a client certificate offers verify_and_map (natsd.auth.authenticator Authenticator._cert_user):
     (its names in nats-server's order -- e-mail SANs, DNS SANs, URI SANs, the subject as an
     RFC 2253 string -- and the subject as (TYPE, value) pairs in RFC 2253 order)."""
     from cryptography import x509

@@ -285,7 +285,8 @@ class WebSockets:
         """(AuthResult or None, whether auth is required) for a WebSocket CONNECT: the
         websocket block's user/password or token when it has one (nats-server authOverride),
         else the server's own authorization, no_auth_user as the websocket block sets it."""
-        from natsd.auth import AuthResult, REDACTED
+        from natsd.accounts.clientinfo import REDACTED
+        from natsd.auth.authenticator import AuthResult
         s = self.settings
         if s.token:
             ok = auth.check_secret(s.token, str(info.get("auth_token") or ""), True)

@@ -1,7 +1,7 @@
 """Test helper: operators, accounts and users as nats-io/jwt v2 issues them (nsc's tokens).
 
 Keys come from a seeded random source, so a test's tokens are reproducible. Tokens are written
-by natsd.claims.encode (the encoder the server signs auth callout requests with); the same
+by natsd.auth.jwt.claims.encode (the encoder the server signs auth callout requests with); the same
 tokens are loaded into nats-server by the tests, which is what shows that the format is the
 real one.
 """
@@ -9,7 +9,7 @@ import random
 
 import nkeys
 
-from natsd import claims
+from natsd.auth.jwt import claims
 
 
 class Key:

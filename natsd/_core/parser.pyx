@@ -132,7 +132,7 @@ cdef tuple _reserved_replies = ()       # reply prefixes the server generates it
 
 
 def set_reserved_replies(prefixes):
-    """Register the reply prefixes the server generates itself (natsd.auth's table: service
+    """Register the reply prefixes the server generates itself (natsd.auth.authenticator's table: service
     imports, JetStream acks, gateways); a client PUB whose reply starts with one (or is one,
     as nats-server) is a reply violation. The parser knows none of them by name."""
     global _reserved_replies

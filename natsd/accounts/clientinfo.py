@@ -1,11 +1,27 @@
 """nats-server's ClientInfo of a connection (getClientInfo), as service latency metrics and
 JetStream advisories carry it: always the account and the RTT; in detail also the server and
 cluster, start, host, id, name, the raw auth user, lang, version, the user JWT with its issuer,
-name and tags, and the connection's kind."""
+name and tags, and the connection's kind; and the user name nats-server shows for a connection
+(getRawAuthUser)."""
 from __future__ import annotations
 
-from natsd.auth import raw_auth_user
 from natsd.gofmt import go_time
+
+# What /connz shows as authorized_user for a token client (client.go getRawAuthUser).
+REDACTED = "[REDACTED]"
+
+
+def raw_auth_user(connect: dict, jwt_key: str = "") -> str:
+    """nats-server's getRawAuthUser, what /connz, events and auth callout name a client by,
+    authenticated or not: CONNECT's nkey, its user, the public key of its JWT (`jwt_key`, once
+    verified), or a redacted token."""
+    if connect.get("nkey"):
+        return str(connect["nkey"])
+    if connect.get("user"):
+        return str(connect["user"])
+    if connect.get("jwt"):
+        return jwt_key
+    return REDACTED if connect.get("auth_token") else ""
 
 
 def client_info(c, account=None, server=None, detailed=True):

@@ -22,7 +22,7 @@ class Account:
         self.is_system = False
         self.jetstream = False
         self.mappings = None            # MappingTable, set by the registry
-        self.jwt = None                 # operator mode: the account's natsd.claims.Claims
+        self.jwt = None                 # operator mode: the account's natsd.auth.jwt.claims.Claims
         self.updated = None             # when its JWT was last applied (unix time)
         limits = getattr(config, "limits", None)
         self.max_connections = _limit(limits, "max_connections")
@@ -83,7 +83,7 @@ class AccountRegistry:
             self.accounts[GLOBAL_ACCOUNT].mappings = MappingTable.from_options(opts.mappings, cluster)
 
     def add(self, name):
-        """A new, empty account (operator mode: made from its JWT by natsd.jwtaccounts)."""
+        """A new, empty account (operator mode: made from its JWT by natsd.auth.jwt.accounts)."""
         acc = self.accounts[name] = Account(name)
         for hook in self.on_add:
             hook(acc)

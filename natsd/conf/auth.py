@@ -2,7 +2,7 @@
 permissions (`allow_responses` included). Operator (JWT) mode is conf/operator.py."""
 from __future__ import annotations
 
-from natsd import nkey
+from natsd.auth import nkey
 from natsd.gofmt import go_quote
 from natsd.options import AuthCalloutOpts, NkeyUser, Permissions, ResponsePermission, SubjectPermission, User
 from natsd.subject import is_valid_subject

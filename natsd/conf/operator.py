@@ -4,17 +4,18 @@
 the preload map's "invalid account JWT").
 
 The trusted keys are each operator's own key and its signing keys. Preloaded account JWTs are
-only decoded here; natsd.jwtaccounts verifies them (trusted issuer, subject) when an account
+only decoded here; natsd.auth.jwt.accounts verifies them (trusted issuer, subject) when an account
 is looked up, as nats-server does. What natsd does not serve in account JWTs is refused by
-natsd.conf.unsupported at start and by natsd.jwtaccounts at run time.
+natsd.conf.unsupported at start and by natsd.auth.jwt.accounts at run time.
 """
 from __future__ import annotations
 
 import os
 import re
 
-from natsd import claims, nkey
-from natsd.claims import signing_keys
+from natsd.auth.jwt import claims
+from natsd.auth import nkey
+from natsd.auth.jwt.claims import signing_keys
 from natsd.gofmt import go_duration, go_quote, parse_go_duration
 from natsd.options import ResolverOpts
 from natsd.conf.errors import go_read_error

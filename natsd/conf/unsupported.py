@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
-from natsd.jwtaccounts import UNSERVED
+from natsd.auth.jwt.accounts import UNSERVED
 
 from natsd.conf.errors import go_position
 from natsd.conf.parser import Node
@@ -56,7 +56,7 @@ def _listen_port(n: Node) -> int:
 def _account_claims(n: Node) -> dict:
     """The `nats` claims of an account JWT in resolver_preload ({} when it does not decode:
     the loader reports that)."""
-    from natsd import claims
+    from natsd.auth.jwt import claims
     if n.kind != "string":
         return {}
     try:

@@ -16,7 +16,7 @@ import time
 from natsd._core.sublist import Subscription
 from natsd.gofmt import friendly_bytes
 from natsd.subject import subject_is_subset
-from natsd import nkey
+from natsd.auth import nkey
 from natsd.jetstream import errors as E
 from natsd.jetstream import api, batch, consumer, jscrypt, placement
 from natsd.jetstream.store import open_store
@@ -63,7 +63,7 @@ _LIMIT_KEYS = {
 
 def api_limits(given: dict) -> dict:
     """JetStream account limits as the API reports them, from a config block's or an account
-    JWT's keys (natsd.jwtaccounts.jetstream_limits); what is not given is unlimited."""
+    JWT's keys (natsd.auth.jwt.accounts.jetstream_limits); what is not given is unlimited."""
     out = {"max_memory": -1, "max_storage": -1, "max_streams": -1, "max_consumers": -1,
            "max_ack_pending": -1, "memory_max_stream_bytes": -1,
            "storage_max_stream_bytes": -1, "max_bytes_required": False}

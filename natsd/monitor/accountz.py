@@ -13,7 +13,7 @@ route/gateway/leaf sub-figures and per-account slow consumers are 0 (no such tra
 import time
 from dataclasses import dataclass, field
 
-from natsd.claims import account_json
+from natsd.auth.jwt.claims import account_json
 from natsd.monitor import params as P
 from natsd.monitor.connz import kind_of
 from natsd.monitor.subsz import SublistStats

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from natsd._core.conn import monotonic
-from natsd.auth import raw_auth_user
+from natsd.accounts.clientinfo import raw_auth_user
 from natsd.monitor import params as P
 
 GLOBAL = "$G"

@@ -1,1 +1,1 @@
-"""Tests for natsd.subject, natsd.permissions and natsd.auth."""
+"""Tests for natsd.subject, natsd.auth.permissions and natsd.auth.authenticator."""

@@ -13,7 +13,8 @@ import asyncio
 import nats
 import pytest
 
-from natsd import claims, nkey
+from natsd.auth.jwt import claims
+from natsd.auth import nkey
 from tests.jwtmint import Mint
 
 USERS = ["alice", "bob", "garbage", "empty", "wronguser", "wrongserver", "wrongissuer",

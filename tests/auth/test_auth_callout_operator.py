@@ -6,7 +6,7 @@ import asyncio
 
 import nats
 
-from natsd import claims
+from natsd.auth.jwt import claims
 from tests.auth.test_auth_callout import error_after_publish, login_outcome
 from tests.jwtmint import Mint, creds
 

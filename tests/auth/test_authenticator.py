@@ -1,4 +1,4 @@
-"""natsd.auth.Authenticator: user/pass, bcrypt, token, nkeys, no_auth_user, defaults."""
+"""natsd.auth.authenticator.Authenticator: user/pass, bcrypt, token, nkeys, no_auth_user, defaults."""
 
 import base64
 import importlib.util
@@ -8,9 +8,8 @@ import bcrypt
 import nkeys
 import pytest
 
-from natsd.auth import (
-    REDACTED, AuthResult, Authenticator, is_bcrypt, verify_nonce_signature,
-)
+from natsd.auth.authenticator import (
+    REDACTED, AuthResult, Authenticator, is_bcrypt, verify_nonce_signature)
 
 from .conftest import account, nkey_user, options, perms_cfg, subject_perm, user
 

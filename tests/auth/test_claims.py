@@ -1,4 +1,4 @@
-"""NATS JWTs: natsd.claims decodes and verifies the tokens nsc and nats-io/jwt issue.
+"""NATS JWTs: natsd.auth.jwt.claims decodes and verifies the tokens nsc and nats-io/jwt issue.
 
 The tokens come from tests/jwtmint.py; test_minted_tokens_work_on_nats_server loads the same
 kind of tokens into the reference nats-server (operator mode, MEMORY resolver) and connects
@@ -12,7 +12,8 @@ import time
 import nats
 import pytest
 
-from natsd import claims, nkey
+from natsd.auth.jwt import claims
+from natsd.auth import nkey
 from tests.jwtmint import Mint, creds
 
 

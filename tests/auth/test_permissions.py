@@ -1,8 +1,8 @@
-"""natsd.permissions.Permissions: nats-server publish/subscribe/queue/deny semantics."""
+"""natsd.auth.permissions.Permissions: nats-server publish/subscribe/queue/deny semantics."""
 
 from types import SimpleNamespace
 
-from natsd.permissions import CACHE_MAX, Permissions
+from natsd.auth.permissions import CACHE_MAX, Permissions
 
 from .conftest import perms_cfg, subject_perm
 

@@ -1,5 +1,5 @@
-"""Checks natsd.auth's -ERR texts and the permission semantics in
-natsd.permissions against the real nats-server, over raw sockets.
+"""Checks natsd.auth.authenticator's -ERR texts and the permission semantics in
+natsd.auth.permissions against the real nats-server, over raw sockets.
 
 Skipped when ``nats-server`` is not on PATH.  One server (module fixture)
 carries every case, to keep the run light.
@@ -17,7 +17,8 @@ import bcrypt
 import nkeys
 import pytest
 
-from natsd.auth import ERR_AUTH_TIMEOUT, ERR_AUTH_VIOLATION, pub_violation, reply_violation, sub_violation
+from natsd.auth.authenticator import (
+    ERR_AUTH_TIMEOUT, ERR_AUTH_VIOLATION, pub_violation, reply_violation, sub_violation)
 
 pytestmark = pytest.mark.skipif(shutil.which("nats-server") is None, reason="nats-server not on PATH")
 
@@ -131,7 +132,7 @@ def test_violation_texts(server):
 
 
 def test_subscribe_semantics_match_natsd(server):
-    from natsd.permissions import Permissions
+    from natsd.auth.permissions import Permissions
     from .conftest import perms_cfg, subject_perm
     ours = Permissions.from_config(perms_cfg(
         publish=subject_perm(["ok.>", "_INBOX.>"], ["ok.secret"]),

@@ -396,7 +396,7 @@ def test_unreachable_url_resolver_stops_the_server_as_nats_server(tmp_path):
 def test_directory_merge_takes_newer_jwts_and_refuses_bad_lines(tmp_path):
     """What a CLAIMS.PACK answer does to a FULL directory (nats-server's DirJWTStore.Merge)."""
     from natsd.options import ResolverOpts
-    from natsd.resolver import DirResolver, ResolverError
+    from natsd.auth.jwt.resolver import DirResolver, ResolverError
     w = World(tmp_path)
     changed = []
     store = DirResolver(ResolverOpts(kind="FULL", dir=str(tmp_path / "jwt")), on_change=changed.append)

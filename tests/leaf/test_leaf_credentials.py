@@ -92,8 +92,8 @@ def user_jwt(acc_seed, user_seed, name):
 
 
 def verify(pub, nonce, sig):
-    """Check an nkey nonce signature the way the hub does (natsd.auth.verify_nonce_signature)."""
-    from natsd.auth import verify_nonce_signature
+    """Check an nkey nonce signature the way the hub does (natsd.auth.authenticator.verify_nonce_signature)."""
+    from natsd.auth.authenticator import verify_nonce_signature
     return verify_nonce_signature(pub, nonce, sig)
 
 

@@ -1,11 +1,11 @@
 """Operator mode's accounts: account JWTs verified and turned into live accounts.
 
 An account is made the first time something looks it up (a user logging in, a route telling
-of interest), from the JWT the resolver (natsd.resolver) holds: the JWT must decode as account
+of interest), from the JWT the resolver (natsd.auth.jwt.resolver) holds: the JWT must decode as account
 claims, name the key it is filed under, be issued by a trusted operator key and pass
 nats-io/jwt's validation, as nats-server's verifyAccountClaims checks. The account then gets
 the JWT's limits, default permissions, signing keys, mappings, exports and imports (linked
-through natsd.jwtexports and natsd.accounts.imports) and JetStream settings (AccountRegistry.on_update
+through natsd.auth.jwt.exports and natsd.accounts.imports) and JetStream settings (AccountRegistry.on_update
 tells the JetStream engine). A newer JWT for a live account (a CLAIMS.UPDATE, or a directory
 resolver's store changing) is applied at once, as nats-server's updateAccountClaimsWithRefresh:
 the new limits reach the connected clients (the newest connections past the limit are closed),
@@ -21,14 +21,14 @@ from __future__ import annotations
 import logging
 import time
 
-from natsd import claims
-from natsd.claims import jwt_permissions, signing_keys
-from natsd.jwtexports import (JwtExport, JwtImport, activation_expiry, authorize, exports_of,
-                              imports_of, validation_error)
+from natsd.auth.jwt import claims
+from natsd.auth.jwt.claims import jwt_permissions, signing_keys
+from natsd.auth.jwt.exports import (
+    JwtExport, JwtImport, activation_expiry, authorize, exports_of, imports_of, validation_error)
 from natsd.accounts.mappings import MappingTable
 from natsd.options import AccountOpts, MappingDest
-from natsd.permissions import Permissions
-from natsd.resolver import PendingFetch, make_resolver
+from natsd.auth.permissions import Permissions
+from natsd.auth.jwt.resolver import PendingFetch, make_resolver
 from natsd.accounts.transform import TransformError
 
 log = logging.getLogger("natsd")

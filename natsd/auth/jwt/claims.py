@@ -23,7 +23,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from natsd import nkey
+from natsd.auth import nkey
 from natsd.options import Permissions, ResponsePermission, SubjectPermission
 
 MAX_TOKEN_SIZE = 1024 * 1024

@@ -33,11 +33,12 @@ import hmac
 import re
 from dataclasses import dataclass
 
-from natsd import nkey
-from natsd.authwork import OffLoop, compare_hash
-from natsd.jwtauth import JwtAuthenticator
+from natsd.auth import nkey
+from natsd.auth.offloop import OffLoop, compare_hash
+from natsd.auth.jwt.login import JwtAuthenticator
 from natsd.gofmt import go_quote
-from natsd.permissions import Permissions
+from natsd.auth.permissions import Permissions
+from natsd.accounts.clientinfo import REDACTED, raw_auth_user
 
 # -ERR texts, exactly as nats-server sends them (verified in
 # tests/auth/test_reference_texts.py); subjects are quoted as Go's %q quotes them.
@@ -96,9 +97,6 @@ def log_label(connect: dict, account: str) -> str:
 RESERVED_REPLY_PREFIXES = (b"_R_.", b"$JS.ACK.", b"_GR_.")
 
 
-# What /connz shows as authorized_user for a token client (client.go getRawAuthUser).
-REDACTED = "[REDACTED]"
-
 _BCRYPT_RE = re.compile(r"^\$2[abxy]\$\d{2}\$")
 _BCRYPT_MEMO_MAX = 256
 
@@ -108,7 +106,7 @@ def is_bcrypt(secret: str) -> bool:
 
 
 class SlowCheck(OffLoop):
-    """Authentication needs a bcrypt comparison: run it off the loop (natsd/authwork.py),
+    """Authentication needs a bcrypt comparison: run it off the loop (natsd/auth/offloop.py),
     record the verdict, and authenticate again."""
 
     def __init__(self, configured: str, given: str, memo=None):
@@ -134,7 +132,7 @@ class AuthResult:
     permissions: Permissions | None
     nkey: str | None = None
     expires: int = 0          # a user JWT's `exp` (unix seconds), 0 for none
-    jwt_user: object = None   # natsd.jwtauth.JwtUser in operator mode
+    jwt_user: object = None   # natsd.auth.jwt.login.JwtUser in operator mode
 
 
 @dataclass(frozen=True)
@@ -159,7 +157,7 @@ def _str_field(connect: dict, key: str) -> str | None:
 
 class Authenticator:
     def __init__(self, opts, jwt_accounts=None):
-        """`jwt_accounts` (natsd.jwtaccounts.JwtAccounts) in operator mode."""
+        """`jwt_accounts` (natsd.auth.jwt.accounts.JwtAccounts) in operator mode."""
         self.username: str = getattr(opts, "username", None) or ""
         self.password: str = getattr(opts, "password", None) or ""
         self.token: str = getattr(opts, "authorization", None) or ""
@@ -184,7 +182,7 @@ class Authenticator:
             if id(u) not in account_users:  # the options may list account users here too
                 self._add(u, getattr(u, "account", None), global_default)
 
-        # operator mode: user JWTs against the resolver's accounts (natsd/jwtauth.py)
+        # operator mode: user JWTs against the resolver's accounts (natsd/auth/jwt/login.py)
         self.jwt = JwtAuthenticator(jwt_accounts) if jwt_accounts is not None else None
         self.auth_required: bool = bool(self.users or self.nkeys or self.username or self.token
                                         or self.jwt)
@@ -384,18 +382,6 @@ def parse_dn(text: str):
 def _type_allowed(p: _Principal, kind: str) -> bool:
     return not p.conn_types or kind in p.conn_types
 
-
-def raw_auth_user(connect: dict, jwt_key: str = "") -> str:
-    """nats-server's getRawAuthUser, what /connz, events and auth callout name a client by,
-    authenticated or not: CONNECT's nkey, its user, the public key of its JWT (`jwt_key`, once
-    verified), or a redacted token."""
-    if connect.get("nkey"):
-        return str(connect["nkey"])
-    if connect.get("user"):
-        return str(connect["user"])
-    if connect.get("jwt"):
-        return jwt_key
-    return REDACTED if connect.get("auth_token") else ""
 
 
 def _decode_sig(sig: str) -> bytes | None:

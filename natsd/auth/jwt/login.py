@@ -1,8 +1,8 @@
 """Operator mode's client authentication: a CONNECT with a user JWT, as nats-server's
 processClientOrLeafAuthentication checks one.
 
-The token must decode as user claims (natsd.claims), be within its time window, be issued by an
-account natsd.jwtaccounts can serve (looked up through the resolver) or by one of that
+The token must decode as user claims (natsd.auth.jwt.claims), be within its time window, be issued by an
+account natsd.auth.jwt.accounts can serve (looked up through the resolver) or by one of that
 account's signing keys (then `issuer_account` names the account), not be revoked by the account (`revocations`: the user's key or `*`, at or
 after the token's `iat`), and, unless it is a bearer token, come with the user key's signature
 of the INFO nonce. The client's address must be in one of the JWT's `src` networks and the
@@ -22,11 +22,11 @@ import re
 import time
 import zoneinfo
 
-from natsd import claims
-from natsd.claims import jwt_permissions
-from natsd.jwtaccounts import bearer_refused, revoked
+from natsd.auth.jwt import claims
+from natsd.auth.jwt.claims import jwt_permissions
+from natsd.auth.jwt.accounts import bearer_refused, revoked
 from natsd.gofmt import go_quote
-from natsd.permissions import Permissions
+from natsd.auth.permissions import Permissions
 from natsd.subject import is_valid_subject
 
 log = logging.getLogger("natsd")
@@ -112,12 +112,12 @@ def connect_window(times, location, now=None):
 
 class JwtAuthenticator:
     def __init__(self, accounts):
-        self.accounts = accounts                        # natsd.jwtaccounts.JwtAccounts
+        self.accounts = accounts                        # natsd.auth.jwt.accounts.JwtAccounts
 
     def authenticate(self, token, nonce, sig, kind, verify_sig, host="", defer=False):
         """JwtUser, or None (the client gets 'Authorization Violation'). verify_sig(public,
         nonce, sig) checks the nonce signature; `host` is the client's address. With `defer`,
-        an account JWT that must be fetched raises natsd.resolver.PendingFetch."""
+        an account JWT that must be fetched raises natsd.auth.jwt.resolver.PendingFetch."""
         try:
             uc = claims.decode_kind(token, "user")
         except claims.JwtError as e:

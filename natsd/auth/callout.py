@@ -7,7 +7,7 @@ it unless it is one of them; the answer may place the user in that account or on
 `allowed_accounts`, issued by that account's keys (scoped keys' templates apply).
 
 The client is held while the server asks `$SYS.REQ.USER.AUTH` in the callout account: an
-authorization-request JWT signed with the server's key (natsd.claims.encode), with a one-off
+authorization-request JWT signed with the server's key (natsd.auth.jwt.claims.encode), with a one-off
 user key the answer must name, the server, the client and its CONNECT, encrypted to the
 service's `xkey` when one is configured (the server's own xkey in a `Nats-Server-Xkey`
 header). The answer is an authorization-response JWT for that user key and this server,
@@ -23,15 +23,18 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from natsd import VERSION, claims, nkey
-from natsd.auth import AuthResult, raw_auth_user
-from natsd.jwtauth import ScopeError, connect_window, scoped_user
+from natsd import VERSION
+from natsd.auth.jwt import claims
+from natsd.auth import nkey
+from natsd.accounts.clientinfo import raw_auth_user
+from natsd.auth.authenticator import AuthResult
+from natsd.auth.jwt.login import ScopeError, connect_window, scoped_user
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
-from natsd.claims import jwt_permissions
+from natsd.auth.jwt.claims import jwt_permissions
 from natsd.gofmt import go_quote
 from natsd.ids import random_token
-from natsd.permissions import Permissions
+from natsd.auth.permissions import Permissions
 
 log = logging.getLogger("natsd")
 

@@ -9,7 +9,7 @@ updateAccountClaims maps them: a stream import's `to` is a prefix, a service imp
 checkStreamImportAuthorized/checkServiceImportAuthorized: the export must cover the subject,
 and a `token_req` export wants an activation token issued by the exporter (or one of its
 signing keys) to this importer for a subject covering it, unexpired and not revoked (an
-import whose token expires is dropped then: natsd.jwtaccounts links the account again).
+import whose token expires is dropped then: natsd.auth.jwt.accounts links the account again).
 `validation_error` is what nats-io/jwt's Validate finds wrong in them: an account JWT with
 such an export or import (a token for another account, an overlapping service import, ...)
 is not a valid account at all.
@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from natsd import claims
+from natsd.auth.jwt import claims
 from natsd.gofmt import go_quote
 from natsd.options import ExportOpts, ImportOpts, ServiceLatency
 from natsd.subject import is_valid_subject, subject_is_subset

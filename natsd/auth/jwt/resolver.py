@@ -10,7 +10,7 @@ directory lacks is asked of the cluster's other servers (CLAIMS.LOOKUP) while th
 each JWT's SHA-256, for CLAIMS.PACK), a `limit` (FULL refuses past it with "jwt store is
 full", CACHE evicts the least recently used JWT), CACHE's `ttl`, and FULL's deletes (renamed to
 `.deleted`, or removed with hard_delete). What a JWT means is not this module's business: it
-stores text, natsd.jwtaccounts verifies it.
+stores text, natsd.auth.jwt.accounts verifies it.
 """
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ import urllib.error
 import urllib.request
 from collections import OrderedDict
 
-from natsd import claims, nkey
-from natsd.authwork import OffLoop
+from natsd.auth.jwt import claims
+from natsd.auth import nkey
+from natsd.auth.offloop import OffLoop
 from natsd.gofmt import go_quote
 
 log = logging.getLogger("natsd")
@@ -50,7 +51,7 @@ class MemoryResolver:
 
 
 class PendingFetch(OffLoop):
-    """An account JWT the URL resolver must fetch first (natsd.authwork runs it)."""
+    """An account JWT the URL resolver must fetch first (natsd.auth.offloop runs it)."""
 
     def __init__(self, resolver, key):
         super().__init__("account JWT fetch needed")

@@ -2,8 +2,8 @@
 
 A bcrypt comparison costs 0.1-0.3 s of CPU, an account JWT fetched from a URL resolver a
 network round trip; done on the loop either would stall every connection. When authenticating
-a CONNECT needs one (an ``OffLoop`` exception: ``natsd.auth.SlowCheck``,
-``natsd.resolver.PendingFetch``), the connection stops being read, the work runs on a small
+a CONNECT needs one (an ``OffLoop`` exception: ``natsd.auth.authenticator.SlowCheck``,
+``natsd.auth.jwt.resolver.PendingFetch``), the connection stops being read, the work runs on a small
 pool of threads (bcrypt and sockets release the GIL), its result is settled on the loop, and
 the authentication is run again. At most PER_SOURCE jobs per client address run at a time;
 more from the same address wait their turn, so a login storm from one place cannot take
