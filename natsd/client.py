@@ -13,7 +13,7 @@ from natsd.auth.offloop import OffLoop
 from natsd._core.router import deliver_to
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
-from natsd.tls import cert_identity
+from natsd.net.tls import cert_identity
 from natsd.protocol import ProtocolHandler, info_line
 from natsd.auth.permissions import SYS_QUEUE_GROUP
 from natsd.subject import is_valid_subject, is_valid_queue, subject_matches
@@ -73,7 +73,7 @@ class ClientState:
         self.tls_timer = None
         self.info_due = False          # handshake first: INFO goes out after the handshake
         self.cert = None               # verify_and_map: the certificate's identity
-        self.ws = False                # a WebSocket client (natsd/websocket.py)
+        self.ws = False                # a WebSocket client (natsd/net/websocket.py)
         self.ws_upgraded = False
         self.ws_cookies = None
 

@@ -32,9 +32,10 @@ from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
 from natsd.auth.offloop import OffLoop
 from natsd.gofmt import go_float, go_json, go_quote, go_seconds
-from natsd.compression import (NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError,
-                               codec as compression_codec, compresses)
-from natsd.dialer import Dialer, go_dial_error, host_label
+from natsd.net.compression import (
+    NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError, codec as compression_codec,
+    compresses)
+from natsd.net.dialer import Dialer, go_dial_error, host_label
 from natsd.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.ids import random_token
 from natsd.logger import TRACE
@@ -42,7 +43,7 @@ from natsd.linkperms import LinkPerms, internal_interest, internal_message, is_l
 from natsd.auth.permissions import Permissions
 from natsd.protocol import ProtocolHandler, info_line, prepare_accepted, release_connection
 from natsd._core.ws import WsCodec
-from natsd.tls import ServerTls, TlsSettings, cert_not_after, default_auth_timeout, spki_sha256
+from natsd.net.tls import ServerTls, TlsSettings, cert_not_after, default_auth_timeout, spki_sha256
 from natsd.subject import subject_is_subset
 
 log = logging.getLogger("natsd")
@@ -161,7 +162,7 @@ class LeafNodes:
     # ---- lifecycle ----
 
     def start(self):
-        from natsd.listener import Listener, host_port
+        from natsd.net.listener import Listener, host_port
         for acc in self.server.accounts:
             self._hook(acc)
         if self.opts.port:
@@ -1067,7 +1068,7 @@ class LeafProtocol(ProtocolHandler):
     def codec_head(self, c):
         """Our WebSocket upgrade was answered: 101 with the right accept key, or we give up."""
         st = c.state
-        from natsd.websocket import check_upgrade_response
+        from natsd.net.websocket import check_upgrade_response
         err = check_upgrade_response(c.codec, c.codec.take_head(), st.ws_key,
                                      st.remote.ws_compression, st.remote.ws_no_masking)
         if err:

@@ -18,7 +18,7 @@ import socket
 from natsd._core.conn import monotonic
 from natsd.gofmt import go_json, go_quote
 from natsd.logger import TRACE
-from natsd.tls import go_tls_error, peer_cert_details
+from natsd.net.tls import go_tls_error, peer_cert_details
 
 log = logging.getLogger("natsd")
 
@@ -225,7 +225,7 @@ class ProtocolHandler:
             entry[0] = remaining - 1
         return True
 
-    # ---- TLS (the loop calls these; natsd/tls.py has the settings) ----
+    # ---- TLS (the loop calls these; natsd/net/tls.py has the settings) ----
     # A handler whose connections can be TLS defines tls_server(c) (the ServerTls of an
     # accepted connection, None for one we solicited), tls_plaintext_ok(c) and tls_ready(c).
 

@@ -21,12 +21,12 @@ from natsd.auth.authenticator import Authenticator, ERR_AUTH_TIMEOUT, RESERVED_R
 from natsd.auth.offloop import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
 from natsd.auth import nkey
-from natsd.listener import Listener, host_port, new_nonce
+from natsd.net.listener import Listener, host_port, new_nonce
 from natsd.gofmt import go_seconds
 from natsd.jetstream.apilevel import API_LEVEL
 from natsd.options import set_baseline
 from natsd.protocol import info_line, prepare_accepted, release_connection
-from natsd.tls import default_auth_timeout
+from natsd.net.tls import default_auth_timeout
 
 log = logging.getLogger("natsd")
 
@@ -78,7 +78,7 @@ class Server:
         self.total_connections = 0
         self.stale_connections = 0
         self.client_listener = None
-        self.tls = None                     # natsd.tls.ServerTls when the client port has TLS
+        self.tls = None                     # natsd.net.tls.ServerTls when the client port has TLS
         self.monitor = None
         self.shutting_down = False
         self.lame_duck = False
@@ -89,7 +89,7 @@ class Server:
         self.imports = []
         self.jetstream = None               # natsd.jetstream.engine.JetStream when enabled
         self.leafnodes = None               # natsd.leafnode.LeafNodes when leafnodes{} is configured
-        self.websocket = None               # natsd.websocket.WebSockets when websocket{} is configured
+        self.websocket = None               # natsd.net.websocket.WebSockets when websocket{} is configured
         self.leafs = {}                     # cid -> registered leaf Connection (not in clients)
         self.leafs_pending = {}             # cid -> leaf Connection before CONNECT/INFO finished
         self.cluster = None                 # natsd.cluster.routes.Routes when cluster{} has a port
@@ -144,7 +144,7 @@ class Server:
             self.leafnodes.start()
             self.subsystems.append(self.leafnodes)
         if opts.websocket.configured and ws_port(opts):
-            from natsd.websocket import WebSockets, WsSettings
+            from natsd.net.websocket import WebSockets, WsSettings
             self.websocket = WebSockets(self, WsSettings(opts.websocket.raw))
             self.websocket.start()
             self.subsystems.append(self.websocket)
@@ -612,7 +612,7 @@ class InitError(Exception):
 
 def client_tls(opts):
     """The client port's TLS (a config `tls {}` block or the --tls flags), or None."""
-    from natsd.tls import ServerTls, TlsSettings
+    from natsd.net.tls import ServerTls, TlsSettings
     if opts.tls or opts.tls_verify or opts.tls_cert:
         settings = TlsSettings.from_flags(opts)
     elif opts.tls_config.configured:

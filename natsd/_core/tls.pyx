@@ -7,7 +7,7 @@ plaintext for the parser (`read_plain`); what a connection queues is encrypted i
 `write_plain` per flush and the ciphertext is sent from `take_out`. No thread per connection,
 no Python per message: OpenSSL is called once per socket read and once per flush.
 
-TlsContext wraps an SSL_CTX built from natsd's TLS options (natsd/tls.py decides what they
+TlsContext wraps an SSL_CTX built from natsd's TLS options (natsd/net/tls.py decides what they
 mean; this module only applies them). Plaintext connections never touch this module.
 """
 from libc.string cimport memcpy

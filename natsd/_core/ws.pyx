@@ -5,7 +5,7 @@ context takeover), in C: frames in, protocol bytes out; protocol bytes in, frame
 
 Before the frames, the HTTP upgrade: as a server the codec gathers the client's request head
 and returns 1 from decode() so the connection's handler (Python, once per connection) can
-answer it (natsd/websocket.py); as a client (a leaf remote over ws://) it gathers the server's
+answer it (natsd/net/websocket.py); as a client (a leaf remote over ws://) it gathers the server's
 response head the same way. Pings are answered with pongs and a close with a close, through
 `control`; everything the peer breaks is a protocol error (decode returns -1, `error` says
 what, in nats-server's words).

@@ -219,7 +219,7 @@ class Authenticator:
         """Check a CONNECT.  Returns the binding, or None -> the server sends
         ``-ERR 'Authorization Violation'`` and closes.  With ``defer``, a bcrypt comparison
         whose verdict is not known yet raises SlowCheck instead of running here.  ``cert`` is
-        the client certificate's identity (natsd.tls.cert_identity) when the port maps
+        the client certificate's identity (natsd.net.tls.cert_identity) when the port maps
         certificates to users (verify_and_map)."""
         self._defer = defer
         try:

@@ -6,54 +6,11 @@ Our own URLs come first, once a first server has joined; each route brings its s
 route or when it enters lame duck mode. Clients that take asynchronous INFO (protocol 1, past their first PONG) are sent a
 new INFO whenever the list changes, as nats-server does.
 """
-import ipaddress
 import logging
 
-from natsd.dialer import host_label
 from natsd.protocol import info_line
 
 log = logging.getLogger("natsd")
-
-
-def non_local_ips(host):
-    """nats-server's getNonLocalIPsIfHostIsIPAny: for 0.0.0.0 or ::, every global unicast
-    address of the machine's interfaces; None for any other host."""
-    try:
-        if not ipaddress.ip_address(host).is_unspecified:
-            return None
-    except ValueError:
-        return None
-    import psutil
-    log.debug("Get non local IPs for %s", '"%s"' % host)
-    ips = []
-    for addrs in psutil.net_if_addrs().values():
-        for a in addrs:
-            try:
-                ip = ipaddress.ip_address(a.address.split("%")[0])
-            except ValueError:
-                continue
-            if (ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified
-                    or str(ip) == "255.255.255.255"):
-                continue
-            log.debug("  ip=%s", ip)
-            ips.append(str(ip))
-    return ips
-
-
-def connect_urls(advertise, host, port):
-    """The URLs clients reach this server by (nats-server's getConnectURLs)."""
-    if advertise:
-        h, _, p = advertise.rpartition(":")
-        if not h or not p.isdigit():
-            h, p = advertise, port
-        return [host_label(h.strip("[]"), int(p))]
-    ips = non_local_ips(host)
-    if ips:
-        return [host_label(ip, port) for ip in ips]
-    if ips is not None:
-        log.error('Address "%s" can not be resolved properly', host)
-        return []
-    return [host_label(host, port)]
 
 
 class ConnectUrls:

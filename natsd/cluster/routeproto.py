@@ -11,7 +11,7 @@ import logging
 import time
 
 from natsd._core.sublist import Subscription
-from natsd.compression import NOT_SUPPORTED, OFF, CompressionError, codec, compresses
+from natsd.net.compression import NOT_SUPPORTED, OFF, CompressionError, codec, compresses
 from natsd.gofmt import go_quote
 from natsd.protocol import ProtocolHandler, info_line
 
@@ -175,7 +175,7 @@ class RouteProtocol(ProtocolHandler):
         if isinstance(lurls, list) and len(lurls) == 1:
             st.leafnode_url = lurls[0]
         if not info.get("ip"):
-            from natsd.dialer import host_label
+            from natsd.net.dialer import host_label
             info["ip"] = "nats-route://%s/" % host_label(st.host, _int(info.get("port")))
         if st.did_solicit and st.route_account:
             info["route_account"] = st.route_account
@@ -346,7 +346,7 @@ class RouteProtocol(ProtocolHandler):
     def tls_check_remote(self, c):
         pinned = self.routes.tls.pinned
         if pinned:
-            from natsd.tls import spki_sha256
+            from natsd.net.tls import spki_sha256
             der = c.tls.peer_certificate()
             if der is None or spki_sha256(der) not in pinned:
                 return "certificate not pinned"

@@ -21,15 +21,16 @@ from natsd import VERSION, PROTO
 from natsd._core.conn import Connection
 from natsd._core.sublist import Sublist
 from natsd.client import ClientState
-from natsd.dialer import Dialer, go_dial_error, host_label
+from natsd.net.dialer import Dialer, go_dial_error, host_label
 from natsd.gofmt import go_float, go_json, go_quote
 from natsd.protocol import info_line, prepare_accepted, release_connection
-from natsd.compression import NOT_SUPPORTED, S2_FAST, Compression
-from natsd.cluster.connecturls import ConnectUrls, connect_urls
+from natsd.net.compression import NOT_SUPPORTED, S2_FAST, Compression
+from natsd.cluster.connecturls import ConnectUrls
+from natsd.net.listener import connect_urls
 from natsd.cluster.interest import RouteInterest
 from natsd.cluster.pool import DEFAULT_POOL_SIZE, pool_index
 from natsd.cluster.routeproto import RouteProtocol
-from natsd.tls import cert_not_after, default_auth_timeout
+from natsd.net.tls import cert_not_after, default_auth_timeout
 
 log = logging.getLogger("natsd")
 
@@ -158,7 +159,7 @@ class Routes:
     # ---- lifecycle ----
 
     def start(self):
-        from natsd.listener import Listener
+        from natsd.net.listener import Listener
         s = self.server
         for acc in s.accounts:
             self.add_account(acc)
@@ -243,7 +244,7 @@ class Routes:
             info["host"], info["port"] = host, port
             info["ip"] = "nats-route://%s/" % host_label(host, port)
         if nonce:
-            from natsd.listener import new_nonce
+            from natsd.net.listener import new_nonce
             info["nonce"] = new_nonce()
         info["cluster"] = self.name
         if self.dynamic:
@@ -780,7 +781,7 @@ class RouteTls:
     configured route with a host name) unless `insecure`."""
 
     def __init__(self, cfg, explicit):
-        from natsd.tls import ServerTls, TlsSettings
+        from natsd.net.tls import ServerTls, TlsSettings
         settings = TlsSettings(cfg)
         settings.verify = True
         settings.handshake_first, settings.fallback_delay = True, 0
@@ -804,7 +805,7 @@ class RouteTls:
         """nats-server's isRouterAuthorized with a certificate: a DNS name of the peer's
         certificate naming a configured route (verify_cert_and_check_known_urls), or an
         identity equal to the cluster user (verify_and_map)."""
-        from natsd.tls import cert_identity
+        from natsd.net.tls import cert_identity
         if der is None:
             return False
         names, _ = cert_identity(der)

@@ -207,7 +207,7 @@ def _websocket(o) -> str | None:
 
 
 def _route_compression(o) -> str | None:
-    from natsd.compression import CompressionError, Compression, S2_FAST
+    from natsd.net.compression import CompressionError, Compression, S2_FAST
     if not o.cluster.port:
         return None
     try:

@@ -21,7 +21,7 @@ COMPACT_PATHS = {"/healthz"}         # nats-server answers these without indenta
 
 class MonitorServer:
     def __init__(self, server, host, port, tls=None):
-        from natsd.listener import Listener
+        from natsd.net.listener import Listener
         from natsd.monitor import endpoints
         self.server = server
         self.routes = endpoints.routes(server)
@@ -30,7 +30,7 @@ class MonitorServer:
         self.port = self.listener.port
         self.conns = set()
         self.requests = {}          # path -> count (varz http_req_stats)
-        self.tls = tls              # natsd.tls.ServerTls for HTTPS
+        self.tls = tls              # natsd.net.tls.ServerTls for HTTPS
 
     def _accept(self, sock, addr):
         sock.setblocking(False)

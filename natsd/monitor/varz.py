@@ -7,7 +7,7 @@ import psutil
 from natsd import VERSION, PROTO
 from natsd._core.conn import totals
 from natsd.gofmt import go_float, go_time
-from natsd.tls import cert_not_after, default_auth_timeout
+from natsd.net.tls import cert_not_after, default_auth_timeout
 
 _process = psutil.Process(os.getpid())
 

@@ -8,7 +8,7 @@ import random
 import nats
 import pytest
 
-from natsd.compression import LEVELS
+from natsd.net.compression import LEVELS
 from tests.conftest import nats_server_cmd
 from tests.cluster.clusterhelp import start_member, wait_mesh, wait_interest
 
@@ -96,7 +96,7 @@ def test_unknown_compression_mode_stops_the_server(tmp_path, natsd):
 def test_s2_auto_level_follows_the_round_trip_time():
     """The rule the s2_auto case above leaves to the machine's load, as nats-server's
     selectS2AutoModeBasedOnRTT has it: at or below each threshold, the next level."""
-    from natsd.compression import DEFAULT_RTT_THRESHOLDS, auto_level
+    from natsd.net.compression import DEFAULT_RTT_THRESHOLDS, auto_level
     rtts = (0.0001, 0.010, 0.0101, 0.050, 0.051, 0.100, 0.101, 2.0)
     assert [auto_level(r, DEFAULT_RTT_THRESHOLDS) for r in rtts] == [
         "s2_uncompressed", "s2_uncompressed", "s2_fast", "s2_fast", "s2_better", "s2_better",

@@ -12,7 +12,7 @@ import urllib.request
 import nats
 import pytest
 
-from natsd.compression import LEVELS
+from natsd.net.compression import LEVELS
 from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")

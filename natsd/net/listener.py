@@ -1,9 +1,13 @@
 """Listening sockets on the event loop (client, leaf, route, WebSocket and monitoring ports),
-`host:port` text as nats-server prints it, and the nonces of INFO."""
+`host:port` text as nats-server prints it, the nonces of INFO, and the URLs clients reach a
+listener by (INFO connect_urls)."""
 import base64
+import ipaddress
 import logging
 import os
 import socket
+
+from natsd.net.dialer import host_label
 
 log = logging.getLogger("natsd")
 
@@ -52,3 +56,44 @@ class Listener:
             self.loop.remove_handler(self.sock.fileno())
             self.sock.close()
             self.sock = None
+
+
+def non_local_ips(host):
+    """nats-server's getNonLocalIPsIfHostIsIPAny: for 0.0.0.0 or ::, every global unicast
+    address of the machine's interfaces; None for any other host."""
+    try:
+        if not ipaddress.ip_address(host).is_unspecified:
+            return None
+    except ValueError:
+        return None
+    import psutil
+    log.debug("Get non local IPs for %s", '"%s"' % host)
+    ips = []
+    for addrs in psutil.net_if_addrs().values():
+        for a in addrs:
+            try:
+                ip = ipaddress.ip_address(a.address.split("%")[0])
+            except ValueError:
+                continue
+            if (ip.is_loopback or ip.is_link_local or ip.is_multicast or ip.is_unspecified
+                    or str(ip) == "255.255.255.255"):
+                continue
+            log.debug("  ip=%s", ip)
+            ips.append(str(ip))
+    return ips
+
+
+def connect_urls(advertise, host, port):
+    """The URLs clients reach this server by (nats-server's getConnectURLs)."""
+    if advertise:
+        h, _, p = advertise.rpartition(":")
+        if not h or not p.isdigit():
+            h, p = advertise, port
+        return [host_label(h.strip("[]"), int(p))]
+    ips = non_local_ips(host)
+    if ips:
+        return [host_label(ip, port) for ip in ips]
+    if ips is not None:
+        log.error('Address "%s" can not be resolved properly', host)
+        return []
+    return [host_label(host, port)]

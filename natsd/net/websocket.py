@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from natsd._core.ws import WsCodec
 from natsd.gofmt import go_float
-from natsd.tls import ServerTls, TlsSettings, cert_not_after
+from natsd.net.tls import ServerTls, TlsSettings, cert_not_after
 
 log = logging.getLogger("natsd")
 
@@ -51,7 +51,7 @@ class WsSettings:
                        "origins", "origin", default=[]) or []
         self.allowed_origins = [origins] if isinstance(origins, str) else list(origins)
         self.compression = bool(_get(raw, "compression", "compress", default=False))
-        from natsd.tls import _seconds
+        from natsd.net.tls import _seconds
         self.handshake_timeout = _seconds(_get(raw, "handshake_timeout"), DEFAULT_HANDSHAKE_TIMEOUT)
         self.handshake_timeout_set = _get(raw, "handshake_timeout") is not None
         auth = _get(raw, "authorization", "authentication", default={}) or {}
@@ -81,7 +81,7 @@ class WebSockets:
         self.listener = None
 
     def start(self):
-        from natsd.listener import Listener, host_port
+        from natsd.net.listener import Listener, host_port
         s = self.settings
         self.listener = Listener(self.server.loop, s.host, 0 if s.port < 0 else s.port, self._accept)
         log.info("Listening for websocket clients on %s://%s",
@@ -109,7 +109,7 @@ class WebSockets:
 
     def connect_urls(self):
         """The URLs WebSocket clients reach us by (INFO ws_connect_urls in a cluster)."""
-        from natsd.cluster.connecturls import connect_urls
+        from natsd.net.listener import connect_urls
         s = self.settings
         return connect_urls(s.advertise, s.host or "0.0.0.0", self.port)
 
