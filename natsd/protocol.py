@@ -3,7 +3,7 @@ every connection kind's handler does the same way.
 
 The loop, parser and router (natsd/_core) call `c.handler.<method>` on the handler of the
 connection's kind (clients in natsd/client.py, routes in natsd/cluster/routeproto.py, leaf
-nodes in natsd/leafnode.py) and on nothing else. Every method they call is declared here:
+nodes in natsd/leafnodes/leafnode.py) and on nothing else. Every method they call is declared here:
 the shared ones are implemented here (error replies, protocol violations, TLS, tracing,
 write-readiness), the kind-specific ones are declared and each kind implements those its
 parser can reach. Methods marked @per_message run for single messages (only on the paths

@@ -88,7 +88,7 @@ class Server:
         self.system = None                  # SystemServices when there is a system account
         self.imports = []
         self.jetstream = None               # natsd.jetstream.engine.JetStream when enabled
-        self.leafnodes = None               # natsd.leafnode.LeafNodes when leafnodes{} is configured
+        self.leafnodes = None               # natsd.leafnodes.leafnode.LeafNodes when leafnodes{} is configured
         self.websocket = None               # natsd.net.websocket.WebSockets when websocket{} is configured
         self.leafs = {}                     # cid -> registered leaf Connection (not in clients)
         self.leafs_pending = {}             # cid -> leaf Connection before CONNECT/INFO finished
@@ -139,7 +139,7 @@ class Server:
             self.jetstream.start()
             self.subsystems.append(self.jetstream)
         if opts.leafnode.port or opts.leafnode.remotes:
-            from natsd.leafnode import LeafNodes
+            from natsd.leafnodes.leafnode import LeafNodes
             self.leafnodes = LeafNodes(self)
             self.leafnodes.start()
             self.subsystems.append(self.leafnodes)

@@ -5,7 +5,7 @@ side (or a peer that says nothing: an older server) means none; `accept` compres
 the other side asks to; otherwise the asking side's level is used (`s2_auto` picks one from
 the connection's round-trip time: uncompressed, fast, better or best past each threshold).
 The wire format is in natsd/_core/s2.pyx; the negotiation itself (who switches when, relative
-to which INFO) in natsd/cluster/routeproto.py and natsd/leafnode.py.
+to which INFO) in natsd/cluster/routeproto.py and natsd/leafnodes/leafnode.py.
 """
 from natsd.gofmt import go_duration, go_quote, parse_go_duration
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from natsd.client import ClientProtocol
 from natsd.cluster.routeproto import RouteProtocol
-from natsd.leafnode import LeafProtocol
+from natsd.leafnodes.leafnode import LeafProtocol
 from natsd.protocol import ProtocolHandler
 
 CORE = Path(__file__).resolve().parents[2] / "natsd" / "_core"

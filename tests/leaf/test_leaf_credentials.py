@@ -1,5 +1,5 @@
-"""Owns the tests of leaf remote `credentials` / `nkey` (natsd/creds.py and the CONNECT built in
-natsd/leafnode.py `send_connect`).
+"""Owns the tests of leaf remote `credentials` / `nkey` (natsd/leafnodes/creds.py and the CONNECT built in
+natsd/leafnodes/leafnode.py `send_connect`).
 
 Unit tests: parsing a creds file, the nonce signature (verified with nkeys), the error texts.
 End to end: the reference nats-server as the hub in operator mode (operator / system account /
@@ -23,8 +23,8 @@ import pytest
 from tests.conftest import nats_server_cmd, poll, start_server
 from tests.jwtmint import creds as creds_text
 from tests.leaf.conftest import ENV, free_port, http_json
-from natsd.creds import (CredsError, check_creds, expand_path, leaf_connect_auth, parse_creds,
-                         read_creds, sign_nonce)
+from natsd.leafnodes.creds import (
+    CredsError, check_creds, expand_path, leaf_connect_auth, parse_creds, read_creds, sign_nonce)
 
 pytestmark = pytest.mark.timeout(90) if hasattr(pytest.mark, "timeout") else []
 

@@ -12,7 +12,7 @@ following nats-server's leafnode.go:
 - The interest we send is kept in a per-connection `smap` (key -> count) fed by the account
   sublist's `on_change` hook: the first subscription on a key sends `LS+`, the last removal
   `LS-`; queue keys send every weight change.
-- What may cross the link (natsd/linkperms.py): the leaf user's permissions on the hub side,
+- What may cross the link (natsd/leafnodes/linkperms.py): the leaf user's permissions on the hub side,
   those the hub announced on the spoke side, deny_imports / deny_exports and the JetStream
   domain denies filter both the interest and the messages in each direction (`st.perms.send`,
   `st.perms.recv`). A hub closes a link whose leaf breaks its user's permissions.
@@ -36,10 +36,10 @@ from natsd.net.compression import (
     NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError, codec as compression_codec,
     compresses)
 from natsd.net.dialer import Dialer, go_dial_error, host_label
-from natsd.creds import CredsError, check_creds, expand_path, leaf_connect_auth
+from natsd.leafnodes.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.ids import random_token
 from natsd.logger import TRACE
-from natsd.linkperms import LinkPerms, internal_interest, internal_message, is_literal
+from natsd.leafnodes.linkperms import LinkPerms, internal_interest, internal_message, is_literal
 from natsd.auth.permissions import Permissions
 from natsd.protocol import ProtocolHandler, info_line, prepare_accepted, release_connection
 from natsd._core.ws import WsCodec

@@ -17,7 +17,7 @@ Where they come from (nats-server leafnode.go, client.go ``setPermissions``):
   ``export`` = its publish), so a nats-server leaf enforces them on its side too.
 - spoke side (we solicited): ``export`` / ``import`` from the hub's INFO, plus the remote's
   ``deny_exports`` / ``deny_imports``.
-- both: the JetStream domain denies (natsd/leafnode.py ``_domain_denies``).
+- both: the JetStream domain denies (natsd/leafnodes/leafnode.py ``_domain_denies``).
 
 A violation of the *user's* permissions on the hub side closes the link with nats-server's
 ``-ERR 'Permissions Violation for ...'``; anything else (domain denies, deny_imports, a spoke's
