@@ -124,12 +124,12 @@ class Server:
                      host_port(opts.http_host, self.monitor.port))
         self.imports = install_imports(self)
         if self.accounts.system is not None:
-            from natsd.system import SystemServices
+            from natsd.system.services import SystemServices
             self.system = SystemServices(self)
             self.system.start()
             self.subsystems.append(self.system)
             if self.jwt_accounts is not None:
-                from natsd.claimservice import ClaimServices
+                from natsd.system.claims import ClaimServices
                 claim_services = ClaimServices(self.system, self.jwt_accounts)
                 claim_services.start()
                 self.subsystems.append(claim_services)

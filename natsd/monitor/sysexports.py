@@ -4,7 +4,7 @@ nats-server wires the system account's request services to the other accounts wi
 exports and imports (events.go addSystemAccountExports / registerSystemImports, jetstream.go
 setupJetStreamExports / enableAllJetStreamServiceImportsAndMappings) and shows them in the
 account detail. natsd answers the same subjects in each account with internal subscriptions
-(natsd/system.py, the JetStream API per account), with the same effect; these functions
+(natsd/system/services.py, the JetStream API per account), with the same effect; these functions
 describe that wiring in nats-server's terms so the account details read the same.
 """
 

@@ -137,7 +137,7 @@ class DirResolver:
         self.on_change = on_change or (lambda key: None)
         self.on_delete = on_delete or (lambda key: None)
         self.timeout = ropts.timeout
-        self.ask_others = None          # (key, timeout) -> JWT or None: natsd.claimservice
+        self.ask_others = None          # (key, timeout) -> JWT or None: natsd.system.claims
         self._failed: set[str] = set()  # asked and not found: the login retrying sees it
         self.index: OrderedDict[str, tuple[bytes, float]] = OrderedDict()   # key -> (sha256, written)
         self._hash = bytearray(32)

@@ -20,7 +20,7 @@ from natsd.ids import random_token
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
-from natsd.sysrequest import accept_encoding, encoded, filtered_out
+from natsd.system.filters import accept_encoding, encoded, filtered_out
 
 log = logging.getLogger("natsd")
 

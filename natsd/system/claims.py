@@ -36,7 +36,7 @@ UPDATE_SUBJECTS = ("$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE", "$SYS.ACCOUNT.*.CLAIMS.UP
 
 class ClaimServices:
     def __init__(self, system, accounts):
-        self.system = system                # natsd.system.SystemServices
+        self.system = system                # natsd.system.services.SystemServices
         self.accounts = accounts            # natsd.auth.jwt.accounts.JwtAccounts
         self.resolver = accounts.resolver
         self.sync_timer = None

@@ -1,0 +1,8 @@
+"""The system account: `$SYS` requests answered and events published, as nats-server does.
+
+- services.py  `$SYS.REQ.SERVER.*` and `$SYS.REQ.ACCOUNT.*` services (the monitoring
+               endpoints' data, in nats-server's envelope), connect/disconnect events, STATSZ
+- filters.py   what a request asks of its answer besides data: which servers answer
+               (EventFilterOptions) and how it is encoded (Accept-Encoding)
+- claims.py    operator mode's account JWT services: CLAIMS.UPDATE, LOOKUP, LIST, PACK, DELETE
+"""
