@@ -1,7 +1,7 @@
-"""How one server sees a Raft group (natsd/cluster/raftgroup.py) it belongs to, as
+"""How one server sees a Raft group (natsd/raft/group.py) it belongs to, as
 nats-server's ClusterInfo and MetaClusterInfo show it (`replicas`), and the leader stepdown
 that the meta, stream and consumer groups share."""
-from natsd.cluster.raft import NotLeader
+from natsd.raft.node import NotLeader
 from natsd.gofmt import go_time
 from natsd.jetstream import errors as E
 from natsd.jetstream.sourcing import get_hash

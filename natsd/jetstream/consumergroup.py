@@ -53,8 +53,8 @@ import shutil
 import time
 
 from natsd._core.router import publish
-from natsd.cluster.raft import LEADER, NotLeader
-from natsd.cluster.raftgroup import RaftGroup
+from natsd.raft.node import LEADER, NotLeader
+from natsd.raft.group import RaftGroup
 from natsd.jetstream import clusterinfo, consumerconfig as cc, errors as E, replforward
 from natsd.jetstream.consumer import Consumer
 from natsd.jetstream.clusterinfo import step_down

@@ -1,4 +1,4 @@
-"""The JetStream meta group of a cluster: one Raft group (natsd/cluster/raftgroup.py) of every
+"""The JetStream meta group of a cluster: one Raft group (natsd/raft/group.py) of every
 JetStream server, named `_meta_` as on nats-server, with its log under
 `<store_dir>/jetstream/$SYS/_js_/_meta_/`. Peer ids are nats-server's: 8 base-62 characters of
 the server name's SHA-256.
@@ -42,8 +42,8 @@ import os
 import time
 
 from natsd._core.router import publish
-from natsd.cluster.raft import NotLeader
-from natsd.cluster.raftgroup import RaftGroup
+from natsd.raft.node import NotLeader
+from natsd.raft.group import RaftGroup
 from natsd.jetstream import advisories, errors as E, gojson, remap, replscale
 from natsd.jetstream.peerselect import Pool, Rules, Server, room_of
 from natsd.jetstream.apilevel import required_level_too_high

@@ -47,8 +47,8 @@ import struct
 import time
 
 from natsd._core.router import publish
-from natsd.cluster.raft import LEADER, NotLeader
-from natsd.cluster.raftgroup import RaftGroup
+from natsd.raft.node import LEADER, NotLeader
+from natsd.raft.group import RaftGroup
 from natsd.jetstream import advisories, catchup, clusterinfo, errors as E, replforward, replscale, replsnapshot, streamops
 from natsd.jetstream.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replconsumers import OPS as CONSUMER_OPS, ReplicatedConsumers

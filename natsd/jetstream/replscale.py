@@ -22,8 +22,8 @@ import os
 import shutil
 import time
 
-from natsd.cluster.raft import NotLeader
-from natsd.cluster.raftwal import LogStorage
+from natsd.raft.node import NotLeader
+from natsd.raft.wal import LogStorage
 from natsd.gofmt import go_time
 from natsd.jetstream import advisories, consumerconfig as cc, errors as E, persist, replsnapshot, snapshot
 

@@ -1,8 +1,8 @@
-"""A deterministic world for Raft groups (natsd/cluster/raft.py): simulated time, a network
+"""A deterministic world for Raft groups (natsd/raft/node.py): simulated time, a network
 that delays, reorders, drops and partitions, disks with a sync latency, kill -9 and restarts,
 clients that propose while faults happen. One seed, one schedule, replayable exactly.
 
-Every message goes through the binary codec (natsd/cluster/raftmsg.py) on its way. The state
+Every message goes through the binary codec (natsd/raft/messages.py) on its way. The state
 machine of each server is the list of commands it applied; its snapshot is that list.
 Invariants are checked as the world runs (at most one leader per term; no two servers apply
 different commands at one index) and at the end by the tests (every acknowledged command is
@@ -12,9 +12,9 @@ import heapq
 import json
 import random
 
-from natsd.cluster import raftmsg
-from natsd.cluster.raft import LEADER, Node, NotLeader
-from natsd.cluster.raftstore import MemoryStorage
+from natsd.raft import messages as raftmsg
+from natsd.raft.node import LEADER, Node, NotLeader
+from natsd.raft.storage import MemoryStorage
 
 TICK = 0.01
 

@@ -1,4 +1,4 @@
-"""Raft's WAL on the Cython log (natsd/cluster/raftwal.py): the same answers as the in-memory
+"""Raft's WAL on the Cython log (natsd/raft/wal.py): the same answers as the in-memory
 storage for the same seeded operations, everything back after a reopen, every synced entry
 back after a real kill -9 of the writing process, and Raft groups in the deterministic world
 running on it through leader kills and crashes of every server."""
@@ -11,9 +11,9 @@ import textwrap
 
 import pytest
 
-from natsd.cluster.raftmsg import CONFIG, NOOP, NORMAL, Entry
-from natsd.cluster.raftstore import MemoryStorage
-from natsd.cluster.raftwal import CorruptState, LogStorage
+from natsd.raft.messages import CONFIG, NOOP, NORMAL, Entry
+from natsd.raft.storage import MemoryStorage
+from natsd.raft.wal import CorruptState, LogStorage
 from tests.cluster import test_raft as scenarios
 from tests.cluster.raftsim import World
 from tests.jetstream.jshelp import records_end
@@ -77,8 +77,8 @@ def test_a_damaged_state_file_is_refused(tmp_path):
 
 WRITER = textwrap.dedent("""
     import sys
-    from natsd.cluster.raftmsg import Entry, NORMAL
-    from natsd.cluster.raftwal import LogStorage
+    from natsd.raft.messages import Entry, NORMAL
+    from natsd.raft.wal import LogStorage
     s = LogStorage(sys.argv[1])
     i = 0
     while True:

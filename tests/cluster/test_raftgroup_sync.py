@@ -1,4 +1,4 @@
-"""Where a Raft group's fdatasync runs (natsd/cluster/raftgroup.py `_submit_sync`): a leader's
+"""Where a Raft group's fdatasync runs (natsd/raft/group.py `_submit_sync`): a leader's
 always on the sync threads; a follower's may run on the loop thread (the loop still decides:
 idle, syncs quick), but not when clients or leaf nodes published on this server since its
 previous sync, whose messages and PubAcks would wait out the whole sync. The group is the real
@@ -8,8 +8,8 @@ from types import SimpleNamespace as NS
 import pytest
 
 from natsd._core.conn import totals
-from natsd.cluster.raft import FOLLOWER, LEADER
-from natsd.cluster.raftgroup import RaftGroup
+from natsd.raft.node import FOLLOWER, LEADER
+from natsd.raft.group import RaftGroup
 
 
 class RecordingLoop:

@@ -136,7 +136,7 @@ def test_a_publish_both_held_and_forwarded_to_a_new_leader_is_proposed_once():
     import time
     from types import SimpleNamespace
     from natsd.jetstream import replforward as F
-    from natsd.cluster.raft import NotLeader
+    from natsd.raft.node import NotLeader
     from natsd.jetstream.replicated import ReplicatedStream, decode_batch
     proposed, timers = [], []
 
@@ -201,7 +201,7 @@ def test_held_publishes_go_on_with_the_server_that_took_them():
     `$JSC.FWD.<group>.<leader>.<taker>`, one taker per message, so that it can tell them
     apart from its own copies."""
     from types import SimpleNamespace
-    from natsd.cluster.raft import NotLeader
+    from natsd.raft.node import NotLeader
     from natsd.jetstream import replforward as F
     from natsd.jetstream.replicated import ReplicatedStream
     published, timers = [], []

@@ -1,4 +1,4 @@
-"""Raft's messages and entries: what one node of a group sends another (natsd/cluster/raft.py).
+"""Raft's messages and entries: what one node of a group sends another (natsd/raft/node.py).
 
 These are natsd's own (a mixed nats-server/natsd JetStream cluster is not a goal): plain
 immutable records, and a compact binary form for the wire and the WAL (`encode`/`decode`),

@@ -1,4 +1,4 @@
-"""Raft's storage on disk (RaftStorage, natsd/cluster/raftstore.py) on natsd's Cython log.
+"""Raft's storage on disk (RaftStorage, natsd/raft/storage.py) on natsd's Cython log.
 
 A group's directory holds:
 
@@ -25,8 +25,8 @@ import zlib
 from array import array
 
 from natsd._core.log import Log
-from natsd.cluster.raftmsg import Entry, decode_members, encode_members
-from natsd.cluster.raftstore import SyncBook
+from natsd.raft.messages import Entry, decode_members, encode_members
+from natsd.raft.storage import SyncBook
 
 _SNAP = struct.Struct("<QQII")          # index, term, len(members), crc32 of the rest
 _KIND_PREFIX = [b"0.", b"1.", b"2."]

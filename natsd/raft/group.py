@@ -1,12 +1,12 @@
-"""A Raft group on a running server: the pure state machine of natsd/cluster/raft.py driven by
+"""A Raft group on a running server: the pure state machine of natsd/raft/node.py driven by
 the server's loop, talking over the system account, with its log on disk.
 
 - Transport: every member subscribes to `$NRG.<group>.<peer>` in the system account, so route
   interest carries a message for peer p to the server where p lives. A message is the binary
-  encoding of natsd/cluster/raftmsg.py (natsd's own; nats-server's Raft traffic is not
+  encoding of natsd/raft/messages.py (natsd's own; nats-server's Raft traffic is not
   understood, and a mixed group is not a goal). One that does not decode is logged and dropped.
 - Time: the node is ticked every TICK seconds (`loop.call_later`) on the monotonic clock.
-- Disk: natsd/cluster/raftwal.py's LogStorage under the group's directory. When the node asks
+- Disk: natsd/raft/wal.py's LogStorage under the group's directory. When the node asks
   for a sync it goes to the loop's sync threads (natsd/_core/syncer.pyx; a follower's may run
   at once when the loop is idle); the node learns the durable index when it ends, and only
   then acknowledges or counts those entries.
@@ -22,9 +22,9 @@ import logging
 import time
 
 from natsd._core.conn import flush_all, totals
-from natsd.cluster import raftmsg
-from natsd.cluster.raft import LEADER, Node
-from natsd.cluster.raftwal import LogStorage
+from natsd.raft import messages as raftmsg
+from natsd.raft.node import LEADER, Node
+from natsd.raft.wal import LogStorage
 from natsd.gofmt import go_duration, go_time
 
 log = logging.getLogger("natsd")

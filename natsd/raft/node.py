@@ -1,8 +1,8 @@
 """Raft as a pure state machine: one member of one group, with no clock, socket or disk of its own.
 
 The driver owns those. It calls `tick(now)` on a timer and `step(msg, now)` for every message,
-then sends what `outbox` holds (`(destination, message)` pairs, natsd/cluster/raftmsg.py), runs
-the syncs the storage asked for (natsd/cluster/raftstore.py) and reports their end with
+then sends what `outbox` holds (`(destination, message)` pairs, natsd/raft/messages.py), runs
+the syncs the storage asked for (natsd/raft/storage.py) and reports their end with
 `durable(index)`, and hands the state machine what `take_ready()` returns. So a test can run a
 whole group in one thread with a seeded clock and network and replay any schedule exactly.
 
@@ -28,9 +28,9 @@ What it implements (Ongaro's dissertation, with natsd's choices):
 """
 import random
 
-from natsd.cluster.raftmsg import (
-    Append, AppendResponse, CONFIG, Entry, NOOP, NORMAL, Snapshot, SnapshotResponse,
-    TimeoutNow, VoteRequest, VoteResponse, decode_members, encode_members)
+from natsd.raft.messages import (
+    Append, AppendResponse, CONFIG, Entry, NOOP, NORMAL, Snapshot, SnapshotResponse, TimeoutNow,
+    VoteRequest, VoteResponse, decode_members, encode_members)
 
 FOLLOWER, PRE_CANDIDATE, CANDIDATE, LEADER = "follower", "pre-candidate", "candidate", "leader"
 MAX_APPEND = 256            # entries per Append message

@@ -1,6 +1,6 @@
 """What a Raft node keeps on disk, as one contract (RaftStorage) and its in-memory form.
 
-The node (natsd/cluster/raft.py) never waits for a disk: it appends, asks for a sync, and is
+The node (natsd/raft/node.py) never waits for a disk: it appends, asks for a sync, and is
 told later (Node.durable) how far the log is on disk. Only then does a follower acknowledge an
 append or a leader count its own copy towards a quorum. The hard state (term and vote) and an
 installed snapshot are durable when their calls return: they are small and rare.
@@ -12,7 +12,7 @@ appended so far (less anything truncated before it ends); `complete_sync(s)` mak
 """
 from typing import List, Optional, Protocol, Tuple
 
-from natsd.cluster.raftmsg import Entry
+from natsd.raft.messages import Entry
 
 
 class RaftStorage(Protocol):
