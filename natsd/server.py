@@ -23,7 +23,7 @@ from natsd.client import ClientProtocol, ClientState
 from natsd.auth import nkey
 from natsd.net.listener import Listener, host_port, new_nonce
 from natsd.gofmt import go_seconds
-from natsd.jetstream.apilevel import API_LEVEL
+from natsd.jetstream.engine.apilevel import API_LEVEL
 from natsd.options import set_baseline
 from natsd.protocol import info_line, prepare_accepted, release_connection
 from natsd.net.tls import default_auth_timeout
@@ -87,7 +87,7 @@ class Server:
         self.response_routers = {}          # account name -> ResponseRouter (_R_ replies)
         self.system = None                  # SystemServices when there is a system account
         self.imports = []
-        self.jetstream = None               # natsd.jetstream.engine.JetStream when enabled
+        self.jetstream = None               # natsd.jetstream.engine.jetstream.JetStream when enabled
         self.leafnodes = None               # natsd.leafnodes.leafnode.LeafNodes when leafnodes{} is configured
         self.websocket = None               # natsd.net.websocket.WebSockets when websocket{} is configured
         self.leafs = {}                     # cid -> registered leaf Connection (not in clients)
@@ -134,7 +134,7 @@ class Server:
                 claim_services.start()
                 self.subsystems.append(claim_services)
         if opts.jetstream.enabled:
-            from natsd.jetstream.engine import JetStream
+            from natsd.jetstream.engine.jetstream import JetStream
             self.jetstream = JetStream(self)
             self.jetstream.start()
             self.subsystems.append(self.jetstream)

@@ -15,7 +15,7 @@ jspull128: pull consumer Fetch(100) with explicit acks; gobench fills the stream
 both servers with `-js -sd <fresh temp dir>`, removed after the run. `--natsd-extra ARGS` is
 appended to the natsd command line (e.g. `-c lazy.conf` with `jetstream { sync_interval: "1m" }`
 for the lazy-sync figure: natsd acks after fsync (group commit) unless a sync interval other
-than the 2m default is configured, see natsd/jetstream/engine.py).
+than the 2m default is configured, see natsd/jetstream/engine/jetstream.py).
 
 usage:
   python tools/compare_gobench.py [--reps 3] [--only pub128,reqrep128] [--json OUT]

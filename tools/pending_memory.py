@@ -12,7 +12,7 @@ state, median over --reps pairs; and the explicit run's RSS growth during the fe
 also counts the read caches and transient buffers of the fetch itself).
 
 Unless --no-structure, it also reports, in this process, the bytes of the pending
-state itself for N in-order deliveries: natsd's natsd/jetstream/pending.pyx (its own count of the
+state itself for N in-order deliveries: natsd's natsd/jetstream/engine/pending.pyx (its own count of the
 bytes it allocated) next to the dict-of-lists + heap it replaced (tracemalloc).
 
 usage:
@@ -41,7 +41,7 @@ from tools.serverproc import ServerProcess, free_port  # noqa: E402
 
 def structure_figures(n):
     """Bytes per pending message of the old and the new in-memory pending state."""
-    from natsd.jetstream.pending import Pending
+    from natsd.jetstream.engine.pending import Pending
     ts = time.time_ns()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
@@ -196,7 +196,7 @@ def main():
     if not a.no_structure:
         s = structure_figures(a.msgs)
         out.append(dict(s, server="structure"))
-        print("structure    %d pending: natsd/jetstream/pending.pyx %.1f bytes/pending; the dict of "
+        print("structure    %d pending: natsd/jetstream/engine/pending.pyx %.1f bytes/pending; the dict of "
               "[dseq, ts] + heap it replaced %.1f bytes/pending"
               % (a.msgs, s["pending_pyx_bytes_per_msg"], s["old_dict_bytes_per_msg"]))
     if a.json_out:

@@ -62,7 +62,7 @@ cdef class Log(LogIndex):
     cdef readonly list ttl_heap        # [(expires_ns, seq)] for messages stored with a TTL
     cdef bint closed
 
-    # encryption at rest (natsd/jetstream/jscrypt.py): None = plaintext
+    # encryption at rest (natsd/jetstream/engine/jscrypt.py): None = plaintext
     cdef readonly object crypt         # the stream's key context
     cdef object enc                    # the current key's AEAD (None: no encryption)
     cdef int enc_kid

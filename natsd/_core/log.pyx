@@ -46,7 +46,7 @@ gets the error and they stay pending (written again by the next sync); the heade
 high-water mark then only covers what was written.
 
 Zero ahead (`zero_ahead=True`: the Raft WAL, and a stream's store when every PubAck waits for
-its sync, natsd/jetstream/store.py): the active block's file is kept ZERO_STEP bytes
+its sync, natsd/jetstream/engine/store.py): the active block's file is kept ZERO_STEP bytes
 of zeros longer than its records, written whenever the records reach the end of the zeros. An
 append then rewrites bytes the file already has, so its fdatasync flushes data alone, with no
 journal commit for a new size; with several logs syncing at once on one disk (the replicas of a
@@ -801,7 +801,7 @@ cdef class Log:
 
     # ---------------------------------------------------------------- batched reads
     # A pull consumer's Fetch delivers up to `batch` consecutive matching messages in one C
-    # loop (natsd/jetstream/fastdeliver.pyx): no StoredMsg, no bytes per message, and one pread of a
+    # loop (natsd/jetstream/engine/fastdeliver.pyx): no StoredMsg, no bytes per message, and one pread of a
     # read-ahead window serves the many small records that sit back to back in a block.
 
     cdef int batch_begin(self, filt) except -1:

@@ -22,7 +22,7 @@ On disk, directory `<dir>/`:
               fdatasync'ed and sealed; with compression "lz4" or "s2" a sealed block's records
               are rewritten as one lz4 block (flags=1) or S2 block (flags=4, natsd/_core/s2.pyx),
               read back by decompressing the whole image into a small LRU.
-              Encrypted (a `crypt` key context, natsd/jetstream/jscrypt.py): an uncompressed
+              Encrypted (a `crypt` key context, natsd/jetstream/engine/jscrypt.py): an uncompressed
               block holds frames `u32 n | 12-byte nonce | AEAD(n bytes of records) | tag`, the
               associated data binding n, the frame's offset and the block number. The records
               appended in one loop iteration (the server's call_soon hook) wait in memory and

@@ -1,7 +1,7 @@
 """`/raftz` and `$SYS.REQ.SERVER.PING.RAFTZ`: Raft groups by account.
 
-The groups are the JetStream meta group's (natsd/jetstream/meta.py), in the system account,
-and the replicated streams' (natsd/jetstream/replicated.py), each in its stream's account; the
+The groups are the JetStream meta group's (natsd/jetstream/replicated/meta.py), in the system account,
+and the replicated streams' (natsd/jetstream/replicated/streams.py), each in its stream's account; the
 account filter defaults to the system account. A server without any answers as nats-server does: HTTP 404 "No Raft nodes registered"; for a
 $SYS request an empty map, or nothing usable (`null`) when there is no system account to
 default the account filter to. Filters that match nothing give `{}`.

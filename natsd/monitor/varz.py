@@ -14,7 +14,7 @@ _process = psutil.Process(os.getpid())
 # nats-server 2.15.1's feature flags (`feature_flags`, also in every $SYS ServerInfo), at the
 # values that describe what natsd does: v1 `$JS.ACK`/`$JS.FC` subjects and API replies; the
 # other two concern nats-server's own Raft entries and snapshots (natsd's replicated streams
-# have their own encodings, natsd/jetstream/replicated.py) and keep the default.
+# have their own encodings, natsd/jetstream/replicated/streams.py) and keep the default.
 # A `feature_flags {}` block in the configuration is accepted but cannot switch natsd to
 # another behaviour, so it is not echoed.
 FEATURE_FLAGS = {"js_ack_fc_v2": False, "js_api_reply_v2": False, "js_raft_delete_range": True,

@@ -1,5 +1,5 @@
 """JetStream on a natsd cluster of one-replica streams: each stream lives on one server, and
-the API answers for the whole cluster (natsd/jetstream/placement.py). Replicated streams have
+the API answers for the whole cluster (natsd/jetstream/replicated/placement.py). Replicated streams have
 their own tests (test_replicated_streams.py)."""
 import asyncio
 import time

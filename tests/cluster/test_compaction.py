@@ -1,4 +1,4 @@
-"""Snapshots and log compaction of replicated streams (natsd/jetstream/replicated.py,
+"""Snapshots and log compaction of replicated streams (natsd/jetstream/replicated/streams.py,
 replsnapshot.py, catchup.py) on three real natsd servers.
 
 - A follower that was down (and lost its disk) while the leader compacted gets the snapshot,
@@ -24,8 +24,8 @@ import signal
 import nats
 import pytest
 
-from natsd.jetstream.meta import COMPACT_ENTRIES as META_COMPACT
-from natsd.jetstream.replicated import COMPACT_ENTRIES
+from natsd.jetstream.replicated.meta import COMPACT_ENTRIES as META_COMPACT
+from natsd.jetstream.replicated.streams import COMPACT_ENTRIES
 from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.cluster.test_replicated_consumers import WORK, add_work, consumer_request, fetch, info
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
@@ -107,7 +107,7 @@ def test_follower_behind_the_snapshot_copies_what_it_names(tmp_path, seed):
             if leader_of(members) is late:
                 break
         assert leader_of(members) is late, r
-        # the consumers have groups of their own (natsd/jetstream/consumergroup.py): they
+        # the consumers have groups of their own (natsd/jetstream/replicated/consumergroup.py): they
         # move to the late server too, which knows them from its snapshot and their logs
         for name in ("idle", "work"):
             body = json.dumps({"placement": {"preferred": late.name}}).encode()

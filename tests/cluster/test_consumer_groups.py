@@ -1,4 +1,4 @@
-"""Consumers with Raft groups of their own (natsd/jetstream/consumergroup.py): a durable consumer
+"""Consumers with Raft groups of their own (natsd/jetstream/replicated/consumergroup.py): a durable consumer
 of an R3 stream has its own `C-R3F-` group, as on nats-server; its leader moves without the
 stream's, serves from a stream follower's copy, and its acks survive kill -9 of that leader.
 On workqueue and interest streams its committed acks remove messages from every copy, and
@@ -111,7 +111,7 @@ def test_a_consumer_group_without_a_leader_is_reported():
     leader: a real cluster where the stream has a quorum and its consumer has none cannot
     be made on purpose."""
     from types import SimpleNamespace as NS
-    from natsd.jetstream.consumergroup import ConsumerGroup
+    from natsd.jetstream.replicated.consumergroup import ConsumerGroup
     g = ConsumerGroup.__new__(ConsumerGroup)
     g.name, g.jsa, g.rs = "work", NS(name="A"), NS(stream=NS(name="S"))
     g.meta = NS(peer="p1", connected={"p2"}, peer_names={"p2": "B", "p3": "C"})

@@ -1,4 +1,4 @@
-"""Consumers with fewer replicas than their stream (natsd/jetstream/consumergroup.py): a
+"""Consumers with fewer replicas than their stream (natsd/jetstream/replicated/consumergroup.py): a
 durable with `num_replicas` 2 on an R3 stream has a `C-R2F-` group of two of the stream's
 servers, as on nats-server; the third observes it (applies what it commits, without a vote),
 so the stream's leader lists it with its state wherever it runs. A consumer keeps the count

@@ -1,4 +1,4 @@
-"""Stream listings and account info on a cluster (natsd/jetstream/listing.py): `STREAM.NAMES`,
+"""Stream listings and account info on a cluster (natsd/jetstream/replicated/listing.py): `STREAM.NAMES`,
 `STREAM.LIST` and `$JS.API.INFO` through any server cover every stream of the account,
 one-replica streams created through other servers included, as a nats-server cluster answers;
 create answers on a cluster carry the cluster block as nats-server's do."""

@@ -1,4 +1,4 @@
-"""The JetStream meta group of a cluster (natsd/jetstream/meta.py over natsd/raft/group.py):
+"""The JetStream meta group of a cluster (natsd/jetstream/replicated/meta.py over natsd/raft/group.py):
 three real servers joined by routes elect a meta leader and report it as nats-server does
 (/jsz and /varz `meta_cluster`, /raftz, /healthz), survive kill -9 of the leader and of a
 quorum, restart from their disks, and hand leadership over on $JS.API.META.LEADER.STEPDOWN.

@@ -1,4 +1,4 @@
-"""A replicated stream moved to other servers while servers die (natsd/jetstream/remap.py,
+"""A replicated stream moved to other servers while servers die (natsd/jetstream/replicated/remap.py,
 the meta group's "peers" assignments, ReplicatedStream._reconcile): a placement update moves
 an R3 stream from A, B, C to B, C, D during windowed publishing, and kill -9 takes one server
 at a seeded point: the stream's leader, a follower that stays, the server that joins (D) or

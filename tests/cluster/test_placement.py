@@ -1,4 +1,4 @@
-"""Placement of replicated streams on a running cluster (natsd/jetstream/peerselect.py, the meta
+"""Placement of replicated streams on a running cluster (natsd/jetstream/replicated/peerselect.py, the meta
 group, ReplicatedStream._reconcile): `placement.tags` and `jetstream.unique_tag` choose the
 servers, a placement no server meets is refused with nats-server's text, a placement update
 moves the stream (every acknowledged message goes along, the servers left have no copy), and

@@ -1,11 +1,11 @@
-"""natsd/jetstream/peerselect.py and remap.py: which servers a replicated stream gets when it is
+"""natsd/jetstream/replicated/peerselect.py and remap.py: which servers a replicated stream gets when it is
 created, when one is removed, when its replica count or its placement changes (the meta
 leader's choice, the same on every server). The texts are nats-server's selectPeerError ones."""
 import pytest
 
-from natsd.jetstream import errors as E
-from natsd.jetstream.peerselect import Pool, Rules, Server, select
-from natsd.jetstream.remap import move, remove_peer, rescale
+from natsd.jetstream.engine import errors as E
+from natsd.jetstream.replicated.peerselect import Pool, Rules, Server, select
+from natsd.jetstream.replicated.remap import move, remove_peer, rescale
 
 KEY = ("ACC", "ORDERS")
 

@@ -1,4 +1,4 @@
-"""Replicated consumers (natsd/jetstream/replconsumers.py): durable consumers of an R3 stream on
+"""Replicated consumers (natsd/jetstream/replicated/consumers.py): durable consumers of an R3 stream on
 three real natsd servers. Their acks survive kill -9 of the leader and of every server: an
 answered AckSync is never redelivered, an unacknowledged delivery is, and workqueue removals
 reach every copy. The API's answers are compared with a nats-server cluster."""

@@ -1,5 +1,5 @@
 """Mirrors, sources, KV and object store on replicated streams: the group's leader runs the copying and every
-copied message goes through the group (natsd/jetstream/replicated.py, K_SRC entries), so every
+copied message goes through the group (natsd/jetstream/replicated/streams.py, K_SRC entries), so every
 replica stores the same messages under the same sequences; after kill -9 of the leader the
 next one carries on without a gap or a duplicate."""
 import asyncio

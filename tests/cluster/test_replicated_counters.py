@@ -15,7 +15,7 @@ import signal
 import nats
 import pytest
 
-from natsd.jetstream.store import FileStore
+from natsd.jetstream.engine.store import FileStore
 from tests.cluster.clusterhelp import fault_seeds, restart_member, start_js_cluster
 from tests.cluster.test_replicated_streams import api, converged, create, leader_of
 

@@ -1,5 +1,5 @@
 """The entries a replicated stream's leader proposes for published messages
-(natsd/jetstream/replicated.py): one K_BATCH entry per loop iteration's messages, split at
+(natsd/jetstream/replicated/streams.py): one K_BATCH entry per loop iteration's messages, split at
 BATCH_MSGS messages or BATCH_BYTES bytes; every message comes back as it went in, headers and
 replies included; a damaged entry is refused, not half applied; an entry of the K_MSG form
 that logs written before batching hold is still read."""
@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from natsd.jetstream import replicated as R
+from natsd.jetstream.replicated import streams as R
 
 
 def messages(rng, n, big=0):
@@ -77,10 +77,10 @@ def test_an_entry_written_before_batching_is_still_read():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_forwarded_publishes_come_back_with_their_replies(seed):
-    """What a leader handing on its leadership forwards to the next (natsd/jetstream/replforward.py):
+    """What a leader handing on its leadership forwards to the next (natsd/jetstream/replicated/forward.py):
     subject, reply, headers and payload of every message, in order, in payloads of about
     CHUNK_BYTES (a bigger message alone)."""
-    from natsd.jetstream import replforward as F
+    from natsd.jetstream.replicated import forward as F
     rng = random.Random(seed)
     msgs = [tuple(None if x is None else bytes(x) for x in m[:4]) + (None,)
             for m in messages(rng, rng.randrange(1, 2000))]
@@ -93,7 +93,7 @@ def test_forwarded_publishes_come_back_with_their_replies(seed):
 
 
 def test_a_damaged_forward_is_refused_whole():
-    from natsd.jetstream import replforward as F
+    from natsd.jetstream.replicated import forward as F
     data = F.encode([(b"a.b", b"_INBOX.1", b"NATS/1.0\r\n\r\n", b"payload", None)])[0]
     for bad in (data[:-1], data[:F._FWD_MSG.size - 1], data + b"\0"):
         with pytest.raises((ValueError, struct.error)):
@@ -105,7 +105,7 @@ def test_a_new_leader_takes_each_publish_once():
     both: the new one takes it directly or forwarded by the old one, whichever comes first,
     and drops the other (told by its unique reply subject); one without a reply is taken."""
     from types import SimpleNamespace
-    from natsd.jetstream import replforward as F
+    from natsd.jetstream.replicated import forward as F
     taken = []
     system = SimpleNamespace(subscribe=lambda subject, cb: subject, unsubscribe=lambda sub: None)
     replica = SimpleNamespace(server=SimpleNamespace(system=system), group_name="S-1",
@@ -135,9 +135,9 @@ def test_a_publish_both_held_and_forwarded_to_a_new_leader_is_proposed_once():
     The real ReplicatedStream.on_publish and Forwarder; the Raft group records proposals."""
     import time
     from types import SimpleNamespace
-    from natsd.jetstream import replforward as F
+    from natsd.jetstream.replicated import forward as F
     from natsd.raft.node import NotLeader
-    from natsd.jetstream.replicated import ReplicatedStream, decode_batch
+    from natsd.jetstream.replicated.streams import ReplicatedStream, decode_batch
     proposed, timers = [], []
 
     def propose_many(entries):
@@ -178,7 +178,7 @@ def test_a_new_leader_drops_a_reply_only_when_another_server_took_it():
     one run of six, and that publish was dropped unanswered (seen in R3 async publish from a
     follower's clients: 299,999 of 300,000 stored, nats-server storing all)."""
     import time
-    from natsd.jetstream import replforward as F
+    from natsd.jetstream.replicated import forward as F
     fwd = F.Forwarder.__new__(F.Forwarder)             # fresh() needs nothing else of it
     fwd.taken, fwd.taking_until = {}, time.monotonic() + 60
     one = (b"r.1", b"_INBOX.x.AAAAAA", None, b"1", None)
@@ -202,8 +202,8 @@ def test_held_publishes_go_on_with_the_server_that_took_them():
     apart from its own copies."""
     from types import SimpleNamespace
     from natsd.raft.node import NotLeader
-    from natsd.jetstream import replforward as F
-    from natsd.jetstream.replicated import ReplicatedStream
+    from natsd.jetstream.replicated import forward as F
+    from natsd.jetstream.replicated.streams import ReplicatedStream
     published, timers = [], []
 
     def propose_many(entries):
@@ -236,7 +236,7 @@ def test_a_leader_that_stepped_down_forwards_only_what_can_be_told_apart():
     with a reply, the ones its successor can recognise if it got them directly too. Acks it
     catches for GRACE seconds announced to the routes, then for LATE more unannounced."""
     from types import SimpleNamespace
-    from natsd.jetstream import replforward as F
+    from natsd.jetstream.replicated import forward as F
     timers = []
 
     def call_later(delay, fn, *args):
@@ -293,7 +293,7 @@ def test_forwarded_acks_reach_the_consumers_and_malformed_ones_are_logged(caplog
     included, for the AckSync's answer); a payload that does not decode is dropped with a
     warning and nothing else happens."""
     from types import SimpleNamespace
-    from natsd.jetstream import replforward as F
+    from natsd.jetstream.replicated import forward as F
     taken = []
     system = SimpleNamespace(subscribe=lambda subject, cb: subject, unsubscribe=lambda sub: None)
     replica = SimpleNamespace(server=SimpleNamespace(system=system), group_name="S-1",
@@ -315,7 +315,7 @@ def test_waiting_pull_requests_ride_in_state_entries_and_reach_the_next_leader(m
     reached the leader after its last entry go with its acks when it stops leading, and the
     next leader tells them `409 Leadership Change`."""
     from types import SimpleNamespace
-    from natsd.jetstream.replconsumers import LEADERSHIP_CHANGE, ReplicatedConsumers
+    from natsd.jetstream.replicated.consumers import LEADERSHIP_CHANGE, ReplicatedConsumers
 
     def replica_set(proposed):
         rs = SimpleNamespace(stream=SimpleNamespace(name="R", consumers={}, store=None),
@@ -352,7 +352,7 @@ def test_waiting_pull_requests_ride_in_state_entries_and_reach_the_next_leader(m
     leader.pulls_changed(o)
     leader._propose_state()
     assert len(proposed) == 2, "nothing changed: nothing proposed"
-    from natsd.jetstream import persist
+    from natsd.jetstream.engine import persist
     monkeypatch.setattr(persist, "state_of", lambda o: {"delivered": 1})
     replies.discard("_INBOX.c")         # served by a delivery: its state entry says so too
     leader.changed(o)

@@ -1,4 +1,4 @@
-"""Replicated streams (natsd/jetstream/replicated.py): three real natsd servers, an R3 stream,
+"""Replicated streams (natsd/jetstream/replicated/streams.py): three real natsd servers, an R3 stream,
 publishers that record every PubAck, and faults: kill -9 of the stream's leader during the
 publishing, kill -9 of every server at once, a restart. Afterwards every acknowledged message is
 in the stream exactly once, at the sequence its PubAck named, on every replica. The API's answers
@@ -421,7 +421,7 @@ def test_lame_duck_hands_leadership_on(tmp_path):
 def test_publishes_during_a_hand_off_are_all_answered(tmp_path):
     """A publisher waiting for each PubAck goes on through the stream leader's lame duck mode:
     what reaches the leader while it hands leadership on is held and forwarded to the new
-    leader (natsd/jetstream/replforward.py), so no publish goes unanswered (before, the one in
+    leader (natsd/jetstream/replicated/forward.py), so no publish goes unanswered (before, the one in
     flight was dropped and its publisher timed out), and each is stored once."""
     with stream_with_a_long_lame_duck(tmp_path) as (leader, others):
         def signal_at(i):

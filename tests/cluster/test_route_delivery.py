@@ -1,5 +1,5 @@
 """JetStream deliveries to a client on another server of the cluster: the consumer's server
-frames them for the route (natsd/jetstream/fastdeliver.pyx, router.frame_remote: `RMSG <acc>
+frames them for the route (natsd/jetstream/engine/fastdeliver.pyx, router.frame_remote: `RMSG <acc>
 <target> <ack reply>@<stored subject>`, HMSG with headers), and the client's server hands them
 on as MSG/HMSG under the stored subject. What the client reads, byte for byte but the
 timestamp in the ack reply, is compared with a nats-server cluster: a pull consumer's batch

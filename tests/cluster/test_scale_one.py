@@ -1,4 +1,4 @@
-"""Scaling between one replica and several on a cluster (natsd/jetstream/replicated.py,
+"""Scaling between one replica and several on a cluster (natsd/jetstream/replicated/streams.py,
 replscale.py), and moving a one-replica stream.
 
 - Up (`num_replicas` 1 -> 3 in a stream update): the stream's server's copy becomes the Raft
@@ -9,7 +9,7 @@ replscale.py), and moving a one-replica stream.
 - Move (a one-replica stream's placement update its server does not meet): up to a group of
   its server and one that meets it, then down to that one alone.
 - A consumer that counts the stream's replicas gets a group of its own when the stream
-  scales up, as on nats-server (natsd/jetstream/consumergroup.py).
+  scales up, as on nats-server (natsd/jetstream/replicated/consumergroup.py).
 The updates' answers are shaped as nats-server's."""
 import asyncio
 import json

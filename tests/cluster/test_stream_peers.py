@@ -1,4 +1,4 @@
-"""Changing a replicated stream's servers on a running cluster (natsd/jetstream/remap.py, the
+"""Changing a replicated stream's servers on a running cluster (natsd/jetstream/replicated/remap.py, the
 meta group's "peers" assignments, ReplicatedStream.reassign/leave): `STREAM.PEER.REMOVE` puts a
 spare server in place of one, a `num_replicas` update scales the group up and down. Every
 acknowledged message and a durable consumer's acks are on the new servers afterwards; the

@@ -1,7 +1,7 @@
 """Random JetStream API requests (fixed seed), sent with the raw-socket client (rawclient).
 
 `corpus(seed, n)` -> [(subject bytes, payload bytes, headers bytes|None)] aimed at every
-`$JS.API` endpoint natsd dispatches (natsd/jetstream/api.py TYPES, DIRECT.GET,
+`$JS.API` endpoint natsd dispatches (natsd/jetstream/engine/api.py TYPES, DIRECT.GET,
 CONSUMER.MSG.NEXT): random and known tokens, tokens with bytes that are not UTF-8, NUL,
 wildcards, path separators, over-long names, empty tokens, wrong token counts; bodies of random
 JSON built from the request and config field names with values of every JSON type, raw
@@ -16,8 +16,8 @@ import asyncio
 import json
 import random
 
-from natsd.jetstream import consumerconfig as cc
-from natsd.jetstream import streamconfig as sc
+from natsd.jetstream.engine import consumerconfig as cc
+from natsd.jetstream.engine import streamconfig as sc
 from tests.jetstream.rawclient import RawClient
 
 # nats-server's API subscriptions (jetstream_api.go), tokens after "$JS.API."

@@ -121,7 +121,7 @@ def test_audit_carries_request_and_response(natsd, tmp_path):
 def test_advisories_not_built_without_listeners(natsd, tmp_path, monkeypatch):
     """In-process: with nobody subscribed the JSON is never built (the field callables are not
     evaluated); with a listener it is."""
-    from natsd.jetstream import advisories
+    from natsd.jetstream.engine import advisories
 
     class R:
         def __init__(self, n):

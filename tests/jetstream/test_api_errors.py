@@ -72,7 +72,7 @@ def test_error_catalogue_reference(reference, tmp_path):
 
 
 def test_publish_errors_and_not_enabled(natsd, tmp_path):
-    from natsd.jetstream import errors as E
+    from natsd.jetstream.engine import errors as E
     assert E.error("JSStreamNotFoundErr").to_dict() == {"code": 404, "err_code": 10059, "description": "stream not found"}
     assert E.error("JSStreamWrongLastSequenceErrF", seq=3).description == "wrong last sequence: 3"
     assert E.api_response("stream_delete_response", {"success": True}) == \
@@ -135,7 +135,7 @@ def test_every_error_named_in_the_code_is_in_the_catalogue():
     catalogue (nats-server's errors.json constants)."""
     import pathlib
     import re
-    from natsd.jetstream.errors import CATALOG
+    from natsd.jetstream.engine.errors import CATALOG
     root = pathlib.Path(__file__).resolve().parents[2] / "natsd"
     used = set()
     for path in root.rglob("*.py"):

@@ -141,7 +141,7 @@ def test_api_fuzz(natsd, tmp_path):
 
 def test_corpus_covers_every_endpoint():
     """The corpus reaches every op of natsd's dispatch table (api.TYPES, DIRECT.GET, MSG.NEXT)."""
-    from natsd.jetstream import api
+    from natsd.jetstream.engine import api
     ops = set(api.TYPES) | {"DIRECT.GET", "CONSUMER.MSG.NEXT"}
     assert ops <= set(F.ENDPOINTS)
     seen = set()

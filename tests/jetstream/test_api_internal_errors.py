@@ -6,8 +6,8 @@ import types
 
 import pytest
 
-from natsd.jetstream import api, api_consumer
-from natsd.jetstream import errors as E
+from natsd.jetstream.engine import api, api_consumer
+from natsd.jetstream.engine import errors as E
 
 LEAKY = OSError(36, "File name too long", "/tmp/store/jetstream/$G/streams/S")
 

@@ -4,9 +4,9 @@ import pytest
 
 from natsd.gofmt import go_duration, go_time
 
-from natsd.jetstream import consumerconfig as cc
-from natsd.jetstream.errors import ApiError
-from natsd.jetstream.pull import BadRequest, parse_next_request, status_hdr
+from natsd.jetstream.engine import consumerconfig as cc
+from natsd.jetstream.engine.errors import ApiError
+from natsd.jetstream.engine.pull import BadRequest, parse_next_request, status_hdr
 
 NS = 1_000_000_000
 STREAM = {"name": "S", "subjects": ["s.>"], "retention": "limits", "num_replicas": 1}
@@ -157,13 +157,13 @@ def test_pull_request_parsing():
 
 @pytest.mark.parametrize("spec_name", ["pull", "msg_get", "purge", "info"])
 def test_plain_bodies_read_as_go_reads_them(spec_name):
-    """json.loads for common request bodies (natsd/jetstream/gojson.py decode_plain) against
+    """json.loads for common request bodies (natsd/jetstream/engine/gojson.py decode_plain) against
     the Go-exact decoder on seeded random bodies: where the shortcut answers, both agree;
     everything else (case-folded names, wrong types, floats, "-0" for unsigned, big numbers,
     lone surrogates, null, junk) falls through to the Go decoder."""
     import json
     import random
-    from natsd.jetstream import api, gojson, pull
+    from natsd.jetstream.engine import api, gojson, pull
     spec = {"pull": pull._NEXT_REQ, "msg_get": api._GET_REQ, "purge": api._PURGE_REQ,
             "info": api._INFO_REQ}[spec_name]
     rnd = random.Random(11)

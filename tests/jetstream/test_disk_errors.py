@@ -162,8 +162,8 @@ def test_write_failure_gets_error_puback(natsd, sd):
 def test_store_error_marks_stream_for_health(monkeypatch):
     """In-process: Stream.store_failed marks the stream and health_errors reports it."""
     from natsd._core.log import StoreError
-    from natsd.jetstream.engine import JetStream
-    from natsd.jetstream.stream import Stream
+    from natsd.jetstream.engine.jetstream import JetStream
+    from natsd.jetstream.engine.stream import Stream
 
     class JSA:
         name = "$G"

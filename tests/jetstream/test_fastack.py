@@ -1,13 +1,13 @@
-"""Plain acks applied in C (natsd/jetstream/fastack.pyx) against the Python rules they stand
+"""Plain acks applied in C (natsd/jetstream/engine/fastack.pyx) against the Python rules they stand
 for (AckState.process_ack and _move_ack_floor): seeded random deliveries, redeliveries and
 ack orders, the same pending set, ack floors, redelivery records and max_ack_pending wake-ups
 afterwards. Malformed ack subjects are ignored, and anything but a plain ack stops the run."""
 import random
 import types
 
-from natsd.jetstream.ackstate import AckState
-from natsd.jetstream.fastack import plain_acks
-from natsd.jetstream.pending import Pending
+from natsd.jetstream.engine.ackstate import AckState
+from natsd.jetstream.engine.fastack import plain_acks
+from natsd.jetstream.engine.pending import Pending
 
 
 class Rules(AckState):

@@ -7,9 +7,9 @@ import pytest
 
 from natsd.gofmt import parse_go_duration
 
-from natsd.jetstream import consumerconfig as cc
-from natsd.jetstream import gojson
-from natsd.jetstream import streamconfig as sc
+from natsd.jetstream.engine import consumerconfig as cc
+from natsd.jetstream.engine import gojson
+from natsd.jetstream.engine import streamconfig as sc
 from tests.jetstream.jshelp import run
 from tests.jetstream.test_api_robustness import _check, _play, err
 

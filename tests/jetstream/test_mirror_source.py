@@ -1,4 +1,4 @@
-"""Mirrors and sources on one server (natsd/jetstream/sourcing.py): a mirror keeps the origin's
+"""Mirrors and sources on one server (natsd/jetstream/engine/sourcing.py): a mirror keeps the origin's
 sequences, timestamps, subjects, headers and bytes; sources add `Nats-Stream-Source` with new
 local sequences (two origins, a filtered source); restart resume without loss or duplicates;
 origin publishes while the mirror is being created; internal consumers stay hidden; the
@@ -10,7 +10,7 @@ import nats
 import pytest
 from nats.js.api import StreamConfig, StreamSource
 
-from natsd.jetstream.sourcing import get_hash, iname, parse_ack_reply
+from natsd.jetstream.engine.sourcing import get_hash, iname, parse_ack_reply
 
 pytestmark = pytest.mark.timeout(120) if hasattr(pytest.mark, "timeout") else []
 

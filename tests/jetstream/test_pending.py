@@ -1,4 +1,4 @@
-"""natsd/jetstream/pending.pyx: the compact pending-ack structure of a consumer.
+"""natsd/jetstream/engine/pending.pyx: the compact pending-ack structure of a consumer.
 
 Random operations (seeded) checked against a plain dict model, the size bound (<= 16 bytes per
 pending message for 100,000 in-order deliveries, measured on the structure's own allocations),
@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from natsd.jetstream.pending import Pending
+from natsd.jetstream.engine.pending import Pending
 
 
 def _same(p, model):

@@ -1,4 +1,4 @@
-"""Consumer state files written before pending moved into natsd/jetstream/pending.pyx still load.
+"""Consumer state files written before pending moved into natsd/jetstream/engine/pending.pyx still load.
 
 OLD_STATE is a state.json verbatim as the dict-based code (commit 252bc80) wrote it for: stream
 OLD with 20 messages on old.<i % 3>, durable explicit-ack pull consumer C, Fetch(10), AckSync
@@ -14,7 +14,7 @@ import types
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
-from natsd.jetstream import persist
+from natsd.jetstream.engine import persist
 from tests.jetstream.jshelp import connect, run
 
 OLD_STATE = (

@@ -89,7 +89,7 @@ def test_push_flow_control_matches_reference(natsd, reference, tmp_path):
 async def windowed(url):
     """A push consumer held by max_ack_pending, its client acking everything it got in
     bursts: natsd delivers again part-way through such a burst of acks (every EARLY_RUN acks,
-    natsd/jetstream/ackstate.py), nats-server as each ack lands. Either way each message once,
+    natsd/jetstream/engine/ackstate.py), nats-server as each ack lands. Either way each message once,
     in order, first deliveries only, and nothing left pending."""
     nc = await nats.connect(url)
     js = nc.jetstream()

@@ -1,5 +1,5 @@
-"""Unit tests for a replicated stream's snapshot (natsd/jetstream/replsnapshot.py) and the copy
-between replicas (natsd/jetstream/catchup.py), on both stores through the store contract: a
+"""Unit tests for a replicated stream's snapshot (natsd/jetstream/replicated/snapshots.py) and the copy
+between replicas (natsd/jetstream/replicated/catchup.py), on both stores through the store contract: a
 copy that is empty, partial, ahead of the snapshot or missing deleted tail messages ends with
 exactly the snapshot's messages, sequences and deletes."""
 import os
@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from natsd.jetstream import catchup, replsnapshot
+from natsd.jetstream.replicated import catchup, snapshots as replsnapshot
 from tests.jetstream.test_store import open_store
 
 HDR = b"NATS/1.0\r\nA: b\r\n\r\n"

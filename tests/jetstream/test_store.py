@@ -1,4 +1,4 @@
-"""Unit tests for natsd/jetstream/store.py: MemoryStore and FileStore (natsd/_core/log.pyx).
+"""Unit tests for natsd/jetstream/engine/store.py: MemoryStore and FileStore (natsd/_core/log.pyx).
 
 Every interface method on both stores, nats-server byte accounting, purge semantics, filters,
 recovery (clean close, crash, corrupt tail), disk errors, group commit and a hypothesis model
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from natsd._core import log as clog
-from natsd.jetstream.store import FileStore, MemoryStore, StoredMsg
+from natsd.jetstream.engine.store import FileStore, MemoryStore, StoredMsg
 from tests.jetstream.jshelp import records_end
 
 HDR = b"NATS/1.0\r\nA: b\r\n\r\n"
@@ -518,7 +518,7 @@ def test_disk_error_leaves_store_consistent(tmp_path):
     # A file-size limit makes pwrite fail with EFBIG part-way through a record, like ENOSPC.
     code = textwrap.dedent(f"""
         import resource, signal
-        from natsd.jetstream.store import FileStore, StoreError
+        from natsd.jetstream.engine.store import FileStore, StoreError
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         s = FileStore({str(tmp_path / 's')!r}, block_size=1 << 20)
         s.store_msg(b"ok", None, b"x" * 100)
@@ -818,7 +818,7 @@ def rss_mb():
 def test_10m_messages_rss(tmp_path):
     code = textwrap.dedent(f"""
         import time, resource
-        from natsd.jetstream.store import FileStore
+        from natsd.jetstream.engine.store import FileStore
         s = FileStore({str(tmp_path / 'big')!r})
         payload = b"x" * 128
         t = time.perf_counter()
@@ -844,7 +844,7 @@ def test_10m_messages_rss(tmp_path):
 # ---------------------------------------------------------------- the contract itself
 
 def test_both_stores_implement_the_whole_contract():
-    from natsd.jetstream.store import StreamStore
+    from natsd.jetstream.engine.store import StreamStore
     assert issubclass(MemoryStore, StreamStore) and issubclass(FileStore, StreamStore)
     abstract = StreamStore.__abstractmethods__
     assert {"store_msg", "load_next", "remove", "num_pending", "close"} <= abstract
@@ -871,7 +871,7 @@ def test_contract_queries(store):
 
 
 def test_open_store_picks_the_storage(tmp_path):
-    from natsd.jetstream.store import open_store as open_for_config
+    from natsd.jetstream.engine.store import open_store as open_for_config
     m = open_for_config("memory", None, {"first_seq": 5})
     f = open_for_config("file", str(tmp_path / "f"), {"compression": "s2"})
     try:

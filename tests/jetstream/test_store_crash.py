@@ -14,12 +14,12 @@ import sys
 import textwrap
 import time
 
-from natsd.jetstream.store import FileStore
+from natsd.jetstream.engine.store import FileStore
 
 CHILD = textwrap.dedent("""
     import queue, random, sys
     from concurrent.futures import ThreadPoolExecutor
-    from natsd.jetstream.store import FileStore
+    from natsd.jetstream.engine.store import FileStore
 
     s = FileStore(sys.argv[1], block_size=64 * 1024, compression=sys.argv[2])
     pool = ThreadPoolExecutor(1)

@@ -1,4 +1,4 @@
-"""FileStore encryption at rest (natsd/_core/log.pyx with a natsd/jetstream/jscrypt.py key
+"""FileStore encryption at rest (natsd/_core/log.pyx with a natsd/jetstream/engine/jscrypt.py key
 context) and the last-sequence floor, below the server.
 
 - nothing of a message (subject, header, payload) is found in any file of an encrypted store,
@@ -20,8 +20,8 @@ import struct
 
 import pytest
 
-from natsd.jetstream import jscrypt
-from natsd.jetstream.store import FileStore, StoreError
+from natsd.jetstream.engine import jscrypt
+from natsd.jetstream.engine.store import FileStore, StoreError
 from tests.jetstream.jshelp import records_end
 
 SUBJ = b"orders.topsecret.subject"

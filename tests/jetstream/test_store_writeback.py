@@ -14,14 +14,14 @@ import sys
 
 import pytest
 
-from natsd.jetstream.store import FileStore
+from natsd.jetstream.engine.store import FileStore
 
 STEP = 1 << 20
 RECORD = b"x" * 1000
 
 FILL = r"""
 import sys
-from natsd.jetstream.store import FileStore
+from natsd.jetstream.engine.store import FileStore
 record = b"x" * 1000
 for name, zero_ahead, batched in (("lazy", False, False), ("lazy-batched", False, True),
                                   ("synced", True, False)):

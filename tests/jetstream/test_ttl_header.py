@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from natsd.jetstream.headers import parse_ttl, ttl_header
+from natsd.jetstream.engine.headers import parse_ttl, ttl_header
 from tests.jetstream.rawclient import RawClient
 from tests.jetstream.jshelp import run
 

@@ -67,7 +67,7 @@ from tools.serverproc import free_port  # noqa: E402,F401  (a port this run has 
 
 def js_available():
     try:
-        import natsd.jetstream.engine  # noqa: F401
+        import natsd.jetstream.engine.jetstream  # noqa: F401
     except Exception:
         return False
     return True
@@ -146,7 +146,7 @@ def pair(tmp_path, natsd, request):
 
     def factory(hub_kind, leaf_kind, js=False, link=True, tls=False):
         if js and "natsd" in (hub_kind, leaf_kind) and not js_available():
-            pytest.skip("natsd JetStream (natsd.jetstream.engine) is not available")
+            pytest.skip("natsd JetStream (natsd.jetstream.engine.jetstream) is not available")
         p = Pair(tmp_path, starters)
         p.write(js=js, tls=tls)
         p.start_hub(hub_kind)

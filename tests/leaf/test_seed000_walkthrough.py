@@ -26,7 +26,7 @@ import nats
 import pytest
 from nats.js.api import ConsumerConfig, ExternalStream, StreamConfig, StreamSource
 
-from natsd.jetstream.sourcing import get_hash
+from natsd.jetstream.engine.sourcing import get_hash
 from tests.leaf.conftest import COMBOS, COMBO_IDS
 
 pytestmark = pytest.mark.timeout(240) if hasattr(pytest.mark, "timeout") else []

@@ -234,7 +234,7 @@ def test_raft_groups_by_account(answers):
                 out.setdefault(acc, set()).update(g.split("-", 1)[0] for g in gs)
         return out
     # the stream's group ("S-...") and its durable consumer's own ("C-...",
-    # natsd/jetstream/consumergroup.py), in the stream's account
+    # natsd/jetstream/replicated/consumergroup.py), in the stream's account
     assert groups("natsd", "/raftz?acc=A") == groups("nats-server", "/raftz?acc=A") == {"A": {"S", "C"}}
     assert groups("natsd", "/raftz") == groups("nats-server", "/raftz") == {"SYS": {"_meta_"}}
 

@@ -125,7 +125,7 @@ def test_wheel_installs_and_runs_jetstream(tmp_path):
     assert len(wheels) == 1, wheels
     wheel = wheels[0]
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "natsd/jetstream/__init__.py" in names and "natsd/jetstream/engine.py" in names, \
+    assert "natsd/jetstream/__init__.py" in names and "natsd/jetstream/engine/jetstream.py" in names, \
         "the wheel has no natsd.jetstream: %s" % sorted(n for n in names if n.startswith("natsd/"))
     missing = expected_wheel_files(str(src)) - names
     assert not missing, "in the source tree but not in the wheel: %s" % sorted(missing)
