@@ -15,7 +15,7 @@ import pytest
 
 from natsd.conf.load import load_file
 from natsd.accounts.mappings import MappingTable
-from tests.conftest import ROOT, nats_server_cmd
+from tests.support.servers import ROOT, nats_server_cmd
 
 POS = re.compile(r"bad\.conf:(\d+):(\d+): (.*)")
 

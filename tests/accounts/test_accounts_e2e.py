@@ -13,7 +13,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from tests.conftest import until
+from tests.support.waiting import until
 
 SEEDS = Path("/work/shared/seeds")
 

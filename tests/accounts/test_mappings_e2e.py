@@ -17,7 +17,7 @@ import pytest
 from natsd.conf.load import load_file
 from natsd.accounts.mappings import MappingTable
 from natsd.accounts.transform import TransformError
-from tests.conftest import nats_server_cmd
+from tests.support.servers import nats_server_cmd
 
 pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")
 

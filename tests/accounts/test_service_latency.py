@@ -10,7 +10,7 @@ import json
 import nats
 import pytest
 
-from tests.conftest import natsd_cmd, start_server
+from tests.support.servers import natsd_cmd, start_server
 
 CONF = """accounts {
   SVC: { users: [{user: svc, password: svc}],
@@ -214,7 +214,7 @@ def test_latency_subject_must_be_publishable_as_nats_server(tmp_path, subject):
     """A results subject a message cannot be published to is a config error in both."""
     import re
     import subprocess
-    from tests.conftest import nats_server_cmd
+    from tests.support.servers import nats_server_cmd
     conf = tmp_path / "bad.conf"
     conf.write_text('accounts { A: { exports: [{service: "svc", latency: {sampling: 100, subject: "%s"}}] } }\n'
                     % subject)

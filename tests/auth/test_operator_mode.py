@@ -11,8 +11,8 @@ import pytest
 
 from natsd.conf import ConfigError, load_string
 from natsd.conf.unsupported import start_error
-from tests.conftest import until
 from tests.jwtmint import Mint, creds
+from tests.support.waiting import until
 
 
 def build(tmp_path):

@@ -19,8 +19,8 @@ import nats
 import pytest
 
 from natsd.conf import ConfigError, load_string
-from tests.conftest import nats_server_cmd
 from tests.jwtmint import Mint, creds
+from tests.support.servers import nats_server_cmd
 
 LIMITS = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,
           "conn": -1, "leaf": -1}

@@ -11,8 +11,8 @@ import subprocess
 import nats
 import pytest
 
-from tests.conftest import nats_server_cmd, natsd_cmd
 from tests.jwtmint import Mint, creds
+from tests.support.servers import nats_server_cmd, natsd_cmd
 
 POSITION_EXPORTS = [
     {"name": "feed", "subject": "feed.*.data", "type": "stream", "account_token_position": 2},

@@ -7,7 +7,7 @@ and purges, and the errors nats.c reports (status, JetStream error code, the ser
 description), over TLS and with users and permissions."""
 import pytest
 
-from tests.clients.differential import differences, on_both, on_clusters, tls_conf, users_conf
+from tests.support.probes import differences, on_both, on_clusters, tls_conf, users_conf
 
 STEPS = ["core", "jetstream", "consumers", "push", "kv", "errors"]
 

@@ -5,7 +5,7 @@ consumer deliveries, KV and object store results, and what 2.11-2.15 added (TTLs
 markers, schedules, priority groups, consumer reset)."""
 import pytest
 
-from tests.clients.differential import differences, on_both, on_clusters, tls_conf, users_conf
+from tests.support.probes import differences, on_both, on_clusters, tls_conf, users_conf
 
 STEPS = ["core", "requests", "jetstream", "consumers", "kv", "objects", "errors", "modern", "features"]
 

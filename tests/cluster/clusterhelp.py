@@ -13,7 +13,7 @@ import signal
 import time
 import urllib.request
 
-from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd
+from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
 
 ROUTE_RE = re.compile(r"Listening for route connections on (\S+):(\d+)")
 

@@ -10,9 +10,9 @@ import time
 import nats
 import pytest
 
-from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd
 from tests.cluster.clusterhelp import start_member, wait_mesh, wait_interest
 from tests.monitor.keycheck import differences
+from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")
 MIXES = [("natsd", "natsd"), ("nats-server", "nats-server"), ("natsd", "nats-server"),

@@ -10,8 +10,9 @@ import nats
 import pytest
 
 from tests.cluster.clusterhelp import start_member, wait_mesh
-from tests.conftest import nats_server_cmd, until
 from tests.jwtmint import Mint, creds
+from tests.support.servers import nats_server_cmd
+from tests.support.waiting import until
 
 LIMITS = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,
           "conn": -1, "leaf": -1}

@@ -30,8 +30,8 @@ from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_al
 from tests.cluster.test_replicated_consumers import WORK, add_work, consumer_request, fetch, info
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
                                                    local_state, publish_window, stored, stream_elections)
-from tests.conftest import poll
 from tests.core.rawclient import RawClient
+from tests.support.waiting import poll
 
 MORE = COMPACT_ENTRIES + 1500           # past one snapshot on every replica
 

@@ -9,8 +9,8 @@ import nats
 import pytest
 
 from tests.cluster.clusterhelp import js_cluster
-from tests.conftest import poll
 from tests.cluster.test_replicated_streams import api, create, leader_of
+from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
 

@@ -13,7 +13,8 @@ import nats
 import pytest
 
 from tests.cluster.clusterhelp import fault_seeds, kill9, leaders_by_term, restart_member, start_js_cluster
-from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd, poll
+from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
+from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
 

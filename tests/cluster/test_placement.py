@@ -15,7 +15,7 @@ import pytest
 from tests.cluster.clusterhelp import js_cluster
 from tests.cluster.test_replicated_streams import api, check_acked, converged, leader_of, publish_window
 from tests.cluster.test_stream_peers import hosts
-from tests.conftest import poll
+from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
 

@@ -16,7 +16,7 @@ import pytest
 from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_member, slow_disk_env
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
                                                    publish_window, stream_elections, unanswered)
-from tests.conftest import poll
+from tests.support.waiting import poll
 
 
 def healthz(m):

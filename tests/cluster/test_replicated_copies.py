@@ -10,7 +10,7 @@ import nats
 
 from tests.cluster.clusterhelp import js_cluster, kill9
 from tests.cluster.test_replicated_streams import api, create, leader_of, local_state
-from tests.conftest import poll
+from tests.support.waiting import poll
 
 
 async def publish(url, subject, n, prefix):

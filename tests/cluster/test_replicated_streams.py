@@ -18,7 +18,7 @@ import pytest
 
 from tests.cluster.clusterhelp import (fault_seeds, js_cluster, kill9, leaders_by_term, restart_member,
                                        start_js_cluster)
-from tests.conftest import poll
+from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
 

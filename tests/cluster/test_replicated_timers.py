@@ -14,7 +14,7 @@ import nats.js.errors
 from tests.cluster.clusterhelp import js_cluster, kill9, restart_member
 from tests.cluster.test_replicated_copies import copies_hold
 from tests.cluster.test_replicated_streams import api, create, leader_of, local_state
-from tests.conftest import poll
+from tests.support.waiting import poll
 
 
 def copies_reach(members, stream, last_seq, timeout=20):

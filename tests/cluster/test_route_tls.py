@@ -8,8 +8,8 @@ import nats
 import pytest
 
 from tests.certs import CA
-from tests.conftest import nats_server_cmd
 from tests.cluster.clusterhelp import start_member, wait_mesh, wait_interest
+from tests.support.servers import nats_server_cmd
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")
 

@@ -9,8 +9,8 @@ import time
 import nats
 import pytest
 
-from tests.conftest import nats_server_cmd
 from tests.cluster.clusterhelp import start_member, wait_mesh, wait_interest
+from tests.support.servers import nats_server_cmd
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")
 

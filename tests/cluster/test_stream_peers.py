@@ -13,7 +13,7 @@ from tests.cluster.clusterhelp import js_cluster
 from tests.cluster.test_replicated_consumers import WORK, add_work, fetch, info
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
                                                    local_state, publish_window)
-from tests.conftest import poll
+from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
 

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from tests.conftest import nats_server_cmd, natsd_cmd, start_server
 from tests.core.rawclient import RawClient
+from tests.support.servers import nats_server_cmd, natsd_cmd, start_server
 
 CLOSED = b"<closed>"
 

@@ -10,8 +10,8 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from tests.conftest import natsd_cmd, start_server
 from tests.core.rawclient import RawClient
+from tests.support.servers import natsd_cmd, start_server
 
 RSS_LIMIT = 200 * 1024 * 1024
 

@@ -9,8 +9,8 @@ import time
 import nats
 import pytest
 
-from tests.conftest import poll
 from tests.core.rawclient import RawClient
+from tests.support.waiting import poll
 
 LDM_CONF = 'lame_duck_duration: "30s"\nlame_duck_grace_period: "1s"\n'
 INFO_RE = re.compile(rb"INFO ([^\r]*) \r\n")

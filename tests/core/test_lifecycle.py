@@ -9,8 +9,9 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import natsd_cmd, poll, ROOT
 from tests.core.rawclient import RawClient
+from tests.support.servers import ROOT, natsd_cmd
+from tests.support.waiting import poll
 
 
 def write(tmp_path, name, text):

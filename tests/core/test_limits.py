@@ -5,8 +5,8 @@ import threading
 import urllib.request
 
 
-from tests.conftest import poll
 from tests.core.rawclient import RawClient, parse_msgs
+from tests.support.waiting import poll
 
 
 def config(tmp_path, text):

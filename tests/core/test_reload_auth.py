@@ -5,8 +5,8 @@ cut with 'Authorization Violation', users moved to another account are disconnec
 scenario runs on natsd and on nats-server."""
 import signal
 
-from tests.conftest import poll
 from tests.core.rawclient import RawClient
+from tests.support.waiting import poll
 
 BASE = """
 accounts {

@@ -7,8 +7,8 @@ import re
 import socket
 import threading
 
-from tests.conftest import poll
 from tests.core.rawclient import RawClient
+from tests.support.waiting import poll
 
 N = 60000
 PAYLOAD = 100

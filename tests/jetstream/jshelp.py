@@ -5,7 +5,7 @@ import json
 
 import nats
 
-from tests.conftest import until as wait_until  # noqa: F401  (re-exported for the JetStream tests)
+from tests.support.waiting import until as wait_until  # noqa: F401  (re-exported for the JetStream tests)
 
 
 def run(coro_fn):

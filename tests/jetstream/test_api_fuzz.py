@@ -17,9 +17,9 @@ import subprocess
 import threading
 import time
 
-from tests.conftest import LISTEN_RE, nats_server_cmd
 from tests.jetstream import apifuzz as F
 from tests.jetstream.jshelp import run
+from tests.support.servers import LISTEN_RE, nats_server_cmd
 
 # another seed or size for a longer run: NATSD_FUZZ_SEED=7 NATSD_FUZZ_COUNT=5000 pytest ...
 SEED = int(os.environ.get("NATSD_FUZZ_SEED", 20261110))

@@ -8,8 +8,8 @@ import signal
 
 import nats
 
-from tests.conftest import poll
 from tests.core.rawclient import RawClient
+from tests.support.waiting import poll
 
 CREATE = "$JS.API.CONSUMER.CREATE.S"
 

@@ -19,8 +19,8 @@ import sys
 
 import pytest
 
-from tests.conftest import start_server
 from tests.jetstream.jshelp import api, connect, run
+from tests.support.servers import start_server
 
 
 @pytest.fixture

@@ -266,7 +266,7 @@ def test_key_from_environment_variable(natsd, tmp_path):
 def test_unknown_cipher_refused(tmp_path, server):
     import subprocess
     import sys
-    from tests.conftest import nats_server_cmd
+    from tests.support.servers import nats_server_cmd
     path = tmp_path / "bad.conf"
     path.write_text('jetstream { key: "k", cipher: foo }\n')
     cmd = [sys.executable, "-m", "natsd"] if server == "natsd" else nats_server_cmd()
@@ -282,7 +282,7 @@ def test_write_failure_encrypted(natsd, tmp_path):
     """test_disk_errors' RLIMIT_FSIZE scenario on an encrypted stream: a frame that cannot be
     written gets error PubAcks (10077, the block's path) for everything waiting on it; every
     acknowledged message is there after a restart, and its last sequence is the last acked."""
-    from tests.conftest import start_server
+    from tests.support.servers import start_server
     from tests.jetstream.test_disk_errors import LIMITED
     import sys
     sd = str(tmp_path / "store")

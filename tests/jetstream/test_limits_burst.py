@@ -8,8 +8,8 @@ import json
 import nats
 import pytest
 
-from tests.conftest import until
 from tests.jetstream.jshelp import run
+from tests.support.waiting import until
 
 N = 120
 

@@ -10,8 +10,8 @@ import random
 
 import nats
 
-from tests.conftest import until
 from tests.jetstream.jshelp import run
+from tests.support.waiting import until
 
 N, SIZE = 4000, 1000
 

@@ -7,7 +7,8 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import ROOT, nats_server_cmd, poll, start_server
+from tests.support.servers import ROOT, nats_server_cmd, start_server
+from tests.support.waiting import poll
 
 ACCOUNTS_CONF = """accounts {
     SYS: {

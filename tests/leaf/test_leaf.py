@@ -10,8 +10,8 @@ import time
 import nats
 import pytest
 
-from tests.conftest import poll
 from tests.leaf.conftest import COMBOS, COMBO_IDS, http_json
+from tests.support.waiting import poll
 
 pytestmark = pytest.mark.timeout(60) if hasattr(pytest.mark, "timeout") else []
 

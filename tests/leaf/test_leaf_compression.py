@@ -13,7 +13,7 @@ import nats
 import pytest
 
 from natsd.net.compression import LEVELS
-from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd
+from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")
 

@@ -20,9 +20,10 @@ import nats
 import nkeys
 import pytest
 
-from tests.conftest import nats_server_cmd, poll, start_server
 from tests.jwtmint import creds as creds_text
 from tests.leaf.conftest import ENV, free_port, http_json
+from tests.support.servers import nats_server_cmd, start_server
+from tests.support.waiting import poll
 from natsd.leafnodes.creds import (
     CredsError, check_creds, expand_path, leaf_connect_auth, parse_creds, read_creds, sign_nonce)
 

@@ -11,9 +11,9 @@ import json
 import nats
 import pytest
 
-from tests.conftest import poll
 from tests.core.rawclient import RawClient
 from tests.leaf.conftest import COMBO_IDS, COMBOS, ENV, free_port, http_json
+from tests.support.waiting import poll
 
 HUB = """
 server_name: hub

@@ -4,8 +4,8 @@ import asyncio
 
 import nats
 
-from tests.conftest import poll
 from tests.leaf.conftest import ENV, free_port, http_json
+from tests.support.waiting import poll
 
 
 def test_deny_imports_and_exports(tmp_path, natsd):

@@ -7,8 +7,8 @@ import nats
 import pytest
 
 from tests.certs import CA, spki_pin
-from tests.conftest import poll
 from tests.leaf.conftest import COMBO_IDS, COMBOS, ENV, free_port, http_json
+from tests.support.waiting import poll
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,9 @@
 import pytest
 
 from tests.certs import CA
-from tests.conftest import poll
 from tests.leaf.conftest import COMBO_IDS, COMBOS, ENV, free_port, http_json
 from tests.leaf.test_leaf_tls import across
+from tests.support.waiting import poll
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import nats_server_cmd, natsd_cmd, poll, start_server
+from tests.support.servers import nats_server_cmd, natsd_cmd, start_server
+from tests.support.waiting import poll
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -23,9 +23,9 @@ import pytest
 
 from tests.certs import CA
 from tests.cluster.clusterhelp import start_js_cluster
-from tests.conftest import poll
 from tests.monitor.conftest import every_answer
 from tests.monitor.keycheck import differences, fold, union
+from tests.support.waiting import poll
 
 ACCOUNTS = ('accounts { A { jetstream: enabled, users: [{user: a, password: a}] }, '
             'SYS { users: [{user: s, password: s}] } }\nsystem_account: SYS\nserver_tags: ["az:%s"]\n')

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tests.conftest import poll
 from tests.monitor.conftest import get_json, http_get
 from tests.monitor.keycheck import assert_same_shape
+from tests.support.waiting import poll
 
 def by_name(connz):
     return {c.get("name"): c for c in connz["connections"]}

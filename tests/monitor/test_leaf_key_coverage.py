@@ -15,9 +15,10 @@ import nats
 import pytest
 
 from tests.certs import CA
-from tests.conftest import ServerProcess, natsd_cmd, nats_server_cmd, poll
 from tests.monitor.conftest import every_answer
 from tests.monitor.keycheck import differences, union
+from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
+from tests.support.waiting import poll
 from tools.serverproc import free_port
 
 ACCOUNTS = ('accounts { A { users: [{user: a, password: a}] }, SYS { users: [{user: s, password: s}] } }\n'

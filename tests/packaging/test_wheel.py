@@ -30,7 +30,7 @@ import zipfile
 
 import pytest
 
-from tests.conftest import ROOT, start_server
+from tests.support.servers import ROOT, start_server
 
 pytestmark = [
     pytest.mark.timeout(900),

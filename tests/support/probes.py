@@ -1,6 +1,29 @@
-"""The client suites' comparison: one client probe's transcript on natsd against the same on
-nats-server, on fresh single servers or on fresh three-server clusters of each kind."""
+"""The client probes (tools/goclient, tools/natsjs, tools/natsc: real client libraries driven
+step by step, one JSON report a step) and the client suites' comparison: one probe's
+transcript on natsd against the same on nats-server, on fresh single servers or on fresh
+three-server clusters of each kind. The fixtures that build the probes once per run are in
+tests/support/fixtures.py."""
+import json
+import os
+import subprocess
+
 from tests.cluster.clusterhelp import js_cluster
+from tests.support.servers import ROOT
+
+
+def build_probe(script):
+    """Build or install a client probe with tools/<script> (once per run) -> its path."""
+    build = subprocess.run([os.path.join(ROOT, "tools", script)], capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, "tools/%s failed:\n%s" % (script, build.stderr)
+    return build.stdout.strip().splitlines()[-1]
+
+
+def probe_reports(argv, env=None, timeout=120):
+    """Run a client probe -> the JSON reports it printed, one per step."""
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                         env=dict(os.environ, **(env or {})))
+    assert out.returncode == 0, out.stderr
+    return [json.loads(line) for line in out.stdout.splitlines()]
 
 
 def on_both(probe, natsd, reference, tmp_path, *steps, args=None, env=None):

@@ -1,0 +1,12 @@
+"""The test kit every test uses, one module a concern:
+
+- servers: natsd's and nats-server's command lines, ServerProcess, start_server, the
+  monitoring port's HTTP answers;
+- waiting: poll / until (a condition with a deadline, plain and async) and run (a coroutine
+  with a timeout);
+- fixtures: the shared fixtures (natsd, reference, any_server, starters, js_server, pki, the
+  client probes), registered by tests/conftest.py;
+- probes: the client probes (nats.go, nats.js, nats.c) and their comparison on both servers.
+
+Test files import what they use from here; nothing in here imports a test file.
+"""
