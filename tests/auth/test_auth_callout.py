@@ -183,7 +183,7 @@ def test_auth_callout_request_has_the_client_tls_as_nats_server(natsd, reference
     """A TLS client's request carries `client_tls`: version and cipher, and the chain that
     verified its certificate (`verify: true`) or else the certificates it sent, in PEM."""
     import ssl
-    from tests.certs import CA
+    from tests.support.certs import CA
     m = Mint(seed=37)
     issuer = m.key("account")
     ca = CA(str(tmp_path / "pki"))

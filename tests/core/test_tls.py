@@ -3,7 +3,7 @@ server-only TLS, client certificates (verify), certificate identities mapped to 
 (verify_and_map), handshake first (on and auto), allow_non_tls, pinned certificates, the
 --tls flags, /connz, reload without dropping connections, and the bad cases (plaintext on a
 TLS port, unknown CA, expired certificate, a handshake that stalls). Certificates are made by
-the test (tests/certs.py)."""
+the test (tests/support/certs.py)."""
 import asyncio
 import json
 import os
@@ -16,25 +16,8 @@ import urllib.request
 import nats
 import pytest
 
-from tests.certs import CA, spki_pin
 from tests.core.rawclient import RawClient
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("pki"))
-    ca = CA(d)
-    p = {"dir": d, "ca": ca.ca_file, "server": ca.server_cert()}
-    p["alice"] = ca.issue("alice", "alice", emails=["alice@example.com"], server=False)
-    p["svc"] = ca.issue("svc", "svc", dns=["svc.example.com"], server=False)
-    p["dn"] = ca.issue("dn", "dnuser", ou="NATS.io", o="Example", server=False)
-    p["nobody"] = ca.issue("nobody", "nobody", server=False)
-    p["expired"] = ca.issue("expired", "old", emails=["alice@example.com"], server=False, expired=True)
-    other = CA(os.path.join(d, "other"), name="other CA")
-    p["other_ca"] = other.ca_file
-    p["stranger"] = other.issue("stranger", "stranger", emails=["alice@example.com"], server=False)
-    p["other_server"] = other.server_cert("other-server")
-    return p
+from tests.support.certs import CA, spki_pin
 
 
 def tls_block(pki, extra=""):

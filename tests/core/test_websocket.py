@@ -11,16 +11,8 @@ import ssl
 import nats
 import pytest
 
-from tests.certs import CA
 from tests.core.wsclient import WsClient, upgrade_request
 from tests.leaf.conftest import free_port
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("wspki"))
-    ca = CA(d)
-    return {"ca": ca.ca_file, "server": ca.server_cert()}
 
 
 def ws_server(factory, tmp_path, block="no_tls: true", extra=""):

@@ -94,7 +94,7 @@ class Pair:
         remotes dial localhost so the hub's certificate name is checked)."""
         hub_tls = leaf_tls = ""
         if tls:
-            from tests.certs import CA
+            from tests.support.certs import CA
             ca = CA(str(self.dir / "pki"))
             cert, key = ca.server_cert("hub")
             hub_tls = '    tls { cert_file: "%s", key_file: "%s" }\n' % (cert, key)

@@ -47,11 +47,6 @@ def start(kind, starters, tmp_path, name, text, **fmt):
                           cwd=str(tmp_path), env=ENV)
 
 
-@pytest.fixture
-def starters(natsd, reference):
-    return {"natsd": natsd, "nats-server": reference}
-
-
 def linked(*servers):
     for srv in servers:
         assert poll(lambda: http_json(srv.http_port, "/varz").get("leafnodes") == 1, 10), srv.log

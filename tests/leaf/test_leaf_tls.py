@@ -6,23 +6,9 @@ import asyncio
 import nats
 import pytest
 
-from tests.certs import CA, spki_pin
 from tests.leaf.conftest import COMBO_IDS, COMBOS, ENV, free_port, http_json
+from tests.support.certs import spki_pin
 from tests.support.waiting import poll
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("leafpki"))
-    ca = CA(d)
-    other = CA(d + "/other", name="other CA")
-    return {"ca": ca.ca_file, "server": ca.server_cert(), "leaf": ca.issue("leaf", "leaf", server=False),
-            "other_ca": other.ca_file}
-
-
-@pytest.fixture
-def starters(natsd, reference):
-    return {"natsd": natsd, "nats-server": reference}
 
 
 HUB = """server_name: hub

@@ -2,22 +2,9 @@
 /leafnode), natsd and nats-server on either side, with and without compression and masking."""
 import pytest
 
-from tests.certs import CA
 from tests.leaf.conftest import COMBO_IDS, COMBOS, ENV, free_port, http_json
 from tests.leaf.test_leaf_tls import across
 from tests.support.waiting import poll
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("wsleafpki"))
-    ca = CA(d)
-    return {"ca": ca.ca_file, "server": ca.server_cert()}
-
-
-@pytest.fixture
-def starters(natsd, reference):
-    return {"natsd": natsd, "nats-server": reference}
 
 
 def start(kind, starters, tmp_path, name, text):

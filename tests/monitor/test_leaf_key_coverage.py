@@ -14,9 +14,9 @@ import urllib.request
 import nats
 import pytest
 
-from tests.certs import CA
 from tests.monitor.conftest import every_answer
 from tests.monitor.keycheck import differences, union
+from tests.support.certs import CA
 from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
 from tests.support.waiting import poll
 from tools.serverproc import free_port

@@ -1,7 +1,7 @@
 """The fixtures every directory of tests shares, registered by tests/conftest.py: servers of
-both kinds (natsd, reference, any_server, starters, js_server) and the
-client probes (goclient, natsjs, natsc). Every process a fixture starts is killed by its PID at
-teardown."""
+both kinds (natsd, reference, any_server, starters, js_server), the certificates (pki) and the
+client probes (goclient, natsjs, natsc). Every process a fixture starts is killed by its PID
+at teardown."""
 import os
 
 import pytest
@@ -60,6 +60,13 @@ def js_server(request, natsd, tmp_path):
     if os.environ.get("NATSD_TEST_REFERENCE"):
         return request.getfixturevalue("reference")("-js", "-sd", str(tmp_path))
     return natsd("-js", "-sd", str(tmp_path))
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory):
+    """The TLS tests' certificates, made once per run (tests/support/certs.py, make_pki)."""
+    from tests.support.certs import make_pki
+    return make_pki(str(tmp_path_factory.mktemp("pki")))
 
 
 @pytest.fixture(scope="session")

@@ -61,7 +61,7 @@ def users_conf(tmp_path):
 def tls_conf(tmp_path):
     """A TLS config that verifies client certificates, from a CA made here -> (the config
     file's path, the CA file, a client certificate and its key)."""
-    from tests.certs import CA
+    from tests.support.certs import CA
     ca = CA(str(tmp_path / "pki"))
     cert, key = ca.server_cert()
     ccert, ckey = ca.issue("client", "client", server=False)

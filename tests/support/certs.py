@@ -1,6 +1,8 @@
 """Certificates made by the tests (never checked in): a CA, server certificates for localhost /
 127.0.0.1 / ::1, client certificates with chosen subjects and SANs, and expired or
-foreign-CA ones for the bad cases. Files are written to a directory the caller owns."""
+foreign-CA ones for the bad cases (CA, spki_pin); make_pki, the set the `pki` fixture
+(tests/support/fixtures.py) makes once per run. Files are written to a directory the caller
+owns."""
 import datetime
 import ipaddress
 import os
@@ -81,3 +83,24 @@ def spki_pin(cert_file):
     spki = cert.public_key().public_bytes(serialization.Encoding.DER,
                                           serialization.PublicFormat.SubjectPublicKeyInfo)
     return hashlib.sha256(spki).hexdigest()
+
+
+def make_pki(directory):
+    """The TLS tests' certificates, made in `directory` -> {name: file or (cert, key)}: "ca"
+    and its "server" certificate (localhost, 127.0.0.1, ::1); client certificates "leaf",
+    "alice" (an email SAN), "svc" (a DNS SAN), "dn" (OU and O in its name), "nobody", "expired";
+    "other_ca", a second CA, with its "stranger" client and "other_server" server; "dir", the
+    directory (a test may make more CAs below it)."""
+    ca = CA(directory)
+    p = {"dir": directory, "ca": ca.ca_file, "server": ca.server_cert()}
+    p["leaf"] = ca.issue("leaf", "leaf", server=False)
+    p["alice"] = ca.issue("alice", "alice", emails=["alice@example.com"], server=False)
+    p["svc"] = ca.issue("svc", "svc", dns=["svc.example.com"], server=False)
+    p["dn"] = ca.issue("dn", "dnuser", ou="NATS.io", o="Example", server=False)
+    p["nobody"] = ca.issue("nobody", "nobody", server=False)
+    p["expired"] = ca.issue("expired", "old", emails=["alice@example.com"], server=False, expired=True)
+    other = CA(os.path.join(directory, "other"), name="other CA")
+    p["other_ca"] = other.ca_file
+    p["stranger"] = other.issue("stranger", "stranger", emails=["alice@example.com"], server=False)
+    p["other_server"] = other.server_cert("other-server")
+    return p
