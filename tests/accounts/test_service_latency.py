@@ -121,7 +121,7 @@ def test_latency_refused_with_routes(tmp_path):
 
 
 def _jwt_world(tmp_path):
-    from tests.jwtmint import Mint, creds
+    from tests.support.jwtmint import Mint, creds
     m = Mint(seed=61)
     op, _ = m.operator("OP")
     sys_acc, sys_jwt = m.account(op, "SYS")        # metrics go out only with a system account

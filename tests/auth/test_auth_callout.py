@@ -1,5 +1,5 @@
 """Auth callout in config mode, natsd against nats-server: the same config, the same callout
-service (written here on nats-py, signing its answers with tests/jwtmint keys), the same
+service (written here on nats-py, signing its answers with tests/support/jwtmint keys), the same
 clients, with and without xkey encryption.
 
 The service authorizes one user into account APP with publish permissions, refuses one with
@@ -15,7 +15,7 @@ import pytest
 
 from natsd.auth.jwt import claims
 from natsd.auth import nkey
-from tests.jwtmint import Mint
+from tests.support.jwtmint import Mint
 
 USERS = ["alice", "bob", "garbage", "empty", "wronguser", "wrongserver", "wrongissuer",
          "noaccount", "silent"]

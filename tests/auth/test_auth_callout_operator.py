@@ -8,7 +8,7 @@ import nats
 
 from natsd.auth.jwt import claims
 from tests.auth.test_auth_callout import error_after_publish, login_outcome
-from tests.jwtmint import Mint, creds
+from tests.support.jwtmint import Mint, creds
 
 LIMITS = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,
           "conn": -1, "leaf": -1}

@@ -1,6 +1,6 @@
 """NATS JWTs: natsd.auth.jwt.claims decodes and verifies the tokens nsc and nats-io/jwt issue.
 
-The tokens come from tests/jwtmint.py; test_minted_tokens_work_on_nats_server loads the same
+The tokens come from tests/support/jwtmint.py; test_minted_tokens_work_on_nats_server loads the same
 kind of tokens into the reference nats-server (operator mode, MEMORY resolver) and connects
 nats-py with a .creds file, which shows the helper writes the real format. The refusals are
 nats-io/jwt's (Decode) texts."""
@@ -14,7 +14,7 @@ import pytest
 
 from natsd.auth.jwt import claims
 from natsd.auth import nkey
-from tests.jwtmint import Mint, creds
+from tests.support.jwtmint import Mint, creds
 
 
 def _b64(data):

@@ -8,7 +8,7 @@ import time
 
 import nats
 
-from tests.jwtmint import Mint, creds
+from tests.support.jwtmint import Mint, creds
 
 LIMITS = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,
           "conn": -1, "leaf": -1}

@@ -1,5 +1,5 @@
 """Operator (JWT) mode with the MEMORY resolver, natsd against nats-server: the same operator,
-account and user JWTs (tests/jwtmint.py) loaded into both, the same nats-py clients with .creds
+account and user JWTs (tests/support/jwtmint.py) loaded into both, the same nats-py clients with .creds
 files, the same outcomes: connects, permission violations, expired, wrongly signed, revoked and
 unknown-account users, users of an account's signing key, the account's connection limit, and
 a user disconnected when its JWT expires. Plus what the config loader accepts and refuses."""
@@ -11,7 +11,7 @@ import pytest
 
 from natsd.conf import ConfigError, load_string
 from natsd.conf.unsupported import start_error
-from tests.jwtmint import Mint, creds
+from tests.support.jwtmint import Mint, creds
 from tests.support.waiting import until
 
 

@@ -8,7 +8,7 @@ import urllib.request
 
 import nats
 
-from tests.jwtmint import Mint, creds
+from tests.support.jwtmint import Mint, creds
 
 CONNZ_KEYS = ("authorized_user", "account", "jwt", "issuer_key", "name_tag", "tags", "name")
 ACCOUNTZ_KEYS = ("account_name", "jwt", "issuer_key", "name_tag", "tags", "decoded_jwt", "client_connections")

@@ -1,5 +1,5 @@
 """Account resolvers of operator mode, natsd against nats-server with the same JWTs
-(tests/jwtmint.py) and the same nats-py clients.
+(tests/support/jwtmint.py) and the same nats-py clients.
 
 The FULL directory resolver: an account unknown until its JWT is pushed through
 `$SYS.REQ.CLAIMS.UPDATE`, refused updates (garbage, wrong subject), an untrusted account stored
@@ -19,7 +19,7 @@ import nats
 import pytest
 
 from natsd.conf import ConfigError, load_string
-from tests.jwtmint import Mint, creds
+from tests.support.jwtmint import Mint, creds
 from tests.support.servers import nats_server_cmd
 
 LIMITS = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "wildcards": True,

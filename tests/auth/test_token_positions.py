@@ -11,7 +11,7 @@ import subprocess
 import nats
 import pytest
 
-from tests.jwtmint import Mint, creds
+from tests.support.jwtmint import Mint, creds
 from tests.support.servers import nats_server_cmd, natsd_cmd
 
 POSITION_EXPORTS = [

@@ -10,7 +10,7 @@ import nats
 import pytest
 
 from tests.cluster.clusterhelp import start_member, wait_mesh
-from tests.jwtmint import Mint, creds
+from tests.support.jwtmint import Mint, creds
 from tests.support.servers import nats_server_cmd
 from tests.support.waiting import until
 

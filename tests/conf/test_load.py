@@ -7,7 +7,7 @@ import pytest
 
 from natsd.conf import ConfigError, load_file, load_string, parse_duration, parse_size
 from natsd.options import NkeyUser, Options
-from tests.jwtmint import Mint
+from tests.support.jwtmint import Mint
 
 FIX = os.path.join(os.path.dirname(__file__), "fixtures")
 

@@ -20,8 +20,8 @@ import nats
 import nkeys
 import pytest
 
-from tests.jwtmint import creds as creds_text
 from tests.leaf.conftest import ENV, free_port, http_json
+from tests.support.jwtmint import creds as creds_text
 from tests.support.servers import nats_server_cmd, start_server
 from tests.support.waiting import poll
 from natsd.leafnodes.creds import (

@@ -7,6 +7,7 @@
 - fixtures: the shared fixtures (natsd, reference, any_server, starters, js_server, pki, the
   client probes), registered by tests/conftest.py;
 - certs: a CA and the certificates it issues, the `pki` set;
+- jwtmint: operators, accounts and users as nsc issues them, .creds files;
 - probes: the client probes (nats.go, nats.js, nats.c) and their comparison on both servers.
 
 Test files import what they use from here; nothing in here imports a test file.

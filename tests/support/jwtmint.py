@@ -1,4 +1,5 @@
-"""Test helper: operators, accounts and users as nats-io/jwt v2 issues them (nsc's tokens).
+"""JWT minting: operators, accounts and users as nats-io/jwt v2 issues them (nsc's tokens),
+and the .creds files that carry a user's token and seed.
 
 Keys come from a seeded random source, so a test's tokens are reproducible. Tokens are written
 by natsd.auth.jwt.claims.encode (the encoder the server signs auth callout requests with); the same
