@@ -7,10 +7,8 @@ counter streams adds each origin's change since the last value it saw from that 
 Owns: the Nats-Incr checks (nats-server's errors 10168, 10170, 10171, 10172) and the
 arithmetic. Values are arbitrary-precision integers, as nats-server's big.Int.
 
-The common publish, `NATS/1.0\r\nNats-Incr: <n>\r\n\r\n` and nothing else, has a short path
-(`plain_increment`, and `LastValues` instead of reading the subject's last message back from the
-store for every increment); stream.py's ingest takes it on a stream without schedules, while
-the stream's limits are not reached.
+Each subject's value as of the last increment stored here is remembered (`LastValues`), so
+an increment need not read the subject's last message back from the store.
 """
 import json
 import re
@@ -21,8 +19,6 @@ from natsd.jetstream.engine.headers import set_header
 INCR = "Nats-Incr"
 SOURCES = "Nats-Counter-Sources"
 _INTEGER = re.compile(r"[+-]?[0-9]+\Z")
-_PLAIN = b"NATS/1.0\r\nNats-Incr:"     # the header block of the short path, up to the value
-_PLAIN_INTEGER = re.compile(rb" *[+-]?[0-9]+ *\Z")
 MEMO_MAX = 65536                        # subjects LastValues remembers before it starts over
 # headers a counter increment may not carry (they would make its result depend on state)
 _INCOMPATIBLE = ("Nats-Rollup", "Nats-Expected-Stream", "Nats-Expected-Last-Msg-Id",
@@ -111,43 +107,29 @@ def _header(hdr, key):
     return hdr[i:j].strip().decode("utf-8", "replace")
 
 
-def plain_increment(hdr):
-    """The increment of a header block that is exactly `NATS/1.0`, `Nats-Incr: <integer>` and
-    the blank line -> int, or None for anything else (which increment() then judges)."""
-    if not hdr.startswith(_PLAIN) or not hdr.endswith(b"\r\n\r\n"):
-        return None
-    value = hdr[len(_PLAIN):-4]
-    if b"\r" in value or not _PLAIN_INTEGER.match(value):
-        return None
-    return int(value)
-
-
 class LastValues:
-    """Each counter subject's value as of the last increment this short path stored, so the
-    next one need not read that message back: subject -> (its seq, the value). An entry is
-    used only while that seq is still the subject's last message in the store; anything
-    stored on the subject or removed from it since makes it stale, so the store stays the
-    truth. A subject whose last message carries sources' values, or a value that does not
-    read as one, is left to the full path (None)."""
+    """Each counter subject's value as of the last increment stored here, so the next one need
+    not read that message back: subject -> (its seq, the value as text). An entry is used only
+    while that seq is still the subject's last message in the store; anything stored on the
+    subject or removed from it since makes it stale, so the store stays the truth. A message
+    that carries sources' values (Nats-Counter-Sources) is not remembered: apply() reads it."""
 
     def __init__(self):
         self.values = {}
 
-    def value(self, store, subject):
+    def last(self, store, subject):
+        """What apply() takes as the subject's last message: (headers, payload) or None."""
         known = self.values.get(subject)
         if known is not None and store.subject_state(subject)[2] == known[0]:
-            return known[1]
-        last = store.load_last(subject)
-        if last is None:
-            return 0
-        if _header(last.hdr, SOURCES):
-            return None
-        try:
-            return _value_of(last.msg)
-        except E.ApiError:
-            return None                 # the full path answers with the error
+            return None, b'{"val":"%s"}' % known[1].encode()
+        sm = store.load_last(subject)
+        return (sm.hdr, sm.msg) if sm is not None else None
 
-    def stored(self, subject, seq, value):
+    def stored(self, subject, seq, value, hdr):
+        """An increment stored as `seq` with this value and these headers."""
+        if _header(hdr, SOURCES):
+            self.values.pop(subject, None)
+            return
         if len(self.values) >= MEMO_MAX:
             self.values.clear()
         self.values[subject] = (seq, value)

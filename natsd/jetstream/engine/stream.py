@@ -50,6 +50,15 @@ def _batch_id(hdr):
     return parse_headers(hdr).get("Nats-Batch-Id") or None
 
 
+def _expected_seq(value):
+    """The sequence a Nats-Expected-Last-(Subject-)Sequence header names (-1 when it names
+    none, which no stream's last sequence is)."""
+    try:
+        return int(value)
+    except ValueError:
+        return -1
+
+
 def _is_marker(hdr):
     """nats-server's isSubjectDeleteMarker: a Nats-Marker-Reason, or a KV purge."""
     if not hdr:
@@ -86,7 +95,7 @@ class Stream:
         self.ttl_timer = None
         self.closed = False
         self.pending_acks = []          # (reply, bytes) waiting for the group sync
-        self.counter_values = counters.LastValues()     # _on_batch's plain increments
+        self.counter_values = counters.LastValues()     # each counter subject's last value
         self.transform = None
         self.republish = None
         self.sourcing = None            # natsd.jetstream.engine.sourcing.Sourcing (mirror/sources)
@@ -105,16 +114,16 @@ class Stream:
         self.republish = SubjectTransform.compile(rp.get("src") or ">", rp["dest"]) if rp and rp.get("dest") else None
         self.file = cfg.get("storage", "file") == "file"
         self.dup_window = cfg.get("duplicate_window", 0) or 0
-        # Header-less messages to a stream without transforms, republish, interest/work-queue
-        # retention or a per-subject limit that refuses (discard_new_per_subject) take
-        # _on_batch's short path (store, per-subject limit, notify consumers, PubAck) while
-        # they fit in max_msgs/max_bytes; anything else, and a message that would reach a
-        # limit (discard old or new), goes through process().
-        simple = (self.transform is None and self.republish is None and not cfg.get("sealed")
-                  and cfg.get("retention", "limits") == "limits"
-                  and not (cfg.get("max_msgs_per_subject", -1) > 0
-                           and cfg.get("discard_new_per_subject")))
-        self._fast_cfg = cfg if simple else None
+        # what process() asks of every message, read once per configuration
+        self.sealed = bool(cfg.get("sealed"))
+        self.max_msg_size = cfg.get("max_msg_size", -1)
+        self.max_age = cfg.get("max_age", 0)
+        self.discard_new = cfg.get("discard") == "new"
+        self.count_limits = (cfg.get("max_msgs", -1) > 0 or cfg.get("max_bytes", -1) > 0
+                             or cfg.get("max_msgs_per_subject", -1) > 0)
+        self.counting = bool(cfg.get("allow_msg_counter"))
+        self.scheduling = bool(cfg.get("allow_msg_schedules"))
+        self.interest = cfg.get("retention") == "interest"
 
     def start(self):
         self._subscribe()
@@ -187,149 +196,95 @@ class Stream:
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    # ---- ingest ----
+    # ---- ingest: one path for every message ----
 
     def _on_batch(self, sub, msgs):
-        """Ingest every message the loop read for this stream in one iteration (the router's
-        batched mode): header-less messages to a simple stream are stored inline, the rest go
-        through _on_msg. PubAcks go out in chunks of ACK_CHUNK messages: for file storage each
-        chunk after a group-commit sync that covers it, started once storing the chunk took
-        longer than SYNC_CHUNK (a sync's time on a fast disk). A replicated stream's leader
-        applying a committed batch (its entries are on a quorum of disks already) answers all
-        of it at the end: there, storing is quick and a chunk sent early costs a send and a
-        wake-up of the publishers' side for little overlap (R3 async publishing, 300,000
-        messages: 66-75k msgs/s chunked against 76-81k whole with the publishers on a
-        follower, 71-79k against 89-91k on the leader)."""
+        """The one ingest path: every message the loop read for this stream in one iteration
+        (the router's batched mode), and a replica's committed batch, is stored by process(),
+        one after the other. Answers (PubAcks, duplicates' and errors' too) go out in publish
+        order, in chunks of ACK_CHUNK messages: for file storage each chunk after a
+        group-commit sync that covers it, started once storing the chunk took longer than
+        SYNC_CHUNK (a sync's time on a fast disk). A replicated stream's leader applying a
+        committed batch (its entries are on a quorum of disks already) answers all of it at
+        the end: there, storing is quick and a chunk sent early costs a send and a wake-up of
+        the publishers' side for little overlap (R3 async publishing, 300,000 messages:
+        66-75k msgs/s chunked against 76-81k whole with the publishers on a follower, 71-79k
+        against 89-91k on the leader)."""
         if self.closed:
             return
-        cfg = self.config
-        no_ack = cfg.get("no_ack")
+        no_ack = self.config.get("no_ack")
         group = self.acks_after_sync
-        fast = self._fast_cfg is cfg and not self.closed
-        acks = self.pending_acks
-        n_acks = len(acks)
-        direct = []                     # without a sync to wait for: this chunk's PubAcks
+        answers = self.pending_acks if group else []    # in publish order
+        queued = len(answers)
         chunk_start = time.monotonic()
         chunked = self.leader_ts is None
-        if fast:
-            store = self.store
-            store_msg = store.store_msg
-            leader_ts = self.leader_ts      # None but while a replica applies its group's entries
-            mms = cfg.get("max_msg_size", -1)
-            max_msgs, max_bytes = cfg.get("max_msgs", -1), cfg.get("max_bytes", -1)
-            limited = max_msgs > 0 or max_bytes > 0
-            per_subject = cfg.get("max_msgs_per_subject", -1)   # > 0: a KV bucket's history
-            consumers = list(self.consumers.values()) if self.consumers else None
-            # plain counter increments take the short path too (counters.py) when there is
-            # no schedule to check
-            counting = cfg.get("allow_msg_counter") and not cfg.get("allow_msg_schedules")
-            last_values = self.counter_values
-            tpl = self._ack_template
-            if tpl is None or tpl[0] != self.engine.domain:
-                self._puback(0)
-                tpl = self._ack_template
-            prefix, suffix = tpl[1], tpl[2] + b"}"
         for i, (subject, reply, hdr, payload, origin) in enumerate(msgs):
-            total = None                # a plain counter increment's new value
-            body = payload              # what is stored (a counter's: the new value)
             if chunked and i and not i % ACK_CHUNK:
                 # answer in chunks, not all at the batch's end: the publishers get their first
                 # PubAcks while the rest is stored, and the two sides overlap instead of
                 # taking turns. With file storage a chunk needs a sync of its own, worth it
                 # only once the chunk took longer than a sync takes.
                 if not group:
-                    if direct:
-                        self._reply_many(direct)
-                        direct = []
+                    if answers:
+                        self._reply_many(answers)
+                        answers = []
                         flush_all()
                 elif time.monotonic() - chunk_start > SYNC_CHUNK:
                     self.flush_acks(mid_batch=True)
-                    acks = self.pending_acks
-                    n_acks = len(acks)
+                    answers = self.pending_acks
+                    queued = 0
                     chunk_start = time.monotonic()
-            if fast and counting and hdr is not None and not payload and not self.closed:
-                incr = counters.plain_increment(hdr)
-                if incr is not None:
-                    total = last_values.value(store, subject)
-                    if total is not None:
-                        total += incr
-                        body = b'{"val":"%d"}' % total
-            if not fast or (hdr is not None and total is None) or self.closed \
-                    or (0 <= mms < len(body) + (len(hdr) if hdr else 0)) \
-                    or (reply is not None and reply.endswith(fastbatch.SUFFIX)) \
-                    or (limited and ((0 < max_msgs <= store.num_msgs) or (
-                        max_bytes > 0 and store.num_bytes + store.msg_size(subject, hdr, body)
-                        > max_bytes))):
-                if group and len(acks) > n_acks:
-                    self.engine.want_sync(self)
-                if direct:              # answered in publish order
-                    self._reply_many(direct)
-                    direct = []
-                self._on_msg(sub, subject, reply, hdr, payload, origin)
-                acks = self.pending_acks
-                n_acks = len(acks)
-                continue
-            try:
-                seq = store_msg(subject, hdr, body, leader_ts)[0]
-            except Exception as exc:    # a store failure must not kill the loop
-                self.store_failed(exc)
-                if direct:
-                    self._reply_many(direct)
-                    direct = []
-                if reply and not no_ack:
-                    err = E.error("JSStreamStoreFailedF", err=str(exc))
-                    self.respond_after_sync(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
-                continue
-            if per_subject > 0:
-                self._limit_subject(subject, per_subject)
-            if consumers is not None:
-                for c in consumers:
-                    try:
-                        c.on_stored(seq, subject)
-                    except Exception:
-                        log.exception("consumer on_stored failed")
-            if total is not None:
-                last_values.stored(subject, seq, total)
-            if reply and not no_ack:
-                ack = (b"%s%d%s" % (prefix, seq, suffix) if total is None
-                       else b'%s%d,"val":"%d"%s' % (prefix, seq, total, suffix))
+            if self.closed:
+                break
+            if (reply is not None and reply.endswith(fastbatch.SUFFIX)) or _batch_id(hdr):
+                # a message of a batch: its batch answers it (in order with what came before)
+                if answers and not group:
+                    self._reply_many(answers)
+                    answers = []
+                self._on_batched(subject, reply, hdr, payload)
                 if group:
-                    acks.append((reply, ack))
-                else:
-                    direct.append((reply, ack))
-        if direct:
-            self._reply_many(direct)
-        if fast and self.age_timer is None:
-            self._schedule_age()
-        if group and len(acks) > n_acks:
-            self.engine.want_sync(self)
+                    answers = self.pending_acks
+                    queued = len(answers)
+                continue
+            answer = self._store_one(subject, hdr, payload)
+            if reply and not no_ack:
+                answers.append((reply, answer))
+        if group:
+            if len(answers) > queued:
+                self.engine.want_sync(self)
+        elif answers:
+            self._reply_many(answers)
 
-    def _on_msg(self, sub, subject, reply, hdr, payload, origin=None):
-        if self.closed:
-            return
+    def _store_one(self, subject, hdr, payload):
+        """process() for a publish -> the answer to send: its PubAck, or the error nats-server
+        answers (a store failure is logged, and the stream goes on)."""
+        try:
+            return self.process(subject, None, hdr, payload)[0]
+        except E.ApiError as err:
+            return E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
+        except Exception as exc:    # a store failure must not kill the loop
+            self.store_failed(exc)
+            err = E.error("JSStreamStoreFailedF", err=str(exc))
+            return E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
+
+    def _on_batched(self, subject, reply, hdr, payload):
+        """A message of a fast batch (its reply names the batch) or of an atomic batch
+        (Nats-Batch-Id): staged by its batch, which stores the batch through process() and
+        answers (the fast batch its flow control too)."""
         try:
             if reply and reply.endswith(fastbatch.SUFFIX):
                 req, _ = fastbatch.parse_reply(reply)
-                return self.fast_batches.handle(req, subject, reply, hdr, payload)
-            bid = _batch_id(hdr)
-            if bid:
-                ack = self.batches.handle(bid, subject, reply, hdr, payload, parse_headers(hdr))
-                if ack is None:
-                    return
-            else:
-                ack = self.process(subject, reply, hdr, payload)
+                self.fast_batches.handle(req, subject, reply, hdr, payload)
+                return
+            ack = self.batches.handle(_batch_id(hdr), subject, reply, hdr, payload,
+                                      parse_headers(hdr))
         except E.ApiError as err:
-            if reply and not self.config.get("no_ack"):
-                self.respond_after_sync(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
-            return
+            ack = (E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}),)
         except Exception as exc:    # a store failure must not kill the loop
             self.store_failed(exc)
-            if reply and not self.config.get("no_ack"):
-                err = E.error("JSStreamStoreFailedF", err=str(exc))
-                self.respond_after_sync(reply, E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}))
-            return
+            err = E.error("JSStreamStoreFailedF", err=str(exc))
+            ack = (E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0}),)
         if reply and ack is not None and not self.config.get("no_ack"):
-            # every answer (a duplicate's and an error's too) in publish order, as nats-server
             self.respond_after_sync(reply, ack[0])
 
     def _reply(self, reply, data):
@@ -438,95 +393,40 @@ class Stream:
         return True
 
     def process(self, subject, reply, hdr, payload, raw=None, sourced=False, batch=None):
-        """Store one message; returns (puback bytes, needs_sync) or raises ApiError.
-        `raw` = (seq, ts): a mirrored message stored under the origin's sequence and time;
-        `sourced`: copied by a mirror or source (the origin checked its headers);
-        `batch` = (id, count, last): a message of an atomic batch being committed."""
+        """Store one message by every rule of the stream's configuration -> (PubAck bytes,
+        needs_sync), or raise the ApiError nats-server answers. Every message a stream stores
+        comes through here: publishes (_on_batch), a replica's committed entries, mirrored
+        and sourced messages (`raw` = (seq, ts): stored under the origin's sequence and time;
+        `sourced`: the origin checked its headers), committed atomic batches (`batch` = (id,
+        count, last)), due schedules and subject delete markers."""
         sourced = sourced or raw is not None
-        cfg = self.config
-        if cfg.get("sealed"):
+        if self.sealed:
             raise E.error("JSStreamSealedErr")
         if self.transform is not None:
             mapped = self.transform.apply(subject.decode())
             if mapped:
                 subject = mapped.encode()
-        size = len(payload) + (len(hdr) if hdr else 0)
-        mms = cfg.get("max_msg_size", -1)
-        if 0 <= mms < size and mms != -1:
+        if 0 <= self.max_msg_size < len(payload) + (len(hdr) if hdr else 0):
             raise E.error("JSStreamMessageExceedsMaximumErr")
-        if hdr and len(hdr) > MAX_HDR:
-            raise E.error("JSStreamHeaderExceedsMaximumErr")
-        h = parse_headers(hdr) if hdr else {}
-        ttl = 0
-        msg_id = ""
-        rollup = ""
-        incr = None
-        if h:
-            if raw is None:
-                incr = counters.increment(h, payload, cfg.get("allow_msg_counter"), sourced)
-            if not sourced:
-                if h.get("Nats-Batch-Id") and batch is None:
-                    raise E.error("JSAtomicPublishDisabledErr")     # only batches.py stores these
-                if "Nats-Schedule" in h or "Nats-Schedule-Next" in h or "Nats-Scheduler" in h:
-                    checked = schedules.check(self, subject, hdr, h, sourced)
-                    if checked is not hdr:          # a schedule rolls up its subject
-                        hdr, h = checked, parse_headers(checked)
-            es = h.get("Nats-Expected-Stream")
-            if es is not None and es != self.name:
-                raise E.error("JSStreamNotMatchErr")
-            msg_id = h.get("Nats-Msg-Id", "")
-            if msg_id and raw is None:
-                d = self._dedup_lookup(msg_id)
-                if d is not None:
-                    return self._puback(d, True), False
-            elm = h.get("Nats-Expected-Last-Msg-Id")
-            if elm is not None and elm != self.last_msg_id:
-                raise E.error("JSStreamWrongLastMsgIDErrF", id=self.last_msg_id)
-            els = h.get("Nats-Expected-Last-Sequence")
-            if els is not None:
-                last = self.store.state()["last_seq"]
-                try:
-                    want = int(els)
-                except ValueError:
-                    want = -1
-                if want != last:
-                    raise E.error("JSStreamWrongLastSequenceErrF", seq=last)
-            elss = h.get("Nats-Expected-Last-Subject-Sequence")
-            if elss is not None:
-                filt = h.get("Nats-Expected-Last-Subject-Sequence-Subject") or subject.decode()
-                sm = self.store.load_last(filt)
-                last = sm.seq if sm else 0
-                try:
-                    want = int(elss)
-                except ValueError:
-                    want = -1
-                if want != last:
-                    raise E.error("JSStreamWrongLastSequenceErrF", seq=last)
-            rollup = h.get("Nats-Rollup", "")
-            if rollup:
-                if not cfg.get("allow_rollup_hdrs") and not sourced:
-                    raise E.error("JSStreamRollupFailedF", err="rollup not permitted")
-                if rollup not in ("sub", "all"):
-                    raise E.error("JSStreamRollupFailedF", err='rollup value invalid: "%s"' % rollup)
-            tv = ttl_header(hdr)
-            if tv is not None and raw is not None and not cfg.get("allow_msg_ttl"):
-                tv = None               # a mirror keeps the message, without expiring it
-            if tv:                      # an empty value is no TTL (as nats-server)
-                try:
-                    ttl, bad = parse_ttl(tv), False
-                except ValueError:
-                    ttl, bad = 0, True
-                if ttl != 0 and not cfg.get("allow_msg_ttl"):
-                    raise E.error("JSMessageTTLDisabledErr")
-                if bad:                 # an invalid value reads as 0: "invalid", not "disabled"
-                    raise E.error("JSMessageTTLInvalidErr")
-                ttl = min(ttl, MAX_TTL)
-        value = None
-        if incr is not None and cfg.get("allow_msg_counter"):
-            sm = self.store.load_last(subject)
-            hdr, payload, value = counters.apply((sm.hdr, sm.msg) if sm else None, subject, hdr,
-                                                 h, payload, incr)
-        if cfg.get("discard") == "new" and not rollup:
+        h = None
+        ttl, msg_id, rollup, value = 0, "", "", None
+        if hdr:
+            if len(hdr) > MAX_HDR:
+                raise E.error("JSStreamHeaderExceedsMaximumErr")
+            h = parse_headers(hdr)
+            if h:
+                hdr, h, incr, duplicate = self._check_headers(subject, hdr, h, payload, raw,
+                                                              sourced, batch)
+                if duplicate:
+                    return self._puback(duplicate, True), False
+                msg_id = h.get("Nats-Msg-Id", "")
+                rollup = h.get("Nats-Rollup", "")
+                ttl = self._ttl_of(hdr, raw)
+                if incr is not None and self.counting:
+                    hdr, payload, value = counters.apply(
+                        self.counter_values.last(self.store, subject), subject, hdr, h,
+                        payload, incr)
+        if self.discard_new and not rollup:
             self._check_discard_new(subject, hdr, payload)
         # republished by the leader alone (one copy per message on a cluster), with the
         # subject's last sequence before this message, as nats-server's Nats-Last-Sequence
@@ -541,6 +441,8 @@ class Stream:
         if msg_id:
             self._dedup_add(msg_id, seq, ts)
             self.last_msg_id = msg_id
+        if value is not None:
+            self.counter_values.stored(subject, seq, value, hdr)
         if ttl > 0:
             heapq.heappush(self.ttl_heap, (ts + ttl * NS, seq))
             self._schedule_ttl()
@@ -548,21 +450,84 @@ class Stream:
             self.store.compact(seq)
         elif rollup == "sub":                   # keep this one, as nats-server's Keep: 1
             self.store.purge(subject.decode(), 0, 1)
-        self.enforce_limits(subject)
-        if self.age_timer is None:
+        if self.count_limits:
+            self.enforce_limits(subject)
+        if self.age_timer is None and self.max_age:
             self._schedule_age()
         if republish_last is not None:
             self._republish(subject, hdr, payload, seq, ts, republish_last)
-        for c in list(self.consumers.values()):
-            try:
-                c.on_stored(seq, subject)
-            except Exception:
-                log.exception("consumer on_stored failed")
-        if h and cfg.get("allow_msg_schedules"):
+        if self.consumers:
+            for c in list(self.consumers.values()):
+                try:
+                    c.on_stored(seq, subject)
+                except Exception:
+                    log.exception("consumer on_stored failed")
+        if h and self.scheduling:
             self.schedules.stored(seq, subject.decode("utf-8", "surrogateescape"), h, ts)
-        if cfg.get("retention") == "interest":
+        if self.interest:
             self._check_interest(seq, subject)
         return self._puback(seq, value=value, batch=batch if batch and batch[2] else None), True
+
+    def _check_headers(self, subject, hdr, h, payload, raw, sourced, batch):
+        """The rules of a message's headers before it is stored -> (headers, parsed headers,
+        a counter's increment or None, the sequence of the message it duplicates or 0)."""
+        incr = None
+        if raw is None:
+            incr = counters.increment(h, payload, self.counting, sourced)
+        if not sourced:
+            if h.get("Nats-Batch-Id") and batch is None:
+                raise E.error("JSAtomicPublishDisabledErr")     # only batch.py stores these
+            if "Nats-Schedule" in h or "Nats-Schedule-Next" in h or "Nats-Scheduler" in h:
+                checked = schedules.check(self, subject, hdr, h, sourced)
+                if checked is not hdr:          # a schedule rolls up its subject
+                    hdr, h = checked, parse_headers(checked)
+        es = h.get("Nats-Expected-Stream")
+        if es is not None and es != self.name:
+            raise E.error("JSStreamNotMatchErr")
+        msg_id = h.get("Nats-Msg-Id", "")
+        if msg_id and raw is None:
+            d = self._dedup_lookup(msg_id)
+            if d is not None:
+                return hdr, h, incr, d
+        elm = h.get("Nats-Expected-Last-Msg-Id")
+        if elm is not None and elm != self.last_msg_id:
+            raise E.error("JSStreamWrongLastMsgIDErrF", id=self.last_msg_id)
+        els = h.get("Nats-Expected-Last-Sequence")
+        if els is not None:
+            last = self.store.state()["last_seq"]
+            if _expected_seq(els) != last:
+                raise E.error("JSStreamWrongLastSequenceErrF", seq=last)
+        elss = h.get("Nats-Expected-Last-Subject-Sequence")
+        if elss is not None:
+            filt = h.get("Nats-Expected-Last-Subject-Sequence-Subject") or subject.decode()
+            sm = self.store.load_last(filt)
+            last = sm.seq if sm else 0
+            if _expected_seq(elss) != last:
+                raise E.error("JSStreamWrongLastSequenceErrF", seq=last)
+        rollup = h.get("Nats-Rollup", "")
+        if rollup:
+            if not self.config.get("allow_rollup_hdrs") and not sourced:
+                raise E.error("JSStreamRollupFailedF", err="rollup not permitted")
+            if rollup not in ("sub", "all"):
+                raise E.error("JSStreamRollupFailedF", err='rollup value invalid: "%s"' % rollup)
+        return hdr, h, incr, 0
+
+    def _ttl_of(self, hdr, raw):
+        """A message's Nats-TTL in seconds (0: none, -1: never), or the ApiError for one the
+        stream does not allow or cannot read."""
+        tv = ttl_header(hdr)
+        allowed = self.config.get("allow_msg_ttl")
+        if not tv or (raw is not None and not allowed):
+            return 0                    # a mirror keeps the message, without expiring it
+        try:                            # an empty value is no TTL (as nats-server)
+            ttl, bad = parse_ttl(tv), False
+        except ValueError:
+            ttl, bad = 0, True
+        if ttl != 0 and not allowed:
+            raise E.error("JSMessageTTLDisabledErr")
+        if bad:                         # an invalid value reads as 0: "invalid", not "disabled"
+            raise E.error("JSMessageTTLInvalidErr")
+        return min(ttl, MAX_TTL)
 
     def _limit_subject(self, subject, keep):
         """max_msgs_per_subject after a store (discard old): the subject's oldest messages go.
@@ -590,28 +555,23 @@ class Stream:
     def enforce_limits(self, subject=None):
         """Discard-old limits after a store (and after a config update)."""
         cfg = self.config
-        mps = cfg.get("max_msgs_per_subject", -1)
-        if mps <= 0 and cfg.get("max_msgs", -1) <= 0 and cfg.get("max_bytes", -1) <= 0:
+        mps, mm, mb = (cfg.get("max_msgs_per_subject", -1), cfg.get("max_msgs", -1),
+                       cfg.get("max_bytes", -1))
+        if mps <= 0 and mm <= 0 and mb <= 0:
             return                      # no count limits: nothing to read per message
-        st = self.store.state()
+        store = self.store
         if mps > 0:
             if subject is not None:
                 self._limit_subject(subject, mps)
             else:
-                for subj, n in self.store.subjects().items():
+                for subj, n in store.subjects().items():
                     if n > mps:
-                        self.store.purge(subj, 0, mps)
-            st = self.store.state()
-        mm = cfg.get("max_msgs", -1)
-        if mm > 0 and st["messages"] > mm:
-            excess = st["messages"] - mm
-            self._remove_first(excess)
-            st = self.store.state()
-        mb = cfg.get("max_bytes", -1)
-        if mb > 0 and st["bytes"] > mb:
-            while st["bytes"] > mb and st["messages"] > 0:
+                        store.purge(subj, 0, mps)
+        if mm > 0 and store.num_msgs > mm:
+            self._remove_first(store.num_msgs - mm)
+        if mb > 0:
+            while store.num_bytes > mb and store.num_msgs > 0:
                 self._remove_first(1)
-                st = self.store.state()
 
     def _remove_first(self, n):
         seq = self.store.first_seq
