@@ -48,7 +48,6 @@ waiting pull requests ride in its own group.
 import json
 import logging
 import os
-import secrets
 import shutil
 import time
 
@@ -59,6 +58,7 @@ from natsd.jetstream.replicated import clusterinfo, forward as replforward
 from natsd.jetstream.engine import consumerconfig as cc, errors as E
 from natsd.jetstream.engine.consumer import Consumer
 from natsd.jetstream.replicated.clusterinfo import step_down
+from natsd.jetstream.replicated.consumers import ReplicatedConsumers, replica_count
 from natsd.jetstream.replicated.placement import CONSUMER_LED, Claim
 
 log = logging.getLogger("natsd")
@@ -71,23 +71,6 @@ RECONCILE = 0.25                # seconds between two steps of a change of membe
 CREATE_ANSWER_WAIT = 2.0        # seconds a create waits for the group's leader to answer it
 NEEDS_ALL = {"delivered": {"consumer_seq": 0, "stream_seq": 0},     # a state from before the
              "ack_floor": {"consumer_seq": 0, "stream_seq": 0}}     # first message
-_ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-
-
-def replica_count(cfg, stream, stream_replicas):
-    """A consumer's replicas as nats-server counts them: `num_replicas`, where 0 means the
-    stream's, but one for an ephemeral of a limits stream."""
-    r = cfg.get("num_replicas", 0)
-    if r:
-        return r
-    if not cfg.get("durable_name") and stream.config.get("retention", "limits") == "limits":
-        return 1
-    return stream_replicas
-
-
-def new_group_name(replicas):
-    """A new consumer group's name, shaped as nats-server's."""
-    return "C-R%dF-%s" % (replicas, "".join(secrets.choice(_ID_CHARS) for _ in range(8)))
 
 
 def claimed_subjects(stream, consumer):
@@ -100,7 +83,6 @@ class ConsumerGroup:
         """rs: the stream's ReplicatedStream; row: the consumer's row in the stream's table
         (created, config, group, peers); fresh: the assignment was just committed (not
         replayed at a start): the first of its servers stands for election at once."""
-        from natsd.jetstream.replicated.consumers import ReplicatedConsumers
         self.rs = rs
         self.meta = rs.meta
         self.jsa = rs.jsa

@@ -50,10 +50,10 @@ removals here as it does for the consumers that ride here.
 """
 import logging
 import random
+import secrets
 
 from natsd._core.router import publish
 from natsd.jetstream.engine import consumerconfig as cc, errors as E, persist
-from natsd.jetstream.replicated import consumergroup
 from natsd.jetstream.engine.consumer import Consumer
 from natsd.jetstream.engine.pull import status_hdr
 
@@ -67,9 +67,32 @@ OPS = {"consumer_create": "consumer_create_response", "consumer_delete": "consum
        "consumer_state": None}
 
 
+_ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def replica_count(cfg, stream, stream_replicas):
+    """A consumer's replicas as nats-server counts them: `num_replicas`, where 0 means the
+    stream's, but one for an ephemeral of a limits stream."""
+    r = cfg.get("num_replicas", 0)
+    if r:
+        return r
+    if not cfg.get("durable_name") and stream.config.get("retention", "limits") == "limits":
+        return 1
+    return stream_replicas
+
+
+def new_group_name(replicas):
+    """A new consumer group's name, shaped as nats-server's."""
+    return "C-R%dF-%s" % (replicas, "".join(secrets.choice(_ID_CHARS) for _ in range(8)))
+
+
 class ReplicatedConsumers:
-    def __init__(self, rs):
-        self.rs = rs                    # the ReplicatedStream
+    def __init__(self, rs, host_group=None):
+        """rs: the ReplicatedStream (or the ConsumerGroup whose one row this table is);
+        host_group: what hosts a consumer with a Raft group of its own (ConsumerGroup), on a
+        stream's table."""
+        self.rs = rs
+        self.host_group = host_group
         self.rows = {}                  # name -> {"created", "config" (JSON), "state"}
         self.live = False               # this server is the leader and runs them
         self.changed_cfg = {}           # name -> Consumer: state (and config) to propose
@@ -95,22 +118,22 @@ class ReplicatedConsumers:
 
     def wants_group(self, cfg, stream):
         """Whether a consumer gets a Raft group of its own, on a stream's table: one that
-        counts more than one replica (consumergroup.replica_count); a consumer with fewer
+        counts more than one replica (replica_count); a consumer with fewer
         than its stream has some of the stream's servers as members."""
         n = len(getattr(self.rs, "peers", ()))
-        return n > 1 and consumergroup.replica_count(cfg, stream, n) > 1
+        return n > 1 and replica_count(cfg, stream, n) > 1
 
     def new_group(self, cfg, stream):
         """A new consumer group's assignment -> (name, servers): this server (the stream's
         leader) and as many others of the stream's as the consumer counts replicas, those it
         reaches first."""
         me, peers = self.rs.meta.peer, self.rs.peers
-        count = min(consumergroup.replica_count(cfg, stream, len(peers)), len(peers))
+        count = min(replica_count(cfg, stream, len(peers)), len(peers))
         connected = self.rs.meta.connected
         others = [p for p in peers if p != me]
         random.shuffle(others)
         others.sort(key=lambda p: p not in connected)
-        return consumergroup.new_group_name(count), [me] + others[:count - 1]
+        return new_group_name(count), [me] + others[:count - 1]
 
     def propose_create(self, cfg, name, created, action, reply):
         """A create or update; one that changes whether the consumer has a group of its own
@@ -182,7 +205,7 @@ class ReplicatedConsumers:
             self.hosts.pop(name).stop(delete=True)
         for name, row in self.rows.items():
             if row.get("group") and name not in self.hosts:
-                self.hosts[name] = consumergroup.ConsumerGroup(self.rs, name, row)
+                self.hosts[name] = self.host_group(self.rs, name, row)
 
     def host_leaders_changed(self):
         """A consumer group's leader changed (or one came or went). A consumer led by another
@@ -214,7 +237,7 @@ class ReplicatedConsumers:
         """nats-server's ClusterInfo of consumer `o`: its group's (its stream's, or its own).
         One that nats-server gives one replica has no group there and shows the server it
         runs on alone; here it runs on its stream's leader."""
-        if o is None or consumergroup.replica_count(o.cfg, self.rs.stream, len(self.rs.peers)) != 1:
+        if o is None or replica_count(o.cfg, self.rs.stream, len(self.rs.peers)) != 1:
             return self.rs.cluster_info()
         out = {"name": self.rs.meta.routes.name}
         leader = self.rs.group.leader
@@ -399,7 +422,7 @@ class ReplicatedConsumers:
     def _apply_hosted_create(self, name, row, reply):
         host = self.hosts.get(name)
         if host is None:
-            host = self.hosts[name] = consumergroup.ConsumerGroup(self.rs, name, row, fresh=True)
+            host = self.hosts[name] = self.host_group(self.rs, name, row, fresh=True)
         else:
             host.update_row(row)
         if reply:

@@ -53,6 +53,7 @@ from natsd.jetstream.engine import advisories, errors as E, streamops
 from natsd.jetstream.replicated import (
     catchup, clusterinfo, forward as replforward, scale as replscale, snapshots as replsnapshot)
 from natsd.jetstream.replicated.clusterinfo import peer_infos, step_down
+from natsd.jetstream.replicated.consumergroup import ConsumerGroup
 from natsd.jetstream.replicated.consumers import OPS as CONSUMER_OPS, ReplicatedConsumers
 
 log = logging.getLogger("natsd")
@@ -188,7 +189,7 @@ class ReplicatedStream:
         self.creator = assignment if fresh and assignment.get("reply") else None
         if assignment.get("adopt"):
             self.creator = None         # its server answers at once (replscale)
-        self.consumers = ReplicatedConsumers(self)
+        self.consumers = ReplicatedConsumers(self, host_group=ConsumerGroup)
         if adopt is not None:
             replscale.adopt(self, adopt)
         self.group = RaftGroup(self.server, self.group_name, meta.peer, os.path.join(self.dir, "raft"),
