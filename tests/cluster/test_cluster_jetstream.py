@@ -8,7 +8,7 @@ import nats
 import pytest
 from nats.js.api import StreamConfig
 
-from tests.cluster.clusterhelp import kill9, restart_member, start_js_cluster
+from tests.support.cluster import kill9, restart_member, start_js_cluster
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import contextlib
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import start_member, wait_mesh
+from tests.support.cluster import start_member, wait_mesh
 from tests.support.jwtmint import Mint, creds
 from tests.support.servers import nats_server_cmd
 from tests.support.waiting import until

@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all
 from tests.cluster.test_replicated_consumers import STREAM, WORK, add_work, consumer_request, fetch, info, publish
 from tests.cluster.test_replicated_streams import api, create, leader_of, local_state
+from tests.support.cluster import fault_seeds, js_cluster, kill9, restart_all
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")

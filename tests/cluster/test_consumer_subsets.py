@@ -10,10 +10,10 @@ import random
 
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_member
 from tests.cluster.test_meta_group import healthz
 from tests.cluster.test_replicated_consumers import STREAM, WORK, add_work, consumer_request, fetch, info, publish
 from tests.cluster.test_replicated_streams import api, create, leader_of, meta_request
+from tests.support.cluster import fault_seeds, js_cluster, kill9, restart_member
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")

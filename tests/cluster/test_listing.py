@@ -8,8 +8,8 @@ import json
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import js_cluster
 from tests.cluster.test_replicated_streams import api, create, leader_of
+from tests.support.cluster import js_cluster
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")

@@ -12,7 +12,7 @@ import urllib.request
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, kill9, leaders_by_term, restart_member, start_js_cluster
+from tests.support.cluster import fault_seeds, kill9, leaders_by_term, restart_member, start_js_cluster
 from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
 from tests.support.waiting import poll
 
@@ -297,7 +297,7 @@ def test_servers_routed_through_one_seed_form_one_meta_group(tmp_path, seed):
     the others name only it and find each other through it; started at seeded intervals,
     they form one meta group of all of them with one leader."""
     import random
-    from tests.cluster.clusterhelp import js_extra, start_member
+    from tests.support.cluster import js_extra, start_member
     from tools.serverproc import free_port
     rng = random.Random(seed)
     seeds = ["nats://127.0.0.1:%d" % free_port()]
@@ -326,7 +326,7 @@ def test_a_restarted_server_never_says_a_stream_is_not_found(tmp_path, kind):
     once, over and over for two seconds: before its meta group hears a leader it does not
     know every stream, so it does not answer 10059; the stream's leader answers (nats-server
     never answered not found either)."""
-    from tests.cluster.clusterhelp import js_cluster
+    from tests.support.cluster import js_cluster
     from tests.cluster.test_replicated_streams import create, leader_of
     with js_cluster(kind, tmp_path) as members:
         asyncio.run(create(members[0], {"name": "R3", "subjects": ["r3.>"], "num_replicas": 3}))

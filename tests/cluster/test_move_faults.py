@@ -11,10 +11,10 @@ import signal
 
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, js_cluster, restart_member
 from tests.cluster.test_placement import cfg, first_create, servers_of
 from tests.cluster.test_replicated_streams import (api, check_acked, converged, leader_of, local_state,
                                                    publish_window, stream_elections)
+from tests.support.cluster import fault_seeds, js_cluster, restart_member
 from tests.support.waiting import poll
 
 TAGS = {"A": ["old"], "B": ["old", "new"], "C": ["old", "new"], "D": ["new"]}

@@ -12,9 +12,9 @@ import signal
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import js_cluster
 from tests.cluster.test_replicated_streams import api, check_acked, converged, leader_of, publish_window
 from tests.cluster.test_stream_peers import hosts
+from tests.support.cluster import js_cluster
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")

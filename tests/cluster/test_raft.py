@@ -1,4 +1,4 @@
-"""Raft (natsd/raft/node.py) in the deterministic world of tests/cluster/raftsim.py: elections,
+"""Raft (natsd/raft/node.py) in the deterministic world of tests/support/raftsim.py: elections,
 replication, commit on a quorum of durable copies, snapshots, membership changes, leader
 transfer, and the faults of the clustering issue (kill -9 of the leader, of a follower, of all
 servers at once, partitions with clients on both sides, a server back with an empty disk, a slow
@@ -9,7 +9,7 @@ import pytest
 
 from natsd.raft import node as raft, messages as raftmsg
 from natsd.raft.node import MAX_APPEND_BYTES, NotLeader
-from tests.cluster.raftsim import World
+from tests.support.raftsim import World
 
 SEEDS = range(20)
 ET = (0.3, 0.6)

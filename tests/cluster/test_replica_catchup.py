@@ -13,9 +13,9 @@ import urllib.request
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_member, slow_disk_env
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
                                                    publish_window, stream_elections, unanswered)
+from tests.support.cluster import fault_seeds, js_cluster, kill9, restart_member, slow_disk_env
 from tests.support.waiting import poll
 
 

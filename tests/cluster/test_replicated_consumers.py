@@ -10,8 +10,8 @@ import signal
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.cluster.test_replicated_streams import api, converged, create, leader_of, local_state, stream_elections
+from tests.support.cluster import fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")

@@ -8,8 +8,8 @@ import random
 
 import nats
 
-from tests.cluster.clusterhelp import js_cluster, kill9
 from tests.cluster.test_replicated_streams import api, create, leader_of, local_state
+from tests.support.cluster import js_cluster, kill9
 from tests.support.waiting import poll
 
 

@@ -16,8 +16,8 @@ import nats
 import pytest
 
 from natsd.jetstream.engine.store import FileStore
-from tests.cluster.clusterhelp import fault_seeds, restart_member, start_js_cluster
 from tests.cluster.test_replicated_streams import api, converged, create, leader_of
+from tests.support.cluster import fault_seeds, restart_member, start_js_cluster
 
 STREAM = {"name": "R3", "subjects": ["cnt.>"], "num_replicas": 3, "allow_msg_counter": True}
 

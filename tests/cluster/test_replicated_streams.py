@@ -16,7 +16,7 @@ import urllib.request
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import (fault_seeds, js_cluster, kill9, leaders_by_term, restart_member,
+from tests.support.cluster import (fault_seeds, js_cluster, kill9, leaders_by_term, restart_member,
                                        start_js_cluster)
 from tests.support.waiting import poll
 
@@ -157,7 +157,7 @@ def check_acked(member, acked, state):
 
 def stream_elections(members):
     """Every election of the stream's group the members' logs name, checked for one leader per
-    term (clusterhelp.leaders_by_term); fails if there were none."""
+    term (tests/support/cluster.py, leaders_by_term); fails if there were none."""
     terms = {term: peer for (group, term), peer in leaders_by_term(members).items() if group.startswith("S-")}
     assert terms, "no election of the stream's group in the logs"
     return terms
@@ -439,8 +439,8 @@ def test_partitioned_leader_acks_nothing_and_the_majority_goes_on(tmp_path, seed
     address, so no route is made around them). The stream's leader is cut off with a client
     on each side: nothing published on its side is acknowledged, the other two elect a leader
     and take writes, and after the heal every replica holds exactly the acknowledged ones."""
-    from tests.cluster.clusterhelp import start_member, wait_mesh
-    from tests.cluster.tcpproxy import TcpProxy
+    from tests.support.cluster import start_member, wait_mesh
+    from tests.support.tcpproxy import TcpProxy
     from tools.serverproc import free_port
     rng = random.Random(seed)
     names = "ABC"

@@ -11,9 +11,9 @@ import time
 import nats
 import nats.js.errors
 
-from tests.cluster.clusterhelp import js_cluster, kill9, restart_member
 from tests.cluster.test_replicated_copies import copies_hold
 from tests.cluster.test_replicated_streams import api, create, leader_of, local_state
+from tests.support.cluster import js_cluster, kill9, restart_member
 from tests.support.waiting import poll
 
 

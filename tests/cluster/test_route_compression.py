@@ -9,7 +9,7 @@ import nats
 import pytest
 
 from natsd.net.compression import LEVELS
-from tests.cluster.clusterhelp import start_member, wait_mesh, wait_interest
+from tests.support.cluster import start_member, wait_interest, wait_mesh
 from tests.support.servers import nats_server_cmd
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")

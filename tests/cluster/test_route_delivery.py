@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.cluster.clusterhelp import js_cluster, wait_interest
+from tests.support.cluster import js_cluster, wait_interest
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
 

@@ -10,7 +10,7 @@ import time
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import start_member
+from tests.support.cluster import start_member
 from tests.support.servers import nats_server_cmd
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")

@@ -9,7 +9,7 @@ import time
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import start_member, wait_mesh, wait_interest
+from tests.support.cluster import start_member, wait_interest, wait_mesh
 from tests.support.servers import nats_server_cmd
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")
@@ -312,7 +312,7 @@ def test_partition_and_heal(tmp_path, kinds, seed):
     ends find out from their pings and drop it, nothing crosses meanwhile, and once the
     network heals the route comes back and traffic flows again, each message once."""
     import random
-    from tests.cluster.tcpproxy import TcpProxy
+    from tests.support.tcpproxy import TcpProxy
     rnd = random.Random(seed)
     pings = "ping_interval: \"1s\"\n  ping_max: 2"
     a = start_member(kinds[0], tmp_path, "A", cluster_extra=pings)

@@ -18,10 +18,10 @@ import random
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.cluster.test_replicated_consumers import WORK, add_work, consumer_request, fetch, info
 from tests.cluster.test_replicated_streams import (api, check_acked, converged, create, leader_of, local_state,
                                                    meta_request, publish_window)
+from tests.support.cluster import fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")

@@ -9,10 +9,10 @@ import json
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import js_cluster
 from tests.cluster.test_replicated_consumers import WORK, add_work, fetch, info
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
                                                    local_state, publish_window)
+from tests.support.cluster import js_cluster
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")

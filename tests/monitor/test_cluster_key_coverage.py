@@ -21,10 +21,10 @@ import urllib.request
 import nats
 import pytest
 
-from tests.cluster.clusterhelp import start_js_cluster
 from tests.monitor.conftest import every_answer
 from tests.monitor.keycheck import differences, fold, union
 from tests.support.certs import CA
+from tests.support.cluster import start_js_cluster
 from tests.support.waiting import poll
 
 ACCOUNTS = ('accounts { A { jetstream: enabled, users: [{user: a, password: a}] }, '

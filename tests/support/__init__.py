@@ -6,6 +6,10 @@
   with a timeout);
 - fixtures: the shared fixtures (natsd, reference, any_server, starters, js_server, pki, the
   client probes), registered by tests/conftest.py;
+- cluster: clusters of real servers of either kind (members, routes, JetStream clusters,
+  restarts, kill -9, a slow disk);
+- tcpproxy: a TCP proxy that cuts and heals a route;
+- raftsim: a deterministic world (time, network, disks) for Raft nodes;
 - certs: a CA and the certificates it issues, the `pki` set;
 - jwtmint: operators, accounts and users as nsc issues them, .creds files;
 - probes: the client probes (nats.go, nats.js, nats.c) and their comparison on both servers.

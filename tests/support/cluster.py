@@ -1,19 +1,21 @@
 """Clusters of real servers for tests: natsd and nats-server members, joined by routes.
 
 Each member gets a config file (server name, ephemeral client, monitoring and route ports);
-the first member is the seed the others route to, gossip completes the mesh. Waiting is on
-conditions seen in /routez (every other member present, a subject's interest arrived), never
-on sleeps. Members are ServerProcess objects (tests/conftest.py), killed by PID at teardown.
+the first member is the seed the others route to, gossip completes the mesh. JetStream
+clusters (start_js_cluster, js_cluster) name every member in every route list, on ports
+chosen before the start; members restart in place (restart_member, restart_all) and die by
+kill -9 (kill9). Waiting is on conditions seen in /routez (every other member present, a
+subject's interest arrived), never on sleeps. Members are ServerProcess objects
+(tests/support/servers.py), killed by PID at teardown. Also here: the elected leaders read
+from the logs, a slow disk (an LD_PRELOAD library) and the seeds of the fault scenarios.
 """
 import contextlib
-import json
 import os
 import re
 import signal
-import time
-import urllib.request
 
-from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
+from tests.support.servers import ServerProcess, http_json, nats_server_cmd, natsd_cmd
+from tests.support.waiting import poll
 
 ROUTE_RE = re.compile(r"Listening for route connections on (\S+):(\d+)")
 
@@ -36,8 +38,7 @@ class Member:
         return "nats://127.0.0.1:%d" % self.route_port
 
     def get(self, path):
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.proc.http_port, path), timeout=5) as r:
-            return json.loads(r.read())
+        return http_json(self.proc.http_port, path)
 
     def remote_names(self):
         return {r.get("remote_name") for r in self.get("/routez").get("routes") or []}
@@ -73,27 +74,20 @@ def start_member(kind, tmp_path, name, routes=(), cluster="C1", extra="", cluste
 
 def wait_mesh(members, timeout=20.0):
     """Until every member has routes to every other member."""
-    deadline = time.monotonic() + timeout
     want = {m.name for m in members}
-    while True:
-        missing = {m.name: (want - {m.name}) - m.remote_names() for m in members}
-        if not any(missing.values()):
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("cluster never meshed, missing: %r" % missing)
-        time.sleep(0.05)
+
+    def missing():
+        return {m.name: (want - {m.name}) - m.remote_names() for m in members}
+    if not poll(lambda: not any(missing().values()), timeout, 0.05):
+        raise AssertionError("cluster never meshed, missing: %r" % missing())
 
 
 def wait_interest(members, subject, timeout=10.0):
     """Until every member saw `subject` in what its routes told it (from any member)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        lacking = [m.name for m in members if subject not in m.route_subjects()]
-        if not lacking:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("interest in %r never reached %r" % (subject, lacking))
-        time.sleep(0.05)
+    def lacking():
+        return [m.name for m in members if subject not in m.route_subjects()]
+    if not poll(lambda: not lacking(), timeout, 0.05):
+        raise AssertionError("interest in %r never reached %r" % (subject, lacking()))
 
 
 def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js="", env=lambda name: None,

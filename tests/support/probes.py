@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 
-from tests.cluster.clusterhelp import js_cluster
+from tests.support.cluster import js_cluster
 from tests.support.servers import ROOT
 
 

@@ -1,4 +1,4 @@
-"""A TCP proxy a test controls, to partition a route: `cut()` stops carrying bytes both ways
+"""The TCP proxy a test controls, to partition a route: `cut()` stops carrying bytes both ways
 while the connections stay open (what a network partition looks like to both ends: silence,
 found only by the route's pings), `heal()` drops what was cut and carries new connections
 again."""
