@@ -16,7 +16,7 @@ import time
 import nats
 import pytest
 
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 
 CONF = """
 accounts {

@@ -8,7 +8,7 @@ import time
 
 import bcrypt
 
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 
 HASH = bcrypt.hashpw(b"right", bcrypt.gensalt(rounds=11)).decode()
 

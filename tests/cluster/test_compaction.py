@@ -29,8 +29,8 @@ from natsd.jetstream.replicated.streams import COMPACT_ENTRIES
 from tests.cluster.test_replicated_consumers import WORK, add_work, consumer_request, fetch, info
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
                                                    local_state, publish_window, stored, stream_elections)
-from tests.core.rawclient import RawClient
 from tests.support.cluster import fault_seeds, js_cluster, kill9, restart_all, restart_member
+from tests.support.rawclient import RawClient
 from tests.support.waiting import poll
 
 MORE = COMPACT_ENTRIES + 1500           # past one snapshot on every replica

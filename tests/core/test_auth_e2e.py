@@ -7,8 +7,8 @@ import nats.errors
 import nkeys
 import pytest
 
-from tests.core.rawclient import RawClient
 from tests.core.test_pubsub import run
+from tests.support.rawclient import RawClient
 
 
 def make_nkey_user():

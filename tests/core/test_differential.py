@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 from tests.support.servers import nats_server_cmd, natsd_cmd, start_server
 
 CLOSED = b"<closed>"

@@ -10,7 +10,7 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 from tests.support.servers import natsd_cmd, start_server
 
 RSS_LIMIT = 200 * 1024 * 1024

@@ -9,7 +9,7 @@ import time
 import nats
 import pytest
 
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 from tests.support.waiting import poll
 
 LDM_CONF = 'lame_duck_duration: "30s"\nlame_duck_grace_period: "1s"\n'

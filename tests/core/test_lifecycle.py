@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 from tests.support.servers import ROOT, natsd_cmd
 from tests.support.waiting import poll
 

@@ -5,7 +5,7 @@ import threading
 import urllib.request
 
 
-from tests.core.rawclient import RawClient, parse_msgs
+from tests.support.rawclient import RawClient, parse_msgs
 from tests.support.waiting import poll
 
 

@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from natsd._core.loop import Loop
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

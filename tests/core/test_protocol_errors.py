@@ -2,7 +2,7 @@
 connection is just closed) and the same error line in the server log."""
 import pytest
 
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 
 CASES = [
     # (what the client sends after INFO, bytes it gets before EOF, the server's log text)

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.core.rawclient import RawClient, parse_msgs
+from tests.support.rawclient import RawClient, parse_msgs
 
 
 @pytest.fixture

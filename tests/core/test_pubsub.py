@@ -133,7 +133,7 @@ async def test_headers_round_trip(server):
 @run
 async def test_headers_repeated_keys_raw_delivery(server):
     """nats-py folds repeated keys; check the server relays all of them in order via a raw subscriber."""
-    from tests.core.rawclient import RawClient
+    from tests.support.rawclient import RawClient
     raw = RawClient(server.port).connect()
     raw.send(b"SUB h 1\r\n")
     raw.sync()

@@ -5,7 +5,7 @@ cut with 'Authorization Violation', users moved to another account are disconnec
 scenario runs on natsd and on nats-server."""
 import signal
 
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 from tests.support.waiting import poll
 
 BASE = """

@@ -15,7 +15,7 @@ import pytest
 
 from natsd._core import conn
 from natsd._core.conn import Connection
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RING_WHY = conn.use_send_ring(True)     # None when this kernel gives natsd a ring

@@ -7,7 +7,7 @@ import re
 import socket
 import threading
 
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 from tests.support.waiting import poll
 
 N = 60000

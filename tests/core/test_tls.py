@@ -16,8 +16,8 @@ import urllib.request
 import nats
 import pytest
 
-from tests.core.rawclient import RawClient
 from tests.support.certs import CA, spki_pin
+from tests.support.rawclient import RawClient
 
 
 def tls_block(pki, extra=""):

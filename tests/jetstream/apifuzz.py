@@ -12,13 +12,12 @@ garbage, bytes that are not UTF-8, truncations and very deep nesting.
 (empty tokens, unknown ops, wrong token counts) without a reply; DIRECT.GET, MSG.NEXT and
 RESET are answered by the stream/consumer itself and only when it exists.
 """
-import asyncio
 import json
 import random
 
 from natsd.jetstream.engine import consumerconfig as cc
 from natsd.jetstream.engine import streamconfig as sc
-from tests.jetstream.rawclient import RawClient
+from tests.support.rawclient import RawClient
 
 # nats-server's API subscriptions (jetstream_api.go), tokens after "$JS.API."
 GO_PATTERNS = [
@@ -227,23 +226,28 @@ SETUP = [
 ]
 
 
-async def play(port, requests, timeout=2.0, wait_all=False):
+def play(port, requests, timeout=2.0, wait_all=False):
     """Send the requests in order; -> [reply bytes | None] (None: no reply). Requests
     nats-server answers are waited for one by one (up to `timeout`); the others are not
     waited for: their replies are collected after a last request that is answered (the
     server handles one connection's requests in order), unless `wait_all`."""
-    c = RawClient()
-    await c.connect(port)
-    for subj, body, hdr in SETUP:
-        await c.request(subj, body, hdr, timeout)
-    out = []
-    for subj, body, hdr in requests:
-        if wait_all or expects_reply(subj):
-            out.append(await c.request(subj, body, hdr, timeout))
-        else:
-            out.append(c.send(subj, body, hdr))
-    await c.request(b"$JS.API.INFO", b"", None, timeout)
-    await asyncio.sleep(0.05)
-    out = [(r.result() if r.done() else None) if isinstance(r, asyncio.Future) else r for r in out]
-    await c.close()
-    return out
+    with RawClient(port) as c:
+        c.connect(no_responders=True, protocol=1)
+        for subj, body, hdr in SETUP:
+            c.request(subj, body, hdr, timeout)
+        out = []
+        for subj, body, hdr in requests:
+            if wait_all or expects_reply(subj):
+                out.append(c.request(subj, body, hdr, timeout))
+            else:
+                out.append(Unanswered(c.send_request(subj, body, hdr)))
+        c.request(b"$JS.API.INFO", b"", None, timeout)
+        c.read_replies(0.05)
+        return [c.reply(r.subject) if isinstance(r, Unanswered) else r for r in out]
+
+
+class Unanswered:
+    """A request play() does not wait for: its reply subject."""
+
+    def __init__(self, subject):
+        self.subject = subject

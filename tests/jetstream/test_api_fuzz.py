@@ -18,7 +18,6 @@ import threading
 import time
 
 from tests.jetstream import apifuzz as F
-from tests.jetstream.jshelp import run
 from tests.support.servers import LISTEN_RE, nats_server_cmd
 
 # another seed or size for a longer run: NATSD_FUZZ_SEED=7 NATSD_FUZZ_COUNT=5000 pytest ...
@@ -58,7 +57,7 @@ def _known_difference(subject):
 
 def _play(port, requests):
     t0 = time.monotonic()
-    out = run(F.play)(port, requests, timeout=3.0)
+    out = F.play(port, requests, timeout=3.0)
     return out, time.monotonic() - t0
 
 
@@ -99,7 +98,7 @@ def test_api_fuzz(natsd, tmp_path):
     assert not bad, "\n".join(bad)
     # still up, and nothing failed unexpectedly on the way
     assert srv.proc.poll() is None
-    alive = run(F.play)(srv.port, [(b"$JS.API.INFO", b"", None)])
+    alive = F.play(srv.port, [(b"$JS.API.INFO", b"", None)])
     assert alive[0] and b"account_info_response" in alive[0]
     i = srv.log.find("Traceback")
     assert i < 0, srv.log[max(0, i - 300):i + 3000]

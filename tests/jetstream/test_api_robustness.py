@@ -11,8 +11,7 @@ are what nats-server v2.15.1 answers.
 import json
 import os
 
-from tests.jetstream.rawclient import RawClient
-from tests.jetstream.jshelp import run
+from tests.support.rawclient import RawClient
 
 J = json.dumps
 TTL = "NATS/1.0\r\nNats-TTL: %s\r\n\r\n"
@@ -218,16 +217,15 @@ def _subset(want, have):
     return want == have
 
 
-async def _play(server, cases=CASES, setup=SETUP):
-    c = RawClient()
-    await c.connect(server.port)
-    for subj, body in setup:
-        await c.request(_b(subj), _b(body), None, 3)
-    out = []
-    for subj, body, hdr, want in cases:
-        timeout = 0.3 if want == NOTHING else 5
-        out.append(await c.request(_b(subj), _b(body), _b(hdr) if hdr else None, timeout))
-    await c.close()
+def _play(server, cases=CASES, setup=SETUP):
+    with RawClient(server.port) as c:
+        c.connect(no_responders=True, protocol=1)
+        for subj, body in setup:
+            c.request(_b(subj), _b(body), None, 3)
+        out = []
+        for subj, body, hdr, want in cases:
+            timeout = 0.3 if want == NOTHING else 5
+            out.append(c.request(_b(subj), _b(body), _b(hdr) if hdr else None, timeout))
     return out
 
 
@@ -248,7 +246,7 @@ def _check(replies, cases=CASES):
 
 def test_replies_natsd(natsd, tmp_path):
     srv = natsd("-js", "-sd", str(tmp_path))
-    replies = run(_play)(srv)
+    replies = _play(srv)
     bad = _check(replies)
     assert not bad, "\n".join(bad)
     # the server logs, but never answers with, Python exception texts or store paths
@@ -259,13 +257,13 @@ def test_replies_natsd(natsd, tmp_path):
 
 def test_replies_reference(reference, tmp_path):
     """The expectations are what nats-server answers."""
-    bad = _check(run(_play)(reference("-js", "-sd", str(tmp_path))))
+    bad = _check(_play(reference("-js", "-sd", str(tmp_path))))
     assert not bad, "\n".join(bad)
 
 
 def test_replies_match_reference(natsd, reference, tmp_path):
-    ours = run(_play)(natsd("-js", "-sd", str(tmp_path / "a")))
-    theirs = run(_play)(reference("-js", "-sd", str(tmp_path / "b")))
+    ours = _play(natsd("-js", "-sd", str(tmp_path / "a")))
+    theirs = _play(reference("-js", "-sd", str(tmp_path / "b")))
     diffs = ["%r %r\n  natsd:       %r\n  nats-server: %r" % (c[0], _b(c[1])[:60], a and a[:300], b and b[:300])
              for c, a, b in zip(CASES, ours, theirs) if _norm(a) != _norm(b)]
     assert not diffs, "\n".join(diffs)
@@ -273,17 +271,16 @@ def test_replies_match_reference(natsd, reference, tmp_path):
 
 def test_message_get_is_byte_exact(natsd, reference, tmp_path):
     """STREAM.MSG.GET of a subject that is not UTF-8: the very bytes nats-server sends."""
-    async def get(server):
-        c = RawClient()
-        await c.connect(server.port)
-        await c.request(b"$JS.API.STREAM.CREATE.S", _b(J({"name": "S", "subjects": ["s.>"]})), None, 3)
-        await c.request(b"s.\xff\xe2\x82<", b"one", None, 3)
-        r = await c.request(b"$JS.API.STREAM.MSG.GET.S", b'{"seq":1}', None, 3)
-        await c.close()
+    def get(server):
+        with RawClient(server.port) as c:
+            c.connect(no_responders=True, protocol=1)
+            c.request(b"$JS.API.STREAM.CREATE.S", _b(J({"name": "S", "subjects": ["s.>"]})), None, 3)
+            c.request(b"s.\xff\xe2\x82<", b"one", None, 3)
+            r = c.request(b"$JS.API.STREAM.MSG.GET.S", b'{"seq":1}', None, 3)
         i = r.index(b'"time":')
         return r[:i]
-    ours = run(get)(natsd("-js", "-sd", str(tmp_path / "a")))
-    theirs = run(get)(reference("-js", "-sd", str(tmp_path / "b")))
+    ours = get(natsd("-js", "-sd", str(tmp_path / "a")))
+    theirs = get(reference("-js", "-sd", str(tmp_path / "b")))
     assert ours == theirs
     assert b'"subject":"s.\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\\u003c"' in ours
 
@@ -291,27 +288,26 @@ def test_message_get_is_byte_exact(natsd, reference, tmp_path):
 def test_store_failures_do_not_leak(natsd, reference, tmp_path):
     """A directory the store cannot create: nats-server's generic store error, no path, no
     OS error text; the real error goes to the log."""
-    async def scenario(server, sd):
-        c = RawClient()
-        await c.connect(server.port)
-        out = [await c.request(b"$JS.API.STREAM.CREATE.S", _b(J({"name": "S", "subjects": ["s.>"]})), None, 3)]
-        base = os.path.join(sd, "jetstream", "$G", "streams")
-        with open(os.path.join(base, "BLOCK"), "w") as f:
-            f.write("x")
-        for d in ("obs", "consumers"):
-            os.makedirs(os.path.join(base, "S", d), exist_ok=True)
-            with open(os.path.join(base, "S", d, "C"), "w") as f:
+    def scenario(server, sd):
+        with RawClient(server.port) as c:
+            c.connect(no_responders=True, protocol=1)
+            out = [c.request(b"$JS.API.STREAM.CREATE.S", _b(J({"name": "S", "subjects": ["s.>"]})), None, 3)]
+            base = os.path.join(sd, "jetstream", "$G", "streams")
+            with open(os.path.join(base, "BLOCK"), "w") as f:
                 f.write("x")
-        out.append(await c.request(b"$JS.API.STREAM.CREATE.BLOCK", b'{"name":"BLOCK"}', None, 3))
-        out.append(await c.request(b"$JS.API.CONSUMER.DURABLE.CREATE.S.C",
-                                   _b(J({"stream_name": "S", "config": {"durable_name": "C"}})), None, 3))
-        out.append(await c.request(b"$JS.API.STREAM.INFO.BLOCK", b"", None, 3))
-        await c.close()
+            for d in ("obs", "consumers"):
+                os.makedirs(os.path.join(base, "S", d), exist_ok=True)
+                with open(os.path.join(base, "S", d, "C"), "w") as f:
+                    f.write("x")
+            out.append(c.request(b"$JS.API.STREAM.CREATE.BLOCK", b'{"name":"BLOCK"}', None, 3))
+            out.append(c.request(b"$JS.API.CONSUMER.DURABLE.CREATE.S.C",
+                                 _b(J({"stream_name": "S", "config": {"durable_name": "C"}})), None, 3))
+            out.append(c.request(b"$JS.API.STREAM.INFO.BLOCK", b"", None, 3))
         return [_norm(r) for r in out[1:]]
     sa, sb = str(tmp_path / "a"), str(tmp_path / "b")
     ours_srv = natsd("-js", "-sd", sa)
-    ours = run(scenario)(ours_srv, sa)
-    theirs = run(scenario)(reference("-js", "-sd", sb), sb)
+    ours = scenario(ours_srv, sa)
+    theirs = scenario(reference("-js", "-sd", sb), sb)
     assert ours == theirs
     assert ours[0]["error"] == {"code": 500, "err_code": 10049, "description": "error creating store for stream"}
     assert ours[1]["error"] == {"code": 500, "err_code": 10012,

@@ -8,7 +8,7 @@ import signal
 
 import nats
 
-from tests.core.rawclient import RawClient
+from tests.support.rawclient import RawClient
 from tests.support.waiting import poll
 
 CREATE = "$JS.API.CONSUMER.CREATE.S"

@@ -10,7 +10,6 @@ from natsd.gofmt import parse_go_duration
 from natsd.jetstream.engine import consumerconfig as cc
 from natsd.jetstream.engine import gojson
 from natsd.jetstream.engine import streamconfig as sc
-from tests.jetstream.jshelp import run
 from tests.jetstream.test_api_robustness import _check, _play, err
 
 SC = "StreamConfigRequest"
@@ -233,10 +232,10 @@ def test_go_durations():
 
 
 def test_decoding_natsd(natsd, tmp_path):
-    bad = _check(run(_play)(natsd("-js", "-sd", str(tmp_path)), CASES, SETUP), CASES)
+    bad = _check(_play(natsd("-js", "-sd", str(tmp_path)), CASES, SETUP), CASES)
     assert not bad, "\n".join(bad)
 
 
 def test_decoding_reference(reference, tmp_path):
-    bad = _check(run(_play)(reference("-js", "-sd", str(tmp_path)), CASES, SETUP), CASES)
+    bad = _check(_play(reference("-js", "-sd", str(tmp_path)), CASES, SETUP), CASES)
     assert not bad, "\n".join(bad)

@@ -7,8 +7,7 @@ import json
 import pytest
 
 from natsd.jetstream.engine.headers import parse_ttl, ttl_header
-from tests.jetstream.rawclient import RawClient
-from tests.jetstream.jshelp import run
+from tests.support.rawclient import RawClient
 
 
 def test_parse_ttl_unit():
@@ -29,17 +28,16 @@ CASES = [("s.a", v) for v in ("-5", "-1", "0", "5", "+5", "-5s", "1ns", "never",
 CASES += [("n.a", v) for v in ("-5", "5", "never", "+5", "")]
 
 
-async def _play(server):
-    c = RawClient()
-    await c.connect(server.port)
-    await c.request(b"$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "subjects": ["s.>"],
-                                                           "allow_msg_ttl": True}).encode(), None, 3)
-    await c.request(b"$JS.API.STREAM.CREATE.N", json.dumps({"name": "N", "subjects": ["n.>"]}).encode(), None, 3)
-    out = []
-    for subj, v in CASES:
-        hdr = b"NATS/1.0\r\nNats-TTL: " + v.encode() + b"\r\n\r\n"
-        out.append(await c.request(subj.encode(), b"x", hdr, 3))
-    await c.close()
+def _play(server):
+    with RawClient(server.port) as c:
+        c.connect(no_responders=True, protocol=1)
+        c.request(b"$JS.API.STREAM.CREATE.S", json.dumps({"name": "S", "subjects": ["s.>"],
+                                                         "allow_msg_ttl": True}).encode(), None, 3)
+        c.request(b"$JS.API.STREAM.CREATE.N", json.dumps({"name": "N", "subjects": ["n.>"]}).encode(), None, 3)
+        out = []
+        for subj, v in CASES:
+            hdr = b"NATS/1.0\r\nNats-TTL: " + v.encode() + b"\r\n\r\n"
+            out.append(c.request(subj.encode(), b"x", hdr, 3))
     return [json.loads(r) for r in out]
 
 
@@ -49,13 +47,13 @@ WANT = {("s.a", "-5"): 10165, ("s.a", "+5"): 10165, ("s.a", "0"): 10165, ("n.a",
 
 
 def test_ttl_natsd(natsd, tmp_path):
-    got = run(_play)(natsd("-js", "-sd", str(tmp_path)))
+    got = _play(natsd("-js", "-sd", str(tmp_path)))
     for case, r in zip(CASES, got):
         if case in WANT:
             assert (r.get("error") or {}).get("err_code") == WANT[case], (case, r)
 
 
 def test_ttl_matches_reference(natsd, reference, tmp_path):
-    ours = run(_play)(natsd("-js", "-sd", str(tmp_path / "a")))
-    theirs = run(_play)(reference("-js", "-sd", str(tmp_path / "b")))
+    ours = _play(natsd("-js", "-sd", str(tmp_path / "a")))
+    theirs = _play(reference("-js", "-sd", str(tmp_path / "b")))
     assert [(c, o) for c, o in zip(CASES, ours)] == [(c, t) for c, t in zip(CASES, theirs)]

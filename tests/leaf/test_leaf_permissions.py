@@ -11,8 +11,8 @@ import json
 import nats
 import pytest
 
-from tests.core.rawclient import RawClient
 from tests.leaf.conftest import COMBO_IDS, COMBOS, ENV, free_port, http_json
+from tests.support.rawclient import RawClient
 from tests.support.waiting import poll
 
 HUB = """

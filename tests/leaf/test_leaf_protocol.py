@@ -3,8 +3,8 @@ and nats-server's leafnode port, and what each server does with LS+/LMSG is comp
 
 import pytest
 
-from tests.core.rawclient import RawClient
 from tests.leaf.conftest import free_port, http_json
+from tests.support.rawclient import RawClient
 from tests.support.waiting import poll
 
 

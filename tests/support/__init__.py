@@ -6,6 +6,8 @@
   with a timeout);
 - fixtures: the shared fixtures (natsd, reference, any_server, starters, js_server, pki, the
   client probes), registered by tests/conftest.py;
+- rawclient: the raw protocol client (exact bytes out; reads with deadlines; requests whose
+  replies are matched by reply subject);
 - cluster: clusters of real servers of either kind (members, routes, JetStream clusters,
   restarts, kill -9, a slow disk);
 - tcpproxy: a TCP proxy that cuts and heals a route;

@@ -1,8 +1,15 @@
-"""A raw socket NATS client for protocol tests: connect, read INFO, send bytes, read with deadlines."""
+"""The raw protocol client, a NATS client on a plain socket for the tests that need the exact
+bytes: connect, read INFO, send bytes, read with deadlines (the protocol tests), and requests
+whose replies are matched by their reply subject and returned as bytes, None when none came
+(the JetStream API tests: subjects that are not UTF-8, NUL, any header block); parse_msgs
+splits MSG frames."""
 import json
 import re
 import socket
 import time
+
+REPLY_PREFIX = b"_R."
+FRAME_RE = re.compile(rb"([^\r\n]*)\r\n")
 
 
 class RawClient:
@@ -13,6 +20,8 @@ class RawClient:
         self.eof = False
         self.info = None
         self.info_line = None
+        self.replies = None             # reply subject -> reply bytes, once requests are made
+        self.n = 0
         if read_info:
             self.info_line = self.read_line()
             assert self.info_line.startswith(b"INFO "), self.info_line
@@ -111,6 +120,63 @@ class RawClient:
         self.send(b"PING\r\n")
         out = self.read_until(b"PONG\r\n", timeout)
         return out[: -len(b"PONG\r\n")]
+
+    # ---- requests: replies matched by their reply subject ----
+
+    def send_request(self, subject, payload, hdr=None):
+        """PUB (HPUB with a header block) with a reply subject of its own, not waited for ->
+        that reply subject, for reply(). The first request subscribes to the replies."""
+        if self.replies is None:
+            self.replies = {}
+            self.try_send(b"SUB " + REPLY_PREFIX + b"> 1\r\n")
+        self.n += 1
+        rep = REPLY_PREFIX + b"%d" % self.n
+        if hdr:
+            frame = b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, rep, len(hdr), len(hdr) + len(payload),
+                                                       hdr, payload)
+        else:
+            frame = b"PUB %s %s %d\r\n%s\r\n" % (subject, rep, len(payload), payload)
+        if not self.try_send(frame):
+            self.eof = True
+        return rep
+
+    def request(self, subject, payload, hdr=None, timeout=2.0):
+        """A request and its reply: the reply's bytes (header block and payload), None when none
+        came within `timeout` or the server closed the connection."""
+        return self.reply(self.send_request(subject, payload, hdr), timeout)
+
+    def reply(self, rep, timeout=0.0):
+        """The reply to send_request's `rep`, read for up to `timeout`; None if none came."""
+        self.read_replies(timeout, until=rep)
+        return self.replies.get(rep)
+
+    def read_replies(self, timeout, until=None):
+        """Take the frames that arrive for up to `timeout` (until the reply `until` is there),
+        keeping the replies and answering the server's PINGs."""
+        deadline = time.monotonic() + timeout
+        while until is None or until not in self.replies:
+            if not self._next_frame():
+                if self.eof or not self._fill(deadline):
+                    return
+
+    def _next_frame(self):
+        """Take one whole frame from the buffer; False when it holds none."""
+        m = FRAME_RE.match(self.buf)
+        if not m:
+            return False
+        parts = m.group(1).split(b" ")
+        if parts[0] in (b"MSG", b"HMSG"):
+            end = m.end() + int(parts[-1]) + 2
+            if len(self.buf) < end:
+                return False
+            if parts[1].startswith(REPLY_PREFIX):
+                self.replies.setdefault(parts[1], self.buf[m.end():end - 2])
+            self.buf = self.buf[end:]
+            return True
+        self.buf = self.buf[m.end():]
+        if parts[0] == b"PING":
+            self.try_send(b"PONG\r\n")
+        return True
 
     def is_closed(self, timeout=5.0):
         try:
