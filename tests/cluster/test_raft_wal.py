@@ -15,7 +15,7 @@ from natsd.raft.messages import CONFIG, NOOP, NORMAL, Entry
 from natsd.raft.storage import MemoryStorage
 from natsd.raft.wal import CorruptState, LogStorage
 from tests.cluster import test_raft as scenarios
-from tests.jetstream.jshelp import records_end
+from tests.support.jetstream import records_end
 from tests.support.raftsim import World
 
 

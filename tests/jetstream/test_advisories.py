@@ -5,8 +5,9 @@ JSON (top level and `client`). Also: advisories are only built when someone list
 import asyncio
 import json
 
-from tests.jetstream.jshelp import api, connect, run
 from tests.jetstream.test_snapshot import restore, take_snapshot
+from tests.support.jetstream import api, connect
+from tests.support.waiting import run
 
 
 async def scenario(srv):

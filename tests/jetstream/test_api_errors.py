@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from tests.jetstream.jshelp import connect, run
+from tests.support.jetstream import connect
+from tests.support.waiting import run
 
 SETUP = [
     ("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"]}),

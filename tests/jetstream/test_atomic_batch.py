@@ -9,7 +9,7 @@ import json
 
 import nats
 
-from tests.jetstream.jshelp import same_on_both
+from tests.support.jetstream import same_on_both
 
 
 def bh(batch_id, seq, commit=None, **extra):

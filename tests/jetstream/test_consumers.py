@@ -4,7 +4,6 @@ delay, term, in_progress, max_deliver + advisory, max_ack_pending, filter subjec
 numbers, ordered consumers, KV watch/keys/history, restart recovery of durable state."""
 import asyncio
 import json
-import os
 
 import nats
 import nats.errors
@@ -12,15 +11,8 @@ import nats.js.errors
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from tests.jetstream.jshelp import api, connect, run, wait_until
-
-
-@pytest.fixture
-def js_server(request, natsd, tmp_path):
-    """natsd; NATSD_TEST_REFERENCE=1 runs the same scenarios against nats-server."""
-    if os.environ.get("NATSD_TEST_REFERENCE"):
-        return request.getfixturevalue("reference")("-js", "-sd", str(tmp_path))
-    return natsd("-js", "-sd", str(tmp_path))
+from tests.support.jetstream import api, connect
+from tests.support.waiting import run, until
 
 
 async def setup(server, n=0, subjects=("o.>",), name="O", **kw):
@@ -129,14 +121,14 @@ async def test_push_subscribe_durable_and_ephemeral(js_server):
     assert got == [b"m0", b"m1", b"m2"]
     ci = await js.consumer_info("O", "pd")
     assert ci.push_bound and ci.config.deliver_subject
-    await wait_until(lambda: True)
+    await until(lambda: True)
     ci = await js.consumer_info("O", "pd")
     assert ci.num_ack_pending == 0 and ci.ack_floor.stream_seq == 3
     await sub.unsubscribe()
     # ephemeral push with a callback
     got2 = []
     sub2 = await js.subscribe("o.1", cb=lambda m: got2.append(m.data) or asyncio.sleep(0))
-    assert await wait_until(lambda: got2 == [b"m1"])
+    assert await until(lambda: got2 == [b"m1"])
     names = await api(nc, "$JS.API.CONSUMER.NAMES.O")
     assert names["total"] == 2 and "pd" in names["consumers"]
     await nc.close()
@@ -447,7 +439,7 @@ async def test_workqueue_and_interest_retention(js_server):
     assert (await js.stream_info("IN")).state.messages == 1
     (m,) = await s2.fetch(1, timeout=1)
     await m.ack_sync()
-    assert await wait_until(lambda: True)
+    assert await until(lambda: True)
     assert (await js.stream_info("IN")).state.messages == 0
     await nc.close()
 
@@ -498,7 +490,7 @@ async def test_deliver_group_queue_subscribers(js_server):
     assert ci.config.deliver_group == "workers"
     for i in range(40):
         await js.publish("o.1", b"%d" % i)
-    assert await wait_until(lambda: len(got[1]) + len(got[2]) == 40)
+    assert await until(lambda: len(got[1]) + len(got[2]) == 40)
     assert got[1] and got[2]
     assert sorted(got[1] + got[2], key=int) == [b"%d" % i for i in range(40)]
     await nc.close()
@@ -539,7 +531,7 @@ async def test_fetch_with_heartbeat_and_push_interest_loss(js_server):
     async def gone():
         i = await api(nc, "$JS.API.CONSUMER.INFO.O.%s" % r["name"])
         return i.get("error", {}).get("err_code") == 10014
-    assert await wait_until(gone, 4)
+    assert await until(gone, 4)
     await nc.close()
 
 

@@ -7,7 +7,8 @@ import json
 
 import nats
 
-from tests.jetstream.jshelp import run, same_on_both
+from tests.support.jetstream import same_on_both
+from tests.support.waiting import run
 
 BIG = 10 ** 30
 

@@ -11,7 +11,8 @@ import signal
 import nats
 import pytest
 
-from tests.jetstream.jshelp import api, connect, run
+from tests.support.jetstream import api, connect
+from tests.support.waiting import run
 
 WINDOW = 256
 

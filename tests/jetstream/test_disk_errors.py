@@ -19,8 +19,9 @@ import sys
 
 import pytest
 
-from tests.jetstream.jshelp import api, connect, run
+from tests.support.jetstream import api, connect
 from tests.support.servers import start_server
+from tests.support.waiting import run
 
 
 @pytest.fixture

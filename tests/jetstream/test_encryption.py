@@ -27,8 +27,9 @@ import random
 
 import pytest
 
-from tests.jetstream.jshelp import api, connect, run
 from tests.jetstream.test_crash_server import publish_until_killed, read_back
+from tests.support.jetstream import api, connect
+from tests.support.waiting import run
 
 SUBJ = "secret.topsecretsubject"
 PAYLOAD = b"PLAINTEXT-PAYLOAD-%d"

@@ -9,8 +9,8 @@ import json
 
 import nats
 
-from tests.jetstream.jshelp import same_on_both
 from tests.jetstream.test_atomic_batch import contents
+from tests.support.jetstream import same_on_both
 
 # op codes: 0 start, 1 append, 2 commit, 3 commit with end-of-batch marker, 4 ping
 QUIET = 0.3

@@ -3,7 +3,8 @@ reply key sets, error codes and descriptions must agree."""
 import json
 
 
-from tests.jetstream.jshelp import connect, run
+from tests.support.jetstream import connect
+from tests.support.waiting import run
 
 # (subject, body, headers) — run in order on a fresh server each
 SCENARIO = [

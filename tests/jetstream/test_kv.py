@@ -5,12 +5,8 @@ import asyncio
 import nats.js.errors
 import pytest
 
-from tests.jetstream.jshelp import api, connect, run, wait_until
-
-
-@pytest.fixture
-def js_server(natsd, tmp_path):
-    return natsd("-js", "-sd", str(tmp_path))
+from tests.support.jetstream import api, connect
+from tests.support.waiting import run, until
 
 
 @run
@@ -96,7 +92,7 @@ async def test_kv_ttl_and_bucket_ops(js_server):
             return False
         except nats.js.errors.KeyNotFoundError:
             return True
-    assert await wait_until(gone, 5)
+    assert await until(gone, 5)
     names = await api(nc, "$JS.API.STREAM.NAMES", {"subject": "$KV.t.>"})
     assert names["streams"] == ["KV_t"]
     assert await js.delete_key_value("t")

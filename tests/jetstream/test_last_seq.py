@@ -23,8 +23,9 @@ import random
 
 import pytest
 
-from tests.jetstream.jshelp import connect, records_end, run
 from tests.jetstream.test_crash_server import publish_until_killed
+from tests.support.jetstream import connect, records_end
+from tests.support.waiting import run
 
 
 def last_block(sd, name):

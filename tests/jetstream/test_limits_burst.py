@@ -8,8 +8,7 @@ import json
 import nats
 import pytest
 
-from tests.jetstream.jshelp import run
-from tests.support.waiting import until
+from tests.support.waiting import run, until
 
 N = 120
 

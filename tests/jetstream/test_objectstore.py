@@ -3,12 +3,8 @@ with digest, info, list, delete, seal."""
 import pytest
 import nats.js.errors
 
-from tests.jetstream.jshelp import connect, run
-
-
-@pytest.fixture
-def js_server(natsd, tmp_path):
-    return natsd("-js", "-sd", str(tmp_path))
+from tests.support.jetstream import connect
+from tests.support.waiting import run
 
 
 @run

@@ -15,7 +15,8 @@ import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from natsd.jetstream.engine import persist
-from tests.jetstream.jshelp import connect, run
+from tests.support.jetstream import connect
+from tests.support.waiting import run
 
 OLD_STATE = (
     '{"delivered":{"consumer_seq":13,"stream_seq":12},"ack_floor":{"consumer_seq":2,'

@@ -8,7 +8,7 @@ import re
 
 import nats
 
-from tests.jetstream.jshelp import same_on_both
+from tests.support.jetstream import same_on_both
 
 from natsd.jetstream.engine.sourcing import get_hash
 

@@ -10,8 +10,7 @@ import random
 
 import nats
 
-from tests.jetstream.jshelp import run
-from tests.support.waiting import until
+from tests.support.waiting import run, until
 
 N, SIZE = 4000, 1000
 

@@ -8,7 +8,8 @@ import nats
 import pytest
 from nats.js.api import StorageType
 
-from tests.jetstream.jshelp import api, connect, run
+from tests.support.jetstream import api, connect
+from tests.support.waiting import run
 
 
 @pytest.fixture

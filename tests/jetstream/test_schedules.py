@@ -10,7 +10,7 @@ import time
 
 import nats
 
-from tests.jetstream.jshelp import same_on_both
+from tests.support.jetstream import same_on_both
 
 
 def at(seconds_from_now):

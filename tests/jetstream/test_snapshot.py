@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from tests.jetstream.jshelp import api, connect, run
+from tests.support.jetstream import api, connect
+from tests.support.waiting import run
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from natsd._core import log as clog
 from natsd.jetstream.engine.store import FileStore, MemoryStore, StoredMsg
-from tests.jetstream.jshelp import records_end
+from tests.support.jetstream import records_end
 
 HDR = b"NATS/1.0\r\nA: b\r\n\r\n"
 # file-grouped: a FileStore as the server opens it under group commit, with the loop's call_soon

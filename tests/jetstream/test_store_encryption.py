@@ -22,7 +22,7 @@ import pytest
 
 from natsd.jetstream.engine import jscrypt
 from natsd.jetstream.engine.store import FileStore, StoreError
-from tests.jetstream.jshelp import records_end
+from tests.support.jetstream import records_end
 
 SUBJ = b"orders.topsecret.subject"
 PAYLOAD = b"PLAINTEXT-PAYLOAD-0123456789"

@@ -9,12 +9,8 @@ import nats.js.errors
 import pytest
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType
 
-from tests.jetstream.jshelp import api, connect, run, wait_until
-
-
-@pytest.fixture
-def js_server(natsd, tmp_path):
-    return natsd("-js", "-sd", str(tmp_path))
+from tests.support.jetstream import api, connect
+from tests.support.waiting import run, until
 
 
 @run
@@ -181,7 +177,7 @@ async def test_max_age_expires_on_timer(js_server):
 
     async def empty():
         return (await js.stream_info("AGE")).state.messages == 0
-    assert await wait_until(empty, 5)
+    assert await until(empty, 5)
     st = (await js.stream_info("AGE")).state
     assert st.first_seq == 4 and st.last_seq == 3
     await nc.close()
@@ -299,7 +295,7 @@ async def test_rollup_and_ttl(js_server):
 
     async def gone():
         return (await js.stream_info("RU")).state.messages == 1
-    assert await wait_until(gone, 5)
+    assert await until(gone, 5)
     with pytest.raises(nats.js.errors.APIError) as ei:
         await js.publish("ru.t", b"x", headers={"Nats-TTL": "bogus"})
     assert ei.value.err_code == 10165
@@ -326,7 +322,7 @@ async def test_republish_and_subject_transform(js_server):
     r = await api(nc, "$JS.API.STREAM.CREATE.RP", cfg)
     assert "error" not in r, r
     await js.publish("src.x", b"payload")
-    assert await wait_until(lambda: got, 3)
+    assert await until(lambda: got, 3)
     m = got[0]
     assert m.subject == "rp.x" and m.data == b"payload"
     assert m.headers["Nats-Stream"] == "RP" and m.headers["Nats-Sequence"] == "1"

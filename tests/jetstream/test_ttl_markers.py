@@ -8,7 +8,7 @@ import json
 
 import nats
 
-from tests.jetstream.jshelp import same_on_both
+from tests.support.jetstream import same_on_both
 
 
 async def scenario(url):

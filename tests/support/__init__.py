@@ -6,6 +6,8 @@
   with a timeout);
 - fixtures: the shared fixtures (natsd, reference, any_server, starters, js_server, pki, the
   client probes), registered by tests/conftest.py;
+- jetstream: JetStream through nats-py (connect, api, same_on_both) and where a log block's
+  records end;
 - rawclient: the raw protocol client (exact bytes out; reads with deadlines; requests whose
   replies are matched by reply subject);
 - cluster: clusters of real servers of either kind (members, routes, JetStream clusters,

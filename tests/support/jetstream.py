@@ -1,19 +1,11 @@
-"""Shared helpers for the JetStream end-to-end tests (natsd and the reference via nats-py)."""
+"""JetStream through nats-py, for the end-to-end tests on natsd and the reference: a client
+connection (connect), an API request and its decoded reply (api), the same scenario on a fresh
+server of each kind compared entry by entry (same_on_both), and where a log block's records
+end (records_end)."""
 import asyncio
-import functools
 import json
 
 import nats
-
-from tests.support.waiting import until as wait_until  # noqa: F401  (re-exported for the JetStream tests)
-
-
-def run(coro_fn):
-    """Run an async test on a fresh event loop (no pytest-asyncio here)."""
-    @functools.wraps(coro_fn)
-    def wrapper(*args, **kw):
-        return asyncio.run(asyncio.wait_for(coro_fn(*args, **kw), 90))
-    return wrapper
 
 
 async def api(nc, subject, body=b"", timeout=3, headers=None):
