@@ -23,6 +23,7 @@ from natsd.client import ClientProtocol, ClientState
 from natsd.auth import nkey
 from natsd.net.listener import Listener, host_port, new_nonce
 from natsd.gofmt import go_seconds
+from natsd.jetstream.engine import corehooks
 from natsd.jetstream.engine.apilevel import API_LEVEL
 from natsd.options import set_baseline
 from natsd.protocol import info_line, prepare_accepted, release_connection
@@ -35,7 +36,8 @@ GO_VERSION = "python"
 
 
 INBOX_PREFIX = b"_INBOX."                 # clients' one-off reply subjects
-ONE_OFF_PREFIXES = (INBOX_PREFIX, b"$JS.ACK.")   # subjects each used once: not worth caching a match
+# subjects each used once (not worth caching a match), with the tokens their matches are kept under
+ONE_OFF_PREFIXES = ((INBOX_PREFIX, 0), corehooks.ONE_OFF)
 FIRST_CLIENT_PING = 2.0                 # seconds: nats-server's firstClientPingInterval
 LEADER_HAND_OFF = 1.0                   # seconds lame duck mode gives Raft leaderships to move
 
@@ -45,7 +47,8 @@ class Server:
         set_baseline(opts)
         self.opts = opts
         parser.set_reserved_replies(RESERVED_REPLY_PREFIXES)
-        sublist.set_uncached_prefixes(ONE_OFF_PREFIXES)
+        sublist.set_one_off_prefixes(ONE_OFF_PREFIXES)
+        corehooks.register()
         self.loop = Loop(opts.poll_us, opts.send_ring)
         self.key = nkey.new_key(nkey.SERVER)     # signs auth callout requests
         self.id = nkey.public_of(self.key)        # the server id is its public nkey

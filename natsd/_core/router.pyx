@@ -5,7 +5,7 @@ Client subscribers get `MSG`/`HMSG` appended to their outbound buffer with one m
 payload. Internal subscriptions (JetStream, system services, imports) are queued and their
 Python handlers run once per loop iteration, after all sockets were read.
 """
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from natsd._core.conn cimport Connection, Totals, KIND_CLIENT, KIND_LEAF, KIND_ROUTE, queued_bytes
 from natsd._core.sublist cimport Subscription, SublistResult, Sublist
@@ -211,34 +211,56 @@ cdef int route(Connection pub, SublistResult res, const char* subj, Py_ssize_t s
     return route_queues(pub, res, subj, slen, reply, rlen, msg, hlen, tlen, None, False)
 
 
-cdef inline Py_ssize_t js_deliver_idx(const char* reply, Py_ssize_t rlen) noexcept:
-    """Offset of the '@' in `$JS.ACK.<8 tokens>@<delivered subject>`, or -1 (nats-server
-    jsAckDeliverIdx: names may contain '@', so only one after the eighth dot counts)."""
+# A delivery that crosses a link or an import carries the subject it was stored under in its
+# reply, `<reply>@<subject>`, and receivers see that subject and the plain reply. Which replies
+# may carry one is registered at start (set_delivery_replies: a prefix, and how many dots come
+# before the '@', since names may hold '@' too); the router knows none by name.
+DEF DELIVERY_PREFIX_MAX = 32
+cdef char delivery_prefix[DELIVERY_PREFIX_MAX]
+cdef Py_ssize_t delivery_prefix_len = 0
+cdef int delivery_dots = 0
+
+
+def set_delivery_replies(bytes prefix, int dots):
+    """Register the replies that carry a delivered subject: those starting with `prefix` whose
+    '@' comes after at least `dots` dots (b"" turns the form off)."""
+    global delivery_prefix_len, delivery_dots
+    if PyBytes_GET_SIZE(prefix) > DELIVERY_PREFIX_MAX:
+        raise ValueError("a delivery reply prefix of at most %d bytes" % DELIVERY_PREFIX_MAX)
+    memcpy(delivery_prefix, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix))
+    delivery_prefix_len = PyBytes_GET_SIZE(prefix)
+    delivery_dots = dots
+
+
+cdef inline Py_ssize_t delivery_idx(const char* reply, Py_ssize_t rlen) noexcept:
+    """Offset of the '@' of a registered delivery reply, or -1."""
     cdef Py_ssize_t i
     cdef int dots = 0
-    if rlen <= 8 or memcmp(reply, "$JS.ACK.", 8) != 0:
+    if (delivery_prefix_len == 0 or rlen <= delivery_prefix_len
+            or memcmp(reply, delivery_prefix, delivery_prefix_len) != 0):
         return -1
     for i in range(rlen):
         if reply[i] == c'.':
             dots += 1
-        elif reply[i] == c'@' and dots >= 8:
+        elif reply[i] == c'@' and dots >= delivery_dots:
             return i
     return -1
 
 
 def split_delivery(bytes reply):
-    """`$JS.ACK...@<subject>` -> (`$JS.ACK...`, `<subject>`); any other reply -> (reply, None)."""
+    """A delivery reply `<reply>@<subject>` -> (`<reply>`, `<subject>`); any other reply ->
+    (reply, None)."""
     if reply is None:
         return None, None
     cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply)
-    cdef Py_ssize_t at = js_deliver_idx(PyBytes_AS_STRING(reply), rlen)
+    cdef Py_ssize_t at = delivery_idx(PyBytes_AS_STRING(reply), rlen)
     if 0 <= at < rlen - 1:
         return reply[:at], reply[at + 1:]
     return reply, None
 
 
 cdef bytes encoded_reply(const char* reply, Py_ssize_t rlen, const char* dsubj, Py_ssize_t dlen):
-    """`<reply>@<delivered subject>`: how a JetStream delivery crosses a link or an import."""
+    """`<reply>@<delivered subject>`: how a delivery crosses a link or an import."""
     if rlen == 0:
         return None
     cdef bytes out = PyBytes_FromStringAndSize(NULL, rlen + 1 + dlen)
@@ -255,11 +277,11 @@ cdef int route_queues(Connection pub, SublistResult res, const char* subj, Py_ss
     """route() with the leaf-node rules: `only_queues` limits which queue groups take part
     (a message a remote already routed to those groups), `no_plain` skips plain subscribers.
 
-    A reply in the `$JS.ACK...@<subject>` form (a JetStream delivery that came over a link or
-    through an import) is split: receivers see `<subject>` and the plain ack reply."""
+    A delivery reply `<reply>@<subject>` (set_delivery_replies: a delivery that came over a
+    link or through an import) is split: receivers see `<subject>` and the plain reply."""
     cdef Py_ssize_t at
-    if rlen > 8 and reply[0] == c'$':
-        at = js_deliver_idx(reply, rlen)
+    if delivery_prefix_len and rlen > delivery_prefix_len and reply[0] == delivery_prefix[0]:
+        at = delivery_idx(reply, rlen)
         if 0 <= at < rlen - 1:
             return route_deliver(pub, res, subj, slen, reply + at + 1, rlen - at - 1, reply, at,
                                  msg, hlen, tlen, only_queues, no_plain)

@@ -10,29 +10,43 @@ from libc.string cimport memcmp
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 
 cdef Py_ssize_t CACHE_MAX = 4096
-# A one-off subject's match is kept under its first PREFIX_TOKENS tokens when the walk through
-# the trie consulted none beyond them: every subject with that prefix and more tokens matches
-# the same subscriptions (an ack `$JS.ACK.<stream>.<consumer>.<dc>.<sseq>...` against its
-# consumer's `$JS.ACK.<stream>.<consumer>.>`).
-cdef Py_ssize_t PREFIX_TOKENS = 5
-cdef tuple _uncached = ()               # subjects with one of these prefixes skip the match cache
+# One-off subjects (each published about once: reply inboxes, acks) stay out of the match
+# cache, which they would only churn. They are registered at start (set_one_off_prefixes),
+# each with a memo depth: a one-off subject with more tokens than that keeps its match under
+# its first `memo_tokens` tokens when the walk through the trie consulted none beyond them,
+# since every subject with that prefix then matches the same subscriptions (an ack against its
+# consumer's wildcard subscription). The sublist knows none of them by name.
+DEF ONE_OFF_MAX = 8
+cdef tuple _uncached = ()               # the registered prefixes
+cdef Py_ssize_t _memo_tokens[ONE_OFF_MAX]
 
 
-def set_uncached_prefixes(prefixes):
-    """Register the prefixes of one-off subjects (the server's: client inboxes, acks) that the
-    match cache should not hold; the sublist knows none by name."""
+def set_one_off_prefixes(prefixes):
+    """Register the prefixes of one-off subjects, each with how many leading tokens its
+    subjects' matches are kept under (0: not kept): ((prefix, memo_tokens), ...), replacing
+    what was registered before."""
     global _uncached
-    _uncached = tuple(bytes(p) for p in prefixes if p)
+    pairs = [(bytes(p), int(t)) for p, t in prefixes if p]
+    if len(pairs) > ONE_OFF_MAX:
+        raise ValueError("at most %d one-off subject prefixes" % ONE_OFF_MAX)
+    for i, (_, tokens) in enumerate(pairs):
+        _memo_tokens[i] = tokens
+    _uncached = tuple(p for p, _ in pairs)
 
 
-cdef inline bint _one_off(bytes subject):
+cdef inline Py_ssize_t _one_off(bytes subject):
+    """-1 for a subject the match cache may hold; for a one-off subject, the number of leading
+    tokens its match is kept under (0: none)."""
     cdef bytes p
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(subject), k
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(subject), k, i = 0
     for p in _uncached:
         k = PyBytes_GET_SIZE(p)
         if n > k and memcmp(PyBytes_AS_STRING(subject), PyBytes_AS_STRING(p), k) == 0:
-            return True
-    return False
+            return _memo_tokens[i]
+        i += 1
+    return -1
+
+
 cdef bytes STAR = b"*"
 cdef bytes GT = b">"
 
@@ -160,8 +174,8 @@ cdef Py_ssize_t _match_level(_Level lvl, list tokens, Py_ssize_t i, list psubs, 
     return deepest
 
 
-cdef Py_ssize_t _prefix_end(bytes subject):
-    """The length of the subject's first PREFIX_TOKENS tokens, or -1 when it has no more tokens
+cdef Py_ssize_t _prefix_end(bytes subject, Py_ssize_t tokens):
+    """The length of the subject's first `tokens` tokens, or -1 when it has no more tokens
     than that or an empty token (which matches nothing)."""
     cdef const char* s = PyBytes_AS_STRING(subject)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(subject), i, dots = 0, end = -1
@@ -172,7 +186,7 @@ cdef Py_ssize_t _prefix_end(bytes subject):
             if s[i - 1] == b'.':
                 return -1
             dots += 1
-            if dots == PREFIX_TOKENS:
+            if dots == tokens:
                 end = i
     return end
 
@@ -271,11 +285,12 @@ cdef class Sublist:
 
     cdef SublistResult match_cached(self, bytes subject):
         cdef object hit
-        # one-off subjects (set_uncached_prefixes: inboxes for PubAcks and request replies, and
-        # acks, each unique): caching them whole only evicts the hot entries (the cache is
-        # dropped when full) and churns the allocator; they are kept by prefix instead, where
-        # the trie allows (PREFIX_TOKENS)
-        cdef bint one_off = _one_off(subject)
+        # one-off subjects (set_one_off_prefixes: each published about once): caching them whole
+        # only evicts the hot entries (the cache is dropped when full) and churns the
+        # allocator; they are kept by prefix instead, where their registration and the trie
+        # allow
+        cdef Py_ssize_t memo = _one_off(subject)
+        cdef bint one_off = memo >= 0
         cdef bint cacheable = self.cache_enabled and not one_off
         cdef Py_ssize_t pend = -1, deepest = -1
         cdef bytes prefix = None
@@ -285,8 +300,8 @@ cdef class Sublist:
             if hit is not None:
                 self.cache_hits += 1
                 return <SublistResult>hit
-        elif one_off and self.cache_enabled:
-            pend = _prefix_end(subject)
+        elif memo > 0 and self.cache_enabled:
+            pend = _prefix_end(subject, memo)
             if pend > 0:
                 prefix = subject[:pend]
                 hit = self.prefix_cache.get(prefix)
@@ -311,7 +326,7 @@ cdef class Sublist:
             if len(self.cache) >= CACHE_MAX:
                 self.cache.clear()
             self.cache[subject] = r
-        elif prefix is not None and deepest < PREFIX_TOKENS:
+        elif prefix is not None and deepest < memo:
             if len(self.prefix_cache) >= CACHE_MAX:
                 self.prefix_cache.clear()
             self.prefix_cache[prefix] = r

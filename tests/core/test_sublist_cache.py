@@ -11,7 +11,7 @@ from natsd.server import ONE_OFF_PREFIXES
 
 
 def test_one_off_subjects_skip_the_cache_and_hot_ones_hit_it():
-    sublist.set_uncached_prefixes(ONE_OFF_PREFIXES)
+    sublist.set_one_off_prefixes(ONE_OFF_PREFIXES)
     sl = Sublist()
     acks = Subscription(subject=b"$JS.ACK.S.C.>", sid=b"1", handler=lambda *a: None)
     orders = Subscription(subject=b"orders.*", sid=b"2", handler=lambda *a: None)
@@ -33,14 +33,14 @@ def test_one_off_subjects_skip_the_cache_and_hot_ones_hit_it():
 
 
 def test_without_prefixes_every_subject_is_cached():
-    sublist.set_uncached_prefixes(())
+    sublist.set_one_off_prefixes(())
     try:
         sl = Sublist()
         sl.insert(Subscription(subject=b"$JS.ACK.>", sid=b"1", handler=lambda *a: None))
         sl.match(b"$JS.ACK.S.C.1.1.1.0.0")
         assert sl.cache_size() == 1
     finally:
-        sublist.set_uncached_prefixes(ONE_OFF_PREFIXES)
+        sublist.set_one_off_prefixes(ONE_OFF_PREFIXES)
 
 
 def _naive_match(pattern, subject):
@@ -56,7 +56,7 @@ def _naive_match(pattern, subject):
 
 
 def test_one_off_subjects_by_prefix_match_as_a_plain_matcher_does():
-    sublist.set_uncached_prefixes(ONE_OFF_PREFIXES)
+    sublist.set_one_off_prefixes(ONE_OFF_PREFIXES)
     rnd = random.Random(20261127)
     words = [b"S", b"1", b"x"]
     for _round in range(40):
@@ -86,7 +86,7 @@ def test_one_off_subjects_by_prefix_match_as_a_plain_matcher_does():
 
 
 def test_an_ack_stream_is_matched_from_its_prefix():
-    sublist.set_uncached_prefixes(ONE_OFF_PREFIXES)
+    sublist.set_one_off_prefixes(ONE_OFF_PREFIXES)
     sl = Sublist()
     acks = Subscription(subject=b"$JS.ACK.S.C.>", sid=b"1", handler=lambda *a: None)
     sl.insert(acks)
