@@ -69,6 +69,7 @@ cdef class Log(LogIndex):
     cdef char nbase[12]                # nonce = nbase + counter (random base per open)
     cdef uint64_t nctr
     cdef public uint64_t snap_last     # last seq an index snapshot recorded (even an unusable one)
+    cdef public object snapshot_writer # close() writes the index snapshot with it (logopen.pyx)
     cdef object pend                   # records appended to the active block, not yet written
     cdef uint64_t pend_off             #   (at pend_off by _flush_frame: as they are, or sealed)
     cdef uint64_t flushed              # `appended` when pend was last empty
@@ -130,7 +131,7 @@ cdef class Log(LogIndex):
     cdef _zero_ahead(self, Block b)
     cdef _cut_zeros(self, Block b)
     cdef _synced_to(self, uint64_t target)
-    cdef _start_sync(self, executor_submit)
+    cdef _start_sync(self, hand_off, bint may_inline)
     cdef _reset(self)
     cdef int batch_begin(self, filt) except -1
     cdef uint64_t batch_next(self, uint64_t seq)

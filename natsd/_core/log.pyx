@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=True, cdivision=True
-"""The segmented append-only log: JetStream's FileStore is built on it (and the Raft log will be).
+"""The segmented append-only log under file streams' stores and the Raft WAL.
 
 It owns the block files, reading and writing records, removal and group commit; its
 in-memory index (which sequences are live, where, on which subject, and the scans and counts
@@ -8,7 +8,9 @@ stream-store interface (StoredMsg, purge semantics, state()).
 
 On disk: blocks `<n>.blk` of records, and `index.snap` on clean close; natsd/_core/logfmt.pyx
 describes the layout (and owns the helpers that parse and write it), logsnap.pyx the
-snapshot, logrecover.pyx the scan of the blocks that rebuilds the index without one.
+snapshot, logrecover.pyx the scan of the blocks that rebuilds the index without one, and
+logopen.pyx how a Log is opened (open_log) and what its close writes; this module imports
+none of them.
 
 Sequence numbers are never reused: the recovered last sequence is at least the index
 snapshot's and every block header's high-water mark; when records are missing below it (a
@@ -37,9 +39,9 @@ there), in plaintext with the tombstones of `remove` that follow them, and go ou
 pwrite when the iteration ends, before anything else touches the block (a sync, another
 record, a rotation, a truncation) and at 64 KiB; a crash inside the
 iteration loses only what nobody was told about. `sync_async` hands one `fdatasync` of the
-active block (+ the directory when a block was created), a SyncJob, to the caller's submit
-(the loop's: natsd/_core/syncer.pyx runs it on a thread without the GIL, or at once when the
-loop is idle); appends that arrive while it runs wait for the next round, which covers all of
+active block (+ the directory when a block was created), a SyncJob, straight to the loop
+(Loop.hand_off_sync, at C level: natsd/_core/syncer.pyx runs it on a thread without the GIL,
+or at once when the loop is idle); appends that arrive while it runs wait for the next round, which covers all of
 them with one fdatasync. Sealing a block fdatasyncs it, so only the active block is dirty.
 The pending records are written first; when that write fails, every waiter that needs them
 gets the error and they stay pending (written again by the next sync); the header's
@@ -83,6 +85,7 @@ from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy
 from libc.errno cimport errno, EINTR
 from natsd._core.syncer cimport SyncJob
+from natsd._core.loop cimport Loop
 from natsd._core.logindex cimport M_NONE, M_ALL, M_SID, M_BITMAP
 from natsd._core.logfmt cimport (
     BLK_HDR, VERSION, F_LZ4, F_ENC, F_S2, F_ZIP, NONCE_LEN, FRAME_PRE, FRAME_OVH, REC_HDR, REC_MIN,
@@ -137,9 +140,10 @@ cdef class Log:
         self.wbuf = NULL
         self.rbuf = NULL
 
-    def __init__(self, path, block_size=8 * 1024 * 1024, compression="none", first_seq=0,
-                 crypt=None, call_soon=None, sync_marks=True, zero_ahead=False):
-        """crypt: the stream's key context (natsd/jetstream/jscrypt.StreamCrypt: `kid`, `aead`,
+    def __init__(self, path, block_size=8 * 1024 * 1024, compression="none", crypt=None,
+                 call_soon=None, sync_marks=True, zero_ahead=False):
+        """The state of a log, empty: natsd/_core/logopen.pyx's open_log builds one and reads
+        its directory back into it. crypt: the stream's key context (natsd/jetstream/jscrypt.StreamCrypt: `kid`, `aead`,
         `aead_for(kid)`, `seal`, `open`), or None for a plaintext log. call_soon: the loop's,
         for a plaintext log whose messages of one loop iteration may be written together (its
         owner syncs before it acknowledges them; see "Group commit" above). sync_marks=False:
@@ -147,8 +151,6 @@ cdef class Log:
         lost tail back rather than keep its sequences (the Raft WAL); the mark then only
         moves when a block is created or a truncation lowers it, and each sync flushes one
         page less. zero_ahead=True (a plaintext log only): see "Zero ahead" above."""
-        cdef Block b
-        cdef uint64_t floor
         self.dir = os.fspath(path)
         self.block_size = min(max(int(block_size), 1024), MAX_BLOCK)
         compression = (compression or "none").lower()
@@ -177,11 +179,12 @@ cdef class Log:
             self.call_soon = getattr(crypt, "call_soon", None)
             memcpy(self.nbase, PyBytes_AS_STRING(os.urandom(NONCE_LEN)), NONCE_LEN)
         os.makedirs(self.dir, exist_ok=True)
-        from natsd._core.logrecover import convert_blocks, rebuild
-        from natsd._core.logsnap import load_snapshot
-        converted = convert_blocks(self)
-        if not load_snapshot(self, not converted):
-            rebuild(self)
+
+    def recovered(self, uint64_t first_seq=0):
+        """What the directory holds has been read back (natsd/_core/logopen.pyx: blocks
+        converted, the index from the snapshot or a scan): take up where the blocks end."""
+        cdef Block b
+        cdef uint64_t floor
         if self.active is None:
             self._new_block(self.blocks[-1].num + 1 if self.blocks else 1)
         # Never hand out a sequence again: the last one stored before (index snapshot, block
@@ -1203,20 +1206,23 @@ cdef class Log:
             for w in ready:
                 w[1]()
 
-    def sync_async(self, executor_submit, callback, on_error=None):
+    def sync_async(self, hand_off, callback, on_error=None, bint may_inline=True):
         """Call callback() once everything appended so far is durable. Up to MAX_INFLIGHT
-        fdatasyncs run at once (in workers, via executor_submit(fn, done)): a batch written
-        while one is in flight starts its own at once instead of waiting a whole sync for its
-        turn, so a publisher with a bounded ack window loses one sync latency, not two.
-        Requests beyond that are batched into the next one that starts."""
+        fdatasyncs run at once: a batch written while one is in flight starts its own at once
+        instead of waiting a whole sync for its turn, so a publisher with a bounded ack window
+        loses one sync latency, not two. Requests beyond that are batched into the next one
+        that starts. `hand_off` is the server's Loop, which gets each sync at C level
+        (Loop.hand_off_sync: the sync threads, or at once when `may_inline` and the loop is
+        idle), or any callable(job, done) that runs job() and then done(result, exc) (the
+        store tests' thread pools)."""
         if self.appended <= self.synced:
             callback()
             return
         self.waiters.append((self.appended, callback, on_error))
         if self.inflight < MAX_INFLIGHT and self.appended > self.inflight_target:
-            self._start_sync(executor_submit)
+            self._start_sync(hand_off, may_inline)
 
-    cdef _start_sync(self, executor_submit):
+    cdef _start_sync(self, hand_off, bint may_inline):
         cdef uint64_t target = self.appended, hw
         try:
             self._flush_frame()
@@ -1243,10 +1249,13 @@ cdef class Log:
         log_ref = self
 
         def done(result, exc):
-            log_ref._sync_done(target, exc, executor_submit)
-        executor_submit(SyncJob(fd, dirfd), done)
+            log_ref._sync_done(target, exc, hand_off, may_inline)
+        if isinstance(hand_off, Loop):
+            (<Loop>hand_off).hand_off_sync(SyncJob(fd, dirfd), done, may_inline)
+        else:
+            hand_off(SyncJob(fd, dirfd), done)
 
-    def _sync_done(self, uint64_t target, exc, executor_submit):
+    def _sync_done(self, uint64_t target, exc, hand_off, bint may_inline):
         self.inflight -= 1
         if exc is not None:
             failed = [w for w in self.waiters if w[0] <= target]
@@ -1259,21 +1268,23 @@ cdef class Log:
             self._synced_to(target)
         if (self.waiters and not self.closed and self.inflight < MAX_INFLIGHT
                 and self.appended > self.inflight_target):
-            self._start_sync(executor_submit)
+            self._start_sync(hand_off, may_inline)
 
     # ---------------------------------------------------------------- open / close
 
     def close(self):
+        """Write what is pending, sync, write the index snapshot (through the writer the
+        opener gave, natsd/_core/logopen.pyx) and close the files."""
         if self.closed:
             return
         self._flush_frame()
         self._cut_zeros(self.active)
         self.sync()
-        from natsd._core.logsnap import write_snapshot
-        try:
-            write_snapshot(self)
-        except OSError as e:
-            log.warning("%s: cannot write index snapshot: %s", self.dir, e)
+        if self.snapshot_writer is not None:
+            try:
+                self.snapshot_writer(self)
+            except OSError as e:
+                log.warning("%s: cannot write index snapshot: %s", self.dir, e)
         self.closed = True
         for b in self.blocks:
             if (<Block>b).fd >= 0:

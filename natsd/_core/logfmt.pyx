@@ -229,3 +229,14 @@ def write_file(path, data):
     os.rename(tmp, path)
     return fd
 
+
+def block_files(directory):
+    """The numbers of the block files in `directory`, ascending (an interrupted compression's
+    temporary file is removed)."""
+    nums = []
+    for name in os.listdir(directory):
+        if name.endswith(".tmp"):
+            os.unlink(os.path.join(directory, name))     # an interrupted compression
+        elif name.endswith(".blk") and name[:-4].isdigit():
+            nums.append(int(name[:-4]))
+    return sorted(nums)

@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=True, cdivision=True
-"""Opening a Log (natsd/_core/log.pyx) from its block files, when its index snapshot
-(logsnap.pyx) cannot be used: recovery.
+"""Recovery of a Log (natsd/_core/log.pyx) from its block files, when its index snapshot
+(logsnap.pyx) cannot be used; logopen.pyx calls these as it opens a log.
 
 - `convert_blocks(lg)` runs first: every block not under the stream's current key (plaintext
   blocks of a store that just got a key, blocks under the previous key while re-keying) is
@@ -30,7 +30,7 @@ from natsd._core.logfmt cimport (BLK_HDR, VERSION, F_ENC, F_ZIP, FRAME_PRE, FRAM
                                  T_MSG, T_TOMBS, T_FIRST, T_SKIP, T_TRUNC, F_ERASED,
                                  HDR_BIT, nlog_xxh64, nlog_rd64, nlog_rd32, nlog_rd16)
 from natsd._core.logfmt import (StoreError, payload_records, block_records, parse_frames,
-                                zipped_payload, write_file)
+                                zipped_payload, write_file, block_files)
 
 cdef extern from "unistd.h" nogil:
     int close(int fd)
@@ -92,18 +92,6 @@ def convert_blocks(Log lg):
         finally:
             os.close(dfd)
     return converted
-
-
-def block_files(directory):
-    """The numbers of the block files in `directory`, ascending (an interrupted compression's
-    temporary file is removed)."""
-    nums = []
-    for name in os.listdir(directory):
-        if name.endswith(".tmp"):
-            os.unlink(os.path.join(directory, name))     # an interrupted compression
-        elif name.endswith(".blk") and name[:-4].isdigit():
-            nums.append(int(name[:-4]))
-    return sorted(nums)
 
 
 cdef uint64_t scan_image(Log lg, Block b, bytes img, uint64_t start, uint64_t delta) except? 0:

@@ -32,7 +32,7 @@ from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 from natsd._core.log cimport Log, Block, nlog_entry, nlog_sstat, CHUNK, CHUNK_BITS
 from natsd._core.logfmt cimport F_ENC, F_ZIP
-from natsd._core.logrecover import block_files
+from natsd._core.logfmt import block_files
 
 cdef extern from "nlog.h":
     uint64_t nlog_xxh64(const void* data, size_t len, uint64_t seed) nogil

@@ -2,6 +2,7 @@
 from natsd._core.conn cimport Connection
 from natsd._core.tls cimport TlsSession
 from natsd._core.codec cimport Bytes
+from natsd._core.syncer cimport SyncJob
 
 cdef extern from "sys/epoll.h" nogil:
     ctypedef union epoll_data_t:
@@ -45,3 +46,4 @@ cdef class Loop:
     cdef void _conn_event(self, Connection c, unsigned int evs)
     cdef void _set_reading(self, Connection c, bint reading)
     cdef bint _events_ready(self)
+    cdef int hand_off_sync(self, SyncJob job, object done, bint may_inline) except -1

@@ -26,8 +26,9 @@ from natsd._core.tls cimport TlsSession
 from natsd._core.codec cimport Bytes
 from natsd._core.parser cimport parse
 from natsd._core.router cimport run_internal
-from natsd._core.syncer cimport SyncJob, drain as drain_syncs, quick_and_idle
-from natsd._core.syncer import submit as submit_sync, run_here as sync_here, set_wake_fd, wake_fd_now
+from natsd._core.syncer cimport (SyncJob, drain as drain_syncs, quick_and_idle,
+                                 submit as submit_sync, run_here as sync_here)
+from natsd._core.syncer import set_wake_fd, wake_fd_now
 from natsd._core import conn as _conn_module
 from natsd._core import router as _router_module
 
@@ -204,17 +205,22 @@ cdef class Loop:
 
     def submit(self, fn, done, bint may_inline=True):
         """Run fn() off the loop thread; done(result, exc) runs on the loop afterwards. A
-        SyncJob (a group commit's fdatasync) goes to the GIL-free sync threads
-        (natsd/_core/syncer.pyx), or, with `may_inline` (the caller has nothing else to do
-        either), runs here and now when no socket is ready and syncs are quick; anything else
-        goes to the worker pool."""
+        SyncJob goes to hand_off_sync; anything else goes to the worker pool."""
         if type(fn) is SyncJob:
-            if may_inline and quick_and_idle() and not self._events_ready():
-                sync_here(fn, done)
-            else:
-                submit_sync(fn, done)
+            self.hand_off_sync(<SyncJob>fn, done, may_inline)
         else:
             self.run_in_worker(fn, done)
+
+    cdef int hand_off_sync(self, SyncJob job, object done, bint may_inline) except -1:
+        """A group commit's fdatasync, handed to the GIL-free sync threads
+        (natsd/_core/syncer.pyx), or, with `may_inline` (the caller has nothing else to do
+        either), run here and now when no socket is ready and syncs are quick. The log calls
+        this directly (natsd/_core/log.pyx), no Python in between."""
+        if may_inline and quick_and_idle() and not self._events_ready():
+            sync_here(job, done)
+        else:
+            submit_sync(job, done)
+        return 0
 
     cdef bint _events_ready(self):
         """Whether a socket or the wake-up eventfd is ready, without taking its event."""

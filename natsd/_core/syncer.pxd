@@ -4,5 +4,7 @@ cdef class SyncJob:
     cdef readonly int dirfd
     cdef bint take(self, int* fd, int* dirfd)
 
+cpdef int submit(SyncJob job, object done) except -1
+cpdef int run_here(SyncJob job, object done) except -1
 cpdef int drain() except -1
 cpdef bint quick_and_idle()

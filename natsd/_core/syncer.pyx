@@ -213,7 +213,7 @@ def wake_fd_now():
     return wake_fd
 
 
-def submit(SyncJob job, done):
+cpdef int submit(SyncJob job, object done) except -1:
     """Run `job` on a sync thread; done(None, exc) runs on the loop thread, from drain()."""
     global todo, todo_head, todo_len, todo_cap, next_token
     cdef job_t j
@@ -250,6 +250,7 @@ def submit(SyncJob job, done):
             close(j.dirfd)
         raise MemoryError()
     callbacks[j.token] = done
+    return 0
 
 
 cpdef int drain() except -1:
@@ -280,7 +281,7 @@ cpdef bint quick_and_idle():
     return not callbacks and avg_ns < INLINE_MAX_NS
 
 
-def run_here(SyncJob job, done):
+cpdef int run_here(SyncJob job, object done) except -1:
     """Run `job` on this (the loop) thread without the GIL, then done(None, exc)."""
     cdef int fd, dirfd, err
     cdef long long t0
@@ -292,6 +293,7 @@ def run_here(SyncJob job, done):
         t0 = _mono_ns() - t0
     _observe(t0)
     done(None, OSError(err, strerror(err).decode()) if err else None)
+    return 0
 
 
 def average_ns():

@@ -205,7 +205,7 @@ class RaftGroup:
         self.node.step(msg, time.monotonic())
         self._flush()
 
-    def _submit_sync(self, job, done):
+    def _may_sync_inline(self):
         # A leader's sync goes to a thread: run inline it would hold back the Append just
         # queued for the followers, whose syncs must run alongside it. A follower acknowledges
         # only after its sync anyway, so it may run it at once when the loop is idle, unless
@@ -215,7 +215,7 @@ class RaftGroup:
         outside = totals.in_msgs - totals.route_in_msgs
         quiet = outside == self.outside_msgs
         self.outside_msgs = outside
-        self.loop.submit(job, done, self.node.role != LEADER and quiet)
+        return self.node.role != LEADER and quiet
 
     def _synced(self, index):
         if self.stopped:
@@ -236,7 +236,7 @@ class RaftGroup:
             flush_all()
         st = self.storage
         if st.sync_requested and len(st.syncs_in_flight()) < MAX_SYNCS:
-            st.sync_async(self._submit_sync, self._synced)
+            st.sync_async(self.loop, self._synced, self._may_sync_inline())
         ready = n.take_ready()
         if ready and self.apply is not None:
             self.apply(ready)

@@ -24,7 +24,7 @@ import time
 import zlib
 from array import array
 
-from natsd._core.log import Log
+from natsd._core.logopen import open_log
 from natsd.raft.messages import Entry, decode_members, encode_members
 from natsd.raft.storage import SyncBook
 
@@ -80,8 +80,8 @@ class LogStorage(SyncBook):
         # sync_marks=False: a lost tail is cut back below, so the syncs need not keep its floor;
         # zero_ahead: an append's fdatasync then needs no journal commit (the replicas of a
         # group, and many groups, sync at once)
-        self.log = Log(os.path.join(self.dir, "wal"), block_size=4 * 1024 * 1024, call_soon=call_soon,
-                       sync_marks=False, zero_ahead=True)
+        self.log = open_log(os.path.join(self.dir, "wal"), block_size=4 * 1024 * 1024,
+                            call_soon=call_soon, sync_marks=False, zero_ahead=True)
         if self.log.lost_tail is not None:
             self.log.truncate(self.log.lost_tail[0] - 1)
         if self.log.msgs and self.log.first <= self.snap[0] or self.log.last < self.snap[0]:
@@ -250,11 +250,12 @@ class LogStorage(SyncBook):
 
     # ---- durability ----
 
-    def sync_async(self, submit, done):
+    def sync_async(self, hand_off, done, may_inline=True):
         """fdatasync what was appended (one group commit with whatever else is waiting);
-        done(index) once it is on disk. submit is the loop's (natsd/_core/syncer.pyx)."""
+        done(index) once it is on disk. hand_off: the server's Loop (the log gives it the sync
+        directly, natsd/_core/syncer.pyx runs it), or a callable(job, done)."""
         s = self.begin_sync()
-        self.log.sync_async(submit, lambda: done(self.end_sync(s)))
+        self.log.sync_async(hand_off, lambda: done(self.end_sync(s)), None, may_inline)
 
     def complete_sync(self, s):
         """The deterministic tests' form (raftsim): the sync `s` ends now, blocking."""

@@ -170,9 +170,10 @@ def test_entries_keep_when_they_were_appended(tmp_path):
 
 def test_a_log_written_before_natsd_kept_times_still_reads(tmp_path):
     """An earlier natsd wrote the bare kind as subject and the term as timestamp."""
-    from natsd._core.log import Log
+    from natsd._core.logopen import open_log
     os.makedirs(tmp_path / "g")
-    old = Log(str(tmp_path / "g" / "wal"), block_size=4 * 1024 * 1024, sync_marks=False, zero_ahead=True)
+    old = open_log(str(tmp_path / "g" / "wal"), block_size=4 * 1024 * 1024, sync_marks=False,
+                   zero_ahead=True)
     old.append(1, 3, b"1", None, b"")
     old.append(2, 5, b"0", None, b"cmd")
     old.sync()
@@ -198,7 +199,7 @@ def test_syncs_leave_the_wal_header_mark_alone(tmp_path):
     """The WAL cuts a damaged tail back instead of keeping its indexes, so its syncs do not
     rewrite the block header's high-water mark (one page less per fdatasync); a stream's log
     does."""
-    from natsd._core.log import Log
+    from natsd._core.logopen import open_log
     s = LogStorage(tmp_path / "g")
     for i in range(1, 41):
         s.append([Entry(1, NORMAL, b"entry-%d" % i)])
@@ -214,7 +215,7 @@ def test_syncs_leave_the_wal_header_mark_alone(tmp_path):
     assert s.last_index() == 40 and s.term_at(40) == 2
     s.close()
 
-    lg = Log(str(tmp_path / "stream"))
+    lg = open_log(str(tmp_path / "stream"))
     for i in range(1, 6):
         lg.append(i, 0, b"s", None, b"m%d" % i)
         lg.sync()

@@ -1,8 +1,9 @@
-"""Where a Raft group's fdatasync runs (natsd/raft/group.py `_submit_sync`): a leader's
-always on the sync threads; a follower's may run on the loop thread (the loop still decides:
-idle, syncs quick), but not when clients or leaf nodes published on this server since its
-previous sync, whose messages and PubAcks would wait out the whole sync. The group is the real
-RaftGroup and the counters are the server's real ones; the loop records what it was offered."""
+"""Where a Raft group's fdatasync runs (natsd/raft/group.py `_may_sync_inline`, what the group
+offers the loop with each sync): a leader's always on the sync threads; a follower's may run
+on the loop thread (the loop still decides: idle, syncs quick), but not when clients or leaf
+nodes published on this server since its previous sync, whose messages and PubAcks would
+wait out the whole sync. The group is the real RaftGroup and the counters are the server's
+real ones; the test records what each sync was offered."""
 from types import SimpleNamespace as NS
 
 import pytest
@@ -10,14 +11,6 @@ import pytest
 from natsd._core.conn import totals
 from natsd.raft.node import FOLLOWER, LEADER
 from natsd.raft.group import RaftGroup
-
-
-class RecordingLoop:
-    def __init__(self):
-        self.offers = []
-
-    def submit(self, job, done, may_inline=True):
-        self.offers.append(may_inline)
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +23,6 @@ def counters_restored():
 
 def group(role):
     g = RaftGroup.__new__(RaftGroup)
-    g.loop = RecordingLoop()
     g.node = NS(role=role)
     g.outside_msgs = totals.in_msgs - totals.route_in_msgs
     return g
@@ -38,22 +30,22 @@ def group(role):
 
 def test_a_follower_syncs_inline_only_while_no_client_publishes_here():
     g = group(FOLLOWER)
-    g._submit_sync("job", None)
+    offers = [g._may_sync_inline()]
     totals.route_in_msgs += 5           # Raft traffic and routed messages do not count
     totals.in_msgs += 5
-    g._submit_sync("job", None)
+    offers.append(g._may_sync_inline())
     totals.in_msgs += 1                 # a client's (or a leaf node's) publish does
-    g._submit_sync("job", None)
-    g._submit_sync("job", None)         # none since the last sync: inline again
+    offers.append(g._may_sync_inline())
+    offers.append(g._may_sync_inline())  # none since the last sync: inline again
     totals.in_msgs += 3
     totals.leaf_in_msgs += 3
-    g._submit_sync("job", None)
-    assert g.loop.offers == [True, True, False, True, False]
+    offers.append(g._may_sync_inline())
+    assert offers == [True, True, False, True, False]
 
 
 def test_a_leader_never_syncs_inline():
     g = group(LEADER)
-    g._submit_sync("job", None)
+    offers = [g._may_sync_inline()]
     totals.in_msgs += 1
-    g._submit_sync("job", None)
-    assert g.loop.offers == [False, False]
+    offers.append(g._may_sync_inline())
+    assert offers == [False, False]

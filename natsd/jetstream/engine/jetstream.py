@@ -412,15 +412,6 @@ class JetStream:
         have the message)."""
         return self.server.loop.call_soon if self.group_commit and hasattr(self.server, "loop") else None
 
-    def submit(self, fn, done):
-        """A sync (or other blocking work) for the end of a loop iteration: it may run at once
-        when the loop is idle (natsd/_core/syncer.pyx)."""
-        self.server.loop.submit(fn, done)
-
-    def submit_off_loop(self, fn, done):
-        """The same from the middle of a batch, which has more to do: always on a thread."""
-        self.server.loop.submit(fn, done, False)
-
     def cluster_name(self):
         f = getattr(self.server, "cluster_name", None)
         return f() if f else ""

@@ -15,7 +15,8 @@ import os
 import shutil
 import time
 
-from natsd._core.log import Log, StoreError, subject_match
+from natsd._core.log import StoreError, subject_match
+from natsd._core.logopen import open_log
 
 __all__ = ["StoredMsg", "StreamStore", "MemoryStore", "FileStore", "StoreError", "open_store"]
 
@@ -173,8 +174,10 @@ class StreamStore(abc.ABC):
         if callback is not None:
             callback()
 
-    def sync_async(self, executor_submit, callback, on_error=None):
-        """callback() once everything stored so far is durable (on_error(exc) if not)."""
+    def sync_async(self, hand_off, callback, on_error=None, may_inline=True):
+        """callback() once everything stored so far is durable (on_error(exc) if not).
+        hand_off: the server's Loop, or a callable(job, done) (natsd/_core/log.pyx sync_async);
+        may_inline: the sync may run on the loop thread when the loop is idle."""
         callback()
 
     @abc.abstractmethod
@@ -464,8 +467,8 @@ class FileStore(StreamStore):
         (natsd/_core/log.pyx, "Zero ahead", plaintext only), so a sequential publisher's
         fdatasync needs no journal commit; one synced rarely would only write twice."""
         self.dir = os.fspath(directory)
-        self.log = Log(self.dir, block_size, compression, first_seq or 0, crypt,
-                       call_soon if crypt is None else None, zero_ahead=zero_ahead)
+        self.log = open_log(self.dir, block_size, compression, first_seq or 0, crypt,
+                            call_soon if crypt is None else None, zero_ahead=zero_ahead)
         self.sync_always = sync_always
         self._first_cfg = first_seq or 0
 
@@ -588,10 +591,10 @@ class FileStore(StreamStore):
         if callback is not None:
             callback()
 
-    def sync_async(self, executor_submit, callback, on_error=None):
-        """callback() once everything stored so far is durable; executor_submit(fn, done) is the
-        loop's run_in_worker. One fdatasync in flight at a time; later requests are batched."""
-        self.log.sync_async(executor_submit, callback, on_error)
+    def sync_async(self, hand_off, callback, on_error=None, may_inline=True):
+        """callback() once everything stored so far is durable; the log hands its syncs to
+        `hand_off` (the server's Loop) directly."""
+        self.log.sync_async(hand_off, callback, on_error, may_inline)
 
     def close(self):
         self.log.close()

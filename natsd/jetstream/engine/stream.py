@@ -344,8 +344,7 @@ class Stream:
             data = E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
             for reply, _ in acks:
                 self._reply(reply, data)
-        submit = self.engine.submit_off_loop if mid_batch else self.engine.submit
-        self.store.sync_async(submit, done, failed)
+        self.store.sync_async(self.loop, done, failed, not mid_batch)
 
     def _puback(self, seq, duplicate=False, value=None, batch=None):
         """`{"stream":..[,"domain":..],"seq":..[,"duplicate": true][,"val":..]}`, byte for byte

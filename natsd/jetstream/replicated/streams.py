@@ -536,7 +536,7 @@ class ReplicatedStream:
         self.compacting = True
         self.compact_records = self.applied_records
         if st.file:
-            st.store.sync_async(self.engine.submit, lambda: self._compact(index, data),
+            st.store.sync_async(self.server.loop, lambda: self._compact(index, data),
                                 lambda e: self._compact(index, None, e))
         else:
             self.server.loop.run_in_worker(replsnapshot.write_messages,
