@@ -7,8 +7,8 @@ import nats.errors
 import nkeys
 import pytest
 
-from tests.core.test_pubsub import run
 from tests.support.rawclient import RawClient
+from tests.support.waiting import run
 
 
 def make_nkey_user():

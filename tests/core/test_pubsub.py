@@ -1,30 +1,11 @@
 """End to end with the nats-py client against natsd."""
 import asyncio
-import functools
 
 import nats
 import nats.errors
 import pytest
 
-
-
-def run(coro_fn):
-    """Run an async test function on a fresh event loop (no pytest-asyncio here)."""
-    @functools.wraps(coro_fn)
-    def wrapper(*args, **kw):
-        return asyncio.run(asyncio.wait_for(coro_fn(*args, **kw), 60))
-    return wrapper
-
-
-async def wait_for(cond, timeout=5.0):
-    """Poll an async-side condition with a deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        if loop.time() > deadline:
-            return False
-        await asyncio.sleep(0.01)
-    return True
+from tests.support.waiting import run, until
 
 
 async def connect(server, **kw):
@@ -92,7 +73,7 @@ async def test_queue_groups(server):
     for i in range(n):
         await pub.publish("work", b"%d" % i)
     await pub.flush()
-    assert await wait_for(lambda: len(got["a"]) >= n and len(got["b"]) >= n and len(got["plain"]) >= n)
+    assert await until(lambda: len(got["a"]) >= n and len(got["b"]) >= n and len(got["plain"]) >= n)
     for group in ("a", "b"):
         datas = sorted(int(d) for _, d in got[group])
         assert datas == list(range(n)), "each message to exactly one member of %s" % group
@@ -192,7 +173,7 @@ async def test_drain_delivers_pending_then_closes(server):
     for i in range(100):
         await pub.publish("d", b"%d" % i)
     await pub.flush()
-    await wait_for(lambda: len(got) > 0)
+    await until(lambda: len(got) > 0)
     await nc.drain()
     assert got == [b"%d" % i for i in range(100)]
     assert nc.is_closed

@@ -11,21 +11,9 @@ import pytest
 from nats.js.api import StreamConfig, StreamSource
 
 from natsd.jetstream.engine.sourcing import get_hash, iname, parse_ack_reply
+from tests.support.waiting import run, until
 
 pytestmark = pytest.mark.timeout(120) if hasattr(pytest.mark, "timeout") else []
-
-
-def run(coro):
-    return asyncio.run(coro)
-
-
-async def until(fn, timeout=15.0):
-    deadline = asyncio.get_event_loop().time() + timeout
-    while True:
-        v = await fn()
-        if v or asyncio.get_event_loop().time() > deadline:
-            return v
-        await asyncio.sleep(0.05)
 
 
 async def count(js, name, n, timeout=15.0):

@@ -11,6 +11,7 @@ import time
 import nats
 
 from tests.support.jetstream import same_on_both
+from tests.support.waiting import until
 
 
 def at(seconds_from_now):
@@ -77,14 +78,11 @@ async def scenario(url):
         st = (await api("$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}))["state"]
         return st.get("subjects", {})
 
-    async def until(pred, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            c = await counts()
-            if pred(c) or time.monotonic() > deadline:
-                return c
-            await asyncio.sleep(0.05)
-    c = await until(lambda c: c.get("s.ticks", 0) >= 2 and c.get("s.copied", 0) >= 2)
+    async def repeated():
+        c = await counts()
+        return c.get("s.ticks", 0) >= 2 and c.get("s.copied", 0) >= 2
+    await until(repeated, 10)
+    c = await counts()
     out.append(("repeating", c.get("s.ticks", 0) >= 2, c.get("s.copied", 0) >= 2))
     await nc.request("s.every", b"stop", timeout=2)           # a plain message ends it
     stopped_at = (await counts()).get("s.ticks", 0)
@@ -93,9 +91,10 @@ async def scenario(url):
     async def copied_last():
         r = await api("$JS.API.STREAM.MSG.GET.S", {"last_by_subj": "s.copied"})
         return base64.b64decode(r["message"].get("data", ""))
-    deadline = time.monotonic() + 10
-    while await copied_last() != b"source-2" and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+
+    async def copied_source_2():
+        return await copied_last() == b"source-2"
+    await until(copied_source_2, 10)
     c = await counts()
     # a tick already on its way when the schedule ended may still land
     out.append(("stopped", c.get("s.ticks", 0) - stopped_at <= 1, await copied_last()))
@@ -133,11 +132,11 @@ def test_schedule_survives_restart(natsd, tmp_path):
     async def after():
         nc = await nats.connect(srv2.url)
         js = nc.jetstream()
-        for _ in range(100):
-            info = await js.stream_info("S", subjects_filter=">")
-            if (info.state.subjects or {}).get("s.done"):
-                break
-            await asyncio.sleep(0.1)
+
+        async def fired():
+            return ((await js.stream_info("S", subjects_filter=">")).state.subjects or {}).get("s.done")
+        await until(fired, 10)
+        info = await js.stream_info("S", subjects_filter=">")
         assert info.state.subjects == {"s.done": 1}      # fired once, the schedule purged
         m = await js.get_last_msg("S", "s.done")
         assert m.data == b"later" and m.headers["Nats-Scheduler"] == "s.later"

@@ -5,19 +5,14 @@ after a hub restart, the system account link ($SYS.REQ.SERVER.PING.IDZ answered 
 wrong credentials, a client on the leaf port, monitoring."""
 import asyncio
 import json
-import time
 
 import nats
 import pytest
 
 from tests.leaf.conftest import COMBOS, COMBO_IDS, http_json
-from tests.support.waiting import poll
+from tests.support.waiting import poll, run, until
 
 pytestmark = pytest.mark.timeout(60) if hasattr(pytest.mark, "timeout") else []
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 async def settle(*ncs):
@@ -50,7 +45,7 @@ def test_pubsub_both_directions(pair, hub_kind, leaf_kind):
             await hub.publish("to.leaf", b"l%d" % i, headers={"X-N": str(i)})
         await leaf.flush()
         await hub.flush()
-        assert await wait_for(lambda: len(on_hub) == 10 and len(on_leaf) == 10)
+        assert await until(lambda: len(on_hub) == 10 and len(on_leaf) == 10)
         assert [m.data for m in on_hub] == [b"h%d" % i for i in range(10)]
         assert [m.headers["X-N"] for m in on_leaf] == [str(i) for i in range(10)]
         await hub.close()
@@ -98,7 +93,7 @@ def test_queue_group_each_message_once(pair, hub_kind, leaf_kind):
             await (hub if i % 2 else leaf).publish("work", str(i).encode())
         await hub.flush()
         await leaf.flush()
-        assert await wait_for(lambda: len(g1) + len(g2) + len(g3) >= n and len(plain) >= n)
+        assert await until(lambda: len(g1) + len(g2) + len(g3) >= n and len(plain) >= n)
         await asyncio.sleep(0.3)
         got = sorted(int(m.data) for m in g1 + g2 + g3)
         assert got == list(range(n)), "queue group members got %d messages" % len(got)
@@ -122,14 +117,14 @@ def test_overlapping_wildcards_no_duplicates(pair, hub_kind, leaf_kind):
         await settle(hub, leaf)
         await hub.publish("foo.bar", b"x")
         await hub.flush()
-        assert await wait_for(lambda: len(a) == len(b) == len(c) == 1)
+        assert await until(lambda: len(a) == len(b) == len(c) == 1)
         await asyncio.sleep(0.3)
         assert (len(a), len(b), len(c)) == (1, 1, 1)
         # and the other way: a leaf publish reaches the hub's `>` subscriber once
         d.clear()
         await leaf.publish("foo.baz", b"y")
         await leaf.flush()
-        assert await wait_for(lambda: len([m for m in d if m.subject == "foo.baz"]) >= 1)
+        assert await until(lambda: len([m for m in d if m.subject == "foo.baz"]) >= 1)
         await asyncio.sleep(0.3)
         assert len([m for m in d if m.subject == "foo.baz"]) == 1
         await hub.close()
@@ -205,7 +200,7 @@ def test_system_account_ping_answered_by_both(pair, hub_kind, leaf_kind):
             await settle(nc)
             await nc.publish("$SYS.REQ.SERVER.PING.IDZ", b"", reply=inbox)
             await nc.flush()
-            assert await wait_for(lambda: len(got) >= 2)
+            assert await until(lambda: len(got) >= 2)
             await asyncio.sleep(0.3)
             names = sorted(json.loads(m.data)["name"] for m in got)
             assert names == ["hub-server", "leaf-server"]
@@ -222,7 +217,7 @@ def test_leaf_reports_server_name_as_cluster(pair):
         _, got = await collect(nc, inbox)
         await settle(nc)
         await nc.publish("$SYS.REQ.SERVER.PING.STATSZ", b"", reply=inbox)
-        assert await wait_for(lambda: len(got) >= 2)
+        assert await until(lambda: len(got) >= 2)
         servers = {json.loads(m.data)["server"]["name"]: json.loads(m.data)["server"] for m in got}
         assert servers["leaf-server"].get("cluster") == "leaf-server"
         assert not servers["hub-server"].get("cluster")
@@ -241,11 +236,7 @@ def test_wrong_credentials(pair, hub_kind, leaf_kind):
     p.leaf.wait_log(r"Leafnode Error 'Authorization Violation'", 10)
     p.hub.wait_log(r'authentication error - User "acc"', 10)
     # it keeps retrying, and the SYS link (right credentials) is up
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if sum("authentication error" in line for line in p.hub.lines) >= 2:
-            break
-        time.sleep(0.1)
+    poll(lambda: sum("authentication error" in line for line in p.hub.lines) >= 2, 10)
     assert sum("authentication error" in line for line in p.hub.lines) >= 2
     assert poll(lambda: http_json(p.hub.http_port, "/varz")["leafnodes"] == 1, 5)
 
@@ -283,15 +274,6 @@ def test_monitoring(pair):
     assert all("admin:admin" not in json.dumps(r) for r in lvarz["leaf"]["remotes"])
     lleafz = http_json(p.leaf.http_port, "/leafz")
     assert all(lf["name"] == "hub-server" and lf["is_spoke"] for lf in lleafz["leafs"])
-
-
-async def wait_for(cond, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        await asyncio.sleep(0.02)
-    return cond()
 
 
 # ---- JetStream domains (seed 000) ----

@@ -20,7 +20,6 @@ natsd leaf and natsd hub + nats-server leaf:
 import asyncio
 import json
 import re
-import time
 
 import nats
 import pytest
@@ -28,6 +27,7 @@ from nats.js.api import ConsumerConfig, ExternalStream, StreamConfig, StreamSour
 
 from natsd.jetstream.engine.sourcing import get_hash
 from tests.leaf.conftest import COMBOS, COMBO_IDS
+from tests.support.waiting import run, until
 
 pytestmark = pytest.mark.timeout(240) if hasattr(pytest.mark, "timeout") else []
 
@@ -98,26 +98,6 @@ AGG_BYTES = record_size("test", HELLO, source_hdr(SOURCE_FMT % (1, "x" * 8)))  #
 ACK_RE = re.compile(r"^\$JS\.ACK\.[^.@]+\.[^.@]+\.\d+\.\d+\.\d+\.\d+\.\d+$")   # no '@' suffix
 
 
-def run(coro):
-    return asyncio.run(coro)
-
-
-async def until(fn, timeout=30.0, interval=0.1):
-    """Await an async predicate until it returns a truthy value (returns the last value)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            v = await fn()
-        except Exception as e:          # e.g. a timeout while a link is still coming up
-            v = None
-            last_err = e
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            return v
-        await asyncio.sleep(interval)
-
-
 async def connect(p, srv, user):
     return await nats.connect(p.url(srv, user), max_reconnect_attempts=-1, reconnect_time_wait=0.2)
 
@@ -130,7 +110,7 @@ async def wait_state(js, name, msgs, nbytes=None, timeout=30.0):
     async def ok():
         st = await state(js, name)
         return st.messages == msgs and (nbytes is None or st.bytes == nbytes)
-    assert await until(ok, timeout), (name, await state(js, name))
+    assert await until(ok, timeout, ignore=Exception), (name, await state(js, name))
     return await state(js, name)
 
 
@@ -148,9 +128,9 @@ async def jsz_domains(p):
         got.clear()
         await nc.publish("$SYS.REQ.SERVER.PING.JSZ", b"{}", reply=inbox)
         await nc.flush()
-        await asyncio.sleep(0.5)
+        await until(lambda: len(got) >= 2, 0.5)
         return len(got) == 2
-    await until(two, 10)
+    await until(two, 10, ignore=Exception)
     await nc.close()
     return {r["server"]["name"]: r for r in got}
 
@@ -241,7 +221,7 @@ async def step_push_across_link(p):
     async def acked():
         c = await js_hub.consumer_info("test", "pusher")
         return c.ack_floor.stream_seq == 1 and c.num_ack_pending == 0
-    assert await until(acked, 10)
+    assert await until(acked, 10, ignore=Exception)
     await js_hub.delete_consumer("test", "pusher")
     for n in (hub, cl):
         await n.close()
@@ -273,7 +253,7 @@ async def step_import(p):
 
     async def fetch1():
         return (await psub.fetch(1, timeout=2))[0]
-    msg = await until(fetch1, 20)
+    msg = await until(fetch1, 20, ignore=Exception)
     assert msg is not None, "no message through JS.acc@hub.API from the leaf"
     # as nats-server delivers it: the stored subject, the plain ack reply, the stored headers
     assert (msg.subject, msg.data, msg.headers) == (
@@ -288,12 +268,12 @@ async def step_import(p):
     async def acked():
         c = await js_hub.consumer_info("aggregate-test-leaf", "dur")
         return c.ack_floor.stream_seq == 1 and c.num_ack_pending == 0 and c.num_pending == 0
-    assert await until(acked, 10)
+    assert await until(acked, 10, ignore=Exception)
 
     # "hello world 2" published on the hub reaches the leaf client (000:606-625)
     await acc.publish("test", b"hello world 2")
     await acc.flush()
-    msg = await until(fetch1, 40)
+    msg = await until(fetch1, 40, ignore=Exception)
     if msg is None:
         info = await acc.request("$JS.hub.API.STREAM.INFO.aggregate-test-leaf", b"", timeout=5)
         raise AssertionError("hello world 2 never arrived: %s" % info.data)
@@ -306,7 +286,7 @@ async def step_import(p):
     async def acked2():
         c = await js_hub.consumer_info("aggregate-test-leaf", "dur")
         return c.ack_floor.stream_seq == 2
-    assert await until(acked2, 10)
+    assert await until(acked2, 10, ignore=Exception)
     await wait_state(js_imp, "aggregate-test-leaf-from-acc", 2)
     for n in (imp, acc, cl):
         await n.close()
