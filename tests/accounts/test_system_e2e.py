@@ -2,7 +2,7 @@
 
 Differential: the same config runs on natsd and on nats-server; for every request the reply
 (`server`, `data`, recursively) must have the same keys as nats-server's, with values of the
-same JSON types (tests/monitor/keycheck.py). Events: CONNECT /
+same JSON types (tests/support/monitoring.py). Events: CONNECT /
 DISCONNECT with their fields, the periodic `$SYS.SERVER.<id>.STATSZ` (both servers send the
 first one after 250ms and double the gap up to 10s, so waiting 2s is enough), auth errors.
 A plain account user gets only its own account's data from `$SYS.REQ.USER.INFO`,
@@ -17,7 +17,7 @@ import nats
 import pytest
 from nats.errors import NoRespondersError
 
-from tests.monitor.keycheck import differences
+from tests.support.monitoring import differences
 
 CONF = """
 accounts {

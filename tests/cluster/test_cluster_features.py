@@ -10,8 +10,8 @@ import time
 import nats
 import pytest
 
-from tests.monitor.keycheck import differences
 from tests.support.cluster import start_member, wait_interest, wait_mesh
+from tests.support.monitoring import differences
 from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")

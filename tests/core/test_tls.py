@@ -208,7 +208,7 @@ def test_reload_certificates_keeps_connections(natsd, tmp_path, pki):
 def test_https_monitoring(any_server, tmp_path, pki):
     """https_port serves the monitoring endpoints over the server's TLS, without client
     certificates even where clients must present one."""
-    port = __import__("tests.leaf.conftest", fromlist=["free_port"]).free_port()
+    port = __import__("tools.serverproc", fromlist=["free_port"]).free_port()
     p = tmp_path / "https.conf"
     p.write_text(tls_block(pki, "verify: true") + "https_port: %d\n" % port)
     srv = any_server("-c", str(p))

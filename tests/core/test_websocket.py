@@ -11,8 +11,8 @@ import ssl
 import nats
 import pytest
 
-from tests.core.wsclient import WsClient, upgrade_request
-from tests.leaf.conftest import free_port
+from tests.support.wsclient import WsClient, upgrade_request
+from tools.serverproc import free_port
 
 
 def ws_server(factory, tmp_path, block="no_tls: true", extra=""):

@@ -9,7 +9,8 @@ import json
 import nats
 import pytest
 
-from tests.leaf.conftest import COMBOS, COMBO_IDS, http_json
+from tests.support.leafnodes import COMBOS, COMBO_IDS
+from tests.support.servers import http_json
 from tests.support.waiting import poll, run, until
 
 pytestmark = pytest.mark.timeout(60) if hasattr(pytest.mark, "timeout") else []

@@ -20,12 +20,12 @@ import nats
 import nkeys
 import pytest
 
-from tests.leaf.conftest import ENV, free_port, http_json
-from tests.support.jwtmint import creds as creds_text
-from tests.support.servers import nats_server_cmd, start_server
-from tests.support.waiting import poll
 from natsd.leafnodes.creds import (
     CredsError, check_creds, expand_path, leaf_connect_auth, parse_creds, read_creds, sign_nonce)
+from tests.support.jwtmint import creds as creds_text
+from tests.support.servers import ENV, http_json, nats_server_cmd, start_server
+from tests.support.waiting import poll
+from tools.serverproc import free_port
 
 pytestmark = pytest.mark.timeout(90) if hasattr(pytest.mark, "timeout") else []
 

@@ -3,9 +3,10 @@ and nats-server's leafnode port, and what each server does with LS+/LMSG is comp
 
 import pytest
 
-from tests.leaf.conftest import free_port, http_json
 from tests.support.rawclient import RawClient
+from tests.support.servers import http_json
 from tests.support.waiting import poll
+from tools.serverproc import free_port
 
 
 @pytest.fixture

@@ -4,8 +4,9 @@ import asyncio
 
 import nats
 
-from tests.leaf.conftest import ENV, free_port, http_json
+from tests.support.servers import ENV, http_json
 from tests.support.waiting import poll
+from tools.serverproc import free_port
 
 
 def test_deny_imports_and_exports(tmp_path, natsd):

@@ -6,9 +6,11 @@ import asyncio
 import nats
 import pytest
 
-from tests.leaf.conftest import COMBO_IDS, COMBOS, ENV, free_port, http_json
 from tests.support.certs import spki_pin
+from tests.support.leafnodes import COMBOS, COMBO_IDS
+from tests.support.servers import ENV, http_json
 from tests.support.waiting import poll
+from tools.serverproc import free_port
 
 
 HUB = """server_name: hub

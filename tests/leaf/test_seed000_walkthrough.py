@@ -26,7 +26,7 @@ import pytest
 from nats.js.api import ConsumerConfig, ExternalStream, StreamConfig, StreamSource
 
 from natsd.jetstream.engine.sourcing import get_hash
-from tests.leaf.conftest import COMBOS, COMBO_IDS
+from tests.support.leafnodes import COMBOS, COMBO_IDS
 from tests.support.waiting import run, until
 
 pytestmark = pytest.mark.timeout(240) if hasattr(pytest.mark, "timeout") else []

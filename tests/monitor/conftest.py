@@ -4,50 +4,13 @@ import asyncio
 import json
 import os
 import threading
-import urllib.error
-import urllib.request
 
 import pytest
 
-from tests.support.servers import nats_server_cmd, natsd_cmd, start_server
+from tests.support.servers import get_json, http_get, nats_server_cmd, natsd_cmd, start_server
 from tests.support.waiting import poll
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def http_get(port, path, timeout=5):
-    """(status, content type, body text) of a GET on the monitoring port."""
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=timeout) as r:
-            return r.status, r.headers.get("Content-Type"), r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Content-Type"), e.read().decode()
-
-
-def get_json(port, path):
-    status, ctype, body = http_get(port, path)
-    assert status == 200, (path, status, body)
-    assert ctype.startswith("application/json"), (path, ctype)
-    return json.loads(body)
-
-
-async def every_answer(nc, subject, body, wait=0.5):
-    """Every reply to a $SYS request (body: a JSON value, None for none) that arrives within
-    `wait` seconds, decoded."""
-    import nats
-    inbox = nc.new_inbox()
-    sub = await nc.subscribe(inbox)
-    await nc.publish(subject, b"" if body is None else json.dumps(body).encode(), reply=inbox)
-    await nc.flush()
-    await asyncio.sleep(wait)
-    got = []
-    while True:
-        try:
-            got.append(json.loads((await sub.next_msg(timeout=0.05)).data))
-        except nats.errors.TimeoutError:
-            break
-    await sub.unsubscribe()
-    return got
 
 
 class Loop:

@@ -5,7 +5,7 @@ and the client certificate's hashes are the same), TLS on the client, route, lea
 WebSocket ports, a system account, an R3 stream with a mirror and a durable consumer, an R3
 KV bucket, a TLS client with a certificate. Every monitoring endpoint, `$SYS` ping and
 JetStream info below is asked of all three servers; the answers of a cluster are merged
-(keycheck.union: which server leads what changes from run to run) and must have every key
+(monitoring.union: which server leads what changes from run to run) and must have every key
 nats-server's have, with the same JSON types. Then the values that do not depend on timing:
 TLS and auth timeouts, certificate dates and hashes, leaders counted across the cluster,
 stream alternates, the Raft groups an account has, and who answers a filtered ping.
@@ -21,10 +21,10 @@ import urllib.request
 import nats
 import pytest
 
-from tests.monitor.conftest import every_answer
-from tests.monitor.keycheck import differences, fold, union
 from tests.support.certs import CA
 from tests.support.cluster import start_js_cluster
+from tests.support.monitoring import every_answer
+from tests.support.monitoring import differences, fold, union
 from tests.support.waiting import poll
 
 ACCOUNTS = ('accounts { A { jetstream: enabled, users: [{user: a, password: a}] }, '

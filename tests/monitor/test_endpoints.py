@@ -1,13 +1,13 @@
 """Monitoring endpoints of natsd against nats-server 2.15.1: same workload, same flags, then
-key sets and value types (recursively, keycheck.py), the values that must agree, query options
+key sets and value types (recursively, tests/support/monitoring.py), the values that must agree, query options
 and malformed options. test_key_coverage.py covers every endpoint and $SYS service on a
 JetStream server with a system account."""
 import json
 
 import pytest
 
-from tests.monitor.conftest import get_json, http_get
-from tests.monitor.keycheck import assert_same_shape
+from tests.support.monitoring import assert_same_shape
+from tests.support.servers import get_json, http_get
 from tests.support.waiting import poll
 
 def by_name(connz):

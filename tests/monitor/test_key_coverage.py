@@ -1,7 +1,7 @@
 """Every monitoring endpoint and `$SYS.REQ` service of natsd against nats-server 2.15.1, on a
 JetStream server with a system account, a stream, a consumer, a client with subscriptions, a
 closed connection and a leaf node (`full_pair`): every key nats-server returns must be there,
-and every value both return must have the same JSON type (see keycheck.py).
+and every value both return must have the same JSON type (see tests/support/monitoring.py).
 
 Nothing is left out except the keys in ALLOW (each with its reason)."""
 import json
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from tests.monitor.conftest import get_json
-from tests.monitor.keycheck import assert_same_shape, differences
+from tests.support.monitoring import assert_same_shape, differences
+from tests.support.servers import get_json
 
 # Paths nats-server returns that natsd may leave out, each with its reason. Only keys that
 # nats-server returns in a clustered or TLS configuration may be listed; this configuration has

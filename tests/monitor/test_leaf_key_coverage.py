@@ -4,7 +4,7 @@ For each kind: a hub whose leaf node port requires TLS with client certificates 
 WebSocket port has compression and allowed origins, a leaf that solicits it over TLS with a
 certificate, a tls timeout and a deny rule, a WebSocket client on the hub and a plain client
 on the leaf. The hub's and the leaf's monitoring endpoints and the hub's `$SYS` services must
-have every key nats-server's have, with the same JSON types (keycheck.union over the answers),
+have every key nats-server's have, with the same JSON types (monitoring.union over the answers),
 and the values that do not depend on timing must be nats-server's.
 """
 import asyncio
@@ -14,9 +14,9 @@ import urllib.request
 import nats
 import pytest
 
-from tests.monitor.conftest import every_answer
-from tests.monitor.keycheck import differences, union
 from tests.support.certs import CA
+from tests.support.monitoring import every_answer
+from tests.support.monitoring import differences, union
 from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
 from tests.support.waiting import poll
 from tools.serverproc import free_port

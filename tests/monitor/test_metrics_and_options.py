@@ -5,7 +5,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from natsd.monitor import accountz, connz, endpoints, jsz, leafz, metrics, routez, subsz
 from natsd.monitor import params as P
-from tests.monitor.conftest import get_json, http_get
+from tests.support.servers import get_json, http_get
 
 
 def families(port):

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.monitor.conftest import get_json
+from tests.support.servers import get_json
 
 
 def go_seconds(text):

@@ -10,10 +10,13 @@
   records end;
 - rawclient: the raw protocol client (exact bytes out; reads with deadlines; requests whose
   replies are matched by reply subject);
+- wsclient: the raw WebSocket client (the upgrade, masked frames, close codes);
 - cluster: clusters of real servers of either kind (members, routes, JetStream clusters,
   restarts, kill -9, a slow disk);
 - tcpproxy: a TCP proxy that cuts and heals a route;
 - raftsim: a deterministic world (time, network, disks) for Raft nodes;
+- leafnodes: a hub and a leaf of either kind, linked (the seed-000 configs);
+- monitoring: $SYS requests' answers, monitoring answers compared by keys and JSON types;
 - certs: a CA and the certificates it issues, the `pki` set;
 - jwtmint: operators, accounts and users as nsc issues them, .creds files;
 - probes: the client probes (nats.go, nats.js, nats.c) and their comparison on both servers.

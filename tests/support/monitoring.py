@@ -1,4 +1,5 @@
-"""Comparing a natsd monitoring answer with nats-server's: keys and JSON value types.
+"""Monitoring answers for the comparisons with nats-server: every reply to a $SYS request
+(every_answer), and a natsd answer set against nats-server's by keys and JSON value types.
 
 `differences(ref, mine)` lists, as dotted paths ("[]" stands for a list item):
   - "missing: p"  keys nats-server returns that natsd does not (lists of objects: the union of
@@ -7,7 +8,30 @@
     list, object, null); lists compare their first items when both are non-empty (lists of
     objects: the union of the items' keys, each with the last item's value).
 `allow` is a set of paths to leave out (each caller documents why).
+The HTTP answers of a monitoring port are read with tests/support/servers.py (http_get,
+http_json, get_json).
 """
+import asyncio
+import json
+
+
+async def every_answer(nc, subject, body, wait=0.5):
+    """Every reply to a $SYS request (body: a JSON value, None for none) that arrives within
+    `wait` seconds, decoded."""
+    import nats
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    await nc.publish(subject, b"" if body is None else json.dumps(body).encode(), reply=inbox)
+    await nc.flush()
+    await asyncio.sleep(wait)
+    got = []
+    while True:
+        try:
+            got.append(json.loads((await sub.next_msg(timeout=0.05)).data))
+        except nats.errors.TimeoutError:
+            break
+    await sub.unsubscribe()
+    return got
 
 
 def json_type(v):

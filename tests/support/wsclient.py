@@ -1,4 +1,4 @@
-"""A raw WebSocket client for protocol tests: the upgrade request, masked frames out,
+"""The raw WebSocket client of the protocol tests: the upgrade request, masked frames out,
 frames in (permessage-deflate aware), close codes."""
 import base64
 import os
