@@ -4,19 +4,15 @@ tag, the user's tags), /accountz?acc=<key> (the account JWT, its issuer, name ta
 decoded claims) and the client fields of `$SYS.ACCOUNT.<acc>.CONNECT` / `DISCONNECT`."""
 import asyncio
 import json
-import urllib.request
 
 import nats
 
 from tests.support.jwtmint import Mint, creds
+from tests.support.servers import http_json
 
 CONNZ_KEYS = ("authorized_user", "account", "jwt", "issuer_key", "name_tag", "tags", "name")
 ACCOUNTZ_KEYS = ("account_name", "jwt", "issuer_key", "name_tag", "tags", "decoded_jwt", "client_connections")
 EVENT_KEYS = ("acc", "user", "name", "jwt", "issuer_key", "name_tag", "tags", "kind", "client_type")
-
-
-def _get(port, path):
-    return json.loads(urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5).read())
 
 
 async def observe(srv, acc_key, user_creds, sys_creds):
@@ -32,8 +28,8 @@ async def observe(srv, acc_key, user_creds, sys_creds):
     await sc.flush()
     nc = await nats.connect(srv.url, user_credentials=user_creds, name="watched")
     await nc.flush()
-    conns = [c for c in _get(srv.http_port, "/connz?auth=1")["connections"] if c.get("name") == "watched"]
-    detail = _get(srv.http_port, "/accountz?acc=" + acc_key)["account_detail"]
+    conns = [c for c in http_json(srv.http_port, "/connz?auth=1")["connections"] if c.get("name") == "watched"]
+    detail = http_json(srv.http_port, "/accountz?acc=" + acc_key)["account_detail"]
     await nc.close()
     deadline = asyncio.get_running_loop().time() + 15       # a loaded machine (CI66) may be slow
     while len(events) < 2 and asyncio.get_running_loop().time() < deadline:

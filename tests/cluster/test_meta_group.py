@@ -6,14 +6,12 @@ The shapes and the stepdown replies are compared with a nats-server cluster run 
 import asyncio
 import json
 import time
-import urllib.error
-import urllib.request
 
 import nats
 import pytest
 
 from tests.support.cluster import fault_seeds, kill9, leaders_by_term, restart_member, start_js_cluster
-from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
+from tests.support.servers import ServerProcess, http_status_json, nats_server_cmd, natsd_cmd
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -56,12 +54,7 @@ def raft_group(m):
 
 
 def healthz(m):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d/healthz?js-enabled-only=true&details=true"
-                                    % m.proc.http_port, timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return http_status_json(m.proc.http_port, "/healthz?js-enabled-only=true&details=true")
 
 
 def _shape(obj):

@@ -17,16 +17,13 @@ from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, con
                                                    publish_window, stream_elections, unanswered)
 from tests.support.cluster import fault_seeds, js_cluster, kill9, restart_member, slow_disk_env
 from tests.support.waiting import poll
+from tests.support.servers import http_status_json
 
 
 def healthz(m):
     """(status code, body) of /healthz?js-enabled-only=true&details=true."""
-    url = "http://127.0.0.1:%d/healthz?js-enabled-only=true&details=true" % m.proc.http_port
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+        return http_status_json(m.proc.http_port, "/healthz?js-enabled-only=true&details=true")
     except (TimeoutError, urllib.error.URLError):
         return 0, {}                    # a server on a disk this slow may answer late
 

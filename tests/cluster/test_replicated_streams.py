@@ -10,8 +10,6 @@ import json
 import random
 import signal
 import time
-import urllib.error
-import urllib.request
 
 import nats
 import pytest
@@ -19,6 +17,7 @@ import pytest
 from tests.support.cluster import (fault_seeds, js_cluster, kill9, leaders_by_term, restart_member,
                                        start_js_cluster)
 from tests.support.waiting import poll
+from tests.support.servers import http_status_json
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
 
@@ -543,12 +542,8 @@ def test_five_servers_stream_quorum_lost_is_advised_and_explained(tmp_path):
         leader.proc.wait_log(r"JetStream stream '\$G > R3' lost quorum: it needs 2 of its 3 servers", timeout=10)
 
         def unhealthy():
-            try:
-                with urllib.request.urlopen("http://127.0.0.1:%d/healthz?js-enabled-only=true&details=true"
-                                            % leader.proc.http_port, timeout=5):
-                    return None
-            except urllib.error.HTTPError as e:
-                return json.loads(e.read())
+            status, body = http_status_json(leader.proc.http_port, "/healthz?js-enabled-only=true&details=true")
+            return body if status != 200 else None
         body = poll(unhealthy, timeout=15)
         assert body and body["errors"][0]["error"] == "JetStream stream '$G > R3' is not current: group node unhealthy"
         detail = body["errors"][1]["error"]

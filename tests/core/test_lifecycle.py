@@ -1,16 +1,14 @@
 """Process lifecycle of natsd: startup lines, signals, reload, flags, monitoring (lame duck mode:
 test_lame_duck.py)."""
-import json
 import re
 import signal
 import socket
 import subprocess
-import urllib.request
 
 import pytest
 
 from tests.support.rawclient import RawClient
-from tests.support.servers import ROOT, natsd_cmd
+from tests.support.servers import ROOT, http_status_json, natsd_cmd
 from tests.support.waiting import poll
 
 
@@ -63,14 +61,6 @@ def test_ipv6_loopback(natsd):
         assert c.sync() == b"MSG six 1 1\r\n6\r\n"
 
 
-def http_get(port, path):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
 # /varz keys nats-server has that natsd does not (yet) serve; listed here and in the report
 VARZ_MISSING_OK = {"git_commit", "feature_flags", "disk_io_wait_stats"}
 
@@ -79,15 +69,15 @@ def test_monitoring_varz_and_healthz(natsd, reference):
     srv = natsd("-m", "-1")
     ref = reference("-m", "-1")
     assert srv.http_port and ref.http_port
-    status, v = http_get(srv.http_port, "/varz")
+    status, v = http_status_json(srv.http_port, "/varz")
     assert status == 200
-    _, rv = http_get(ref.http_port, "/varz")
+    _, rv = http_status_json(ref.http_port, "/varz")
     missing = set(rv) - set(v)
     assert missing <= VARZ_MISSING_OK, sorted(missing)
     assert v["server_id"] == srv.log.split("ID:")[1].split()[0]
     assert v["port"] == srv.port
     assert v["max_payload"] == 1048576
-    status, h = http_get(srv.http_port, "/healthz")
+    status, h = http_status_json(srv.http_port, "/healthz")
     assert (status, h) == (200, {"status": "ok"})
 
 

@@ -1,12 +1,11 @@
 """Limits and slow consumers. The cheap ones run against both servers (`any_server`)."""
-import json
 import socket
 import threading
-import urllib.request
 
 
 from tests.support.rawclient import RawClient, parse_msgs
 from tests.support.waiting import poll
+from tests.support.servers import http_json
 
 
 def config(tmp_path, text):
@@ -142,8 +141,7 @@ def test_slow_consumer_is_cut_off_alone(any_server, tmp_path):
 
 
 def _varz(srv):
-    with urllib.request.urlopen("http://127.0.0.1:%d/varz" % srv.http_port, timeout=5) as r:
-        return json.loads(r.read())
+    return http_json(srv.http_port, "/varz")
 
 
 def test_slow_consumer_cut_at_max_pending(natsd, tmp_path):

@@ -9,6 +9,7 @@ import threading
 
 from tests.support.rawclient import RawClient
 from tests.support.waiting import poll
+from tests.support.servers import http_json
 
 N = 60000
 PAYLOAD = 100
@@ -23,10 +24,7 @@ def config(tmp_path):
 
 
 def varz(srv):
-    import json
-    import urllib.request
-    with urllib.request.urlopen("http://127.0.0.1:%d/varz" % srv.http_port, timeout=5) as r:
-        return json.loads(r.read())
+    return http_json(srv.http_port, "/varz")
 
 
 class Reader(threading.Thread):

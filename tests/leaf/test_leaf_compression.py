@@ -4,16 +4,14 @@ with a round trip over 10 ms a compressing level), natsd and nats-server as
 hub and as leaf: payloads of every shape arrive intact both ways, /leafz shows the agreed
 mode on both ends, and a WebSocket link is never compressed twice."""
 import asyncio
-import json
 import os
 import time
-import urllib.request
 
 import nats
 import pytest
 
 from natsd.net.compression import LEVELS
-from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
+from tests.support.servers import ServerProcess, http_json, nats_server_cmd, natsd_cmd
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")
 
@@ -35,8 +33,7 @@ def _cmd(kind):
 
 
 def _leafz(p):
-    with urllib.request.urlopen("http://127.0.0.1:%d/leafz" % p.http_port, timeout=5) as r:
-        return json.loads(r.read())["leafs"]
+    return http_json(p.http_port, "/leafz")["leafs"]
 
 
 @need_ref

@@ -15,8 +15,6 @@ import json
 import re
 import ssl
 import time
-import urllib.error
-import urllib.request
 
 import nats
 import pytest
@@ -26,6 +24,7 @@ from tests.support.cluster import start_js_cluster
 from tests.support.monitoring import every_answer
 from tests.support.monitoring import differences, fold, union
 from tests.support.waiting import poll
+from tests.support.servers import http_status_json
 
 ACCOUNTS = ('accounts { A { jetstream: enabled, users: [{user: a, password: a}] }, '
             'SYS { users: [{user: s, password: s}] } }\nsystem_account: SYS\nserver_tags: ["az:%s"]\n')
@@ -75,14 +74,6 @@ def _raft_groups_by_kind(answer):
     return out
 
 
-def _status_and_body(member, path):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (member.proc.http_port, path), timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
-
-
 async def _scenario(members, ctx):
     out = {}
     nc = await nats.connect(members[0].url.replace("nats://", "tls://"), user="a", password="a", tls=ctx)
@@ -114,7 +105,7 @@ async def _scenario(members, ctx):
     for path in HTTP:
         out["http " + path] = [m.get(path) for m in members]
     for path in HEALTH:
-        out["health " + path] = [_status_and_body(m, path) for m in members]
+        out["health " + path] = [http_status_json(m.proc.http_port, path) for m in members]
     out["sys health"] = [r["data"] for r in await every_answer(
         sc, "$SYS.REQ.SERVER.PING.HEALTHZ", {"account": "A", "stream": "NOPE", "details": True})]
     await nc.close()

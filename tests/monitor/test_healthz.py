@@ -2,12 +2,11 @@
 for the health of the server, of an account, a stream and a consumer that are there or not,
 with and without `details`, and for the requests it refuses."""
 import asyncio
-import json
-import urllib.error
-import urllib.request
 
 import nats
 import pytest
+
+from tests.support.servers import http_status_json
 
 PATHS = ["/healthz", "/healthz?details=true", "/healthz?js-enabled-only=true", "/healthz?js-server-only=true",
          "/healthz?account=%24G", "/healthz?account=%24G&stream=S", "/healthz?account=%24G&stream=S&consumer=D",
@@ -16,14 +15,6 @@ PATHS = ["/healthz", "/healthz?details=true", "/healthz?js-enabled-only=true", "
          "/healthz?account=%24G&stream=S&consumer=NOPE&details=true", "/healthz?stream=S",
          "/healthz?stream=S&details=true", "/healthz?account=%24G&consumer=D",
          "/healthz?account=%24G&consumer=D&details=true"]
-
-
-def _status_and_body(port, path):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 async def _assets(url):
@@ -40,7 +31,7 @@ def answers(natsd, reference, tmp_path):
     for kind, start in (("nats-server", reference), ("natsd", natsd)):
         srv = start("-js", "-sd", str(tmp_path / kind), "-m", "-1")
         asyncio.run(_assets(srv.url))
-        out[kind] = {p: _status_and_body(srv.http_port, p) for p in PATHS}
+        out[kind] = {p: http_status_json(srv.http_port, p) for p in PATHS}
     return out
 
 

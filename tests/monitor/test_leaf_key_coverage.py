@@ -8,8 +8,6 @@ have every key nats-server's have, with the same JSON types (monitoring.union ov
 and the values that do not depend on timing must be nats-server's.
 """
 import asyncio
-import json
-import urllib.request
 
 import nats
 import pytest
@@ -17,7 +15,7 @@ import pytest
 from tests.support.certs import CA
 from tests.support.monitoring import every_answer
 from tests.support.monitoring import differences, union
-from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
+from tests.support.servers import ServerProcess, http_json, nats_server_cmd, natsd_cmd
 from tests.support.waiting import poll
 from tools.serverproc import free_port
 
@@ -39,11 +37,6 @@ SYS = [("$SYS.REQ.SERVER.PING.LEAFZ", {"subscriptions": True}), ("$SYS.REQ.ACCOU
        ("$SYS.REQ.ACCOUNT.PING.STATZ", {"accounts": ["A"]})]
 
 
-def _get(server, path):
-    with urllib.request.urlopen("http://127.0.0.1:%d%s" % (server.http_port, path), timeout=5) as r:
-        return json.loads(r.read())
-
-
 async def _scenario(hub, leaf, ws_port):
     out = {}
     ws = await nats.connect("ws://127.0.0.1:%d" % ws_port, user="a", password="a")
@@ -52,10 +45,10 @@ async def _scenario(hub, leaf, ws_port):
     lc = await nats.connect(leaf.url, user="a", password="a")
     await lc.subscribe("y.>")
     await lc.flush()
-    assert poll(lambda: "y.>" in _get(hub, "/leafz?subs=1")["leafs"][0].get("subscriptions_list", []), 10)
+    assert poll(lambda: "y.>" in http_json(hub.http_port, "/leafz?subs=1")["leafs"][0].get("subscriptions_list", []), 10)
     for who, server in (("hub", hub), ("leaf", leaf)):
         for path in HTTP:
-            out["%s %s" % (who, path)] = [_get(server, path)]
+            out["%s %s" % (who, path)] = [http_json(server.http_port, path)]
     sc = await nats.connect(hub.url, user="s", password="s")
     for subject, body in SYS:
         out["sys " + subject] = await every_answer(sc, subject, body)
@@ -84,7 +77,7 @@ def answers(tmp_path_factory):
                 servers.append(p)
                 p.wait_ready()
             hub, leaf = servers
-            assert poll(lambda: _get(hub, "/varz")["leafnodes"] == _get(leaf, "/varz")["leafnodes"] == 1, 15), \
+            assert poll(lambda: http_json(hub.http_port, "/varz")["leafnodes"] == http_json(leaf.http_port, "/varz")["leafnodes"] == 1, 15), \
                 hub.log[-2000:] + leaf.log[-2000:]
             out[kind] = asyncio.run(_scenario(hub, leaf, names["ws_port"]))
         finally:

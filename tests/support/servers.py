@@ -1,7 +1,7 @@
 """Servers of both kinds as processes: the command lines of natsd (this project) and of the
 reference nats-server, ServerProcess (a started server whose log is collected line by line),
 start_server (a ready server on ports the kernel chose) and the monitoring port's HTTP
-answers (http_get, http_json, get_json).
+answers (http_get, http_json, http_status_json, get_json).
 
 Servers are started with `-p -1` (a free port chosen by the kernel) and the port is read from
 the "Listening for client connections on HOST:PORT" log line, exactly as launchers do. Whoever
@@ -135,6 +135,13 @@ def http_json(port, path, timeout=5):
     """The decoded JSON of a GET on a monitoring port (an HTTP error status raises HTTPError)."""
     with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=timeout) as r:
         return json.loads(r.read())
+
+
+def http_status_json(port, path, timeout=5):
+    """(status, decoded JSON body) of a GET on a monitoring port, error statuses included
+    (an empty body is None)."""
+    status, _, body = http_get(port, path, timeout)
+    return status, json.loads(body or "null")
 
 
 def get_json(port, path):
