@@ -4,6 +4,7 @@
   monitoring port's HTTP answers;
 - waiting: poll / until (a condition with a deadline, plain and async) and run (a coroutine
   with a timeout);
+- natspy: nats-py as the tests use it (a flush() that follows the commands before it);
 - fixtures: the shared fixtures (natsd, reference, any_server, starters, js_server, pki, the
   client probes), registered by tests/conftest.py;
 - jetstream: JetStream through nats-py (connect, api, same_on_both) and where a log block's
