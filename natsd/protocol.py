@@ -22,6 +22,11 @@ from natsd.net.tls import go_tls_error, peer_cert_details
 
 log = logging.getLogger("natsd")
 
+# Connection.kind, as natsd/_core/conn.pxd numbers the kinds (its enum is C-level only)
+KIND_CLIENT = 0
+KIND_LEAF = 1
+KIND_ROUTE = 2
+
 
 def per_message(method):
     """Mark a handler method the core may call once per message (keep it cheap)."""

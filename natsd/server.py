@@ -166,7 +166,8 @@ class Server:
             self.cluster.start()
             self.subsystems.append(self.cluster)
             if self.jetstream is not None:
-                self.jetstream.start_cluster()
+                from natsd.jetstream.replicated.layer import ClusterLayer
+                self.jetstream.start_cluster(ClusterLayer(self.jetstream))
         self._write_pid_file()
         self._write_ports_file()
         self.loop.call_later(1.0, self._write_deadline_sweep)

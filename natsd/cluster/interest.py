@@ -10,13 +10,10 @@ subscriber and after its last, a queue group on every change of its weight.
 """
 import logging
 
+from natsd.protocol import KIND_CLIENT, KIND_LEAF, KIND_ROUTE
 from natsd.logger import TRACE
 
 log = logging.getLogger("natsd")
-
-KIND_CLIENT = 0
-KIND_LEAF = 1
-KIND_ROUTE = 2
 
 
 def routes_listen(sublist, subject):

@@ -23,7 +23,7 @@ from natsd._core.sublist import Sublist
 from natsd.client import ClientState
 from natsd.net.dialer import Dialer, go_dial_error, host_label
 from natsd.gofmt import go_float, go_json, go_quote
-from natsd.protocol import info_line, prepare_accepted, release_connection
+from natsd.protocol import KIND_ROUTE, info_line, prepare_accepted, release_connection
 from natsd.net.compression import NOT_SUPPORTED, S2_FAST, Compression
 from natsd.cluster.connecturls import ConnectUrls
 from natsd.net.listener import connect_urls
@@ -34,7 +34,6 @@ from natsd.net.tls import cert_not_after, default_auth_timeout
 
 log = logging.getLogger("natsd")
 
-KIND_ROUTE = 2
 EXPLICIT, IMPLICIT = "explicit", "implicit"
 GOSSIP_DEFAULT, GOSSIP_DISABLED, GOSSIP_OVERRIDE = 0, 1, 2
 CONNECT_DELAY = 1.0                     # nats-server DEFAULT_ROUTE_CONNECT (between attempts)

@@ -41,16 +41,14 @@ from natsd.ids import random_token
 from natsd.logger import TRACE
 from natsd.leafnodes.linkperms import LinkPerms, internal_interest, internal_message, is_literal
 from natsd.auth.permissions import Permissions
-from natsd.protocol import ProtocolHandler, info_line, prepare_accepted, release_connection
+from natsd.protocol import (KIND_CLIENT, KIND_LEAF, KIND_ROUTE, ProtocolHandler, info_line,
+                            prepare_accepted, release_connection)
 from natsd._core.ws import WsCodec
 from natsd.net.tls import ServerTls, TlsSettings, cert_not_after, default_auth_timeout, spki_sha256
 from natsd.subject import subject_is_subset
 
 log = logging.getLogger("natsd")
 
-KIND_CLIENT = 0
-KIND_LEAF = 1
-KIND_ROUTE = 2
 LDS_PREFIX = "$LDS."
 LOOP_DELAY = 30.0                       # reconnect delay after a loop was detected
 PERM_VIOLATION_DELAY = 30.0

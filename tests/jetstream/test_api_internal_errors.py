@@ -25,7 +25,8 @@ def handler(monkeypatch):
     monkeypatch.setattr(api.advisories, "api_audit", lambda *a, **k: None)
     loop = types.SimpleNamespace(call_soon=lambda fn, *a: fn(*a))
     server = types.SimpleNamespace(loop=loop, cluster=None)
-    engine = types.SimpleNamespace(server=server, domain=None, stopped=False, strict=True)
+    engine = types.SimpleNamespace(server=server, domain=None, stopped=False, strict=True,
+                                   cluster=None, meta=None, listing=None)
     jsa = types.SimpleNamespace(streams=Exploding(), api_total=0, api_errors=0, sublist=None,
                                 lookup=lambda name: (_ for _ in ()).throw(LEAKY))
     acc = types.SimpleNamespace(name="$G", sublist=types.SimpleNamespace(match=lambda s: types.SimpleNamespace(total=0)))

@@ -11,16 +11,11 @@ every one, and nothing the docs name may be gone. The rules:
   package's `__init__.py` is counted as its folder;
 - every `natsd/...` path written in README.md or in docs/*.md exists (a path with `*` must
   match something), and so does every relative Markdown link of those pages.
-
-AWAITED lists modules the docs already name that are announced but not in the tree yet: while
-one is absent, its check is an expected failure instead of a failure; once it arrives it is
-checked like any other, and its entry here can go.
 """
 import glob
 import os
 import re
 
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ARCHITECTURE = os.path.join(ROOT, "docs", "architecture.md")
@@ -28,13 +23,6 @@ PAGES = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, 
 SOURCE = (".py", ".pyx", ".pxd", ".h")
 PATH = re.compile(r"natsd/[A-Za-z0-9_./*-]*")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-
-AWAITED = {
-    "natsd/jetstream/engine/clustering.py",   # the interface the engine declares for its replicated layer
-    "natsd/jetstream/engine/corehooks.py",    # what JetStream registers with the core at start
-    "natsd/_core/logopen.pyx",                # opening and closing a log
-}
-
 
 def _read(path):
     with open(path, encoding="utf-8") as f:
@@ -91,16 +79,9 @@ def test_every_natsd_path_in_the_docs_exists():
     gone = []
     for page in PAGES:
         for path in sorted(_paths(_read(page))):
-            if path not in AWAITED and not _exists(path):
+            if not _exists(path):
                 gone.append("%s: %s" % (os.path.relpath(page, ROOT), path))
     assert not gone, "the docs name paths that do not exist:\n  " + "\n  ".join(gone)
-
-
-@pytest.mark.parametrize("path", sorted(AWAITED))
-def test_awaited_module_is_in_the_tree(path):
-    assert path in _table_paths(), "%s is awaited but docs/architecture.md no longer names it" % path
-    if not _exists(path):
-        pytest.xfail("%s is named in docs/architecture.md but not in the tree yet" % path)
 
 
 def test_relative_links_of_the_docs_resolve():

@@ -12,13 +12,14 @@ import logging
 from natsd._core.router import publish
 from natsd.gofmt import go_time
 from natsd.jetstream.engine import advisories, gojson, snapshot, streamops
-from natsd.jetstream.replicated import auditwatch, listing, placement, scale as replscale
 from natsd.jetstream.engine import errors as E
 from natsd.jetstream.engine.apilevel import required_level_too_high
+from natsd.jetstream.engine.clustering import CONSUMER_LED
 from natsd.jetstream.engine.headers import build_headers
+from natsd.protocol import KIND_ROUTE
 from natsd.jetstream.engine.streamconfig import (
     STEPDOWN_REQUEST, STREAM_FIELDS, check_config, check_filters_at_create, check_update,
-    config_json, decode_request, decode_stream_config)
+    config_json, decode_request, decode_stream_config, matching)
 from natsd.subject import subjects_overlap
 
 log = logging.getLogger("natsd")
@@ -158,8 +159,9 @@ class ApiHandler:
             return
         if (len(args) < 1) if op == "CONSUMER.CREATE" else ARGC.get(op, len(args)) != len(args):
             return          # no nats-server API subscription matches this subject
-        if (self.server.cluster is not None and jsa is not None and args and op in STREAM_NAMED
-                and not placement.answer_here(jsa, args[0], b"$JS.API." + rest, subject, reply,
+        cluster = self.engine.cluster
+        if (cluster is not None and jsa is not None and args and op in STREAM_NAMED
+                and not cluster.answer_here(jsa, args[0], b"$JS.API." + rest, subject, reply,
                                               hdr, payload, origin, op, args)):
             # another server of the cluster has the stream
             self._watch_answer(jsa, origin, op, subject, reply, payload)
@@ -236,9 +238,9 @@ class ApiHandler:
     def _watch_answer(self, jsa, origin, op, subject, reply, payload):
         """A request this server does not answer now: on a cluster, the answer is audited
         when it goes by (natsd/jetstream/replicated/auditwatch.py), unless a route brought the request."""
-        if (self.server.cluster is not None and op in TYPES and op != "CONSUMER.MSG.NEXT"
+        if (self.engine.cluster is not None and op in TYPES and op != "CONSUMER.MSG.NEXT"
                 and not _from_route(origin)):
-            auditwatch.watch(jsa, origin, op, subject, reply, payload)
+            self.engine.cluster.watch_answer(jsa, origin, op, subject, reply, payload)
 
     def _held_for_leader(self, jsa, op, args, *request):
         """A replicated stream's new leader holds requests until it is ready (see
@@ -249,7 +251,7 @@ class ApiHandler:
             if st is None or st.replica is None:
                 return False
             host = st.replica.consumers.hosts.get(args[1]) \
-                if op in placement.CONSUMER_LED and len(args) > 1 else None
+                if op in CONSUMER_LED and len(args) > 1 else None
             return bool((host or st.replica).defer_until_ready(self.on_request, *request))
         except Exception:
             return False
@@ -261,7 +263,7 @@ class ApiHandler:
         if meta is None:
             return r.jsa.account_info()
         # the whole cluster's totals, as nats-server's meta leader answers them
-        if not meta.group.leader:
+        if not meta.leader_known():
             raise E.error("JSClusterNotAvailErr")
         r.detach()
         self.engine.listing.account_usage(r.jsa, lambda totals: r.send(r.jsa.account_info(totals)))
@@ -370,12 +372,12 @@ class ApiHandler:
                 if cfg["num_replicas"] <= 1:
                     # the meta leader drops the assignment and this server, the leader, keeps
                     # its copy as a one-replica stream; answered at once, as nats-server does
-                    if not self.engine.meta.group.leader:
+                    if not self.engine.meta.leader_known():
                         raise E.error("JSClusterNotAvailErr")
                     self.engine.meta.request("del", jsa, {"name": name, "keep": self.engine.meta.peer,
                                                           "cfg": cfg}, None)
                     advisories.stream_action(st, "modify")
-                    return replscale.scale_down_answer(st.replica, cfg)
+                    return st.replica.scale_down_answer(cfg)
                 # other servers: the meta leader picks them, this leader answers once applied
                 self.engine.meta.request("peers", jsa, {"name": name, "cfg": cfg,
                                                         "keep": self.engine.meta.peer}, r.reply)
@@ -436,7 +438,7 @@ class ApiHandler:
         return {}
 
     def _filtered_streams(self, jsa, subj):
-        return [jsa.streams[n] for n, _ in listing.matching(((s.name, s.config) for s in jsa.streams.values()), subj)]
+        return [jsa.streams[n] for n, _ in matching(((s.name, s.config) for s in jsa.streams.values()), subj)]
 
     def op_stream_names(self, r):
         req = self._names_request(r)
@@ -775,7 +777,8 @@ class Request:
         """Not when a route brought the request, or a watch audits its answer: the client's
         server does (natsd/jetstream/replicated/auditwatch.py)."""
         return not _from_route(self.origin) and not (
-            self.jsa is not None and auditwatch.watched(self.jsa, self.reply))
+            self.jsa is not None and self.h.engine.cluster is not None
+            and self.h.engine.cluster.watched(self.jsa, self.reply))
 
     def detach(self):
         """For an answer sent after the handler returns: copies of what still points into the
@@ -810,7 +813,7 @@ class Request:
 
 
 def _from_route(origin):
-    return origin is not None and origin.kind == placement.KIND_ROUTE
+    return origin is not None and origin.kind == KIND_ROUTE
 
 
 def _count(jsa):

@@ -19,7 +19,6 @@ from natsd.subject import subject_is_subset
 from natsd.auth import nkey
 from natsd.jetstream.engine import errors as E
 from natsd.jetstream.engine import api, batch, consumer, jscrypt
-from natsd.jetstream.replicated import placement
 from natsd.jetstream.engine.store import open_store
 from natsd.jetstream.engine.stream import Stream
 from natsd.jetstream.engine.apilevel import API_LEVEL
@@ -92,7 +91,7 @@ class JsAccount:
         self.name = account.name
         self.sublist = account.sublist
         self.streams = {}
-        self.claims = {}                # stream name -> placement.Claim (on a cluster)
+        self.claims = {}                # stream name -> its Claim (on a cluster, clustering.py)
         self.audit_watches = {}         # reply -> auditwatch._Watch (on a cluster)
         self.audit_sweep = None
         self.api_total = 0
@@ -222,8 +221,8 @@ class JsAccount:
             st.rebuild_dedup()
             st.rebuild_timers()
         self.streams[name] = st
-        if self.engine.server.cluster is not None and replica is None:
-            self.claims[name] = placement.Claim(self.sublist, placement.claimed_subjects(name))
+        if self.engine.cluster is not None and replica is None:
+            self.claims[name] = self.engine.cluster.claim(self.sublist, name)
         st.start()
         return st
 
@@ -233,7 +232,7 @@ class JsAccount:
         if claim is not None:
             claim.release()
         if on:
-            self.claims[name] = placement.Claim(self.sublist, placement.claimed_subjects(name))
+            self.claims[name] = self.engine.cluster.claim(self.sublist, name)
 
     def release_stream(self, name):
         """Take a one-replica stream out of the account without deleting its files (it becomes
@@ -369,8 +368,10 @@ def _check_store_dir(path):
 
 
 class JetStream:
-    meta = None                         # natsd.jetstream.replicated.meta.MetaGroup on a cluster
-    listing = None                      # natsd.jetstream.replicated.listing.StreamListing on a cluster
+    # on a cluster (what each is: natsd/jetstream/engine/clustering.py), None on a single server
+    cluster = None                      # Clustering: given by the server once the routes are up
+    meta = None                         # MetaGroup: the meta group
+    listing = None                      # Listing: listings gathered from every server
 
     def __init__(self, server):
         self.server = server
@@ -562,10 +563,8 @@ class JetStream:
             return
         self.stopped = True
         log.info("Initiating JetStream Shutdown...")
-        if self.listing is not None:
-            self.listing.stop()
-        if self.meta is not None:
-            self.meta.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
         self._stop_streams()
         log.info("JetStream Shutdown")
 
@@ -579,22 +578,18 @@ class JetStream:
                 except Exception:
                     log.exception("stopping stream %s failed", st.name)
 
-    def start_cluster(self):
-        """The routes are up: the one-replica streams recovered before draw the requests about
-        them to this server (natsd/jetstream/replicated/placement.py), and the server joins (or founds)
-        the cluster's meta group. That needs the system account, which carries its traffic."""
+    def start_cluster(self, cluster):
+        """The routes are up, and `cluster` is JetStream on them (a Clustering,
+        natsd/jetstream/engine/clustering.py): the one-replica streams recovered before draw
+        the requests about them to this server, and the server joins (or founds) the
+        cluster's meta group, which needs the system account that carries its traffic."""
+        self.cluster = cluster
         for jsa in self.jsas.values():
             for name, st in jsa.streams.items():
                 if st.replica is None and name not in jsa.claims:
                     jsa.claim(name, True)
-        if self.server.accounts.system is None or self.server.system is None:
-            log.warning("JetStream cluster needs a system account: no metadata group")
-            return
-        from natsd.jetstream.replicated.listing import StreamListing
-        from natsd.jetstream.replicated.meta import MetaGroup
-        self.meta = MetaGroup(self)
-        self.meta.start()
-        self.listing = StreamListing(self, self.meta)
+        cluster.start()
+        self.meta, self.listing = cluster.meta, cluster.listing
 
     def enabled_for(self, account):
         return account.name in self.jsas

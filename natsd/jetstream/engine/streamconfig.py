@@ -508,3 +508,12 @@ def config_json(cfg, dynamic=True):
         md["_nats.ver"] = VERSION
         out["metadata"] = dict(sorted(md.items()))
     return out
+
+
+def matching(configs, subject):
+    """The (name, config) pairs whose subjects overlap `subject` (all when it is empty),
+    sorted by name."""
+    out = sorted(configs, key=lambda nc: nc[0])
+    if subject:
+        out = [(n, c) for n, c in out if any(subjects_overlap(subject, x) for x in c.get("subjects") or [])]
+    return out

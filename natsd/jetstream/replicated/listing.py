@@ -17,22 +17,13 @@ consumers of the streams it answers for, and the API requests of the account it 
 import json
 import logging
 
-from natsd.subject import subjects_overlap
+from natsd.jetstream.engine.streamconfig import matching
 
 log = logging.getLogger("natsd")
 
 GATHER = "$JSC.LS"
 GATHER_TIMEOUT = 2.0                    # seconds to wait for the other servers' answers
 TOTALS = ("memory", "storage", "reserved_memory", "reserved_storage", "consumers", "api_total", "api_errors")
-
-
-def matching(configs, subject):
-    """The (name, config) pairs whose subjects overlap `subject` (all when it is empty),
-    sorted by name."""
-    out = sorted(configs, key=lambda nc: nc[0])
-    if subject:
-        out = [(n, c) for n, c in out if any(subjects_overlap(subject, x) for x in c.get("subjects") or [])]
-    return out
 
 
 class StreamListing:

@@ -630,6 +630,10 @@ class MetaGroup:
 
     # ---- questions ----
 
+    def leader_known(self):
+        """Whether the meta group has a leader now (this server knows which)."""
+        return bool(self.group.leader)
+
     def is_leader(self):
         return self.group is not None and self.group.is_leader()
 

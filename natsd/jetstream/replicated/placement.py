@@ -24,8 +24,9 @@ import time
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.cluster.interest import routes_listen
+from natsd.protocol import KIND_ROUTE
+from natsd.jetstream.engine.clustering import CONSUMER_LED
 
-KIND_ROUTE = 2
 CLAIM_WAIT = 2.0                # seconds a request about a replicated stream waits for its leader's claim
 CLAIM_POLL = 0.05
 
@@ -69,8 +70,6 @@ class Claim:
 
 
 CREATING = frozenset(("STREAM.CREATE", "STREAM.RESTORE"))   # the meta leader answers them
-CONSUMER_LED = frozenset(("CONSUMER.INFO", "CONSUMER.PAUSE", "CONSUMER.UNPIN", "CONSUMER.RESET",
-                          "CONSUMER.MSG.NEXT", "CONSUMER.LEADER.STEPDOWN"))
 
 
 def answer_here(jsa, stream, api_subject, request_subject, reply, hdr, payload, origin, op=None, args=()):

@@ -847,6 +847,10 @@ class ReplicatedStream:
                                                                   len(self.peers), ", ".join(gone))})
         return out
 
+    def scale_down_answer(self, cfg):
+        """The answer to an update to one replica, given at once (natsd/jetstream/replicated/scale.py)."""
+        return replscale.scale_down_answer(self, cfg)
+
     def step_down(self, placement):
         step_down(self.group, self.meta.peer, placement, self.meta.peer_clusters, self.transfer_leadership)
 
