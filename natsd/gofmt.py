@@ -25,10 +25,21 @@ def _utf8_len(lead):
     return 0
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udc7f\udd00-\udfff]")     # not a surrogate escape
+
+
 def go_quote(s):
     """strconv.Quote: `"..."` with Go's escapes for quotes, backslashes, control and other
-    non-printable runes, and `\\xNN` for each byte that is not part of valid UTF-8."""
-    b = s if isinstance(s, bytes) else s.encode("utf-8", "surrogateescape")
+    non-printable runes, and `\\xNN` for each byte that is not part of valid UTF-8. `s` is
+    bytes (or a bytearray) or a str whose surrogate escapes stand for the bytes they were
+    decoded from; a lone surrogate, which stands for no byte, is written `\\ufffd`."""
+    if isinstance(s, str):
+        try:
+            b = s.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            return '"' + "\\ufffd".join(go_quote(part)[1:-1] for part in _LONE_SURROGATE.split(s)) + '"'
+    else:
+        b = bytes(s)
     out = ['"']
     i, n = 0, len(b)
     while i < n:

@@ -24,6 +24,8 @@ import calendar
 import json
 import re
 
+from natsd.gofmt import go_quote
+
 MAX_DEPTH = 10000
 
 
@@ -43,43 +45,13 @@ class _Syntax(Exception):
 
 # ---------------------------------------------------------------- quoting (Go's strconv/time)
 
-def strconv_quote(s):
-    """Go's strconv.Quote of a str (surrogate escapes stand for invalid UTF-8 bytes) or bytes."""
-    if isinstance(s, (bytes, bytearray)):
-        s = bytes(s).decode("utf-8", "surrogateescape")
-    out = ['"']
-    for ch in s:
-        o = ord(ch)
-        if 0xDC80 <= o <= 0xDCFF:
-            out.append("\\x%02x" % (o - 0xDC00))
-        elif 0xD800 <= o <= 0xDFFF:
-            out.append("\\ufffd")
-        elif ch == '"' or ch == "\\":
-            out.append("\\" + ch)
-        elif ch.isprintable():
-            out.append(ch)
-        elif ch in _C_ESC:
-            out.append(_C_ESC[ch])
-        elif o < 0x20 or o == 0x7F:
-            out.append("\\x%02x" % o)
-        elif o < 0x10000:
-            out.append("\\u%04x" % o)
-        else:
-            out.append("\\U%08x" % o)
-    out.append('"')
-    return "".join(out)
-
-
-_C_ESC = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
 def _quote_char(c):
     """How Go's JSON scanner names an offending byte: 'x', '\\x01', '\\''."""
     if c == 0x27:
         return "'\\''"
     if c == 0x22:
         return "'\"'"
-    return "'" + strconv_quote(bytes([c]))[1:-1] + "'"
+    return "'" + go_quote(bytes([c]))[1:-1] + "'"
 
 
 def _bad_char(b, i, context):
@@ -92,7 +64,7 @@ def _bad_char(b, i, context):
                 ch = b[i:i + n].decode("utf-8")
             except UnicodeDecodeError:
                 continue
-            return _Syntax("invalid character '%s' %s" % (strconv_quote(ch)[1:-1], context), i + n)
+            return _Syntax("invalid character '%s' %s" % (go_quote(ch)[1:-1], context), i + n)
     return _Syntax("invalid character %s %s" % (_quote_char(c), context), i + 1)
 
 
@@ -208,7 +180,7 @@ def _string(b, i, n):
             else:
                 window = b[i:i + 2]
             what = window.decode("utf-8", "surrogateescape")
-            what = "`%s`" % what if _can_backquote(what) else strconv_quote(window)
+            what = "`%s`" % what if _can_backquote(what) else go_quote(window)
             raise _Syntax("invalid escape sequence %s in string" % what, i + len(window))
         raise _bad_char(b, i, "in string")
     node = _Str(_decode_str(b[start + 1:i], esc))
@@ -439,7 +411,7 @@ def _stream_enum(values, lower=False):
         key = raw.lower() if lower else raw
         v = values.get(key)
         if v is None:
-            raise JSONError("can not unmarshal %s" % strconv_quote(raw))
+            raise JSONError("can not unmarshal %s" % go_quote(raw))
         return v
     return check
 
@@ -506,7 +478,7 @@ def _struct(ctx, node, spec, path, gotype, out):
                     break
         if f is None:
             if ctx.strict:
-                raise JSONError("json: unknown field %s" % strconv_quote(key))
+                raise JSONError("json: unknown field %s" % go_quote(key))
             continue
         _field(ctx, val, name, f, path + [key], out)
     return out
