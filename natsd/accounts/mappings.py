@@ -25,6 +25,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from natsd.gofmt import go_quote
 from natsd.subject import PWC, SEP, _subset_tokens, has_wildcard, is_valid_subject, tokenize
 from natsd.accounts.transform import (
     ERR_BAD_SUBJECT, SubjectTransform, TransformError, validate_mapping)
@@ -36,10 +37,6 @@ DROP = ""     # map() result meaning "discard the message"
 class _Choice:
     transform: SubjectTransform
     upto: int        # cumulative weight: chosen when the draw in [0, 100) is below this
-
-
-def _go_quote(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _identity_dest(src: str) -> str:
@@ -88,7 +85,7 @@ class _Rule:
 
 def _check_dest(src: str, d, seen: set, totals: dict) -> None:
     if d.subject in seen:
-        raise TransformError(f"duplicate entry for {_go_quote(d.subject)}", source=src)
+        raise TransformError(f"duplicate entry for {go_quote(d.subject)}", source=src)
     seen.add(d.subject)
     if d.weight > 100 or d.weight < 0:
         raise TransformError("individual weights need to be <= 100", source=src)

@@ -10,7 +10,7 @@ ignored, a wrong type is an error).
 import re
 from datetime import datetime, timezone
 
-from natsd.gofmt import go_duration, rtt_nanos
+from natsd.gofmt import go_duration, go_quote, rtt_nanos
 
 class HttpError(Exception):
     """A monitoring request answered with an HTTP error status and nats-server's text."""
@@ -39,23 +39,6 @@ class OptionsError(HttpError):
         super().__init__(400, message)
 
 
-def _goquote(s):
-    out = ['"']
-    for ch in s:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7f:
-            out.append("\\x%02x" % ord(ch))
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
 # ---- query string (values are strings; "" means "not given") ----
 
 def q_bool(query, name):
@@ -67,7 +50,7 @@ def q_bool(query, name):
     if s in _FALSE:
         return False
     raise OptionsError("Error decoding boolean for '%s': strconv.ParseBool: parsing %s: "
-                       "invalid syntax" % (name, _goquote(s)))
+                       "invalid syntax" % (name, go_quote(s)))
 
 
 def q_int(query, name):
@@ -76,11 +59,11 @@ def q_int(query, name):
         return 0
     if not _INT_RE.match(s):
         raise OptionsError("Error decoding int for '%s': strconv.Atoi: parsing %s: "
-                           "invalid syntax" % (name, _goquote(s)))
+                           "invalid syntax" % (name, go_quote(s)))
     v = int(s)
     if not -INT_MAX - 1 <= v <= INT_MAX:
         raise OptionsError("Error decoding int for '%s': strconv.Atoi: parsing %s: "
-                           "value out of range" % (name, _goquote(s)))
+                           "value out of range" % (name, go_quote(s)))
     return v
 
 
@@ -90,11 +73,11 @@ def q_uint64(query, name):
         return 0
     if not _UINT_RE.match(s):
         raise OptionsError("Error decoding uint64 for '%s': strconv.ParseUint: parsing %s: "
-                           "invalid syntax" % (name, _goquote(s)))
+                           "invalid syntax" % (name, go_quote(s)))
     v = int(s)
     if v > UINT64_MAX:
         raise OptionsError("Error decoding uint64 for '%s': strconv.ParseUint: parsing %s: "
-                           "value out of range" % (name, _goquote(s)))
+                           "value out of range" % (name, go_quote(s)))
     return v
 
 
