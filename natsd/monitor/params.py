@@ -41,6 +41,12 @@ class OptionsError(HttpError):
 
 # ---- query string (values are strings; "" means "not given") ----
 
+def _decode_error(go_type, name, go_func, s, why):
+    """nats-server's 400 text for a query value strconv refused (monitor.go's decodeX)."""
+    return OptionsError("Error decoding %s for '%s': strconv.%s: parsing %s: %s"
+                        % (go_type, name, go_func, go_quote(s), why))
+
+
 def q_bool(query, name):
     s = query.get(name, "")
     if s == "":
@@ -49,36 +55,28 @@ def q_bool(query, name):
         return True
     if s in _FALSE:
         return False
-    raise OptionsError("Error decoding boolean for '%s': strconv.ParseBool: parsing %s: "
-                       "invalid syntax" % (name, go_quote(s)))
+    raise _decode_error("boolean", name, "ParseBool", s, "invalid syntax")
+
+
+def _q_integer(query, name, go_type, go_func, pattern, lo, hi):
+    """A query integer as strconv.Atoi/ParseUint reads it (0 when absent), within lo..hi."""
+    s = query.get(name, "")
+    if s == "":
+        return 0
+    if not pattern.match(s):
+        raise _decode_error(go_type, name, go_func, s, "invalid syntax")
+    v = int(s)
+    if not lo <= v <= hi:
+        raise _decode_error(go_type, name, go_func, s, "value out of range")
+    return v
 
 
 def q_int(query, name):
-    s = query.get(name, "")
-    if s == "":
-        return 0
-    if not _INT_RE.match(s):
-        raise OptionsError("Error decoding int for '%s': strconv.Atoi: parsing %s: "
-                           "invalid syntax" % (name, go_quote(s)))
-    v = int(s)
-    if not -INT_MAX - 1 <= v <= INT_MAX:
-        raise OptionsError("Error decoding int for '%s': strconv.Atoi: parsing %s: "
-                           "value out of range" % (name, go_quote(s)))
-    return v
+    return _q_integer(query, name, "int", "Atoi", _INT_RE, -INT_MAX - 1, INT_MAX)
 
 
 def q_uint64(query, name):
-    s = query.get(name, "")
-    if s == "":
-        return 0
-    if not _UINT_RE.match(s):
-        raise OptionsError("Error decoding uint64 for '%s': strconv.ParseUint: parsing %s: "
-                           "invalid syntax" % (name, go_quote(s)))
-    v = int(s)
-    if v > UINT64_MAX:
-        raise OptionsError("Error decoding uint64 for '%s': strconv.ParseUint: parsing %s: "
-                           "value out of range" % (name, go_quote(s)))
-    return v
+    return _q_integer(query, name, "uint64", "ParseUint", _UINT_RE, 0, UINT64_MAX)
 
 
 def q_subs(query):
