@@ -19,7 +19,7 @@ from natsd.jetstream.engine.headers import build_headers
 from natsd.protocol import KIND_ROUTE
 from natsd.jetstream.engine.streamconfig import (
     STEPDOWN_REQUEST, STREAM_FIELDS, check_config, check_filters_at_create, check_update,
-    config_json, decode_request, decode_stream_config, matching)
+    config_json, decode_request, decode_stream_config, is_one_file_name, is_utf8, matching)
 from natsd.subject import subjects_overlap
 
 log = logging.getLogger("natsd")
@@ -324,7 +324,7 @@ class ApiHandler:
             raise E.error("JSStreamReplicasNotSupportedErr")
         self._check_overlap(jsa, cfg, None)
         check_filters_at_create(cfg)
-        if not _fs_name_ok(name):      # natsd keeps a directory for memory streams too
+        if not is_one_file_name(name):   # natsd keeps a directory for memory streams too
             raise _stream_store_failed(jsa, name, "invalid stream directory name")
         try:
             st = jsa.add_stream(cfg)
@@ -554,7 +554,7 @@ class ApiHandler:
         # that request (re-encoded), so its own JSON reading never sees what Go would refuse
         req = decode_request(r.payload, _RESTORE_REQ, "JSApiStreamRestoreRequest", self.engine.strict)
         name = (req.get("config") or {}).get("name") or r.args[0]
-        if name == r.args[0] and ("\x00" in name or not _is_utf8(name)) and not _has_sep(name):
+        if name == r.args[0] and ("\x00" in name or not is_utf8(name)) and not _has_sep(name):
             # a stream name from a subject token that is not UTF-8 (nats-server takes the
             # bytes; natsd's streams need text) or one no directory can have: the restore
             # fails up front, the way a store failure does
@@ -822,20 +822,6 @@ def _count(jsa):
 
 def _has_sep(name):
     return "/" in name or "\\" in name
-
-
-def _is_utf8(name):
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _fs_name_ok(name):
-    """Whether a name can be one directory name (Linux: no NUL, at most 255 bytes)."""
-    return "\x00" not in name and len(name.encode("utf-8", "surrogateescape")) <= 255 \
-        and name not in (".", "..")
 
 
 def _stream_store_failed(jsa, name, why):

@@ -21,7 +21,8 @@ from natsd.jetstream.engine import gojson
 from natsd.jetstream.engine.apilevel import required_level_too_high
 from natsd.jetstream.engine.headers import slice_header
 from natsd.jetstream.engine.consumer import Consumer, consumer_dir, now_ns
-from natsd.jetstream.engine.streamconfig import STEPDOWN_REQUEST, decode_request
+from natsd.jetstream.engine.streamconfig import (STEPDOWN_REQUEST, decode_request, is_one_file_name,
+                                                 is_utf8, name_len)
 from natsd.subject import subjects_overlap
 
 log = logging.getLogger("natsd")
@@ -221,7 +222,7 @@ def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False)
         if d:
             # a name the file system refuses (NUL, more than 255 bytes) fails as nats-server's
             # store creation fails, before anything touches the disk
-            if not _fs_name_ok(name):
+            if not is_one_file_name(name):
                 raise _store_failed(jsa, stream, cfg, "invalid consumer directory name")
             o.directory = d
             try:
@@ -284,7 +285,7 @@ def check_consumer(jsa, stream, cfg, action, pedantic):
             if not _partition_unique(stream, existing_name, fl):
                 raise E.error("JSConsumerWQConsumerNotUniqueErr")
     if cfg["durable_name"]:
-        if _nbytes(cfg["durable_name"]) > cc.MAX_NAME_LEN:      # Go's len(): bytes
+        if name_len(cfg["durable_name"]) > cc.MAX_NAME_LEN:      # Go's len(): bytes
             raise E.error("JSConsumerNameTooLongErrF", max=cc.MAX_NAME_LEN)
         name = cfg["durable_name"]
     elif cfg["name"]:
@@ -295,29 +296,12 @@ def check_consumer(jsa, stream, cfg, action, pedantic):
             name = random_token(8)       # not stamped into the config (as nats-server)
     if not cc.valid_asset_name(name):
         raise E.error("JSConsumerBadDurableNameErr")
-    if not _is_utf8(name):
+    if not is_utf8(name):
         # a name from a subject token that is not UTF-8: nats-server takes the bytes as they
         # are; natsd's consumers (subscriptions, advisories, state) need text, so the create
         # fails the way a store failure does, before anything is set up
         raise _store_failed(jsa, stream, cfg, "consumer name is not UTF-8")
     return None, name
-
-
-def _is_utf8(name):
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _nbytes(name):
-    return len(name.encode("utf-8", "surrogateescape"))
-
-
-def _fs_name_ok(name):
-    """Whether `name` can be one file name (Linux NAME_MAX is 255 bytes, no NUL)."""
-    return "\x00" not in name and _nbytes(name) <= 255 and name not in (".", "..")
 
 
 def _store_failed(jsa, stream, cfg, why):

@@ -122,6 +122,21 @@ def name_len(name):
     return len(name.encode("utf-8", "surrogateescape"))
 
 
+def is_utf8(name):
+    """Whether a name is text: no surrogate escape (a byte that was not UTF-8) in it."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def is_one_file_name(name):
+    """Whether a name can be one file or directory name (Linux: no NUL, at most 255 bytes,
+    not "." or "..") - the streams' and consumers' directories are named after them."""
+    return "\x00" not in name and name_len(name) <= 255 and name not in (".", "..")
+
+
 def _invalid(msg):
     return E.error("JSStreamInvalidConfigF", err=msg)
 
