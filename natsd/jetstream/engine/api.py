@@ -19,7 +19,8 @@ from natsd.jetstream.engine.headers import build_headers
 from natsd.protocol import KIND_ROUTE
 from natsd.jetstream.engine.streamconfig import (
     STEPDOWN_REQUEST, STREAM_FIELDS, check_config, check_filters_at_create, check_update,
-    config_json, decode_request, decode_stream_config, is_one_file_name, is_utf8, matching)
+    config_json, decode_optional_request, decode_request, decode_stream_config, is_one_file_name,
+    is_utf8, matching)
 from natsd.subject import subjects_overlap
 
 log = logging.getLogger("natsd")
@@ -405,9 +406,7 @@ class ApiHandler:
         return {"success": True}
 
     def op_stream_info(self, r):
-        req = {}
-        if gojson.is_json_object_or_array(r.payload):
-            req = decode_request(r.payload, _INFO_REQ, "JSApiStreamInfoRequest", self.engine.strict)
+        req = decode_optional_request(r.payload, _INFO_REQ, "JSApiStreamInfoRequest", self.engine.strict)
         st = self._stream(r)
         sf = req.get("subjects_filter", "")
         info = st.info(req.get("deleted_details", False), None)
@@ -433,9 +432,7 @@ class ApiHandler:
         return out
 
     def _names_request(self, r, type_name="JSApiStreamNamesRequest"):
-        if gojson.is_json_object_or_array(r.payload):
-            return decode_request(r.payload, _NAMES_REQ, type_name, self.engine.strict)
-        return {}
+        return decode_optional_request(r.payload, _NAMES_REQ, type_name, self.engine.strict)
 
     def _filtered_streams(self, jsa, subj):
         return [jsa.streams[n] for n, _ in matching(((s.name, s.config) for s in jsa.streams.values()), subj)]
@@ -476,11 +473,9 @@ class ApiHandler:
         return out
 
     def op_stream_purge(self, r):
-        req = {}
-        if gojson.is_json_object_or_array(r.payload):
-            req = decode_request(r.payload, _PURGE_REQ, "JSApiStreamPurgeRequest", self.engine.strict)
-            if req.get("seq", 0) and req.get("keep", 0):
-                raise E.error("JSBadRequestErr")
+        req = decode_optional_request(r.payload, _PURGE_REQ, "JSApiStreamPurgeRequest", self.engine.strict)
+        if req.get("seq", 0) and req.get("keep", 0):
+            raise E.error("JSBadRequestErr")
         return self._change(r, "purge", req)
 
     def op_stream_msg_delete(self, r):
@@ -498,9 +493,8 @@ class ApiHandler:
         return streamops.OPS[op][0](st, req)
 
     def op_stream_leader_stepdown(self, r):
-        req = {}
-        if gojson.is_json_object_or_array(r.payload):
-            req = decode_request(r.payload, STEPDOWN_REQUEST, "JSApiLeaderStepdownRequest", self.engine.strict)
+        req = decode_optional_request(r.payload, STEPDOWN_REQUEST, "JSApiLeaderStepdownRequest",
+                                      self.engine.strict)
         st = self._stream(r)
         if st.replica is None:
             return {"success": True}    # a one-replica stream has no group to hand over

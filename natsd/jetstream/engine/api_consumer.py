@@ -21,8 +21,8 @@ from natsd.jetstream.engine import gojson
 from natsd.jetstream.engine.apilevel import required_level_too_high
 from natsd.jetstream.engine.headers import slice_header
 from natsd.jetstream.engine.consumer import Consumer, consumer_dir, now_ns
-from natsd.jetstream.engine.streamconfig import (STEPDOWN_REQUEST, decode_request, is_one_file_name,
-                                                 is_utf8, name_len)
+from natsd.jetstream.engine.streamconfig import (STEPDOWN_REQUEST, decode_optional_request,
+                                                 is_one_file_name, is_utf8, name_len)
 from natsd.subject import subjects_overlap
 
 log = logging.getLogger("natsd")
@@ -63,12 +63,14 @@ def _strict(jsa):
     return getattr(engine, "strict", True)
 
 
-def _decode(payload, spec, type_name, strict=True):
-    """A request body as nats-server's unmarshalRequest decodes it; ApiError 10025."""
+def _optional_request(jsa, reply, rtype, payload, spec, type_name):
+    """A request body that may be left out, decoded ({} when it is), or None once its error
+    has been answered."""
     try:
-        return gojson.unmarshal_request(payload, spec, type_name, strict)
-    except gojson.JSONError as e:
-        raise E.error("JSInvalidJSONErr", err=str(e))
+        return decode_optional_request(payload, spec, type_name, _strict(jsa))
+    except E.ApiError as err:
+        _respond(jsa, reply, rtype, err)
+        return None
 
 
 _RTYPES = {"CREATE": "consumer_create_response", "DURABLE": "consumer_create_response",
@@ -387,10 +389,8 @@ def _leader_stepdown(jsa, sname, cname, reply, payload):
         return None
     if o.replica is not None:
         try:
-            req = {}
-            if gojson.is_json_object_or_array(payload):
-                req = decode_request(payload, STEPDOWN_REQUEST, "JSApiLeaderStepdownRequest",
-                                     _strict(jsa))
+            req = decode_optional_request(payload, STEPDOWN_REQUEST, "JSApiLeaderStepdownRequest",
+                                          _strict(jsa))
             o.replica.rs.step_down(req.get("placement") or {})    # its group's host
         except E.ApiError as err:
             _respond(jsa, reply, rtype, err)
@@ -401,14 +401,10 @@ def _leader_stepdown(jsa, sname, cname, reply, payload):
 
 def _names(jsa, sname, reply, payload, names_only):
     rtype = "consumer_names_response" if names_only else "consumer_list_response"
-    offset = 0
-    if gojson.is_json_object_or_array(payload):
-        try:
-            req = _decode(payload, _PAGED_REQ, "JSApiConsumersRequest", bool(_strict(jsa)))
-        except E.ApiError as err:
-            _respond(jsa, reply, rtype, err)
-            return None
-        offset = max(0, req.get("offset", 0))
+    req = _optional_request(jsa, reply, rtype, payload, _PAGED_REQ, "JSApiConsumersRequest")
+    if req is None:
+        return None
+    offset = max(0, req.get("offset", 0))
     stream = _stream(jsa, sname)
     if stream is None:
         _respond(jsa, reply, rtype, E.error("JSStreamNotFoundErr"))
@@ -432,16 +428,12 @@ def _names(jsa, sname, reply, payload, names_only):
 
 def _pause(jsa, sname, cname, reply, payload):
     rtype = "consumer_pause_response"
-    pause = None
-    if gojson.is_json_object_or_array(payload):
-        try:
-            req = _decode(payload, _PAUSE_REQ, "JSApiConsumerPauseRequest", bool(_strict(jsa)))
-        except E.ApiError as err:
-            _respond(jsa, reply, rtype, err)
-            return None
-        pause = req.get("pause_until")
-        if pause is not None and pause[1] <= _GO_ZERO_TIME:
-            pause = None
+    req = _optional_request(jsa, reply, rtype, payload, _PAUSE_REQ, "JSApiConsumerPauseRequest")
+    if req is None:
+        return None
+    pause = req.get("pause_until")
+    if pause is not None and pause[1] <= _GO_ZERO_TIME:
+        pause = None
     o = _lookup(jsa, sname, cname, reply, rtype, payload, need_empty=False)
     if o is None:
         return None
@@ -524,8 +516,8 @@ def precheck(op, payload, strict=True):
     try:
         if op in ("CONSUMER.CREATE", "CONSUMER.DURABLE.CREATE"):
             cc.decode_create_payload(payload, strict)
-        elif op == "CONSUMER.PAUSE" and gojson.is_json_object_or_array(payload):
-            _decode(payload, _PAUSE_REQ, "JSApiConsumerPauseRequest", strict)
+        elif op == "CONSUMER.PAUSE":
+            decode_optional_request(payload, _PAUSE_REQ, "JSApiConsumerPauseRequest", strict)
         elif op == "CONSUMER.INFO" and not gojson.is_empty_request(payload):
             return E.error("JSNotEmptyRequestErr")
     except E.ApiError as err:

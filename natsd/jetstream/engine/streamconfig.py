@@ -101,6 +101,14 @@ def decode_request(payload, spec, type_name, strict):
         raise E.error("JSInvalidJSONErr", err=str(e))
 
 
+def decode_optional_request(payload, spec, type_name, strict):
+    """decode_request for a request whose body may be left out: {} unless the body holds a
+    JSON object or array."""
+    if gojson.is_json_object_or_array(payload):
+        return decode_request(payload, spec, type_name, strict)
+    return {}
+
+
 def decode_stream_config(payload, strict):
     return decode_request(payload, STREAM_FIELDS, "StreamConfigRequest", strict)
 
