@@ -298,27 +298,17 @@ class MemoryStore(StreamStore):
         return [filt] if filt in self._subj else []
 
     def load_next(self, seq, filter=None):
-        filt = _filter(filter)
-        seq = max(seq, self.first)
-        if filt is None:
-            for s in range(seq, self.last + 1):
-                m = self._m.get(s)
-                if m is not None:
-                    return m
-            return None
-        best = None
-        for subj in self._matching(filt):
-            lst = self._subj[subj]
-            i = bisect.bisect_left(lst, seq)
-            if i < len(lst) and (best is None or lst[i] < best):
-                best = lst[i]
-        return None if best is None else self._m[best]
+        return self._nearest(max(seq, self.first), filter, 1)
 
     def load_prev(self, seq, filter=None):
+        return self._nearest(min(seq, self.last), filter, -1)
+
+    def _nearest(self, seq, filter, step):
+        """The message matching `filter` nearest to `seq` (itself included), looking up the
+        sequences (step 1: load_next) or down (step -1: load_prev)."""
         filt = _filter(filter)
-        seq = min(seq, self.last)
         if filt is None:
-            for s in range(seq, self.first - 1, -1):
+            for s in range(seq, self.last + 1 if step > 0 else self.first - 1, step):
                 m = self._m.get(s)
                 if m is not None:
                     return m
@@ -326,9 +316,14 @@ class MemoryStore(StreamStore):
         best = None
         for subj in self._matching(filt):
             lst = self._subj[subj]
-            i = bisect.bisect_right(lst, seq)
-            if i > 0 and (best is None or lst[i - 1] > best):
-                best = lst[i - 1]
+            if step > 0:
+                i = bisect.bisect_left(lst, seq)
+                s = lst[i] if i < len(lst) else None
+            else:
+                i = bisect.bisect_right(lst, seq)
+                s = lst[i - 1] if i > 0 else None
+            if s is not None and (best is None or (s < best if step > 0 else s > best)):
+                best = s
         return None if best is None else self._m[best]
 
     # removing
