@@ -856,14 +856,10 @@ def _seq_from_time(st, t):
     # Go's time.UnixNano wraps around outside 1678-2262: a start time in the year 2999 is a
     # negative instant to nats-server, before every message
     ns = (ns + (1 << 63)) % (1 << 64) - (1 << 63)
-    seq = st.store.first_seq
-    while True:
-        sm = st.store.load_next(seq, None)
-        if sm is None:
-            return st.store.last_seq + 1
+    for sm in st.store.messages_from(st.store.first_seq):
         if sm.ts >= ns:
             return sm.seq
-        seq = sm.seq + 1
+    return st.store.last_seq + 1
 
 
 def _same_config(a, b):

@@ -323,14 +323,9 @@ class Consumer(AckState, PushDelivery):
         return last + 1
 
     def _iter_from(self, seq):
-        store = self.stream.store
-        while True:
-            sm = store.load_next(seq, None)
-            if sm is None:
-                return
+        for sm in self.stream.store.messages_from(seq):
             if self._matches(sm.subject):
                 yield sm
-            seq = sm.seq + 1
 
     def _matches(self, subject):
         if not self.filters:

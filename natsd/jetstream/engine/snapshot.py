@@ -97,12 +97,10 @@ def write_archive(st, include_consumers=True, check=False):
     raw = st.store.state()
     mtime = int(time.time())
     msgs = tempfile.SpooledTemporaryFile(SPOOL_MAX)
-    seq = raw["first_seq"] or 1
     last = raw["last_seq"]
     n = 0
-    while seq <= last:
-        sm = st.store.load_next(seq)
-        if sm is None or sm.seq > last:
+    for sm in st.store.messages_from(raw["first_seq"] or 1):
+        if sm.seq > last:
             break
         rseq, subj, hdr, data, ts = sm.seq, sm.subject, sm.hdr, sm.msg, sm.ts
         h = hdr if hdr is not None else b""
@@ -111,7 +109,6 @@ def write_archive(st, include_consumers=True, check=False):
                             zlib.crc32(body)))
         msgs.write(body)
         n += 1
-        seq = rseq + 1
     if check and n != raw["messages"]:
         msgs.close()
         raise E.error("JSStreamSnapshotErrF", err="snapshot check failed: %d messages readable of %d"

@@ -93,6 +93,16 @@ class StreamStore(abc.ABC):
     def load_last(self, subject_filter=None):
         return self.load_prev(self._last(), subject_filter)
 
+    def messages_from(self, seq):
+        """Every stored message from `seq` on, ascending, read one at a time: the caller may
+        remove the one it was given before it asks for the next."""
+        while True:
+            sm = self.load_next(seq, None)
+            if sm is None:
+                return
+            yield sm
+            seq = sm.seq + 1
+
     # ---- removing ----
     @abc.abstractmethod
     def remove(self, seq, erase=False):

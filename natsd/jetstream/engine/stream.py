@@ -9,6 +9,7 @@ consumer)` (workqueue: delete on ack; interest: delete once no consumer `needs(s
 and `stream.consumer_removed(consumer)`.
 """
 import heapq
+import itertools
 import json
 import logging
 import os
@@ -573,15 +574,8 @@ class Stream:
                 self._remove_first(1)
 
     def _remove_first(self, n):
-        seq = self.store.first_seq
-        removed = 0
-        while removed < n:
-            sm = self.store.load_next(seq, None)
-            if sm is None:
-                break
+        for sm in itertools.islice(self.store.messages_from(self.store.first_seq), max(n, 0)):
             self.store.remove(sm.seq)
-            seq = sm.seq + 1
-            removed += 1
 
     # ---- dedup ----
 
@@ -688,13 +682,10 @@ class Stream:
         if self.closed:
             return
         cutoff = time.time_ns() - self.config.get("max_age", 0)
-        seq = self.store.first_seq
         waiting = False                 # for a marker from the group's leader
-        while True:
-            sm = self.store.load_next(seq, None)
-            if sm is None or sm.ts > cutoff:
+        for sm in self.store.messages_from(self.store.first_seq):
+            if sm.ts > cutoff:
                 break
-            seq = sm.seq + 1
             tv = ttl_header(sm.hdr)
             if tv:
                 try:
@@ -784,12 +775,7 @@ class Stream:
         scheds = self.config.get("allow_msg_schedules")
         if not ttls and not scheds:
             return
-        seq = self.store.first_seq
-        while True:
-            sm = self.store.load_next(seq, None)
-            if sm is None:
-                break
-            seq = sm.seq + 1
+        for sm in self.store.messages_from(self.store.first_seq):
             hdr = sm.hdr
             if not hdr:
                 continue
@@ -858,13 +844,8 @@ class Stream:
         """Interest streams: drop messages no remaining consumer needs."""
         if self.config.get("retention") != "interest":
             return
-        seq = self.store.first_seq
-        while True:
-            sm = self.store.load_next(seq, None)
-            if sm is None:
-                break
+        for sm in self.store.messages_from(self.store.first_seq):
             self._check_interest(sm.seq, sm.subject)
-            seq = sm.seq + 1
 
     wants_ack_removal = property(lambda self: self.config.get("retention") in ("workqueue", "interest"))
 
