@@ -276,7 +276,31 @@ def handle_snapshot(h, r):
     return None
 
 
-class _Sender:
+class _Transfer:
+    """What a snapshot's sender and a restore share: a subscription in the account for the
+    client's messages (acks, chunks), a timer that gives up when they stop, and the teardown."""
+
+    def _listen(self, subject, handler):
+        self.sub = Subscription(None, subject.encode(), b"", None, handler)
+        self.acc.sublist.insert(self.sub)
+
+    def _rearm(self, delay, callback):
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = self.loop.call_later(delay, callback)
+
+    def _stop(self):
+        """Done: the timer cancelled, the subscription removed."""
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.sub is not None:
+            self.sub.closed = True
+            self.acc.sublist.remove(self.sub)
+
+
+class _Sender(_Transfer):
     def __init__(self, h, acc, st, archive, req, ci, start, state):
         self.h, self.acc, self.st, self.f, self.ci, self.start = h, acc, st, archive, ci, start
         self.state = state
@@ -298,8 +322,7 @@ class _Sender:
 
     def begin(self):
         self.st.snapshotting = True
-        self.sub = Subscription(None, (self.ack_subj + ".>").encode(), b"", None, self._on_ack)
-        self.acc.sublist.insert(self.sub)
+        self._listen(self.ack_subj + ".>", self._on_ack)
         self._wait_interest()
 
     def _interest(self):
@@ -316,9 +339,7 @@ class _Sender:
         self.loop.call_later(0.02, self._wait_interest)
 
     def _arm(self):
-        if self.timer is not None:
-            self.timer.cancel()
-        self.timer = self.loop.call_later(ACK_TIMEOUT, self._ack_timeout)
+        self._rearm(ACK_TIMEOUT, self._ack_timeout)
 
     def _on_ack(self, sub, subject, reply, hdr, payload, origin=None):
         if self.done:
@@ -360,13 +381,7 @@ class _Sender:
             self.index += 1
 
     def _finish(self, hdr, err):
-        self.done = True
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if self.sub is not None:
-            self.sub.closed = True
-            self.acc.sublist.remove(self.sub)
+        self._stop()
         self.st.snapshotting = False
         try:
             self.f.close()
@@ -435,7 +450,7 @@ def _restoring(jsa):
     return d
 
 
-class _Restore:
+class _Restore(_Transfer):
     def __init__(self, h, acc, jsa, cfg, ci, start):
         self.h, self.acc, self.jsa, self.cfg, self.ci, self.start = h, acc, jsa, cfg, ci, start
         self.name = cfg["name"]
@@ -449,14 +464,11 @@ class _Restore:
 
     def begin(self):
         _restoring(self.jsa)[self.name] = self
-        self.sub = Subscription(None, self.subject.encode(), b"", None, self._on_chunk)
-        self.acc.sublist.insert(self.sub)
+        self._listen(self.subject, self._on_chunk)
         self._arm()
 
     def _arm(self):
-        if self.timer is not None:
-            self.timer.cancel()
-        self.timer = self.loop.call_later(RESTORE_STALL, self._stalled)
+        self._rearm(RESTORE_STALL, self._stalled)
 
     def _stalled(self):
         self.timer = None
@@ -465,13 +477,7 @@ class _Restore:
             self._end()
 
     def _end(self):
-        self.done = True
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
-        if self.sub is not None:
-            self.sub.closed = True
-            self.acc.sublist.remove(self.sub)
+        self._stop()
         _restoring(self.jsa).pop(self.name, None)
 
     def _reply(self, reply, data):
