@@ -119,24 +119,22 @@ class JsAccount:
         return self.limits["max_bytes_required"], self.limits[key]
 
     def usage(self):
-        mem = store = 0
-        for s in self.streams.values():
-            b = s.store.state()["bytes"]
-            if s.config.get("storage") == "memory":
-                mem += b
-            else:
-                store += b
-        return mem, store
+        """(memory, file) bytes the account's streams hold."""
+        return self._by_storage(lambda s: s.store.state()["bytes"])
 
     def reserved(self):
+        """(memory, file) bytes the account's streams reserve (their max_bytes)."""
+        return self._by_storage(lambda s: max(s.config.get("max_bytes", -1), 0))
+
+    def _by_storage(self, amount):
+        """amount(stream) summed over the streams: (memory streams', file streams')."""
         mem = store = 0
         for s in self.streams.values():
-            mb = s.config.get("max_bytes", -1)
-            if mb > 0:
-                if s.config.get("storage") == "memory":
-                    mem += mb
-                else:
-                    store += mb
+            n = amount(s)
+            if s.config.get("storage") == "memory":
+                mem += n
+            else:
+                store += n
         return mem, store
 
     def num_consumers(self):
