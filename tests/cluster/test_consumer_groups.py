@@ -220,11 +220,14 @@ def test_create_checks_count_consumers_led_elsewhere(tmp_path, kind):
 @pytest.mark.parametrize("kind", ["natsd", "nats-server"])
 def test_an_inactive_durable_led_by_a_stream_follower_is_deleted(tmp_path, kind):
     """inactive_threshold on a durable whose leader is a stream follower: its leader has the
-    stream's leader delete it, everywhere."""
+    stream's leader delete it, everywhere. The threshold comes with an update once the leader
+    has moved: nats-server counts it from the consumer's creation, and the move (reported
+    some 5 s after the stepdown) could outlast it."""
     with js_cluster(kind, tmp_path) as members:
         asyncio.run(create(members[0], STREAM))
-        add_work(members[0], dict(WORK, inactive_threshold=8_000_000_000))
+        add_work(members[0])
         move_consumer_off_stream_leader(members)
+        add_work(members[0], dict(WORK, inactive_threshold=8_000_000_000))
         r = poll(lambda: (lambda x: x.get("error") and x)(info(members[1])), timeout=20)
         assert r["error"]["err_code"] == 10014, r
         for m in members:
