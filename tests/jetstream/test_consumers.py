@@ -11,7 +11,7 @@ import nats.js.errors
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from tests.support.jetstream import api, connect
+from tests.support.jetstream import api, connect, on_js_server
 from tests.support.waiting import run, until
 
 
@@ -387,10 +387,8 @@ async def test_ordered_consumer(js_server):
     await nc.close()
 
 
-@run
-async def test_kv_watch_keys_history(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_kv_watch_keys_history(nc, js):
     kv = await js.create_key_value(bucket="cfg", history=5)
     await kv.put("a", b"1")
     await kv.put("b", b"2")
@@ -412,13 +410,10 @@ async def test_kv_watch_keys_history(js_server):
     e = await asyncio.wait_for(w.updates(), 2)
     assert e.key == "b" and e.operation == "DEL"
     await w.stop()
-    await nc.close()
 
 
-@run
-async def test_workqueue_and_interest_retention(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_workqueue_and_interest_retention(nc, js):
     await js.add_stream(name="WQ", subjects=["wq.>"], retention="workqueue")
     for i in range(3):
         await js.publish("wq.a", b"%d" % i)
@@ -441,7 +436,6 @@ async def test_workqueue_and_interest_retention(js_server):
     await m.ack_sync()
     assert await until(lambda: True)
     assert (await js.stream_info("IN")).state.messages == 0
-    await nc.close()
 
 
 def test_restart_recovers_durable_state(natsd, tmp_path):
@@ -586,10 +580,8 @@ def test_domain_prefixed_pull_and_push(natsd, tmp_path):
     assert asyncio.run(go()) == (b"one", 1)
 
 
-@run
-async def test_kv_empty_bucket_and_rapid_updates(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_kv_empty_bucket_and_rapid_updates(nc, js):
     kv = await js.create_key_value(bucket="empty")
     with pytest.raises(nats.js.errors.NoKeysError):
         await kv.keys()
@@ -608,4 +600,3 @@ async def test_kv_empty_bucket_and_rapid_updates(js_server):
     e = await asyncio.wait_for(w2.updates(), 2)
     assert (e.key, e.value, e.delta) == ("k", b"19", 0)
     assert await asyncio.wait_for(w2.updates(), 2) is None
-    await nc.close()

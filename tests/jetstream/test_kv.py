@@ -5,14 +5,12 @@ import asyncio
 import nats.js.errors
 import pytest
 
-from tests.support.jetstream import api, connect
-from tests.support.waiting import run, until
+from tests.support.jetstream import api, on_js_server
+from tests.support.waiting import until
 
 
-@run
-async def test_kv_put_get_update_create(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_kv_put_get_update_create(nc, js):
     kv = await js.create_key_value(bucket="cfg", history=5)
     assert await kv.put("a.b", b"v1") == 1
     e = await kv.get("a.b")
@@ -27,13 +25,10 @@ async def test_kv_put_get_update_create(js_server):
     c = si.config
     assert c.subjects == ["$KV.cfg.>"] and c.max_msgs_per_subject == 5
     assert c.allow_rollup_hdrs and c.deny_delete
-    await nc.close()
 
 
-@run
-async def test_kv_delete_purge(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_kv_delete_purge(nc, js):
     kv = await js.create_key_value(bucket="b", history=10)
     await kv.put("k", b"1")
     await kv.put("k", b"2")
@@ -50,13 +45,10 @@ async def test_kv_delete_purge(js_server):
     await kv.purge_deletes(olderthan=-1)
     st = (await js.stream_info("KV_b")).state
     assert st.messages == 1
-    await nc.close()
 
 
-@run
-async def test_kv_keys_history_watch(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_kv_keys_history_watch(nc, js):
     kv = await js.create_key_value(bucket="w", history=5)
     await kv.put("k1", b"a")
     await kv.put("k1", b"b")
@@ -77,13 +69,10 @@ async def test_kv_keys_history_watch(js_server):
     e = await asyncio.wait_for(w.updates(timeout=5), 6)
     assert e.key == "k3" and e.value == b"d"
     await w.stop()
-    await nc.close()
 
 
-@run
-async def test_kv_ttl_and_bucket_ops(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_kv_ttl_and_bucket_ops(nc, js):
     kv = await js.create_key_value(bucket="t", ttl=1)
     await kv.put("k", b"v")
     async def gone():
@@ -98,4 +87,3 @@ async def test_kv_ttl_and_bucket_ops(js_server):
     assert await js.delete_key_value("t")
     with pytest.raises(nats.js.errors.BucketNotFoundError):
         await js.key_value("t")
-    await nc.close()

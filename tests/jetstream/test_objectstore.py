@@ -1,16 +1,16 @@
 """Object store through nats-py (unmodified) against natsd: OBJ_<b> streams, chunked put/get
 with digest, info, list, delete, seal."""
-import pytest
+import base64
+import json
+
 import nats.js.errors
+import pytest
 
-from tests.support.jetstream import connect
-from tests.support.waiting import run
+from tests.support.jetstream import on_js_server
 
 
-@run
-async def test_object_put_get_info_list_delete(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_object_put_get_info_list_delete(nc, js):
     ob = await js.create_object_store("files")
     data = bytes(range(256)) * 1200                      # 307200 bytes = 3 chunks
     info = await ob.put("a/b.bin", data, meta=None)
@@ -26,13 +26,10 @@ async def test_object_put_get_info_list_delete(js_server):
     si = await js.stream_info("OBJ_files")
     assert si.config.subjects == ["$O.files.C.>", "$O.files.M.>"]
     assert si.config.allow_rollup_hdrs and si.config.discard == "new"
-    await nc.close()
 
 
-@run
-async def test_object_overwrite_and_seal(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_object_overwrite_and_seal(nc, js):
     ob = await js.create_object_store("s")
     await ob.put("x", b"1" * 1000)
     await ob.put("x", b"2" * 10)
@@ -41,18 +38,12 @@ async def test_object_overwrite_and_seal(js_server):
     assert (await js.stream_info("OBJ_s")).config.sealed
     with pytest.raises(Exception):
         await ob.put("y", b"nope")
-    await nc.close()
 
 
-@run
-async def test_object_watch_and_links(js_server):
+@on_js_server
+async def test_object_watch_and_links(nc, js):
     """watch() sees puts and deletes as they happen; a link (meta with options.link, what
     `nats object` and nats.go write) is followed by nats-py's get to the linked object."""
-    import base64
-    import json
-
-    nc = await connect(js_server)
-    js = nc.jetstream()
     ob = await js.create_object_store("w")
     await ob.put("first", b"one")
     watcher = await ob.watch()
@@ -74,4 +65,3 @@ async def test_object_watch_and_links(js_server):
     await js.publish(subject, json.dumps(link).encode(), headers={"Nats-Rollup": "sub"})
     assert (await ob.get_info("alias")).is_link()
     assert (await ob.get("alias")).data == b"two"
-    await nc.close()

@@ -9,14 +9,12 @@ import nats.js.errors
 import pytest
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType
 
-from tests.support.jetstream import api, connect
+from tests.support.jetstream import api, on_js_server
 from tests.support.waiting import run, until
 
 
-@run
-async def test_create_info_defaults(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_create_info_defaults(nc, js):
     si = await js.add_stream(name="ORDERS", subjects=["orders.>"])
     c = si.config
     assert c.name == "ORDERS" and c.subjects == ["orders.>"]
@@ -31,13 +29,10 @@ async def test_create_info_defaults(js_server):
     # default subjects = [name]
     si = await js.add_stream(name="PLAIN")
     assert si.config.subjects == ["PLAIN"]
-    await nc.close()
 
 
-@run
-async def test_create_idempotent_and_conflicts(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_create_idempotent_and_conflicts(nc, js):
     await js.add_stream(name="S", subjects=["foo.>"])
     await js.add_stream(name="S", subjects=["foo.>"])           # identical: fine
     r = await api(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["bar"]})
@@ -55,13 +50,10 @@ async def test_create_idempotent_and_conflicts(js_server):
     assert r["error"]["description"] == 'invalid JSON: json: unknown field "bogus"'
     names = await api(nc, "$JS.API.STREAM.NAMES")
     assert names["streams"] == ["S"] and names["limit"] == 1024
-    await nc.close()
 
 
-@run
-async def test_publish_ack_and_no_ack(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_publish_ack_and_no_ack(nc, js):
     await js.add_stream(name="S", subjects=["s.*"])
     ack = await js.publish("s.a", b"hello")
     assert ack.stream == "S" and ack.seq == 1 and not ack.duplicate
@@ -72,13 +64,10 @@ async def test_publish_ack_and_no_ack(js_server):
     with pytest.raises(nats.errors.TimeoutError):
         await nc.request("na", b"x", timeout=0.5)
     assert (await js.stream_info("NA")).state.messages == 1
-    await nc.close()
 
 
-@run
-async def test_dedup_msg_id(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_dedup_msg_id(nc, js):
     await js.add_stream(name="D", subjects=["d"], duplicate_window=5)
     a1 = await js.publish("d", b"1", headers={"Nats-Msg-Id": "m1"})
     a2 = await js.publish("d", b"1", headers={"Nats-Msg-Id": "m1"})
@@ -86,13 +75,10 @@ async def test_dedup_msg_id(js_server):
     a3 = await js.publish("d", b"2", headers={"Nats-Msg-Id": "m2"})
     assert a3.seq == 2
     assert (await js.stream_info("D")).state.messages == 2
-    await nc.close()
 
 
-@run
-async def test_expected_headers(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_expected_headers(nc, js):
     await js.add_stream(name="E", subjects=["e.>"])
     await js.publish("e.a", b"1", headers={"Nats-Msg-Id": "x1"})
     with pytest.raises(nats.js.errors.APIError) as ei:
@@ -117,13 +103,10 @@ async def test_expected_headers(js_server):
         "Nats-Expected-Last-Subject-Sequence": "3",
         "Nats-Expected-Last-Subject-Sequence-Subject": "e.a"})
     assert ack.seq == 4
-    await nc.close()
 
 
-@run
-async def test_limits_discard_old(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_limits_discard_old(nc, js):
     await js.add_stream(name="L", subjects=["l.*"], max_msgs=3, max_msgs_per_subject=2)
     for i in range(5):
         await js.publish("l.a" if i % 2 == 0 else "l.b", b"%d" % i)
@@ -134,13 +117,10 @@ async def test_limits_discard_old(js_server):
         await js.publish("b", b"x" * 40)
     st = (await js.stream_info("B")).state
     assert st.bytes <= 200 and st.last_seq == 10 and st.messages >= 1
-    await nc.close()
 
 
-@run
-async def test_limits_discard_new(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_limits_discard_new(nc, js):
     await js.add_stream(name="N", subjects=["n.*"], max_msgs=2, discard=DiscardPolicy.NEW)
     await js.publish("n.a", b"1")
     await js.publish("n.a", b"2")
@@ -163,13 +143,10 @@ async def test_limits_discard_new(js_server):
     with pytest.raises(nats.js.errors.APIError) as ei:
         await js.publish("ms", b"0123456789abc")
     assert ei.value.err_code == 10054
-    await nc.close()
 
 
-@run
-async def test_max_age_expires_on_timer(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_max_age_expires_on_timer(nc, js):
     await js.add_stream(name="AGE", subjects=["age"], max_age=0.5)
     for _ in range(3):
         await js.publish("age", b"x")
@@ -180,13 +157,10 @@ async def test_max_age_expires_on_timer(js_server):
     assert await until(empty, 5)
     st = (await js.stream_info("AGE")).state
     assert st.first_seq == 4 and st.last_seq == 3
-    await nc.close()
 
 
-@run
-async def test_retention_workqueue_and_interest(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_retention_workqueue_and_interest(nc, js):
     await js.add_stream(name="WQ", subjects=["wq"], retention=RetentionPolicy.WORK_QUEUE)
     await js.publish("wq", b"1")
     assert (await js.stream_info("WQ")).state.messages == 1
@@ -197,13 +171,10 @@ async def test_retention_workqueue_and_interest(js_server):
     assert st.messages == 0 and st.last_seq == 1          # nobody interested: not kept
     r = await api(nc, "$JS.API.STREAM.UPDATE.WQ", {"name": "WQ", "subjects": ["wq"], "retention": "limits"})
     assert r["error"]["err_code"] == 10052
-    await nc.close()
 
 
-@run
-async def test_purge_variants(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_purge_variants(nc, js):
     await js.add_stream(name="P", subjects=["p.*"])
     for i in range(10):
         await js.publish("p.a" if i < 6 else "p.b", b"%d" % i)
@@ -218,13 +189,10 @@ async def test_purge_variants(js_server):
     assert r == {"type": "io.nats.jetstream.api.v1.stream_purge_response", "success": True, "purged": 3}
     st = (await js.stream_info("P")).state
     assert st.messages == 0 and st.first_seq == 11 and st.last_seq == 10
-    await nc.close()
 
 
-@run
-async def test_msg_get_delete_and_deny(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_msg_get_delete_and_deny(nc, js):
     await js.add_stream(name="G", subjects=["g.*"])
     await js.publish("g.a", b"one", headers={"X": "y"})
     await js.publish("g.b", b"two")
@@ -247,13 +215,10 @@ async def test_msg_get_delete_and_deny(js_server):
     assert r["error"]["description"] == "message delete not permitted"
     r = await api(nc, "$JS.API.STREAM.PURGE.DD")
     assert r["error"]["err_code"] == 10110
-    await nc.close()
 
 
-@run
-async def test_update_and_seal(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_update_and_seal(nc, js):
     await js.add_stream(name="U", subjects=["u"])
     await js.publish("u", b"1")
     si = await js.update_stream(name="U", subjects=["u", "u2"], max_msgs=10)
@@ -273,13 +238,10 @@ async def test_update_and_seal(js_server):
     assert await js.delete_stream("U")
     r = await api(nc, "$JS.API.STREAM.DELETE.U")
     assert r["error"]["err_code"] == 10059
-    await nc.close()
 
 
-@run
-async def test_rollup_and_ttl(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_rollup_and_ttl(nc, js):
     await js.add_stream(name="RU", subjects=["ru.*"], allow_rollup_hdrs=True, allow_msg_ttl=True)
     for i in range(3):
         await js.publish("ru.a", b"%d" % i)
@@ -306,13 +268,10 @@ async def test_rollup_and_ttl(js_server):
     with pytest.raises(nats.js.errors.APIError) as ei:
         await js.publish("nr", b"x", headers={"Nats-TTL": "5s"})
     assert ei.value.err_code == 10166
-    await nc.close()
 
 
-@run
-async def test_republish_and_subject_transform(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_republish_and_subject_transform(nc, js):
     got = []
     async def cb(m):
         got.append(m)
@@ -334,13 +293,10 @@ async def test_republish_and_subject_transform(js_server):
     await js.publish("in.k", b"v")
     m = await js.get_msg("TR", 1)
     assert m.subject == "out.k"
-    await nc.close()
 
 
-@run
-async def test_account_info_counts(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_account_info_counts(nc, js):
     await js.add_stream(name="A", subjects=["a"])
     await js.publish("a", b"x")
     await api(nc, "$JS.API.STREAM.INFO.NOPE")
@@ -350,19 +306,15 @@ async def test_account_info_counts(js_server):
     assert info["limits"]["max_streams"] == -1
     ai = await js.account_info()
     assert ai.streams == 1
-    await nc.close()
 
 
-@run
-async def test_memory_storage_stream(js_server):
-    nc = await connect(js_server)
-    js = nc.jetstream()
+@on_js_server
+async def test_memory_storage_stream(nc, js):
     await js.add_stream(name="M", subjects=["m"], storage=StorageType.MEMORY)
     for i in range(5):
         await js.publish("m", b"x")
     st = (await js.stream_info("M")).state
     assert st.messages == 5 and st.bytes == 5 * (1 + 1 + 16)
-    await nc.close()
 
 
 def test_domain_and_non_js_accounts(natsd, tmp_path):

@@ -1,11 +1,14 @@
 """JetStream through nats-py, for the end-to-end tests on natsd and the reference: a client
-connection (connect), an API request and its decoded reply (api), the same scenario on a fresh
-server of each kind compared entry by entry (same_on_both), and where a log block's records
-end (records_end)."""
+connection (connect), a test that runs on the js_server fixture with a connection and its
+JetStream context (on_js_server), an API request and its decoded reply (api), the same
+scenario on a fresh server of each kind compared entry by entry (same_on_both), and where a
+log block's records end (records_end)."""
 import asyncio
 import json
 
 import nats
+
+from tests.support.waiting import run
 
 
 async def api(nc, subject, body=b"", timeout=3, headers=None):
@@ -20,6 +23,23 @@ async def api(nc, subject, body=b"", timeout=3, headers=None):
 
 async def connect(server):
     return await nats.connect(server.url, reconnect_time_wait=0.1, max_reconnect_attempts=2)
+
+
+def on_js_server(scenario):
+    """`@on_js_server async def test_x(nc, js)`: a test of the js_server fixture (natsd with
+    JetStream; nats-server with NATSD_TEST_REFERENCE=1) that runs the scenario with a
+    connection to it and its JetStream context, closed afterwards."""
+    def test(js_server):
+        async def connected():
+            nc = await connect(js_server)
+            try:
+                await scenario(nc, nc.jetstream())
+            finally:
+                await nc.close()
+        run(connected())
+    test.__name__, test.__qualname__ = scenario.__name__, scenario.__qualname__
+    test.__doc__, test.__module__ = scenario.__doc__, scenario.__module__
+    return test
 
 
 def same_on_both(scenario, natsd, reference, tmp_path):
