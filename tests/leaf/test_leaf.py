@@ -9,17 +9,11 @@ import json
 import nats
 import pytest
 
-from tests.support.leafnodes import COMBOS, COMBO_IDS
+from tests.support.leafnodes import COMBO_IDS, COMBOS, on_linked_pair
 from tests.support.servers import http_json
 from tests.support.waiting import poll, run, until
 
 pytestmark = pytest.mark.timeout(60) if hasattr(pytest.mark, "timeout") else []
-
-
-async def settle(*ncs):
-    for nc in ncs:
-        await nc.flush()
-    await asyncio.sleep(0.3)            # interest crosses the link (LS+)
 
 
 async def collect(nc, subject, queue=""):
@@ -31,136 +25,94 @@ async def collect(nc, subject, queue=""):
     return sub, got
 
 
-@pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
-def test_pubsub_both_directions(pair, hub_kind, leaf_kind):
-    p = pair(hub_kind, leaf_kind)
-
-    async def main():
-        hub = await nats.connect(p.url(p.hub))
-        leaf = await nats.connect(p.url(p.leaf))
-        _, on_hub = await collect(hub, "to.hub")
-        _, on_leaf = await collect(leaf, "to.leaf")
-        await settle(hub, leaf)
-        for i in range(10):
-            await leaf.publish("to.hub", b"h%d" % i)
-            await hub.publish("to.leaf", b"l%d" % i, headers={"X-N": str(i)})
-        await leaf.flush()
-        await hub.flush()
-        assert await until(lambda: len(on_hub) == 10 and len(on_leaf) == 10)
-        assert [m.data for m in on_hub] == [b"h%d" % i for i in range(10)]
-        assert [m.headers["X-N"] for m in on_leaf] == [str(i) for i in range(10)]
-        await hub.close()
-        await leaf.close()
-    run(main())
+@on_linked_pair
+async def test_pubsub_both_directions(p, hub, leaf):
+    _, on_hub = await collect(hub, "to.hub")
+    _, on_leaf = await collect(leaf, "to.leaf")
+    await p.crossed(hub=["to.hub"], leaf=["to.leaf"])
+    for i in range(10):
+        await leaf.publish("to.hub", b"h%d" % i)
+        await hub.publish("to.leaf", b"l%d" % i, headers={"X-N": str(i)})
+    await leaf.flush()
+    await hub.flush()
+    assert await until(lambda: len(on_hub) == 10 and len(on_leaf) == 10)
+    assert [m.data for m in on_hub] == [b"h%d" % i for i in range(10)]
+    assert [m.headers["X-N"] for m in on_leaf] == [str(i) for i in range(10)]
 
 
-@pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
-def test_request_reply_across(pair, hub_kind, leaf_kind):
-    p = pair(hub_kind, leaf_kind)
+@on_linked_pair
+async def test_request_reply_across(p, hub, leaf):
+    async def on_leaf(m):
+        await m.respond(b"leaf:" + m.data)
 
-    async def main():
-        hub = await nats.connect(p.url(p.hub))
-        leaf = await nats.connect(p.url(p.leaf))
-
-        async def on_leaf(m):
-            await m.respond(b"leaf:" + m.data)
-
-        async def on_hub(m):
-            await m.respond(b"hub:" + m.data)
-        await leaf.subscribe("svc.leaf", cb=on_leaf)
-        await hub.subscribe("svc.hub", cb=on_hub)
-        await settle(hub, leaf)
-        assert (await hub.request("svc.leaf", b"1", timeout=3)).data == b"leaf:1"
-        assert (await leaf.request("svc.hub", b"2", timeout=3)).data == b"hub:2"
-        await hub.close()
-        await leaf.close()
-    run(main())
+    async def on_hub(m):
+        await m.respond(b"hub:" + m.data)
+    await leaf.subscribe("svc.leaf", cb=on_leaf)
+    await hub.subscribe("svc.hub", cb=on_hub)
+    await p.crossed(hub=["svc.hub"], leaf=["svc.leaf"])
+    assert (await hub.request("svc.leaf", b"1", timeout=3)).data == b"leaf:1"
+    assert (await leaf.request("svc.hub", b"2", timeout=3)).data == b"hub:2"
 
 
-@pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
-def test_queue_group_each_message_once(pair, hub_kind, leaf_kind):
-    p = pair(hub_kind, leaf_kind)
-
-    async def main():
-        hub = await nats.connect(p.url(p.hub))
-        leaf = await nats.connect(p.url(p.leaf))
-        _, g1 = await collect(hub, "work", queue="q")
-        _, g2 = await collect(hub, "work", queue="q")
-        _, g3 = await collect(leaf, "work", queue="q")
-        _, plain = await collect(hub, "work")          # plain interest next to the group
-        await settle(hub, leaf)
-        n = 60
-        for i in range(n):
-            await (hub if i % 2 else leaf).publish("work", str(i).encode())
-        await hub.flush()
-        await leaf.flush()
-        assert await until(lambda: len(g1) + len(g2) + len(g3) >= n and len(plain) >= n)
-        await asyncio.sleep(0.3)
-        got = sorted(int(m.data) for m in g1 + g2 + g3)
-        assert got == list(range(n)), "queue group members got %d messages" % len(got)
-        assert sorted(int(m.data) for m in plain) == list(range(n))
-        await hub.close()
-        await leaf.close()
-    run(main())
+@on_linked_pair
+async def test_queue_group_each_message_once(p, hub, leaf):
+    _, g1 = await collect(hub, "work", queue="q")
+    _, g2 = await collect(hub, "work", queue="q")
+    _, g3 = await collect(leaf, "work", queue="q")
+    _, plain = await collect(hub, "work")          # plain interest next to the group
+    await p.crossed(hub=["work"], leaf=["work"])
+    n = 60
+    for i in range(n):
+        await (hub if i % 2 else leaf).publish("work", str(i).encode())
+    await hub.flush()
+    await leaf.flush()
+    assert await until(lambda: len(g1) + len(g2) + len(g3) >= n and len(plain) >= n)
+    await asyncio.sleep(0.3)                        # nothing more arrives (no duplicates)
+    got = sorted(int(m.data) for m in g1 + g2 + g3)
+    assert got == list(range(n)), "queue group members got %d messages" % len(got)
+    assert sorted(int(m.data) for m in plain) == list(range(n))
 
 
-@pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
-def test_overlapping_wildcards_no_duplicates(pair, hub_kind, leaf_kind):
-    p = pair(hub_kind, leaf_kind)
-
-    async def main():
-        hub = await nats.connect(p.url(p.hub))
-        leaf = await nats.connect(p.url(p.leaf))
-        _, a = await collect(leaf, "foo.*")
-        _, b = await collect(leaf, "foo.>")
-        _, c = await collect(leaf, "foo.bar")
-        _, d = await collect(hub, ">")
-        await settle(hub, leaf)
-        await hub.publish("foo.bar", b"x")
-        await hub.flush()
-        assert await until(lambda: len(a) == len(b) == len(c) == 1)
-        await asyncio.sleep(0.3)
-        assert (len(a), len(b), len(c)) == (1, 1, 1)
-        # and the other way: a leaf publish reaches the hub's `>` subscriber once
-        d.clear()
-        await leaf.publish("foo.baz", b"y")
-        await leaf.flush()
-        assert await until(lambda: len([m for m in d if m.subject == "foo.baz"]) >= 1)
-        await asyncio.sleep(0.3)
-        assert len([m for m in d if m.subject == "foo.baz"]) == 1
-        await hub.close()
-        await leaf.close()
-    run(main())
+@on_linked_pair
+async def test_overlapping_wildcards_no_duplicates(p, hub, leaf):
+    _, a = await collect(leaf, "foo.*")
+    _, b = await collect(leaf, "foo.>")
+    _, c = await collect(leaf, "foo.bar")
+    _, d = await collect(hub, ">")
+    await p.crossed(hub=[">"], leaf=["foo.*", "foo.>", "foo.bar"])
+    await hub.publish("foo.bar", b"x")
+    await hub.flush()
+    assert await until(lambda: len(a) == len(b) == len(c) == 1)
+    await asyncio.sleep(0.3)                        # nothing more arrives (no duplicates)
+    assert (len(a), len(b), len(c)) == (1, 1, 1)
+    # and the other way: a leaf publish reaches the hub's `>` subscriber once
+    d.clear()
+    await leaf.publish("foo.baz", b"y")
+    await leaf.flush()
+    assert await until(lambda: len([m for m in d if m.subject == "foo.baz"]) >= 1)
+    await asyncio.sleep(0.3)
+    assert len([m for m in d if m.subject == "foo.baz"]) == 1
 
 
-@pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
-def test_interest_removal_stops_flow(pair, hub_kind, leaf_kind):
-    p = pair(hub_kind, leaf_kind)
-
+@on_linked_pair
+async def test_interest_removal_stops_flow(p, hub, leaf):
     def hub_sees(subject):
         leafs = http_json(p.hub.http_port, "/leafz?subs=1")["leafs"]
         return any(subject in (lf.get("subscriptions_list") or []) for lf in leafs)
-
-    async def main():
-        hub = await nats.connect(p.url(p.hub))
-        leaf = await nats.connect(p.url(p.leaf))
-        s1, got1 = await collect(leaf, "gone")
-        s2, got2 = await collect(leaf, "gone")
-        await settle(hub, leaf)
-        assert poll(lambda: hub_sees("gone"))
-        await s1.unsubscribe()
-        await settle(leaf)
-        assert hub_sees("gone"), "one subscriber is left: the interest must stay"
-        await s2.unsubscribe()
-        await leaf.flush()
-        assert poll(lambda: not hub_sees("gone")), "LS- never reached the hub"
-        await hub.publish("gone", b"late")
-        await hub.flush()
-        await asyncio.sleep(0.3)
-        assert not got1 and not got2
-        await hub.close()
-        await leaf.close()
-    run(main())
+    s1, got1 = await collect(leaf, "gone")
+    s2, got2 = await collect(leaf, "gone")
+    assert await until(lambda: hub_sees("gone"))
+    await s1.unsubscribe()
+    await leaf.flush()
+    await asyncio.sleep(0.3)                        # an LS- (wrong: one is left) would be here
+    assert hub_sees("gone"), "one subscriber is left: the interest must stay"
+    await s2.unsubscribe()
+    await leaf.flush()
+    assert await until(lambda: not hub_sees("gone")), "LS- never reached the hub"
+    await hub.publish("gone", b"late")
+    await hub.flush()
+    await asyncio.sleep(0.3)
+    assert not got1 and not got2
 
 
 @pytest.mark.parametrize("hub_kind", ["natsd", "nats-server"])
@@ -176,14 +128,10 @@ def test_reconnect_after_hub_restart(pair, hub_kind):
         p.start_hub(hub_kind)
         p.wait_linked(timeout=15)
         hub = await nats.connect(p.url(p.hub))
-        await settle(hub)
-        for _ in range(20):                 # interest was re-sent after the reconnect
-            await hub.publish("after.restart", b"x")
-            await hub.flush()
-            if got:
-                break
-            await asyncio.sleep(0.2)
-        assert got
+        await p.crossed(leaf=["after.restart"])      # interest was re-sent after the reconnect
+        await hub.publish("after.restart", b"x")
+        await hub.flush()
+        assert await until(lambda: got)
         await hub.close()
         await leaf.close()
     run(main())
@@ -198,7 +146,7 @@ def test_system_account_ping_answered_by_both(pair, hub_kind, leaf_kind):
             nc = await nats.connect(p.url(srv, "admin"))
             inbox = nc.new_inbox()
             _, got = await collect(nc, inbox)
-            await settle(nc)
+            await p.crossed(**{"hub" if srv is p.hub else "leaf": [inbox]})
             await nc.publish("$SYS.REQ.SERVER.PING.IDZ", b"", reply=inbox)
             await nc.flush()
             assert await until(lambda: len(got) >= 2)
@@ -216,7 +164,7 @@ def test_leaf_reports_server_name_as_cluster(pair):
         nc = await nats.connect(p.url(p.hub, "admin"))
         inbox = nc.new_inbox()
         _, got = await collect(nc, inbox)
-        await settle(nc)
+        await p.crossed(hub=[inbox])
         await nc.publish("$SYS.REQ.SERVER.PING.STATSZ", b"", reply=inbox)
         assert await until(lambda: len(got) >= 2)
         servers = {json.loads(m.data)["server"]["name"]: json.loads(m.data)["server"] for m in got}
@@ -298,7 +246,7 @@ def test_jetstream_domains(pair, hub_kind, leaf_kind):
     async def main():
         hub = await nats.connect(p.url(p.hub))
         leaf = await nats.connect(p.url(p.leaf))
-        await settle(hub, leaf)
+        await p.crossed(hub=["$JS.hub.API.INFO"], leaf=["$JS.leaf.API.INFO"])
         # $JS.API.* does not cross: each side's clients get their local JetStream only
         for nc, domain in ((hub, "hub"), (leaf, "leaf")):
             replies = await gather(nc, "$JS.API.INFO")
@@ -312,7 +260,6 @@ def test_jetstream_domains(pair, hub_kind, leaf_kind):
         await leaf.close()
         # the system account link: one JSZ ping is answered by both servers
         sysc = await nats.connect(p.url(p.hub, "admin"))
-        await settle(sysc)
         replies = await gather(sysc, "$SYS.REQ.SERVER.PING.JSZ", b"{}")
         names = sorted(r["server"]["name"] for r in replies)
         assert names == ["hub-server", "leaf-server"]
@@ -324,28 +271,20 @@ def test_jetstream_domains(pair, hub_kind, leaf_kind):
     run(main())
 
 
-@pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
-def test_kv_put_through_a_domain(pair, hub_kind, leaf_kind):
+@on_linked_pair(js=True)
+async def test_kv_put_through_a_domain(p, hub, leaf):
     """A KV put from the leaf to a bucket in the hub's domain, the way nats.go sends it with a
     domain: `$JS.hub.API.$KV.<bucket>.<key>`, mapped to `$KV.<bucket>.<key>` by the hub; the
     PubAck names the hub's domain."""
-    p = pair(hub_kind, leaf_kind, js=True)
-
-    async def main():
-        hub = await nats.connect(p.url(p.hub))
-        leaf = await nats.connect(p.url(p.leaf))
-        await settle(hub, leaf)
-        r = json.loads((await hub.request("$JS.API.STREAM.CREATE.KV_b", json.dumps(
-            {"name": "KV_b", "subjects": ["$KV.b.>"], "allow_rollup_hdrs": True,
-             "max_msgs_per_subject": 1, "allow_direct": True}).encode(), timeout=5)).data)
-        assert "error" not in r, r
-        ack = json.loads((await leaf.request("$JS.hub.API.$KV.b.color", b"blue", timeout=5)).data)
-        assert ack == {"stream": "KV_b", "domain": "hub", "seq": 1}
-        m = await hub.request("$JS.API.DIRECT.GET.KV_b.$KV.b.color", b"", timeout=5)
-        assert m.data == b"blue"
-        await hub.close()
-        await leaf.close()
-    run(main())
+    await p.crossed(hub=["$JS.hub.API.$KV.b.color"])
+    r = json.loads((await hub.request("$JS.API.STREAM.CREATE.KV_b", json.dumps(
+        {"name": "KV_b", "subjects": ["$KV.b.>"], "allow_rollup_hdrs": True,
+         "max_msgs_per_subject": 1, "allow_direct": True}).encode(), timeout=5)).data)
+    assert "error" not in r, r
+    ack = json.loads((await leaf.request("$JS.hub.API.$KV.b.color", b"blue", timeout=5)).data)
+    assert ack == {"stream": "KV_b", "domain": "hub", "seq": 1}
+    m = await hub.request("$JS.API.DIRECT.GET.KV_b.$KV.b.color", b"", timeout=5)
+    assert m.data == b"blue"
 
 
 @pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
@@ -356,20 +295,19 @@ def test_streams_in_both_domains_store_a_hub_publish(pair, hub_kind, leaf_kind):
 
     async def main():
         hub = await nats.connect(p.url(p.hub))
-        await settle(hub)
+        await p.crossed(leaf=["$JS.leaf.API.INFO"])
         js_hub = hub.jetstream()
         js_leaf = hub.jetstream(domain="leaf")
         await js_hub.add_stream(name="test", subjects=["test"])
         await js_leaf.add_stream(name="test", subjects=["test"])
-        await asyncio.sleep(0.3)            # the leaf's stream interest crosses (LS+ test)
+        await p.crossed(leaf=["test"])             # the leaf's stream interest crosses (LS+ test)
         await hub.publish("test", b"hello world")     # `nats pub`: both streams ack, no js publish
         await hub.flush()
         for js in (js_hub, js_leaf):
-            for _ in range(50):
-                info = await js.stream_info("test")
-                if info.state.messages == 1:
-                    break
-                await asyncio.sleep(0.05)
+            async def stored():
+                return (await js.stream_info("test")).state.messages == 1
+            await until(stored, 2.5)
+            info = await js.stream_info("test")
             assert info.state.messages == 1
             assert info.state.bytes == 45
         await hub.close()

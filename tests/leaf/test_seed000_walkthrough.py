@@ -162,7 +162,7 @@ async def step_basic(p):
     await js.add_stream(name="test", subjects=["test"])
     await js_leaf.add_stream(name="test", subjects=["test"])
     assert (await js_hub.stream_info("test")).config.subjects == ["test"]
-    await asyncio.sleep(0.3)                  # the leaf stream's interest crosses (LS+ test)
+    await p.crossed(leaf=["test"])            # the leaf stream's interest crosses (LS+ test)
     await nc.publish("test", HELLO)           # `nats pub test "hello world"`
     await nc.flush()
     for j in (js_hub, js_leaf):
@@ -207,8 +207,7 @@ async def step_push_across_link(p):
     async def cb(m):
         await got.put(m)
     await cl.subscribe("push.to.leaf", cb=cb)
-    await cl.flush()
-    await asyncio.sleep(0.3)                  # the LS+ crosses to the hub
+    await p.crossed(leaf=["push.to.leaf"])    # the LS+ crosses to the hub
     await js_hub.add_consumer("test", ConsumerConfig(
         durable_name="pusher", deliver_subject="push.to.leaf", ack_policy="explicit",
         deliver_policy="all"))
@@ -360,7 +359,7 @@ def test_seed000_walkthrough(pair, hub_kind, leaf_kind, tls):
         c = await js_hub.consumer_info("aggregate-test-leaf", "dur")
         assert c.ack_floor.stream_seq == 2 and c.num_pending == 0
         assert (await js_hub.stream_info("aggregate-test-leaf")).state.consumer_count == 1
-        await asyncio.sleep(0.3)
+        await p.crossed(leaf=["test"])        # the leaf stream's interest, again after the restart
         await nc.publish("test", b"hello world 3")
         await nc.flush()
         await nc.close()

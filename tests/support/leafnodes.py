@@ -1,10 +1,15 @@
 """Leaf node links for the tests: the seed-000 `accounts.conf`/`hub.conf`/`leaf.conf` written
 to a directory with free ports (with JetStream domains or TLS links if asked), a Pair that
 starts the hub and the leaf, each either natsd or the reference nats-server, and waits until
-both leaf connections (SYS and ACC) are up; COMBOS, the kinds on either side the leaf tests
-run. tests/leaf/conftest.py makes the `pair` fixture of it."""
+both leaf connections (SYS and ACC) are up, and tells when a subscription's interest has
+crossed the link (its /leafz); COMBOS, the kinds on either side the leaf tests run, and
+on_linked_pair, a test on each of them with a client on either side. tests/leaf/conftest.py
+makes the `pair` fixture of it."""
+import nats
+import pytest
+
 from tests.support.servers import ENV, http_json
-from tests.support.waiting import poll
+from tests.support.waiting import poll, run, until
 from tools.serverproc import free_port
 
 ACCOUNTS_CONF = """accounts {
@@ -58,6 +63,11 @@ LEAF_JS = """jetstream {
 
 
 
+# the kinds of hub and leaf the leaf tests run on
+COMBOS = [("natsd", "natsd"), ("nats-server", "natsd"), ("natsd", "nats-server")]
+COMBO_IDS = ["natsd-hub+natsd-leaf", "ref-hub+natsd-leaf", "natsd-hub+ref-leaf"]
+
+
 def js_available():
     try:
         import natsd.jetstream.engine.jetstream  # noqa: F401
@@ -94,18 +104,18 @@ class Pair:
             "sys_pass": sys_pass, "acc_pass": acc_pass, "tls": leaf_tls,
             "leaf_host": "localhost" if tls else "0.0.0.0"})
 
+    def _start(self, kind, conf, port, extra):
+        srv = self.starters[kind]("-c", conf, "-p", str(port), "-a", "127.0.0.1", "-m", str(free_port()),
+                                  *extra, cwd=str(self.dir), env=ENV)
+        srv.kind = kind
+        return srv
+
     def start_hub(self, kind, *extra):
-        self.hub = self.starters[kind]("-c", "hub.conf", "-p", str(self.hub_client_port),
-                                       "-a", "127.0.0.1", "-m", str(free_port()), *extra,
-                                       cwd=str(self.dir), env=ENV)
-        self.hub.kind = kind
+        self.hub = self._start(kind, "hub.conf", self.hub_client_port, extra)
         return self.hub
 
     def start_leaf(self, kind, *extra):
-        self.leaf = self.starters[kind]("-c", "leaf.conf", "-p", str(self.leaf_client_port),
-                                        "-a", "127.0.0.1", "-m", str(free_port()), *extra,
-                                        cwd=str(self.dir), env=ENV)
-        self.leaf.kind = kind
+        self.leaf = self._start(kind, "leaf.conf", self.leaf_client_port, extra)
         return self.leaf
 
     def wait_linked(self, n=2, timeout=10):
@@ -116,6 +126,54 @@ class Pair:
     def url(self, srv, user="acc"):
         return "nats://%s:%s@127.0.0.1:%d" % (user, user, srv.port)
 
+    @staticmethod
+    def carries(srv, subject):
+        """Whether a leaf connection of `srv` carries interest in `subject` from the other side
+        (its /leafz?subs=1: the subject itself, or a wildcard subscription that matches it)."""
+        return any(subject == sub or subject_matches(sub, subject)
+                   for lf in http_json(srv.http_port, "/leafz?subs=1")["leafs"]
+                   for sub in lf.get("subscriptions_list") or [])
 
-COMBOS = [("natsd", "natsd"), ("nats-server", "natsd"), ("natsd", "nats-server")]
-COMBO_IDS = ["natsd-hub+natsd-leaf", "ref-hub+natsd-leaf", "natsd-hub+ref-leaf"]
+    async def crossed(self, hub=(), leaf=(), timeout=10):
+        """Until the interest in the subjects `hub` (subscribed on the hub) reached the leaf,
+        and in the subjects `leaf` (subscribed on the leaf) the hub."""
+        def arrived():
+            return all(self.carries(self.leaf, s) for s in hub) and all(self.carries(self.hub, s) for s in leaf)
+        assert await until(arrived, timeout), "interest never crossed the link: %r %r" % (hub, leaf)
+
+
+def subject_matches(pattern, subject):
+    """Whether a subscription's subject (`*` and `>` wildcards) matches a subject."""
+    pt, st = pattern.split("."), subject.split(".")
+    for i, token in enumerate(pt):
+        if token == ">":
+            return len(st) > i
+        if i >= len(st) or (token != "*" and token != st[i]):
+            return False
+    return len(pt) == len(st)
+
+
+def on_linked_pair(scenario=None, js=False):
+    """`@on_linked_pair async def test_x(p, hub, leaf)` (or `@on_linked_pair(js=True)`): a test
+    for each pair of kinds in COMBOS, given the linked Pair and a client of account ACC on
+    each side, closed afterwards."""
+    if scenario is None:
+        return lambda s: on_linked_pair(s, js)
+
+    @pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
+    def test(pair, hub_kind, leaf_kind):
+        p = pair(hub_kind, leaf_kind, js=js)
+
+        async def connected():
+            hub = await nats.connect(p.url(p.hub))
+            leaf = await nats.connect(p.url(p.leaf))
+            try:
+                await scenario(p, hub, leaf)
+            finally:
+                await hub.close()
+                await leaf.close()
+        run(connected())
+    test.__name__, test.__qualname__ = scenario.__name__, scenario.__qualname__
+    test.__doc__, test.__module__ = scenario.__doc__, scenario.__module__
+    return test
+
