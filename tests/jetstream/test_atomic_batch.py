@@ -4,20 +4,12 @@ with batch and count for the commit), the same errors, the same stored messages,
 stream_batch_abandoned advisories. Nothing of a refused batch is stored. A restart keeps what
 was committed and nothing of a batch that was still open."""
 import asyncio
-import base64
 import json
 
 import nats
 
-from tests.support.jetstream import same_on_both
-
-
-def bh(batch_id, seq, commit=None, **extra):
-    h = {"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(seq)}
-    if commit is not None:
-        h["Nats-Batch-Commit"] = commit
-    h.update(extra)
-    return h
+from tests.support.jetstream import across_a_kill, api, bh, same_on_both, stream_contents
+from tests.support.waiting import until
 
 
 BATCHES = [
@@ -70,24 +62,12 @@ async def scenario(url):
             except nats.errors.TimeoutError:
                 replies.append("timeout")
         out.append(replies)
-    await asyncio.sleep(0.2)
+    await until(lambda: len(adv) >= 2, 5)          # b3 and b5, left incomplete
+    await asyncio.sleep(0.2)                        # and no other
     out.append(("advisories", sorted(adv)))
-    out.append(("stored", await contents(nc, "A")))
+    out.append(("stored", await stream_contents(nc, "A")))
     await nc.close()
     return out
-
-
-async def contents(nc, stream):
-    st = json.loads((await nc.request("$JS.API.STREAM.INFO." + stream, b"", timeout=2)).data)["state"]
-    msgs = []
-    for seq in range(st["first_seq"], st["last_seq"] + 1):
-        r = json.loads((await nc.request("$JS.API.STREAM.MSG.GET." + stream,
-                                         json.dumps({"seq": seq}).encode(), timeout=2)).data)
-        m = r.get("message")
-        if m:
-            msgs.append((m["seq"], m["subject"], base64.b64decode(m.get("hdrs", "")),
-                         base64.b64decode(m.get("data", ""))))
-    return st["messages"], st["last_seq"], msgs
 
 
 def test_atomic_batches_match(natsd, reference, tmp_path):
@@ -95,27 +75,21 @@ def test_atomic_batches_match(natsd, reference, tmp_path):
 
 
 def test_open_batch_is_lost_and_commits_survive_a_kill(natsd, tmp_path):
-    srv = natsd("-js", "-sd", str(tmp_path / "d"))
-
-    async def before():
-        nc = await nats.connect(srv.url)
-        await nc.request("$JS.API.STREAM.CREATE.A", json.dumps(
-            {"name": "A", "subjects": ["a.>"], "allow_atomic": True}).encode(), timeout=2)
+    async def before(url):
+        nc = await nats.connect(url)
+        await api(nc, "$JS.API.STREAM.CREATE.A", {"name": "A", "subjects": ["a.>"], "allow_atomic": True})
         for i in (1, 2):
             await nc.request("a.c", b"c", timeout=2, headers=bh("done", i, "1" if i == 2 else None))
         for i in (1, 2, 3):
             assert (await nc.request("a.o", b"o", timeout=2, headers=bh("open", i))).data == b""
         await nc.close()
-    asyncio.run(before())
-    srv.kill()
-    srv2 = natsd("-js", "-sd", str(tmp_path / "d"), "-p", str(srv.port))
 
-    async def after():
-        nc = await nats.connect(srv2.url)
-        n, last, msgs = await contents(nc, "A")
+    async def after(url):
+        nc = await nats.connect(url)
+        n, last, msgs = await stream_contents(nc, "A")
         assert (n, last, [m[1] for m in msgs]) == (2, 2, ["a.c", "a.c"])
         # the open batch is gone: its next message finds no batch
         r = json.loads((await nc.request("a.o", b"o", timeout=2, headers=bh("open", 4, "1"))).data)
         assert r["error"]["err_code"] == 10176
         await nc.close()
-    asyncio.run(after())
+    across_a_kill(natsd, str(tmp_path / "d"), before, after)

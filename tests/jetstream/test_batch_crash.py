@@ -9,7 +9,7 @@ import random
 
 import nats
 
-from tests.jetstream.test_atomic_batch import bh
+from tests.support.jetstream import bh
 
 BATCH = 150                 # messages per batch
 PAYLOAD = b"p" * 4096

@@ -7,8 +7,7 @@ import json
 
 import nats
 
-from tests.support.jetstream import same_on_both
-from tests.support.waiting import run
+from tests.support.jetstream import across_a_kill, api, same_on_both
 
 BIG = 10 ** 30
 
@@ -107,20 +106,14 @@ def test_counters_match(natsd, reference, tmp_path):
 
 
 def test_counter_survives_restart(natsd, tmp_path):
-    @run
     async def first(url):
         nc = await nats.connect(url)
-        await nc.request("$JS.API.STREAM.CREATE.C", json.dumps(
-            {"name": "C", "subjects": ["c.>"], "allow_msg_counter": True}).encode(), timeout=2)
+        await api(nc, "$JS.API.STREAM.CREATE.C", {"name": "C", "subjects": ["c.>"], "allow_msg_counter": True})
         assert (await pub(nc, "c.a", b"", {"Nats-Incr": "40"}))["val"] == "40"
         await nc.close()
 
-    @run
     async def second(url):
         nc = await nats.connect(url)
         assert (await pub(nc, "c.a", b"", {"Nats-Incr": "2"}))["val"] == "42"
         await nc.close()
-    srv = natsd("-js", "-sd", str(tmp_path / "d"))
-    first(srv.url)
-    srv.kill()
-    second(natsd("-js", "-sd", str(tmp_path / "d"), "-p", str(srv.port)).url)
+    across_a_kill(natsd, str(tmp_path / "d"), first, second)

@@ -5,22 +5,19 @@ acknowledged message is lost".
 (a) a stream's last block corrupted between runs (truncated mid-record / a flipped byte) ->
     the restart logs a warning naming the block file, the earlier messages are served, other
     streams are unaffected;
-(b) write failures (RLIMIT_FSIZE on the server process, SIGXFSZ ignored — running as root makes
-    an unwritable directory useless) -> the publish gets an error PubAck 10077 carrying the
+(b) write failures (RLIMIT_FSIZE on the server process: tests/support/jetstream.py,
+    start_size_limited) -> the publish gets an error PubAck 10077 carrying the
     store error text, the failure is logged with the path, the stream is reported by the
     JetStream health check, core NATS and other streams keep working, nothing acked is lost;
 (c) an unreadable / corrupt stream `meta.json` -> logged, that stream skipped, the server
     starts and serves the others.
 """
 import glob
-import json
 import os
-import sys
 
 import pytest
 
-from tests.support.jetstream import api, connect
-from tests.support.servers import start_server
+from tests.support.jetstream import api, check_acked_kept, connect, publish_until_refused, start_size_limited
 from tests.support.waiting import run
 
 
@@ -94,18 +91,8 @@ def test_corrupt_last_block(natsd, sd, damage):
     check()
 
 
-LIMITED = """
-import resource, runpy, signal, sys
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
-sys.argv = ["natsd"] + sys.argv[1:]
-runpy.run_module("natsd", run_name="__main__")
-"""
-
-
 def test_write_failure_gets_error_puback(natsd, sd):
-    limit = 64 * 1024
-    srv = start_server([sys.executable, "-c", LIMITED.format(limit=limit)], "-js", "-sd", sd)
+    srv = start_size_limited("-js", "-sd", sd)
     try:
         acked = {}
         errors = []
@@ -116,15 +103,7 @@ def test_write_failure_gets_error_puback(natsd, sd):
             js = nc.jetstream()
             await js.add_stream(name="BIG", subjects=["big"])
             await js.add_stream(name="SMALL", subjects=["small"])
-            for i in range(200):
-                m = await nc.request("big", b"%06d" % i + b"x" * 2000, timeout=3)
-                r = json.loads(m.data)
-                if "error" in r:
-                    errors.append(r["error"])
-                else:
-                    acked[i] = r["seq"]
-                if len(errors) >= 3:
-                    break
+            await publish_until_refused(nc, acked, errors)
             assert acked and errors, (acked, errors)
             e = errors[0]
             assert e["err_code"] == 10077 and e["code"] == 503
@@ -150,11 +129,7 @@ def test_write_failure_gets_error_puback(natsd, sd):
     async def verify():
         nc = await connect(srv2)
         js = nc.jetstream()
-        for i, seq in acked.items():
-            msg = await js.get_msg("BIG", seq)
-            assert msg.data.startswith(b"%06d" % i), (i, seq)
-        si = await js.stream_info("BIG")
-        assert si.state.messages == len(acked) and si.state.last_seq == max(acked.values())
+        await check_acked_kept(js, "BIG", acked)
         assert (await js.stream_info("SMALL")).state.messages == 10
         await nc.close()
     verify()

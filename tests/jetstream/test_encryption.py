@@ -28,7 +28,7 @@ import random
 import pytest
 
 from tests.jetstream.test_crash_server import publish_until_killed, read_back
-from tests.support.jetstream import api, connect
+from tests.support.jetstream import api, check_acked_kept, connect, publish_until_refused, start_size_limited
 from tests.support.waiting import run
 
 SUBJ = "secret.topsecretsubject"
@@ -283,12 +283,9 @@ def test_write_failure_encrypted(natsd, tmp_path):
     """test_disk_errors' RLIMIT_FSIZE scenario on an encrypted stream: a frame that cannot be
     written gets error PubAcks (10077, the block's path) for everything waiting on it; every
     acknowledged message is there after a restart, and its last sequence is the last acked."""
-    from tests.support.servers import start_server
-    from tests.jetstream.test_disk_errors import LIMITED
-    import sys
     sd = str(tmp_path / "store")
     cfg = conf(tmp_path, sd, "disk-key")
-    srv = start_server([sys.executable, "-c", LIMITED.format(limit=64 * 1024)], "-c", cfg)
+    srv = start_size_limited("-c", cfg)
     acked, errors = {}, []
     try:
         @run
@@ -296,15 +293,7 @@ def test_write_failure_encrypted(natsd, tmp_path):
             nc = await connect(srv)
             js = nc.jetstream()
             await js.add_stream(name="BIG", subjects=["big"])
-            for i in range(200):
-                m = await nc.request("big", b"%06d" % i + b"x" * 2000, timeout=3)
-                r = json.loads(m.data)
-                if "error" in r:
-                    errors.append(r["error"])
-                else:
-                    acked[i] = r["seq"]
-                if len(errors) >= 3:
-                    break
+            await publish_until_refused(nc, acked, errors)
             await nc.close()
         go()
         assert acked and errors, (acked, errors)
@@ -316,10 +305,6 @@ def test_write_failure_encrypted(natsd, tmp_path):
     @run
     async def verify():
         nc = await connect(srv2)
-        js = nc.jetstream()
-        for i, seq in acked.items():
-            assert (await js.get_msg("BIG", seq)).data.startswith(b"%06d" % i)
-        si = await js.stream_info("BIG")
-        assert si.state.messages == len(acked) and si.state.last_seq == max(acked.values())
+        await check_acked_kept(nc.jetstream(), "BIG", acked)
         await nc.close()
     verify()

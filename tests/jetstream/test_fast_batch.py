@@ -9,7 +9,7 @@ import json
 
 import nats
 
-from tests.jetstream.test_atomic_batch import contents
+from tests.support.jetstream import stream_contents
 from tests.support.jetstream import same_on_both
 
 # op codes: 0 start, 1 append, 2 commit, 3 commit with end-of-batch marker, 4 ping
@@ -94,7 +94,7 @@ async def scenario(url):
             n = len(got)
             await asyncio.sleep(QUIET)
         out.append((name, list(got)))
-    out.append(("stored", await contents(nc, "F")))
+    out.append(("stored", await stream_contents(nc, "F")))
     await nc.close()
     return out
 

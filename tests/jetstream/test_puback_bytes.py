@@ -6,7 +6,7 @@ import json
 
 import nats
 
-from tests.jetstream.test_atomic_batch import bh
+from tests.support.jetstream import bh
 
 CONF = """
 listen: 127.0.0.1:-1

@@ -3,14 +3,13 @@ nats-server: the same publishes get the same PubAcks and errors; a one-shot `@at
 fires at once and purges its schedule; an `@every 1s` schedule fires repeatedly with
 `Nats-Scheduler` / `Nats-Schedule-Next`, TTL and source; a plain message on a schedule's subject
 ends it; and a schedule survives a restart of natsd."""
-import asyncio
 import base64
 import json
 import time
 
 import nats
 
-from tests.support.jetstream import same_on_both
+from tests.support.jetstream import across_a_kill, api, same_on_both
 from tests.support.waiting import until
 
 
@@ -52,14 +51,9 @@ async def scenario(url):
     nc = await nats.connect(url)
     out = []
 
-    async def api(subject, body=b""):
-        if isinstance(body, dict):
-            body = json.dumps(body).encode()
-        return json.loads((await nc.request(subject, body, timeout=2)).data)
-
-    await api("$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True,
+    await api(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True,
                                          "allow_msg_ttl": True})
-    await api("$JS.API.STREAM.CREATE.N", {"name": "N", "subjects": ["n.>"]})
+    await api(nc, "$JS.API.STREAM.CREATE.N", {"name": "N", "subjects": ["n.>"]})
     out.append(json.loads((await nc.request("n.x", b"p", timeout=2, headers=sched("@every 1s", "n.t"))).data))
     await nc.request("s.plain", b"plain", timeout=2)
     for subject, headers in PUBLISHES:
@@ -75,7 +69,7 @@ async def scenario(url):
         "@every 1s", "s.copied", **{"Nats-Schedule-Source": "s.src"}))
 
     async def counts():
-        st = (await api("$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}))["state"]
+        st = (await api(nc, "$JS.API.STREAM.INFO.S", {"subjects_filter": ">"}))["state"]
         return st.get("subjects", {})
 
     async def repeated():
@@ -89,7 +83,7 @@ async def scenario(url):
     await nc.request("s.src", b"source-2", timeout=2)
 
     async def copied_last():
-        r = await api("$JS.API.STREAM.MSG.GET.S", {"last_by_subj": "s.copied"})
+        r = await api(nc, "$JS.API.STREAM.MSG.GET.S", {"last_by_subj": "s.copied"})
         return base64.b64decode(r["message"].get("data", ""))
 
     async def copied_source_2():
@@ -100,7 +94,7 @@ async def scenario(url):
     out.append(("stopped", c.get("s.ticks", 0) - stopped_at <= 1, await copied_last()))
     out.append(("counts", {k: c.get(k, 0) for k in ("s.once", "s.fired", "s.every", "s.src")}))
     for subject in ("s.fired", "s.ticks", "s.copied", "s.every"):
-        r = await api("$JS.API.STREAM.MSG.GET.S", {"last_by_subj": subject})
+        r = await api(nc, "$JS.API.STREAM.MSG.GET.S", {"last_by_subj": subject})
         m = r["message"]
         hdrs = base64.b64decode(m.get("hdrs", "")).decode()
         lines = sorted(line.split(":")[0] + (": <time>" if line.startswith("Nats-Schedule-Next: 2")
@@ -116,21 +110,15 @@ def test_schedules_match(natsd, reference, tmp_path):
 
 
 def test_schedule_survives_restart(natsd, tmp_path):
-    srv = natsd("-js", "-sd", str(tmp_path / "d"))
-
-    async def before():
-        nc = await nats.connect(srv.url)
-        await nc.request("$JS.API.STREAM.CREATE.S", json.dumps(
-            {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True}).encode(), timeout=2)
+    async def before(url):
+        nc = await nats.connect(url)
+        await api(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True})
         r = json.loads((await nc.request("s.later", b"later", timeout=2, headers=sched(at(2), "s.done"))).data)
         assert r["seq"] == 1
         await nc.close()
-    asyncio.run(before())
-    srv.kill()
-    srv2 = natsd("-js", "-sd", str(tmp_path / "d"), "-p", str(srv.port))
 
-    async def after():
-        nc = await nats.connect(srv2.url)
+    async def after(url):
+        nc = await nats.connect(url)
         js = nc.jetstream()
 
         async def fired():
@@ -142,4 +130,4 @@ def test_schedule_survives_restart(natsd, tmp_path):
         assert m.data == b"later" and m.headers["Nats-Scheduler"] == "s.later"
         assert m.headers["Nats-Schedule-Next"] == "purge"
         await nc.close()
-    asyncio.run(after())
+    across_a_kill(natsd, str(tmp_path / "d"), before, after)

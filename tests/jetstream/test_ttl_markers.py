@@ -3,52 +3,37 @@ spares a message whose Nats-TTL is "never"; the last message of a subject that e
 max_age or by its own TTL) is replaced by a `Nats-Marker-Reason: MaxAge` marker carrying
 `Nats-TTL` and `Nats-Rollup: sub`; markers that expire leave no marker behind."""
 import asyncio
-import base64
 import json
 
 import nats
 
-from tests.support.jetstream import same_on_both
+from tests.support.jetstream import api, same_on_both, stream_contents
+from tests.support.waiting import until
 
 
 async def scenario(url):
     nc = await nats.connect(url)
     out = []
 
-    async def api(subject, body=b""):
-        if isinstance(body, dict):
-            body = json.dumps(body).encode()
-        return json.loads((await nc.request(subject, body, timeout=2)).data)
-
     async def contents():
-        st = (await api("$JS.API.STREAM.INFO.K"))["state"]
-        msgs = []
-        for seq in range(st["first_seq"], st["last_seq"] + 1):
-            m = (await api("$JS.API.STREAM.MSG.GET.K", {"seq": seq})).get("message")
-            if m:
-                msgs.append((m["subject"], base64.b64decode(m.get("hdrs", "")), base64.b64decode(m.get("data", ""))))
-        return st["messages"], st["last_seq"], sorted(msgs)
+        n, last, msgs = await stream_contents(nc, "K")
+        return n, last, sorted((subject, hdrs, data) for _, subject, hdrs, data in msgs)
 
-    r = await api("$JS.API.STREAM.CREATE.K", {
+    r = await api(nc, "$JS.API.STREAM.CREATE.K", {
         "name": "K", "subjects": ["k.>"], "allow_msg_ttl": True, "max_age": 1_000_000_000,
-        "subject_delete_marker_ttl": 2_000_000_000})
+        "subject_delete_marker_ttl": 2_000_000_000}, timeout=2)
     out.append(sorted((k, v) for k, v in r["config"].items() if k != "created"))
     for subject, headers in (("k.a", None), ("k.b", {"Nats-TTL": "1s"}), ("k.c", {"Nats-TTL": "never"}),
                              ("k.d", None), ("k.d", None)):
         out.append(json.loads((await nc.request(subject, b"v", timeout=2, headers=headers)).data))
     # markers placed after about 1 s, gone by max_age after about 2 s
-    for _ in range(100):
+
+    async def once(ready):
         got = await contents()
-        if got[1] >= 8:
-            break
-        await asyncio.sleep(0.05)
-    out.append(got)
-    for _ in range(100):
-        got = await contents()
-        if got[0] == 1:
-            break
-        await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)
+        return got if ready(got) else None
+    out.append(await until(lambda: once(lambda got: got[1] >= 8), 10) or await contents())
+    await until(lambda: once(lambda got: got[0] == 1), 10)
+    await asyncio.sleep(0.3)                        # nothing more happens
     out.append(await contents())
     await nc.close()
     return out

@@ -1,13 +1,20 @@
 """JetStream through nats-py, for the end-to-end tests on natsd and the reference: a client
 connection (connect), a test that runs on the js_server fixture with a connection and its
 JetStream context (on_js_server), an API request and its decoded reply (api), the same
-scenario on a fresh server of each kind compared entry by entry (same_on_both), and where a
-log block's records end (records_end)."""
+scenario on a fresh server of each kind compared entry by entry (same_on_both), where a log
+block's records end (records_end), what a stream holds read through the API
+(stream_contents), the headers of a batch publish (bh), a scenario on both sides of a kill -9
+and restart (across_a_kill), and a natsd that cannot write a file
+past a size, filled until its store refuses (start_size_limited, publish_until_refused,
+check_acked_kept)."""
 import asyncio
+import base64
 import json
+import sys
 
 import nats
 
+from tests.support.servers import start_server
 from tests.support.waiting import run
 
 
@@ -54,9 +61,77 @@ def same_on_both(scenario, natsd, reference, tmp_path):
     return ours
 
 
+async def stream_contents(nc, stream):
+    """What `stream` holds, read through the API: (messages, last sequence, [(sequence,
+    subject, header bytes, data bytes)] of every message from the first to the last)."""
+    st = (await api(nc, "$JS.API.STREAM.INFO." + stream, timeout=2))["state"]
+    msgs = []
+    for seq in range(st["first_seq"], st["last_seq"] + 1):
+        m = (await api(nc, "$JS.API.STREAM.MSG.GET." + stream, {"seq": seq}, timeout=2)).get("message")
+        if m:
+            msgs.append((m["seq"], m["subject"], base64.b64decode(m.get("hdrs", "")),
+                         base64.b64decode(m.get("data", ""))))
+    return st["messages"], st["last_seq"], msgs
+
+
+def bh(batch_id, seq, commit=None, **extra):
+    """The headers of message `seq` of batch `batch_id` (Nats-Batch-Commit: `commit`)."""
+    h = {"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(seq)}
+    if commit is not None:
+        h["Nats-Batch-Commit"] = commit
+    h.update(extra)
+    return h
+
+
+def across_a_kill(natsd, store, before, after):
+    """before(url) on a natsd with JetStream stored in `store`; kill -9 of it; after(url) on a
+    natsd restarted on the same store and port (both coroutine functions of the client URL)."""
+    srv = natsd("-js", "-sd", store)
+    run(before(srv.url))
+    srv.kill()
+    run(after(natsd("-js", "-sd", store, "-p", str(srv.port)).url))
+
+
 def records_end(path):
     """Where a log block's records end: a plaintext block that was not closed cleanly has
     zeros after them (natsd/_core/log.pyx, "Zero ahead"), which a test cutting into the
     records must not count."""
     with open(path, "rb") as f:
         return len(f.read().rstrip(b"\0"))
+
+
+SIZE_LIMITED = """
+import resource, runpy, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))
+sys.argv = ["natsd"] + sys.argv[1:]
+runpy.run_module("natsd", run_name="__main__")
+"""
+
+
+def start_size_limited(*args, limit=64 * 1024):
+    """natsd whose process cannot write a file past `limit` bytes (RLIMIT_FSIZE, SIGXFSZ
+    ignored: running as root makes an unwritable directory useless) -> a ready ServerProcess,
+    the caller's to stop."""
+    return start_server([sys.executable, "-c", SIZE_LIMITED.format(limit=limit)], *args)
+
+
+async def publish_until_refused(nc, acked, errors, subject="big", count=200):
+    """Requests of 2 KB to `subject` until three are refused (or `count` are made): the acked
+    ones into acked {i: stream sequence}, the refusals' errors into errors."""
+    for i in range(count):
+        r = json.loads((await nc.request(subject, b"%06d" % i + b"x" * 2000, timeout=3)).data)
+        if "error" in r:
+            errors.append(r["error"])
+        else:
+            acked[i] = r["seq"]
+        if len(errors) >= 3:
+            return
+
+
+async def check_acked_kept(js, stream, acked):
+    """Every message publish_until_refused had acked is in `stream`, and nothing else."""
+    for i, seq in acked.items():
+        assert (await js.get_msg(stream, seq)).data.startswith(b"%06d" % i), (i, seq)
+    si = await js.stream_info(stream)
+    assert si.state.messages == len(acked) and si.state.last_seq == max(acked.values())
