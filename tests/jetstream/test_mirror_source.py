@@ -6,12 +6,12 @@ origin publishes while the mirror is being created; internal consumers stay hidd
 import asyncio
 import json
 
-import nats
 import pytest
 from nats.js.api import StreamConfig, StreamSource
 
 from natsd.jetstream.engine.sourcing import get_hash, iname, parse_ack_reply
-from tests.support.waiting import run, until
+from tests.support.jetstream import with_jetstream
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(120) if hasattr(pytest.mark, "timeout") else []
 
@@ -40,11 +40,7 @@ def test_helpers():
 
 
 def test_local_mirror_is_byte_for_byte(natsd, tmp_path):
-    srv = natsd("-c", js_conf(tmp_path))
-
-    async def main():
-        nc = await nats.connect(srv.url)
-        js = nc.jetstream()
+    async def main(nc, js):
         await js.add_stream(name="O", subjects=["o.>"])
         for i in range(5):
             await js.publish("o.%d" % i, b"msg %d" % i, headers={"H": str(i)} if i % 2 else None)
@@ -64,8 +60,7 @@ def test_local_mirror_is_byte_for_byte(natsd, tmp_path):
         assert r["consumers"] == [] and r["total"] == 0
         mi = json.loads((await nc.request("$JS.API.STREAM.INFO.M", b"")).data)["mirror"]
         assert mi["name"] == "O" and mi["lag"] == 0 and mi["active"] >= 0 and "error" not in mi
-        await nc.close()
-    run(main())
+    with_jetstream(natsd("-c", js_conf(tmp_path)), main)
 
 
 async def identity(nc, stream):
@@ -75,11 +70,7 @@ async def identity(nc, stream):
 
 def test_local_sources_with_header(any_server, tmp_path):
     """The 6-field header (nats-server 2.15): the origin's identity last."""
-    srv = any_server("-c", js_conf(tmp_path))
-
-    async def main():
-        nc = await nats.connect(srv.url)
-        js = nc.jetstream()
+    async def main(nc, js):
         await js.add_stream(name="A", subjects=["a.>"])
         await js.add_stream(name="B", subjects=["b.>"])
         await js.publish("a.1", b"a1")
@@ -107,18 +98,13 @@ def test_local_sources_with_header(any_server, tmp_path):
         info = json.loads((await nc.request("$JS.API.STREAM.INFO.S", b"")).data)
         by = {s["name"]: s for s in info["sources"]}
         assert by["A"]["seq"] == 2 and by["B"]["seq"] == 1 and by["A"]["lag"] == 0
-        await nc.close()
-    run(main())
+    with_jetstream(any_server("-c", js_conf(tmp_path)), main)
 
 
 def test_recreated_origin_is_sourced_from_the_start(any_server, tmp_path):
     """A source whose origin stream is deleted and created again notices the new identity
     (the origin refuses the old one, 10225) and copies the new stream from its first message."""
-    srv = any_server("-c", js_conf(tmp_path))
-
-    async def main():
-        nc = await nats.connect(srv.url)
-        js = nc.jetstream()
+    async def main(nc, js):
         await js.add_stream(name="A", subjects=["a.>"])
         for i in range(3):
             await js.publish("a.x", b"old%d" % i)
@@ -133,16 +119,11 @@ def test_recreated_origin_is_sourced_from_the_start(any_server, tmp_path):
         await count(js, "S", 4, timeout=40)
         m = await js.get_msg("S", 4)
         assert (m.data, m.headers["Nats-Stream-Source"]) == (b"new0", "A 1 > > a.x " + new)
-        await nc.close()
-    run(main())
+    with_jetstream(any_server("-c", js_conf(tmp_path)), main)
 
 
 def test_filtered_source_and_transform(natsd, tmp_path):
-    srv = natsd("-c", js_conf(tmp_path))
-
-    async def main():
-        nc = await nats.connect(srv.url)
-        js = nc.jetstream()
+    async def main(nc, js):
         await js.add_stream(name="O", subjects=["o.>"])
         for s in ("o.a", "o.b", "o.a", "o.c"):
             await js.publish(s, s.encode())
@@ -157,17 +138,14 @@ def test_filtered_source_and_transform(natsd, tmp_path):
         ido = " " + await identity(nc, "O")
         assert hdrs == [("o.a", "O 1 o.a > o.a" + ido), ("o.a", "O 3 o.a > o.a" + ido),
                         ("t.c", "O 4 o.c t.c o.c" + ido)]
-        await nc.close()
-    run(main())
+    with_jetstream(natsd("-c", js_conf(tmp_path)), main)
 
 
 def test_restart_resume(natsd, tmp_path):
     conf = js_conf(tmp_path)
     srv = natsd("-c", conf)
 
-    async def phase1():
-        nc = await nats.connect(srv.url)
-        js = nc.jetstream()
+    async def phase1(nc, js):
         await js.add_stream(name="O", subjects=["o.>"])
         await js.add_stream(StreamConfig(name="M", mirror=StreamSource(name="O")))
         await js.add_stream(StreamConfig(name="S", sources=[StreamSource(name="O")]))
@@ -175,14 +153,10 @@ def test_restart_resume(natsd, tmp_path):
             await js.publish("o.x", b"%d" % i)
         await count(js, "M", 10)
         await count(js, "S", 10)
-        await nc.close()
-    run(phase1())
+    with_jetstream(srv, phase1)
     srv.stop()
-    srv = natsd("-c", conf)
 
-    async def phase2():
-        nc = await nats.connect(srv.url)
-        js = nc.jetstream()
+    async def phase2(nc, js):
         for i in range(10, 15):
             await js.publish("o.x", b"%d" % i)
         await count(js, "M", 15)
@@ -192,16 +166,11 @@ def test_restart_resume(natsd, tmp_path):
         assert (await js.stream_info("M")).state.last_seq == 15
         data = [(await js.get_msg("S", s)).data for s in range(1, 16)]
         assert data == [b"%d" % i for i in range(15)]
-        await nc.close()
-    run(phase2())
+    with_jetstream(natsd("-c", conf), phase2)
 
 
 def test_origin_publishes_while_mirror_is_created(natsd, tmp_path):
-    srv = natsd("-c", js_conf(tmp_path))
-
-    async def main():
-        nc = await nats.connect(srv.url)
-        js = nc.jetstream()
+    async def main(nc, js):
         await js.add_stream(name="O", subjects=["o.>"])
         stop = asyncio.Event()
         sent = 0
@@ -227,8 +196,7 @@ def test_origin_publishes_while_mirror_is_created(natsd, tmp_path):
         seen = [int((await js.get_msg("S", s)).headers["Nats-Stream-Source"].split(" ")[1])
                 for s in range(1, sent + 1)]
         assert seen == list(range(1, sent + 1))
-        await nc.close()
-    run(main())
+    with_jetstream(natsd("-c", js_conf(tmp_path)), main)
 
 
 def _shape(si):
@@ -244,11 +212,7 @@ def _shape(si):
 
 @pytest.mark.parametrize("kind", ["natsd", "nats-server"])
 def test_stream_info_keys_differential(kind, natsd, reference, tmp_path):
-    srv = (natsd if kind == "natsd" else reference)("-js", "-sd", str(tmp_path / "d"))
-
-    async def main():
-        nc = await nats.connect(srv.url)
-        js = nc.jetstream()
+    async def main(nc, js):
         await js.add_stream(name="O", subjects=["o.>"])
         await js.publish("o.a", b"x")
         await js.add_stream(StreamConfig(name="M", mirror=StreamSource(name="O")))
@@ -273,9 +237,8 @@ def test_stream_info_keys_differential(kind, natsd, reference, tmp_path):
                 out[name] = sorted((json.dumps(_shape(s), sort_keys=True) for s in d["sources"]))
         d = json.loads((await nc.request("$JS.API.STREAM.INFO.S", b"")).data)
         errs = sorted(s.get("error", {}).get("err_code", 0) for s in d["sources"])
-        await nc.close()
         return out, errs
-    got = run(main())
+    got = with_jetstream((natsd if kind == "natsd" else reference)("-js", "-sd", str(tmp_path / "d")), main)
     expected_shape = {
         "M": {"name": "str", "lag": "int", "active": "int"},
         "S": sorted([json.dumps({"name": "str", "lag": "int", "seq": "int", "active": "int",

@@ -1,6 +1,6 @@
 """JetStream through nats-py, for the end-to-end tests on natsd and the reference: a client
-connection (connect), a test that runs on the js_server fixture with a connection and its
-JetStream context (on_js_server), an API request and its decoded reply (api), the same
+connection (connect), a scenario given a connection and its JetStream context, on any server
+(with_jetstream) or as a test of the js_server fixture (on_js_server), an API request and its decoded reply (api), the same
 scenario on a fresh server of each kind compared entry by entry (same_on_both), where a log
 block's records end (records_end), what a stream holds read through the API
 (stream_contents), the headers of a batch publish (bh), a scenario on both sides of a kill -9
@@ -32,18 +32,24 @@ async def connect(server):
     return await nats.connect(server.url, reconnect_time_wait=0.1, max_reconnect_attempts=2)
 
 
+def with_jetstream(server, scenario):
+    """scenario(nc, js) run with a connection to `server` and its JetStream context, closed
+    afterwards -> what it returns."""
+    async def connected():
+        nc = await connect(server)
+        try:
+            return await scenario(nc, nc.jetstream())
+        finally:
+            await nc.close()
+    return run(connected())
+
+
 def on_js_server(scenario):
     """`@on_js_server async def test_x(nc, js)`: a test of the js_server fixture (natsd with
     JetStream; nats-server with NATSD_TEST_REFERENCE=1) that runs the scenario with a
     connection to it and its JetStream context, closed afterwards."""
     def test(js_server):
-        async def connected():
-            nc = await connect(js_server)
-            try:
-                await scenario(nc, nc.jetstream())
-            finally:
-                await nc.close()
-        run(connected())
+        with_jetstream(js_server, scenario)
     test.__name__, test.__qualname__ = scenario.__name__, scenario.__qualname__
     test.__doc__, test.__module__ = scenario.__doc__, scenario.__module__
     return test
