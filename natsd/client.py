@@ -197,10 +197,10 @@ class ClientProtocol(ProtocolHandler):
         c.connected = True
         st.label = auth_mod.log_label(info, account.name)
         c.connect_info_due = _int(info.get("protocol")) >= 1
-        if account.max_payload > 0:
+        if account.jwt is not None:
+            self.server.jwt_accounts.apply_client_limits(c, account)
+        elif account.max_payload > 0:
             c.max_payload = min(c.max_payload, account.max_payload)
-        if st.jwt_user is not None and st.jwt_user.max_payload >= 0:
-            c.max_payload = min(c.max_payload, st.jwt_user.max_payload)
         self._ok(c)
         self.server.client_connected(c)
 
@@ -219,10 +219,12 @@ class ClientProtocol(ProtocolHandler):
 
     def send_connect_info(self, c):
         """After the first PONG, protocol-1 clients learn their account (as nats-server does)."""
-        info = self.server.info_dict(c)
+        info = self.server.info_dict(c, with_nonce=False)
+        info["max_payload"] = c.max_payload         # what this connection may send
         acc = c.state.account
         info["remote_account"] = acc.name if acc is not None else ""
-        info["acc_is_sys"] = acc is not None and acc.is_system
+        if acc is not None and acc.is_system:
+            info["acc_is_sys"] = True
         info["connect_info"] = True
         c.send_bytes(info_line(info))
 

@@ -35,6 +35,7 @@ log = logging.getLogger("natsd")
 
 ERR_ACCOUNT_CONNS = "maximum account active connections exceeded"
 ERR_MAX_SUBS = "maximum subscriptions exceeded"
+SUB_LIMIT_CLOSE = 0.02          # seconds between telling a client at its subscription limit and closing it
 ERR_REVOKED = "User Authentication Revoked"
 ERR_ACCOUNT_EXPIRED = "Account Authentication Expired"
 ERR_AUTH_VIOLATION = "Authorization Violation"
@@ -217,11 +218,12 @@ class JwtAccounts:
         self.keys[key] = signing_keys(ac)
         cfg = jwt_permissions(ac.nats.get("default_permissions"))
         self.defaults[key] = Permissions.from_config(cfg) if cfg is not None else None
+        # a limit the claims leave out is 0, as Go decodes it: nothing allowed (-1 is none)
         lim = _limits(ac.nats)
-        acc.max_connections = int(lim.get("conn", -1))
-        acc.max_subscriptions = int(lim.get("subs", -1))
-        acc.max_payload = int(lim.get("payload", -1))
-        acc.max_leafnodes = int(lim.get("leaf", -1))
+        acc.max_connections = int(lim.get("conn", 0))
+        acc.max_subscriptions = int(lim.get("subs", 0))
+        acc.max_payload = int(lim.get("payload", 0))
+        acc.max_leafnodes = int(lim.get("leaf", 0))
         acc.mappings = self._mappings(ac)
         self.exports[key], self.imports[key] = exports_of(ac), imports_of(ac)
         js = jetstream_limits(ac.nats)
@@ -320,18 +322,22 @@ class JwtAccounts:
                 continue
             c.has_mappings = bool(acc.mappings)
             c.forget_lookup()
-            self._apply_client_limits(c, acc)
+            self.apply_client_limits(c, acc)
 
-    def _apply_client_limits(self, c, acc) -> None:
-        """nats-server's applyAccountLimits: the smallest of the user's, the account's and the
-        server's limits; a client at its subscription limit is closed."""
+    def apply_client_limits(self, c, acc) -> None:
+        """nats-server's applyAccountLimits, as a client connects and when its account's claims
+        change: the smallest of the user's, the account's and the server's limits (-1: none).
+        A client already at its subscription limit is told so and closed SUB_LIMIT_CLOSE later
+        (nats-server does both from a goroutine: the client's PONG goes out first)."""
         user = c.state.jwt_user
         payload = [self.server_max_payload, acc.max_payload, user.max_payload if user else -1]
         c.max_payload = min(p for p in payload if p >= 0)
         subs = [n for n in (acc.max_subscriptions, user.max_subs if user else -1) if n >= 0]
         if subs and min(subs) <= len(c.subs):
             log.error("%s", ERR_MAX_SUBS)
-            self.disconnect(c, ERR_MAX_SUBS, "Maximum Subscriptions Exceeded")
+            self.call_later(0, lambda: c.closed or c.handler.send_err(c, ERR_MAX_SUBS))
+            self.call_later(SUB_LIMIT_CLOSE, lambda: c.closed or self.disconnect(
+                c, None, "Maximum Subscriptions Exceeded"))
 
     # -- resolver callbacks --
 
