@@ -17,7 +17,7 @@ import os
 
 import pytest
 
-from tests.support.jetstream import api, check_acked_kept, connect, publish_until_refused, start_size_limited
+from tests.support.jetstream import api, check_acked_kept, connect, publish_until_refused, start_size_limited, with_jetstream
 from tests.support.waiting import run
 
 
@@ -67,10 +67,7 @@ def test_corrupt_last_block(natsd, sd, damage):
     m = srv2.wait_log(r"\[WRN\].*" + r"(1\.blk|%s)" % os.path.basename(blk))
     assert os.path.basename(blk) in m.group(0)
 
-    @run
-    async def check():
-        nc = await connect(srv2)
-        js = nc.jetstream()
+    async def check(nc, js):
         si = await js.stream_info("A")
         if damage == "truncate":
             assert si.state.messages == 19              # only the damaged last record is gone
@@ -87,8 +84,7 @@ def test_corrupt_last_block(natsd, sd, damage):
         ack = await js.publish("a", b"after")           # the damaged stream keeps working
         assert ack.stream == "A"
         assert (await js.get_msg("A", ack.seq)).data == b"after"
-        await nc.close()
-    check()
+    with_jetstream(srv2, check)
 
 
 def test_write_failure_gets_error_puback(natsd, sd):
@@ -97,10 +93,7 @@ def test_write_failure_gets_error_puback(natsd, sd):
         acked = {}
         errors = []
 
-        @run
-        async def go():
-            nc = await connect(srv)
-            js = nc.jetstream()
+        async def go(nc, js):
             await js.add_stream(name="BIG", subjects=["big"])
             await js.add_stream(name="SMALL", subjects=["small"])
             await publish_until_refused(nc, acked, errors)
@@ -117,22 +110,17 @@ def test_write_failure_gets_error_puback(natsd, sd):
             assert (await sub.next_msg(2)).data == b"hello"
             ai = await api(nc, "$JS.API.INFO")
             assert ai["streams"] == 2
-            await nc.close()
-        go()
+        with_jetstream(srv, go)
         m = srv.wait_log(r"JetStream store write failed for stream '\$G > BIG' at (\S+): File too large")
         assert m.group(1).startswith(stream_dir(sd, "BIG"))
     finally:
         srv.stop()
     srv2 = natsd("-js", "-sd", sd)
 
-    @run
-    async def verify():
-        nc = await connect(srv2)
-        js = nc.jetstream()
+    async def verify(nc, js):
         await check_acked_kept(js, "BIG", acked)
         assert (await js.stream_info("SMALL")).state.messages == 10
-        await nc.close()
-    verify()
+    with_jetstream(srv2, verify)
 
 
 def test_store_error_marks_stream_for_health(monkeypatch):
@@ -171,14 +159,10 @@ def test_corrupt_meta_json_skips_stream(natsd, sd, damage):
     assert "/A/meta.json" in m.group(0)
     srv2.wait_log(r'JetStream state for account "\$G" recovered')
 
-    @run
-    async def check():
-        nc = await connect(srv2)
-        js = nc.jetstream()
+    async def check(nc, js):
         names = await api(nc, "$JS.API.STREAM.NAMES")
         assert names["streams"] == ["B"]
         assert (await js.stream_info("B")).state.messages == 5
         ack = await js.publish("b", b"more")
         assert ack.seq == 6
-        await nc.close()
-    check()
+    with_jetstream(srv2, check)

@@ -28,7 +28,7 @@ import random
 import pytest
 
 from tests.jetstream.test_crash_server import publish_until_killed, read_back
-from tests.support.jetstream import api, check_acked_kept, connect, publish_until_refused, start_size_limited
+from tests.support.jetstream import api, check_acked_kept, connect, publish_until_refused, start_size_limited, with_jetstream
 from tests.support.waiting import run
 
 SUBJ = "secret.topsecretsubject"
@@ -288,14 +288,10 @@ def test_write_failure_encrypted(natsd, tmp_path):
     srv = start_size_limited("-c", cfg)
     acked, errors = {}, []
     try:
-        @run
-        async def go():
-            nc = await connect(srv)
-            js = nc.jetstream()
+        async def go(nc, js):
             await js.add_stream(name="BIG", subjects=["big"])
             await publish_until_refused(nc, acked, errors)
-            await nc.close()
-        go()
+        with_jetstream(srv, go)
         assert acked and errors, (acked, errors)
         assert errors[0]["err_code"] == 10077 and ".blk" in errors[0]["description"]
     finally:

@@ -24,7 +24,7 @@ import random
 import pytest
 
 from tests.jetstream.test_crash_server import publish_until_killed
-from tests.support.jetstream import connect, records_end
+from tests.support.jetstream import connect, records_end, with_jetstream
 from tests.support.waiting import run
 
 
@@ -113,13 +113,9 @@ def test_kill9_while_publishing_then_truncate(natsd, tmp_path, run_no):
     os.truncate(blk, max(16, records_end(blk) // 2))
     srv = natsd("-js", "-sd", sd)
 
-    @run
-    async def check():
-        nc = await connect(srv)
-        js = nc.jetstream()
+    async def check(nc, js):
         si = await js.stream_info("CRASH")
         assert si.state.last_seq >= top
         ack = await js.publish("crash.new", b"after")
         assert ack.seq > top
-        await nc.close()
-    check()
+    with_jetstream(srv, check)

@@ -15,8 +15,7 @@ import pytest
 from nats.js.api import AckPolicy, ConsumerConfig
 
 from natsd.jetstream.engine import persist
-from tests.support.jetstream import connect
-from tests.support.waiting import run
+from tests.support.jetstream import with_jetstream
 
 OLD_STATE = (
     '{"delivered":{"consumer_seq":13,"stream_seq":12},"ack_floor":{"consumer_seq":2,'
@@ -61,17 +60,13 @@ def test_old_state_file_loads_and_behaves(natsd, tmp_path, ack_wait_s):
     sd = str(tmp_path / "store")
     srv = natsd("-js", "-sd", sd)
 
-    @run
-    async def make():
-        nc = await connect(srv)
-        js = nc.jetstream()
+    async def make(nc, js):
         await js.add_stream(name="OLD", subjects=["old.*"])
         for i in range(1, 21):
             await js.publish("old.%d" % (i % 3), b"m%d" % i)
         await js.add_consumer("OLD", ConsumerConfig(durable_name="C",
                                                     ack_policy=AckPolicy.EXPLICIT, ack_wait=30))
-        await nc.close()
-    make()
+    with_jetstream(srv, make)
     assert srv.stop() == 0
     cdirs = glob.glob(os.path.join(sd, "**", "streams", "OLD", "consumers", "C"), recursive=True)
     assert len(cdirs) == 1
@@ -84,10 +79,7 @@ def test_old_state_file_loads_and_behaves(natsd, tmp_path, ack_wait_s):
 
     srv2 = natsd("-js", "-sd", sd)
 
-    @run
-    async def check():
-        nc = await connect(srv2)
-        js = nc.jetstream()
+    async def check(nc, js):
         ci = await js.consumer_info("OLD", "C")
         assert (ci.delivered.consumer_seq, ci.delivered.stream_seq) == (13, 12)
         assert (ci.ack_floor.consumer_seq, ci.ack_floor.stream_seq) == (2, 2)
@@ -119,5 +111,4 @@ def test_old_state_file_loads_and_behaves(natsd, tmp_path, ack_wait_s):
         ci = await js.consumer_info("OLD", "C")
         assert ci.num_ack_pending == 0 and ci.num_pending == 0
         assert (ci.ack_floor.consumer_seq, ci.ack_floor.stream_seq) == (29, 20)
-        await nc.close()
-    check()
+    with_jetstream(srv2, check)

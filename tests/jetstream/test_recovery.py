@@ -8,7 +8,7 @@ import nats
 import pytest
 from nats.js.api import StorageType
 
-from tests.support.jetstream import api, connect
+from tests.support.jetstream import api, with_jetstream
 from tests.support.waiting import run
 
 
@@ -20,27 +20,20 @@ def sd(tmp_path):
 def test_restart_recovers_streams(natsd, sd):
     srv = natsd("-js", "-sd", sd)
 
-    @run
-    async def before():
-        nc = await connect(srv)
-        js = nc.jetstream()
+    async def before(nc, js):
         await js.add_stream(name="F", subjects=["f.*"], max_msgs_per_subject=3)
         await js.add_stream(name="MEM", subjects=["m"], storage=StorageType.MEMORY)
         for i in range(10):
             await js.publish("f.%d" % (i % 2), b"msg-%d" % i, headers={"Nats-Msg-Id": "id-%d" % i})
         await js.publish("m", b"volatile")
         await js.delete_msg("F", 10)
-        await nc.close()
-    before()
+    with_jetstream(srv, before)
     assert srv.stop() == 0
     srv2 = natsd("-js", "-sd", sd)
     srv2.wait_log(r'JetStream state for account "\$G" recovered')
     assert any("Recovering JetStream state for account \"$G\"" in line for line in srv2.lines)
 
-    @run
-    async def after():
-        nc = await connect(srv2)
-        js = nc.jetstream()
+    async def after(nc, js):
         si = await js.stream_info("F")
         assert si.config.max_msgs_per_subject == 3
         assert si.state.messages == 5 and si.state.last_seq == 10 and si.state.first_seq == 5
@@ -54,8 +47,7 @@ def test_restart_recovers_streams(natsd, sd):
         assert si.config.storage == StorageType.MEMORY and si.state.messages == 0
         names = await api(nc, "$JS.API.STREAM.NAMES")
         assert names["streams"] == ["F", "MEM"]
-        await nc.close()
-    after()
+    with_jetstream(srv2, after)
 
 
 def test_kill9_every_acked_message_present_once(natsd, sd):
@@ -93,10 +85,7 @@ def test_kill9_every_acked_message_present_once(natsd, sd):
     assert len(acked) >= 2000
     srv2 = natsd("-js", "-sd", sd)
 
-    @run
-    async def verify():
-        nc = await connect(srv2)
-        js = nc.jetstream()
+    async def verify(nc, js):
         si = await js.stream_info("DUR")
         seen = {}
         for seq in range(si.state.first_seq, si.state.last_seq + 1):
@@ -110,5 +99,4 @@ def test_kill9_every_acked_message_present_once(natsd, sd):
             seen[i] = seq
         for i, seq in acked.items():
             assert seen.get(i) == seq, "acked message %d (seq %d) missing after kill -9" % (i, seq)
-        await nc.close()
-    verify()
+    with_jetstream(srv2, verify)

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.support.jetstream import api, connect
+from tests.support.jetstream import api, connect, with_jetstream
 from tests.support.waiting import run
 
 
@@ -78,10 +78,7 @@ async def read_all(nc, stream):
 def test_snapshot_restore_round_trip(natsd, sd, storage):
     srv = natsd("-js", "-sd", sd)
 
-    @run
-    async def go():
-        nc = await connect(srv)
-        js = nc.jetstream()
+    async def go(nc, js):
         await api(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "storage": storage,
                                                    "duplicate_window": 60_000_000_000})
         for i in range(300):
@@ -131,8 +128,7 @@ def test_snapshot_restore_round_trip(natsd, sd, storage):
         assert ack.duplicate and ack.seq == 4
         ack = await js.publish("s.0", b"new")
         assert ack.seq == 301
-        await nc.close()
-    go()
+    with_jetstream(srv, go)
     if storage == "file":
         srv.stop()
         srv2 = natsd("-js", "-sd", sd)
@@ -181,10 +177,7 @@ def test_snapshot_no_consumers_and_restore_under_new_server(natsd, tmp_path):
 def test_snapshot_errors(natsd, sd):
     srv = natsd("-js", "-sd", sd)
 
-    @run
-    async def go():
-        nc = await connect(srv)
-        js = nc.jetstream()
+    async def go(nc, js):
         await js.add_stream(name="E", subjects=["e"])
         r = await api(nc, "$JS.API.STREAM.SNAPSHOT.NOPE", {"deliver_subject": "x"})
         assert r["error"]["err_code"] == 10059
@@ -208,17 +201,13 @@ def test_snapshot_errors(natsd, sd):
         assert r["error"]["err_code"] == 10062 and r["error"]["description"].startswith("restore failed: ")
         r = await api(nc, "$JS.API.STREAM.INFO.G")
         assert r["error"]["err_code"] == 10059
-        await nc.close()
-    go()
+    with_jetstream(srv, go)
 
 
 def test_config_frozen_while_snapshot_streams(natsd, sd):
     srv = natsd("-js", "-sd", sd)
 
-    @run
-    async def go():
-        nc = await connect(srv)
-        js = nc.jetstream()
+    async def go(nc, js):
         await js.add_stream(name="F", subjects=["f"])
         for i in range(100):
             await js.publish("f", b"y" * 2000)
@@ -244,8 +233,7 @@ def test_config_frozen_while_snapshot_streams(natsd, sd):
         await asyncio.sleep(0.2)
         upd = await api(nc, "$JS.API.STREAM.UPDATE.F", {"name": "F", "subjects": ["f"], "max_msgs": 5})
         assert "error" not in upd, upd
-        await nc.close()
-    go()
+    with_jetstream(srv, go)
     srv.wait_log(r"Snapshot for stream '\$G > F' failed .*no interest")
 
 
@@ -253,18 +241,14 @@ def test_end_marker_like_reference(reference, natsd, tmp_path):
     """The wire shape (ack reply tokens, end marker) matches nats-server's."""
     shapes = []
     for srv in (reference("-js", "-sd", str(tmp_path / "ref")), natsd("-js", "-sd", str(tmp_path / "n"))):
-        @run
-        async def go():
-            nc = await connect(srv)
-            js = nc.jetstream()
+        async def go(nc, js):
             await js.add_stream(name="W", subjects=["w"])
             for i in range(400):
                 await js.publish("w", bytes(range(256)) * 4)     # incompressible enough
             resp, archive, end, replies = await take_snapshot(nc, "W", chunk_size=1024)
             shapes.append((sorted(resp), [len(r.split(".")) for r in replies[:2]],
                            replies[0].split(".")[-1], end.headers, end.data))
-            await nc.close()
-        go()
+        with_jetstream(srv, go)
     ref, ours = shapes
     assert ref[0] == ours[0] == ["config", "state", "type"]
     assert ref[1] == ours[1] == [7, 7]
