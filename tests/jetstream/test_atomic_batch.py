@@ -39,8 +39,7 @@ BATCHES = [
 ]
 
 
-async def scenario(url):
-    nc = await nats.connect(url)
+async def scenario(nc, js):
     out = []
     adv = []
 
@@ -66,7 +65,6 @@ async def scenario(url):
     await asyncio.sleep(0.2)                        # and no other
     out.append(("advisories", sorted(adv)))
     out.append(("stored", await stream_contents(nc, "A")))
-    await nc.close()
     return out
 
 
@@ -75,21 +73,17 @@ def test_atomic_batches_match(natsd, reference, tmp_path):
 
 
 def test_open_batch_is_lost_and_commits_survive_a_kill(natsd, tmp_path):
-    async def before(url):
-        nc = await nats.connect(url)
+    async def before(nc, js):
         await api(nc, "$JS.API.STREAM.CREATE.A", {"name": "A", "subjects": ["a.>"], "allow_atomic": True})
         for i in (1, 2):
             await nc.request("a.c", b"c", timeout=2, headers=bh("done", i, "1" if i == 2 else None))
         for i in (1, 2, 3):
             assert (await nc.request("a.o", b"o", timeout=2, headers=bh("open", i))).data == b""
-        await nc.close()
 
-    async def after(url):
-        nc = await nats.connect(url)
+    async def after(nc, js):
         n, last, msgs = await stream_contents(nc, "A")
         assert (n, last, [m[1] for m in msgs]) == (2, 2, ["a.c", "a.c"])
         # the open batch is gone: its next message finds no batch
         r = json.loads((await nc.request("a.o", b"o", timeout=2, headers=bh("open", 4, "1"))).data)
         assert r["error"]["err_code"] == 10176
-        await nc.close()
     across_a_kill(natsd, str(tmp_path / "d"), before, after)

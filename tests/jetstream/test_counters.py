@@ -5,8 +5,6 @@ aggregating two counter streams is checked too, and a counter survives a restart
 import asyncio
 import json
 
-import nats
-
 from tests.support.jetstream import across_a_kill, api, same_on_both
 
 BIG = 10 ** 30
@@ -28,8 +26,7 @@ async def stored(nc, stream, seq):
             base64.b64decode(msg.get("hdrs", "")) if msg.get("hdrs") else b"")
 
 
-async def scenario(url):
-    nc = await nats.connect(url)
+async def scenario(nc, js):
     out = []
     api = lambda s, b: nc.request(s, json.dumps(b).encode(), timeout=2)   # noqa: E731
     await api("$JS.API.STREAM.CREATE.C", {"name": "C", "subjects": ["c.>"], "allow_msg_counter": True})
@@ -97,7 +94,6 @@ async def scenario(url):
     for seq in range(1, 7):
         subj, data, hdrs = await stored(nc, "C", seq) if seq <= 5 else ("-", b"", b"")
         out.append(("C", seq, subj, data, hdrs))
-    await nc.close()
     return out
 
 
@@ -106,14 +102,10 @@ def test_counters_match(natsd, reference, tmp_path):
 
 
 def test_counter_survives_restart(natsd, tmp_path):
-    async def first(url):
-        nc = await nats.connect(url)
+    async def first(nc, js):
         await api(nc, "$JS.API.STREAM.CREATE.C", {"name": "C", "subjects": ["c.>"], "allow_msg_counter": True})
         assert (await pub(nc, "c.a", b"", {"Nats-Incr": "40"}))["val"] == "40"
-        await nc.close()
 
-    async def second(url):
-        nc = await nats.connect(url)
+    async def second(nc, js):
         assert (await pub(nc, "c.a", b"", {"Nats-Incr": "2"}))["val"] == "42"
-        await nc.close()
     across_a_kill(natsd, str(tmp_path / "d"), first, second)

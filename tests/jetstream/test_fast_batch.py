@@ -7,10 +7,7 @@ malformed reply subject."""
 import asyncio
 import json
 
-import nats
-
-from tests.support.jetstream import stream_contents
-from tests.support.jetstream import same_on_both
+from tests.support.jetstream import same_on_both, stream_contents
 
 # op codes: 0 start, 1 append, 2 commit, 3 commit with end-of-batch marker, 4 ping
 QUIET = 0.3
@@ -67,8 +64,7 @@ SCENARIOS = [
 ]
 
 
-async def scenario(url):
-    nc = await nats.connect(url)
+async def scenario(nc, js):
     out = []
     for name, extra in (("F", {"allow_batched": True, "max_msg_size": 1024}), ("PLAIN", {})):
         await nc.request("$JS.API.STREAM.CREATE." + name, json.dumps(
@@ -95,7 +91,6 @@ async def scenario(url):
             await asyncio.sleep(QUIET)
         out.append((name, list(got)))
     out.append(("stored", await stream_contents(nc, "F")))
-    await nc.close()
     return out
 
 

@@ -94,8 +94,7 @@ async def advisories(nc, subject, sink):
     return await nc.subscribe(subject, cb=cb)
 
 
-async def scenario(url):
-    nc = await nats.connect(url)
+async def scenario(nc, js):
     s = Script(nc)
     adv = []
     await advisories(nc, "$JS.EVENT.ADVISORY.CONSUMER.PINNED.>", adv)
@@ -192,7 +191,6 @@ async def scenario(url):
     await asyncio.sleep(0.2)
     s.note("advisories", sorted((a["type"], a.get("group"), a.get("reason"), a["stream"],
                                  a["consumer"], sorted(a)) for a in adv))
-    await nc.close()
     return s.out
 
 

@@ -7,8 +7,6 @@ import base64
 import json
 import time
 
-import nats
-
 from tests.support.jetstream import across_a_kill, api, same_on_both
 from tests.support.waiting import until
 
@@ -47,8 +45,7 @@ PUBLISHES = [
 ]
 
 
-async def scenario(url):
-    nc = await nats.connect(url)
+async def scenario(nc, js):
     out = []
 
     await api(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True,
@@ -101,7 +98,6 @@ async def scenario(url):
                                              else ":" + line.split(":", 1)[1])
                        for line in hdrs.split("\r\n")[1:] if line)
         out.append((subject, base64.b64decode(m.get("data", "")), lines))
-    await nc.close()
     return out
 
 
@@ -110,15 +106,12 @@ def test_schedules_match(natsd, reference, tmp_path):
 
 
 def test_schedule_survives_restart(natsd, tmp_path):
-    async def before(url):
-        nc = await nats.connect(url)
+    async def before(nc, js):
         await api(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True})
         r = json.loads((await nc.request("s.later", b"later", timeout=2, headers=sched(at(2), "s.done"))).data)
         assert r["seq"] == 1
-        await nc.close()
 
-    async def after(url):
-        nc = await nats.connect(url)
+    async def after(nc, js):
         js = nc.jetstream()
 
         async def fired():
@@ -129,5 +122,4 @@ def test_schedule_survives_restart(natsd, tmp_path):
         m = await js.get_last_msg("S", "s.done")
         assert m.data == b"later" and m.headers["Nats-Scheduler"] == "s.later"
         assert m.headers["Nats-Schedule-Next"] == "purge"
-        await nc.close()
     across_a_kill(natsd, str(tmp_path / "d"), before, after)

@@ -5,14 +5,11 @@ max_age or by its own TTL) is replaced by a `Nats-Marker-Reason: MaxAge` marker 
 import asyncio
 import json
 
-import nats
-
 from tests.support.jetstream import api, same_on_both, stream_contents
 from tests.support.waiting import until
 
 
-async def scenario(url):
-    nc = await nats.connect(url)
+async def scenario(nc, js):
     out = []
 
     async def contents():
@@ -35,7 +32,6 @@ async def scenario(url):
     await until(lambda: once(lambda got: got[0] == 1), 10)
     await asyncio.sleep(0.3)                        # nothing more happens
     out.append(await contents())
-    await nc.close()
     return out
 
 

@@ -7,7 +7,6 @@ block's records end (records_end), what a stream holds read through the API
 and restart (across_a_kill), and a natsd that cannot write a file
 past a size, filled until its store refuses (start_size_limited, publish_until_refused,
 check_acked_kept)."""
-import asyncio
 import base64
 import json
 import sys
@@ -56,11 +55,11 @@ def on_js_server(scenario):
 
 
 def same_on_both(scenario, natsd, reference, tmp_path):
-    """Run an async `scenario(url) -> [observations]` against a fresh natsd and a fresh
-    nats-server (JetStream on, own store dirs) and assert the transcripts are equal, entry by
-    entry (the first difference is reported). Returns natsd's transcript."""
-    ours = asyncio.run(scenario(natsd("-js", "-sd", str(tmp_path / "natsd")).url))
-    theirs = asyncio.run(scenario(reference("-js", "-sd", str(tmp_path / "ref")).url))
+    """Run an async `scenario(nc, js) -> [observations]` (with_jetstream) against a fresh natsd
+    and a fresh nats-server (JetStream on, own store dirs) and assert the transcripts are equal,
+    entry by entry (the first difference is reported). Returns natsd's transcript."""
+    ours = with_jetstream(natsd("-js", "-sd", str(tmp_path / "natsd")), scenario)
+    theirs = with_jetstream(reference("-js", "-sd", str(tmp_path / "ref")), scenario)
     for i, (a, b) in enumerate(zip(ours, theirs)):
         assert a == b, "entry %d differs" % i
     assert len(ours) == len(theirs)
@@ -90,12 +89,12 @@ def bh(batch_id, seq, commit=None, **extra):
 
 
 def across_a_kill(natsd, store, before, after):
-    """before(url) on a natsd with JetStream stored in `store`; kill -9 of it; after(url) on a
-    natsd restarted on the same store and port (both coroutine functions of the client URL)."""
+    """before(nc, js) on a natsd with JetStream stored in `store`; kill -9 of it; after(nc, js)
+    on a natsd restarted on the same store and port (with_jetstream, both)."""
     srv = natsd("-js", "-sd", store)
-    run(before(srv.url))
+    with_jetstream(srv, before)
     srv.kill()
-    run(after(natsd("-js", "-sd", store, "-p", str(srv.port)).url))
+    with_jetstream(natsd("-js", "-sd", store, "-p", str(srv.port)), after)
 
 
 def records_end(path):
