@@ -8,7 +8,7 @@ import json
 
 import nats
 
-from tests.support.jetstream import across_a_kill, api, bh, same_on_both, stream_contents
+from tests.support.jetstream import across_a_kill, api, bh, compared_on_both, stream_contents
 from tests.support.waiting import until
 
 
@@ -39,7 +39,8 @@ BATCHES = [
 ]
 
 
-async def scenario(nc, js):
+@compared_on_both
+async def test_atomic_batches_match(nc, js):
     out = []
     adv = []
 
@@ -66,10 +67,6 @@ async def scenario(nc, js):
     out.append(("advisories", sorted(adv)))
     out.append(("stored", await stream_contents(nc, "A")))
     return out
-
-
-def test_atomic_batches_match(natsd, reference, tmp_path):
-    same_on_both(scenario, natsd, reference, tmp_path)
 
 
 def test_open_batch_is_lost_and_commits_survive_a_kill(natsd, tmp_path):

@@ -5,7 +5,7 @@ aggregating two counter streams is checked too, and a counter survives a restart
 import asyncio
 import json
 
-from tests.support.jetstream import across_a_kill, api, same_on_both
+from tests.support.jetstream import across_a_kill, api, compared_on_both
 
 BIG = 10 ** 30
 
@@ -26,7 +26,8 @@ async def stored(nc, stream, seq):
             base64.b64decode(msg.get("hdrs", "")) if msg.get("hdrs") else b"")
 
 
-async def scenario(nc, js):
+@compared_on_both
+async def test_counters_match(nc, js):
     out = []
     api = lambda s, b: nc.request(s, json.dumps(b).encode(), timeout=2)   # noqa: E731
     await api("$JS.API.STREAM.CREATE.C", {"name": "C", "subjects": ["c.>"], "allow_msg_counter": True})
@@ -95,10 +96,6 @@ async def scenario(nc, js):
         subj, data, hdrs = await stored(nc, "C", seq) if seq <= 5 else ("-", b"", b"")
         out.append(("C", seq, subj, data, hdrs))
     return out
-
-
-def test_counters_match(natsd, reference, tmp_path):
-    same_on_both(scenario, natsd, reference, tmp_path)
 
 
 def test_counter_survives_restart(natsd, tmp_path):

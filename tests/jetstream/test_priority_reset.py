@@ -8,7 +8,7 @@ import re
 
 import nats
 
-from tests.support.jetstream import same_on_both
+from tests.support.jetstream import compared_on_both
 
 from natsd.jetstream.engine.sourcing import get_hash
 
@@ -94,7 +94,8 @@ async def advisories(nc, subject, sink):
     return await nc.subscribe(subject, cb=cb)
 
 
-async def scenario(nc, js):
+@compared_on_both
+async def test_priority_groups_and_reset_match(nc, js):
     s = Script(nc)
     adv = []
     await advisories(nc, "$JS.EVENT.ADVISORY.CONSUMER.PINNED.>", adv)
@@ -192,7 +193,3 @@ async def scenario(nc, js):
     s.note("advisories", sorted((a["type"], a.get("group"), a.get("reason"), a["stream"],
                                  a["consumer"], sorted(a)) for a in adv))
     return s.out
-
-
-def test_priority_groups_and_reset_match(natsd, reference, tmp_path):
-    same_on_both(scenario, natsd, reference, tmp_path)

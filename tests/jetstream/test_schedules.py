@@ -7,7 +7,7 @@ import base64
 import json
 import time
 
-from tests.support.jetstream import across_a_kill, api, same_on_both
+from tests.support.jetstream import across_a_kill, api, compared_on_both
 from tests.support.waiting import until
 
 
@@ -45,7 +45,8 @@ PUBLISHES = [
 ]
 
 
-async def scenario(nc, js):
+@compared_on_both
+async def test_schedules_match(nc, js):
     out = []
 
     await api(nc, "$JS.API.STREAM.CREATE.S", {"name": "S", "subjects": ["s.>"], "allow_msg_schedules": True,
@@ -99,10 +100,6 @@ async def scenario(nc, js):
                        for line in hdrs.split("\r\n")[1:] if line)
         out.append((subject, base64.b64decode(m.get("data", "")), lines))
     return out
-
-
-def test_schedules_match(natsd, reference, tmp_path):
-    same_on_both(scenario, natsd, reference, tmp_path)
 
 
 def test_schedule_survives_restart(natsd, tmp_path):

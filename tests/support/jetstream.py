@@ -1,7 +1,8 @@
 """JetStream through nats-py, for the end-to-end tests on natsd and the reference: a client
 connection (connect), a scenario given a connection and its JetStream context, on any server
 (with_jetstream) or as a test of the js_server fixture (on_js_server), an API request and its decoded reply (api), the same
-scenario on a fresh server of each kind compared entry by entry (same_on_both), where a log
+scenario on a fresh server of each kind compared entry by entry (same_on_both, or as a test:
+compared_on_both), where a log
 block's records end (records_end), what a stream holds read through the API
 (stream_contents), the headers of a batch publish (bh), a scenario on both sides of a kill -9
 and restart (across_a_kill), and a natsd that cannot write a file
@@ -14,7 +15,7 @@ import sys
 import nats
 
 from tests.support.servers import start_server
-from tests.support.waiting import run
+from tests.support.waiting import named_after, run
 
 
 async def api(nc, subject, body=b"", timeout=3, headers=None):
@@ -47,10 +48,9 @@ def on_js_server(scenario):
     """`@on_js_server async def test_x(nc, js)`: a test of the js_server fixture (natsd with
     JetStream; nats-server with NATSD_TEST_REFERENCE=1) that runs the scenario with a
     connection to it and its JetStream context, closed afterwards."""
+    @named_after(scenario)
     def test(js_server):
         with_jetstream(js_server, scenario)
-    test.__name__, test.__qualname__ = scenario.__name__, scenario.__qualname__
-    test.__doc__, test.__module__ = scenario.__doc__, scenario.__module__
     return test
 
 
@@ -64,6 +64,15 @@ def same_on_both(scenario, natsd, reference, tmp_path):
         assert a == b, "entry %d differs" % i
     assert len(ours) == len(theirs)
     return ours
+
+
+def compared_on_both(scenario):
+    """`@compared_on_both async def test_x(nc, js) -> [observations]`: a test that runs the
+    scenario on a fresh natsd and a fresh nats-server and compares them (same_on_both)."""
+    @named_after(scenario)
+    def test(natsd, reference, tmp_path):
+        same_on_both(scenario, natsd, reference, tmp_path)
+    return test
 
 
 async def stream_contents(nc, stream):

@@ -9,7 +9,7 @@ import nats
 import pytest
 
 from tests.support.servers import ENV, http_json
-from tests.support.waiting import poll, run, until
+from tests.support.waiting import named_after, poll, run, until
 from tools.serverproc import free_port
 
 ACCOUNTS_CONF = """accounts {
@@ -161,6 +161,7 @@ def on_linked_pair(scenario=None, js=False):
         return lambda s: on_linked_pair(s, js)
 
     @pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
+    @named_after(scenario)
     def test(pair, hub_kind, leaf_kind):
         p = pair(hub_kind, leaf_kind, js=js)
 
@@ -173,7 +174,5 @@ def on_linked_pair(scenario=None, js=False):
                 await hub.close()
                 await leaf.close()
         run(connected())
-    test.__name__, test.__qualname__ = scenario.__name__, scenario.__qualname__
-    test.__doc__, test.__module__ = scenario.__doc__, scenario.__module__
     return test
 

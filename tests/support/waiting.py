@@ -5,7 +5,8 @@ fresh event loop, cut off after a timeout: the suite has no pytest-asyncio).
 poll and until call their condition until it returns a truthy value or the deadline passes,
 and return its last value: the caller asserts on it (`assert poll(...)`, or a message built
 from the value). Exceptions named in `ignore` count as a falsy answer (a server still
-starting, a leader being elected)."""
+starting, a leader being elected). named_after gives a test made of a scenario (the kit's
+on_js_server, compared_on_both, on_linked_pair) the scenario's name."""
 import asyncio
 import functools
 import time
@@ -56,3 +57,13 @@ def run(target, timeout=90):
     def wrapper(*args, **kw):
         return asyncio.run(asyncio.wait_for(target(*args, **kw), timeout))
     return wrapper
+
+
+def named_after(scenario):
+    """Decorator: the test function it decorates takes the name, docstring and module of
+    `scenario` (not functools.wraps: pytest would read the scenario's arguments as fixtures)."""
+    def name(test):
+        test.__name__, test.__qualname__ = scenario.__name__, scenario.__qualname__
+        test.__doc__, test.__module__ = scenario.__doc__, scenario.__module__
+        return test
+    return name
