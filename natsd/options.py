@@ -373,8 +373,14 @@ class Options:
     unsupported: list[tuple[str, str]] = field(default_factory=list)
 
 
+DEFAULT_PORT = 4222
+
+
 def set_baseline(o: Options) -> None:
-    """Defaults that depend on other settings (nats-server setBaselineOptions): the monitoring
-    port listens on the client host unless told otherwise."""
+    """Defaults that depend on other settings (nats-server setBaselineOptions): a client port
+    of 0 is the default port (-1 asks for a random one), and the monitoring port listens on
+    the client host unless told otherwise."""
+    if o.port == 0:
+        o.port = DEFAULT_PORT
     if not o.http_host:
         o.http_host = o.host

@@ -25,6 +25,7 @@ from natsd.net.listener import Listener, host_port, new_nonce
 from natsd.gofmt import go_seconds
 from natsd.jetstream.engine import corehooks
 from natsd.jetstream.engine.apilevel import API_LEVEL
+from natsd.jetstream.engine.sourcing import get_hash
 from natsd.options import set_baseline
 from natsd.protocol import info_line, prepare_accepted, release_connection
 from natsd.net.tls import default_auth_timeout
@@ -108,9 +109,12 @@ class Server:
         if opts.cluster.name:
             log.info("  Cluster:  %s", opts.cluster.name)
         log.info("  Name:     %s", self.name)
+        if opts.jetstream.enabled:
+            log.info("  Node:     %s", get_hash(self.name))
         log.info("  ID:       %s", self.id)
         if opts.config_file:
-            log.info("Using configuration file: %s", opts.config_file)
+            log.info("Using configuration file: %s %s", opts.config_file,
+                     "(%s)" % opts.config_digest if opts.config_digest else "")
         self.tls = client_tls(opts)
         if opts.http_port and opts.https_port:
             raise MonitorError("can't specify both HTTP (%d) and HTTPs (%d) ports"
@@ -141,16 +145,17 @@ class Server:
             self.jetstream = JetStream(self)
             self.jetstream.start()
             self.subsystems.append(self.jetstream)
-        if opts.leafnode.port or opts.leafnode.remotes:
-            from natsd.leafnodes.leafnode import LeafNodes
-            self.leafnodes = LeafNodes(self)
-            self.leafnodes.start()
-            self.subsystems.append(self.leafnodes)
+        # in nats-server's order: websocket, leaf nodes, the client port, ready, then routes
         if opts.websocket.configured and ws_port(opts):
             from natsd.net.websocket import WebSockets, WsSettings
             self.websocket = WebSockets(self, WsSettings(opts.websocket.raw))
             self.websocket.start()
             self.subsystems.append(self.websocket)
+        if opts.leafnode.port or opts.leafnode.remotes:
+            from natsd.leafnodes.leafnode import LeafNodes
+            self.leafnodes = LeafNodes(self)
+            self.leafnodes.start()
+            self.subsystems.append(self.leafnodes)
         self.client_listener = Listener(self.loop, opts.host, opts.port, self._accept_client)
         log.info("Listening for client connections on %s",
                  host_port(opts.host, self.client_listener.port))
@@ -160,7 +165,9 @@ class Server:
                      "available" if opts.allow_non_tls and not first else "required")
             if first:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
-        if opts.cluster.port:
+        self._write_pid_file()
+        log.info("Server is ready")
+        if opts.cluster.port:           # nats-server's routing starts once the client port listens
             from natsd.cluster.routes import Routes
             self.cluster = Routes(self)
             self.cluster.start()
@@ -168,10 +175,8 @@ class Server:
             if self.jetstream is not None:
                 from natsd.jetstream.replicated.layer import ClusterLayer
                 self.jetstream.start_cluster(ClusterLayer(self.jetstream))
-        self._write_pid_file()
         self._write_ports_file()
         self.loop.call_later(1.0, self._write_deadline_sweep)
-        log.info("Server is ready")
 
     @property
     def port(self):

@@ -42,6 +42,7 @@ class WsSettings:
         if isinstance(listen, str) and ":" in listen:
             h, _, p = listen.rpartition(":")
             self.host, self.port = h or self.host, int(p)
+        self.host = self.host or "0.0.0.0"      # nats-server's setBaselineOptions: DEFAULT_HOST
         self.advertise = str(_get(raw, "advertise", default="") or "")
         self.no_tls = bool(_get(raw, "no_tls", default=False))
         tls = _get(raw, "tls")

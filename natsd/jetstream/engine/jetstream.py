@@ -14,7 +14,7 @@ import tempfile
 import time
 
 from natsd._core.sublist import Subscription
-from natsd.gofmt import friendly_bytes
+from natsd.gofmt import friendly_bytes, go_duration
 from natsd.subject import subject_is_subset
 from natsd.auth import nkey
 from natsd.jetstream.engine import errors as E
@@ -41,7 +41,7 @@ def _disk_available(path):
     try:
         os.makedirs(path, exist_ok=True)
         st = os.statvfs(path)
-        return st.f_bavail * st.f_frsize
+        return st.f_bavail * st.f_bsize // 4 * 3       # nats-server's estimate: 75% of it
     except OSError:
         return 1024 ** 4
 
@@ -424,7 +424,7 @@ class JetStream:
             log.warning("Temporary storage directory used, data could be lost on system reboot")
         err = _check_store_dir(self.store_dir)
         if err:
-            log.info("Took %s to start JetStream", "%.3fms" % ((time.monotonic() - t_start) * 1000))
+            log.info("Took %s to start JetStream", go_duration((time.monotonic() - t_start) * 1e9))
             raise JetStreamStartError("Can't start JetStream: " + err)
         if self.max_memory < 0:
             sm = _sys_memory()
@@ -469,7 +469,7 @@ class JetStream:
         if self.server.opts.cluster.port:
             log.info("Starting JetStream cluster")
             err = self._cluster_config_error()
-        log.info("Took %s to start JetStream", "%.3fms" % ((time.monotonic() - t0) * 1000))
+        log.info("Took %s to start JetStream", go_duration((time.monotonic() - t0) * 1e9))
         if err:
             raise JetStreamStartError("Can't start JetStream: " + err)
 
