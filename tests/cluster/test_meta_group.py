@@ -10,7 +10,7 @@ import time
 import nats
 import pytest
 
-from tests.support.cluster import fault_seeds, kill9, leaders_by_term, restart_member, start_js_cluster
+from tests.support.cluster import fault_seeds, js_cluster, kill9, leaders_by_term, restart_member
 from tests.support.servers import ServerProcess, http_status_json, nats_server_cmd, natsd_cmd
 from tests.support.waiting import poll
 
@@ -22,9 +22,10 @@ SYS_USERS = ("accounts { SYS: { users: [{user: sys, password: pass}] }, "
              "system_account: SYS\n")
 
 
-def start_cluster(kind, tmp_path):
-    """Three servers, each routed to all, with JetStream and a system account."""
-    return start_js_cluster(kind, tmp_path, extra=lambda name: SYS_USERS)
+def meta_cluster(kind, tmp_path):
+    """Three servers, each routed to all, with JetStream and a system account (a context:
+    js_cluster)."""
+    return js_cluster(kind, tmp_path, extra=lambda name: SYS_USERS)
 
 
 def restart(member, tmp_path):
@@ -88,8 +89,7 @@ def _snapshot(members):
 def test_meta_cluster_and_raftz_are_shaped_as_nats_server(tmp_path):
     shapes = {}
     for kind in ("natsd", "nats-server"):
-        members = start_cluster(kind, tmp_path / kind)
-        try:
+        with meta_cluster(kind, tmp_path / kind) as members:
             leader, follower = _snapshot(members)
             names = {m.name for m in members}
             lm, fm = meta(leader), meta(follower)
@@ -116,9 +116,6 @@ def test_meta_cluster_and_raftz_are_shaped_as_nats_server(tmp_path):
             assert healthz(follower) == (200, {"status": "ok"})
             shapes[kind] = (_shape(lm), _shape(fm), _shape(lg), _shape(fg),
                             list(leader.get("/varz")["jetstream"]))
-        finally:
-            for m in members:
-                m.proc.kill()
     for what, mine, ref in zip(("leader meta_cluster", "follower meta_cluster", "leader raftz",
                                 "follower raftz", "varz jetstream"), shapes["natsd"], shapes["nats-server"]):
         assert mine == ref, "%s: natsd %s, nats-server %s" % (what, json.dumps(mine), json.dumps(ref))
@@ -126,8 +123,7 @@ def test_meta_cluster_and_raftz_are_shaped_as_nats_server(tmp_path):
 
 @pytest.mark.parametrize("seed", fault_seeds([1, 2]))
 def test_leader_kill9_elects_another_and_the_restarted_server_follows(tmp_path, seed):
-    members = start_cluster("natsd", tmp_path)
-    try:
+    with meta_cluster("natsd", tmp_path) as members:
         first = agreed_leader(members)
         victim = next(m for m in members if m.name == first)
         term = raft_group(victim)["term"]
@@ -149,14 +145,10 @@ def test_leader_kill9_elects_another_and_the_restarted_server_follows(tmp_path, 
         assert all(raft_group(m)["size"] == 3 for m in members)
         # one leader per term throughout, and the three elections the test made are there
         assert len({t for g, t in leaders_by_term(members) if g == "_meta_"}) >= 3
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def test_lost_quorum_is_explained_and_heals(tmp_path):
-    members = start_cluster("natsd", tmp_path)
-    try:
+    with meta_cluster("natsd", tmp_path) as members:
         agreed_leader(members)
         survivor, gone = members[1], [members[0], members[2]]
         kill9(*gone)
@@ -175,9 +167,6 @@ def test_lost_quorum_is_explained_and_heals(tmp_path):
         members[2] = back
         agreed_leader([survivor, back])
         assert poll(lambda: healthz(survivor) == (200, {"status": "ok"}), timeout=10)
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 async def _sys_request(m, payload, subject="$JS.API.META.LEADER.STEPDOWN"):
@@ -193,8 +182,7 @@ async def _sys_request(m, payload, subject="$JS.API.META.LEADER.STEPDOWN"):
 @need_ref
 @pytest.mark.parametrize("kind", ["natsd", "nats-server"])
 def test_meta_stepdown_replies_and_moves_the_leader(tmp_path, kind):
-    members = start_cluster(kind, tmp_path)
-    try:
+    with meta_cluster(kind, tmp_path) as members:
         leader, _ = _snapshot(members)
         prefix = b'{"type":"io.nats.jetstream.api.v1.meta_leader_stepdown_response",'
         unknown = asyncio.run(_sys_request(leader, b'{"placement":{"preferred":"nope"}}'))
@@ -214,14 +202,10 @@ def test_meta_stepdown_replies_and_moves_the_leader(tmp_path, kind):
         ok = asyncio.run(_sys_request(next(m for m in members if m.name == target), b""))
         assert ok == prefix + b'"success":true}'
         assert agreed_leader(members, exclude=(target,)) != target
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def test_malformed_raft_traffic_is_dropped_and_logged(tmp_path):
-    members = start_cluster("natsd", tmp_path)
-    try:
+    with meta_cluster("natsd", tmp_path) as members:
         leader_name = agreed_leader(members)
         leader = next(m for m in members if m.name == leader_name)
         term = raft_group(leader)["term"]
@@ -238,9 +222,6 @@ def test_malformed_raft_traffic_is_dropped_and_logged(tmp_path):
         time.sleep(0.5)
         assert agreed_leader(members) == leader_name and raft_group(leader)["term"] == term
         assert leader.proc.proc.poll() is None
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 @need_ref
@@ -264,8 +245,7 @@ def test_jetstream_cluster_config_refused_as_nats_server(tmp_path, cluster, erro
 @need_ref
 @pytest.mark.parametrize("kind", ["natsd", "nats-server"])
 def test_server_remove_takes_a_dead_server_out_of_the_meta_group(tmp_path, kind):
-    members = start_cluster(kind, tmp_path)
-    try:
+    with meta_cluster(kind, tmp_path) as members:
         leader, _ = _snapshot(members)
         dead = next(m for m in members if m is not leader)
         kill9(dead)
@@ -279,9 +259,6 @@ def test_server_remove_takes_a_dead_server_out_of_the_meta_group(tmp_path, kind)
         assert ok == prefix + b'"success":true}'
         assert poll(lambda: meta(leader).get("cluster_size") == 2, timeout=10), meta(leader)
         assert dead.name not in [r["name"] for r in meta(leader).get("replicas", [])]
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 @pytest.mark.parametrize("seed", fault_seeds([5]))

@@ -17,7 +17,7 @@ import pytest
 
 from natsd.jetstream.engine.store import FileStore
 from tests.cluster.test_replicated_streams import api, converged, create, leader_of
-from tests.support.cluster import fault_seeds, restart_member, start_js_cluster
+from tests.support.cluster import fault_seeds, js_cluster, restart_member
 
 STREAM = {"name": "R3", "subjects": ["cnt.>"], "num_replicas": 3, "allow_msg_counter": True}
 
@@ -69,8 +69,7 @@ def stored_values(member, last):
 @pytest.mark.parametrize("seed", fault_seeds([1]))
 def test_counter_leader_killed_loses_no_acked_increment(tmp_path, seed):
     rng = random.Random(seed)
-    members = start_js_cluster("natsd", tmp_path)
-    try:
+    with js_cluster("natsd", tmp_path) as members:
         created = asyncio.run(create(rng.choice(members), STREAM))
         assert created["config"]["allow_msg_counter"] is True, created
         leader = leader_of(members)
@@ -108,6 +107,3 @@ def test_counter_leader_killed_loses_no_acked_increment(tmp_path, seed):
             store.close()
         assert [(seq, json.loads(body)["val"]) for seq, _, body in copies[0]] == [(q, str(v)) for q, v in values]
         assert copies[1] == copies[0] and copies[2] == copies[0], "the replicas' copies differ"
-    finally:
-        for m in members:
-            m.proc.kill()

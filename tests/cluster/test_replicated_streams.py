@@ -14,8 +14,7 @@ import time
 import nats
 import pytest
 
-from tests.support.cluster import (fault_seeds, js_cluster, kill9, leaders_by_term, restart_member,
-                                       start_js_cluster)
+from tests.support.cluster import fault_seeds, js_cluster, kill9, leaders_by_term, restart_member
 from tests.support.waiting import poll
 from tests.support.servers import http_status_json
 
@@ -175,8 +174,7 @@ def test_kill9_during_publishing_loses_no_acked_message(tmp_path, names, victims
     survivors (still a quorum) elect a leader and take more writes; the victims come back and
     every acked message is on every copy, once, at its PubAck's sequence."""
     rng = random.Random(seed)
-    members = start_js_cluster("natsd", tmp_path, names=names)
-    try:
+    with js_cluster("natsd", tmp_path, names=names) as members:
         created = asyncio.run(create(rng.choice(members), dict(STREAM, num_replicas=len(names))))
         assert created["type"] == "io.nats.jetstream.api.v1.stream_create_response", created
         assert created["config"]["num_replicas"] == len(names) and created["did_create"] is True
@@ -203,9 +201,6 @@ def test_kill9_during_publishing_loses_no_acked_message(tmp_path, names, victims
         state = converged(members, max(acked))
         check_acked(leader_of(members), acked, state)
         stream_elections(members)
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 @pytest.mark.parametrize("seed", fault_seeds([1]))
@@ -213,8 +208,7 @@ def test_every_server_killed_at_once_during_publishing_loses_no_acked_message(tm
     """kill -9 of all three at a seeded point of a windowed publish; they come back (in a seeded
     order) with every message acked before the kill, and take writes again."""
     rng = random.Random(seed)
-    members = start_js_cluster("natsd", tmp_path)
-    try:
+    with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(rng.choice(members)))
         leader_of(members)
         kill_at = rng.randrange(30, 250)
@@ -238,14 +232,10 @@ def test_every_server_killed_at_once_during_publishing_loses_no_acked_message(tm
         state = converged(members, max(acked))
         check_acked(leader_of(members), acked, state)
         stream_elections(members)
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def test_delete_removes_every_copy(tmp_path):
-    members = start_js_cluster("natsd", tmp_path)
-    try:
+    with js_cluster("natsd", tmp_path) as members:
         asyncio.run(create(members[2]))
         leader_of(members)
         asyncio.run(publish_window(members[0].url, 10, b"e"))
@@ -255,22 +245,15 @@ def test_delete_removes_every_copy(tmp_path):
         assert poll(lambda: all(local_state(m) is None for m in members), timeout=10)
         r = asyncio.run(api(members[0], "$JS.API.STREAM.INFO.R3"))
         assert r["error"]["err_code"] == 10059
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 @need_ref
 @pytest.mark.parametrize("kind", ["natsd", "nats-server"])
 def test_more_replicas_than_servers_refused_as_nats_server(tmp_path, kind):
-    members = start_js_cluster(kind, tmp_path)
-    try:
+    with js_cluster(kind, tmp_path) as members:
         r = asyncio.run(create(members[0], dict(STREAM, name="R5", num_replicas=5)))
         assert r == {"type": "io.nats.jetstream.api.v1.stream_create_response",
                      "error": {"code": 400, "err_code": 10005, "description": "no suitable peers for placement"}}
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 @need_ref
@@ -279,8 +262,7 @@ def test_purge_delete_update_change_every_copy_as_nats_server(tmp_path):
     same final state; on natsd every replica's copy ends the same."""
     seen = {}
     for kind in ("natsd", "nats-server"):
-        members = start_js_cluster(kind, tmp_path / kind)
-        try:
+        with js_cluster(kind, tmp_path / kind) as members:
             asyncio.run(create(members[0]))
             leader_of(members)
             assert len(asyncio.run(publish_window(members[1].url, 20, b"f"))) == 20
@@ -303,17 +285,13 @@ def test_purge_delete_update_change_every_copy_as_nats_server(tmp_path):
             if kind == "natsd":
                 state = converged(members, 20)
                 assert state["messages"] == seen[kind][4]["state"]["messages"]
-        finally:
-            for m in members:
-                m.proc.kill()
     assert seen["natsd"] == seen["nats-server"]
 
 
 @need_ref
 @pytest.mark.parametrize("kind", ["natsd", "nats-server"])
 def test_stream_leader_stepdown(tmp_path, kind):
-    members = start_js_cluster(kind, tmp_path)
-    try:
+    with js_cluster(kind, tmp_path) as members:
         asyncio.run(create(members[0]))
         leader = leader_of(members)
         prefix = {"type": "io.nats.jetstream.api.v1.stream_leader_stepdown_response"}
@@ -331,9 +309,6 @@ def test_stream_leader_stepdown(tmp_path, kind):
         assert len(asyncio.run(publish_window(members[0].url, 20, b"g"))) == 20
         r = asyncio.run(api(members[0], "$JS.API.STREAM.LEADER.STEPDOWN.NOPE"))
         assert r["error"]["err_code"] == 10059
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 async def publish_with_one_reply(url, subject, payloads):
@@ -359,8 +334,7 @@ def test_publishes_with_one_reply_are_each_stored_by_a_new_leader(tmp_path, kind
     a six-character reply token within seconds at 70,000 a second). Right after the create and
     right after a step-down, through a follower and through the leader; nats-server stores
     every one, and so must natsd."""
-    members = start_js_cluster(kind, tmp_path)
-    try:
+    with js_cluster(kind, tmp_path) as members:
         asyncio.run(create(members[0]))
         leader = leader_of(members)
         follower = next(m for m in members if m is not leader)
@@ -380,9 +354,6 @@ def test_publishes_with_one_reply_are_each_stored_by_a_new_leader(tmp_path, kind
         assert [a.get("seq") for a in acks] == list(range(1, 9)), acks
         info = asyncio.run(api(members[0], "$JS.API.STREAM.INFO.R3"))
         assert info["state"]["messages"] == 8, info["state"]
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 @contextlib.contextmanager
@@ -390,14 +361,10 @@ def stream_with_a_long_lame_duck(tmp_path):
     """The R3 stream on three natsd servers whose lame duck mode lasts 30 s -> (its leader,
     the other two); every member killed afterwards."""
     ldm = "lame_duck_duration: 30s\nlame_duck_grace_period: 20s\n"
-    members = start_js_cluster("natsd", tmp_path, extra=lambda name: ldm)
-    try:
+    with js_cluster("natsd", tmp_path, extra=lambda name: ldm) as members:
         asyncio.run(create(members[0]))
         leader = leader_of(members)
         yield leader, [m for m in members if m is not leader]
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def test_lame_duck_hands_leadership_on(tmp_path):
@@ -496,8 +463,7 @@ def test_partitioned_leader_acks_nothing_and_the_majority_goes_on(tmp_path, seed
 @need_ref
 @pytest.mark.parametrize("kind", ["natsd", "nats-server"])
 def test_leader_elected_advisory(tmp_path, kind):
-    members = start_js_cluster(kind, tmp_path)
-    try:
+    with js_cluster(kind, tmp_path) as members:
         async def run():
             nc = await nats.connect(members[1].url)
             sub = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.R3")
@@ -512,17 +478,13 @@ def test_leader_elected_advisory(tmp_path, kind):
         assert adv["stream"] == "R3" and adv["leader"] in {m.name for m in members}
         assert sorted(r["name"] for r in adv["replicas"]) == ["A", "B", "C"]
         assert all({"name", "current", "active", "peer"} <= set(r) for r in adv["replicas"])
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 def test_five_servers_stream_quorum_lost_is_advised_and_explained(tmp_path):
     """Five servers, an R3 stream: its two followers die; the meta group keeps its quorum, the
     stream's leader steps down, says so (advisory, log line) and /healthz names the stream and
     the servers it cannot reach; one follower back and the stream takes writes again."""
-    members = start_js_cluster("natsd", tmp_path, names="ABCDE")
-    try:
+    with js_cluster("natsd", tmp_path, names="ABCDE") as members:
         async def setup():
             nc = await nats.connect(members[0].url)
             lost = await nc.subscribe("$JS.EVENT.ADVISORY.STREAM.QUORUM_LOST.R3")
@@ -556,9 +518,6 @@ def test_five_servers_stream_quorum_lost_is_advised_and_explained(tmp_path):
         assert len(asyncio.run(publish_window(alive[0].url, 10, b"r"))) == 10
         loop.run_until_complete(nc.close())
         loop.close()
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 @need_ref
@@ -567,8 +526,7 @@ def test_two_creates_at_once(tmp_path, kind):
     """Two clients on different servers create the same name at the same moment: with
     different configs one wins and the other gets 10058, with the same config both succeed;
     every replica runs the winner's config."""
-    members = start_js_cluster(kind, tmp_path)
-    try:
+    with js_cluster(kind, tmp_path) as members:
         asyncio.run(create(members[0], dict(STREAM, name="WARMUP", subjects=["warm"])))
 
         async def race(cfgs):
@@ -591,9 +549,6 @@ def test_two_creates_at_once(tmp_path, kind):
         same = dict(STREAM, name="SAME", subjects=["s.>"])
         got = asyncio.run(race([same, same]))
         assert all("error" not in r and r["config"]["subjects"] == ["s.>"] for r in got), got
-    finally:
-        for m in members:
-            m.proc.kill()
 
 
 @need_ref

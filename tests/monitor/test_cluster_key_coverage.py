@@ -14,16 +14,14 @@ import asyncio
 import json
 import re
 import ssl
-import time
 
 import nats
 import pytest
 
 from tests.support.certs import CA
-from tests.support.cluster import start_js_cluster
-from tests.support.monitoring import every_answer
-from tests.support.monitoring import differences, fold, union
-from tests.support.waiting import poll
+from tests.support.cluster import js_cluster
+from tests.support.monitoring import differences, every_answer, fold, union
+from tests.support.waiting import poll, until
 from tests.support.servers import http_status_json
 
 ACCOUNTS = ('accounts { A { jetstream: enabled, users: [{user: a, password: a}] }, '
@@ -77,7 +75,7 @@ def _raft_groups_by_kind(answer):
 async def _scenario(members, ctx):
     out = {}
     nc = await nats.connect(members[0].url.replace("nats://", "tls://"), user="a", password="a", tls=ctx)
-    js = nc.jetstream()
+    js = nc.jetstream(timeout=20)         # an R3 create waits for its group's first election
     await js.add_stream(name="S", subjects=["s.>"], num_replicas=3)
     await js.add_stream(name="M", mirror={"name": "S"}, num_replicas=3)
     for i in range(10):
@@ -88,9 +86,10 @@ async def _scenario(members, ctx):
     sub = await js.pull_subscribe("s.>", "D", stream="S")
     for m in await sub.fetch(3):
         await m.ack_sync()
-    deadline = time.monotonic() + 10
-    while (await js.stream_info("M")).state.messages < 10 and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+
+    async def mirrored():
+        return (await js.stream_info("M")).state.messages >= 10
+    await until(mirrored, 10)
     for subject in JS_API:
         try:
             out["api " + subject] = [json.loads((await nc.request(subject, b"", timeout=5)).data)]
@@ -127,17 +126,12 @@ def answers(tmp_path_factory):
     ctx.load_cert_chain(ccert, ckey)
     out = {}
     for kind in ("nats-server", "natsd"):
-        members = start_js_cluster(
-            kind, tmp / kind, cluster_extra=verified,
-            extra=lambda n: (ACCOUNTS % n + verified + "\nleafnodes { port: -1\n %s }\n" % plain
-                             + "websocket { port: -1\n %s }\n" % plain))
-        try:
+        with js_cluster(kind, tmp / kind, cluster_extra=verified,
+                        extra=lambda n: (ACCOUNTS % n + verified + "\nleafnodes { port: -1\n %s }\n" % plain
+                                         + "websocket { port: -1\n %s }\n" % plain)) as members:
             assert poll(lambda: all((m.get("/jsz").get("meta_cluster") or {}).get("leader") for m in members),
                         timeout=30), "%s: no meta leader" % kind
             out[kind] = asyncio.run(_scenario(members, ctx))
-        finally:
-            for m in members:
-                m.proc.kill()
     return out
 
 

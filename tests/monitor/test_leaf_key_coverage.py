@@ -13,8 +13,7 @@ import nats
 import pytest
 
 from tests.support.certs import CA
-from tests.support.monitoring import every_answer
-from tests.support.monitoring import differences, union
+from tests.support.monitoring import differences, every_answer, union
 from tests.support.servers import ServerProcess, http_json, nats_server_cmd, natsd_cmd
 from tests.support.waiting import poll
 from tools.serverproc import free_port

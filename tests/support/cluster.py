@@ -115,10 +115,10 @@ def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js="", 
 
 
 @contextlib.contextmanager
-def js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js="", env=lambda name: None):
-    """start_js_cluster as a context: every member in the list at the end is killed (replace
-    members in place, `members[i] = ...`, to have a restarted one killed too)."""
-    members = start_js_cluster(kind, tmp_path, names, extra, js, env)
+def js_cluster(kind, tmp_path, names="ABC", **kw):
+    """start_js_cluster (its keywords too) as a context: every member in the list at the end is
+    killed (replace members in place, `members[i] = ...`, to have a restarted one killed too)."""
+    members = start_js_cluster(kind, tmp_path, names, **kw)
     try:
         yield members
     finally:
