@@ -100,13 +100,13 @@ def test_follower_behind_the_snapshot_copies_what_it_names(tmp_path, seed):
         state = converged(members, max(acked))
         assert state["messages"] == len(acked)
         late.proc.wait_log(r"copied \d+ messages from", timeout=10)
-        # the copy made from the snapshot leads: the stream and its consumer go on from it
-        for _ in range(50):
-            r = asyncio.run(api(leader_of(members), "$JS.API.STREAM.LEADER.STEPDOWN.R3",
-                                json.dumps({"placement": {"preferred": late.name}}).encode()))
-            if leader_of(members) is late:
-                break
-        assert leader_of(members) is late, r
+        # the copy made from the snapshot leads: the stream and its consumer go on from it (a
+        # step-down is asked again only once the last one had its time to move the leadership)
+        def led_by_late():
+            asyncio.run(api(leader_of(members), "$JS.API.STREAM.LEADER.STEPDOWN.R3",
+                            json.dumps({"placement": {"preferred": late.name}}).encode()))
+            return poll(lambda: leader_of(members) is late, timeout=5)
+        assert poll(led_by_late, timeout=60, interval=0), "the stream's leadership never moved"
         # the consumers have groups of their own (natsd/jetstream/replicated/consumergroup.py): they
         # move to the late server too, which knows them from its snapshot and their logs
         for name in ("idle", "work"):
