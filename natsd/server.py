@@ -1,7 +1,7 @@
 """Server: owns the loop, the listeners, the accounts and the connections; start and stop.
 
-Subsystems (monitoring, later leaf nodes and JetStream) hang off the Server and run on its
-single loop. Startup prints the lines launchers wait for ("Listening for client connections
+Subsystems (monitoring, the system account, JetStream, leaf nodes, WebSocket, routes) hang off
+the Server and run on its single loop. Startup prints the lines launchers wait for ("Listening for client connections
 on HOST:PORT", "Server is ready").
 """
 import json

@@ -1,11 +1,10 @@
 """What natsd cannot serve yet: the one table of refused config keys and flags.
 
-nats-server accepts these and acts on them (TLS, routes, gateways, ...).  natsd must not
-start as if they were not there -- that would, for instance, serve plaintext where TLS was
-asked for, or send a leaf's credentials in clear -- so it refuses them:
+nats-server accepts these and acts on them (gateways, MQTT, ...).  natsd must not start as
+if they were not there -- that would, for instance, leave a cluster that was asked to join a
+super-cluster on its own -- so it refuses them:
 
-    natsd: server.conf:3:1: TLS is not supported by natsd yet
-    natsd: --tls: TLS is not supported by natsd yet
+    natsd: server.conf:2:1: gateway is not supported by natsd yet
 
 nats-server's own errors come first: a config or flag nats-server itself refuses (a missing
 certificate file, an unknown field, ...) gets nats-server's error, in conf/load.py and
@@ -134,8 +133,8 @@ def config_refusals(tree: dict[str, Node]) -> list[tuple[str, str]]:
 
 
 def flag_refusals(given: list[tuple[str, str, object]]) -> list[str]:
-    """["--tls: TLS is not supported by natsd yet"] for the flags (as typed, with their
-    dashes) that ask for something natsd does not serve."""
+    """["--<flag>: <feature> is not supported by natsd yet"] for the flags (as typed, with
+    their dashes) that ask for something natsd does not serve."""
     features = {dest: feature for feature, dests in FLAGS for dest in dests}
     out = []
     for flag, dest, value in given:

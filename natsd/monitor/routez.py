@@ -1,11 +1,12 @@
 """`/routez` and `/gatewayz` (and their `$SYS.REQ.SERVER.PING.*` forms).
 
-natsd has no clustering or gateways yet, so these return nats-server's shapes for a server
-with neither: `{"server_id","server_name","now","num_routes":0,"routes":[]}` and
-`{"server_id","now","outbound_gateways":{},"inbound_gateways":{}}`. Route connections, once they
-exist, are listed from `server.routes` (cid -> Connection whose `state` may carry `remote_id`,
-`remote_name`, `did_solicit`, `is_configured`, `compression`, `route_account`); a gateway
-subsystem would provide `server.gateway.gatewayz(opts, now)` returning the filled dict.
+Route connections are listed from `server.routes` (cid -> Connection whose `state` may carry
+`remote_id`, `remote_name`, `did_solicit`, `is_configured`, `compression`, `route_account`);
+without routes, nats-server's shape for a server with none:
+`{"server_id","server_name","now","num_routes":0,"routes":[]}`. natsd has no gateways yet, so
+/gatewayz answers nats-server's shape for a server without them:
+`{"server_id","now","outbound_gateways":{},"inbound_gateways":{}}`; a gateway subsystem would
+provide `server.gateway.gatewayz(opts, now)` returning the filled dict.
 """
 import time
 from dataclasses import dataclass
