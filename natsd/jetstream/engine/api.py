@@ -296,6 +296,8 @@ class ApiHandler:
             raise E.error("JSStreamNameContainsPathSeparatorsErr")
         if req.get("sealed"):
             raise E.error("JSStreamInvalidConfigF", err="stream configuration for create can not be sealed")
+        if req.get("mirror_direct") and req.get("mirror") is None:
+            raise E.error("JSStreamInvalidConfigF", err="stream has no mirror but does have mirror direct")
         pedantic = req.pop("pedantic", False)
         jsa = r.jsa
         cfg = check_config(req, pedantic, self._lookup_cfg(jsa), jsa)
