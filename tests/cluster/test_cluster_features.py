@@ -11,8 +11,10 @@ import nats
 import pytest
 
 from tests.support.cluster import start_member, wait_interest, wait_mesh
+from tests.support.leafnodes import carries
 from tests.support.monitoring import differences
 from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
+from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")
 MIXES = [("natsd", "natsd"), ("nats-server", "nats-server"), ("natsd", "nats-server"),
@@ -75,9 +77,7 @@ def test_leaf_on_one_server_reaches_the_cluster(tmp_path, kinds, leaf):
             await nl.flush()
             await nb.flush()
             wait_interest([a], "from.leaf")
-            deadline = time.monotonic() + 10
-            while "to.leaf" not in b.route_subjects() and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
+            wait_interest([b], "to.leaf")
             await nb.publish("to.leaf", b"down", headers={"H": "1"})
             await nl.publish("from.leaf", b"up")
             await nb.flush()
@@ -89,9 +89,7 @@ def test_leaf_on_one_server_reaches_the_cluster(tmp_path, kinds, leaf):
                 await msg.respond(b"leaf:" + msg.data)
             await nl.subscribe("svc.leaf", cb=svc)
             await nl.flush()
-            deadline = time.monotonic() + 10
-            while "svc.leaf" not in b.route_subjects() and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
+            wait_interest([b], "svc.leaf")
             answer = await nb.request("svc.leaf", b"q", timeout=5)
             await nl.close()
             await nb.close()
@@ -133,11 +131,9 @@ def test_leaf_cluster_on_two_hub_servers_gets_each_message_once(tmp_path, kinds)
             on_hub = await nh.subscribe("lc.x")
             await n2.flush()
             await nh.flush()
-            wait_interest([l1], "lc.x")
-            deadline = time.monotonic() + 10
-            while "lc.x" not in b.route_subjects() and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(0.3)            # the leaf links' interest settles
+            wait_interest([l1, b], "lc.x")
+            # the leaf links' interest settles: the hub's reached L1 and L2, L2's reached B
+            assert poll(lambda: all(carries(s, "lc.x") for s in (l1.proc, l2.proc, b.proc)), 10)
             for i in range(5):
                 await n1.publish("lc.x", b"%d" % i)
             await n1.flush()
@@ -195,7 +191,7 @@ def test_accounts_imports_and_system_account_across_servers(tmp_path, kinds):
                     await asyncio.sleep(0.1)
             feed = await app.subscribe("in.feed.>")
             await app.flush()
-            await asyncio.sleep(0.5)
+            wait_interest([b], "feed.>")            # the import's interest, in SVC, reached B
             await responder.publish("feed.one", b"f")
             await responder.flush()
             fed = await _collect(feed, 1)
@@ -230,7 +226,7 @@ def test_route_monitoring_has_nats_server_fields(tmp_path):
                          cluster_extra="authorization { user: u, password: p }")
         try:
             wait_mesh([a, b])
-            time.sleep(0.3)
+            assert poll(lambda: a.get("/routez")["num_routes"] == b.get("/routez")["num_routes"] == 4, 10)
             shapes[kind] = {"routez": a.get("/routez?subs=detail"), "routez_b": b.get("/routez?subs=1"),
                             "varz": a.get("/varz"), "varz_b": b.get("/varz")}
         finally:

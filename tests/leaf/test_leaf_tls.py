@@ -1,13 +1,11 @@
 """Leaf node links over TLS, natsd and nats-server on either side: a hub whose leafnode port
 requires TLS (with and without client certificates), remotes with `tls {}` blocks and tls://
 URLs, handshake first, and the refusals (unknown CA, pinned certificate mismatch)."""
-import asyncio
 
-import nats
 import pytest
 
 from tests.support.certs import spki_pin
-from tests.support.leafnodes import COMBOS, COMBO_IDS
+from tests.support.leafnodes import COMBO_IDS, COMBOS, across
 from tests.support.servers import ENV, http_json
 from tests.support.waiting import poll
 from tools.serverproc import free_port
@@ -44,29 +42,6 @@ def pair(starters, tmp_path, pki, hub_kind, leaf_kind, scheme="tls", hub_extra="
         for srv in (hub, leaf):
             assert poll(lambda: http_json(srv.http_port, "/varz").get("leafnodes") == 1, 15), srv.log
     return hub, leaf
-
-
-def across(hub, leaf):
-    async def go():
-        a = await nats.connect(hub.url)
-        b = await nats.connect(leaf.url)
-        sub_b = await b.subscribe("to.leaf")
-        sub_a = await a.subscribe("to.hub")
-        await a.flush()
-        await b.flush()
-        got = []
-        for _ in range(50):
-            await a.publish("to.leaf", b"down")
-            await b.publish("to.hub", b"up")
-            try:
-                got = [(await sub_b.next_msg(0.2)).data, (await sub_a.next_msg(0.2)).data]
-                break
-            except Exception:
-                await asyncio.sleep(0.1)
-        await a.close()
-        await b.close()
-        return got
-    return asyncio.run(go())
 
 
 @pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)

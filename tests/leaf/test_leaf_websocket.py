@@ -2,8 +2,7 @@
 /leafnode), natsd and nats-server on either side, with and without compression and masking."""
 import pytest
 
-from tests.leaf.test_leaf_tls import across
-from tests.support.leafnodes import COMBOS, COMBO_IDS
+from tests.support.leafnodes import COMBO_IDS, COMBOS, across
 from tests.support.servers import ENV, http_json
 from tests.support.waiting import poll
 from tools.serverproc import free_port

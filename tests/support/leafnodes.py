@@ -126,20 +126,43 @@ class Pair:
     def url(self, srv, user="acc"):
         return "nats://%s:%s@127.0.0.1:%d" % (user, user, srv.port)
 
-    @staticmethod
-    def carries(srv, subject):
-        """Whether a leaf connection of `srv` carries interest in `subject` from the other side
-        (its /leafz?subs=1: the subject itself, or a wildcard subscription that matches it)."""
-        return any(subject == sub or subject_matches(sub, subject)
-                   for lf in http_json(srv.http_port, "/leafz?subs=1")["leafs"]
-                   for sub in lf.get("subscriptions_list") or [])
-
     async def crossed(self, hub=(), leaf=(), timeout=10):
         """Until the interest in the subjects `hub` (subscribed on the hub) reached the leaf,
         and in the subjects `leaf` (subscribed on the leaf) the hub."""
         def arrived():
-            return all(self.carries(self.leaf, s) for s in hub) and all(self.carries(self.hub, s) for s in leaf)
+            return all(carries(self.leaf, s) for s in hub) and all(carries(self.hub, s) for s in leaf)
         assert await until(arrived, timeout), "interest never crossed the link: %r %r" % (hub, leaf)
+
+
+def carries(srv, subject):
+    """Whether a leaf connection of `srv` (a ServerProcess) carries interest in `subject` from
+    the other side (its /leafz?subs=1: the subject itself, or a wildcard that matches it)."""
+    return any(subject == sub or subject_matches(sub, subject)
+               for lf in http_json(srv.http_port, "/leafz?subs=1")["leafs"]
+               for sub in lf.get("subscriptions_list") or [])
+
+
+def across(hub, leaf, timeout=10):
+    """A message each way between two linked servers, once their subscriptions' interest has
+    crossed -> [what the leaf's client got, what the hub's client got] (what came in time)."""
+    async def go():
+        a = await nats.connect(hub.url)
+        b = await nats.connect(leaf.url)
+        sub_b = await b.subscribe("to.leaf")
+        sub_a = await a.subscribe("to.hub")
+        await until(lambda: carries(hub, "to.leaf") and carries(leaf, "to.hub"), timeout)
+        await a.publish("to.leaf", b"down")
+        await b.publish("to.hub", b"up")
+        got = []
+        try:
+            for sub in (sub_b, sub_a):
+                got.append((await sub.next_msg(timeout)).data)
+        except nats.errors.TimeoutError:
+            pass
+        await a.close()
+        await b.close()
+        return got
+    return run(go())
 
 
 def subject_matches(pattern, subject):
