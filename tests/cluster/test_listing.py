@@ -9,7 +9,7 @@ import nats
 import pytest
 
 from tests.cluster.test_replicated_streams import api, create, leader_of
-from tests.support.cluster import js_cluster
+from tests.support.cluster import clusters_of_each_kind
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -65,35 +65,34 @@ R3 = {"name": "R3", "subjects": ["r3.>"], "num_replicas": 3, "max_bytes": 100000
 @need_ref
 def test_names_list_and_account_info_cover_the_cluster_as_nats_server(tmp_path):
     seen = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind) as members:
-            a, b, c = members
-            asyncio.run(create(c, R3))
-            leader_of(members)
-            for m, name in ((a, "ONA"), (b, "ONB"), (b, "OTHER")):
-                r = asyncio.run(create(m, {"name": name, "subjects": ["%s.>" % name.lower()]}))
-                assert "error" not in r, r
-            out = []
-            for m in members:
-                out.append(listing(m, "NAMES"))
-                out.append(listing(m, "LIST"))
-                out.append(listing(m, "NAMES", json.dumps({"subject": "ona.x"}).encode()))
-                out.append(listing(m, "NAMES", json.dumps({"subject": "*.x", "offset": 1}).encode()))
-            out.append(asyncio.run(fill(members)))
-            # every copy's bytes (nats-server's record sizes: file 22 + subject + data + 8,
-            # memory subject + data + 16); the replicas' reports may take a moment
-            want = (3 * (10 * 34 + 545) + 10 * 35 + 545, 10 * 19 + 545)
-            assert poll(lambda: all((t["storage"], t["memory"]) == want for t in map(account_totals, members)),
-                        timeout=15), [account_totals(m) for m in members]
-            out.append([account_totals(m) for m in members])
-            if kind == "natsd":
-                # api.total counts the account's requests on every server: five handled by B
-                # alone (ONB lives there) show through A, as does the second INFO itself
-                before = asyncio.run(api(a, "$JS.API.INFO"))["api"]["total"]
-                for _ in range(5):
-                    assert asyncio.run(api(b, "$JS.API.STREAM.INFO.ONB"))["config"]["name"] == "ONB"
-                assert asyncio.run(api(a, "$JS.API.INFO"))["api"]["total"] == before + 6
-            seen[kind] = out
+    for kind, members in clusters_of_each_kind(tmp_path):
+        a, b, c = members
+        asyncio.run(create(c, R3))
+        leader_of(members)
+        for m, name in ((a, "ONA"), (b, "ONB"), (b, "OTHER")):
+            r = asyncio.run(create(m, {"name": name, "subjects": ["%s.>" % name.lower()]}))
+            assert "error" not in r, r
+        out = []
+        for m in members:
+            out.append(listing(m, "NAMES"))
+            out.append(listing(m, "LIST"))
+            out.append(listing(m, "NAMES", json.dumps({"subject": "ona.x"}).encode()))
+            out.append(listing(m, "NAMES", json.dumps({"subject": "*.x", "offset": 1}).encode()))
+        out.append(asyncio.run(fill(members)))
+        # every copy's bytes (nats-server's record sizes: file 22 + subject + data + 8,
+        # memory subject + data + 16); the replicas' reports may take a moment
+        want = (3 * (10 * 34 + 545) + 10 * 35 + 545, 10 * 19 + 545)
+        assert poll(lambda: all((t["storage"], t["memory"]) == want for t in map(account_totals, members)),
+                    timeout=15), [account_totals(m) for m in members]
+        out.append([account_totals(m) for m in members])
+        if kind == "natsd":
+            # api.total counts the account's requests on every server: five handled by B
+            # alone (ONB lives there) show through A, as does the second INFO itself
+            before = asyncio.run(api(a, "$JS.API.INFO"))["api"]["total"]
+            for _ in range(5):
+                assert asyncio.run(api(b, "$JS.API.STREAM.INFO.ONB"))["config"]["name"] == "ONB"
+            assert asyncio.run(api(a, "$JS.API.INFO"))["api"]["total"] == before + 6
+        seen[kind] = out
     for ours, theirs in zip(seen["natsd"], seen["nats-server"]):
         assert ours == theirs
     assert seen["natsd"][0]["streams"] == ["ONA", "ONB", "OTHER", "R3"]

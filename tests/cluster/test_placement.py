@@ -14,7 +14,7 @@ import pytest
 
 from tests.cluster.test_replicated_streams import api, check_acked, converged, leader_of, publish_window
 from tests.cluster.test_stream_peers import hosts
-from tests.support.cluster import js_cluster
+from tests.support.cluster import clusters_of_each_kind, js_cluster
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -64,28 +64,27 @@ def first_create(m, c):
 @need_ref
 def test_placement_by_tags_and_its_errors_match_nats_server(tmp_path):
     seen = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind, extra=tagged, js="unique_tag: az:") as members:
-            first_create(members[2], cfg("SSD", ["ssd"]))
-            # at once through C, which holds no copy: answered by the new leader (natsd: the
-            # request waits for the leader's claim to reach C)
-            r = asyncio.run(api(members[2], "$JS.API.STREAM.INFO.SSD"))
-            assert r.get("config", {}).get("name") == "SSD", r
-            out = []
-            leader_of(members, "SSD")
-            assert servers_of(asyncio.run(api(members[0], "$JS.API.STREAM.INFO.SSD"))) == {"A", "B"}
-            for name, c in (("NOPE", cfg("NOPE", ["ssd"], 3)),           # two servers have ssd
-                            ("HDD", cfg("HDD", ["hdd"], 2)),             # nobody has hdd
-                            ("NOTSSD", cfg("NOTSSD", ["!ssd"], 2)),      # only C lacks ssd
-                            ("ONE", cfg("ONE", ["hdd"], 1)),             # one replica: the same rules
-                            ("ELSEWHERE", dict(cfg("ELSEWHERE", [], 2), placement={"cluster": "C9"}))):
-                r = asyncio.run(ask(members[1], "$JS.API.STREAM.CREATE.%s" % name, json.dumps(c).encode()))
-                out.append(r)
-            # a move and a scale at once; a cancel with nothing to cancel
-            both = dict(cfg("SSD", ["fast"], 3))
-            out.append(asyncio.run(ask(members[0], "$JS.API.STREAM.UPDATE.SSD", json.dumps(both).encode())))
-            out.append(asyncio.run(ask(members[0], "$JS.API.STREAM.CANCEL_MOVE.SSD")))
-            seen[kind] = out
+    for kind, members in clusters_of_each_kind(tmp_path, extra=tagged, js="unique_tag: az:"):
+        first_create(members[2], cfg("SSD", ["ssd"]))
+        # at once through C, which holds no copy: answered by the new leader (natsd: the
+        # request waits for the leader's claim to reach C)
+        r = asyncio.run(api(members[2], "$JS.API.STREAM.INFO.SSD"))
+        assert r.get("config", {}).get("name") == "SSD", r
+        out = []
+        leader_of(members, "SSD")
+        assert servers_of(asyncio.run(api(members[0], "$JS.API.STREAM.INFO.SSD"))) == {"A", "B"}
+        for name, c in (("NOPE", cfg("NOPE", ["ssd"], 3)),           # two servers have ssd
+                        ("HDD", cfg("HDD", ["hdd"], 2)),             # nobody has hdd
+                        ("NOTSSD", cfg("NOTSSD", ["!ssd"], 2)),      # only C lacks ssd
+                        ("ONE", cfg("ONE", ["hdd"], 1)),             # one replica: the same rules
+                        ("ELSEWHERE", dict(cfg("ELSEWHERE", [], 2), placement={"cluster": "C9"}))):
+            r = asyncio.run(ask(members[1], "$JS.API.STREAM.CREATE.%s" % name, json.dumps(c).encode()))
+            out.append(r)
+        # a move and a scale at once; a cancel with nothing to cancel
+        both = dict(cfg("SSD", ["fast"], 3))
+        out.append(asyncio.run(ask(members[0], "$JS.API.STREAM.UPDATE.SSD", json.dumps(both).encode())))
+        out.append(asyncio.run(ask(members[0], "$JS.API.STREAM.CANCEL_MOVE.SSD")))
+        seen[kind] = out
     assert seen["natsd"] == seen["nats-server"]
     assert [r["error"]["err_code"] for r in seen["natsd"]] == [10005] * 5 + [10123, 10129]
     assert seen["natsd"][0]["error"]["description"] == "no suitable peers for placement, tags not matched ['ssd']"
@@ -99,27 +98,26 @@ def test_a_new_server_needs_room_for_max_bytes_as_on_nats_server(tmp_path):
     both refuse it as beyond the account's limits (10047)."""
     small = lambda name: "max_file_store: 1MB" if name == "C" else ""
     seen = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind, js=small) as members:
-            a = members[0]
-            first_create(a, {"name": "BIG", "subjects": ["big"], "num_replicas": 2, "max_bytes": 2 << 20})
-            leader_of(members, "BIG")
-            out = [servers_of(asyncio.run(api(a, "$JS.API.STREAM.INFO.BIG")))]
-            huge = {"name": "HUGE", "subjects": ["huge"], "num_replicas": 3, "max_bytes": 2 << 20}
-            out.append(asyncio.run(ask(a, "$JS.API.STREAM.CREATE.HUGE", json.dumps(huge).encode())))
-            fits = {"name": "FITS", "subjects": ["fits"], "num_replicas": 3, "max_bytes": 512 << 10}
-            r = asyncio.run(ask(a, "$JS.API.STREAM.CREATE.FITS", json.dumps(fits).encode()))
-            out.append((r.get("error"), servers_of(r)))
-            # C has 512 KiB left now: its reservation counts once its STATSZ tells it (a create
-            # before that is placed, and reserves there too)
-            tries = iter(range(100))
+    for kind, members in clusters_of_each_kind(tmp_path, js=small):
+        a = members[0]
+        first_create(a, {"name": "BIG", "subjects": ["big"], "num_replicas": 2, "max_bytes": 2 << 20})
+        leader_of(members, "BIG")
+        out = [servers_of(asyncio.run(api(a, "$JS.API.STREAM.INFO.BIG")))]
+        huge = {"name": "HUGE", "subjects": ["huge"], "num_replicas": 3, "max_bytes": 2 << 20}
+        out.append(asyncio.run(ask(a, "$JS.API.STREAM.CREATE.HUGE", json.dumps(huge).encode())))
+        fits = {"name": "FITS", "subjects": ["fits"], "num_replicas": 3, "max_bytes": 512 << 10}
+        r = asyncio.run(ask(a, "$JS.API.STREAM.CREATE.FITS", json.dumps(fits).encode()))
+        out.append((r.get("error"), servers_of(r)))
+        # C has 512 KiB left now: its reservation counts once its STATSZ tells it (a create
+        # before that is placed, and reserves there too)
+        tries = iter(range(100))
 
-            def another():
-                n = "AGAIN%d" % next(tries)
-                c = {"name": n, "subjects": [n.lower()], "num_replicas": 3, "max_bytes": 768 << 10}
-                return asyncio.run(ask(a, "$JS.API.STREAM.CREATE." + n, json.dumps(c).encode())).get("error")
-            out.append(poll(another, timeout=20, interval=0.5))
-            seen[kind] = out
+        def another():
+            n = "AGAIN%d" % next(tries)
+            c = {"name": n, "subjects": [n.lower()], "num_replicas": 3, "max_bytes": 768 << 10}
+            return asyncio.run(ask(a, "$JS.API.STREAM.CREATE." + n, json.dumps(c).encode())).get("error")
+        out.append(poll(another, timeout=20, interval=0.5))
+        seen[kind] = out
     assert seen["natsd"] == seen["nats-server"]
     no_room = {"code": 400, "err_code": 10005, "description": "no suitable peers for placement, insufficient storage"}
     assert seen["natsd"][0] == {"A", "B"}
@@ -135,14 +133,13 @@ def test_servers_with_more_room_and_fewer_ha_assets_come_first_as_on_nats_server
     limit = {"A": "1GB", "B": "2GB", "C": "64MB"}
     room = lambda name: "max_file_store: %s" % limit[name]
     seen = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind, js=room) as members:
-            out = []
-            for i in range(4):
-                c = {"name": "S%d" % i, "subjects": ["s%d" % i], "num_replicas": 2}
-                r = first_create(members[i % 3], c)
-                out.append(servers_of(r))
-            seen[kind] = out
+    for kind, members in clusters_of_each_kind(tmp_path, js=room):
+        out = []
+        for i in range(4):
+            c = {"name": "S%d" % i, "subjects": ["s%d" % i], "num_replicas": 2}
+            r = first_create(members[i % 3], c)
+            out.append(servers_of(r))
+        seen[kind] = out
     assert seen["natsd"] == seen["nats-server"]
     assert seen["natsd"] == [{"A", "B"}, {"B", "C"}, {"A", "C"}, {"A", "B"}]
 

@@ -11,7 +11,7 @@ import nats
 import pytest
 
 from tests.cluster.test_replicated_streams import api, converged, create, leader_of, local_state, stream_elections
-from tests.support.cluster import fault_seeds, js_cluster, kill9, restart_all, restart_member
+from tests.support.cluster import clusters_of_each_kind, fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -173,29 +173,28 @@ def _shape(r):
 @need_ref
 def test_consumer_api_matches_nats_server(tmp_path):
     seen = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind) as members:
-            asyncio.run(create(members[0], STREAM))
-            leader_of(members)
-            asyncio.run(publish(members[1].url, 10))
-            replies = [add_work(members[2])]
-            replies.append(asyncio.run(consumer_request(members[0], "CREATE", "big", json.dumps(
-                {"stream_name": "R3", "config": {"durable_name": "big", "num_replicas": 5}}).encode())))
-            assert len(asyncio.run(fetch(members[1].url, 4, ack=True))) == 4
-            i = info(members[0])
-            cluster = i["cluster"]
-            assert set(cluster) >= {"name", "leader", "replicas"} and len(cluster["replicas"]) == 2
-            replies.append(i)
-            replies.append(asyncio.run(consumer_request(members[1], "NAMES", None)))
-            replies.append(asyncio.run(consumer_request(members[1], "LEADER.STEPDOWN")))
-            replies.append(asyncio.run(consumer_request(members[1], "LEADER.STEPDOWN", "nope")))
-            # both servers answer for a consumer again once its new leader is elected
-            assert poll(lambda: info(members[0]).get("cluster", {}).get("leader"), timeout=30)
-            replies.append(asyncio.run(consumer_request(members[0], "DELETE")))
-            # the consumer's own group leads wherever it may (nats-server's too): it hears of
-            # the deletion a moment after the stream's leader answered
-            replies.append(poll(lambda: (lambda r: "error" in r and r)(info(members[2])), timeout=10))
-            seen[kind] = [_shape(r) for r in replies]
+    for kind, members in clusters_of_each_kind(tmp_path):
+        asyncio.run(create(members[0], STREAM))
+        leader_of(members)
+        asyncio.run(publish(members[1].url, 10))
+        replies = [add_work(members[2])]
+        replies.append(asyncio.run(consumer_request(members[0], "CREATE", "big", json.dumps(
+            {"stream_name": "R3", "config": {"durable_name": "big", "num_replicas": 5}}).encode())))
+        assert len(asyncio.run(fetch(members[1].url, 4, ack=True))) == 4
+        i = info(members[0])
+        cluster = i["cluster"]
+        assert set(cluster) >= {"name", "leader", "replicas"} and len(cluster["replicas"]) == 2
+        replies.append(i)
+        replies.append(asyncio.run(consumer_request(members[1], "NAMES", None)))
+        replies.append(asyncio.run(consumer_request(members[1], "LEADER.STEPDOWN")))
+        replies.append(asyncio.run(consumer_request(members[1], "LEADER.STEPDOWN", "nope")))
+        # both servers answer for a consumer again once its new leader is elected
+        assert poll(lambda: info(members[0]).get("cluster", {}).get("leader"), timeout=30)
+        replies.append(asyncio.run(consumer_request(members[0], "DELETE")))
+        # the consumer's own group leads wherever it may (nats-server's too): it hears of
+        # the deletion a moment after the stream's leader answered
+        replies.append(poll(lambda: (lambda r: "error" in r and r)(info(members[2])), timeout=10))
+        seen[kind] = [_shape(r) for r in replies]
     assert seen["natsd"] == seen["nats-server"]
 
 
@@ -326,27 +325,26 @@ def test_a_waiting_pull_request_hears_of_a_leadership_change(tmp_path, how):
     nats-server and natsd alike, so that its client asks again at once rather than wait out
     the request's minute."""
     seen = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind, extra=lambda name: LAME_DUCK) as members:
-            asyncio.run(create(members[0], STREAM))
-            leader_of(members)
-            add_work(members[1])
-            by_name = {m.name: m for m in members}
-            entry = members[2]
+    for kind, members in clusters_of_each_kind(tmp_path, extra=lambda name: LAME_DUCK):
+        asyncio.run(create(members[0], STREAM))
+        leader_of(members)
+        add_work(members[1])
+        by_name = {m.name: m for m in members}
+        entry = members[2]
 
-            async def move(nc):
-                if how == "stepdown":
-                    reply = json.loads((await nc.request("$JS.API.CONSUMER.LEADER.STEPDOWN.R3.work",
-                                                         b"", timeout=5)).data)
-                    assert reply.get("success"), reply
-                    return
-                ci = json.loads((await nc.request("$JS.API.CONSUMER.INFO.R3.work", b"", timeout=5)).data)
-                by_name[ci["cluster"]["leader"]].proc.signal(
-                    signal.SIGTERM if how == "shutdown" else signal.SIGUSR2)
-            if how != "stepdown":           # the client's server stays up
-                ci = asyncio.run(api(entry, "$JS.API.CONSUMER.INFO.R3.work"))
-                entry = next(m for m in members if m.name != ci["cluster"]["leader"])
-            seen[kind] = asyncio.run(pull_and_wait(entry.url, move, quiet=6 if how == "shutdown" else 0.5))
+        async def move(nc):
+            if how == "stepdown":
+                reply = json.loads((await nc.request("$JS.API.CONSUMER.LEADER.STEPDOWN.R3.work",
+                                                     b"", timeout=5)).data)
+                assert reply.get("success"), reply
+                return
+            ci = json.loads((await nc.request("$JS.API.CONSUMER.INFO.R3.work", b"", timeout=5)).data)
+            by_name[ci["cluster"]["leader"]].proc.signal(
+                signal.SIGTERM if how == "shutdown" else signal.SIGUSR2)
+        if how != "stepdown":           # the client's server stays up
+            ci = asyncio.run(api(entry, "$JS.API.CONSUMER.INFO.R3.work"))
+            entry = next(m for m in members if m.name != ci["cluster"]["leader"])
+        seen[kind] = asyncio.run(pull_and_wait(entry.url, move, quiet=6 if how == "shutdown" else 0.5))
     if how != "shutdown":
         assert seen["nats-server"] == LEADERSHIP_CHANGE
         assert seen["natsd"] == seen["nats-server"]
@@ -403,12 +401,11 @@ def test_an_expired_pull_request_hears_nothing_when_leadership_moves(tmp_path):
     proposes its removal: the consumer's next leader does not tell its inbox `409 Leadership
     Change`, on nats-server and natsd alike."""
     seen = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind) as members:
-            asyncio.run(create(members[0], STREAM))
-            leader_of(members)
-            add_work(members[1])
-            seen[kind] = asyncio.run(expire_then_step_down(members[2].url))
+    for kind, members in clusters_of_each_kind(tmp_path):
+        asyncio.run(create(members[0], STREAM))
+        leader_of(members)
+        add_work(members[1])
+        seen[kind] = asyncio.run(expire_then_step_down(members[2].url))
     timeout = ({"Status": "408", "Description": "Request Timeout", "Nats-Pending-Messages": "1",
                 "Nats-Pending-Bytes": "0"}, b"")
     assert seen["nats-server"] == [timeout]

@@ -21,7 +21,7 @@ import pytest
 from tests.cluster.test_replicated_consumers import WORK, add_work, consumer_request, fetch, info
 from tests.cluster.test_replicated_streams import (api, check_acked, converged, create, leader_of, local_state,
                                                    meta_request, publish_window)
-from tests.support.cluster import fault_seeds, js_cluster, kill9, restart_all, restart_member
+from tests.support.cluster import clusters_of_each_kind, fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -228,50 +228,49 @@ def test_one_replica_stream_moves_as_on_nats_server(tmp_path):
     on the new server alone with its messages and its consumer's acks, as on nats-server;
     natsd's old server keeps no copy. A move back cancelled at once leaves it there."""
     seen = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind, extra=tags) as members:
+    for kind, members in clusters_of_each_kind(tmp_path, extra=tags):
+        a, b, c = members
+        cfg = dict(ONE, placement={"tags": ["a"]})
+        r = asyncio.run(create(a, cfg))
+        assert r["cluster"]["leader"] == "A", r
+        acked = asyncio.run(publish_window(a.url, 200, b"m"))
+        add_work(a)
+        assert len(asyncio.run(fetch(a.url, 30, ack=True))) == 30
+        # asked again until the servers' tags are known (their STATSZ)
+        r = poll(lambda: (lambda r: None if r.get("error", {}).get("err_code") == 10005 else r)(
+            asyncio.run(meta_request(a, "$JS.API.STREAM.UPDATE.R3", dict(cfg, placement={"tags": ["c"]})))),
+            timeout=20, interval=0.25)
+        answer = dict(shape(r), placement=r["config"]["placement"],
+                      cluster=sorted(k for k in r["cluster"] if k != "leader_since"),
+                      members=[x["name"] for x in r["cluster"]["replicas"]],
+                      desired={k: v for k, v in r["cluster"]["desired"].items() if k != "created"})
+        for x in answer["desired"]["replicas"]:
+            x.pop("peer")
+        done = poll(lambda: moved_to(b, "C"), timeout=30)
+        assert done, asyncio.run(api(b, "$JS.API.STREAM.INFO.R3"))
+        o = info(c)
+        # a move back cancelled at once (enough messages that the move is not over
+        # first): the stream stays on C
+        assert len(asyncio.run(publish_window(b.url, 20000, b"x" * 100, window=256))) == 20000
+        back = asyncio.run(api(b, "$JS.API.STREAM.UPDATE.R3", json.dumps(cfg).encode()))
+        cancel = asyncio.run(api(b, "$JS.API.STREAM.CANCEL_MOVE.R3"))
+        again = poll(lambda: moved_to(b, "C"), timeout=30)
+        seen[kind] = (answer, done["config"]["placement"], done["config"]["num_replicas"],
+                      done["state"]["messages"], o["ack_floor"]["stream_seq"], o["num_pending"],
+                      back["cluster"]["desired"]["replicas"][0]["name"], sorted(cancel),
+                      cancel["config"]["placement"], again["config"]["placement"], again["state"]["messages"])
+        if kind == "natsd":
+            assert poll(lambda: local_state(a) is None, timeout=10)
+            check_acked(c, acked, local_state(c))
+            more = asyncio.run(publish_window(b.url, 10, b"n"))
+            assert sorted(more) == list(range(20201, 20211))
+            # every server killed and started again: the move replays to the same end
+            kill9(*members)
+            for i, m in enumerate(members):
+                members[i] = restart_member(m, tmp_path / kind, tags(m.name))
             a, b, c = members
-            cfg = dict(ONE, placement={"tags": ["a"]})
-            r = asyncio.run(create(a, cfg))
-            assert r["cluster"]["leader"] == "A", r
-            acked = asyncio.run(publish_window(a.url, 200, b"m"))
-            add_work(a)
-            assert len(asyncio.run(fetch(a.url, 30, ack=True))) == 30
-            # asked again until the servers' tags are known (their STATSZ)
-            r = poll(lambda: (lambda r: None if r.get("error", {}).get("err_code") == 10005 else r)(
-                asyncio.run(meta_request(a, "$JS.API.STREAM.UPDATE.R3", dict(cfg, placement={"tags": ["c"]})))),
-                timeout=20, interval=0.25)
-            answer = dict(shape(r), placement=r["config"]["placement"],
-                          cluster=sorted(k for k in r["cluster"] if k != "leader_since"),
-                          members=[x["name"] for x in r["cluster"]["replicas"]],
-                          desired={k: v for k, v in r["cluster"]["desired"].items() if k != "created"})
-            for x in answer["desired"]["replicas"]:
-                x.pop("peer")
-            done = poll(lambda: moved_to(b, "C"), timeout=30)
-            assert done, asyncio.run(api(b, "$JS.API.STREAM.INFO.R3"))
-            o = info(c)
-            # a move back cancelled at once (enough messages that the move is not over
-            # first): the stream stays on C
-            assert len(asyncio.run(publish_window(b.url, 20000, b"x" * 100, window=256))) == 20000
-            back = asyncio.run(api(b, "$JS.API.STREAM.UPDATE.R3", json.dumps(cfg).encode()))
-            cancel = asyncio.run(api(b, "$JS.API.STREAM.CANCEL_MOVE.R3"))
-            again = poll(lambda: moved_to(b, "C"), timeout=30)
-            seen[kind] = (answer, done["config"]["placement"], done["config"]["num_replicas"],
-                          done["state"]["messages"], o["ack_floor"]["stream_seq"], o["num_pending"],
-                          back["cluster"]["desired"]["replicas"][0]["name"], sorted(cancel),
-                          cancel["config"]["placement"], again["config"]["placement"], again["state"]["messages"])
-            if kind == "natsd":
-                assert poll(lambda: local_state(a) is None, timeout=10)
-                check_acked(c, acked, local_state(c))
-                more = asyncio.run(publish_window(b.url, 10, b"n"))
-                assert sorted(more) == list(range(20201, 20211))
-                # every server killed and started again: the move replays to the same end
-                kill9(*members)
-                for i, m in enumerate(members):
-                    members[i] = restart_member(m, tmp_path / kind, tags(m.name))
-                a, b, c = members
-                assert poll(lambda: moved_to(b, "C"), timeout=30)
-                assert local_state(a) is None and local_state(c)["messages"] == 20210
+            assert poll(lambda: moved_to(b, "C"), timeout=30)
+            assert local_state(a) is None and local_state(c)["messages"] == 20210
     assert seen["natsd"] == seen["nats-server"]
     assert seen["natsd"][0]["desired"] == {"name": "C1", "replicas": [{"name": "C"}],
                                            "origin": {"replicas": 1, "placement": {"tags": ["a"]}}}

@@ -12,7 +12,7 @@ import pytest
 from tests.cluster.test_replicated_consumers import WORK, add_work, fetch, info
 from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
                                                    local_state, publish_window)
-from tests.support.cluster import js_cluster
+from tests.support.cluster import clusters_of_each_kind, js_cluster
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(not __import__("shutil").which("nats-server"), reason="no nats-server")
@@ -107,27 +107,26 @@ def test_scale_up_and_down(tmp_path):
 @need_ref
 def test_peer_remove_errors_match_nats_server(tmp_path):
     seen = {}
-    for kind in ("nats-server", "natsd"):
-        with js_cluster(kind, tmp_path / kind) as members:
-            asyncio.run(create(members[0], STREAM))
-            leader_of(members)
-            out, unanswered = [], []
+    for kind, members in clusters_of_each_kind(tmp_path):
+        asyncio.run(create(members[0], STREAM))
+        leader_of(members)
+        out, unanswered = [], []
 
-            def ask(subject, body):
-                for _ in range(3):
-                    try:
-                        return asyncio.run(api(members[1], subject, body))
-                    except nats.errors.TimeoutError:
-                        unanswered.append(subject)
-                raise AssertionError("%s never answered %s" % (kind, subject))
-            for body in (b"", b'{"peer":""}', b'{"peer":"nobody"}', b'{"peer":"B"}'):
-                out.append(ask("$JS.API.STREAM.PEER.REMOVE.R3", body))
-            out.append(ask("$JS.API.STREAM.PEER.REMOVE.NOPE", b'{"peer":"B"}'))
-            # one unanswered request right after the stream's creation was seen once, under
-            # load, without knowing which server it was: the reference gets a retry, natsd
-            # must answer every one
-            assert kind == "nats-server" or not unanswered, unanswered
-            seen[kind] = out
+        def ask(subject, body):
+            for _ in range(3):
+                try:
+                    return asyncio.run(api(members[1], subject, body))
+                except nats.errors.TimeoutError:
+                    unanswered.append(subject)
+            raise AssertionError("%s never answered %s" % (kind, subject))
+        for body in (b"", b'{"peer":""}', b'{"peer":"nobody"}', b'{"peer":"B"}'):
+            out.append(ask("$JS.API.STREAM.PEER.REMOVE.R3", body))
+        out.append(ask("$JS.API.STREAM.PEER.REMOVE.NOPE", b'{"peer":"B"}'))
+        # one unanswered request right after the stream's creation was seen once, under
+        # load, without knowing which server it was: the reference gets a retry, natsd
+        # must answer every one
+        assert kind == "nats-server" or not unanswered, unanswered
+        seen[kind] = out
     assert seen["natsd"] == seen["nats-server"]
     assert [r["error"]["err_code"] for r in seen["natsd"]] == [10003, 10003, 10040, 10075, 10059]
 

@@ -2,7 +2,7 @@
 
 Each member gets a config file (server name, ephemeral client, monitoring and route ports);
 the first member is the seed the others route to, gossip completes the mesh. JetStream
-clusters (start_js_cluster, js_cluster) name every member in every route list, on ports
+clusters (start_js_cluster, js_cluster, clusters_of_each_kind) name every member in every route list, on ports
 chosen before the start; members restart in place (restart_member, restart_all) and die by
 kill -9 (kill9). Waiting is on conditions seen in /routez (every other member present, a
 subject's interest arrived), never on sleeps. Members are ServerProcess objects
@@ -124,6 +124,14 @@ def js_cluster(kind, tmp_path, names="ABC", **kw):
     finally:
         for m in members:
             m.proc.kill()
+
+
+def clusters_of_each_kind(tmp_path, **kw):
+    """(kind, members) of a fresh JetStream cluster of nats-server, then of natsd (js_cluster,
+    its keywords too, in tmp_path/kind), each killed when the loop moves on."""
+    for kind in ("nats-server", "natsd"):
+        with js_cluster(kind, tmp_path / kind, **kw) as members:
+            yield kind, members
 
 
 def js_extra(tmp_path, name, extra="", js=""):
