@@ -13,7 +13,8 @@ from pathlib import Path
 import nats
 import pytest
 
-from tests.support.waiting import until
+from tests.support.servers import http_json
+from tests.support.waiting import poll, until
 
 SEEDS = Path("/work/shared/seeds")
 
@@ -78,7 +79,7 @@ class Raw:
 def limits_server(any_server, tmp_path):
     p = tmp_path / "limits.conf"
     p.write_text(LIMITS_CONF)
-    return any_server("-c", str(p))
+    return any_server("-c", str(p), "-m", "-1")
 
 
 def test_account_max_connections(limits_server):
@@ -92,7 +93,7 @@ def test_account_max_connections(limits_server):
     free = Raw(limits_server.port, "free")            # other accounts are not limited
     assert free.read_until(b"PONG\r\n")
     a.close()                                       # a slot frees up
-    time.sleep(0.3)
+    assert poll(lambda: http_json(limits_server.http_port, "/varz")["connections"] == 2)    # b and free
     d = Raw(limits_server.port, "lim")
     assert d.read_until(b"PONG\r\n").endswith(b"PONG\r\n")
     for x in (b, c, d, free):
@@ -150,7 +151,9 @@ accounts {
 
 
 async def _mapped(url, user, subjects):
-    nc = await nats.connect(url.replace("nats://", "nats://%s:%s@" % (user, user)))
+    """Each subject published once (as `user`, or in the global account) -> [(the subject
+    published, the subject it was delivered on)] to a `>` subscriber."""
+    nc = await nats.connect(url.replace("nats://", "nats://%s:%s@" % (user, user)) if user else url)
     got = []
 
     async def cb(m):
@@ -160,7 +163,8 @@ async def _mapped(url, user, subjects):
     for s in subjects:
         await nc.publish(s, s.encode())
     await nc.flush()
-    await asyncio.sleep(0.3)
+    await until(lambda: len(got) >= len(subjects), 5)
+    await asyncio.sleep(0.3)                        # nothing more arrives
     await nc.close()
     return got
 
@@ -185,24 +189,9 @@ def test_top_level_mappings_apply_to_global_account(any_server, tmp_path):
     p = tmp_path / "top.conf"
     p.write_text(MAPPINGS_CONF.split("accounts {")[0])
     srv = any_server("-c", str(p))
-
-    async def main():
-        nc = await nats.connect(srv.url)
-        got = []
-
-        async def cb(m):
-            got.append((m.data.decode(), m.subject))
-        await nc.subscribe(">", cb=cb)
-        await nc.flush()
-        subjects = ["top.a.b", "neworders.customerid1", "neworders.customerid2",
-                    "neworders.customerid3", "all", "other.x"] + ["half"] * 40
-        for s in subjects:
-            await nc.publish(s, s.encode())
-        await nc.flush()
-        await asyncio.sleep(0.3)
-        await nc.close()
-        return got
-    got = asyncio.run(main())
+    subjects = ["top.a.b", "neworders.customerid1", "neworders.customerid2",
+                "neworders.customerid3", "all", "other.x"] + ["half"] * 40
+    got = asyncio.run(_mapped(srv.url, None, subjects))
     fixed = sorted(x for x in got if x[0] != "half")
     assert fixed == sorted([("top.a.b", "top.b.a"), ("neworders.customerid1", "neworders.customerid1.0"),
                             ("neworders.customerid2", "neworders.customerid2.2"),
@@ -287,17 +276,9 @@ def test_seed_000_accounts_conf_core_imports(seed_server):
             acks.append(m.subject)
         await acc.subscribe("$JS.ACK.aggregate-test-leaf.dur.>", cb=on_ack)
         await acc.flush()
-        # nats-server may take a moment under load before a new export-side subscription
-        # answers through the import: retry no-responders within a deadline
-        deadline = asyncio.get_running_loop().time() + 5
-        while True:
-            try:
-                r = await mirror.request("JS.acc@hub.API.CONSUMER.CREATE.foo", b"{}", timeout=2)
-                break
-            except nats.errors.NoRespondersError:
-                if asyncio.get_running_loop().time() > deadline:
-                    raise
-                await asyncio.sleep(0.05)
+        # (nats-server once answered "no responders" here: flush() had sent its PING ahead of
+        # the SUBs, see tests/support/natspy.py)
+        r = await mirror.request("JS.acc@hub.API.CONSUMER.CREATE.foo", b"{}", timeout=2)
         assert r.data == b'{"subject":"$JS.hub.API.CONSUMER.CREATE.foo"}'
         r = await client.request("JS.acc@hub.API.CONSUMER.MSG.NEXT.aggregate-test-leaf.dur", b"", timeout=2)
         assert r.data == b"next $JS.hub.API.CONSUMER.MSG.NEXT.aggregate-test-leaf.dur"

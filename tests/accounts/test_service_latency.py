@@ -55,9 +55,9 @@ def shape(metric):
     return out
 
 
-async def scenario(url):
-    svc = await nats.connect(url, user="svc", password="svc", name="the-service")
-    req = await nats.connect(url, user="req", password="req", name="the-requester")
+async def serving(svc, *subjects):
+    """svc answers requests on `subjects` with their payload and collects the latency metrics
+    (lat.>) -> the list they go into, (subject, decoded metric) each."""
     metrics = []
 
     async def collect(msg):
@@ -67,9 +67,15 @@ async def scenario(url):
         if msg.reply:
             await svc.publish(msg.reply, msg.data)
     await svc.subscribe("lat.>", cb=collect)
-    await svc.subscribe("svc.echo", cb=echo)
-    await svc.subscribe("svc.hdr", cb=echo)
-    await svc.subscribe("svc.plain", cb=echo)
+    for subject in subjects:
+        await svc.subscribe(subject, cb=echo)
+    return metrics
+
+
+async def scenario(url):
+    svc = await nats.connect(url, user="svc", password="svc", name="the-service")
+    req = await nats.connect(url, user="req", password="req", name="the-requester")
+    metrics = await serving(svc, "svc.echo", "svc.hdr", "svc.plain")
     await svc.subscribe("svc.slow")                 # takes requests, never answers
     await svc.flush()
     out = {"echo": (await req.request("svc.echo", b"hi", timeout=2)).data.decode()}
@@ -164,15 +170,7 @@ async def jwt_scenario(url, tmp_path, paths):
             out[name] = str(e).lower()
     svc = await nats.connect(url, user_credentials=paths["svc"], name="jwt-service")
     req = await nats.connect(url, user_credentials=paths["req"], name="jwt-requester")
-    metrics = []
-
-    async def collect(msg):
-        metrics.append((msg.subject, json.loads(msg.data)))
-
-    async def echo(msg):
-        await svc.publish(msg.reply, msg.data)
-    await svc.subscribe("lat.>", cb=collect)
-    await svc.subscribe("svc.*", cb=echo)
+    metrics = await serving(svc, "svc.*")
     await svc.flush()
     # an untraced request to the header-sampled export makes no metric (it once answered "no
     # responders": flush() sent its PING ahead of the SUBs, see tests/support/natspy.py)

@@ -63,7 +63,10 @@ async def test_pull_waiting_request_gets_new_message_and_expires(js_server):
     s = await nc.subscribe(inbox)
     await nc.publish("$JS.API.CONSUMER.MSG.NEXT.O.w",
                      json.dumps({"batch": 2, "expires": 400_000_000}).encode(), reply=inbox)
-    await asyncio.sleep(0.05)
+
+    async def waiting():
+        return (await js.consumer_info("O", "w")).num_waiting == 1
+    await until(waiting, 0.35)                      # well before the request expires
     ci = await js.consumer_info("O", "w")
     assert ci.num_waiting == 1
     await js.publish("o.x", b"late")
@@ -121,7 +124,11 @@ async def test_push_subscribe_durable_and_ephemeral(js_server):
     assert got == [b"m0", b"m1", b"m2"]
     ci = await js.consumer_info("O", "pd")
     assert ci.push_bound and ci.config.deliver_subject
-    await until(lambda: True)
+
+    async def acked():                              # the acks went out without waiting
+        ci = await js.consumer_info("O", "pd")
+        return ci.num_ack_pending == 0 and ci.ack_floor.stream_seq == 3
+    await until(acked)
     ci = await js.consumer_info("O", "pd")
     assert ci.num_ack_pending == 0 and ci.ack_floor.stream_seq == 3
     await sub.unsubscribe()
@@ -434,7 +441,10 @@ async def test_workqueue_and_interest_retention(nc, js):
     assert (await js.stream_info("IN")).state.messages == 1
     (m,) = await s2.fetch(1, timeout=1)
     await m.ack_sync()
-    assert await until(lambda: True)
+
+    async def removed():                            # the last interest acked: the message goes
+        return (await js.stream_info("IN")).state.messages == 0
+    await until(removed)
     assert (await js.stream_info("IN")).state.messages == 0
 
 
