@@ -11,10 +11,10 @@ import json
 import nats
 import pytest
 
-from tests.support.leafnodes import COMBOS, COMBO_IDS
+from tests.support.leafnodes import COMBO_IDS, COMBOS, carries
 from tests.support.rawclient import RawClient
 from tests.support.servers import ENV, http_json
-from tests.support.waiting import poll
+from tests.support.waiting import poll, until
 from tools.serverproc import free_port
 
 HUB = """
@@ -54,11 +54,6 @@ def linked(*servers):
         assert poll(lambda: http_json(srv.http_port, "/varz").get("leafnodes") == 1, 10), srv.log
 
 
-async def interest_crossed(nc, subject):
-    await nc.flush()
-    await asyncio.sleep(0.3)
-
-
 @pytest.mark.parametrize("hub_kind,leaf_kind", COMBOS, ids=COMBO_IDS)
 def test_leaf_user_permissions_hold(starters, tmp_path, hub_kind, leaf_kind):
     leaf_port = free_port()
@@ -79,8 +74,9 @@ def test_leaf_user_permissions_hold(starters, tmp_path, hub_kind, leaf_kind):
         await lc.subscribe("a.>", cb=collect("a"))
         await other.subscribe("b.>", cb=collect("hub_b"))
         await other.subscribe("a.>", cb=collect("hub_a"))
-        await interest_crossed(lc, "a.>")
-        await interest_crossed(other, "b.>")
+        # what may cross has crossed: the leaf's a.> to the hub, the hub's a.> to the leaf (the
+        # hub keeps secret.> and b.> to itself: the leaf user may not use them)
+        assert await until(lambda: carries(hub, "a.>") and carries(leaf, "a.>"), 10)
         # hub -> leaf: only what the leaf user may subscribe to
         await other.publish("secret.x", b"no")
         await other.publish("a.1", b"yes")
@@ -89,11 +85,8 @@ def test_leaf_user_permissions_hold(starters, tmp_path, hub_kind, leaf_kind):
         await lc.publish("a.2", b"yes")
         await other.flush()
         await lc.flush()
-        for _ in range(100):
-            if got["a"] and got["hub_a"]:
-                break
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.3)
+        await until(lambda: got["a"] and got["hub_a"])
+        await asyncio.sleep(0.3)                    # nothing forbidden arrives after them
         await other.close()
         await lc.close()
         return got
@@ -212,14 +205,11 @@ def test_hub_reload_revokes_leaf_permissions(starters, tmp_path, leaf_kind):
         async def cb(m):
             got.append(m.subject)
         await lc.subscribe(">", cb=cb)
-        await interest_crossed(lc, ">")
+        await until(lambda: carries(hub, "a.x"), 10)    # the leaf's > (or what of it may cross)
         await other.publish("secret.x", b"1")
         await other.publish("a.x", b"2")
         await other.flush()
-        for _ in range(100):
-            if "a.x" in got:
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: "a.x" in got)
         await other.close()
         await lc.close()
         return got
