@@ -11,7 +11,7 @@ import nats.js.errors
 import pytest
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from tests.support.jetstream import api, connect, on_js_server
+from tests.support.jetstream import api, connect, initial_values, on_js_server
 from tests.support.waiting import run, until
 
 
@@ -397,19 +397,12 @@ async def test_ordered_consumer(js_server):
 @on_js_server
 async def test_kv_watch_keys_history(nc, js):
     kv = await js.create_key_value(bucket="cfg", history=5)
-    await kv.put("a", b"1")
-    await kv.put("b", b"2")
-    await kv.put("a", b"3")
+    for key, value in (("a", b"1"), ("b", b"2"), ("a", b"3")):
+        await kv.put(key, value)
     assert sorted(await kv.keys()) == ["a", "b"]
-    hist = await kv.history("a")
-    assert [e.value for e in hist] == [b"1", b"3"]
+    assert [e.value for e in await kv.history("a")] == [b"1", b"3"]
     w = await kv.watchall()
-    seen = []
-    async for e in w:
-        if e is None:
-            break
-        seen.append((e.key, e.value))
-    assert sorted(seen) == [("a", b"3"), ("b", b"2")]
+    assert sorted(await initial_values(w)) == [("a", b"3"), ("b", b"2")]
     await kv.put("c", b"4")
     e = await asyncio.wait_for(w.updates(), 2)
     assert e.key == "c" and e.value == b"4"

@@ -5,7 +5,7 @@ import asyncio
 import nats.js.errors
 import pytest
 
-from tests.support.jetstream import api, on_js_server
+from tests.support.jetstream import api, initial_values, on_js_server
 from tests.support.waiting import until
 
 
@@ -57,14 +57,7 @@ async def test_kv_keys_history_watch(nc, js):
     h = await kv.history("k1")
     assert [e.value for e in h] == [b"a", b"b"]
     w = await kv.watchall()
-    seen = []
-    async def collect():
-        async for e in w:
-            if e is None:
-                break
-            seen.append((e.key, e.value))
-    await asyncio.wait_for(collect(), 5)
-    assert sorted(seen) == [("k1", b"b"), ("k2", b"c")]
+    assert sorted(await asyncio.wait_for(initial_values(w), 5)) == [("k1", b"b"), ("k2", b"c")]
     await kv.put("k3", b"d")
     e = await asyncio.wait_for(w.updates(timeout=5), 6)
     assert e.key == "k3" and e.value == b"d"

@@ -83,34 +83,38 @@ def test_snapshot_names_the_state(kind, tmp_path):
     assert replsnapshot.runs([1, 2, 3, 7, 9, 10]) == [[1, 3], [7, 7], [9, 10]]
 
 
-def test_empty_copy_copies_everything(kind, tmp_path):
-    src = leader_store(kind, tmp_path / "l")
-    snap = snapshot_of(src)
-    dst = open_store(kind, tmp_path / "f")
+def catch_up(src, dst, snap):
+    """A copy brought to the snapshot: aligned, what it misses copied from the leader's store,
+    finished -> what it missed (align's answer; nothing copied when None)."""
     missing = replsnapshot.align(dst, snap)
-    assert missing == (3, 100)
-    copy(src, dst, *missing)
-    replsnapshot.finish(dst, snap)
+    if missing:
+        copy(src, dst, *missing)
+        replsnapshot.finish(dst, snap)
+    return missing
+
+
+def leader_and_copy(kind, tmp_path, **leader):
+    """The leader's store (leader_store), its snapshot, and an empty store for the copy."""
+    src = leader_store(kind, tmp_path / "l", **leader)
+    return src, snapshot_of(src), open_store(kind, tmp_path / "f")
+
+
+def test_empty_copy_copies_everything(kind, tmp_path):
+    src, snap, dst = leader_and_copy(kind, tmp_path)
+    assert catch_up(src, dst, snap) == (3, 100)
     same(src, dst)
 
 
 def test_partial_copy_loses_what_was_deleted_and_copies_the_rest(kind, tmp_path):
-    src = leader_store(kind, tmp_path / "l")
-    snap = snapshot_of(src)
-    dst = open_store(kind, tmp_path / "f")
+    src, snap, dst = leader_and_copy(kind, tmp_path)
     fill(dst, 1, 50)
-    missing = replsnapshot.align(dst, snap)
-    assert missing == (51, 100)
-    copy(src, dst, *missing)
-    replsnapshot.finish(dst, snap)
+    assert catch_up(src, dst, snap) == (51, 100)
     same(src, dst)
 
 
 def test_copy_ahead_of_the_snapshot_is_cut_back(kind, tmp_path):
     """A restarted replica: its copy holds entries applied after the snapshot."""
-    src = leader_store(kind, tmp_path / "l")
-    snap = snapshot_of(src)
-    dst = open_store(kind, tmp_path / "f")
+    src, snap, dst = leader_and_copy(kind, tmp_path)
     fill(dst, 1, 130)
     dst.remove(5)
     assert replsnapshot.align(dst, snap) is None
@@ -120,12 +124,8 @@ def test_copy_ahead_of_the_snapshot_is_cut_back(kind, tmp_path):
 def test_deleted_tail_is_skipped(kind, tmp_path):
     """The snapshot's last messages were deleted: the copy has nothing to copy for them, and
     its next message still takes the stream's next sequence."""
-    src = leader_store(kind, tmp_path / "l", deleted=(5, 99, 100))
-    snap = snapshot_of(src)
-    dst = open_store(kind, tmp_path / "f")
-    missing = replsnapshot.align(dst, snap)
-    copy(src, dst, *missing)
-    replsnapshot.finish(dst, snap)
+    src, snap, dst = leader_and_copy(kind, tmp_path, deleted=(5, 99, 100))
+    catch_up(src, dst, snap)
     assert dst.last_seq == 100
     same(src, dst)
     assert dst.store_msg(b"s.1", None, b"next")[0] == 101
@@ -139,10 +139,7 @@ def test_copy_of_a_purged_stream(kind, tmp_path):
     assert (snap["first"], snap["last"]) == (21, 20)
     dst = open_store(kind, tmp_path / "f")
     fill(dst, 1, 4)
-    missing = replsnapshot.align(dst, snap)
-    if missing:
-        copy(src, dst, *missing)
-        replsnapshot.finish(dst, snap)
+    catch_up(src, dst, snap)
     assert (dst.state()["messages"], dst.last_seq) == (0, 20)
     assert dst.store_msg(b"s.1", None, b"next")[0] == 21
 

@@ -4,7 +4,8 @@ connection (connect), a scenario given a connection and its JetStream context, o
 scenario on a fresh server of each kind compared entry by entry (same_on_both, or as a test:
 compared_on_both), where a log
 block's records end (records_end), what a stream holds read through the API
-(stream_contents), the headers of a batch publish (bh), a scenario on both sides of a kill -9
+(stream_contents), what a KV watcher sees first (initial_values), the headers of a batch
+publish (bh), a scenario on both sides of a kill -9
 and restart (across_a_kill), and a natsd that cannot write a file
 past a size, filled until its store refuses (start_size_limited, publish_until_refused,
 check_acked_kept)."""
@@ -104,6 +105,17 @@ def across_a_kill(natsd, store, before, after):
     with_jetstream(srv, before)
     srv.kill()
     with_jetstream(natsd("-js", "-sd", store, "-p", str(srv.port)), after)
+
+
+async def initial_values(watcher):
+    """(key, value) of every entry a KV watcher delivers before its end-of-initial-values
+    marker (None)."""
+    seen = []
+    async for e in watcher:
+        if e is None:
+            return seen
+        seen.append((e.key, e.value))
+    return seen
 
 
 def records_end(path):
