@@ -72,6 +72,16 @@ async def serving(svc, *subjects):
     return metrics
 
 
+async def settled(metrics, n, *conns):
+    """Once `n` metrics came (and 0.3 s more, for any that should not), the connections closed
+    -> the metrics as (subject, their shape) in order."""
+    await until(lambda: len(metrics) >= n, 5)
+    await asyncio.sleep(0.3)                        # nothing more should come
+    for nc in conns:
+        await nc.close()
+    return sorted((subject, json.dumps(shape(m), sort_keys=True)) for subject, m in metrics)
+
+
 async def scenario(url):
     svc = await nats.connect(url, user="svc", password="svc", name="the-service")
     req = await nats.connect(url, user="req", password="req", name="the-requester")
@@ -89,11 +99,7 @@ async def scenario(url):
     for name, headers in TRACE_HEADERS:
         await req.request("svc.hdr", name.encode(), timeout=2, headers=headers)
     await req.flush()
-    await until(lambda: len(metrics) >= 7, 5)
-    await asyncio.sleep(0.3)                        # nothing more should come
-    for nc in (svc, req):
-        await nc.close()
-    out["metrics"] = sorted((subject, json.dumps(shape(m), sort_keys=True)) for subject, m in metrics)
+    out["metrics"] = await settled(metrics, 7, svc, req)
     return out
 
 
@@ -177,11 +183,7 @@ async def jwt_scenario(url, tmp_path, paths):
     await req.request("svc.hdr", b"plain", timeout=2)
     await req.request("svc.echo", b"hi", timeout=2)
     await req.request("svc.hdr", b"traced", timeout=2, headers=dict(TRACE_HEADERS[0][1]))
-    await until(lambda: len(metrics) >= 2, 5)
-    await asyncio.sleep(0.3)                        # nothing more should come
-    for nc in (svc, req):
-        await nc.close()
-    out["metrics"] = sorted((s, json.dumps(shape(m), sort_keys=True)) for s, m in metrics)
+    out["metrics"] = await settled(metrics, 2, svc, req)
     return out
 
 

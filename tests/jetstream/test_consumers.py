@@ -15,18 +15,23 @@ from tests.support.jetstream import api, connect, initial_values, on_js_server
 from tests.support.waiting import run, until
 
 
-async def setup(server, n=0, subjects=("o.>",), name="O", **kw):
-    nc = await connect(server)
-    js = nc.jetstream()
+async def fill(js, n=0, subjects=("o.>",), name="O", **kw):
+    """Stream `name` (on o.> by default) with n messages m0, m1, ... on o.0, o.1, o.2 in turn."""
     await js.add_stream(name=name, subjects=list(subjects), **kw)
     for i in range(n):
         await js.publish("o.%d" % (i % 3), b"m%d" % i)
+
+
+async def setup(server, n=0, **kw):
+    nc = await connect(server)
+    js = nc.jetstream()
+    await fill(js, n, **kw)
     return nc, js
 
 
-@run
-async def test_pull_fetch_batch_timeout_no_wait(js_server):
-    nc, js = await setup(js_server, 5)
+@on_js_server
+async def test_pull_fetch_batch_timeout_no_wait(nc, js):
+    await fill(js, 5)
     sub = await js.pull_subscribe("o.>", durable="d")
     msgs = await sub.fetch(3, timeout=1)
     assert [m.data for m in msgs] == [b"m0", b"m1", b"m2"]
@@ -52,12 +57,11 @@ async def test_pull_fetch_batch_timeout_no_wait(js_server):
     assert ci.num_pending == 0 and ci.num_ack_pending == 0
     assert ci.delivered.consumer_seq == 5 and ci.delivered.stream_seq == 5
     assert ci.ack_floor.consumer_seq == 5 and ci.ack_floor.stream_seq == 5
-    await nc.close()
 
 
-@run
-async def test_pull_waiting_request_gets_new_message_and_expires(js_server):
-    nc, js = await setup(js_server)
+@on_js_server
+async def test_pull_waiting_request_gets_new_message_and_expires(nc, js):
+    await fill(js)
     await js.add_consumer("O", ConsumerConfig(durable_name="w", ack_policy=AckPolicy.EXPLICIT))
     inbox = nc.new_inbox()
     s = await nc.subscribe(inbox)
@@ -75,12 +79,11 @@ async def test_pull_waiting_request_gets_new_message_and_expires(js_server):
     m = await s.next_msg(1)
     assert m.headers["Status"] == "408" and m.headers["Description"] == "Request Timeout"
     assert m.headers["Nats-Pending-Messages"] == "1" and m.headers["Nats-Pending-Bytes"] == "0"
-    await nc.close()
 
 
-@run
-async def test_pull_request_limits(js_server):
-    nc, js = await setup(js_server, 1)
+@on_js_server
+async def test_pull_request_limits(nc, js):
+    await fill(js, 1)
     await api(nc, "$JS.API.CONSUMER.CREATE.O.lim", {"stream_name": "O", "config": {
         "durable_name": "lim", "ack_policy": "explicit", "max_batch": 5,
         "max_expires": 10_000_000_000, "max_bytes": 1000, "max_waiting": 1}})
@@ -105,12 +108,11 @@ async def test_pull_request_limits(js_server):
                      reply=inbox)
     m = await nxt('{"batch":1,"expires":2000000000}')
     assert m.headers["Status"] == "409" and m.headers["Description"] == "Exceeded MaxWaiting"
-    await nc.close()
 
 
-@run
-async def test_push_subscribe_durable_and_ephemeral(js_server):
-    nc, js = await setup(js_server, 3)
+@on_js_server
+async def test_push_subscribe_durable_and_ephemeral(nc, js):
+    await fill(js, 3)
     got = []
     done = asyncio.Event()
 
@@ -138,12 +140,11 @@ async def test_push_subscribe_durable_and_ephemeral(js_server):
     assert await until(lambda: got2 == [b"m1"])
     names = await api(nc, "$JS.API.CONSUMER.NAMES.O")
     assert names["total"] == 2 and "pd" in names["consumers"]
-    await nc.close()
 
 
-@run
-async def test_ephemeral_inactivity_cleanup(js_server):
-    nc, js = await setup(js_server, 1)
+@on_js_server
+async def test_ephemeral_inactivity_cleanup(nc, js):
+    await fill(js, 1)
     r = await api(nc, "$JS.API.CONSUMER.CREATE.O", {"stream_name": "O", "config": {
         "ack_policy": "explicit", "inactive_threshold": 300_000_000}})
     name = r["name"]
@@ -156,7 +157,6 @@ async def test_ephemeral_inactivity_cleanup(js_server):
     # default for ephemerals is 5s
     r = await api(nc, "$JS.API.CONSUMER.CREATE.O", {"stream_name": "O", "config": {}})
     assert r["config"]["inactive_threshold"] == 5_000_000_000
-    await nc.close()
 
 
 @run
@@ -194,9 +194,9 @@ async def test_deliver_policies(js_server):
     await nc.close()
 
 
-@run
-async def test_ack_policies_none_and_all(js_server):
-    nc, js = await setup(js_server, 5)
+@on_js_server
+async def test_ack_policies_none_and_all(nc, js):
+    await fill(js, 5)
     sub = await js.pull_subscribe("o.>", durable="none", config=ConsumerConfig(ack_policy=AckPolicy.NONE))
     await sub.fetch(3, timeout=1)
     ci = await js.consumer_info("O", "none")
@@ -208,12 +208,11 @@ async def test_ack_policies_none_and_all(js_server):
     await msgs[2].ack_sync()
     ci = await js.consumer_info("O", "all")
     assert ci.num_ack_pending == 1 and ci.ack_floor.stream_seq == 3 and ci.ack_floor.consumer_seq == 3
-    await nc.close()
 
 
-@run
-async def test_redelivery_after_ack_wait_and_counts(js_server):
-    nc, js = await setup(js_server, 2)
+@on_js_server
+async def test_redelivery_after_ack_wait_and_counts(nc, js):
+    await fill(js, 2)
     sub = await js.pull_subscribe("o.>", durable="rd", config=ConsumerConfig(ack_wait=0.3))
     msgs = await sub.fetch(2, timeout=1)
     await msgs[1].ack()
@@ -227,12 +226,11 @@ async def test_redelivery_after_ack_wait_and_counts(js_server):
     await again[0].ack_sync()
     ci = await js.consumer_info("O", "rd")
     assert ci.num_redelivered == 0 and ci.num_ack_pending == 0 and ci.ack_floor.stream_seq == 2
-    await nc.close()
 
 
-@run
-async def test_nak_with_delay_term_in_progress(js_server):
-    nc, js = await setup(js_server, 3)
+@on_js_server
+async def test_nak_with_delay_term_in_progress(nc, js):
+    await fill(js, 3)
     naks = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.O.nk")
     terms = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.O.nk")
     sub = await js.pull_subscribe("o.>", durable="nk", config=ConsumerConfig(ack_wait=0.5))
@@ -259,12 +257,11 @@ async def test_nak_with_delay_term_in_progress(js_server):
     await m3.ack_sync()
     ci = await js.consumer_info("O", "nk")
     assert ci.num_ack_pending == 0 and ci.ack_floor.stream_seq == 3
-    await nc.close()
 
 
-@run
-async def test_max_deliver_advisory_and_backoff(js_server):
-    nc, js = await setup(js_server, 1)
+@on_js_server
+async def test_max_deliver_advisory_and_backoff(nc, js):
+    await fill(js, 1)
     adv = await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.O.md")
     sub = await js.pull_subscribe("o.>", durable="md", config=ConsumerConfig(
         max_deliver=2, backoff=[0.1, 0.2]))
@@ -283,12 +280,11 @@ async def test_max_deliver_advisory_and_backoff(js_server):
     assert a["stream_seq"] == 1 and a["deliveries"] == 2
     ci = await js.consumer_info("O", "md")
     assert ci.num_ack_pending == 0
-    await nc.close()
 
 
-@run
-async def test_max_ack_pending(js_server):
-    nc, js = await setup(js_server, 5)
+@on_js_server
+async def test_max_ack_pending(nc, js):
+    await fill(js, 5)
     sub = await js.pull_subscribe("o.>", durable="map", config=ConsumerConfig(max_ack_pending=2))
     msgs = await sub.fetch(5, timeout=0.5)
     assert len(msgs) == 2
@@ -299,12 +295,11 @@ async def test_max_ack_pending(js_server):
     assert [m.data for m in more] == [b"m2"]
     ci = await js.consumer_info("O", "map")
     assert ci.num_ack_pending == 2 and ci.num_pending == 2
-    await nc.close()
 
 
-@run
-async def test_filter_subjects(js_server):
-    nc, js = await setup(js_server, 6)
+@on_js_server
+async def test_filter_subjects(nc, js):
+    await fill(js, 6)
     sub = await js.pull_subscribe("o.1", durable="f1")
     msgs = await sub.fetch(5, timeout=0.5)
     assert [m.data for m in msgs] == [b"m1", b"m4"]
@@ -314,12 +309,11 @@ async def test_filter_subjects(js_server):
     assert [m.data for m in msgs] == [b"m0", b"m2", b"m3", b"m5"]
     ci = await js.consumer_info("O", "f2")
     assert ci.config.filter_subjects == ["o.0", "o.2"] and ci.num_pending == 0
-    await nc.close()
 
 
-@run
-async def test_consumer_info_numbers_and_api(js_server):
-    nc, js = await setup(js_server, 4)
+@on_js_server
+async def test_consumer_info_numbers_and_api(nc, js):
+    await fill(js, 4)
     r = await api(nc, "$JS.API.CONSUMER.CREATE.O.inf", {"stream_name": "O", "config": {
         "durable_name": "inf", "ack_policy": "explicit"}})
     assert r["type"] == "io.nats.jetstream.api.v1.consumer_create_response"
@@ -340,12 +334,11 @@ async def test_consumer_info_numbers_and_api(js_server):
     assert lst["total"] == 1 and lst["limit"] == 256 and lst["consumers"][0]["name"] == "inf"
     d = await api(nc, "$JS.API.CONSUMER.DELETE.O.inf")
     assert d == {"type": "io.nats.jetstream.api.v1.consumer_delete_response", "success": True}
-    await nc.close()
 
 
-@run
-async def test_pause_resume(js_server):
-    nc, js = await setup(js_server, 1)
+@on_js_server
+async def test_pause_resume(nc, js):
+    await fill(js, 1)
     await js.add_consumer("O", ConsumerConfig(durable_name="pz"))
     r = await api(nc, "$JS.API.CONSUMER.PAUSE.O.pz", {"pause_until": "2099-01-01T00:00:00Z"})
     assert r["paused"] is True and r["pause_remaining"] > 0
@@ -359,12 +352,11 @@ async def test_pause_resume(js_server):
                  "pause_until": "0001-01-01T00:00:00Z"}
     msgs = await sub.fetch(1, timeout=1)
     assert msgs[0].data == b"m0"
-    await nc.close()
 
 
-@run
-async def test_push_flow_control_heartbeat_and_headers_only(js_server):
-    nc, js = await setup(js_server, 2)
+@on_js_server
+async def test_push_flow_control_heartbeat_and_headers_only(nc, js):
+    await fill(js, 2)
     inbox = nc.new_inbox()
     s = await nc.subscribe(inbox)
     await api(nc, "$JS.API.CONSUMER.CREATE.O.fc", {"stream_name": "O", "config": {
@@ -376,12 +368,11 @@ async def test_push_flow_control_heartbeat_and_headers_only(js_server):
     hb = await s.next_msg(1)
     assert hb.headers["Status"] == "100" and hb.headers["Description"] == "Idle Heartbeat"
     assert hb.headers["Nats-Last-Consumer"] == "2" and hb.headers["Nats-Last-Stream"] == "2"
-    await nc.close()
 
 
-@run
-async def test_ordered_consumer(js_server):
-    nc, js = await setup(js_server, 20)
+@on_js_server
+async def test_ordered_consumer(nc, js):
+    await fill(js, 20)
     sub = await js.subscribe("o.>", ordered_consumer=True)
     data = []
     for _ in range(20):
@@ -391,7 +382,6 @@ async def test_ordered_consumer(js_server):
     ci = await sub.consumer_info()
     assert ci.config.ack_policy == AckPolicy.NONE and ci.config.max_deliver == 1
     assert ci.config.mem_storage and ci.config.flow_control
-    await nc.close()
 
 
 @on_js_server
@@ -477,9 +467,9 @@ def test_restart_recovers_durable_state(natsd, tmp_path):
     assert [m.metadata.sequence.stream for m in msgs] == [4, 5]
 
 
-@run
-async def test_deliver_group_queue_subscribers(js_server):
-    nc, js = await setup(js_server, 0)
+@on_js_server
+async def test_deliver_group_queue_subscribers(nc, js):
+    await fill(js, 0)
     got = {1: [], 2: []}
     await js.subscribe("o.>", queue="workers", cb=lambda m: got[1].append(m.data) or m.ack())
     await js.subscribe("o.>", queue="workers", cb=lambda m: got[2].append(m.data) or m.ack())
@@ -490,12 +480,11 @@ async def test_deliver_group_queue_subscribers(js_server):
     assert await until(lambda: len(got[1]) + len(got[2]) == 40)
     assert got[1] and got[2]
     assert sorted(got[1] + got[2], key=int) == [b"%d" % i for i in range(40)]
-    await nc.close()
 
 
-@run
-async def test_ordered_consumer_flow_control_large(js_server):
-    nc, js = await setup(js_server, 0)
+@on_js_server
+async def test_ordered_consumer_flow_control_large(nc, js):
+    await fill(js, 0)
     payload = b"x" * 4096
     for i in range(1200):                                   # ~5 MB: several flow control rounds
         await js.publish("o.big", payload)
@@ -507,7 +496,6 @@ async def test_ordered_consumer_flow_control_large(js_server):
         assert m.metadata.sequence.stream == n
     ci = await sub.consumer_info()
     assert ci.num_pending == 0 and ci.delivered.stream_seq == 1200
-    await nc.close()
 
 
 @run
@@ -532,9 +520,9 @@ async def test_fetch_with_heartbeat_and_push_interest_loss(js_server):
     await nc.close()
 
 
-@run
-async def test_replay_original_and_rate_limit(js_server):
-    nc, js = await setup(js_server, 0)
+@on_js_server
+async def test_replay_original_and_rate_limit(nc, js):
+    await fill(js, 0)
     for i in range(3):
         await js.publish("o.r", b"%d" % i)
         await asyncio.sleep(0.25)
@@ -561,7 +549,6 @@ async def test_replay_original_and_rate_limit(js_server):
     for _ in range(3):
         await s2.next_msg(2)
     assert loop.time() - t0 > 0.15
-    await nc.close()
 
 
 def test_domain_prefixed_pull_and_push(natsd, tmp_path):
