@@ -14,6 +14,8 @@ import nats
 import pytest
 from nats.errors import NoRespondersError
 
+from tests.support.waiting import run
+
 CONF = """
 accounts {
   EXP: {
@@ -90,10 +92,6 @@ async def settle(*conns):
     for c in conns:
         await c.flush()
     await asyncio.sleep(0.15)
-
-
-def run(coro):
-    asyncio.run(coro)
 
 
 def test_stream_imports(srv):
