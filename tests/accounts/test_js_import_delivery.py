@@ -17,6 +17,7 @@ import nats
 import pytest
 
 from tests.support.rawclient import RawClient
+from tests.support.waiting import run
 
 CONF = """
 accounts {
@@ -83,10 +84,6 @@ def server(any_server, tmp_path):
     conf = tmp_path / "imp.conf"
     conf.write_text(CONF + 'jetstream { store_dir: "%s" }\n' % (tmp_path / "js"))
     return any_server("-c", str(conf))
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 def raw_imp(srv):

@@ -1,6 +1,4 @@
 """Authentication and permissions end to end (nats-py and raw sockets) against natsd."""
-import asyncio
-
 import bcrypt
 import nats
 import nats.errors
@@ -8,7 +6,7 @@ import nkeys
 import pytest
 
 from tests.support.rawclient import RawClient
-from tests.support.waiting import run
+from tests.support.waiting import run, until
 
 
 def make_nkey_user():
@@ -202,14 +200,7 @@ async def test_permissions_with_nats_py(users_server):
     nc = await nats.connect(url(users_server, "limited", "pw"), error_cb=err_cb, allow_reconnect=False)
     await nc.publish("forbidden", b"x")
     await nc.flush()
-    assert await _poll(lambda: any("permissions violation" in e.lower() for e in errors)), errors
+    assert await until(lambda: any("permissions violation" in e.lower() for e in errors)), errors
     assert nc.is_connected
     await nc.close()
 
-
-async def _poll(cond, timeout=5.0):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond() and loop.time() < deadline:
-        await asyncio.sleep(0.01)
-    return cond()
