@@ -90,7 +90,8 @@ from natsd._core.logindex cimport M_NONE, M_ALL, M_SID, M_BITMAP
 from natsd._core.logfmt cimport (
     BLK_HDR, VERSION, F_LZ4, F_ENC, F_S2, F_ZIP, NONCE_LEN, FRAME_PRE, FRAME_OVH, REC_HDR, REC_MIN,
     SIZE_MASK, MAX_BLOCK, T_MSG, T_TOMBS, T_FIRST, T_SKIP, T_TRUNC, F_HDR, F_ERASED,
-    acct_size, plain_ok, oserr, pwrite_all, frame_aad, rec_ok)
+    acct_size, plain_ok, oserr, pwrite_all, frame_aad, rec_ok,
+    HDR_BIT, nlog_xxh64, nlog_rd64, nlog_rd32, nlog_rd16, nlog_wr64, nlog_wr32, nlog_wr16)
 from natsd._core.logfmt import (StoreError, xxh64, subject_match, payload_records, block_records,
                                 parse_frames, zip_image, unzip_image, zipped_payload, write_file)
 
@@ -105,16 +106,6 @@ cdef extern from "unistd.h" nogil:
     int fdatasync(int fd)
     int fsync(int fd)
     int close(int fd)
-
-cdef extern from "nlog.h":
-    const uint32_t HDR_BIT
-    uint64_t nlog_xxh64(const void* data, size_t len, uint64_t seed) nogil
-    uint64_t nlog_rd64(const char* p) nogil
-    uint32_t nlog_rd32(const char* p) nogil
-    uint16_t nlog_rd16(const char* p) nogil
-    void nlog_wr64(char* p, uint64_t v) nogil
-    void nlog_wr32(char* p, uint32_t v) nogil
-    void nlog_wr16(char* p, uint16_t v) nogil
 
 log = logging.getLogger("natsd")
 cdef char* ZEROS = <char*>calloc(ZERO_STEP, 1)     # zero_ahead's source

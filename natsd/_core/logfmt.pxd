@@ -3,12 +3,16 @@
 # through Python.
 from libc.stdint cimport uint16_t, uint32_t, uint64_t
 
-cdef extern from "nlog.h":
+cdef extern from "nlog.h":       # declared once, here: the log modules cimport them
     const uint32_t HDR_BIT
     uint64_t nlog_xxh64(const void* data, size_t len, uint64_t seed) nogil
     uint64_t nlog_rd64(const char* p) nogil
     uint32_t nlog_rd32(const char* p) nogil
     uint16_t nlog_rd16(const char* p) nogil
+    void nlog_wr64(char* p, uint64_t v) nogil
+    void nlog_wr32(char* p, uint32_t v) nogil
+    void nlog_wr16(char* p, uint16_t v) nogil
+    int nlog_match(const char* p, Py_ssize_t pl, const char* s, Py_ssize_t sl) nogil
 
 
 cdef enum:

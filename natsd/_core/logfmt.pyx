@@ -55,11 +55,6 @@ from libc.errno cimport errno, EINTR
 cdef extern from "unistd.h" nogil:
     ssize_t pwrite(int fd, const void* buf, size_t n, long off)
 
-cdef extern from "nlog.h":
-    int nlog_match(const char* p, Py_ssize_t pl, const char* s, Py_ssize_t sl) nogil
-    void nlog_wr64(char* p, uint64_t v) nogil
-    void nlog_wr32(char* p, uint32_t v) nogil
-
 
 class StoreError(Exception):
     """A disk error while storing; the store is left as it was before the failed operation."""

@@ -15,10 +15,7 @@ from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 from libc.stdlib cimport calloc, realloc, free
 from libc.string cimport memcpy, memset
-from natsd._core.logfmt cimport acct_size
-
-cdef extern from "nlog.h":
-    int nlog_match(const char* p, Py_ssize_t pl, const char* s, Py_ssize_t sl) nogil
+from natsd._core.logfmt cimport acct_size, nlog_match
 
 
 cdef class LogIndex:

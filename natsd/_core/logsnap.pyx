@@ -31,11 +31,8 @@ from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 from natsd._core.log cimport Log, Block, nlog_entry, nlog_sstat, CHUNK, CHUNK_BITS
-from natsd._core.logfmt cimport F_ENC, F_ZIP
+from natsd._core.logfmt cimport F_ENC, F_ZIP, nlog_xxh64
 from natsd._core.logfmt import block_files
-
-cdef extern from "nlog.h":
-    uint64_t nlog_xxh64(const void* data, size_t len, uint64_t seed) nogil
 
 log = logging.getLogger("natsd")
 
