@@ -2,8 +2,9 @@
 """The codec slot of a connection: what sits between the bytes on the wire (after TLS) and the
 protocol parser, both ways. WebSocket framing (ws.pyx) and S2 streams (s2.pyx) are codecs; a
 plain connection has none and pays nothing."""
-from libc.stdlib cimport realloc, free
+from libc.stdlib cimport free
 from libc.string cimport memcpy
+from natsd._core.fmt cimport grow
 
 
 cdef class Bytes:
@@ -12,17 +13,9 @@ cdef class Bytes:
 
     cdef char* reserve(self, Py_ssize_t n) except NULL:
         """Room for n more bytes at the end; returns where they go (len is not moved)."""
-        cdef Py_ssize_t cap
-        cdef char* p
         if self.len + n > self.cap:
-            cap = self.cap * 2 if self.cap else 4096
-            while cap < self.len + n:
-                cap *= 2
-            p = <char*>realloc(self.data, cap)
-            if p == NULL:
+            if not grow(&self.data, &self.cap, self.len + n, 4096):
                 raise MemoryError()
-            self.data = p
-            self.cap = cap
         return self.data + self.len
 
     cdef int append(self, const char* p, Py_ssize_t n) except -1:

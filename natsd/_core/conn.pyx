@@ -13,6 +13,7 @@ from libc.string cimport memcpy, memmove, memcmp, strerror
 from libc.errno cimport errno, EAGAIN, EINTR
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from natsd._core.fmt cimport grow
 
 cdef extern from "sendring.h" nogil:
     ctypedef struct nsr_ring:
@@ -100,8 +101,6 @@ cdef class Connection:
     cdef int reserve(self, Py_ssize_t n) except -1:
         """Make room for n more bytes at the end of the outbound buffer."""
         cdef Py_ssize_t need = self.olen + n
-        cdef Py_ssize_t cap
-        cdef char* p
         if need <= self.ocap:
             return 0
         if self.ostart > 0 and self.olen - self.ostart + n <= self.ocap:
@@ -109,14 +108,8 @@ cdef class Connection:
             self.olen -= self.ostart
             self.ostart = 0
             return 0
-        cap = self.ocap if self.ocap else SMALL_OBUF
-        while cap < need:
-            cap *= 2
-        p = <char*>realloc(self.obuf, cap)
-        if p == NULL:
+        if not grow(&self.obuf, &self.ocap, need, SMALL_OBUF):
             raise MemoryError()
-        self.obuf = p
-        self.ocap = cap
         return 0
 
     cdef int write(self, const char* p, Py_ssize_t n) except -1:
@@ -265,8 +258,6 @@ cdef class Connection:
 
     cdef char* xreserve(self, Py_ssize_t k) except NULL:
         """Room for k more bytes at the end of xbuf."""
-        cdef Py_ssize_t cap
-        cdef char* p
         if self.xstart > 0 and self.xstart == self.xlen:
             self.xstart = self.xlen = 0
         if self.xlen + k > self.xcap:
@@ -275,14 +266,8 @@ cdef class Connection:
                 self.xlen -= self.xstart
                 self.xstart = 0
             if self.xlen + k > self.xcap:
-                cap = self.xcap if self.xcap else SMALL_OBUF
-                while cap < self.xlen + k:
-                    cap *= 2
-                p = <char*>realloc(self.xbuf, cap)
-                if p == NULL:
+                if not grow(&self.xbuf, &self.xcap, self.xlen + k, SMALL_OBUF):
                     raise MemoryError()
-                self.xbuf = p
-                self.xcap = cap
         return self.xbuf + self.xlen
 
     cdef int _sent(self, Py_ssize_t left) except -1:
@@ -417,17 +402,9 @@ cdef class Connection:
 
     cdef int keep_more(self, const char* p, Py_ssize_t n) except -1:
         """Append n bytes to what is kept for the parser."""
-        cdef char* q
-        cdef Py_ssize_t cap
         if self.rlen + n > self.rcap:
-            cap = self.rcap if self.rcap else 4096
-            while cap < self.rlen + n:
-                cap *= 2
-            q = <char*>realloc(self.rbuf, cap)
-            if q == NULL:
+            if not grow(&self.rbuf, &self.rcap, self.rlen + n, 4096):
                 raise MemoryError()
-            self.rbuf = q
-            self.rcap = cap
         memcpy(self.rbuf + self.rlen, p, n)
         self.rlen += n
         return 0

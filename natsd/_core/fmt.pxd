@@ -1,5 +1,27 @@
-# Byte-writing helpers shared by the modules that frame protocol lines into buffers.
+# Byte-writing helpers shared by the modules that frame protocol lines into buffers, and the
+# growth of the malloc'd buffers they write into.
+from libc.stdlib cimport realloc
 from libc.string cimport memcpy
+
+
+cdef inline bint resize(char** buf, Py_ssize_t* cap, Py_ssize_t size) noexcept nogil:
+    """*buf reallocated to `size` bytes, *cap set to size -> False (both left as they were)
+    when there is no memory."""
+    cdef char* p = <char*>realloc(buf[0], size)
+    if p == NULL:
+        return False
+    buf[0] = p
+    cap[0] = size
+    return True
+
+
+cdef inline bint grow(char** buf, Py_ssize_t* cap, Py_ssize_t need, Py_ssize_t first) noexcept nogil:
+    """resize() *buf to hold `need` bytes: its capacity (`first` when it has none) doubled until
+    it does."""
+    cdef Py_ssize_t size = cap[0] if cap[0] else first
+    while size < need:
+        size *= 2
+    return resize(buf, cap, size)
 
 
 cdef inline char* put(char* p, const char* s, Py_ssize_t n) noexcept nogil:

@@ -81,7 +81,7 @@ from array import array
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from libc.stdint cimport uint8_t, uint16_t, uint32_t, uint64_t, int64_t
-from libc.stdlib cimport malloc, calloc, realloc, free
+from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memcpy
 from libc.errno cimport errno, EINTR
 from natsd._core.syncer cimport SyncJob
@@ -92,6 +92,7 @@ from natsd._core.logfmt cimport (
     SIZE_MASK, MAX_BLOCK, T_MSG, T_TOMBS, T_FIRST, T_SKIP, T_TRUNC, F_HDR, F_ERASED,
     acct_size, plain_ok, oserr, pwrite_all, frame_aad, rec_ok,
     HDR_BIT, nlog_xxh64, nlog_rd64, nlog_rd32, nlog_rd16, nlog_wr64, nlog_wr32, nlog_wr16)
+from natsd._core.fmt cimport resize
 from natsd._core.logfmt import (StoreError, xxh64, subject_match, payload_records, block_records,
                                 parse_frames, zip_image, unzip_image, zipped_payload, write_file)
 
@@ -637,11 +638,8 @@ cdef class Log:
             self._rotate()
         b = self.active
         if reclen > self.wcap:
-            p = <char*>realloc(self.wbuf, reclen)
-            if p == NULL:
+            if not resize(&self.wbuf, &self.wcap, reclen):
                 raise MemoryError()
-            self.wbuf = p
-            self.wcap = reclen
         p = self.wbuf
         nlog_wr32(p, <uint32_t>reclen)
         nlog_wr64(p + 4, seq)
@@ -845,7 +843,6 @@ cdef class Log:
         cdef const char* p
         cdef const char* base
         cdef Py_ssize_t want, n, k
-        cdef char* nb
         cdef bint pending = False
         if e == NULL or e.size == 0:
             return 0
@@ -887,11 +884,8 @@ cdef class Log:
                     or e.off + rl > self.roff + self.rlen):
                 want = rl if rl > 65536 else 65536
                 if want > self.rcap:
-                    nb = <char*>realloc(self.rbuf, want)
-                    if nb == NULL:
+                    if not resize(&self.rbuf, &self.rcap, want):
                         raise MemoryError()
-                    self.rbuf = nb
-                    self.rcap = want
                 self.rblk = None
                 self.rimg = None
                 n = pread(b.fd, self.rbuf, want, e.off)

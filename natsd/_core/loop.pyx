@@ -15,7 +15,7 @@ import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
-from libc.stdlib cimport malloc, realloc, free
+from libc.stdlib cimport malloc, free
 from libc.string cimport memmove
 from libc.errno cimport errno, EINTR, EAGAIN
 from cpython.exc cimport PyErr_CheckSignals
@@ -24,6 +24,7 @@ from natsd._core.conn cimport Connection, now_mono, flush_dirty, take_resumed, n
 from natsd._core.conn import use_send_ring
 from natsd._core.tls cimport TlsSession
 from natsd._core.codec cimport Bytes
+from natsd._core.fmt cimport resize
 from natsd._core.parser cimport parse
 from natsd._core.router cimport run_internal
 from natsd._core.syncer cimport (SyncJob, drain as drain_syncs, quick_and_idle,
@@ -367,7 +368,6 @@ cdef class Loop:
     cdef int read_conn(self, Connection c) except -1:
         cdef ssize_t n
         cdef Py_ssize_t consumed, want
-        cdef char* p
         if c.tls is not None or c.codec is not None:
             return self.read_layered(c)
         if c.rlen == 0:
@@ -386,11 +386,8 @@ cdef class Loop:
             if want < READ_SIZE:
                 want = READ_SIZE
             if c.rcap - c.rlen < want:
-                p = <char*>realloc(c.rbuf, c.rlen + want)
-                if p == NULL:
+                if not resize(&c.rbuf, &c.rcap, c.rlen + want):
                     raise MemoryError()
-                c.rbuf = p
-                c.rcap = c.rlen + want
             with nogil:
                 n = recv(c.fd, c.rbuf + c.rlen, c.rcap - c.rlen, 0)
             if n > 0:
