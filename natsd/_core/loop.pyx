@@ -86,6 +86,21 @@ READABLE = EPOLLIN
 WRITABLE = EPOLLOUT
 
 
+cdef inline bint parse_rbuf(Loop lp, Connection c) except -1:
+    """Parse the commands kept in c's read buffer and drop them from it -> True when a codec
+    took over the rest (switched_kept)."""
+    cdef Py_ssize_t consumed = parse(c, c.rbuf, c.rlen)
+    if c.decode_switch:
+        lp.switched_kept(c, consumed)
+        return True
+    if c.closing or c.closed:
+        c.rlen = 0
+    elif consumed > 0:
+        memmove(c.rbuf, c.rbuf + consumed, c.rlen - consumed)
+        c.rlen -= consumed
+    return False
+
+
 class TimerHandle:
     __slots__ = ("callback", "args", "cancelled", "when")
 
@@ -393,16 +408,8 @@ cdef class Loop:
             if n > 0:
                 c.last_activity = now_mono()
                 c.rlen += n
-                if c.rlen < c.rneed:
+                if c.rlen < c.rneed or parse_rbuf(self, c):
                     return 0
-                consumed = parse(c, c.rbuf, c.rlen)
-                if c.decode_switch:
-                    return self.switched_kept(c, consumed)
-                if c.closing or c.closed:
-                    c.rlen = 0
-                elif consumed > 0:
-                    memmove(c.rbuf, c.rbuf + consumed, c.rlen - consumed)
-                    c.rlen -= consumed
                 if c.rlen == 0 and c.rcap > READ_SIZE:
                     free(c.rbuf)
                     c.rbuf = NULL
@@ -537,14 +544,8 @@ cdef class Loop:
 
     cdef int parse_kept(self, Connection c) except -1:
         """Commands that arrived while the connection was paused (kept, not yet parsed)."""
-        cdef Py_ssize_t consumed = parse(c, c.rbuf, c.rlen)
-        if c.decode_switch:
-            return self.switched_kept(c, consumed)
-        if c.closing or c.closed:
-            c.rlen = 0
-        elif consumed > 0:
-            memmove(c.rbuf, c.rbuf + consumed, c.rlen - consumed)
-            c.rlen -= consumed
+        if parse_rbuf(self, c):
+            return 0
         if c.stalled:
             self._set_reading(c, False)
         return 0
