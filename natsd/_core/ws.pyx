@@ -423,30 +423,23 @@ cdef class WsCodec(StreamCodec):
     cdef int encode(self, const char* p, Py_ssize_t n, Bytes out) except -2:
         """Protocol bytes into one binary message (frames of max_frame bytes at most),
         compressed when negotiated and worth it."""
-        cdef Bytes z
+        cdef Bytes z                        # holds the compressed bytes p points to
         cdef Py_ssize_t off = 0, k
-        cdef bint first = True
+        cdef bint compressed = False
         if n <= 0:
             return 0
         if self.compress and n > COMPRESS_MIN:
             z = self._deflate(p, n)
             p = z.data
             n = z.len
-            if self.max_frame <= 0 or n <= self.max_frame:
-                return self._frame(out, OP_BINARY, True, True, p, n)
-            # compressed messages are split too: the first frame carries RSV1
-            while off < n:
-                k = min(self.max_frame, n - off)
-                self._frame(out, OP_BINARY if first else OP_CONT, off + k == n, first, p + off, k)
-                first = False
-                off += k
-            return 0
+            compressed = True
         if self.max_frame <= 0 or n <= self.max_frame:
-            return self._frame(out, OP_BINARY, True, False, p, n)
+            return self._frame(out, OP_BINARY, True, compressed, p, n)
+        # split into frames of max_frame bytes; of a compressed message the first carries RSV1
         while off < n:
             k = min(self.max_frame, n - off)
-            self._frame(out, OP_BINARY if first else OP_CONT, off + k == n, False, p + off, k)
-            first = False
+            self._frame(out, OP_BINARY if off == 0 else OP_CONT, off + k == n,
+                        compressed and off == 0, p + off, k)
             off += k
         return 0
 
