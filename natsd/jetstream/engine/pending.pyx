@@ -94,6 +94,31 @@ cdef inline uint32_t _pow2(uint32_t n) noexcept nogil:
     return c
 
 
+cdef struct live_slot:                # a walk over the live slots in sequence order (_next_live)
+    Py_ssize_t p                       # the directory entry
+    ppage* pg                          # its page
+    uint32_t i                         # the slot in the page
+    uint64_t seq                       # that slot's stream sequence
+
+
+cdef inline bint _next_live(Pending q, live_slot* k) noexcept:
+    """Move k to the first live slot at or after slot k.i of entry k.p (start: k.p = q.dstart,
+    k.i = 0; next: k.i + 1) -> False when there is none."""
+    while k.p < q.dend:
+        k.pg = q.dir[k.p].pg
+        if k.pg != NULL:
+            if k.i < k.pg.head:
+                k.i = k.pg.head
+            while k.i < k.pg.n:
+                if not (k.pg.off[k.i] & DEAD):
+                    k.seq = (q.dir[k.p].pn << PAGE_BITS) + k.pg.off[k.i]
+                    return True
+                k.i += 1
+        k.p += 1
+        k.i = 0
+    return False
+
+
 cdef inline int64_t _ts(object ts) except? -1:
     try:
         return ts
@@ -510,18 +535,11 @@ cdef class Pending:
     def items(self):
         """[(seq, dseq, ts), ...] ascending by seq (a snapshot)."""
         cdef list out = []
-        cdef Py_ssize_t p
-        cdef uint32_t i
-        cdef ppage* pg
-        cdef uint64_t pb
-        for p in range(self.dstart, self.dend):
-            pg = self.dir[p].pg
-            if pg == NULL:
-                continue
-            pb = self.dir[p].pn << PAGE_BITS
-            for i in range(pg.head, pg.n):
-                if not (pg.off[i] & DEAD):
-                    out.append((pb + pg.off[i], _getd(pg, i), pg.ts[i]))
+        cdef live_slot k
+        k.p, k.i = self.dstart, 0
+        while _next_live(self, &k):
+            out.append((k.seq, _getd(k.pg, k.i), k.pg.ts[k.i]))
+            k.i += 1
         return out
 
     def keys(self):
@@ -536,26 +554,18 @@ cdef class Pending:
         wait when cutoff = now - ack_wait), and the oldest timestamp above it (None when
         none) for the next timer."""
         cdef list out = []
-        cdef Py_ssize_t p
-        cdef uint32_t i
-        cdef ppage* pg
-        cdef uint64_t pb
+        cdef live_slot k
         cdef int64_t t, nxt = 0
         cdef bint have = False
-        for p in range(self.dstart, self.dend):
-            pg = self.dir[p].pg
-            if pg == NULL:
-                continue
-            pb = self.dir[p].pn << PAGE_BITS
-            for i in range(pg.head, pg.n):
-                if pg.off[i] & DEAD:
-                    continue
-                t = pg.ts[i]
-                if t <= cutoff:
-                    out.append(pb + pg.off[i])
-                elif not have or t < nxt:
-                    nxt = t
-                    have = True
+        k.p, k.i = self.dstart, 0
+        while _next_live(self, &k):
+            t = k.pg.ts[k.i]
+            if t <= cutoff:
+                out.append(k.seq)
+            elif not have or t < nxt:
+                nxt = t
+                have = True
+            k.i += 1
         return out, (nxt if have else None)
 
     def write_json(self, f):
@@ -563,10 +573,7 @@ cdef class Pending:
         the binary file f straight from the pages, in pieces of about 64 KB: no Python object
         per message, and no buffer of the whole image (3.5 MB for 100,000 messages) for the
         allocator to keep after every save."""
-        cdef Py_ssize_t p
-        cdef uint32_t i
-        cdef ppage* pg
-        cdef uint64_t pb
+        cdef live_slot k
         cdef int64_t t
         cdef char* buf = <char*>malloc(CHUNK + 80)
         cdef char* w
@@ -577,37 +584,32 @@ cdef class Pending:
             w = buf
             w[0] = c'{'
             w += 1
-            for p in range(self.dstart, self.dend):
-                pg = self.dir[p].pg
-                if pg == NULL:
-                    continue
-                pb = self.dir[p].pn << PAGE_BITS
-                for i in range(pg.head, pg.n):
-                    if pg.off[i] & DEAD:
-                        continue
-                    if not first:
-                        w[0] = c','
-                        w += 1
-                    first = False
-                    w[0] = c'"'
-                    w = put_int(w + 1, pb + pg.off[i])
-                    w[0] = c'"'
-                    w[1] = c':'
-                    w[2] = c'['
-                    w = put_int(w + 3, _getd(pg, i))
+            k.p, k.i = self.dstart, 0
+            while _next_live(self, &k):
+                if not first:
                     w[0] = c','
                     w += 1
-                    t = pg.ts[i]
-                    if t < 0:
-                        w[0] = c'-'
-                        w = put_int(w + 1, <uint64_t>0 - <uint64_t>t)
-                    else:
-                        w = put_int(w, <uint64_t>t)
-                    w[0] = c']'
-                    w += 1
-                    if w - buf >= CHUNK:
-                        f.write(PyBytes_FromStringAndSize(buf, w - buf))
-                        w = buf
+                first = False
+                w[0] = c'"'
+                w = put_int(w + 1, k.seq)
+                w[0] = c'"'
+                w[1] = c':'
+                w[2] = c'['
+                w = put_int(w + 3, _getd(k.pg, k.i))
+                w[0] = c','
+                w += 1
+                t = k.pg.ts[k.i]
+                if t < 0:
+                    w[0] = c'-'
+                    w = put_int(w + 1, <uint64_t>0 - <uint64_t>t)
+                else:
+                    w = put_int(w, <uint64_t>t)
+                w[0] = c']'
+                w += 1
+                k.i += 1
+                if w - buf >= CHUNK:
+                    f.write(PyBytes_FromStringAndSize(buf, w - buf))
+                    w = buf
             w[0] = c'}'
             w += 1
             f.write(PyBytes_FromStringAndSize(buf, w - buf))
