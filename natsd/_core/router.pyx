@@ -458,21 +458,28 @@ cdef int frame_remote(Connection c, bytes acc, bytes origin, const char* subj, P
 def publish(Sublist sl, bytes subject, bytes reply=None, bytes hdr=None, bytes payload=b"",
             Connection origin=None):
     """Publish from Python (internal clients, imports). Returns the number of deliveries."""
-    return publish_bytes(origin, sl, subject, reply, hdr, payload, None)
+    return publish_bytes(origin, sl, subject, None, reply, hdr, payload, None, False)
 
 
-cdef int publish_bytes(Connection origin, Sublist sl, bytes subject, bytes reply, bytes hdr,
-                       bytes payload, list queues) except -1:
-    """The Python-object entry into route_queues() shared by publish() and route_remote()."""
+cdef int publish_bytes(Connection origin, Sublist sl, bytes subject, bytes seen_as, bytes reply,
+                       bytes hdr, bytes payload, list queues, bint no_plain) except -1:
+    """The Python-object entry shared by publish(), publish_local(), publish_delivery() and
+    route_remote(): route_queues() by `subject`, or route_deliver() seen as `seen_as` when
+    that is not None."""
     cdef bytes msg = (hdr + payload) if hdr else payload
     cdef Py_ssize_t hlen = PyBytes_GET_SIZE(hdr) if hdr else 0
     cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply) if reply else 0
+    cdef const char* r = PyBytes_AS_STRING(reply) if rlen else NULL
     cdef SublistResult res = sl.match_cached(subject)
     if res.total == 0:
         return 0
-    return route_queues(origin, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
-                        PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
-                        PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg), queues, False)
+    if seen_as is None:
+        return route_queues(origin, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
+                            r, rlen, PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg), queues,
+                            no_plain)
+    return route_deliver(origin, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
+                         PyBytes_AS_STRING(seen_as), PyBytes_GET_SIZE(seen_as), r, rlen,
+                         PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg), queues, no_plain)
 
 
 def publish_local(Sublist sl, bytes subject, bytes reply=None, bytes hdr=None, bytes payload=b""):
@@ -480,7 +487,7 @@ def publish_local(Sublist sl, bytes subject, bytes reply=None, bytes hdr=None, b
     global local_delivery
     local_delivery = True
     try:
-        return publish_bytes(None, sl, subject, reply, hdr, payload, None)
+        return publish_bytes(None, sl, subject, None, reply, hdr, payload, None, False)
     finally:
         local_delivery = False
 
@@ -491,16 +498,7 @@ def publish_delivery(Sublist sl, bytes target, bytes subject, bytes reply=None, 
     as `subject` (the stored subject; on links and imports it travels as `reply@subject`).
     With `group` only that queue group takes part (a push consumer's deliver_group).
     Returns the number of deliveries."""
-    cdef bytes msg = (hdr + payload) if hdr else payload
-    cdef Py_ssize_t hlen = PyBytes_GET_SIZE(hdr) if hdr else 0
-    cdef Py_ssize_t rlen = PyBytes_GET_SIZE(reply) if reply else 0
-    cdef SublistResult res = sl.match_cached(target)
-    if res.total == 0:
-        return 0
-    return route_deliver(None, res, PyBytes_AS_STRING(target), PyBytes_GET_SIZE(target),
-                         PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject),
-                         PyBytes_AS_STRING(reply) if rlen else NULL, rlen,
-                         PyBytes_AS_STRING(msg), hlen, PyBytes_GET_SIZE(msg),
+    return publish_bytes(None, sl, target, subject, reply, hdr, payload,
                          [group] if group else None, group is not None)
 
 
@@ -536,7 +534,7 @@ cdef int route_from_link(Connection pub, SublistResult res, const char* subj, Py
 def route_remote(Connection pub, Sublist sl, bytes subject, bytes reply, bytes hdr, bytes payload,
                  list queues=None):
     """Route a message that came from a leaf/route connection (queue-group rules applied)."""
-    return publish_bytes(pub, sl, subject, reply, hdr, payload, queues)
+    return publish_bytes(pub, sl, subject, None, reply, hdr, payload, queues, False)
 
 
 def deliver_to(Subscription sub, bytes subject, bytes reply=None, bytes hdr=None,
