@@ -4,7 +4,7 @@ protocol parser, both ways. WebSocket framing (ws.pyx) and S2 streams (s2.pyx) a
 plain connection has none and pays nothing."""
 from libc.stdlib cimport free
 from libc.string cimport memcpy
-from natsd._core.fmt cimport grow
+from natsd._core.fmt cimport grow, release_above
 
 
 cdef class Bytes:
@@ -25,10 +25,7 @@ cdef class Bytes:
 
     cdef void clear(self):
         self.len = 0
-        if self.cap > 1 << 20:
-            free(self.data)
-            self.data = NULL
-            self.cap = 0
+        release_above(&self.data, &self.cap, 1 << 20)
 
     def getvalue(self):
         return self.data[:self.len]

@@ -13,7 +13,7 @@ from libc.string cimport memcpy, memmove, memcmp, strerror
 from libc.errno cimport errno, EAGAIN, EINTR
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from natsd._core.fmt cimport grow
+from natsd._core.fmt cimport grow, release_above
 
 cdef extern from "sendring.h" nogil:
     ctypedef struct nsr_ring:
@@ -181,10 +181,7 @@ cdef class Connection:
         left = self.olen - self.ostart
         if left == 0:
             self.ostart = self.olen = 0
-            if self.ocap > KEEP_OBUF:
-                free(self.obuf)
-                self.obuf = NULL
-                self.ocap = 0
+            release_above(&self.obuf, &self.ocap, KEEP_OBUF)
         return self._sent(left)
 
     cdef int flush_layered(self) except -1:
@@ -215,10 +212,7 @@ cdef class Connection:
                 self.to_wire(self.obuf + self.ostart, left)
             if left > 0:
                 self.ostart = self.olen = 0
-                if self.ocap > KEEP_OBUF:
-                    free(self.obuf)
-                    self.obuf = NULL
-                    self.ocap = 0
+                release_above(&self.obuf, &self.ocap, KEEP_OBUF)
         if self.tls is not None and self.tls_active:
             k = self.tls.pending_out()
             if k > 0:
@@ -240,10 +234,7 @@ cdef class Connection:
             self.last_sent = now_mono()
         if left == 0:
             self.xstart = self.xlen = 0
-            if self.xcap > KEEP_OBUF:
-                free(self.xbuf)
-                self.xbuf = NULL
-                self.xcap = 0
+            release_above(&self.xbuf, &self.xcap, KEEP_OBUF)
         return self._sent(queued_bytes(self))
 
     cdef int to_wire(self, const char* p, Py_ssize_t n) except -1:

@@ -1,6 +1,6 @@
 # Byte-writing helpers shared by the modules that frame protocol lines into buffers, and the
 # growth of the malloc'd buffers they write into.
-from libc.stdlib cimport realloc
+from libc.stdlib cimport realloc, free
 from libc.string cimport memcpy
 
 
@@ -22,6 +22,14 @@ cdef inline bint grow(char** buf, Py_ssize_t* cap, Py_ssize_t need, Py_ssize_t f
     while size < need:
         size *= 2
     return resize(buf, cap, size)
+
+
+cdef inline void release_above(char** buf, Py_ssize_t* cap, Py_ssize_t keep) noexcept nogil:
+    """Free an emptied buffer of more than `keep` bytes (grow() allocates it again)."""
+    if cap[0] > keep:
+        free(buf[0])
+        buf[0] = NULL
+        cap[0] = 0
 
 
 cdef inline char* put(char* p, const char* s, Py_ssize_t n) noexcept nogil:
