@@ -127,6 +127,18 @@ cdef class Block:
         return f"<Block {self.num} size={self.size} seqs={self.first_seq}..{self.last_seq}>"
 
 
+cdef inline Py_ssize_t pend_record(Log lg, Block b, const char* p, Py_ssize_t reclen) except -1:
+    """Add a built record to those waiting in lg.pend (the first of them fixes where they go
+    in block b) -> how many bytes were waiting before it."""
+    cdef Py_ssize_t plen = PyByteArray_GET_SIZE(lg.pend)
+    if plen == 0:
+        lg.pend_off = b.size
+    PyByteArray_Resize(lg.pend, plen + reclen)
+    memcpy(PyByteArray_AS_STRING(lg.pend) + plen, p, reclen)
+    lg.appended += 1
+    return plen
+
+
 cdef class Log:
     def __cinit__(self):
         self.wbuf = NULL
@@ -656,13 +668,8 @@ cdef class Log:
             memcpy(p + REC_HDR + slen + hlen, msg, mlen)
         nlog_wr64(p + reclen - 8, nlog_xxh64(p, reclen - 8, 0))
         if enc:
-            plen = PyByteArray_GET_SIZE(self.pend)
-            if plen == 0:
-                self.pend_off = b.size
-            PyByteArray_Resize(self.pend, plen + reclen)
-            memcpy(PyByteArray_AS_STRING(self.pend) + plen, p, reclen)
+            plen = pend_record(self, b, p, reclen)
             b.size = self.pend_off + FRAME_OVH + plen + reclen
-            self.appended += 1
             if rtype != T_MSG or self.call_soon is None:
                 try:
                     self._flush_frame()
@@ -680,12 +687,7 @@ cdef class Log:
             # plaintext with the loop's hook: the messages (and deferred tombstones) of this
             # iteration are written together by _flush_cb (or before anything else touches
             # the block)
-            plen = PyByteArray_GET_SIZE(self.pend)
-            if plen == 0:
-                self.pend_off = b.size
-            PyByteArray_Resize(self.pend, plen + reclen)
-            memcpy(PyByteArray_AS_STRING(self.pend) + plen, p, reclen)
-            self.appended += 1
+            pend_record(self, b, p, reclen)
             b.size += reclen
             if not self.flush_scheduled:
                 self.flush_scheduled = True
