@@ -251,19 +251,24 @@ class LinkSections(Reader):
             return False
         return True
 
-    def cluster(self, k: str, n: Node):
+    def _link_block(self, k: str, n: Node, target, what: str):
+        """A `cluster {}` or `gateway {}` block: target marked configured (the block kept raw),
+        its name and listen address read -> (lower key, key, node) for each other key."""
         m = self.m(n, k)
         if m is None:
             return
-        c = self.o.cluster
-        c.configured, c.raw = True, n.plain()
+        target.configured, target.raw = True, n.plain()
         for mk, mv in m.items():
             lk = mk.lower()
             if lk == "name":
-                c.name = self._name(mv, "cluster")
-            elif self.address_key(c, lk, mk, mv):
-                pass
-            elif lk == "routes":
+                target.name = self._name(mv, what)
+            elif not self.address_key(target, lk, mk, mv):
+                yield lk, mk, mv
+
+    def cluster(self, k: str, n: Node):
+        c = self.o.cluster
+        for lk, mk, mv in self._link_block(k, n, c, "cluster"):
+            if lk == "routes":
                 c.routes = self.strs(mv, mk)
             elif lk in ("cluster_advertise", "advertise"):
                 c.advertise = self.s(mv, mk)
@@ -293,18 +298,9 @@ class LinkSections(Reader):
                 self.unknown(mk, mv)
 
     def gateway(self, k: str, n: Node):
-        m = self.m(n, k)
-        if m is None:
-            return
         g = self.o.gateway
-        g.configured, g.raw = True, n.plain()
-        for mk, mv in m.items():
-            lk = mk.lower()
-            if lk == "name":
-                g.name = self._name(mv, "gateway")
-            elif self.address_key(g, lk, mk, mv):
-                pass
-            elif lk == "gateways":
+        for lk, mk, mv in self._link_block(k, n, g, "gateway"):
+            if lk == "gateways":
                 g.gateways = mv.plain() if self.want(mv, ("array",), mk) else []
             elif lk == "tls":
                 self.tls(mv, client_ctx=False)   # kept in g.raw
