@@ -144,13 +144,19 @@ class AccountSections(Reader):
             else:
                 setattr(lim, f, self.i(v, k, -1))
 
-    def account_exports(self, n: Node, acc: AccountOpts):
-        if not self.want(n, ("array",), "exports"):
+    def _typed_entries(self, n: Node, key: str, what: str):
+        """The entries of an `exports` or `imports` array, each a map with its type ("stream"
+        or "service"); an item that is not a map is an error."""
+        if not self.want(n, ("array",), key):
             return
-        for en in n.value:
-            if en.kind != "map":
-                self.err(en, f"Export Items should be a map with type entry, got {KIND_NAME[en.kind]}")
+        for item in n.value:
+            if item.kind != "map":
+                self.err(item, f"{what} Items should be a map with type entry, got {KIND_NAME[item.kind]}")
                 continue
+            yield item
+
+    def account_exports(self, n: Node, acc: AccountOpts):
+        for en in self._typed_entries(n, "exports", "Export"):
             ex = ExportOpts(pos=en.pos)
             kind_seen = False
             rt_node = lat_node = None
@@ -244,12 +250,7 @@ class AccountSections(Reader):
         return lat
 
     def account_imports(self, n: Node, acc: AccountOpts):
-        if not self.want(n, ("array",), "imports"):
-            return
-        for imn in n.value:
-            if imn.kind != "map":
-                self.err(imn, f"Import Items should be a map with type entry, got {KIND_NAME[imn.kind]}")
-                continue
+        for imn in self._typed_entries(n, "imports", "Import"):
             im = ImportOpts(pos=imn.pos)
             kind_seen = False
             for k, v in imn.value.items():
