@@ -197,11 +197,7 @@ class AuthSections(Reader):
                 if v.kind != "string":
                     self.err(v, "error parsing expires, not a duration string")
                     continue
-                try:
-                    d = parse_duration(v.value)
-                except ValueError as e:
-                    self.err(v, f"error parsing expires: {e}")
-                    continue
+                d = self.duration(v, "expires", None)
                 if d:
                     rp.expires = d
             elif not v.used_variable:

@@ -26,7 +26,6 @@ from natsd.conf.lexer import LexError
 from natsd.conf.links import LinkSections
 from natsd.conf.operator import OperatorSection
 from natsd.conf.parser import Node, config_digest, parse_string
-from natsd.conf.reader import parse_duration
 
 
 class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, OperatorSection):
@@ -118,12 +117,8 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
 
         def lame(name, minimum):
             def f(k, n):
-                if not self.want(n, ("string",), k):
-                    return
-                try:
-                    d = parse_duration(n.value)
-                except ValueError as e:
-                    self.err(n, f"error parsing {k}: {e}")
+                d = self.duration(n, k, None, int_ok=False)
+                if d is None:
                     return
                 if minimum is not None and d < minimum:
                     self.err(n, f"invalid {k} of {n.value}, minimum is 30 seconds")
