@@ -40,12 +40,16 @@ class JwtImport:
     token: str
 
 
+def _typed_entries(ac: claims.Claims, key: str):
+    """(entry, "service" or "stream") for each map of an account claim's exports/imports."""
+    for e in ac.nats.get(key) or []:
+        if isinstance(e, dict):
+            yield e, "service" if e.get("type") == "service" else "stream"
+
+
 def exports_of(ac: claims.Claims) -> list[JwtExport]:
     out = []
-    for e in ac.nats.get("exports") or []:
-        if not isinstance(e, dict):
-            continue
-        kind = "service" if e.get("type") == "service" else "stream"
+    for e, kind in _typed_entries(ac, "exports"):
         threshold = e.get("response_threshold") or 0
         opts = ExportOpts(kind=kind, subject=str(e.get("subject") or ""),
                           response_type=RESPONSE_TYPES.get(str(e.get("response_type") or "").lower(),
@@ -73,10 +77,7 @@ def _sampling(lat: dict) -> int:
 
 def imports_of(ac: claims.Claims) -> list[JwtImport]:
     out = []
-    for i in ac.nats.get("imports") or []:
-        if not isinstance(i, dict):
-            continue
-        kind = "service" if i.get("type") == "service" else "stream"
+    for i, kind in _typed_entries(ac, "imports"):
         subject, local, to = (str(i.get(k) or "") for k in ("subject", "local_subject", "to"))
         opts = ImportOpts(kind=kind, account=str(i.get("account") or ""), share=bool(i.get("share")),
                           allow_trace=bool(i.get("allow_trace")))
