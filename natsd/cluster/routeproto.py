@@ -344,13 +344,8 @@ class RouteProtocol(ProtocolHandler):
         return False
 
     def tls_check_remote(self, c):
-        pinned = self.routes.tls.pinned
-        if pinned:
-            from natsd.net.tls import spki_sha256
-            der = c.tls.peer_certificate()
-            if der is None or spki_sha256(der) not in pinned:
-                return "certificate not pinned"
-        return None
+        from natsd.net.tls import pinning_refusal
+        return pinning_refusal(c, self.routes.tls.pinned)
 
     def tls_ready(self, c):
         self.routes.opening(c)

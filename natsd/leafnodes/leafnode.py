@@ -44,7 +44,7 @@ from natsd.auth.permissions import Permissions
 from natsd.protocol import (KIND_CLIENT, KIND_LEAF, KIND_ROUTE, ProtocolHandler, info_line,
                             prepare_accepted, release_connection)
 from natsd._core.ws import WsCodec
-from natsd.net.tls import ServerTls, TlsSettings, cert_not_after, default_auth_timeout, spki_sha256
+from natsd.net.tls import ServerTls, TlsSettings, cert_not_after, default_auth_timeout, pinning_refusal
 from natsd.subject import subject_is_subset
 
 log = logging.getLogger("natsd")
@@ -1056,12 +1056,7 @@ class LeafProtocol(ProtocolHandler):
         return False
 
     def tls_check_remote(self, c):
-        pinned = c.state.remote.tls_settings.pinned
-        if pinned:
-            der = c.tls.peer_certificate()
-            if der is None or spki_sha256(der) not in pinned:
-                return "certificate not pinned"
-        return None
+        return pinning_refusal(c, c.state.remote.tls_settings.pinned)
 
     def codec_head(self, c):
         """Our WebSocket upgrade was answered: 101 with the right accept key, or we give up."""

@@ -322,12 +322,18 @@ class ServerTls:
 
     def check_peer(self, c):
         """After the handshake: None, or why this peer is refused (pinned certificates)."""
-        if not self.settings.pinned:
-            return None
-        der = c.tls.peer_certificate()
-        if der is None or spki_sha256(der) not in self.settings.pinned:
-            return "certificate not pinned"
+        return pinning_refusal(c, self.settings.pinned)
+
+
+def pinning_refusal(c, pinned):
+    """After c's TLS handshake: "certificate not pinned" when `pinned` (pinned_certs' SPKI
+    hashes) lists some and not its peer's, else None."""
+    if not pinned:
         return None
+    der = c.tls.peer_certificate()
+    if der is None or spki_sha256(der) not in pinned:
+        return "certificate not pinned"
+    return None
 
 
-__all__ = ["TlsSettings", "TlsError", "ServerTls", "spki_sha256", "cert_identity"]
+__all__ = ["TlsSettings", "TlsError", "ServerTls", "spki_sha256", "cert_identity", "pinning_refusal"]
