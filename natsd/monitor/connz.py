@@ -279,14 +279,7 @@ def handler(server, opts):
         if not opened and state in (P.CONN_CLOSED, P.CONN_ALL):
             closed = [c for c in closed if c.cid == cid][:1]
     elif state in (P.CONN_OPEN, P.CONN_ALL):
-        for c in clist:
-            if acc_name and account_name(c) != acc_name:
-                continue
-            if opts.user and connz_auth_user(c.state) != opts.user:
-                continue
-            if opts.mqtt_client:
-                continue                # no MQTT clients yet
-            opened.append(c)
+        opened = [c for c in clist if _selected(c, account_name, acc_name, opts)]
     if flt:
         from natsd.subject import subjects_overlap
         opened = [c for c in opened if any(
@@ -296,14 +289,8 @@ def handler(server, opts):
         return out
 
     infos = [conn_info(c, now, mono_now, opts) for c in opened]
-    for c in closed:
-        if acc_name and _closed_acc(c) != acc_name:
-            continue
-        if opts.user and connz_auth_user(c.state) != opts.user:
-            continue
-        if opts.mqtt_client:
-            continue
-        infos.append(conn_info(c, now, mono_now, opts, closed=True))
+    infos += [conn_info(c, now, mono_now, opts, closed=True) for c in closed
+              if _selected(c, _closed_acc, acc_name, opts)]
 
     _sort(infos, sort, now)
     page = P.paginate(infos, offset, limit)
@@ -313,6 +300,16 @@ def handler(server, opts):
     out["connections"] = page
     out["num_connections"] = len(page)
     return out
+
+
+def _selected(c, account_of, acc_name, opts):
+    """Whether the options' account (acc_name, compared with account_of(c)), user and MQTT
+    client id select connection c (natsd has no MQTT clients yet)."""
+    if acc_name and account_of(c) != acc_name:
+        return False
+    if opts.user and connz_auth_user(c.state) != opts.user:
+        return False
+    return not opts.mqtt_client
 
 
 def _closed_acc(c):
