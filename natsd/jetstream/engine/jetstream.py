@@ -236,24 +236,26 @@ class JsAccount:
         """Take a one-replica stream out of the account without deleting its files (it becomes
         a replicated stream's first copy, natsd/jetstream/replicated/streams.py) -> the stopped
         Stream, or None."""
-        st = self.streams.pop(name, None)
+        st = self._take_out(name)
         if st is None:
             return None
-        claim = self.claims.pop(name, None)
-        if claim is not None:
-            claim.release()
         st.stop()
         if st.dir:
             jscrypt.forget(st.dir)
         return st
 
-    def delete_stream(self, name):
+    def _take_out(self, name):
+        """The stream `name` taken out of the account, its name's claim released -> the
+        Stream (still running), or None."""
         st = self.streams.pop(name, None)
+        if st is not None:
+            self.claim(name, False)
+        return st
+
+    def delete_stream(self, name):
+        st = self._take_out(name)
         if st is None:
             return False
-        claim = self.claims.pop(name, None)
-        if claim is not None:
-            claim.release()
         st.stop(delete=True)
         if st.dir:
             shutil.rmtree(st.dir, ignore_errors=True)
