@@ -1,9 +1,10 @@
 """Go's text formats where nats-server's output shows them: `%q` quoting of strings in error
 texts and log lines (strconv.Quote). Subjects and names may hold bytes that are not UTF-8;
 they arrive here as bytes or as str decoded with "surrogateescape", and every invalid byte is
-written `\\xNN` as Go does. json.Marshal's output bytes. And time.Duration both ways:
-`go_duration` (String()) and `parse_go_duration` (time.ParseDuration), the one place natsd
-prints or reads a Go duration; and `go_time`, a time.Time as Go's JSON writes it."""
+written `\\xNN` as Go does. json.Marshal's output bytes, and the JSON type names of its
+errors (json_kind). And time.Duration both ways: `go_duration` (String()) and
+`parse_go_duration` (time.ParseDuration), the one place natsd prints or reads a Go duration;
+and `go_time`, a time.Time as Go's JSON writes it."""
 import json
 import math
 import re
@@ -90,6 +91,20 @@ def go_json(obj, indent=None):
             text = text.replace(ch, esc)
     return _SURROGATE.sub(r"\\ufffd", text).encode("utf-8")
 
+
+
+def json_kind(v):
+    """A decoded JSON value's type as Go's encoding/json names it in an UnmarshalTypeError:
+    bool, number, string, array, else object."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
 
 
 def _fmt_frac(v, prec):

@@ -16,7 +16,7 @@ import logging
 import socket
 
 from natsd._core.conn import monotonic
-from natsd.gofmt import go_json, go_quote
+from natsd.gofmt import go_json, go_quote, json_kind
 from natsd.logger import TRACE
 from natsd.net.tls import go_tls_error, peer_cert_details
 
@@ -161,7 +161,7 @@ class ProtocolHandler:
         else:
             if not isinstance(info, dict):
                 err = "json: cannot unmarshal %s into Go value of type server.%s" % (
-                    _json_kind(info), struct)
+                    json_kind(info), struct)
             else:
                 err = unmarshal_error(info, struct, fields) if fields else None
                 if err is None:
@@ -335,18 +335,6 @@ INFO_KEYS = (
 _INFO_RANK = {k: i for i, k in enumerate(INFO_KEYS)}
 
 
-def _json_kind(v):
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, (int, float)):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
-
-
 def unmarshal_error(obj, struct, fields):
     """The error Go's json.Unmarshal gives for the first field of `obj` whose JSON type does
     not fit `fields` (name -> "bool" | "string" | "int"), or None. null fits everything."""
@@ -354,7 +342,7 @@ def unmarshal_error(obj, struct, fields):
         want = fields.get(key)
         if want is None or v is None:
             continue
-        kind = _json_kind(v)
+        kind = json_kind(v)
         if want == "int":
             if kind == "number" and (isinstance(v, int) or float(v).is_integer()) \
                     and -2**63 <= v < 2**63:

@@ -24,7 +24,7 @@ import calendar
 import json
 import re
 
-from natsd.gofmt import go_quote
+from natsd.gofmt import go_quote, json_kind
 
 MAX_DEPTH = 10000
 
@@ -332,18 +332,12 @@ def _from_python(v):
 
 # ---------------------------------------------------------------- unmarshal into a spec
 
+_NODE_KINDS = {type(None): "null", _Num: "number", _Obj: "object"}    # _Obj is a list
+
+
 def _jkind(node):
-    if node is None:
-        return "null"
-    if isinstance(node, bool):
-        return "bool"
-    if isinstance(node, _Num):
-        return "number"
-    if isinstance(node, _Str):
-        return "string"
-    if isinstance(node, _Arr):
-        return "array"
-    return "object"
+    """A parser node's JSON type as Go names it (gofmt.json_kind for the others)."""
+    return _NODE_KINDS.get(type(node)) or json_kind(node)
 
 
 class _Ctx:
