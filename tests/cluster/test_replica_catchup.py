@@ -13,8 +13,8 @@ import urllib.request
 import nats
 import pytest
 
-from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
-                                                   publish_window, stream_elections, unanswered)
+from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, created,
+                                                   leader_of, publish_window, stream_elections, unanswered)
 from tests.support.cluster import fault_seeds, js_cluster, kill9, restart_member, slow_disk_env
 from tests.support.waiting import poll
 from tests.support.servers import http_status_json
@@ -38,8 +38,7 @@ def test_slow_disk_and_a_leader_kill_lose_nothing(tmp_path, seed):
     slow_name = rng.choice("ABC")
     slow_env = slow_disk_env(tmp_path, rng.choice([20_000, 50_000, 80_000]))
     with js_cluster("natsd", tmp_path, env=lambda name: slow_env if name == slow_name else None) as members:
-        asyncio.run(create(members[0], STREAM))
-        leader = leader_of(members)
+        leader = created(members)
         slow = next(m for m in members if m.name == slow_name)
         if rng.random() < 0.5 and leader is not slow:
             r = asyncio.run(api(leader, "$JS.API.STREAM.LEADER.STEPDOWN.R3",
@@ -95,8 +94,7 @@ def test_publishes_committed_after_a_stepdown_are_answered(tmp_path):
 def one_follower_down(members):
     """The R3 stream created, one of its followers killed -> (that follower, a live server
     to publish through)."""
-    asyncio.run(create(members[0], STREAM))
-    leader = leader_of(members)
+    leader = created(members)
     late = next(m for m in members if m is not leader)
     kill9(late)
     return late, next(m for m in members if m is not late)

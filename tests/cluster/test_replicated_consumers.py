@@ -10,7 +10,7 @@ import signal
 import nats
 import pytest
 
-from tests.cluster.test_replicated_streams import api, converged, create, leader_of, local_state, stream_elections
+from tests.cluster.test_replicated_streams import api, converged, create, created, leader_of, local_state, stream_elections
 from tests.support.cluster import clusters_of_each_kind, fault_seeds, js_cluster, kill9, restart_all, restart_member
 from tests.support.waiting import poll
 
@@ -117,8 +117,7 @@ def test_acks_survive_the_leader(tmp_path, seed):
 
 def test_consumer_comes_back_after_every_server_is_killed(tmp_path):
     with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[0], STREAM))
-        leader_of(members)
+        created(members)
         asyncio.run(publish(members[1].url, 30))
         add_work(members[1])
         assert len(asyncio.run(fetch(members[2].url, 12, ack=True))) == 12
@@ -148,8 +147,7 @@ def test_workqueue_removals_reach_every_copy(tmp_path):
 
 def test_inactive_durable_is_deleted_everywhere(tmp_path):
     with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[0], STREAM))
-        leader = leader_of(members)
+        leader = created(members)
         add_work(members[0], dict(WORK, inactive_threshold=500_000_000))
         r = poll(lambda: (lambda x: x.get("error") and x)(info(members[1])), timeout=20)
         assert r["error"]["err_code"] == 10014, r
@@ -174,8 +172,7 @@ def _shape(r):
 def test_consumer_api_matches_nats_server(tmp_path):
     seen = {}
     for kind, members in clusters_of_each_kind(tmp_path):
-        asyncio.run(create(members[0], STREAM))
-        leader_of(members)
+        created(members)
         asyncio.run(publish(members[1].url, 10))
         replies = [add_work(members[2])]
         replies.append(asyncio.run(consumer_request(members[0], "CREATE", "big", json.dumps(
@@ -202,8 +199,7 @@ def test_one_replica_consumer_follows_the_stream_leader(tmp_path):
     """A durable asked with `num_replicas: 1` keeps that in its config, but its state rides in
     the stream's group like the others: after a stepdown the new leader has it, acks and all."""
     with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[0], STREAM))
-        leader = leader_of(members)
+        leader = created(members)
         asyncio.run(publish(members[1].url, 10))
         add_work(members[1], dict(WORK, num_replicas=1))
         assert len(asyncio.run(fetch(members[2].url, 5, ack=True))) == 5
@@ -326,8 +322,7 @@ def test_a_waiting_pull_request_hears_of_a_leadership_change(tmp_path, how):
     the request's minute."""
     seen = {}
     for kind, members in clusters_of_each_kind(tmp_path, extra=lambda name: LAME_DUCK):
-        asyncio.run(create(members[0], STREAM))
-        leader_of(members)
+        created(members)
         add_work(members[1])
         by_name = {m.name: m for m in members}
         entry = members[2]
@@ -402,8 +397,7 @@ def test_an_expired_pull_request_hears_nothing_when_leadership_moves(tmp_path):
     Change`, on nats-server and natsd alike."""
     seen = {}
     for kind, members in clusters_of_each_kind(tmp_path):
-        asyncio.run(create(members[0], STREAM))
-        leader_of(members)
+        created(members)
         add_work(members[1])
         seen[kind] = asyncio.run(expire_then_step_down(members[2].url))
     timeout = ({"Status": "408", "Description": "Request Timeout", "Nats-Pending-Messages": "1",

@@ -63,6 +63,12 @@ async def create(m, cfg=STREAM):
     return await meta_request(m, "$JS.API.STREAM.CREATE.%s" % cfg["name"], cfg)
 
 
+def created(members, cfg=STREAM):
+    """The stream created through the first member -> its leader, once it has one."""
+    asyncio.run(create(members[0], cfg))
+    return leader_of(members, cfg["name"])
+
+
 def leader_of(members, stream="R3"):
     """The member the stream's info names as its leader (a follower may name a dead one for an
     election timeout: asked again until it is one of `members`)."""

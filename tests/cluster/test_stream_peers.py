@@ -10,7 +10,7 @@ import nats
 import pytest
 
 from tests.cluster.test_replicated_consumers import WORK, add_work, fetch, info
-from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, create, leader_of,
+from tests.cluster.test_replicated_streams import (STREAM, api, check_acked, converged, created, leader_of,
                                                    local_state, publish_window)
 from tests.support.cluster import clusters_of_each_kind, js_cluster
 from tests.support.waiting import poll
@@ -47,8 +47,7 @@ def consumer_servers(m):
 
 def test_peer_remove_moves_a_replica_to_the_spare_server(tmp_path):
     with js_cluster("natsd", tmp_path, names="ABCD") as members:
-        asyncio.run(create(members[0], STREAM))
-        leader = leader_of(members)
+        leader = created(members)
         acked = asyncio.run(publish_window(members[1].url, 200, b"p"))
         add_work(members[0], WORK)
         assert len(asyncio.run(fetch(members[2].url, 50, ack=True))) == 50
@@ -72,8 +71,7 @@ def test_peer_remove_moves_a_replica_to_the_spare_server(tmp_path):
 
 def test_scale_up_and_down(tmp_path):
     with js_cluster("natsd", tmp_path, names="ABCD") as members:
-        asyncio.run(create(members[0], STREAM))
-        leader_of(members)
+        created(members)
         acked = asyncio.run(publish_window(members[1].url, 100, b"u"))
         add_work(members[0], WORK)
         assert len(asyncio.run(fetch(members[2].url, 30, ack=True))) == 30
@@ -108,8 +106,7 @@ def test_scale_up_and_down(tmp_path):
 def test_peer_remove_errors_match_nats_server(tmp_path):
     seen = {}
     for kind, members in clusters_of_each_kind(tmp_path):
-        asyncio.run(create(members[0], STREAM))
-        leader_of(members)
+        created(members)
         out, unanswered = [], []
 
         def ask(subject, body):
@@ -138,8 +135,7 @@ def test_meta_leader_answers_reach_a_requester_that_just_connected(tmp_path):
     server that forwarded the request, so a client that connects, asks and waits is answered
     every time. Each request is a fresh connection, as in the differential test above."""
     with js_cluster("natsd", tmp_path) as members:
-        asyncio.run(create(members[0], STREAM))
-        leader_of(members)
+        created(members)
         for i in range(24):
             m = members[i % 3]
             if i % 2:
