@@ -2,13 +2,13 @@
 the API answers for the whole cluster (natsd/jetstream/replicated/placement.py). Replicated streams have
 their own tests (test_replicated_streams.py)."""
 import asyncio
-import time
 
 import nats
 import pytest
 from nats.js.api import StreamConfig
 
 from tests.support.cluster import kill9, restart_member, start_js_cluster
+from tests.support.waiting import until
 
 
 @pytest.fixture
@@ -19,15 +19,7 @@ def js_cluster(tmp_path):
         m.proc.kill()
 
 
-async def _until(fn, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return await fn()
-        except (nats.js.errors.NotFoundError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)
+NOT_YET = (nats.js.errors.NotFoundError, nats.errors.TimeoutError, nats.errors.NoRespondersError)
 
 
 def test_streams_reachable_from_every_server(js_cluster):
@@ -40,7 +32,7 @@ def test_streams_reachable_from_every_server(js_cluster):
         here = await jb.stream_info("ORDERS")
         assert here.cluster.leader == "B" and here.cluster.name == "C1"
         # the stream is on B; A and C see it and use it
-        info = await _until(lambda: ja.stream_info("ORDERS"))
+        info = await until(lambda: ja.stream_info("ORDERS"), 10, ignore=NOT_YET)
         assert info.config.name == "ORDERS" and info.cluster.leader == "B"
         acks = [await jc.publish("orders.%d" % i, b"o%d" % i) for i in range(10)]
         assert [x.seq for x in acks] == list(range(1, 11)) and {x.stream for x in acks} == {"ORDERS"}
@@ -78,8 +70,8 @@ def test_key_value_across_servers(js_cluster, tmp_path):
     async def run():
         na, nb, nc = [await nats.connect(m.url) for m in (a, b, c)]
         kv_a = await na.jetstream().create_key_value(bucket="cfg")
-        kv_b = await _until(lambda: nb.jetstream().key_value("cfg"))
-        kv_c = await _until(lambda: nc.jetstream().key_value("cfg"))
+        kv_b = await until(lambda: nb.jetstream().key_value("cfg"), 10, ignore=NOT_YET)
+        kv_c = await until(lambda: nc.jetstream().key_value("cfg"), 10, ignore=NOT_YET)
         rev = await kv_b.put("color", b"blue")
         assert (await kv_c.get("color")).value == b"blue"
         assert (await kv_a.get("color")).revision == rev
@@ -102,7 +94,7 @@ def test_key_value_across_servers(js_cluster, tmp_path):
 
     async def after():
         nb = await nats.connect(b.url)
-        kv = await _until(lambda: nb.jetstream().key_value("cfg"))
-        assert (await _until(lambda: kv.get("size"))).value == b"9"
+        kv = await until(lambda: nb.jetstream().key_value("cfg"), 10, ignore=NOT_YET)
+        assert (await until(lambda: kv.get("size"), 10, ignore=NOT_YET)).value == b"9"
         await nb.close()
     asyncio.run(after())

@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.cluster import start_member
 from tests.support.servers import nats_server_cmd
+from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")
 KINDS = ["natsd", "nats-server"]
@@ -56,6 +57,24 @@ def _poke(port, data, as_route=True):
     return [x.decode() for x in got.split(b"\r\n") if x.startswith(b"-ERR")]
 
 
+def _closed_since(member, start):
+    """_messages from `start`, once the server logged the connection's close (up to 5 s)."""
+    poll(lambda: any("connection closed" in t for _, t in _messages(member.proc.lines, start)), 5, 0.02)
+    return _messages(member.proc.lines, start)
+
+
+def _serves(member, subject, payload):
+    """A client of `member` publishes `payload` to its own subscription -> what it got."""
+    async def client():
+        nc = await nats.connect(member.url)
+        sub = await nc.subscribe(subject)
+        await nc.publish(subject, payload)
+        msg = await sub.next_msg(2)
+        await nc.close()
+        return msg.data
+    return asyncio.run(client())
+
+
 MALFORMED = [
     b"RS+ $G\r\n",
     b"RS+ $G foo bar\r\n",
@@ -76,24 +95,12 @@ def _run_cases(tmp_path, kind):
             start = len(a.proc.lines)
             errs = _poke(a.route_port, data)
             a.proc.wait_log(r"rid:\d+ - Router connection closed", 5)
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and not any(
-                    "connection closed" in t for _, t in _messages(a.proc.lines, start)):
-                time.sleep(0.02)
-            out.append((data, errs, _messages(a.proc.lines, start)))
+            out.append((data, errs, _closed_since(a, start)))
         start = len(a.proc.lines)
         errs = _poke(a.route_port, b'CONNECT {"lang":"go","verbose":false}\r\n', as_route=False)
-        time.sleep(0.2)
-        out.append(("client", errs, _messages(a.proc.lines, start)))
+        out.append(("client", errs, _closed_since(a, start)))
         # clients of the server did not notice any of it
-        async def client():
-            nc = await nats.connect(a.url)
-            sub = await nc.subscribe("still.ok")
-            await nc.publish("still.ok", b"1")
-            msg = await sub.next_msg(2)
-            await nc.close()
-            return msg.data
-        assert asyncio.run(client()) == b"1"
+        assert _serves(a, "still.ok", b"1") == b"1"
         return out
     finally:
         a.proc.kill()
@@ -141,15 +148,7 @@ def test_refused_routes(tmp_path, kind, peer):
             assert time.monotonic() < deadline, a.proc.log
             time.sleep(0.05)
         assert a.get("/routez")["num_routes"] == 0
-
-        async def client():
-            nc = await nats.connect(a.url)
-            sub = await nc.subscribe("fine")
-            await nc.publish("fine", b"x")
-            msg = await sub.next_msg(2)
-            await nc.close()
-            return msg.data
-        assert asyncio.run(client()) == b"x"
+        assert _serves(a, "fine", b"x") == b"x"
     finally:
         a.proc.kill()
         for m in others:
