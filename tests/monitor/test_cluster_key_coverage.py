@@ -90,6 +90,16 @@ async def _scenario(members, ctx):
     async def mirrored():
         return (await js.stream_info("M")).state.messages >= 10
     await until(mirrored, 10)
+
+    async def caught_up():
+        """Every replica of every stream current: `lag` (omitempty) is there only while a
+        replica is behind, and the answers below are taken once neither cluster has one."""
+        for name in json.loads((await nc.request("$JS.API.STREAM.NAMES", b"", timeout=5)).data)["streams"]:
+            info = json.loads((await nc.request("$JS.API.STREAM.INFO." + name, b"", timeout=5)).data)
+            if any(r.get("lag") or not r.get("current") for r in info.get("cluster", {}).get("replicas") or []):
+                return False
+        return True
+    await until(caught_up, 20)
     for subject in JS_API:
         try:
             out["api " + subject] = [json.loads((await nc.request(subject, b"", timeout=5)).data)]
