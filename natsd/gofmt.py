@@ -1,8 +1,8 @@
 """Go's text formats where nats-server's output shows them: `%q` quoting of strings in error
 texts and log lines (strconv.Quote). Subjects and names may hold bytes that are not UTF-8;
 they arrive here as bytes or as str decoded with "surrogateescape", and every invalid byte is
-written `\\xNN` as Go does. json.Marshal's output bytes, and the JSON type names of its
-errors (json_kind). And time.Duration both ways: `go_duration` (String()) and
+written `\\xNN` as Go does. json.Marshal's output bytes (omitempty fields), and the JSON type
+names of its errors (json_kind). And time.Duration both ways: `go_duration` (String()) and
 `parse_go_duration` (time.ParseDuration), the one place natsd prints or reads a Go duration;
 and `go_time`, a time.Time as Go's JSON writes it."""
 import json
@@ -91,6 +91,12 @@ def go_json(obj, indent=None):
             text = text.replace(ch, esc)
     return _SURROGATE.sub(r"\\ufffd", text).encode("utf-8")
 
+
+
+def omitempty(*fields):
+    """The (name, value) fields json.Marshal writes of `,omitempty` ones: those with a value
+    that is not empty (0, "", false, nil, an empty slice or map), as a dict in their order."""
+    return {k: v for k, v in fields if v}
 
 
 def json_kind(v):

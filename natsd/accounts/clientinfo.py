@@ -5,7 +5,7 @@ name and tags, and the connection's kind; and the user name nats-server shows fo
 (getRawAuthUser)."""
 from __future__ import annotations
 
-from natsd.gofmt import go_time
+from natsd.gofmt import go_time, omitempty
 
 # What /connz shows as authorized_user for a token client (client.go getRawAuthUser).
 REDACTED = "[REDACTED]"
@@ -45,10 +45,9 @@ def client_info(c, account=None, server=None, detailed=True):
         ci["acc"] = acc.name
     if detailed:
         connect = getattr(st, "connect", None) or {}
-        fields = (("user", raw_auth_user(connect, str(getattr(st, "nkey", None) or ""))),
-                  ("name", getattr(st, "name", "")), ("lang", getattr(st, "lang", "")),
-                  ("ver", getattr(st, "version", "")))
-        ci.update((k, v) for k, v in fields if v)
+        ci.update(omitempty(("user", raw_auth_user(connect, str(getattr(st, "nkey", None) or ""))),
+                            ("name", getattr(st, "name", "")), ("lang", getattr(st, "lang", "")),
+                            ("ver", getattr(st, "version", ""))))
     if getattr(c, "rtt", 0):
         ci["rtt"] = int(c.rtt * 1e9)        # as measured (getRTT's truncation is for events)
     if detailed:

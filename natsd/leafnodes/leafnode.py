@@ -31,7 +31,7 @@ from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
 from natsd.auth.offloop import OffLoop
-from natsd.gofmt import go_float, go_json, go_quote, go_seconds
+from natsd.gofmt import go_float, go_json, go_quote, go_seconds, omitempty
 from natsd.net.compression import (
     NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError, codec as compression_codec,
     compresses)
@@ -347,12 +347,7 @@ class LeafNodes:
         info["max_payload"] = sopts.max_payload
         if s.jetstream_enabled():
             info["jetstream"] = True
-        domain = s.jetstream_domain() if hasattr(s, "jetstream_domain") else ""
-        if domain:
-            info["domain"] = domain
-        cluster = s.cluster_name() if hasattr(s, "cluster_name") else ""
-        if cluster:
-            info["cluster"] = cluster
+        info.update(omitempty(("domain", s.jetstream_domain()), ("cluster", s.cluster_name())))
         if not ws and self.compression.mode != NOT_SUPPORTED:
             info["compression"] = self.compression.mode
         info["info_on_connect"] = True

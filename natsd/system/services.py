@@ -15,7 +15,7 @@ from natsd import VERSION
 from natsd._core.conn import totals
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
-from natsd.gofmt import go_json, rtt_nanos
+from natsd.gofmt import go_json, omitempty, rtt_nanos
 from natsd.ids import random_token
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
@@ -136,12 +136,7 @@ class SystemServices:
         s = self.server
         self.seq += 1
         info = {"name": s.name, "host": s.opts.host, "id": s.id}
-        cluster = s.cluster_name() if hasattr(s, "cluster_name") else ""
-        if cluster:
-            info["cluster"] = cluster
-        domain = s.jetstream_domain() if hasattr(s, "jetstream_domain") else ""
-        if domain:
-            info["domain"] = domain
+        info.update(omitempty(("cluster", s.cluster_name()), ("domain", s.jetstream_domain())))
         js = s.jetstream_enabled()
         info.update({"ver": VERSION, "feature_flags": dict(FEATURE_FLAGS),
                      "jetstream": js, "flags": JETSTREAM_ENABLED_FLAG if js else 0,
