@@ -139,7 +139,8 @@ def test_leader_kill9_elects_another_and_the_restarted_server_follows(tmp_path, 
         term = max(raft_group(m)["term"] for m in members)
         order = members[seed:] + members[:seed]
         kill9(*order)
-        members = [restart(m, tmp_path) for m in members]
+        for i, m in enumerate(members):         # in place: the context kills what the list holds
+            members[i] = restart(m, tmp_path)
         leader = agreed_leader(members)
         assert raft_group(next(m for m in members if m.name == leader))["term"] > term
         assert all(raft_group(m)["size"] == 3 for m in members)
