@@ -94,8 +94,8 @@ class WaitingRequest:
         self.b = b
         self.expires = expires          # loop time or None
         self.no_wait = no_wait
-        self.hb = hb                    # seconds or 0
-        self.hbt = now + hb if hb else None
+        self.hb = hb if hb > 0 else 0   # seconds; a negative idle_heartbeat is none
+        self.hbt = now + self.hb if self.hb else None
         self.received = now
 
     @property
@@ -418,7 +418,9 @@ class PullQueue:
         self.timer_at = None
         if self.o.closed:
             return
-        self.process(eos=False)
+        # as nats-server's wake-up of the delivery loop: a pass that ends one-shot (no_wait)
+        # requests, so one held at max_ack_pending hears 404 at its first heartbeat or expiry
+        self.process(eos=True)
         self.o.kick()
 
     def replies(self):
