@@ -41,25 +41,26 @@ class Permissions:
     response: ResponsePermission | None = None
 
 
+@dataclass(kw_only=True)
+class ConfiguredUser:
+    """What a configured user has, however it authenticates (keyword-only, after the
+    subclass's credentials)."""
+    permissions: Permissions | None = None
+    account: str | None = None
+    allowed_connection_types: list[str] = field(default_factory=list)
+    proxy_required: bool = False
+    pos: Pos = None
+
+
 @dataclass
-class User:
+class User(ConfiguredUser):
     username: str = ""
     password: str = ""
-    permissions: Permissions | None = None
-    account: str | None = None
-    allowed_connection_types: list[str] = field(default_factory=list)
-    proxy_required: bool = False
-    pos: Pos = None
 
 
 @dataclass
-class NkeyUser:
+class NkeyUser(ConfiguredUser):
     nkey: str = ""
-    permissions: Permissions | None = None
-    account: str | None = None
-    allowed_connection_types: list[str] = field(default_factory=list)
-    proxy_required: bool = False
-    pos: Pos = None
 
 
 @dataclass

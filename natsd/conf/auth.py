@@ -137,7 +137,8 @@ class AuthSections(Reader):
                     proxy = self.b(v, k)
                 else:
                     self.unknown(k, v)
-            pos = un.pos
+            grants = dict(permissions=perms, account=account, allowed_connection_types=conn_types,
+                          proxy_required=proxy, pos=un.pos)
             if not nkey and not name:
                 self.err(un, "User entry requires a user")
                 continue
@@ -148,10 +149,10 @@ class AuthSections(Reader):
                 if not (nkey.startswith("U") and len(nkey) == 56):
                     self.err(un, "Not a valid public nkey for a user")
                     continue
-                u: User | NkeyUser = NkeyUser(nkey, perms, account, conn_types, proxy, pos)
+                u: User | NkeyUser = NkeyUser(nkey, **grants)
                 ident = nkey
             else:
-                u = User(name, password, perms, account, conn_types, proxy, pos)
+                u = User(name, password, **grants)
                 ident = name
             if ident in self.usernames:
                 kind = "nkey" if nkey else "user"
