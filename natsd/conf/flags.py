@@ -114,59 +114,63 @@ class CommandLine:
     refusals: list[str] = field(default_factory=list)
 
 
-# Flag name -> (kind, destination).  kind: bool | int | str.  The destination is
-# a key understood by _apply().
-_FLAGS: dict[str, tuple[str, str]] = {}
+def _flag_table(rows: str) -> dict[str, tuple[str, str]]:
+    """Flag name -> (kind, destination), from rows of `kind destination name...`."""
+    flags: dict[str, tuple[str, str]] = {}
+    for row in rows.strip().splitlines():
+        kind, dest, *names = row.split()
+        for name in names:
+            flags[name] = (kind, dest)
+    return flags
 
 
-def _def(kind: str, dest: str, *names: str):
-    for n in names:
-        _FLAGS[n] = (kind, dest)
-
-
-_def("bool", "help", "h", "help")
-_def("int", "port", "p", "port")
-_def("str", "server_name", "n", "name", "server_name")
-_def("str", "host", "a", "addr", "net")
-_def("str", "client_advertise", "client_advertise")
-_def("bool", "debug", "D", "debug")
-_def("bool", "trace", "V", "trace")
-_def("bool", "VV", "VV")
-_def("bool", "DV", "DV")
-_def("bool", "DVV", "DVV")
-_def("bool", "logtime", "T", "logtime")
-_def("bool", "logtime_utc", "logtime_utc")
-_def("str", "username", "user")
-_def("str", "password", "pass")
-_def("str", "authorization", "auth")
-_def("int", "http_port", "m", "http_port")
-_def("int", "https_port", "ms", "https_port")
-_def("str", "config", "c", "config")
-_def("bool", "check", "t")
-_def("str", "signal", "sl", "signal")
-_def("str", "pid_file", "P", "pid")
-_def("str", "ports_file_dir", "ports_file_dir")
-_def("str", "log_file", "l", "log")
-_def("int", "log_size_limit", "log_size_limit")
-_def("bool", "syslog", "s", "syslog")
-_def("str", "remote_syslog", "r", "remote_syslog")
-_def("bool", "version", "v", "version")
-_def("int", "prof_port", "profile")
-_def("str", "routes", "routes")
-_def("str", "cluster_listen", "cluster", "cluster_listen")
-_def("str", "cluster_advertise", "cluster_advertise")
-_def("bool", "no_advertise", "no_advertise")
-_def("int", "connect_retries", "connect_retries")
-_def("str", "cluster_name", "cluster_name")
-_def("bool", "help_tls", "help_tls")
-_def("bool", "tls", "tls")
-_def("bool", "tls_verify", "tlsverify")
-_def("str", "tls_cert", "tlscert")
-_def("str", "tls_key", "tlskey")
-_def("str", "tls_ca_cert", "tlscacert")
-_def("int", "max_traced_msg_len", "max_traced_msg_len")
-_def("bool", "jetstream", "js", "jetstream")
-_def("str", "store_dir", "sd", "store_dir")
+# One flag a row: its kind (bool | int | str), its destination (a key understood by
+# _apply()), then every name it goes by.
+_FLAGS = _flag_table("""
+bool help                h help
+int  port                p port
+str  server_name         n name server_name
+str  host                a addr net
+str  client_advertise    client_advertise
+bool debug               D debug
+bool trace               V trace
+bool VV                  VV
+bool DV                  DV
+bool DVV                 DVV
+bool logtime             T logtime
+bool logtime_utc         logtime_utc
+str  username            user
+str  password            pass
+str  authorization       auth
+int  http_port           m http_port
+int  https_port          ms https_port
+str  config              c config
+bool check               t
+str  signal              sl signal
+str  pid_file            P pid
+str  ports_file_dir      ports_file_dir
+str  log_file            l log
+int  log_size_limit      log_size_limit
+bool syslog              s syslog
+str  remote_syslog       r remote_syslog
+bool version             v version
+int  prof_port           profile
+str  routes              routes
+str  cluster_listen      cluster cluster_listen
+str  cluster_advertise   cluster_advertise
+bool no_advertise        no_advertise
+int  connect_retries     connect_retries
+str  cluster_name        cluster_name
+bool help_tls            help_tls
+bool tls                 tls
+bool tls_verify          tlsverify
+str  tls_cert            tlscert
+str  tls_key             tlskey
+str  tls_ca_cert         tlscacert
+int  max_traced_msg_len  max_traced_msg_len
+bool jetstream           js jetstream
+str  store_dir           sd store_dir
+""")
 
 _TRUE = {"1", "t", "T", "true", "TRUE", "True"}
 _FALSE = {"0", "f", "F", "false", "FALSE", "False"}
