@@ -142,6 +142,23 @@ cdef class Connection:
     cdef void stall_publisher(self, Connection pub)
     cdef void release_waiters(self)
 
+cdef inline void count_message(int kind, Py_ssize_t size, long long* conn_msgs, long long* conn_bytes,
+                               long long* all_msgs, long long* all_bytes,
+                               long long* route_msgs, long long* route_bytes,
+                               long long* leaf_msgs, long long* leaf_bytes) noexcept nogil:
+    """One message of `size` bytes in or out of a connection of `kind`: counted on the
+    connection, in the server totals and, for a route or a leaf link, in that kind's totals."""
+    conn_msgs[0] += 1
+    conn_bytes[0] += size
+    all_msgs[0] += 1
+    all_bytes[0] += size
+    if kind == KIND_ROUTE:
+        route_msgs[0] += 1
+        route_bytes[0] += size
+    elif kind == KIND_LEAF:
+        leaf_msgs[0] += 1
+        leaf_bytes[0] += size
+
 cdef inline Py_ssize_t queued_bytes(Connection c):
     """Bytes waiting for c's socket: plaintext not yet sent or encrypted, and ciphertext."""
     return c.olen - c.ostart + c.xlen - c.xstart

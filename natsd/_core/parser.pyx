@@ -12,7 +12,7 @@ connection's Python handler: they are control operations.
 from libc.string cimport memchr, memcmp
 from libc.stdlib cimport malloc, free
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from natsd._core.conn cimport Connection, Totals, KIND_ROUTE, now_mono
+from natsd._core.conn cimport Connection, Totals, KIND_ROUTE, now_mono, count_message
 from natsd._core.sublist cimport SublistResult, Sublist
 from natsd._core.router cimport route, route_queues, route_from_link
 from natsd._core import conn as _conn_module
@@ -519,16 +519,9 @@ cdef Py_ssize_t remote_msg(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, 
     if buf[pstart + size] != c'\r' or buf[pstart + size + 1] != c'\n':
         protocol_error(c, "Unknown Protocol Operation", True)
         return -2
-    c.in_msgs += 1
-    c.in_bytes += size
-    totals.in_msgs += 1
-    totals.in_bytes += size
-    if c.kind == KIND_ROUTE:
-        totals.route_in_msgs += 1
-        totals.route_in_bytes += size
-    else:
-        totals.leaf_in_msgs += 1
-        totals.leaf_in_bytes += size
+    count_message(c.kind, size, &c.in_msgs, &c.in_bytes, &totals.in_msgs, &totals.in_bytes,
+                  &totals.route_in_msgs, &totals.route_in_bytes,
+                  &totals.leaf_in_msgs, &totals.leaf_in_bytes)
     if ra.acc != NULL:
         # a route names the account of each message: its sublist becomes the one to match in
         sl = c.route_sublists.get(to_bytes(ra.acc, ra.alen))

@@ -7,7 +7,8 @@ Python handlers run once per loop iteration, after all sockets were read.
 """
 from libc.string cimport memcmp, memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from natsd._core.conn cimport Connection, Totals, KIND_CLIENT, KIND_LEAF, KIND_ROUTE, queued_bytes
+from natsd._core.conn cimport (Connection, Totals, KIND_CLIENT, KIND_LEAF, KIND_ROUTE, queued_bytes,
+                              count_message)
 from natsd._core.sublist cimport Subscription, SublistResult, Sublist
 from natsd._core.fmt cimport put, put_int
 from natsd._core import conn as _conn_module
@@ -51,16 +52,9 @@ cdef inline char* put_sizes_and_payload(char* p, Py_ssize_t hlen, const char* ms
 cdef inline int commit_frame(Connection c, char* start, char* end, Py_ssize_t tlen) except -1:
     """Account a frame written at start..end of c's buffer and schedule the flush."""
     c.olen += end - start
-    c.out_msgs += 1
-    c.out_bytes += tlen
-    totals.out_msgs += 1
-    totals.out_bytes += tlen
-    if c.kind == KIND_ROUTE:
-        totals.route_out_msgs += 1
-        totals.route_out_bytes += tlen
-    elif c.kind == KIND_LEAF:
-        totals.leaf_out_msgs += 1
-        totals.leaf_out_bytes += tlen
+    count_message(c.kind, tlen, &c.out_msgs, &c.out_bytes, &totals.out_msgs, &totals.out_bytes,
+                  &totals.route_out_msgs, &totals.route_out_bytes,
+                  &totals.leaf_out_msgs, &totals.leaf_out_bytes)
     c.mark_dirty()
     if c.trace:
         c.handler.trace_out(c, PyBytes_FromStringAndSize(start, end - start - tlen - 4))
