@@ -62,29 +62,46 @@ cdef inline void _setd(ppage* pg, uint32_t i, uint64_t d) noexcept nogil:
         pg.d32[i] = <uint32_t>(d - pg.dbase)
 
 
-cdef inline long _find(ppage* pg, uint32_t o) noexcept nogil:
-    """Index of the slot for offset o (live or dead), or -(insertion point) - 1."""
-    cdef long lo = 0, hi = <long>pg.n - 1, mid
-    cdef uint32_t k
-    if pg.n == 0:
-        return -1
-    if pg.head < pg.n and pg.off[pg.head] == o:     # the oldest (live by invariant)
-        return pg.head
-    k = pg.off[hi] & PAGE_MASK
-    if k == o:
+ctypedef fused sorted_keys:            # the two ascending arrays searched by _search
+    uint16_t                           # a page's slot offsets (the DEAD bit aside)
+    pdirent                            # the directory's entries, by page number
+
+
+cdef inline uint64_t _key(sorted_keys* a, Py_ssize_t i) noexcept nogil:
+    if sorted_keys is uint16_t:
+        return a[i] & PAGE_MASK
+    else:
+        return a[i].pn
+
+
+cdef inline Py_ssize_t _search(sorted_keys* a, Py_ssize_t lo, Py_ssize_t hi, uint64_t key) noexcept nogil:
+    """Index of key in the ascending a[lo..hi] (lo <= hi), or -(insertion point) - 1. The last
+    entry is tried first: most lookups are for the newest."""
+    cdef Py_ssize_t mid
+    cdef uint64_t k = _key(a, hi)
+    if k == key:
         return hi
-    if k < o:
+    if k < key:
         return -(hi + 1) - 1
     while lo <= hi:
         mid = (lo + hi) >> 1
-        k = pg.off[mid] & PAGE_MASK
-        if k == o:
+        k = _key(a, mid)
+        if k == key:
             return mid
-        if k < o:
+        if k < key:
             lo = mid + 1
         else:
             hi = mid - 1
     return -lo - 1
+
+
+cdef inline long _find(ppage* pg, uint32_t o) noexcept nogil:
+    """Index of the slot for offset o (live or dead), or -(insertion point) - 1."""
+    if pg.n == 0:
+        return -1
+    if pg.head < pg.n and pg.off[pg.head] == o:     # the oldest (live by invariant)
+        return pg.head
+    return _search(pg.off, 0, <Py_ssize_t>pg.n - 1, o)
 
 
 cdef inline uint32_t _pow2(uint32_t n) noexcept nogil:
@@ -166,8 +183,8 @@ cdef class Pending:
 
     cdef Py_ssize_t _dfind(self, uint64_t pn) noexcept:
         """Index of page pn's entry (its page may be NULL), or -(insertion point) - 1."""
-        cdef Py_ssize_t lo = self.dstart, hi = self.dend - 1, mid, g
-        cdef uint64_t f, k
+        cdef Py_ssize_t lo = self.dstart, hi = self.dend - 1, g
+        cdef uint64_t f
         if lo > hi:
             return -lo - 1
         f = self.dir[lo].pn
@@ -175,23 +192,9 @@ cdef class Pending:
             g = lo + <Py_ssize_t>(pn - f)       # contiguous pages: found at once
             if self.dir[g].pn == pn:
                 return g
-        k = self.dir[hi].pn
-        if pn == k:
-            return hi
-        if pn > k:
-            return -(hi + 1) - 1
         if pn < f:
             return -lo - 1
-        while lo <= hi:
-            mid = (lo + hi) >> 1
-            k = self.dir[mid].pn
-            if k == pn:
-                return mid
-            if k < pn:
-                lo = mid + 1
-            else:
-                hi = mid - 1
-        return -lo - 1
+        return _search(self.dir, lo, hi, pn)
 
     cdef void _dir_compact(self) noexcept:
         """Drop the emptied entries and move the rest to the start of the array."""
