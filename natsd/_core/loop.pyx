@@ -116,6 +116,14 @@ class TimerHandle:
         self.args = None
 
 
+def cancel_timer(timer):
+    """Cancel `timer` unless it is None. Returns None: `self.timer = cancel_timer(self.timer)`
+    forgets it too."""
+    if timer is not None:
+        timer.cancel()
+    return None
+
+
 cdef class Loop:
     def __cinit__(self, double poll_us=POLL_MAX_US, bint send_ring=True):
         """poll_us: the longest polling window before a sleep (see _wait); 0 turns it off.

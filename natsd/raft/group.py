@@ -22,6 +22,7 @@ import logging
 import time
 
 from natsd._core.conn import flush_all, totals
+from natsd._core.loop import cancel_timer
 from natsd.raft import messages as raftmsg
 from natsd.raft.node import LEADER, Node
 from natsd.raft.wal import LogStorage
@@ -87,8 +88,7 @@ class RaftGroup:
         if self.stopped:
             return
         self.stopped = True
-        if self.timer is not None:
-            self.timer.cancel()
+        self.timer = cancel_timer(self.timer)
         if self.sub is not None:
             self.server.system.unsubscribe(self.sub)
             self.sub = None

@@ -37,6 +37,7 @@ import os
 import random
 import time
 
+from natsd._core.loop import cancel_timer
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.ids import random_token
@@ -608,9 +609,7 @@ class Sourcing:
         if self.closed:
             return
         self.closed = True
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.timer = cancel_timer(self.timer)
         for ln in self._all():
             ln.stop()
         self._save_state()

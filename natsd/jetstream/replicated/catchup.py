@@ -19,6 +19,8 @@ import logging
 import struct
 import time
 
+from natsd._core.loop import cancel_timer
+
 log = logging.getLogger("natsd")
 
 CHUNK_BYTES = 256 * 1024        # payload bytes in one answer (at least one message)
@@ -123,9 +125,7 @@ class Fetcher:
         if self.stopped:
             return
         self.stopped = True
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.timer = cancel_timer(self.timer)
         self.server.system.unsubscribe(self.sub)
 
     def progress(self):

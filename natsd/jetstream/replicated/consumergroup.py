@@ -51,6 +51,7 @@ import os
 import shutil
 import time
 
+from natsd._core.loop import cancel_timer
 from natsd._core.router import publish
 from natsd.raft.node import LEADER, NotLeader
 from natsd.raft.group import RaftGroup
@@ -407,9 +408,7 @@ class ConsumerGroup:
         if self.claim is not None:
             self.claim.release()
             self.claim = None
-        if self.reconcile_timer is not None:
-            self.reconcile_timer.cancel()
-            self.reconcile_timer = None
+        self.reconcile_timer = cancel_timer(self.reconcile_timer)
         self.forwarder.stop()
         if delete:
             self.consumers._apply_delete(self.name)     # its leader deletes it: the advisory

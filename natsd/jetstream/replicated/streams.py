@@ -46,6 +46,7 @@ import shutil
 import struct
 import time
 
+from natsd._core.loop import cancel_timer
 from natsd._core.router import publish
 from natsd.raft.node import LEADER, NotLeader
 from natsd.raft.group import RaftGroup
@@ -247,12 +248,8 @@ class ReplicatedStream:
         return self.group.is_leader() or (self.forwarder is not None and self.forwarder.forwarding())
 
     def stop(self, delete=False):
-        if self.reconcile_timer is not None:
-            self.reconcile_timer.cancel()
-            self.reconcile_timer = None
-        if self.compact_timer is not None:
-            self.compact_timer.cancel()
-            self.compact_timer = None
+        self.reconcile_timer = cancel_timer(self.reconcile_timer)
+        self.compact_timer = cancel_timer(self.compact_timer)
         if self.fetcher is not None:
             self.fetcher.stop()
         self.server.system.unsubscribe(self.serve_sub)
