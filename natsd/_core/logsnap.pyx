@@ -28,6 +28,7 @@ import struct
 from array import array
 
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
+from natsd._core.bytereader import ByteReader
 from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 from natsd._core.log cimport Log, Block, nlog_entry, nlog_sstat, CHUNK, CHUNK_BITS
@@ -77,49 +78,27 @@ def encode_meta(meta):
     return b"".join(out)
 
 
-class _Reader:
-    def __init__(self, data):
-        self.data = data
-        self.pos = 0
-
-    def take(self, n):
-        if self.pos + n > len(self.data):
-            raise ValueError("index snapshot meta is truncated")
-        b = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return b
-
-    def unpack(self, rec):
-        return rec.unpack(self.take(rec.size))
-
-    def count(self):
-        return self.unpack(_U32)[0]
-
-    def blob(self):
-        return bytes(self.take(self.count()))
-
-
 def decode_meta(data):
     """The binary meta -> the dict write_snapshot built; ValueError when it is not version 2
     or does not parse exactly."""
-    r = _Reader(memoryview(data))
+    r = ByteReader(data, ValueError, "index snapshot meta is truncated")
     v, first, last, last_ts, msgs, nbytes, nsubj = r.unpack(_HEAD)
     if v != SNAP_VERSION:
         raise ValueError("index snapshot version %d" % v)
     meta = dict(v=v, first=first, last=last, last_ts=last_ts, msgs=msgs, bytes=nbytes,
                 nsubj=nsubj)
-    meta["subjects"] = [r.blob() for _ in range(r.count())]
-    meta["ttl"] = [r.unpack(_TTL) for _ in range(r.count())]
+    meta["subjects"] = [r.blob(_U32) for _ in range(r.number(_U32))]
+    meta["ttl"] = [r.unpack(_TTL) for _ in range(r.number(_U32))]
     meta["blocks"] = [(n, sz, f, l, bool(c), d)
-                      for n, sz, f, l, c, d in (r.unpack(_BLOCK) for _ in range(r.count()))]
-    meta["chunks"] = [r.unpack(_CHUNK) for _ in range(r.count())]
+                      for n, sz, f, l, c, d in (r.unpack(_BLOCK) for _ in range(r.number(_U32)))]
+    meta["chunks"] = [r.unpack(_CHUNK) for _ in range(r.number(_U32))]
     frames = {}
-    for _ in range(r.count()):
+    for _ in range(r.number(_U32)):
         num, n = r.unpack(_FRAMES)
         frames[num] = bytes(r.take(n))
     meta["frames"] = frames
-    meta["sstats"] = r.blob()
-    meta["tail"] = r.blob()
+    meta["sstats"] = r.blob(_U32)
+    meta["tail"] = r.blob(_U32)
     if r.pos != len(data):
         raise ValueError("index snapshot meta has %d trailing bytes" % (len(data) - r.pos))
     return meta

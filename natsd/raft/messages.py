@@ -8,6 +8,8 @@ raises MalformedMessage; the node's driver logs and drops it.
 import struct
 from typing import NamedTuple, Tuple
 
+from natsd._core.bytereader import ByteReader
+
 # entry kinds
 NORMAL = 0          # a command for the state machine
 NOOP = 1            # a new leader's first entry (commits what earlier terms left)
@@ -140,27 +142,8 @@ def encode(msg, blobs=None):
     return b"".join(out)
 
 
-class _Reader:
-    def __init__(self, data):
-        self.d = memoryview(data)
-        self.i = 0
-
-    def take(self, n):
-        if n < 0 or self.i + n > len(self.d):
-            raise MalformedMessage("short message")
-        b = self.d[self.i:self.i + n]
-        self.i += n
-        return b
-
-    def unpack(self, st):
-        return st.unpack(self.take(st.size))
-
-    def blob(self):
-        return bytes(self.take(self.unpack(_Q)[0]))
-
-
 def decode(data):
-    r = _Reader(data)
+    r = ByteReader(data, MalformedMessage, "short message")
     kind, term, slen = r.unpack(_HEAD)
     if kind >= len(_KINDS):
         raise MalformedMessage("unknown message kind %d" % kind)
@@ -178,7 +161,7 @@ def decode(data):
     elif cls is Append:
         pi, pt, commit, n = r.unpack(struct.Struct("<QQQI"))
         entries = []
-        d, i, end = r.d, r.i, len(r.d)
+        d, i, end = r.data, r.pos, len(r.data)
         unpack, size = _ENTRY.unpack_from, _ENTRY.size
         for _ in range(n):
             if i + size > end:
@@ -191,7 +174,7 @@ def decode(data):
                 raise MalformedMessage("short message")
             entries.append(Entry(et, ek, bytes(d[i:i + dl])))
             i += dl
-        r.i = i
+        r.pos = i
         msg = Append(term, src, pi, pt, tuple(entries), commit)
     elif cls is AppendResponse:
         ok, mi, hint = r.unpack(struct.Struct("<BQQ"))
@@ -199,14 +182,14 @@ def decode(data):
     elif cls is Snapshot:
         li, lt = r.unpack(struct.Struct("<QQ"))
         try:
-            members = decode_members(r.blob())
+            members = decode_members(r.blob(_Q))
         except UnicodeDecodeError:
             raise MalformedMessage("bad member names") from None
-        msg = Snapshot(term, src, li, lt, members, r.blob())
+        msg = Snapshot(term, src, li, lt, members, r.blob(_Q))
     elif cls is SnapshotResponse:
         msg = SnapshotResponse(term, src, r.unpack(_Q)[0])
     else:
         msg = TimeoutNow(term, src)
-    if r.i != len(r.d):
+    if r.pos != len(r.data):
         raise MalformedMessage("trailing bytes")
     return msg
