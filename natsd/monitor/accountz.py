@@ -27,12 +27,7 @@ class AccountzOptions:
     account: str = ""                   # query "acc", JSON "account"
 
 
-def options_from_query(q):
-    return AccountzOptions(account=P.q_str(q, "acc"))
-
-
-def options_from_json(body):
-    return AccountzOptions(account=P.j_str(P.j_body(body), "account", "AccountzOptions"))
+options_from_query, options_from_json = P.plain_options(AccountzOptions, account="acc")
 
 
 @dataclass

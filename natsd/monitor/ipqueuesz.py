@@ -21,13 +21,7 @@ class IpqueueszOptions:
     filter: str = ""                    # query "queues"
 
 
-def options_from_query(q):
-    return IpqueueszOptions(all=P.q_bool(q, "all"), filter=P.q_str(q, "queues"))
-
-
-def options_from_json(body):
-    b, S = P.j_body(body), "IpqueueszOptions"
-    return IpqueueszOptions(all=P.j_bool(b, "all", S), filter=P.j_str(b, "filter", S))
+options_from_query, options_from_json = P.plain_options(IpqueueszOptions, filter="queues")
 
 
 def queues(server):

@@ -19,14 +19,8 @@ class LeafzOptions:
     account: str = ""                   # query "acc", JSON "account"
 
 
-def options_from_query(q):
-    return LeafzOptions(subscriptions=P.q_bool(q, "subs"), account=P.q_str(q, "acc"))
-
-
-def options_from_json(body):
-    b, S = P.j_body(body), "LeafzOptions"
-    return LeafzOptions(subscriptions=P.j_bool(b, "subscriptions", S),
-                        account=P.j_str(b, "account", S))
+options_from_query, options_from_json = P.plain_options(LeafzOptions, subscriptions="subs",
+                                                        account="acc")
 
 
 def leaf_connections(server):

@@ -8,6 +8,7 @@ including their 400 texts; the JSON decoders follow Go's `encoding/json` (unknow
 ignored, a wrong type is an error).
 """
 import re
+from dataclasses import fields
 from datetime import datetime, timezone
 
 from natsd.gofmt import go_duration, go_quote, rtt_nanos
@@ -152,6 +153,30 @@ def j_body(body):
     if not isinstance(body, dict):
         raise OptionsError("json: cannot unmarshal %s into Go value" % type(body).__name__)
     return body
+
+
+# ---- both, for options that are plain fields ----
+
+_QUERY_DECODERS = {bool: q_bool, int: q_int, str: q_str}
+_JSON_DECODERS = {bool: j_bool, int: j_int, str: j_str}
+
+
+def plain_options(cls, **query_names):
+    """(options_from_query, options_from_json) for an options dataclass whose fields are all
+    bool, int or str (as their defaults are), decoded in field order. A field's query parameter
+    is its name unless `query_names` gives another; its JSON key is its name; JSON type errors
+    name the class as the Go struct."""
+    kinds = [(f.name, type(f.default)) for f in fields(cls)]
+
+    def options_from_query(query):
+        return cls(**{name: _QUERY_DECODERS[kind](query, query_names.get(name, name))
+                      for name, kind in kinds})
+
+    def options_from_json(body):
+        b = j_body(body)
+        return cls(**{name: _JSON_DECODERS[kind](b, name, cls.__name__) for name, kind in kinds})
+
+    return options_from_query, options_from_json
 
 
 # ---- output formatting shared by the endpoints ----

@@ -21,15 +21,7 @@ class ProfilezOptions:
     duration: int = 0                   # nanoseconds (Go time.Duration)
 
 
-def options_from_query(q):
-    return ProfilezOptions(name=P.q_str(q, "name"), debug=P.q_int(q, "debug"),
-                           duration=P.q_int(q, "duration"))
-
-
-def options_from_json(body):
-    b, S = P.j_body(body), "ProfilezOptions"
-    return ProfilezOptions(name=P.j_str(b, "name", S), debug=P.j_int(b, "debug", S),
-                           duration=P.j_int(b, "duration", S))
+options_from_query, options_from_json = P.plain_options(ProfilezOptions)
 
 
 def handler(server, opts):

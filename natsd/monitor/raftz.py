@@ -18,13 +18,7 @@ class RaftzOptions:
     group: str = ""
 
 
-def options_from_query(q):
-    return RaftzOptions(account=P.q_str(q, "acc"), group=P.q_str(q, "group"))
-
-
-def options_from_json(body):
-    b, S = P.j_body(body), "RaftzOptions"
-    return RaftzOptions(account=P.j_str(b, "account", S), group=P.j_str(b, "group", S))
+options_from_query, options_from_json = P.plain_options(RaftzOptions, account="acc")
 
 
 def _meta(server):
