@@ -129,7 +129,20 @@ def run_server(opts):
         server.run()
     except KeyboardInterrupt:
         server.shutdown()
+    server.loop.close()                     # the work handed to worker threads is done
     return 0
+
+
+def run():
+    """The `natsd` command and `python -m natsd`: main(), then the process ends at once, as
+    nats-server's does within a millisecond of closing its connections. A client that
+    reconnects elsewhere must not find this server still there (launchers wait for the exit
+    before they count a reconnection); the interpreter's teardown has nothing left to do."""
+    rc = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)
 
 
 def _go_addr(host, port):

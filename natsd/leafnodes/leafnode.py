@@ -36,6 +36,7 @@ from natsd.net.compression import (
     NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError, codec as compression_codec,
     compresses)
 from natsd.net.dialer import Dialer, go_dial_error, host_label
+from natsd.net.listener import plain_addr
 from natsd.leafnodes.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.ids import random_token
 from natsd.logger import TRACE
@@ -285,7 +286,7 @@ class LeafNodes:
             return
         prepare_accepted(sock)
         try:
-            local = sock.getsockname()
+            local = plain_addr(sock.getsockname())
         except OSError:
             local = (self.opts.host, self.port)
         fd = sock.detach()

@@ -2,6 +2,7 @@
 `host:port` text as nats-server prints it, the nonces of INFO, and the URLs clients reach a
 listener by (INFO connect_urls)."""
 import base64
+import errno
 import ipaddress
 import logging
 import os
@@ -20,18 +21,52 @@ def host_port(host, port):
     return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
 
 
+WILDCARDS = ("", "0.0.0.0", "::")
+
+
+def plain_addr(addr):
+    """(host, port) of a socket address, an IPv4-mapped IPv6 host as its IPv4 form: what Go
+    reports for a connection that reached a dual-stack listener over IPv4."""
+    host, port = addr[0], addr[1]
+    if host.startswith("::ffff:") and "." in host:
+        host = host[7:]
+    return host, port
+
+
+def _wildcard_socket(port):
+    """A dual-stack socket on [::]:port, as Go's net.Listen gives for a wildcard host
+    (0.0.0.0 included): nats-server with no host is reachable over IPv4 and IPv6 both. None
+    where the kernel has no IPv6."""
+    if not socket.has_ipv6:
+        return None
+    try:
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("::", port))
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise
+        return None
+    return sock
+
+
 class Listener:
-    """A listening socket on the loop; accepted sockets go to `on_accept(sock, addr)`."""
+    """A listening socket on the loop; accepted sockets go to `on_accept(sock, (host, port))`."""
 
     def __init__(self, loop, host, port, on_accept, backlog=4096):
-        infos = socket.getaddrinfo(host or None, port if port > 0 else 0, 0, socket.SOCK_STREAM,
-                                   0, socket.AI_PASSIVE)
-        family, stype, proto, _, addr = infos[0]
-        self.sock = socket.socket(family, stype, proto)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if family == socket.AF_INET6 and host in ("::", ""):
-            self.sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        self.sock.bind(addr)
+        port = port if port > 0 else 0
+        self.sock = _wildcard_socket(port) if host in WILDCARDS else None
+        if self.sock is None:
+            infos = socket.getaddrinfo(host or None, port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+            family, stype, proto, _, addr = infos[0]
+            self.sock = socket.socket(family, stype, proto)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self.sock.bind(addr)
         self.sock.listen(backlog)
         self.sock.setblocking(False)
         self.port = self.sock.getsockname()[1]
@@ -49,7 +84,7 @@ class Listener:
             except OSError as e:
                 log.error("Error accepting client connection: %s", e)
                 return
-            self.on_accept(sock, addr)
+            self.on_accept(sock, plain_addr(addr))
 
     def close(self):
         if self.sock is not None:
