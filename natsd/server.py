@@ -23,6 +23,7 @@ from natsd.client import ClientProtocol, ClientState
 from natsd.auth import nkey
 from natsd.net.listener import Listener, host_port, new_nonce
 from natsd.gofmt import go_seconds
+from natsd.ids import InternalClient
 from natsd.jetstream.engine import corehooks
 from natsd.jetstream.engine.apilevel import API_LEVEL
 from natsd.jetstream.engine.sourcing import get_hash
@@ -300,6 +301,11 @@ class Server:
 
     def jetstream_health_errors(self, query=None):
         return self.jetstream.health_errors(query) if self.jetstream is not None else []
+
+    def new_internal_client(self, first_sid=1):
+        """An internal client with the next cid (natsd.ids.InternalClient)."""
+        self.next_cid += 1
+        return InternalClient(self.next_cid, first_sid)
 
     def new_client(self, sock, addr):
         """A client Connection for an accepted socket (client port or WebSocket), registered

@@ -14,6 +14,8 @@ cdef class Subscription:
     cdef public bint closed
     cdef public int weight           # queue weight (leaf/route interest), 1 for clients
     cdef public object data          # free slot for the owner
+    cdef public object owner         # internal subscriptions: the server's internal client they
+                                     # belong to (natsd.ids.InternalClient), listed by /subsz
     # Batched internal subscriptions (JetStream ingest, acks): deliveries queue
     # (subject, reply, hdr, payload, origin) tuples in `batch` and the handler is called once per
     # loop iteration as handler(sub, batch) (DESIGN.md principle 2: Python once per batch).

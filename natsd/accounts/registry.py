@@ -12,7 +12,7 @@ DEFAULT_SYSTEM_ACCOUNT = "$SYS"
 class Account:
     __slots__ = ("name", "sublist", "clients", "max_connections", "max_subscriptions",
                  "max_payload", "max_leafnodes", "config", "is_system", "jetstream", "mappings",
-                 "jwt", "updated")
+                 "jwt", "updated", "internal_client")
 
     def __init__(self, name, config=None):
         self.name = name
@@ -24,6 +24,7 @@ class Account:
         self.mappings = None            # MappingTable, set by the registry
         self.jwt = None                 # operator mode: the account's natsd.auth.jwt.claims.Claims
         self.updated = None             # when its JWT was last applied (unix time)
+        self.internal_client = None     # natsd.ids.InternalClient of its service imports
         limits = getattr(config, "limits", None)
         self.max_connections = _limit(limits, "max_connections")
         self.max_subscriptions = _limit(limits, "max_subscriptions")

@@ -1,9 +1,10 @@
 """`/subsz` and `$SYS.REQ.SERVER.PING.SUBSZ`: sublist statistics and (optionally) the subscriptions.
 
 As nats-server's `Server.Subsz`: statistics are summed over accounts (or the one `acc`);
-`subs=1` lists client subscriptions (internal server subscriptions have no connection and are
-skipped, as nats-server skips subscriptions without a client), filtered by `test=<literal
-subject>` and paged by offset/limit. `total` is only counted when the list is asked for.
+`subs=1` lists the subscriptions of this server's clients, its internal clients' included
+(the system client's services, each account's imports from the system account, JetStream's
+API), filtered by `test=<literal subject>` and paged by offset/limit. `total` is only counted
+when the list is asked for.
 
 Sublist figures not tracked by natsd's Sublist (cache fan-out) are reported as 0.
 """
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from natsd.monitor import params as P
 from natsd.monitor.connz import sub_detail
+from natsd.protocol import KIND_CLIENT
 from natsd.subject import is_valid_literal_subject, subject_matches
 
 DEFAULT_LIMIT = 1024
@@ -82,16 +84,20 @@ class SublistStats:
         }
 
 
-def client_subscriptions(account):
-    """The subscriptions of an account that belong to a connection."""
-    sl = account.sublist
-    every = getattr(sl, "all_subscriptions", None)
-    if callable(every):
-        return [s for s in every() if s.conn is not None]
-    subs = []
-    for c in sorted(account.clients, key=lambda c: c.cid):
-        subs.extend(c.subs.values())
-    return subs
+def local_subscriptions(account):
+    """(subscription, cid) for each subscription of an account held by a client of this
+    server, as nats-server's localSubs: its client connections' and its internal clients'
+    (the system client, an account's import client). Interest of routes and leaf nodes, and
+    internal subscriptions of no internal client, are left out."""
+    out = []
+    for s in account.sublist.all_subscriptions():
+        c = s.conn
+        if c is None:
+            if s.owner is not None:
+                out.append((s, s.owner.cid))
+        elif c.kind == KIND_CLIENT:
+            out.append((s, c.cid))
+    return out
 
 
 def handler(server, opts):
@@ -110,10 +116,10 @@ def handler(server, opts):
     if opts.subscriptions:
         details = []
         for acc in accounts:
-            for s in client_subscriptions(acc):
+            for s, cid in local_subscriptions(acc):
                 if test and not subject_matches(s.subject.decode("utf-8", "replace"), test):
                     continue
-                details.append(sub_detail(s, s.conn.cid, acc.name))
+                details.append(sub_detail(s, cid, acc.name))
         out["total"] = len(details)
         page = P.paginate(details, offset, limit)
         if page:

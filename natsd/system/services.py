@@ -27,10 +27,10 @@ log = logging.getLogger("natsd")
 STATSZ_INTERVAL = 10.0                  # nats-server statsHBInterval
 STATSZ_FIRST = 0.25                     # first STATSZ after 250ms, doubling up to the interval
 JETSTREAM_ENABLED_FLAG = 1             # ServerInfo.flags capability bits: natsd has only this one
-SERVER_ENDPOINTS = ("VARZ", "CONNZ", "SUBSZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "ACCOUNTZ",
-                    "JSZ", "HEALTHZ", "STATSZ", "IDZ", "EXPVARZ", "IPQUEUESZ", "RAFTZ", "PROFILEZ")
+SERVER_ENDPOINTS = ("JSZ", "RAFTZ", "IDZ", "SUBSZ", "ACCOUNTZ", "HEALTHZ", "PROFILEZ", "ROUTEZ",
+                    "LEAFZ", "IPQUEUESZ", "STATSZ", "VARZ", "CONNZ", "GATEWAYZ", "EXPVARZ")
 # `$SYS.REQ.ACCOUNT.<acc>.<EP>` services (nats-server events.go monAccSrvc)
-ACCOUNT_ENDPOINTS = ("SUBSZ", "CONNZ", "LEAFZ", "JSZ", "INFO", "STATZ", "CONNS")
+ACCOUNT_ENDPOINTS = ("CONNZ", "LEAFZ", "JSZ", "INFO", "STATZ", "CONNS", "SUBSZ")
 
 
 def _json(obj):
@@ -46,40 +46,52 @@ class SystemServices:
         self.timer = None
         self.statsz_delay = STATSZ_FIRST
         self.in_progress = 0            # requests being answered now (/ipqueuesz "System recvQ")
+        self.client = None              # the system client (cid 1) its subscriptions belong to
 
     # ---- setup ----
 
     def start(self):
+        """The system account's services, subscribed in nats-server's order by its system
+        client (cid 1); then each account's client for what it imports from the system
+        account, the system account's own first (cid 2), the global account's last."""
         from natsd.monitor import expvarz
         expvarz.install()               # EXPVARZ's garbage collection figures from now on
-        sid = self.server.id
+        server = self.server
+        # nats-server's first internal subscription (sid 1) is gone once the server is ready
+        self.client = server.new_internal_client(first_sid=2)
+        self.account.internal_client = server.new_internal_client()
+        sid = server.id
         sys_sl = self.account.sublist
         self._sub(sys_sl, "$SYS.REQ.SERVER.PING", self._server_ping)
         # one subscription per known endpoint: anything else finds no responders, as there
         for ep in SERVER_ENDPOINTS:
-            self._sub(sys_sl, "$SYS.REQ.SERVER.PING.%s" % ep, self._server_ping)
             self._sub(sys_sl, "$SYS.REQ.SERVER.%s.%s" % (sid, ep), self._server_ping)
+            self._sub(sys_sl, "$SYS.REQ.SERVER.PING.%s" % ep, self._server_ping)
         for ep in ACCOUNT_ENDPOINTS:
             self._sub(sys_sl, "$SYS.REQ.ACCOUNT.*.%s" % ep, self._account_request)
-        self._sub(sys_sl, "$SYS.REQ.USER.INFO", self._user_info)
-        self._sub(sys_sl, "$SYS.DEBUG.SUBSCRIBERS", self._debug_subscribers)
         # In the system account itself, ACCOUNT.PING.STATZ covers every account in use
         # (nats-server's accPingReqSubj STATZ service); ACCOUNT.PING.CONNZ is, as there, the
         # ACCOUNT.<acc>.CONNZ service asked about an account named "PING".
         self._sub(sys_sl, "$SYS.REQ.ACCOUNT.PING.STATZ", self._account_ping_statz)
-        for acc in self.server.accounts:
+        self._sub(sys_sl, "$SYS.DEBUG.SUBSCRIBERS", self._debug_subscribers)
+        self._sub(sys_sl, "$SYS.REQ.USER.INFO", self._user_info, owner=self.account.internal_client)
+        others = [a for a in server.accounts if a is not self.account and a is not server.accounts.global_account]
+        for acc in others + [server.accounts.global_account]:
             self.account_added(acc)
-        self.server.accounts.on_add.append(self.account_added)
-        self.timer = self.server.loop.call_later(self.statsz_delay, self._statsz_tick)
+        server.accounts.on_add.append(self.account_added)
+        server.new_internal_client()    # nats-server's send queue: the first connection is cid 5
+        self.timer = server.loop.call_later(self.statsz_delay, self._statsz_tick)
 
     def account_added(self, acc):
-        """What nats-server imports into every account from the system account."""
+        """What nats-server imports into every account from the system account, subscribed by
+        the account's own internal client."""
         if acc is self.account:
             return
-        self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.CONNZ", self._scoped_request, acc)
-        self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.STATZ", self._scoped_request, acc)
-        self._sub(acc.sublist, "$SYS.REQ.SERVER.PING.CONNZ", self._scoped_request, acc)
-        self._sub(acc.sublist, "$SYS.REQ.USER.INFO", self._user_info)
+        ic = acc.internal_client = self.server.new_internal_client()
+        self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.CONNZ", self._scoped_request, acc, owner=ic)
+        self._sub(acc.sublist, "$SYS.REQ.SERVER.PING.CONNZ", self._scoped_request, acc, owner=ic)
+        self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.STATZ", self._scoped_request, acc, owner=ic)
+        self._sub(acc.sublist, "$SYS.REQ.USER.INFO", self._user_info, owner=ic)
 
     def subscribe(self, subject, handler, queue=None):
         """A service of the system account: handler(sub, subject, reply, hdr, payload, origin).
@@ -103,7 +115,7 @@ class SystemServices:
             reply = reply.encode()
         publish(self.account.sublist, subject, reply, None, payload)
 
-    def _sub(self, sublist, subject, handler, account=None, queue=None):
+    def _sub(self, sublist, subject, handler, account=None, queue=None, owner=None):
         def counted(*args):
             self.in_progress += 1
             try:
@@ -111,6 +123,8 @@ class SystemServices:
             finally:
                 self.in_progress -= 1
         s = Subscription(None, subject.encode(), b"", queue.encode() if queue else None, counted)
+        s.owner = owner or self.client
+        s.sid = s.owner.next_sid()
         s.data = account
         sublist.insert(s)
         self.subs.append((sublist, s))

@@ -505,6 +505,12 @@ class JetStream:
             s = Subscription(None, p.encode(), b"", None, self.api_handler.on_request)
             s.local_only = True         # on a cluster, streams claim their requests (placement.py)
             s.data = (acc, jsa)
+            # as on nats-server: an account imports the API (its internal client subscribes),
+            # the system account's is the system client's own
+            owner = self.server.system.client if acc.is_system and self.server.system else acc.internal_client
+            if owner is not None:
+                s.owner = owner
+                s.sid = owner.next_sid()
             acc.sublist.insert(s)
             subs.append(s)
 
