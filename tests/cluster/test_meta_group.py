@@ -319,3 +319,35 @@ def test_a_restarted_server_never_says_a_stream_is_not_found(tmp_path, kind):
             return codes
         codes = asyncio.run(ask())
         assert codes and set(codes) == {0}, codes
+
+
+@need_ref
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_a_fresh_cluster_creates_a_stream_asked_before_its_first_leader(tmp_path, kind):
+    """nats.c's cluster info test: a stream created through a three-server cluster the moment
+    its routes are up. A request that comes before the first meta leader is left unanswered
+    (nats-server answers 503 "JetStream system temporarily unavailable" only once the group
+    has been leaderless for its lost-quorum interval, 10 s); asked again it is created. What
+    each attempt heard, in order, must be timeouts and then the stream, never an error."""
+    with js_cluster(kind, tmp_path, elected=False) as members:
+        async def run():
+            nc = await nats.connect(members[0].url)
+            heard = []
+            try:
+                for _ in range(10):
+                    try:
+                        msg = await nc.request("$JS.API.STREAM.CREATE.FRESH", json.dumps(
+                            {"name": "FRESH", "subjects": ["fresh.>"], "num_replicas": 3}).encode(),
+                            timeout=2)
+                    except nats.errors.TimeoutError:
+                        heard.append("no answer")
+                        continue
+                    r = json.loads(msg.data)
+                    heard.append(r.get("error") or r["config"]["name"])
+                    break
+            finally:
+                await nc.close()
+            return heard
+        heard = asyncio.run(run())
+    assert heard[-1] == "FRESH", heard
+    assert set(heard[:-1]) <= {"no answer"}, heard

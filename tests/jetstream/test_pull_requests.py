@@ -115,3 +115,22 @@ async def test_request_bodies_refused_and_served(nc, js):
         heard.append((body.decode(), first[0]))
     await asyncio.sleep(0)
     return heard
+
+
+@compared_on_both
+async def test_a_pull_request_nobody_serves_hears_no_responders(nc, js):
+    """Each consumer subscribes its own MSG.NEXT subject: a request for a deleted consumer,
+    a consumer never made or a stream that does not exist hears 503 no responders at once
+    (nats-py and nats-jetstream's ordered consumers reset on it); a live consumer's serves."""
+    await _events_consumer(js)
+    await js.publish("events.1", b"one")
+    body = b'{"batch":1,"expires":300000000}'
+
+    async def pull(consumer):
+        return await _statuses(nc, "$JS.API.CONSUMER.MSG.NEXT." + consumer, body,
+                               {"404", "408", "503"}, timeout=2)
+    heard = [await pull("events.a")]
+    await js.delete_consumer("events", "a")
+    for consumer in ("events.a", "events.nope", "NOPE.a"):
+        heard.append(await pull(consumer))
+    return heard

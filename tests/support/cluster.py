@@ -82,6 +82,16 @@ def wait_mesh(members, timeout=20.0):
         raise AssertionError("cluster never meshed, missing: %r" % missing())
 
 
+def wait_meta_leader(members, timeout=30.0):
+    """Until every member names the same JetStream meta leader in /jsz. A cluster still
+    electing its first leader leaves requests unanswered (nats-server and natsd alike), so
+    the tests start once it has one."""
+    def leaders():
+        return {m.get("/jsz").get("meta_cluster", {}).get("leader", "") for m in members}
+    if not poll(lambda: len(leaders()) == 1 and "" not in leaders(), timeout, 0.05):
+        raise AssertionError("no meta leader that every member knows: %r" % leaders())
+
+
 def wait_interest(members, subject, timeout=10.0):
     """Until every member saw `subject` in what its routes told it (from any member)."""
     def lacking():
@@ -91,12 +101,13 @@ def wait_interest(members, subject, timeout=10.0):
 
 
 def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js="", env=lambda name: None,
-                     cluster_extra=""):
+                     cluster_extra="", elected=True):
     """A JetStream cluster as nats-server requires one: every member's route list names every
     member (itself included), on route ports chosen before the start. `extra(name)` adds to a
     member's config, `js` to every member's jetstream block (or `js(name)` to that member's),
     `cluster_extra` to every cluster block, `env(name)` to its environment; each gets its own
-    store directory."""
+    store directory. Returned once meshed and, with `elected`, once every member knows the
+    meta leader."""
     from tools.serverproc import free_port
     ports = {n: free_port() for n in names}
     routes = ["nats://127.0.0.1:%d" % p for p in ports.values()]
@@ -107,6 +118,8 @@ def start_js_cluster(kind, tmp_path, names="ABC", extra=lambda name: "", js="", 
                                         extra=js_extra(tmp_path, n, extra(n), js(n) if callable(js) else js),
                                         cluster_extra=cluster_extra, env=env(n)))
         wait_mesh(members)
+        if elected:
+            wait_meta_leader(members)
     except BaseException:
         for m in members:
             m.proc.kill()

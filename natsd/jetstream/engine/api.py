@@ -156,6 +156,9 @@ class ApiHandler:
         if "" in tokens:
             return
         op, args = _op_of(tokens)
+        if op is None and tokens[:3] == ["CONSUMER", "MSG", "NEXT"]:
+            self._pull_request_for_nobody(acc, subject, reply, origin)
+            return
         if op is None or op in SILENT:
             return
         if (len(args) < 1) if op == "CONSUMER.CREATE" else ARGC.get(op, len(args)) != len(args):
@@ -236,6 +239,18 @@ class ApiHandler:
         if result is not None:
             ctx.send(result)
 
+    def _pull_request_for_nobody(self, acc, subject, reply, origin):
+        """A pull request (MSG.NEXT) that reached only the API's own subscriptions. Each
+        consumer subscribes its MSG.NEXT subject, as on nats-server, so a request no consumer
+        (here or across a route) and no client subscribes is one nobody serves: the requester
+        hears 503 no responders at once, as nats-server's requester does (an ordered
+        consumer's client resets on it)."""
+        if not reply or origin is None or not getattr(origin, "no_responders", False):
+            return
+        result = acc.sublist.match(bytes(subject))
+        if not result.qsubs and all(s.handler == self.on_request for s in result.psubs):
+            origin.handler.no_responders(origin, bytes(subject), reply)
+
     def _watch_answer(self, jsa, origin, op, subject, reply, payload):
         """A request this server does not answer now: on a cluster, the answer is audited
         when it goes by (natsd/jetstream/replicated/auditwatch.py), unless a route brought the request."""
@@ -265,7 +280,9 @@ class ApiHandler:
             return r.jsa.account_info()
         # the whole cluster's totals, as nats-server's meta leader answers them
         if not meta.leader_known():
-            raise E.error("JSClusterNotAvailErr")
+            if meta.leaderless_too_long():
+                raise E.error("JSClusterNotAvailErr")
+            raise NoReply()                 # a cluster still electing: as nats-server, silence
         r.detach()
         self.engine.listing.account_usage(r.jsa, lambda totals: r.send(r.jsa.account_info(totals)))
         raise NoReply()

@@ -59,6 +59,7 @@ GROUP = "_meta_"
 SETTLE = 1.0                    # seconds the set of JetStream peers must hold still before a bootstrap
 ALONE = 3.0                     # a server without routes waits this long for others first
 CHECK = 0.25                    # seconds between membership checks
+LOST_QUORUM = 10.0              # nats-server's lostQuorumInterval: leaderless this long is an outage
 COMPACT_ENTRIES = 64            # applied entries between two snapshots of the assignments
 SNAPSHOT_VERSION = 1
 FORWARD = "$JSC.META.%s"        # requests for the meta leader, by its peer id
@@ -147,8 +148,10 @@ class MetaGroup:
         elif self.group.leader:
             msg["via"] = self.peer      # the answer comes back this way (_answer)
             self.server.system.publish(FORWARD % self.group.leader, json.dumps(msg).encode())
-        else:
+        elif self.leaderless_too_long():
             self._answer(msg, E.error("JSClusterNotAvailErr"))
+        else:
+            log.debug("JetStream request left unanswered: the meta group has no leader yet")
 
     def _on_forward(self, sub, subject, reply, hdr, payload, origin):
         try:
@@ -633,6 +636,14 @@ class MetaGroup:
     def leader_known(self):
         """Whether the meta group has a leader now (this server knows which)."""
         return bool(self.group.leader)
+
+    def leaderless_too_long(self):
+        """nats-server's isLeaderless: no leader, and the group has been up longer than the
+        lost-quorum interval. Only then does a request that needs the leader hear 503
+        "JetStream system temporarily unavailable"; before (a cluster still electing its first
+        leader) it goes unanswered, as nats-server's servers that do not lead leave it, and
+        the client's retry finds the leader."""
+        return not self.group.leader and time.monotonic() - self.started_at > LOST_QUORUM
 
     def is_leader(self):
         return self.group is not None and self.group.is_leader()
