@@ -19,6 +19,8 @@ from natsd.jetstream.engine.headers import set_header
 INCR = "Nats-Incr"
 SOURCES = "Nats-Counter-Sources"
 _INTEGER = re.compile(r"[+-]?[0-9]+\Z")
+_PLAIN = b"NATS/1.0\r\nNats-Incr:"     # a header block of nothing but the increment, up to it
+_PLAIN_INTEGER = re.compile(rb" *[+-]?[0-9]+ *\Z")
 MEMO_MAX = 65536                        # subjects LastValues remembers before it starts over
 # headers a counter increment may not carry (they would make its result depend on state)
 _INCOMPATIBLE = ("Nats-Rollup", "Nats-Expected-Stream", "Nats-Expected-Last-Msg-Id",
@@ -44,6 +46,18 @@ def increment(headers, payload, allowed, sourced):
         for k in _INCOMPATIBLE:
             if headers.get(k):
                 raise E.error("JSMessageIncrInvalidErr")
+    return int(value)
+
+
+def plain_increment(hdr):
+    """The increment of a header block that is exactly `NATS/1.0`, `Nats-Incr: <integer>` and
+    the blank line -> int; None for anything else (parsed and judged by increment()). Such a
+    publish meets no other header rule: the stream only adds it up."""
+    if not hdr.startswith(_PLAIN) or not hdr.endswith(b"\r\n\r\n"):
+        return None
+    value = hdr[len(_PLAIN):-4]
+    if b"\r" in value or not _PLAIN_INTEGER.match(value):
+        return None
     return int(value)
 
 
@@ -125,9 +139,26 @@ class LastValues:
         sm = store.load_last(subject)
         return (sm.hdr, sm.msg) if sm is not None else None
 
+    def total(self, store, subject):
+        """The subject's value as an int, for a plain increment: None when its last message
+        carries sources' values or does not read as a counter (apply() and its errors then)."""
+        known = self.values.get(subject)
+        if known is not None and store.subject_state(subject)[2] == known[0]:
+            return int(known[1])
+        sm = store.load_last(subject)
+        if sm is None:
+            return 0
+        if _header(sm.hdr, SOURCES):
+            return None
+        try:
+            return _value_of(sm.msg)
+        except E.ApiError:
+            return None
+
     def stored(self, subject, seq, value, hdr):
-        """An increment stored as `seq` with this value and these headers."""
-        if _header(hdr, SOURCES):
+        """An increment stored as `seq` with this value and these headers (None: a plain
+        increment's, which carry no sources)."""
+        if hdr is not None and _header(hdr, SOURCES):
             self.values.pop(subject, None)
             return
         if len(self.values) >= MEMO_MAX:

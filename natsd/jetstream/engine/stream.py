@@ -125,6 +125,8 @@ class Stream:
         self.counting = bool(cfg.get("allow_msg_counter"))
         self.scheduling = bool(cfg.get("allow_msg_schedules"))
         self.interest = cfg.get("retention") == "interest"
+        # a message without headers meets none of these before it is stored (process())
+        self.checks_plain = bool(self.transform or self.discard_new or self.republish)
 
     def start(self):
         self._subscribe()
@@ -219,6 +221,7 @@ class Stream:
         queued = len(answers)
         chunk_start = time.monotonic()
         chunked = self.leader_ts is None
+        process = self.process
         for i, (subject, reply, hdr, payload, origin) in enumerate(msgs):
             if chunked and i and not i % ACK_CHUNK:
                 # answer in chunks, not all at the batch's end: the publishers get their first
@@ -237,7 +240,7 @@ class Stream:
                     chunk_start = time.monotonic()
             if self.closed:
                 break
-            if (reply is not None and reply.endswith(fastbatch.SUFFIX)) or _batch_id(hdr):
+            if (reply is not None and reply.endswith(fastbatch.SUFFIX)) or (hdr and _batch_id(hdr)):
                 # a message of a batch: its batch answers it (in order with what came before)
                 if answers and not group:
                     self._reply_many(answers)
@@ -247,7 +250,12 @@ class Stream:
                     answers = self.pending_acks
                     queued = len(answers)
                 continue
-            answer = self._store_one(subject, hdr, payload)
+            try:
+                answer = process(subject, None, hdr, payload)[0]
+            except E.ApiError as err:
+                answer = E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
+            except Exception as exc:    # a store failure must not kill the loop
+                answer = self._store_failed_answer(exc)
             if reply and not no_ack:
                 answers.append((reply, answer))
         if group:
@@ -256,17 +264,11 @@ class Stream:
         elif answers:
             self._reply_many(answers)
 
-    def _store_one(self, subject, hdr, payload):
-        """process() for a publish -> the answer to send: its PubAck, or the error nats-server
-        answers (a store failure is logged, and the stream goes on)."""
-        try:
-            return self.process(subject, None, hdr, payload)[0]
-        except E.ApiError as err:
-            return E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
-        except Exception as exc:    # a store failure must not kill the loop
-            self.store_failed(exc)
-            err = E.error("JSStreamStoreFailedF", err=str(exc))
-            return E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
+    def _store_failed_answer(self, exc):
+        """A store failure while ingesting: logged (the stream goes on) -> the error answer."""
+        self.store_failed(exc)
+        err = E.error("JSStreamStoreFailedF", err=str(exc))
+        return E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
 
     def _on_batched(self, subject, reply, hdr, payload):
         """A message of a fast batch (its reply names the batch) or of an atomic batch
@@ -358,6 +360,8 @@ class Stream:
             if dom:
                 prefix += b',"domain":' + E.dumps(dom)
             tpl = self._ack_template = (dom, prefix + b',"seq":', b"")
+        if not duplicate and batch is None and value is None:
+            return b"%s%d}" % (tpl[1], seq)
         tail = b',"duplicate": true' if duplicate else b""
         if batch is not None:
             tail += b',"batch":%s,"count":%d' % (E.dumps(batch[0]), batch[1])
@@ -399,57 +403,69 @@ class Stream:
         and sourced messages (`raw` = (seq, ts): stored under the origin's sequence and time;
         `sourced`: the origin checked its headers), committed atomic batches (`batch` = (id,
         count, last)), due schedules and subject delete markers."""
-        sourced = sourced or raw is not None
         if self.sealed:
             raise E.error("JSStreamSealedErr")
-        if self.transform is not None:
-            mapped = self.transform.apply(subject.decode())
-            if mapped:
-                subject = mapped.encode()
         if 0 <= self.max_msg_size < len(payload) + (len(hdr) if hdr else 0):
             raise E.error("JSStreamMessageExceedsMaximumErr")
         h = None
-        ttl, msg_id, rollup, value = 0, "", "", None
-        if hdr:
-            if len(hdr) > MAX_HDR:
-                raise E.error("JSStreamHeaderExceedsMaximumErr")
-            h = parse_headers(hdr)
-            if h:
-                hdr, h, incr, duplicate = self._check_headers(subject, hdr, h, payload, raw,
-                                                              sourced, batch)
-                if duplicate:
-                    return self._puback(duplicate, True), False
-                msg_id = h.get("Nats-Msg-Id", "")
-                rollup = h.get("Nats-Rollup", "")
-                ttl = self._ttl_of(hdr, raw)
-                if incr is not None and self.counting:
-                    hdr, payload, value = counters.apply(
-                        self.counter_values.last(self.store, subject), subject, hdr, h,
-                        payload, incr)
-        if self.discard_new and not rollup:
-            self._check_discard_new(subject, hdr, payload)
-        # republished by the leader alone (one copy per message on a cluster), with the
-        # subject's last sequence before this message, as nats-server's Nats-Last-Sequence
-        republish_last = None
-        if self.republish is not None and (self.replica is None or self.replica.is_leader()):
-            republish_last = self.store.subject_state(subject)[2]
+        ttl, msg_id, rollup, value, plain, republish_last = 0, "", "", None, False, None
+        if hdr or raw is not None or self.checks_plain:
+            sourced = sourced or raw is not None
+            if self.transform is not None:
+                mapped = self.transform.apply(subject.decode())
+                if mapped:
+                    subject = mapped.encode()
+            if hdr:
+                if len(hdr) > MAX_HDR:
+                    raise E.error("JSStreamHeaderExceedsMaximumErr")
+                if self.counting and not payload and not sourced and not self.scheduling:
+                    # headers of nothing but `Nats-Incr: <n>` (a counter's every publish): no
+                    # other header rule can apply, the stream only adds the increment up
+                    incr = counters.plain_increment(hdr)
+                    total = None if incr is None else self.counter_values.total(self.store, subject)
+                    if total is not None:
+                        total += incr
+                        payload, value = b'{"val":"%d"}' % total, str(total)
+                        plain = True
+                h = None if plain else parse_headers(hdr)
+                if h:
+                    hdr, h, incr, duplicate = self._check_headers(subject, hdr, h, payload, raw,
+                                                                  sourced, batch)
+                    if duplicate:
+                        return self._puback(duplicate, True), False
+                    msg_id = h.get("Nats-Msg-Id", "")
+                    rollup = h.get("Nats-Rollup", "")
+                    ttl = self._ttl_of(hdr, raw)
+                    if incr is not None and self.counting:
+                        hdr, payload, value = counters.apply(
+                            self.counter_values.last(self.store, subject), subject, hdr, h,
+                            payload, incr)
+            if self.discard_new and not rollup:
+                self._check_discard_new(subject, hdr, payload)
+            # republished by the leader alone (one copy per message on a cluster), with the
+            # subject's last sequence before this message, as nats-server's Nats-Last-Sequence
+            if self.republish is not None and (self.replica is None or self.replica.is_leader()):
+                republish_last = self.store.subject_state(subject)[2]
+        if ttl < 0:
+            ttl = 0
         if raw is not None:
             seq, ts = raw
-            self.store.store_raw(seq, ts, subject, hdr, payload, ttl if ttl > 0 else 0)
+            self.store.store_raw(seq, ts, subject, hdr, payload, ttl)
         else:
-            seq, ts = self.store.store_msg(subject, hdr, payload, self.leader_ts, ttl=ttl if ttl > 0 else 0)
-        if msg_id:
-            self._dedup_add(msg_id, seq, ts)
-            self.last_msg_id = msg_id
+            seq, ts = self.store.store_msg(subject, hdr, payload, self.leader_ts, ttl)
         if value is not None:
-            self.counter_values.stored(subject, seq, value, hdr)
-        if ttl > 0:
-            heapq.heappush(self.ttl_heap, (ts + ttl * NS, seq))
-            self._schedule_ttl()
-        if rollup == "all":
-            self.store.compact(seq)
-        elif rollup == "sub":                   # keep this one, as nats-server's Keep: 1
-            self.store.purge(subject.decode(), 0, 1)
+            self.counter_values.stored(subject, seq, value, None if plain else hdr)
+        if h:                                   # what the headers ask for once it is stored
+            if msg_id:
+                self._dedup_add(msg_id, seq, ts)
+                self.last_msg_id = msg_id
+            if ttl:
+                heapq.heappush(self.ttl_heap, (ts + ttl * NS, seq))
+                self._schedule_ttl()
+            if rollup == "all":
+                self.store.compact(seq)
+            elif rollup == "sub":               # keep this one, as nats-server's Keep: 1
+                self.store.purge(subject.decode(), 0, 1)
         if self.count_limits:
             self.enforce_limits(subject)
         if self.age_timer is None and self.max_age:
@@ -466,7 +482,10 @@ class Stream:
             self.schedules.stored(seq, subject.decode("utf-8", "surrogateescape"), h, ts)
         if self.interest:
             self._check_interest(seq, subject)
-        return self._puback(seq, value=value, batch=batch if batch and batch[2] else None), True
+        tpl = self._ack_template                # the common PubAck without a call (_puback)
+        if value is None and batch is None and tpl is not None and tpl[0] == self.engine.domain:
+            return b"%s%d}" % (tpl[1], seq), True
+        return self._puback(seq, False, value, batch if batch and batch[2] else None), True
 
     def _check_headers(self, subject, hdr, h, payload, raw, sourced, batch):
         """The rules of a message's headers before it is stored -> (headers, parsed headers,
