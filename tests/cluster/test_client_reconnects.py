@@ -13,15 +13,14 @@ and the test, which waits for the exit and only then for a reconnection, missed 
 matter of timing and is not asserted here.
 """
 import asyncio
-import ipaddress
 import json
 import socket
 
 import nats
-import psutil
 import pytest
 
 from tests.support.servers import ServerProcess, nats_server_cmd, natsd_cmd
+from natsd.net.listener import non_local_ips
 from tests.support.waiting import until
 
 KINDS = {"natsd": natsd_cmd, "nats-server": nats_server_cmd}
@@ -98,26 +97,13 @@ def test_a_listener_without_host_takes_ipv4_and_ipv6(kind, tmp_path):
     server = ServerProcess(KINDS[kind]() + ["--port", "-1"], cwd=str(tmp_path)).wait_ready()
     try:
         seen = []
-        for addr in ["127.0.0.1", "::1"] + _interface_addresses():
+        # the machine's global addresses: those connect_urls carries for a hostless listener
+        for addr in ["127.0.0.1", "::1"] + non_local_ips("0.0.0.0"):
             seen.append((addr, _info((addr, server.port))["client_ip"]))
         assert seen == [(addr, addr) for addr, _ in seen]
         assert "::1" in dict(seen)
     finally:
         server.kill()
-
-
-def _interface_addresses():
-    """The machine's global addresses (those nats-server puts in connect_urls for 0.0.0.0)."""
-    found = []
-    for addrs in psutil.net_if_addrs().values():
-        for a in addrs:
-            try:
-                ip = ipaddress.ip_address(a.address.split("%")[0])
-            except ValueError:
-                continue
-            if ip.is_global or ip.is_private and not (ip.is_loopback or ip.is_link_local):
-                found.append(str(ip))
-    return found
 
 
 def _info(addr):
