@@ -129,7 +129,6 @@ def run_server(opts):
         server.run()
     except KeyboardInterrupt:
         server.shutdown()
-    server.loop.close()                     # the work handed to worker threads is done
     return 0
 
 

@@ -205,11 +205,19 @@ class Server:
                 sub.shutdown()
             except Exception:
                 log.exception("shutdown of %s failed", sub)
-        for c in list(self.clients.values()):
-            c.schedule_close("Server Shutdown")
-        self.loop.run_once_nowait()
         self.auth_workers.shutdown()
+        self.loop.close()                   # the work handed to worker threads is done
         self._remove_pid_file()
+        self.loop.run_once_nowait()
+        # The client connections close with the process: what is queued for them goes out
+        # now, and natsd.cli.run ends the process at once, so the kernel closes their sockets
+        # as the last step of the exit, as with nats-server. Closed here, they closed ~3 ms
+        # before the process was gone (its memory's teardown), and a client reconnecting
+        # elsewhere at once came back before a launcher saw the exit.
+        for c in list(self.clients.values()):
+            if c.codec is not None:
+                c.codec.goodbye("Server Shutdown")
+            c.flush_now()
         log.info("Server Exiting..")
         self.loop.stop()
 
