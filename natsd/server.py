@@ -542,11 +542,18 @@ class Server:
             spread = 1.0
         interval = min(spread / len(clients), 1.0)
         for c in clients:
-            if c.connected and not c.connect_info_due and _int(c.state.connect, "protocol") >= 1:
-                info = self.info_dict(c, with_nonce=False)
-                info["ldm"] = True
-                c.send_bytes(info_line(info))
+            self.tell_lame_duck(c)
         self.loop.call_later(grace, self._lame_duck_evict, clients, interval)
+
+    def tell_lame_duck(self, c):
+        """A full INFO with "ldm": true to a client that takes asynchronous INFO (protocol 1,
+        past its first PONG) -> whether it was sent."""
+        if not (c.connected and not c.connect_info_due and _int(c.state.connect, "protocol") >= 1):
+            return False
+        info = self.info_dict(c, with_nonce=False)
+        info["ldm"] = True
+        c.send_bytes(info_line(info))
+        return True
 
     def _lame_duck_evict(self, clients, interval):
         if self.shutting_down:

@@ -33,6 +33,10 @@ SERVER_ENDPOINTS = ("JSZ", "RAFTZ", "IDZ", "SUBSZ", "ACCOUNTZ", "HEALTHZ", "PROF
 ACCOUNT_ENDPOINTS = ("CONNZ", "LEAFZ", "JSZ", "INFO", "STATZ", "CONNS", "SUBSZ")
 
 
+# nats-server's KickClientReq and LDMClientReq
+_CLIENT_CONTROL = {"cid": ("uint64", "int")}
+
+
 def _json(obj):
     return go_json(obj)
 
@@ -74,6 +78,8 @@ class SystemServices:
         # ACCOUNT.<acc>.CONNZ service asked about an account named "PING".
         self._sub(sys_sl, "$SYS.REQ.ACCOUNT.PING.STATZ", self._account_ping_statz)
         self._sub(sys_sl, "$SYS.DEBUG.SUBSCRIBERS", self._debug_subscribers)
+        self._sub(sys_sl, "$SYS.REQ.SERVER.%s.KICK" % sid, self._client_control)
+        self._sub(sys_sl, "$SYS.REQ.SERVER.%s.LDM" % sid, self._client_control)
         self._sub(sys_sl, "$SYS.REQ.USER.INFO", self._user_info, owner=self.account.internal_client)
         others = [a for a in server.accounts if a is not self.account and a is not server.accounts.global_account]
         for acc in others + [server.accounts.global_account]:
@@ -176,6 +182,44 @@ class SystemServices:
         publish(sublist, reply, None, out_hdr, body)
 
     # ---- request handlers ----
+
+    def _client_control(self, sub, subject, reply, hdr, payload, origin):
+        """`$SYS.REQ.SERVER.<id>.KICK` and `.LDM` with `{"cid": n}`, as nats-server's
+        kickClient and ldmClient: KICK closes that client or leaf node ("Kicked"), LDM sends
+        that client the lame duck INFO. The answer is `{"server": ...}`, or with an error for
+        a cid it cannot act on; a body Go cannot decode into the request is logged, not
+        answered."""
+        from natsd.jetstream.engine import gojson
+        kick = subject.endswith(b".KICK")
+        try:
+            req = gojson.unmarshal(gojson.loads_node(payload), _CLIENT_CONTROL,
+                                   "KickClientReq" if kick else "LDMClientReq",
+                                   strict=False, data=bytes(payload or b""))
+        except gojson.JSONError as e:
+            log.error("Error unmarshalling kick client request: %s", e)
+            return
+        if not reply or filtered_out(self.server, payload):
+            return
+        cid = req.get("cid", 0)
+        server = self.server
+        if kick:
+            c = server.clients.get(cid) or server.leafs.get(cid)
+            if c is not None:
+                c.schedule_close("Kicked")
+            error = None if c is not None else "no such client or leafnode id"
+        else:
+            c = server.clients.get(cid)
+            if c is None:
+                error = "no such client id"
+            elif server.tell_lame_duck(c):
+                error = None
+            else:
+                error = ("client does not support Lame Duck Mode or is not ready to receive the "
+                         "notification")
+        env = {"server": self.server_info()}
+        if error is not None:
+            env["error"] = {"code": 500, "description": error}
+        publish(self.account.sublist, reply, None, None, _json(env))
 
     def _server_ping(self, sub, subject, reply, hdr, payload, origin):
         if not reply:

@@ -24,14 +24,14 @@ CONF = """accounts {
 }
 """
 # the $SYS services of nats-server 2.15 that natsd does not run (yet): remote server and
-# account tracking, leaf node and latency events, reload/kick/lame duck requests, its own
+# account tracking, leaf node and latency events, the reload request, its own
 # reply inboxes, and claim updates outside operator mode
 NOT_YET = {
     "$SYS._INBOX.<hash>.*", "$SYS._INBOX_.<id>", "$SYS.SERVER.ACCOUNT.*.CONNS",
     "$SYS.REQ.ACCOUNT.NSUBS", "$SYS.SERVER.*.STATSZ", "$SYS.SERVER.*.SHUTDOWN",
     "$SYS.SERVER.*.LAMEDUCK", "$SYS.ACCOUNT.*.CLAIMS.UPDATE", "$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE",
     "$SYS.REQ.USER.*.INFO", "$SYS.ACCOUNT.*.LEAFNODE.CONNECT", "$SYS.LATENCY.M2.<hash>",
-    "$SYS.REQ.SERVER.<id>.RELOAD", "$SYS.REQ.SERVER.<id>.KICK", "$SYS.REQ.SERVER.<id>.LDM",
+    "$SYS.REQ.SERVER.<id>.RELOAD",
 }
 # and with JetStream: the system account's ACCOUNT.PURGE
 JS_NOT_YET = {"$JS.API.ACCOUNT.PURGE.*"}
