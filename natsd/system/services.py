@@ -17,6 +17,7 @@ from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_json, omitempty, rtt_nanos
 from natsd.ids import random_token
+from natsd.jetstream.engine import gojson
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
@@ -189,7 +190,6 @@ class SystemServices:
         that client the lame duck INFO. The answer is `{"server": ...}`, or with an error for
         a cid it cannot act on; a body Go cannot decode into the request is logged, not
         answered."""
-        from natsd.jetstream.engine import gojson
         kick = subject.endswith(b".KICK")
         try:
             req = gojson.unmarshal(gojson.loads_node(payload), _CLIENT_CONTROL,

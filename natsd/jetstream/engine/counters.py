@@ -131,20 +131,28 @@ class LastValues:
     def __init__(self):
         self.values = {}
 
-    def last(self, store, subject):
-        """What apply() takes as the subject's last message: (headers, payload) or None."""
+    def _remembered(self, store, subject):
+        """The subject's value as text while the increment that stored it is still the
+        subject's last message, else None."""
         known = self.values.get(subject)
         if known is not None and store.subject_state(subject)[2] == known[0]:
-            return None, b'{"val":"%s"}' % known[1].encode()
+            return known[1]
+        return None
+
+    def last(self, store, subject):
+        """What apply() takes as the subject's last message: (headers, payload) or None."""
+        value = self._remembered(store, subject)
+        if value is not None:
+            return None, b'{"val":"%s"}' % value.encode()
         sm = store.load_last(subject)
         return (sm.hdr, sm.msg) if sm is not None else None
 
     def total(self, store, subject):
         """The subject's value as an int, for a plain increment: None when its last message
         carries sources' values or does not read as a counter (apply() and its errors then)."""
-        known = self.values.get(subject)
-        if known is not None and store.subject_state(subject)[2] == known[0]:
-            return int(known[1])
+        value = self._remembered(store, subject)
+        if value is not None:
+            return int(value)
         sm = store.load_last(subject)
         if sm is None:
             return 0
