@@ -113,7 +113,12 @@ def observe(port, creds_path, subs=3, payload=2048):
             if isinstance(e, tuple) and e[0] == "INFO":
                 e = ("INFO max_payload", e[1].get("max_payload"), bool(e[1].get("connect_info")))
             seen.add(str(e))
-    return {"connected": "EOF" not in steps[0], "seen": sorted(seen)}
+    connected = "EOF" not in steps[0]
+    if not connected:
+        # Refused at CONNECT (its account allows no connection): nats-server's goroutine with
+        # the at-limit -ERR races the close, so it comes in some runs and not in others.
+        seen.discard("-ERR 'maximum subscriptions exceeded'")
+    return {"connected": connected, "seen": sorted(seen)}
 
 
 def both(natsd, reference, conf, users, **kw):
@@ -222,15 +227,10 @@ def test_v2_claims_with_missing_or_malformed_limits(natsd, reference, tmp_path):
     user("v2-limits-not-a-number", acc, {"subs": True, "data": -1, "payload": -1})
     conf = config(tmp_path, "v2", op_jwt, [acc_jwt, bare_jwt])
     ours, theirs = both(natsd, reference, conf, users, subs=2, payload=64)
-    # an account with no limits allows no connection; nats-server may also tell the client
-    # of its subscription limit first (a goroutine racing the close), or not
-    bare = [r.pop("v2-of-bare-account") for r in (ours, theirs)]
-    for b in bare:
-        assert not b["connected"], b
-        assert "-ERR 'maximum account active connections exceeded'" in b["seen"], b
-        assert set(b["seen"]) <= {"-ERR 'maximum account active connections exceeded'",
-                                  "-ERR 'maximum subscriptions exceeded'", "EOF"}, b
     assert ours == theirs
+    # an account with no limits allows no connection
+    assert ours["v2-of-bare-account"] == {
+        "connected": False, "seen": ["-ERR 'maximum account active connections exceeded'", "EOF"]}
 
 
 def test_a_claim_version_natsd_does_not_know_is_refused_as_nats_server_refuses_it(natsd, reference,
