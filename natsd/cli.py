@@ -8,7 +8,7 @@ import sys
 import traceback
 
 from natsd import VERSION, NATSD_VERSION, logger
-from natsd.conf import ConfigError, load_file
+from natsd.conf import ConfigError
 from natsd.conf.unsupported import start_error
 from natsd.conf.flags import FlagError, FlagSyntaxError, HELP_TEXT, parse_command_line
 
@@ -206,31 +206,9 @@ def install_signal_handlers(server):
 
 
 def reload_config(server):
-    path = server.opts.config_file
-    if not path:
-        log.error("Failed to reload server configuration: no config file")
-        return
-    try:
-        new = load_file(path)
-    except ConfigError as e:
-        log.error("Failed to reload server configuration: %s", e)
-        return
-    except OSError as e:
-        log.error("Failed to reload server configuration: %s", e)
-        return
-    if new.unsupported:
-        log.error("Failed to reload server configuration: %s", "\n".join(msg for _, msg in new.unsupported))
-        return
-    _keep_command_line(server.opts, new)
-    server.reload(new)
-
-
-def _keep_command_line(old, new):
-    """Settings the command line set (listen addresses, ports, --tls*) keep their values: flags win
-    over the file, as in nats-server; so does what the environment set (poll_us)."""
-    for name in ("host", "port", "http_host", "http_port", "https_port", "tls", "tls_verify", "tls_cert",
-                 "tls_key", "tls_ca_cert", "poll_us"):
-        setattr(new, name, getattr(old, name))
+    error = server.reload_config_file()
+    if error is not None:
+        log.error("Failed to reload server configuration: %s", error)
 
 
 def send_signal(spec, opts):

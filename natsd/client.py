@@ -182,7 +182,7 @@ class ClientProtocol(ProtocolHandler):
         if account is None:
             self._auth_failed(c, info)
             return
-        if 0 <= account.max_connections <= len(account.clients):
+        if 0 <= account.max_connections <= len(account.clients) + account.remote_clients():
             log.error("%sMaximum account active connections exceeded", self._prefix(c))
             self.fail(c, "maximum account active connections exceeded", "Max Account Connections Exceeded")
             return

@@ -2,6 +2,7 @@
 ids, ephemeral consumer names, reply prefixes, route names and flow-control subjects
 (nats-server draws these from its nuid package); and the server's internal clients, which
 take connection ids (cids) from the server's count as nats-server's do."""
+import hashlib
 import os
 
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -10,6 +11,13 @@ _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 def random_token(n=22):
     """n random characters of [0-9A-Za-z] (22 is the length of a nuid)."""
     return "".join(_BASE62[b % 62] for b in os.urandom(n))
+
+
+def get_hash(name):
+    """nats-server's getHash (events.go): 8 characters of the name's sha256 as base-62 digits;
+    it names a server (a Raft peer, `$SYS._INBOX.<hash>`) and a stream's origin."""
+    b = hashlib.sha256(name.encode()).digest()
+    return "".join(_BASE62[x % 62] for x in b[:8])
 
 
 class InternalClient:

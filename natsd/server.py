@@ -21,12 +21,12 @@ from natsd.auth.authenticator import Authenticator, ERR_AUTH_TIMEOUT, RESERVED_R
 from natsd.auth.offloop import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
 from natsd.auth import nkey
+from natsd.conf import ConfigError, load_file
 from natsd.net.listener import Listener, host_port, new_nonce
 from natsd.gofmt import go_seconds
-from natsd.ids import InternalClient
+from natsd.ids import InternalClient, get_hash
 from natsd.jetstream.engine import corehooks
 from natsd.jetstream.engine.apilevel import API_LEVEL
-from natsd.jetstream.engine.sourcing import get_hash
 from natsd.options import set_baseline
 from natsd.protocol import info_line, prepare_accepted, release_connection
 from natsd.net.tls import default_auth_timeout
@@ -596,6 +596,23 @@ class Server:
 
     # ---- reload ----
 
+    def reload_config_file(self):
+        """Read the configuration file again and apply it (SIGHUP, `$SYS.REQ.SERVER.<id>.RELOAD`)
+        -> None, or why it could not, in nats-server's words."""
+        path = self.opts.config_file
+        if not path:
+            return "can only reload config when a file is provided using -c or --config"
+        try:
+            new = load_file(path)
+        except (ConfigError, OSError) as e:
+            return str(e)
+        if new.unsupported:
+            return "\n".join(msg for _, msg in new.unsupported)
+        for name in _COMMAND_LINE_WINS:
+            setattr(new, name, getattr(self.opts, name))
+        self.reload(new)
+        return None
+
     def reload(self, new_opts):
         """Apply a reloaded config: authorization and logging (what nats-server reloads most)."""
         from natsd import logger
@@ -615,6 +632,12 @@ class Server:
             self.leafnodes.reload(new_opts)
         self.config_load_time = time.time()
         log.info("Reloaded server configuration")
+
+
+# Settings the command line set (listen addresses, ports, --tls*) keep their values on a reload:
+# flags win over the file, as in nats-server; so does what the environment set (poll_us).
+_COMMAND_LINE_WINS = ("host", "port", "http_host", "http_port", "https_port", "tls", "tls_verify",
+                      "tls_cert", "tls_key", "tls_ca_cert", "poll_us")
 
 
 def stall_limit(max_pending):

@@ -12,7 +12,7 @@ DEFAULT_SYSTEM_ACCOUNT = "$SYS"
 class Account:
     __slots__ = ("name", "sublist", "clients", "max_connections", "max_subscriptions",
                  "max_payload", "max_leafnodes", "config", "is_system", "jetstream", "mappings",
-                 "jwt", "updated", "internal_client")
+                 "jwt", "updated", "internal_client", "remote_conns")
 
     def __init__(self, name, config=None):
         self.name = name
@@ -25,11 +25,17 @@ class Account:
         self.jwt = None                 # operator mode: the account's natsd.auth.jwt.claims.Claims
         self.updated = None             # when its JWT was last applied (unix time)
         self.internal_client = None     # natsd.ids.InternalClient of its service imports
+        self.remote_conns = {}          # another server's id -> (connections, leaf nodes) it reports
         limits = getattr(config, "limits", None)
         self.max_connections = _limit(limits, "max_connections")
         self.max_subscriptions = _limit(limits, "max_subscriptions")
         self.max_payload = _limit(limits, "max_payload")
         self.max_leafnodes = _limit(limits, "max_leafnodes")
+
+    def remote_clients(self):
+        """The account's client connections on the cluster's other servers, as they report
+        them (natsd/system/remote.py)."""
+        return sum(conns for conns, _ in self.remote_conns.values())
 
     @property
     def name_tag(self):

@@ -22,6 +22,7 @@ from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
 from natsd.system.filters import accept_encoding, encoded, filtered_out
+from natsd.system.remote import RemoteServers
 
 log = logging.getLogger("natsd")
 
@@ -52,6 +53,7 @@ class SystemServices:
         self.statsz_delay = STATSZ_FIRST
         self.in_progress = 0            # requests being answered now (/ipqueuesz "System recvQ")
         self.client = None              # the system client (cid 1) its subscriptions belong to
+        self.remote = RemoteServers(self)
 
     # ---- setup ----
 
@@ -67,6 +69,7 @@ class SystemServices:
         self.account.internal_client = server.new_internal_client()
         sid = server.id
         sys_sl = self.account.sublist
+        self.remote.subscribe()
         self._sub(sys_sl, "$SYS.REQ.SERVER.PING", self._server_ping)
         # one subscription per known endpoint: anything else finds no responders, as there
         for ep in SERVER_ENDPOINTS:
@@ -78,7 +81,9 @@ class SystemServices:
         # (nats-server's accPingReqSubj STATZ service); ACCOUNT.PING.CONNZ is, as there, the
         # ACCOUNT.<acc>.CONNZ service asked about an account named "PING".
         self._sub(sys_sl, "$SYS.REQ.ACCOUNT.PING.STATZ", self._account_ping_statz)
-        self._sub(sys_sl, "$SYS.DEBUG.SUBSCRIBERS", self._debug_subscribers)
+        # answered where it is asked (it asks the others itself), as nats-server's internal-only
+        self._sub(sys_sl, "$SYS.DEBUG.SUBSCRIBERS", self._debug_subscribers, local_only=True)
+        self._sub(sys_sl, "$SYS.REQ.SERVER.%s.RELOAD" % sid, self._reload)
         self._sub(sys_sl, "$SYS.REQ.SERVER.%s.KICK" % sid, self._client_control)
         self._sub(sys_sl, "$SYS.REQ.SERVER.%s.LDM" % sid, self._client_control)
         self._sub(sys_sl, "$SYS.REQ.USER.INFO", self._user_info, owner=self.account.internal_client)
@@ -94,6 +99,8 @@ class SystemServices:
         the account's own internal client."""
         if acc is self.account:
             return
+        if self.client is not None and acc is not self.server.accounts.global_account:
+            self.remote.account_added(acc)
         ic = acc.internal_client = self.server.new_internal_client()
         self._sub(acc.sublist, "$SYS.REQ.ACCOUNT.PING.CONNZ", self._scoped_request, acc, owner=ic)
         self._sub(acc.sublist, "$SYS.REQ.SERVER.PING.CONNZ", self._scoped_request, acc, owner=ic)
@@ -107,7 +114,7 @@ class SystemServices:
 
     def new_inbox(self):
         """A reply subject of this server's own in the system account."""
-        return "$SYS._INBOX.%s.%s" % (self.server.id[:8], random_token(12))
+        return self.remote.new_inbox()
 
     def unsubscribe(self, s):
         s.closed = True
@@ -122,7 +129,7 @@ class SystemServices:
             reply = reply.encode()
         publish(self.account.sublist, subject, reply, None, payload)
 
-    def _sub(self, sublist, subject, handler, account=None, queue=None, owner=None):
+    def _sub(self, sublist, subject, handler, account=None, queue=None, owner=None, local_only=False):
         def counted(*args):
             self.in_progress += 1
             try:
@@ -133,6 +140,7 @@ class SystemServices:
         s.owner = owner or self.client
         s.sid = s.owner.next_sid()
         s.data = account
+        s.local_only = local_only       # not announced to the routes
         sublist.insert(s)
         self.subs.append((sublist, s))
         return s
@@ -140,6 +148,7 @@ class SystemServices:
     def shutdown(self):
         if self.timer is not None:
             self.timer.cancel()
+        self.remote.stop()
         self._server_event("SHUTDOWN")
 
     def lame_duck_event(self):
@@ -216,9 +225,14 @@ class SystemServices:
             else:
                 error = ("client does not support Lame Duck Mode or is not ready to receive the "
                          "notification")
+        self._done(reply, error)
+
+    def _done(self, reply, error, code=500):
+        """The answer of a request that acts and returns nothing: `{"server": ...}`, with
+        `error` when it failed (nats-server's zReq)."""
         env = {"server": self.server_info()}
         if error is not None:
-            env["error"] = {"code": 500, "description": error}
+            env["error"] = {"code": code, "description": error}
         publish(self.account.sublist, reply, None, None, _json(env))
 
     def _server_ping(self, sub, subject, reply, hdr, payload, origin):
@@ -302,7 +316,10 @@ class SystemServices:
                 self.reply(sublist, reply, "data", self.account_statz(acc), hdr=hdr)
             return
         if endpoint == "CONNS":
-            # nats-server answers CONNS with the bare account_connections advisory
+            # nats-server answers CONNS with the bare account_connections advisory, from a
+            # server where the account has connections only
+            if not acc.clients:
+                return
             ev = self._advisory("account_connections")
             ev.update(self.account_conns(acc))
             publish(sublist, reply, None, None, _json(ev))
@@ -347,38 +364,35 @@ class SystemServices:
 
     def _debug_subscribers(self, sub, subject, reply, hdr, payload, origin):
         """`$SYS.DEBUG.SUBSCRIBERS`: how many client (and hub-side leaf) subscriptions in the
-        requester's account match "<subject> [<queue>]" (nats-server's debugSubscribers; a
-        wildcard subject counts the subscriptions it contains)."""
+        requester's account match "<subject> [<queue>]", here and on the servers where the
+        account has connections (nats-server's debugSubscribers; a wildcard subject counts the
+        subscriptions it contains)."""
         if not reply:
             return
-        from natsd.monitor.connz import kind_of
-        from natsd.subject import has_wildcard, subject_is_subset
         acc = getattr(getattr(origin, "state", None), "account", None) or self.account
         args = (payload or b"").decode("utf-8", "replace").split()
-        n = 0
-        if args:
-            tsubj, queue = args[0], (args[1].encode() if len(args) > 1 else None)
+        if not args:
+            publish(self.account.sublist, reply, None, None, _json(0))
+            return
+        reply = bytes(reply)
+        self.remote.count_subscribers(
+            acc, args[0], args[1].encode() if len(args) > 1 else None,
+            lambda n: publish(self.account.sublist, reply, None, None, _json(n)))
 
-            def counts(s):
-                if queue is not None and s.queue != queue:
-                    return False
-                c = s.conn
-                if c is None:
-                    return False
-                kind = kind_of(c)
-                return kind == "Client" or (kind == "Leafnode" and
-                                            not getattr(c.state, "is_spoke", False))
-            if has_wildcard(tsubj):
-                n = sum(1 for s in acc.sublist.all_subscriptions()
-                        if counts(s) and subject_is_subset(s.subject.decode("utf-8", "replace"),
-                                                           tsubj))
-            else:
-                r = acc.sublist.match(tsubj.encode())
-                subs = [] if queue is not None else list(r.psubs)
-                for group in r.qsubs:
-                    subs.extend(group)
-                n = sum(1 for s in subs if counts(s))
-        publish(self.account.sublist, reply, None, None, _json(n))
+    def _reload(self, sub, subject, reply, hdr, payload, origin):
+        """`$SYS.REQ.SERVER.<id>.RELOAD`: the configuration file read again, as on SIGHUP,
+        when the request has a reply subject and its filter names this server."""
+        if not reply:
+            return
+        if payload and payload.strip():
+            try:
+                gojson.loads_node(payload)
+            except gojson.JSONError as e:
+                self._done(reply, str(e), code=400)
+                return
+            if filtered_out(self.server, payload):
+                return
+        self._done(reply, self.server.reload_config_file())
 
     def endpoint_data(self, endpoint, payload, account):
         """Run a monitoring endpoint for a $SYS request: (data, error)."""
@@ -488,7 +502,26 @@ class SystemServices:
 
     def client_event(self, c, connected):
         acc = c.state.account
-        if acc is None or not self.listening("$SYS.ACCOUNT.%s.CONNECT" % acc.name):
+        if acc is None:
+            return
+        self._connect_event(c, acc, connected)
+        self.conns_changed(acc)
+
+    def conns_changed(self, acc):
+        """The account's connections here, to the other servers (natsd/system/remote.py) and
+        whoever listens, on both of nats-server's subjects; not for the global account."""
+        if acc is self.server.accounts.global_account:
+            return
+        subjects = [s for s in ("$SYS.SERVER.ACCOUNT.%s.CONNS" % acc.name,
+                                "$SYS.ACCOUNT.%s.SERVER.CONNS" % acc.name) if self.listening(s)]
+        if subjects:
+            conns = self._advisory("account_connections")
+            conns.update(self.account_conns(acc))
+            for subject in subjects:
+                publish(self.account.sublist, subject.encode(), None, None, _json(conns))
+
+    def _connect_event(self, c, acc, connected):
+        if not self.listening("$SYS.ACCOUNT.%s.CONNECT" % acc.name):
             return                      # nobody listens in $SYS: skip building the events
         st = c.state
         client = {"start": rfc3339(st.start), "host": st.host, "id": c.cid, "acc": acc.name,
@@ -518,9 +551,6 @@ class SystemServices:
             ev["received"] = {"msgs": c.out_msgs, "bytes": c.out_bytes}
             ev["reason"] = st.reason
             self.send_event("$SYS.ACCOUNT.%s.DISCONNECT" % acc.name, ev)
-        conns = self._advisory("account_connections")
-        conns.update(self.account_conns(acc))
-        self.send_event("$SYS.ACCOUNT.%s.SERVER.CONNS" % acc.name, conns)
 
     def auth_error(self, host, port, cid, reason):
         if not self.listening("$SYS.SERVER.%s.CLIENT.AUTH.ERR" % self.server.id):

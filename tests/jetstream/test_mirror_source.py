@@ -9,7 +9,8 @@ import json
 import pytest
 from nats.js.api import StreamConfig, StreamSource
 
-from natsd.jetstream.engine.sourcing import get_hash, iname, parse_ack_reply
+from natsd.ids import get_hash
+from natsd.jetstream.engine.sourcing import iname, parse_ack_reply
 from tests.support.jetstream import with_jetstream
 from tests.support.waiting import until
 

@@ -10,7 +10,7 @@ import nats
 
 from tests.support.jetstream import compared_on_both
 
-from natsd.jetstream.engine.sourcing import get_hash
+from natsd.ids import get_hash
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 API = "$JS.API."

@@ -25,7 +25,7 @@ import nats
 import pytest
 from nats.js.api import ConsumerConfig, ExternalStream, StreamConfig, StreamSource
 
-from natsd.jetstream.engine.sourcing import get_hash
+from natsd.ids import get_hash
 from tests.support.leafnodes import COMBOS, COMBO_IDS
 from tests.support.waiting import run, until
 

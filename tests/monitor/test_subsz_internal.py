@@ -23,15 +23,11 @@ CONF = """accounts {
   B: { users: [{user: b, password: b}] }
 }
 """
-# the $SYS services of nats-server 2.15 that natsd does not run (yet): remote server and
-# account tracking, leaf node and latency events, the reload request, its own
-# reply inboxes, and claim updates outside operator mode
+# the $SYS services of nats-server 2.15 that natsd does not run (yet): leaf node and latency
+# events, user info by account, and claim updates outside operator mode
 NOT_YET = {
-    "$SYS._INBOX.<hash>.*", "$SYS._INBOX_.<id>", "$SYS.SERVER.ACCOUNT.*.CONNS",
-    "$SYS.REQ.ACCOUNT.NSUBS", "$SYS.SERVER.*.STATSZ", "$SYS.SERVER.*.SHUTDOWN",
-    "$SYS.SERVER.*.LAMEDUCK", "$SYS.ACCOUNT.*.CLAIMS.UPDATE", "$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE",
-    "$SYS.REQ.USER.*.INFO", "$SYS.ACCOUNT.*.LEAFNODE.CONNECT", "$SYS.LATENCY.M2.<hash>",
-    "$SYS.REQ.SERVER.<id>.RELOAD",
+    "$SYS.ACCOUNT.*.CLAIMS.UPDATE", "$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE", "$SYS.REQ.USER.*.INFO",
+    "$SYS.ACCOUNT.*.LEAFNODE.CONNECT", "$SYS.LATENCY.M2.<hash>",
 }
 # and with JetStream: the system account's ACCOUNT.PURGE
 JS_NOT_YET = {"$JS.API.ACCOUNT.PURGE.*"}

@@ -30,7 +30,6 @@ Stream hooks (natsd/jetstream/engine/stream.py): `attach(stream)` on start, `Sou
 config update, `Sourcing.stop()` on stop/delete, `Sourcing.info(src)` for stream info; messages
 are stored through `stream.store_sourced(...)`.
 """
-import hashlib
 import json
 import logging
 import os
@@ -40,13 +39,12 @@ import time
 from natsd._core.loop import cancel_timer
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
-from natsd.ids import random_token
+from natsd.ids import get_hash, random_token
 
 log = logging.getLogger("natsd")
 
 
 NS = 1_000_000_000
-DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 HEARTBEAT = 1 * NS              # idle heartbeat asked of the origin consumer
 INACTIVE = 10 * NS              # origin consumer's inactive threshold
@@ -58,15 +56,8 @@ RETRY_THRESHOLD = 2.0           # minimum time between two create requests
 RETRY_MAX = 15.0
 
 
-def get_hash(name):
-    """nats-server getHash (events.go): 8 chars of sha256 mapped onto base 62 digits."""
-    b = hashlib.sha256(name.encode()).digest()
-    return "".join(DIGITS[x % 62] for x in b[:8])
-
-
 def backoff(fails):
     return min(3.0 * fails, RETRY_MAX)
-
 
 
 def api_prefix(src):

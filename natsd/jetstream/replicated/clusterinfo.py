@@ -4,7 +4,7 @@ that the meta, stream and consumer groups share."""
 from natsd.raft.node import NotLeader
 from natsd.gofmt import go_time
 from natsd.jetstream.engine import errors as E
-from natsd.jetstream.engine.sourcing import get_hash
+from natsd.ids import get_hash
 
 CURRENT_LAG = 2.0               # a member heard from within this many seconds can be current
 

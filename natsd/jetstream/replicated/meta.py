@@ -50,7 +50,7 @@ from natsd.jetstream.replicated.peerselect import Pool, Rules, Server, room_of
 from natsd.jetstream.engine.apilevel import required_level_too_high
 from natsd.jetstream.replicated.clusterinfo import peer_infos, step_down
 from natsd.jetstream.replicated.streams import ReplicatedStream
-from natsd.jetstream.engine.sourcing import get_hash
+from natsd.ids import get_hash
 from natsd.jetstream.engine.streamconfig import STEPDOWN_REQUEST, decode_request
 
 log = logging.getLogger("natsd")
@@ -67,7 +67,6 @@ ANSWER = "$JSC.META.ANSWER.%s"  # the meta leader's answers to requests a server
 STEPDOWN = "$JS.API.META.LEADER.STEPDOWN"
 ONE_REPLICA_ELSEWHERE = ("no suitable peers for placement, natsd keeps a one-replica stream on the "
                          "server its request reached: send it through a server that meets the placement")
-STATSZ = "$SYS.SERVER.*.STATSZ"         # every server's periodic event: its name and tags
 SERVER_REMOVE = "$JS.API.SERVER.REMOVE"
 REMOVE_REQUEST = {"peer": ("string", "str"), "peer_id": ("string", "str")}
 STEPDOWN_TYPE = "meta_leader_stepdown_response"
@@ -122,13 +121,16 @@ class MetaGroup:
         self.server.system.subscribe(SERVER_REMOVE, self._on_server_remove)
         self.server.system.subscribe(FORWARD % self.peer, self._on_forward)
         self.server.system.subscribe(ANSWER % self.peer, self._on_answer)
-        self.server.system.subscribe(STATSZ, self._on_statsz)
+        self.server.system.remote.on_statsz.append(self._on_statsz)
         self.timer = self.server.loop.call_later(CHECK, self._check)
 
     def stop(self):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        on_statsz = self.server.system.remote.on_statsz
+        if self._on_statsz in on_statsz:
+            on_statsz.remove(self._on_statsz)
         for r in self.replicas.values():
             r.stop()
         if self.group is not None:
