@@ -136,11 +136,10 @@ class Server:
             self.system = SystemServices(self)
             self.system.start()
             self.subsystems.append(self.system)
-            if self.jwt_accounts is not None:
-                from natsd.system.claims import ClaimServices
-                claim_services = ClaimServices(self.system, self.jwt_accounts)
-                claim_services.start()
-                self.subsystems.append(claim_services)
+            from natsd.system.claims import ClaimServices
+            claim_services = ClaimServices(self.system, self.jwt_accounts)
+            claim_services.start()
+            self.subsystems.append(claim_services)
         if opts.jetstream.enabled:
             from natsd.jetstream.engine.jetstream import JetStream
             self.jetstream = JetStream(self)

@@ -1,4 +1,6 @@
-"""Operator mode's account JWT services in the system account, as nats-server answers them.
+"""The account JWT services in the system account, as nats-server answers them.
+
+Without an operator, updates are answered and change nothing: no JWT is trusted.
 
 Every resolver takes account JWT updates on `$SYS.REQ.ACCOUNT.<key>.CLAIMS.UPDATE` (and the
 older `$SYS.ACCOUNT.<key>.CLAIMS.UPDATE`). With the MEMORY resolver an update reaches only a
@@ -37,12 +39,16 @@ UPDATE_SUBJECTS = ("$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE", "$SYS.ACCOUNT.*.CLAIMS.UP
 class ClaimServices:
     def __init__(self, system, accounts):
         self.system = system                # natsd.system.services.SystemServices
-        self.accounts = accounts            # natsd.auth.jwt.accounts.JwtAccounts
-        self.resolver = accounts.resolver
+        self.accounts = accounts            # natsd.auth.jwt.accounts.JwtAccounts; None: no operator
+        self.resolver = accounts.resolver if accounts is not None else None
         self.sync_timer = None
 
     def start(self):
         sub = self.system.subscribe
+        if self.accounts is None:
+            for subject in UPDATE_SUBJECTS:
+                sub(subject, self._untrusted_update)
+            return
         if not self.resolver.tracks_updates:
             for subject in UPDATE_SUBJECTS:
                 sub(subject, self._memory_update)
@@ -160,30 +166,52 @@ class ClaimServices:
             return tokens[2]
         return None
 
-    def _memory_update(self, sub, subject, reply, hdr, payload, origin):
+    def _checked(self, subject, reply, payload):
+        """An update's account key and claims, or None once the update was answered with what
+        is wrong with it."""
         key = self._subject_key(subject)
         if key is None:
-            return
+            return None
         if not payload:
             self._respond(reply, key, "jwt update error", "request body is empty")
-            return
+            return None
         try:
             ac = claims.decode_kind(payload.decode("utf-8", "replace"), "account")
         except claims.JwtError as e:
             self._respond(reply, key, "jwt update resulted in error", e)
-            return
+            return None
         if ac.subject != key:
             self._respond(reply, key, "jwt update resulted in error", "subject does not match jwt content")
-        elif key not in self.accounts.claims:
+            return None
+        return key, ac
+
+    def _memory_update(self, sub, subject, reply, hdr, payload, origin):
+        checked = self._checked(subject, reply, payload)
+        if checked is None:
+            return
+        key, ac = checked
+        if key not in self.accounts.claims:
             self._respond(reply, key, "jwt update skipped")
+            return
+        try:
+            self.accounts.update(key, ac.token)
+        except AccountJwtError as e:
+            self._respond(reply, key, "jwt update resulted in error", e)
+            return
+        self.resolver.store(key, ac.token)
+        self._respond(reply, key, "jwt updated")
+
+    def _untrusted_update(self, sub, subject, reply, hdr, payload, origin):
+        """No operator: no JWT is trusted. An account of the config named by the key is not
+        changed ("account validation failed"); any other is not here ("jwt update skipped")."""
+        checked = self._checked(subject, reply, payload)
+        if checked is None:
+            return
+        key, _ = checked
+        if key in self.system.server.accounts.accounts:
+            self._respond(reply, key, "jwt update resulted in error", "account validation failed")
         else:
-            try:
-                self.accounts.update(key, ac.token)
-            except AccountJwtError as e:
-                self._respond(reply, key, "jwt update resulted in error", e)
-                return
-            self.resolver.store(key, ac.token)
-            self._respond(reply, key, "jwt updated")
+            self._respond(reply, key, "jwt update skipped")
 
     def _keyed_update(self, sub, subject, reply, hdr, payload, origin):
         key = self._subject_key(subject)

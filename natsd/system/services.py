@@ -18,6 +18,7 @@ from natsd._core.sublist import Subscription
 from natsd.gofmt import go_json, omitempty, rtt_nanos
 from natsd.ids import random_token
 from natsd.jetstream.engine import gojson
+from natsd.jetstream.engine.headers import slice_header
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
@@ -77,6 +78,9 @@ class SystemServices:
             self._sub(sys_sl, "$SYS.REQ.SERVER.PING.%s" % ep, self._server_ping)
         for ep in ACCOUNT_ENDPOINTS:
             self._sub(sys_sl, "$SYS.REQ.ACCOUNT.*.%s" % ep, self._account_request)
+        # where each account's USER.INFO import leads on nats-server; asked directly, it
+        # answers of the requester itself
+        self._sub(sys_sl, "$SYS.REQ.USER.*.INFO", self._user_info_by_account, local_only=True)
         # In the system account itself, ACCOUNT.PING.STATZ covers every account in use
         # (nats-server's accPingReqSubj STATZ service); ACCOUNT.PING.CONNZ is, as there, the
         # ACCOUNT.<acc>.CONNZ service asked about an account named "PING".
@@ -232,7 +236,7 @@ class SystemServices:
         `error` when it failed (nats-server's zReq)."""
         env = {"server": self.server_info()}
         if error is not None:
-            env["error"] = {"code": code, "description": error}
+            env["error"] = {"code": code, **omitempty(("description", error))}
         publish(self.account.sublist, reply, None, None, _json(env))
 
     def _server_ping(self, sub, subject, reply, hdr, payload, origin):
@@ -361,6 +365,28 @@ class SystemServices:
             data["permissions"] = perms_json(perms)
         sublist = st.account.sublist if st.account is not None else self.account.sublist
         self.reply(sublist, reply, "data", data)
+
+    def _user_info_by_account(self, sub, subject, reply, hdr, payload, origin):
+        """`$SYS.REQ.USER.<acc>.INFO` asked directly: as nats-server, of the user its
+        `Nats-Request-Info` header names (none: empty names), with the requester's
+        permissions; a header block without that header is a bad request."""
+        if not reply:
+            return
+        ci = {}
+        if hdr:
+            try:
+                ci = json.loads(slice_header(bytes(hdr), b"Nats-Request-Info") or b"")
+            except ValueError:
+                self._done(reply, "", code=400)     # (Go's error is not told)
+                return
+        acc = self.server.accounts.accounts.get(ci.get("acc") or "") if isinstance(ci, dict) else None
+        data = {"user": ci.get("user", ""), "account": ci.get("acc", "")}
+        data.update(omitempty(("account_name", acc.name_tag if acc is not None else ""),
+                              ("user_name", ci.get("name_tag", ""))))
+        perms = getattr(getattr(origin, "state", None), "perms", None)
+        if perms is not None:
+            data["permissions"] = perms_json(perms)
+        self.reply(self.account.sublist, reply, "data", data)
 
     def _debug_subscribers(self, sub, subject, reply, hdr, payload, origin):
         """`$SYS.DEBUG.SUBSCRIBERS`: how many client (and hub-side leaf) subscriptions in the

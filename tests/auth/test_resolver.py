@@ -409,3 +409,34 @@ def test_directory_merge_takes_newer_jwts_and_refuses_bad_lines(tmp_path):
         store.merge("no separator")
     with pytest.raises(ResolverError, match="not a valid public account key"):
         store.merge("%s|%s" % (w.op.public, w.acc_jwt))
+
+
+async def untrusted_scenario(url, w):
+    nc = await nats.connect(url, user="sys", password="sys")
+    out = {}
+    for name, subject, token in (
+            ("config account", "$SYS.REQ.ACCOUNT.%s.CLAIMS.UPDATE" % w.acc.public, w.acc_jwt),
+            ("older subject", "$SYS.ACCOUNT.%s.CLAIMS.UPDATE" % w.acc.public, w.acc_jwt),
+            ("not here", "$SYS.REQ.ACCOUNT.%s.CLAIMS.UPDATE" % w.signer.public,
+             w.account_jwt(w.signer, "SIGNER")),
+            ("other subject", "$SYS.REQ.ACCOUNT.%s.CLAIMS.UPDATE" % w.signer.public, w.acc_jwt),
+            ("empty", "$SYS.REQ.ACCOUNT.%s.CLAIMS.UPDATE" % w.acc.public, ""),
+            ("not a jwt", "$SYS.REQ.ACCOUNT.%s.CLAIMS.UPDATE" % w.acc.public, "nope")):
+        out[name] = _answer(await nc.request(subject, token.encode(), timeout=3))
+    await nc.close()
+    return out
+
+
+def test_claim_updates_without_an_operator_change_nothing_as_on_nats_server(natsd, reference, tmp_path):
+    """No operator, no trusted JWT: an update of a config account named by the JWT's key is
+    refused, any other skipped, malformed ones answered with what is wrong."""
+    w = World(tmp_path)
+    path = tmp_path / "plain.conf"
+    path.write_text("system_account: SYS\naccounts {\n  SYS: { users: [{user: sys, password: sys}] }\n"
+                    "  %s: { users: [{user: a, password: a}] }\n}\n" % w.acc.public)
+    theirs = asyncio.run(untrusted_scenario(reference("-c", str(path)).url, w))
+    ours = asyncio.run(untrusted_scenario(natsd("-c", str(path)).url, w))
+    assert ours == theirs
+    assert theirs["config account"]["error"]["description"] == \
+        "jwt update resulted in error - account validation failed"
+    assert theirs["not here"]["data"]["message"] == "jwt update skipped"

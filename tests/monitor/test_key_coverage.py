@@ -121,12 +121,18 @@ SYS_REQUESTS = (
      ("$SYS.REQ.ACCOUNT.A.JSZ", '{"streams": true, "consumer": true, "config": true}'),
      ("$SYS.REQ.ACCOUNT.A.CONNZ", '{"subscriptions_detail": true, "auth": true}'),
      ("$SYS.REQ.ACCOUNT.PING.STATZ", ""), ("$SYS.REQ.ACCOUNT.PING.CONNZ", ""),
-     ("$SYS.REQ.USER.INFO", "")])
+     ("$SYS.REQ.USER.INFO", ""), ("$SYS.REQ.USER.A.INFO", "")])
 
 
 @pytest.mark.parametrize("subject,body", SYS_REQUESTS)
 def test_sys_service_keys_and_types(full_pair, subject, body):
     settled(lambda: full_pair.sys_both(subject, body.encode()), "%s %s" % (subject, body))
+
+
+@pytest.mark.parametrize("subject", ["$SYS.REQ.USER.INFO", "$SYS.REQ.USER.A.INFO", "$SYS.REQ.USER.NONE.INFO"])
+def test_user_info_asked_directly_tells_of_the_requester(full_pair, subject):
+    mine, ref = full_pair.sys_both(subject)
+    assert mine["data"] == ref["data"]
 
 
 def test_ipqueuesz_sys_lists_the_request_in_progress(full_pair):

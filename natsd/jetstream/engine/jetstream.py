@@ -19,6 +19,7 @@ from natsd.subject import subject_is_subset
 from natsd.auth import nkey
 from natsd.jetstream.engine import errors as E
 from natsd.jetstream.engine import api, batch, consumer, jscrypt
+from natsd.jetstream.engine.accountpurge import AccountPurge
 from natsd.jetstream.engine.store import open_store
 from natsd.jetstream.engine.stream import Stream
 from natsd.jetstream.engine.apilevel import API_LEVEL
@@ -465,6 +466,8 @@ class JetStream:
         self.server.accounts.on_add.append(lambda acc: self._install_api(acc, None))
         self.server.accounts.on_update.append(self.account_updated)
         self._load_stored_accounts()
+        if self.server.system is not None and not self.server.opts.cluster.port:
+            AccountPurge(self).start()  # (a cluster's meta leader would answer it: not yet)
         if not self.group_commit and not self.sync_always:
             self.sync_timer = self.server.loop.call_later(self.sync_interval, self._sync_tick)
         err = None
