@@ -166,14 +166,16 @@ class Server:
             if first:
                 log.warning('Clients that are not using "TLS Handshake First" option will fail to connect')
         self._write_pid_file()
+        if opts.cluster.port:           # (imported now: the routes dial within a ms of "ready")
+            from natsd.cluster.routes import Routes
+            if self.jetstream is not None:
+                from natsd.jetstream.replicated.layer import ClusterLayer
         log.info("Server is ready")
         if opts.cluster.port:           # nats-server's routing starts once the client port listens
-            from natsd.cluster.routes import Routes
             self.cluster = Routes(self)
             self.cluster.start()
             self.subsystems.append(self.cluster)
             if self.jetstream is not None:
-                from natsd.jetstream.replicated.layer import ClusterLayer
                 self.jetstream.start_cluster(ClusterLayer(self.jetstream))
         self._write_ports_file()
         self.loop.call_later(1.0, self._write_deadline_sweep)

@@ -17,6 +17,8 @@ import random
 import time
 from urllib.parse import urlsplit, unquote
 
+import psutil
+
 from natsd import VERSION, PROTO
 from natsd._core.conn import Connection
 from natsd._core.sublist import Sublist
@@ -185,7 +187,6 @@ class Routes:
 
     def _find_self_addrs(self):
         """Every ip:port of this machine's route port, so seeds naming us are skipped."""
-        import psutil
         port = self.listener.port
         for addrs in psutil.net_if_addrs().values():
             for a in addrs:
