@@ -22,7 +22,9 @@ What it implements (Ongaro's dissertation, with natsd's choices):
   that removed itself steps down once the change commits. A server to be added is first a
   learner: the leader replicates to it without counting it, and it joins once it has the log.
   A server votes once it holds a log, even before it hears that it was added.
-- Leader transfer: proposals pause, the target is brought up to date and told to campaign now.
+- Leader transfer: proposals pause, the target is brought up to date and told to campaign now;
+  a leader whose target has not taken over within the election timeout steps down all the
+  same (as nats-server's StepDown always ends the leadership), and an election follows.
 - A node whose state machine is still incomplete (it is copying what a snapshot names from
   another member) is made not `electable`: it votes and acknowledges, but does not campaign.
 """
@@ -106,7 +108,9 @@ class Node:
                     self.quorum_losses += 1
                     self._become_follower(self.term, "", now)
             if self.transfer_to and now >= self.transfer_deadline:
+                self._note("stepping down: %s did not take over in time" % self.transfer_to)
                 self.transfer_to = None
+                self._become_follower(self.term, "", now)
         elif now >= self.election_at and self.id in self.members and self.electable:
             self._campaign(now, pre_vote=True)
 
@@ -218,8 +222,8 @@ class Node:
         return self._change_members(tuple(m for m in self.members if m != member), now)
 
     def transfer_leadership(self, target, now):
-        """Hand leadership to `target`: proposals pause until it campaigns or the election
-        timeout passes."""
+        """Hand leadership to `target`: proposals pause until it campaigns, or the election
+        timeout passes and this leader steps down."""
         if self.role != LEADER:
             raise NotLeader(self.leader)
         if target not in self.members or target == self.id:

@@ -24,7 +24,8 @@ CONF = """accounts {
 }
 """
 # the $SYS services of nats-server 2.15 that natsd does not run (yet): leaf node connect
-# events (gateways' interest-only mode) and remote service latency
+# events (they switch gateways to interest-only mode: no gateways yet) and service latency
+# measured on the responder's server (natsd refuses latency tracking with routes or leafs)
 NOT_YET = {"$SYS.ACCOUNT.*.LEAFNODE.CONNECT", "$SYS.LATENCY.M2.<hash>"}
 
 
