@@ -184,7 +184,8 @@ class ClientProtocol(ProtocolHandler):
             return
         if 0 <= account.max_connections <= len(account.clients) + account.remote_clients():
             log.error("%sMaximum account active connections exceeded", self._prefix(c))
-            self.fail(c, "maximum account active connections exceeded", "Max Account Connections Exceeded")
+            self.fail(c, "maximum account active connections exceeded",
+                      "Maximum Account Connections Exceeded")
             return
         self.server.bind_account(c, account)
         if result is not None:

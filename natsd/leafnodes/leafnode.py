@@ -904,7 +904,8 @@ class LeafProtocol(ProtocolHandler):
             return
         if 0 <= account.max_leafnodes <= sum(1 for x in account.clients if x.kind == KIND_LEAF):
             log.error("%sMaximum leafnode connections exceeded", self._prefix(c))
-            self.fail(c, "maximum account active connections exceeded", "Max Account Connections Exceeded")
+            self.fail(c, "maximum account active connections exceeded",
+                      "Maximum Account Connections Exceeded")
             return
         if st.auth_timer is not None:
             st.auth_timer.cancel()

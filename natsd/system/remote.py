@@ -159,7 +159,7 @@ class RemoteServers:
             for c in newest[:over]:
                 if not c.closing and not c.closed:
                     self.server.client_disconnect(c, "maximum account active connections exceeded",
-                                                  "Max Account Connections Exceeded")
+                                                  "Maximum Account Connections Exceeded")
 
     def account_added(self, acc):
         """A new account here asks the others how many connections it has there."""

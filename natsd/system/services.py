@@ -80,7 +80,8 @@ class SystemServices:
             self._sub(sys_sl, "$SYS.REQ.ACCOUNT.*.%s" % ep, self._account_request)
         # where each account's USER.INFO import leads on nats-server; asked directly, it
         # answers of the requester itself
-        self._sub(sys_sl, "$SYS.REQ.USER.*.INFO", self._user_info_by_account, local_only=True)
+        self._sub(sys_sl, "$SYS.REQ.USER.*.INFO", self._user_info_by_account,
+                  local_only=True)
         # In the system account itself, ACCOUNT.PING.STATZ covers every account in use
         # (nats-server's accPingReqSubj STATZ service); ACCOUNT.PING.CONNZ is, as there, the
         # ACCOUNT.<acc>.CONNZ service asked about an account named "PING".

@@ -110,6 +110,8 @@ def test_a_report_over_the_limit_closes_the_newest_clients_and_a_shutdown_clears
         assert OVER in newer.read_until_eof()
         assert older.sync() == b""          # the older one stays
         assert refused(server)              # 1 here and 1 elsewhere
+        closed = poll(lambda: server.get("/connz?state=closed")["connections"], timeout=5)
+        assert {c["reason"] for c in closed} == {"Maximum Account Connections Exceeded"}
         gone = json.dumps(fake_server(2)).encode()
         sys.send(b"PUB $SYS.SERVER.NELSEWHERE.SHUTDOWN %d\r\n%s\r\n" % (len(gone), gone))
         sys.sync()
