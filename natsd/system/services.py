@@ -18,7 +18,7 @@ from natsd._core.sublist import Subscription
 from natsd.gofmt import go_json, omitempty, rtt_nanos
 from natsd.ids import random_token
 from natsd.jetstream.engine import gojson
-from natsd.jetstream.engine.headers import slice_header
+from natsd.jetstream.engine.headers import request_info
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
@@ -373,14 +373,11 @@ class SystemServices:
         permissions; a header block without that header is a bad request."""
         if not reply:
             return
-        ci = {}
-        if hdr:
-            try:
-                ci = json.loads(slice_header(bytes(hdr), b"Nats-Request-Info") or b"")
-            except ValueError:
-                self._done(reply, "", code=400)     # (Go's error is not told)
-                return
-        acc = self.server.accounts.accounts.get(ci.get("acc") or "") if isinstance(ci, dict) else None
+        ci = request_info(hdr)
+        if ci is None:
+            self._done(reply, "", code=400)     # (Go's error is not told)
+            return
+        acc = self.server.accounts.accounts.get(ci.get("acc") or "")
         data = {"user": ci.get("user", ""), "account": ci.get("acc", "")}
         data.update(omitempty(("account_name", acc.name_tag if acc is not None else ""),
                               ("user_name", ci.get("name_tag", ""))))

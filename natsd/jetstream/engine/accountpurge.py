@@ -7,14 +7,13 @@ with its consumers, then the account's directory in the store; the answer is
 `account_purge_response` with `initiated`, also for an account that has nothing here. A name
 with a path separator is refused.
 """
-import json
 import logging
 import os
 import shutil
 
 from natsd._core.router import publish
 from natsd.jetstream.engine import errors as E
-from natsd.jetstream.engine.headers import slice_header
+from natsd.jetstream.engine.headers import request_info
 
 log = logging.getLogger("natsd")
 
@@ -57,14 +56,12 @@ class AccountPurge:
     def _requester(self, hdr, origin):
         """The account a request comes from: its `Nats-Request-Info` (the service's account
         first), else the connection's; None for headers without one (not answered)."""
-        if hdr:
-            try:
-                ci = json.loads(slice_header(bytes(hdr), b"Nats-Request-Info") or b"")
-            except ValueError:
-                return None
-            name = (ci.get("service") or ci.get("acc")) if isinstance(ci, dict) else None
-            if name:
-                return self.server.accounts.accounts.get(name)
+        ci = request_info(hdr)
+        if ci is None:
+            return None
+        name = ci.get("service") or ci.get("acc")
+        if name:
+            return self.server.accounts.accounts.get(name)
         return getattr(origin.state, "account", None)
 
     @staticmethod

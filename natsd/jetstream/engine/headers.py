@@ -1,6 +1,9 @@
 """NATS message headers as JetStream reads and writes them: the `NATS/1.0` block parsed
 (first value per key, as nats-server's sliceHeader), built, edited (nats-server's setHeader),
-and the Nats-TTL value read and parsed (parseMessageTTL)."""
+the Nats-TTL value read and parsed (parseMessageTTL), and the ClientInfo of a request's
+`Nats-Request-Info` (getRequestInfo)."""
+import json
+
 from natsd.gofmt import parse_go_duration
 
 NS = 1_000_000_000
@@ -81,6 +84,19 @@ def slice_header(hdr, name):
         i += 1
     j = hdr.find(b"\r\n", i)
     return hdr[i:j if j >= 0 else len(hdr)]
+
+
+def request_info(hdr):
+    """The ClientInfo a request's `Nats-Request-Info` header carries, as nats-server's
+    getRequestInfo reads it: {} for a request without headers; None for headers without it,
+    or with one that is not a JSON object (nats-server refuses those)."""
+    if not hdr:
+        return {}
+    try:
+        ci = json.loads(slice_header(bytes(hdr), b"Nats-Request-Info") or b"")
+    except ValueError:
+        return None
+    return ci if isinstance(ci, dict) else None
 
 
 def ttl_header(hdr):
