@@ -5,6 +5,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 
 from natsd import VERSION, NATSD_VERSION, logger
@@ -70,7 +71,12 @@ def main(argv=None):
     if problem:
         _print_refusals([problem])
         return 1
-    logger.configure(opts)
+    try:
+        logger.configure(opts)
+    except logger.LogDestinationError as e:
+        # nats-server's log.Fatalf: Go's standard logger line, exit 1
+        print("%s %s" % (time.strftime("%Y/%m/%d %H:%M:%S"), e), file=sys.stderr)
+        return 1
     return run_server(opts)
 
 
@@ -192,7 +198,10 @@ def install_signal_handlers(server):
 
     def on_reopen(signum, frame):
         log.info("Reopening log file")
-        logger.configure(server.opts)
+        try:
+            logger.configure(server.opts)
+        except logger.LogDestinationError as e:
+            log.error("Failed to reopen the log: %s", e)
 
     def on_ldm(signum, frame):
         log.info('Trapped "%s" signal', _SIGNAL_NAMES[signum])

@@ -262,8 +262,11 @@ class ClientProtocol(ProtocolHandler):
             log.error("%sSubscription Violation - %s", self._prefix(c), text)
             self.send_err(c, text)
             return
-        if sid in c.subs:
-            self._ok(c)
+        max_tokens = self.opts.max_sub_tokens
+        if max_tokens > 0 and subj.count(".") >= max_tokens:
+            log.error("%sSubscription Violation Too Many Tokens - Subject %s, SID %s",
+                      self._prefix(c), go_quote(subj), sid.decode("utf-8", "surrogateescape"))
+            self.send_err(c, f"Permissions Violation for Subscription to {go_quote(subj)}, too many tokens")
             return
         limit = self.opts.max_subscriptions
         acc = st.account
@@ -274,6 +277,9 @@ class ClientProtocol(ProtocolHandler):
                 or user is not None and 0 <= user.max_subs <= len(c.subs)):
             log.error("%sMaximum Subscriptions Exceeded", self._prefix(c))
             self.send_err(c, "maximum subscriptions exceeded")
+            return
+        if sid in c.subs:
+            self._ok(c)
             return
         s = Subscription(c, subject, sid, queue)
         if st.perms is not None and st.perms.needs_delivery_filter(subj, q):

@@ -619,7 +619,10 @@ class Server:
         from natsd import logger
         self.opts = new_opts
         self.client_proto.opts = new_opts
-        logger.configure(new_opts)
+        try:
+            logger.configure(new_opts)
+        except logger.LogDestinationError as e:
+            log.error("Failed to reload the log destination, keeping the old one: %s", e)
         self.authenticator = Authenticator(new_opts, self.jwt_accounts)
         try:
             self.tls = client_tls(new_opts)     # new connections; open ones keep their session

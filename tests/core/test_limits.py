@@ -49,6 +49,20 @@ def test_max_subscriptions(any_server, tmp_path):
         assert c.sync() == b"MSG d 4 1\r\nz\r\n"
 
 
+def test_max_sub_tokens(any_server, tmp_path):
+    """max_sub_tokens refuses a subscription of more tokens as a permissions violation (the
+    connection stays); a subscription at the limit, and a publish of any length, are fine."""
+    srv = any_server("-c", config(tmp_path, "max_sub_tokens: 3\n"))
+    with RawClient(srv.port).connect() as c:
+        c.send(b"SUB a.b.c 1\r\nSUB a.*.> 2\r\n")
+        assert c.sync() == b""
+        c.send(b"SUB a.b.c.d 3\r\n")
+        assert c.sync() == b"-ERR 'Permissions Violation for Subscription to \"a.b.c.d\", too many tokens'\r\n"
+        c.send(b"PUB a.b.c 1\r\nx\r\nPUB a.b.c.d 1\r\ny\r\n")
+        assert sorted(m[:2] for m in parse_msgs(c.sync())) == [(b"a.b.c", b"1"), (b"a.b.c", b"2"), (b"a.b.c.d", b"2")]
+    assert srv.wait_log('Subscription Violation Too Many Tokens - Subject "a.b.c.d", SID 3')
+
+
 def test_max_payload_from_config(any_server, tmp_path):
     srv = any_server("-c", config(tmp_path, "max_payload: 100\n"))
     with RawClient(srv.port) as c:
