@@ -229,6 +229,8 @@ class LeafNodeOpts:
     compression: Any = None
     isolate_leafnode_interest: bool = False
     tls: dict[str, Any] | None = None
+    write_deadline: float = 0.0     # 0: the server's write_deadline
+    write_timeout: str = "default"  # default (retry), close or retry
     configured: bool = False
 
 
@@ -250,6 +252,8 @@ class ClusterOpts:
     compression: Any = None
     authorization: dict[str, Any] | None = None
     tls: dict[str, Any] | None = None
+    write_deadline: float = 0.0     # 0: the server's write_deadline
+    write_timeout: str = "default"  # default (retry), close or retry
     raw: dict[str, Any] = field(default_factory=dict)
     configured: bool = False
 
@@ -292,6 +296,7 @@ class Options:
     ping_interval: float = 120.0
     ping_max: int = 2
     write_deadline: float = 10.0
+    write_timeout: str = "default"  # clients: default (close), close or retry
     auth_timeout: float = 0.0                # 0: nats-server's default (2 s, or the TLS timeout + 1 s)
     no_header_support: bool = False
     disable_sublist_cache: bool = False

@@ -15,14 +15,18 @@ import json
 import logging
 import socket
 
-from natsd._core.conn import monotonic
-from natsd.gofmt import go_json, go_quote, json_kind
+from natsd._core.conn import monotonic, totals
+from natsd.gofmt import go_json, go_quote, go_seconds, json_kind
 from natsd.logger import TRACE
 from natsd.net.tls import go_tls_error, peer_cert_details
 
 log = logging.getLogger("natsd")
 
 # Connection.kind, as natsd/_core/conn.pxd numbers the kinds (its enum is C-level only)
+# nats-server's outbound buffers hold up to 64 KiB each: its slow-consumer line counts
+# "chunks" of that size.
+OUT_CHUNK = 65536
+
 KIND_CLIENT = 0
 KIND_LEAF = 1
 KIND_ROUTE = 2
@@ -314,6 +318,51 @@ class ProtocolHandler:
             self.server.blocked.add(c)
         else:
             self.server.blocked.discard(c)
+            self.server.write_slow.discard(c)
+
+    # What nats-server does when a write deadline passes: clients close by default, routes
+    # and leaf nodes retry (`write_timeout: default|close|retry` in each block).
+    CLOSE_BY_DEFAULT = True
+    STATS_KIND = None          # the slow_consumer_links key this kind counts in (None: clients)
+
+    def write_policy(self):
+        """(write deadline, whether passing it closes the connection even when bytes moved)."""
+        opts = self.server.opts
+        return opts.write_deadline, self._closes(opts.write_timeout)
+
+    def _closes(self, policy):
+        return policy == "close" or policy == "default" and self.CLOSE_BY_DEFAULT
+
+    def write_stalled(self, c, now):
+        """nats-server's handleWriteTimeout: output queued since c.blocked_since.  Past the
+        deadline (and one more write) the connection is a slow consumer, closed unless its
+        policy is retry and the socket took bytes meanwhile (then it is watched again from now)."""
+        deadline, closes = self.write_policy()
+        if now - c.blocked_since <= deadline:
+            return
+        # Write once more, as nats-server's timed-out write is retried: the kernel takes
+        # bytes as soon as it has room, long before it reports the socket writable again.
+        c.flush_now()
+        if not c.blocked_since or c.closing:
+            return
+        server = self.server
+        pending = c.pending_bytes()
+        state = "State" if c in server.write_slow else "Detected"
+        log.info("%sSlow Consumer %s: WriteDeadline of %s exceeded with %d chunks of %d total bytes.",
+                 self._prefix(c), state, go_seconds(deadline), -(-pending // OUT_CHUNK), pending)
+        totals.slow_consumers += 1
+        if self.STATS_KIND:
+            links = server.slow_consumer_links
+            links["events"] += 1
+            if state == "Detected" or self.STATS_KIND != "routes":   # a route counts once
+                links[self.STATS_KIND] += 1
+        if closes or c.last_sent <= c.blocked_since:
+            server.blocked.discard(c)
+            server.write_slow.discard(c)
+            c.schedule_close("Slow Consumer (Write Deadline)")
+        else:
+            server.write_slow.add(c)
+            c.blocked_since = now
 
     def slow_consumer(self, c):
         """Output beyond max_pending: logged and closed as nats-server's slow consumer."""

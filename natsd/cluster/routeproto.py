@@ -33,6 +33,13 @@ class RouteProtocol(ProtocolHandler):
     def _prefix(self, c):
         return self.routes.prefix(c)
 
+    CLOSE_BY_DEFAULT = False          # nats-server: routes retry at their write deadline
+    STATS_KIND = "routes"
+
+    def write_policy(self):
+        opts = self.server.opts
+        return opts.cluster.write_deadline or opts.write_deadline, self._closes(opts.cluster.write_timeout)
+
     def refuse(self, c, text):
         """-ERR and an error line, the route closed (nats-server's sendErrAndErr)."""
         log.error("%s%s", self._prefix(c), text)

@@ -112,10 +112,12 @@ class LinkSections(Reader):
                 ln.compression = mv.plain()
             elif lk in ("isolate_leafnode_interest", "isolate"):
                 ln.isolate_leafnode_interest = self.b(mv, mk)
-            elif lk in ("dial_timeout", "write_deadline"):
+            elif lk == "dial_timeout":
                 self.duration(mv, lk)
+            elif lk == "write_deadline":
+                ln.write_deadline = self.duration(mv, mk)
             elif lk == "write_timeout":
-                self.s(mv, mk)
+                ln.write_timeout = self.write_policy(mv, mk)
             else:
                 self.unknown(mk, mv)
 
@@ -292,7 +294,11 @@ class LinkSections(Reader):
                 c.ping_max = self.i(mv, mk)
             elif lk == "connect_backoff":
                 c.connect_backoff = self.b(mv, mk)
-            elif lk in ("permissions", "write_deadline", "write_timeout"):
+            elif lk == "write_deadline":
+                c.write_deadline = self.duration(mv, mk)
+            elif lk == "write_timeout":
+                c.write_timeout = self.write_policy(mv, mk)
+            elif lk == "permissions":
                 pass  # kept in c.raw
             else:
                 self.unknown(mk, mv)

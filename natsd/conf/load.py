@@ -143,12 +143,6 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
                 blk.raw = n.plain() if n.kind == "map" else {"value": n.plain()}
             return f
 
-        def write_timeout(k, n):
-            v = self.s(n, k)
-            if v and v.lower() not in ("default", "close", "retry"):
-                self.err(n, f"write_timeout must be 'default', 'close' or 'retry', got {v!r}")
-            o.extra["write_timeout"] = v
-
         def no_auth_user(k, n):
             o.no_auth_user = self.s(n, k)
             self.no_auth_node = n
@@ -201,7 +195,7 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
             "ping_max": attr("ping_max", self.i),
             "tls": lambda k, n: self.tls(n) is not None and raw_block("tls_config")(k, n),
             "write_deadline": lambda k, n: setattr(o, "write_deadline", self.duration(n, k, o.write_deadline)),
-            "write_timeout": write_timeout,
+            "write_timeout": lambda k, n: setattr(o, "write_timeout", self.write_policy(n, k)),
             "lame_duck_duration": lame("lame_duck_duration", 30.0),
             "lame_duck_grace_period": lame("lame_duck_grace_period", None),
             "no_auth_user": no_auth_user,

@@ -159,6 +159,15 @@ class Reader:
         self.want(n, ("string",), what)
         return default
 
+    def write_policy(self, n: Node, what: str) -> str:
+        """A `write_timeout` policy: exactly default, close or retry (nats-server's
+        parseWriteDeadlinePolicy, case-sensitive)."""
+        v = self.s(n, what)
+        if v not in ("default", "close", "retry"):
+            self.err(n, "write_timeout must be 'default', 'close' or 'retry'")
+            return "default"
+        return v
+
     def listen(self, n: Node, what: str) -> tuple[str, int] | None:
         if n.kind == "integer":
             return "", n.value

@@ -839,6 +839,13 @@ class LeafProtocol(ProtocolHandler):
     def _prefix(self, c):
         return self.ln.prefix(c)
 
+    CLOSE_BY_DEFAULT = False          # nats-server: leaf connections retry at their write deadline
+    STATS_KIND = "leafs"
+
+    def write_policy(self):
+        opts = self.server.opts
+        return opts.leafnode.write_deadline or opts.write_deadline, self._closes(opts.leafnode.write_timeout)
+
     # ---- parser calls ----
 
     def auth_pending(self, c):

@@ -470,8 +470,7 @@ class SystemServices:
                               "pending": c.pending_bytes()} for c in s.routes.values()]
         # as nats-server: the per-kind figures only once one of them is not 0
         if totals.slow_consumers:
-            out["slow_consumer_stats"] = {"clients": totals.slow_consumers, "routes": 0,
-                                          "gateways": 0, "leafs": 0}
+            out["slow_consumer_stats"] = s.slow_consumer_stats()
         if s.stale_connections:
             out["stale_connections"] = s.stale_connections
             out["stale_connection_stats"] = {"clients": s.stale_connections, "routes": 0,

@@ -367,6 +367,13 @@ DIFF_CASES = {
     "bad_duration": 'ping_interval: "3 parsecs"\n',
     "bad_sizes": 'jetstream { max_mem: "12Q" }\n',
     "bad_int_ping": "ping_interval: 5\n",
+    "good_write_policies": 'write_timeout: retry\ncluster { port: 1, write_timeout: close, write_deadline: "2s" }\n'
+                           'leafnodes { write_timeout: default, write_deadline: "3s" }\n',
+    "bad_write_policy_case": "write_timeout: Close\n",
+    "bad_write_policy_leaf": "leafnodes { write_timeout: later }\n",
+    "good_sub_tokens": "max_sub_tokens: 255\n",
+    "bad_sub_tokens": "max_sub_tokens: 256\n",
+    "good_log_rotation": 'logfile: "/tmp/x.log"\nlog_size_limit: 1MB\nlogfile_max_num: 3\n',
 }
 
 
@@ -388,6 +395,16 @@ def test_differential_valid_invalid_agrees_with_nats_server(name, tmp_path):
     except ConfigError:
         ours = False
     assert ours == (ref.returncode == 0), ref.stderr.decode() + ref.stdout.decode()
+
+
+def test_write_policies_are_read_per_link():
+    from natsd.conf import load_string
+    o = load_string(DIFF_CASES["good_write_policies"])
+    assert (o.write_timeout, o.cluster.write_timeout, o.cluster.write_deadline) == ("retry", "close", 2.0)
+    assert (o.leafnode.write_timeout, o.leafnode.write_deadline) == ("default", 3.0)
+    with pytest.raises(ConfigError) as ei:
+        load_string(DIFF_CASES["bad_write_policy_case"], "w.conf")
+    assert ei.value.errors == ["w.conf:1:0: write_timeout must be 'default', 'close' or 'retry'"]
 
 
 def test_sync_interval_marks_lazy_mode_even_at_the_default_value():
