@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from natsd.auth import nkey
 from natsd.auth.offloop import OffLoop, compare_hash
+from natsd.auth.jwt import claims
 from natsd.auth.jwt.login import JwtAuthenticator
 from natsd.gofmt import go_quote
 from natsd.auth.permissions import Permissions
@@ -162,6 +163,7 @@ class Authenticator:
         self.password: str = getattr(opts, "password", None) or ""
         self.token: str = getattr(opts, "authorization", None) or ""
         self.no_auth_user: str = getattr(opts, "no_auth_user", None) or ""
+        self.default_sentinel: str = getattr(opts, "default_sentinel", None) or ""
         self.users: dict[str, _Principal] = {}
         self.nkeys: dict[str, _Principal] = {}
         self._bcrypt_ok: dict[tuple[str, str], bool] = {}
@@ -255,6 +257,9 @@ class Authenticator:
             return None
         if self.jwt is not None:
             jwt = _str_field(connect, "jwt")
+            if self.default_sentinel and not _is_user_jwt(jwt):
+                # nats-server: a CONNECT without a user JWT logs in as the default sentinel
+                jwt = connect["jwt"] = self.default_sentinel
             u = (self.jwt.authenticate(jwt, nonce, sig, kind, verify_nonce_signature, host, self._defer)
                  if jwt else None)
             if u is None:
@@ -400,3 +405,11 @@ def verify_nonce_signature(public_nkey: str, nonce: str | None, sig: str) -> boo
         return False
     raw_sig = _decode_sig(sig)
     return raw_sig is not None and nkey.verify(public_nkey, nonce.encode(), raw_sig)
+
+
+def _is_user_jwt(token: str | None) -> bool:
+    try:
+        claims.decode_kind(token or "", "user")
+        return True
+    except claims.JwtError:
+        return False

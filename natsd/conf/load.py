@@ -228,7 +228,8 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
             extra(k, n)
         # Accepted and stored, not implemented by natsd (yet).
         h["allow_non_tls"] = attr("allow_non_tls", self.b)
-        for k in ("default_sentinel", "prof_block_rate", "proxy_protocol", "ocsp",
+        h["default_sentinel"] = attr("default_sentinel", self.s)
+        for k in ("prof_block_rate", "proxy_protocol", "ocsp",
                   "operator", "operators", "roots", "root", "root_operators", "root_operator",
                   "resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
                   "resolver_pinned_accounts", "trusted", "trusted_keys", "feature_flags",

@@ -227,7 +227,11 @@ def _jetstream_cluster(o) -> str | None:
 def _operators(o) -> str | None:
     """nats-server's validateTrustedOperators."""
     if not o.operator_mode:
-        return None
+        return "default sentinel requires operators and accounts" if o.default_sentinel else None
+    if o.default_sentinel:
+        err = _sentinel_error(o.default_sentinel)
+        if err:
+            return err
     if not o.resolver:
         return "operators require an account resolver to be configured"
     if o.accounts:
@@ -235,6 +239,24 @@ def _operators(o) -> str | None:
     if o.users or o.nkeys:
         return "operators do not allow users to be configured directly"
     return None
+
+
+def _sentinel_error(token: str) -> str | None:
+    """A default sentinel must be a bearer user JWT (or look like a scoped user: an issuer
+    account and no permissions of its own, checked when it is used)."""
+    from natsd.auth.jwt import claims
+    try:
+        uc = claims.decode_kind(token, "user")
+    except claims.JwtError:
+        return "default sentinel JWT not valid"
+    nats = uc.nats
+    if nats.get("bearer_token"):
+        return None
+    perms_empty = not any((nats.get("pub") or {}).get(k) or (nats.get("sub") or {}).get(k)
+                          for k in ("allow", "deny")) and nats.get("resp") is None
+    if uc.issuer_account and perms_empty:
+        return None
+    return "default sentinel must be a bearer token"
 
 
 def _read_only_preloads(o) -> str | None:
