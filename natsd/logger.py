@@ -89,3 +89,19 @@ def configure(opts):
 
 class LogDestinationError(Exception):
     """The log destination could not be opened (nats-server exits with log.Fatalf)."""
+
+
+_rate_limited: dict[str, float] = {}
+
+
+def rate_limited_warning(text):
+    """nats-server's RateLimitWarnf: a warning logged once, then not again while the same
+    text came less than a second ago."""
+    now = time.monotonic()
+    last = _rate_limited.get(text)
+    if last is not None and now - last < 1.0:
+        return
+    if len(_rate_limited) > 1000:
+        _rate_limited.clear()
+    _rate_limited[text] = now
+    log.warning("%s", text)

@@ -182,8 +182,8 @@ class JetStreamOpts:
     sync_interval_set: bool = False      # `sync_interval` given in the config: lazy (timer) sync
     strict: bool = True
     unique_tag: str = ""
-    max_buffered_msgs: int = 10000
-    max_buffered_size: int = 128 * 1024 * 1024
+    max_buffered_msgs: int = 0      # a stream's ingest queue: 0 is nats-server's 100,000 messages
+    max_buffered_size: int = 0      # ... and 128 MiB
     max_outstanding_catchup: int = 0
     request_queue_limit: int = 0
     key: str = ""

@@ -27,6 +27,7 @@ from natsd.jetstream.engine.batch import AtomicBatches, Limits as BatchLimits
 from natsd.jetstream.engine.headers import build_headers, parse_headers, parse_ttl, ttl_header
 from natsd.jetstream.engine.streamconfig import config_json
 from natsd.ids import get_hash
+from natsd.logger import rate_limited_warning
 from natsd.subject import subject_matches
 
 log = logging.getLogger("natsd")
@@ -37,6 +38,10 @@ MAX_TTL = (1 << 62) // NS       # seconds; a larger Nats-TTL (valid for nats-ser
 
 
 
+# nats-server's stream ingest queue limits when jetstream's max_buffered_* are not set
+DEFAULT_MAX_QUEUE_MSGS = 100_000
+DEFAULT_MAX_QUEUE_BYTES = 128 * 1024 * 1024
+TOO_MANY_REQUESTS = b"NATS/1.0 429 Too Many Requests\r\n\r\n"
 ACK_CHUNK = 16                  # messages of one ingest batch answered together
 SYNC_CHUNK = 0.0003             # seconds of storing after which a chunk gets a sync of its own
 MARKER_RECHECK = 0.25           # seconds before a replica looks again at a message awaiting its marker
@@ -215,6 +220,8 @@ class Stream:
         against 89-91k on the leader)."""
         if self.closed:
             return
+        if sub is not None and len(msgs) > 1:
+            msgs = self._within_ingest_limits(msgs)
         no_ack = self.config.get("no_ack")
         group = self.acks_after_sync
         answers = self.pending_acks if group else []    # in publish order
@@ -263,6 +270,34 @@ class Stream:
                 self.engine.want_sync(self)
         elif answers:
             self._reply_many(answers)
+
+    def _within_ingest_limits(self, msgs):
+        """nats-server's stream ingest queue limits (jetstream `max_buffered_msgs`, 100,000,
+        and `max_buffered_size`, 128 MiB, by default).  natsd's queue is what the loop read
+        for this stream in one iteration: past the limits the rest is dropped, logged, and
+        each dropped message with a reply is answered 429 Too Many Requests."""
+        opts = self.engine.opts
+        max_msgs = opts.max_buffered_msgs or DEFAULT_MAX_QUEUE_MSGS
+        max_size = opts.max_buffered_size or DEFAULT_MAX_QUEUE_BYTES
+        size = 0
+        for i, (subject, reply, hdr, payload, _) in enumerate(msgs):
+            if i == max_msgs:
+                why = "IPQ len limit reached"
+                break
+            size += len(subject) + len(reply or b"") + len(hdr or b"") + len(payload)
+            if size > max_size:
+                why = "IPQ size limit reached"
+                break
+        else:
+            return msgs
+        rate_limited_warning("Dropping messages due to excessive stream ingest rate on '%s' > '%s': %s"
+                             % (self.jsa.name, self.name, why))
+        answer = E.dumps({"error": E.error("JSStreamTooManyRequests").to_dict(), "stream": self.name,
+                          "seq": 0})
+        for _, reply, _, _, _ in msgs[i:]:
+            if reply:
+                publish(self.jsa.sublist, reply, None, TOO_MANY_REQUESTS, answer)
+        return msgs[:i]
 
     def _store_failed_answer(self, exc):
         """A store failure while ingesting: logged (the stream goes on) -> the error answer."""
