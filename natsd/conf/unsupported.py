@@ -39,6 +39,11 @@ def _nonzero(n: Node) -> bool:
     return n.kind != "integer" or n.value != 0
 
 
+def _owner(n: Node) -> bool:
+    """`cluster_traffic: owner` (natsd's replicated traffic runs in the system account)."""
+    return not (n.kind == "string" and n.value.lower() in ("", "system"))
+
+
 def _listen_port(n: Node) -> int:
     """The port of a `port`/`listen` value (0 when there is none)."""
     if n.kind == "integer":
@@ -69,6 +74,10 @@ def _preload_uses(used: Callable[[dict], bool]) -> Callable[[Node], bool]:
 
 
 # -- the table -------------------------------------------------------------------------
+# Every `tls {}` block of the config (gateways are refused as a whole).
+_TLS_BLOCKS = ["tls", "cluster.tls", "leafnodes|leaf.tls", "leafnodes|leaf.remotes[].tls",
+               "websocket|ws.tls", "mqtt.tls"]
+
 # Config rows: (feature, key path, when).  A path is dot-separated keys (case-insensitive,
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
 # its array.  The error points at the last key of the path.
@@ -88,6 +97,13 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("leafnode nkey authorization", "leafnodes|leaf.authorization.nkey", _always),
     ("PROXY protocol", "proxy_protocol", _true),
     ("profiling", "prof_port", _nonzero),
+    ("OCSP stapling", "ocsp", _always),
+    ("OCSP stapling", "ocsp_cache", _always),
+] + [("OCSP peer verification", tls + ".ocsp_peer", _always) for tls in _TLS_BLOCKS] + [
+    ("message tracing", "accounts.*.msg_trace|trace_dest", _always),
+    ("JetStream cluster traffic in the account", "accounts.*.jetstream.cluster_traffic", _owner),
+    ("leaf node remotes through an HTTP proxy", "leafnodes|leaf.remotes[].proxy", _always),
+    ("default JetStream domains for accounts", "default_js_domain", _always),
 ]
 
 # Flag rows: (feature, Options attributes the flags set).  A flag asks for the feature

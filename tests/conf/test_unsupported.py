@@ -74,6 +74,22 @@ REFUSED = {
                            ["{f}:5:5: leafnode nkey authorization is not supported by natsd yet"]),
     "proxy_protocol": ("port: -1\nproxy_protocol: true\n", ["{f}:2:1: PROXY protocol is not supported by natsd yet"]),
     "prof_port": ("port: -1\nprof_port: 6061\n", ["{f}:2:1: profiling is not supported by natsd yet"]),
+    "ocsp": ("port: -1\nocsp {\n  mode: always\n}\n", ["{f}:2:1: OCSP stapling is not supported by natsd yet"]),
+    "ocsp_cache": ("port: -1\nocsp_cache {\n  type: local\n}\n", ["{f}:2:1: OCSP stapling is not supported by natsd yet"]),
+    "ocsp_peer": ('port: -1\ntls {\n  cert_file: "{cert}"\n  key_file: "{key}"\n  ocsp_peer: true\n}\n',
+                  ["{f}:5:3: OCSP peer verification is not supported by natsd yet"]),
+    "ocsp_peer_leaf_remote": ('port: -1\nleafnodes {\n  remotes: [ { url: "tls://127.0.0.1:1"\n'
+                              '    tls { ocsp_peer { verify: true } } } ]\n}\n',
+                              ["{f}:4:11: OCSP peer verification is not supported by natsd yet"]),
+    "msg_trace": ('port: -1\naccounts {\n  A {\n    msg_trace { dest: "trace.a" }\n  }\n}\n',
+                  ["{f}:4:5: message tracing is not supported by natsd yet"]),
+    "cluster_traffic_owner": ("port: -1\naccounts {\n  A {\n    jetstream { cluster_traffic: owner }\n  }\n}\n",
+                              ["{f}:4:17: JetStream cluster traffic in the account is not supported by natsd yet"]),
+    "leaf_remote_proxy": ('port: -1\nleafnodes {\n  remotes: [ { urls: ["ws://127.0.0.1:1"]\n'
+                          '    proxy { url: "http://127.0.0.1:3128" } } ]\n}\n',
+                          ["{f}:4:5: leaf node remotes through an HTTP proxy is not supported by natsd yet"]),
+    "default_js_domain": ('port: -1\naccounts {\n  A {}\n}\ndefault_js_domain {\n  A: "hub"\n}\n',
+                          ["{f}:5:1: default JetStream domains for accounts is not supported by natsd yet"]),
     "several": ("port: -1\ngateway {}\ncluster {\n  port: -1\n  permissions {}\n}\nmqtt {}\n",
                 ["{f}:5:3: route permissions is not supported by natsd yet",
                  "{f}:2:1: gateway is not supported by natsd yet",
@@ -90,6 +106,7 @@ ACCEPTED = {
     "remote_nats_url": 'port: -1\nleafnodes {\n  remotes [ { url: "nats-leaf://127.0.0.1:7422" } ]\n}\n',
     "proxy_required_false": "port: -1\nauthorization {\n  users: [ {user: a, password: b, proxy_required: false} ]\n}\n",
     "prof_port_zero": "port: -1\nprof_port: 0\n",
+    "cluster_traffic_system": "port: -1\naccounts {\n  A {\n    jetstream { cluster_traffic: system }\n  }\n}\n",
     "auth_callout": ("port: -1\naccounts {\n  AUTH { users: [ {user: auth, password: pwd} ] }\n}\n"
                      f'authorization {{\n  auth_callout {{\n    issuer: "{ACCOUNT}"\n'
                      "    auth_users: [ auth ]\n    account: AUTH\n  }\n}\n"),

@@ -87,6 +87,7 @@ def _export_uses(key):
 # (feature, does the account JWT's `nats` claims use it?)
 UNSERVED = [
     ("message tracing in account JWTs", _uses("trace")),
+    ("JetStream cluster traffic in the account", lambda nats: str(nats.get("cluster_traffic") or "system").lower() != "system"),
 ]
 # ... and on a server with routes or leaf nodes, where a responder on another server is
 # measured by that server (nats-server's $SYS.LATENCY.M2 exchange, which natsd lacks)
