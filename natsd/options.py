@@ -207,7 +207,8 @@ class RemoteLeafOpts:
     no_randomize: bool = False
     compression: Any = None
     tls: dict[str, Any] | None = None
-    first_info_timeout: float = 0.0
+    first_info_timeout: float = 0.0     # 0: nats-server's 1s wait for the hub's first INFO
+    ignore_discovered_servers: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     pos: Pos = None
 

@@ -523,6 +523,8 @@ class Routes:
                 self.forward_new_route_info(info, st.route_type, st.did_solicit, gossip_mode)
             if not self.opts.no_advertise:
                 self.connect_urls.add(st.connect_urls, st.ws_connect_urls)
+            if st.leafnode_url and s.leafnodes is not None:
+                s.leafnodes.cluster_urls_changed()
         accounts = [a.name for a in s.accounts if a.name not in self.acc_routes
                     and (st.no_pool or pool_index(a.name, self.effective_pool) == idx)]
         if st.no_pool:
@@ -692,6 +694,8 @@ class Routes:
         if last:
             if not self.opts.no_advertise:
                 self.connect_urls.remove(st.connect_urls, st.ws_connect_urls)
+            if st.leafnode_url and s.leafnodes is not None:
+                s.leafnodes.cluster_urls_changed()
         self._maybe_reconnect(c)
 
     def _unregister(self, c):

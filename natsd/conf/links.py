@@ -213,12 +213,14 @@ class LinkSections(Reader):
                     r.no_randomize = self.b(v, k)
                 elif lk == "compression":
                     r.compression = v.plain()
-                elif lk in ("first_info_timeout",):
+                elif lk == "first_info_timeout":
                     r.first_info_timeout = self.duration(v, k)
+                elif lk == "ignore_discovered_servers":
+                    r.ignore_discovered_servers = self.b(v, k)
                 elif lk in ("ws_compress", "ws_compression", "websocket_compress", "websocket_compression",
                             "ws_no_masking", "websocket_no_masking", "jetstream_cluster_migrate",
                             "js_cluster_migrate", "isolate_leafnode_interest", "isolate", "request_isolation",
-                            "dial_timeout", "proxy", "ignore_discovered_servers"):
+                            "dial_timeout", "proxy"):
                     r.extra[lk] = v.plain()
                 else:
                     self.unknown(k, v)

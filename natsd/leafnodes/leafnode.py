@@ -55,6 +55,7 @@ LOOP_DELAY = 30.0                       # reconnect delay after a loop was detec
 PERM_VIOLATION_DELAY = 30.0
 FIRST_PING = 1.0                        # nats-server: firstPingInterval for non-clients
 CONNECT_PROCESS_TIMEOUT = 2.0
+FIRST_INFO_TIMEOUT = 1.0        # nats-server's DEFAULT_LEAFNODE_INFO_WAIT (a remote's first_info_timeout)
 
 DENY_ALL_CLIENT_JS = ["$JS.API.>", "$KV.>", "$OBJ.>"]
 DENY_ALL_JS = ["$JSC.>", "$NRG.>", "$JS.API.>", "$KV.>", "$OBJ.>"]
@@ -70,7 +71,7 @@ class LeafState(ClientState):
     __slots__ = ("remote", "remote_server", "remote_domain", "remote_cluster", "remote_account",
                  "is_spoke", "isolated", "compression", "comp_negotiated", "smap",
                  "info_received", "finished",
-                 "connect_timer", "leaf_url", "solicited", "hub_info", "ws_key")
+                 "connect_timer", "leaf_url", "solicited", "hub_info", "ws_key", "told_urls")
 
     def __init__(self, host, port, remote=None):
         super().__init__(host, port)
@@ -93,6 +94,7 @@ class LeafState(ClientState):
         self.finished = False
         self.connect_timer = None
         self.leaf_url = ""
+        self.told_urls = None           # the leafnode_urls this accepted leaf node was last sent
 
 
 class RemoteLeaf:
@@ -101,6 +103,7 @@ class RemoteLeaf:
     def __init__(self, opts):
         self.opts = opts
         self.urls = [u if "://" in u else "nats-leaf://" + u for u in opts.urls]
+        self.configured_urls = list(self.urls)
         self.index = -1
         self.account = opts.account or ""
         self.delay = 0.0                # extra delay before the next attempt (loop detected...)
@@ -139,6 +142,30 @@ class RemoteLeaf:
             return None
         self.index = (self.index + 1) % len(self.urls)
         return urlsplit(self.urls[self.index])
+
+    def discovered(self, info):
+        """nats-server's updateLeafNodeURLs: the hub cluster's leaf node URLs (its INFO's
+        `leafnode_urls`, or `ws_connect_urls` for a WebSocket remote) go before the
+        configured ones, which stay; a URL whose host:port is configured is not repeated.
+        Nothing changes with `ignore_discovered_servers`."""
+        if self.opts.ignore_discovered_servers or not self.configured_urls:
+            return
+        first = urlsplit(self.configured_urls[0]).scheme.lower()
+        if first in ("ws", "wss"):
+            scheme, found = ("wss" if self.tls_configured else "ws"), info.get("ws_connect_urls")
+        else:
+            scheme, found = "nats-leaf", info.get("leafnode_urls")
+        if not isinstance(found, list) or not found:
+            return
+        known = {urlsplit(u).netloc.rpartition("@")[2] for u in self.configured_urls}
+        fresh = []
+        for hp in found:
+            if isinstance(hp, str) and hp not in known:
+                known.add(hp)
+                fresh.append("%s://%s" % (scheme, hp))
+        in_use = self.urls[self.index] if 0 <= self.index < len(self.urls) else None
+        self.urls = fresh + self.configured_urls
+        self.index = self.urls.index(in_use) if in_use in self.urls else -1
 
 
 class LeafNodes:
@@ -330,8 +357,33 @@ class LeafNodes:
         info = self.info_dict(st.ws)
         info["client_id"] = c.cid
         info["nonce"] = st.nonce
-        info["leafnode_urls"] = [st.leaf_url]
+        info["leafnode_urls"] = st.told_urls = self.cluster_urls(st.leaf_url)
         _send_info(c, info)
+
+    def cluster_urls(self, own):
+        """INFO `leafnode_urls` for a leaf node that connected to us: our URL (the address it
+        reached) and those of the servers routed to us, for it to fail over to."""
+        urls = [own]
+        for r in list(self.server.routes.values()):
+            u = getattr(r.state, "leafnode_url", "")
+            if u and u not in urls:
+                urls.append(u)
+        return urls
+
+    def cluster_urls_changed(self):
+        """A server with a leaf node port joined or left the cluster: the leaf nodes that
+        connected to us get an INFO with the new `leafnode_urls` (nats-server's
+        sendAsyncLeafNodeInfo)."""
+        for c in list(self.server.leafs.values()):
+            st = c.state
+            if st.solicited or c.closing or c.closed or not st.leaf_url:
+                continue
+            urls = self.cluster_urls(st.leaf_url)
+            if urls != st.told_urls:
+                st.told_urls = urls
+                info = self.info_dict(st.ws)
+                info["leafnode_urls"] = urls
+                _send_info(c, info)
 
     def start_auth_timer(self, c):
         timeout = self._auth_timeout_secs()
@@ -454,7 +506,8 @@ class LeafNodes:
         self.server.leafs_pending[c.cid] = c
         log.info("%sLeafnode connection created for account: %s ", self.prefix(c), acc.name)
         st = c.state
-        st.connect_timer = self.loop.call_later(CONNECT_PROCESS_TIMEOUT * 2, self._no_info, c)
+        st.connect_timer = self.loop.call_later(remote.opts.first_info_timeout or FIRST_INFO_TIMEOUT,
+                                                self._no_first_info, c)
         if remote.websocket:
             st.ws = True
             c.codec = WsCodec(False)
@@ -499,6 +552,13 @@ class LeafNodes:
             self.proto.tls_failed(c, c.tls.error)
             return
         c.flush_now()
+
+    def _no_first_info(self, c):
+        """The hub sent no INFO within `first_info_timeout`: nats-server's read deadline
+        passes, the connection closes as a read error, and the remote is tried again."""
+        if not c.closed and not c.closing and not c.state.info_received:
+            log.debug("%sNo INFO from the remote within the first_info_timeout", self.prefix(c))
+            c.schedule_close("Read Error")
 
     def _no_info(self, c):
         if not c.closed and not c.closing and not c.state.finished:
@@ -943,7 +1003,7 @@ class LeafProtocol(ProtocolHandler):
         out["remote_account"] = account.name
         if account.is_system:
             out["acc_is_sys"] = True
-        out["leafnode_urls"] = [st.leaf_url]
+        out["leafnode_urls"] = st.told_urls = self.ln.cluster_urls(st.leaf_url)
         _send_info(c, out)
         self.ln.register(c)
 
@@ -959,6 +1019,7 @@ class LeafProtocol(ProtocolHandler):
             self._spoke_info(c, info)
             return
         first = not st.info_received
+        st.remote.discovered(info)
         if first:
             st.info_received = True
             if not info.get("client_id") or info.get("leafnode_urls") is None:
@@ -1021,7 +1082,7 @@ class LeafProtocol(ProtocolHandler):
             c.start_codec(compression_codec(cm), info_line(out))
         else:
             out["nonce"] = st.nonce
-            out["leafnode_urls"] = [st.leaf_url]
+            out["leafnode_urls"] = self.ln.cluster_urls(st.leaf_url)
             c.start_codec(compression_codec(cm))
             _send_info(c, out)
         return True
