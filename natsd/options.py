@@ -379,6 +379,8 @@ class Options:
     # <feature> is not supported by natsd yet")] (natsd.conf.unsupported); the command
     # line refuses to start or check such a config.
     unsupported: list[tuple[str, str]] = field(default_factory=list)
+    # (option, value) the command line set: they win over the file, at start and on reloads
+    flags_given: list[tuple[str, Any]] = field(default_factory=list)
 
 
 DEFAULT_PORT = 4222

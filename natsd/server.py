@@ -22,6 +22,8 @@ from natsd.auth.offloop import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
 from natsd.auth import nkey
 from natsd.conf import ConfigError, load_file
+from natsd.conf.flags import reapply_flags
+from natsd.conf.reloadable import reload_refusal
 from natsd.net.listener import Listener, host_port, new_nonce
 from natsd.ids import InternalClient, get_hash
 from natsd.jetstream.engine import corehooks
@@ -613,8 +615,14 @@ class Server:
             return str(e)
         if new.unsupported:
             return "\n".join(msg for _, msg in new.unsupported)
-        for name in _COMMAND_LINE_WINS:
+        new.flags_given = self.opts.flags_given
+        reapply_flags(new, new.flags_given)
+        set_baseline(new)
+        for name in _ENVIRONMENT_WINS:
             setattr(new, name, getattr(self.opts, name))
+        refused = reload_refusal(self.opts, new)
+        if refused:
+            return refused
         self.reload(new)
         return None
 
@@ -639,13 +647,12 @@ class Server:
         if self.leafnodes is not None:
             self.leafnodes.reload(new_opts)
         self.config_load_time = time.time()
-        log.info("Reloaded server configuration")
+        log.info("Reloaded server configuration%s",
+                 " (%s)" % new_opts.config_digest if new_opts.config_digest else "")
 
 
-# Settings the command line set (listen addresses, ports, --tls*) keep their values on a reload:
-# flags win over the file, as in nats-server; so does what the environment set (poll_us).
-_COMMAND_LINE_WINS = ("host", "port", "http_host", "http_port", "https_port", "tls", "tls_verify",
-                      "tls_cert", "tls_key", "tls_ca_cert", "poll_us")
+# What natsd's environment variables set (NATSD_POLL_US, NATSD_SEND_RING) stays on a reload.
+_ENVIRONMENT_WINS = ("poll_us", "send_ring")
 
 
 def stall_limit(max_pending):

@@ -342,14 +342,22 @@ def parse_command_line(argv: list[str]) -> CommandLine:
     return cl
 
 
+_NOT_OPTIONS = ("help", "version", "help_tls", "check", "signal", "config")
+
+
+def reapply_flags(o: Options, flags: list[tuple[str, object]]) -> None:
+    """The command line's settings over options read from the config file (at start, and
+    on a reload: nats-server's MergeOptions with its flag snapshot)."""
+    for dest, v in flags:
+        _apply(o, dest, v)
+
+
 def _apply_flags(cl: CommandLine, given: list[tuple[str, str, object]], values: dict) -> None:
     """Explicitly given flags win over the config file, in command-line order; then
     nats-server's checks of them (in its order), then natsd's refusals."""
     o = cl.opts
-    for _, dest, v in given:
-        if dest in ("help", "version", "help_tls", "check", "signal", "config"):
-            continue
-        _apply(o, dest, v)
+    o.flags_given = [(dest, v) for _, dest, v in given if dest not in _NOT_OPTIONS]
+    reapply_flags(o, o.flags_given)
     if "cluster_listen" in values and not o.cluster.listen:
         o.cluster.port = 0          # `--cluster ""` turns the config's cluster listener off
     # nats-server: any --tls* flag turns TLS on from the flags, unless --tls=false, which
