@@ -30,7 +30,7 @@ from natsd.jetstream.engine import corehooks
 from natsd.jetstream.engine.apilevel import API_LEVEL
 from natsd.options import set_baseline
 from natsd.protocol import info_line, prepare_accepted, release_connection
-from natsd.net.tls import default_auth_timeout
+from natsd.net.tls import RateCounter, default_auth_timeout
 
 log = logging.getLogger("natsd")
 
@@ -120,6 +120,9 @@ class Server:
             log.info("Using configuration file: %s %s", opts.config_file,
                      "(%s)" % opts.config_digest if opts.config_digest else "")
         self.tls = client_tls(opts)
+        self.tls_rate = None                # tls connection_rate_limit on the client port
+        if self.tls is not None and self.tls.settings.rate_limit and not opts.allow_non_tls:
+            self.tls_rate = RateCounter(self.tls.settings.rate_limit, time.monotonic)
         if opts.http_port and opts.https_port:
             raise MonitorError("can't specify both HTTP (%d) and HTTPs (%d) ports"
                                % (opts.http_port, opts.https_port))
@@ -182,6 +185,8 @@ class Server:
                 self.jetstream.start_cluster(ClusterLayer(self.jetstream))
         self._write_ports_file()
         self.loop.call_later(1.0, self._write_deadline_sweep)
+        if self.tls_rate is not None:
+            self.loop.call_later(1.0, self._log_rate_limited)
 
     @property
     def port(self):
@@ -373,6 +378,10 @@ class Server:
             log.error("%s:%d - cid:%d - Maximum Connections Exceeded", st.host, st.port, c.cid)
             self.client_proto.fail(c, "maximum connections exceeded", "Maximum Connections Exceeded")
             return
+        if self.tls_rate is not None and not self.tls_rate.allow():
+            self.client_proto.fail(c, "Connection throttling is active. Please try again later.",
+                                   "Maximum Connections Exceeded")
+            return
         if self.tls is not None:
             st.tls_timer = self.loop.call_later(self.tls.settings.timeout,
                                                 self.client_proto.tls_timeout, c)
@@ -447,6 +456,14 @@ class Server:
                     c.handler.write_stalled(c, now)
         # checked at least twice per deadline (and once a second)
         self.loop.call_later(min(1.0, max(0.01, self.opts.write_deadline / 2)), self._write_deadline_sweep)
+
+    def _log_rate_limited(self):
+        """nats-server's logRejectedTLSConns: once a second, how many TLS clients the
+        connection rate limit turned away."""
+        blocked = self.tls_rate.take_blocked()
+        if blocked:
+            log.warning("Rejected %d connections due to TLS rate limiting", blocked)
+        self.loop.call_later(1.0, self._log_rate_limited)
 
     def slow_consumer_stats(self):
         """Slow consumers by kind of connection (varz, STATSZ), as nats-server counts them:

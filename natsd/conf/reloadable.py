@@ -210,11 +210,19 @@ def _accounts(old, new) -> str | None:
 
 
 def _listeners(old, new) -> str | None:
+    a, b = (_tls_rate(o) for o in (old, new))
+    if a != b:
+        return _not_supported("TLSRateLimit", a, b)
     if _plain(old.websocket.raw) != _plain(new.websocket.raw):
         return "config reload not supported for Websocket"
     if old.operator_mode != new.operator_mode or _plain(old.resolver) != _plain(new.resolver):
         return _by_natsd("the operator and account resolver")
     return None
+
+
+def _tls_rate(o) -> int:
+    raw = o.tls_config.raw if o.tls_config.configured else {}
+    return next((v for k, v in raw.items() if k.lower() == "connection_rate_limit"), 0) or 0
 
 
 CHECKS = [_scalars, _no_auth_user, _system_account, _cluster, _leafnode, _jetstream, _accounts,

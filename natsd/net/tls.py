@@ -83,6 +83,8 @@ class TlsSettings:
         self.handshake_first, self.fallback_delay = _handshake_first(
             cfg.get("handshake_first", cfg.get("first", cfg.get("immediate"))))
         self.server_name = cfg.get("server_name") or ""
+        rate = cfg.get("connection_rate_limit")
+        self.rate_limit = rate if isinstance(rate, int) and not isinstance(rate, bool) and rate > 0 else 0
         self.not_after = False          # cert_not_after's memo (False: not read yet)
         _load_x509()
 
@@ -337,3 +339,31 @@ def pinning_refusal(c, pinned):
 
 
 __all__ = ["TlsSettings", "TlsError", "ServerTls", "spki_sha256", "cert_identity", "pinning_refusal"]
+
+
+class RateCounter:
+    """nats-server's rateCounter (tls `connection_rate_limit`): at most `limit` TLS clients
+    accepted in each one-second window; the rejected ones are counted for a warning."""
+
+    def __init__(self, limit, clock):
+        self.limit = limit
+        self.clock = clock
+        self.count = 0
+        self.end = 0.0
+        self.blocked = 0
+
+    def allow(self):
+        now = self.clock()
+        if now > self.end:
+            self.count = 0
+            self.end = now + 1.0
+        else:
+            self.count += 1
+        allowed = self.count < self.limit
+        if not allowed:
+            self.blocked += 1
+        return allowed
+
+    def take_blocked(self):
+        n, self.blocked = self.blocked, 0
+        return n

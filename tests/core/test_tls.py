@@ -255,3 +255,31 @@ def test_certificates_chosen_by_server_name(any_server, tmp_path, pki):
            for name in ("a.example.com", "b.example.com", "x.wild.example.com", "other.example.com")}
     assert der == {"a.example.com": "CN=a.example.com", "b.example.com": "CN=b",
                    "x.wild.example.com": "CN=b", "other.example.com": "CN=a.example.com"}
+
+
+def test_connection_rate_limit(any_server, tmp_path, pki):
+    """tls `connection_rate_limit: 2`: in one second the first two TLS clients are served,
+    the others get the INFO, then nats-server's throttling -ERR, and are closed; the server
+    then warns how many it rejected."""
+    srv = start(any_server, tmp_path, tls_block(pki, "connection_rate_limit: 2"))
+    answers = []
+    socks = [socket.create_connection(("127.0.0.1", srv.port), timeout=5) for _ in range(6)]
+    for s in socks:
+        data = b""
+        while b"\r\n" not in data:
+            data += s.recv(4096)
+        rest = data.split(b"\r\n", 1)[1]
+        s.settimeout(0.5)               # a served client hears nothing more until it does TLS
+        try:
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                rest += chunk
+        except socket.timeout:
+            pass
+        answers.append(rest)
+        s.close()
+    throttled = b"-ERR 'Connection throttling is active. Please try again later.'\r\n"
+    assert answers.count(throttled) == 4 and answers[:2] != [throttled, throttled], answers
+    srv.wait_log(r"\[WRN\] Rejected 4 connections due to TLS rate limiting")
