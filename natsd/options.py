@@ -221,6 +221,7 @@ class LeafNodeOpts:
     no_advertise: bool = False
     username: str = ""
     password: str = ""
+    nkey: str = ""             # authorization { nkey }: the one public user key leaf nodes sign with
     account: str = ""
     users: list[User] = field(default_factory=list)
     auth_timeout: float = 0.0

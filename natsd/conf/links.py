@@ -67,6 +67,11 @@ def gen_tls_error(cert_file: str, key_file: str, ca_file: str) -> str | None:
 
 
 
+def _is_public_user_key(key: str) -> bool:
+    from natsd.auth import nkey
+    return nkey.is_valid_public(key, nkey.USER)
+
+
 def _valid_url(u: str) -> bool:
     """Rough equivalent of Go's url.Parse acceptance for server URLs."""
     if not u or any(c.isspace() or ord(c) < 0x20 for c in u):
@@ -131,7 +136,9 @@ class LinkSections(Reader):
             elif lk in ("pass", "password"):
                 ln.password = self.s(v, k)
             elif lk == "nkey":
-                self.s(v, k)
+                ln.nkey = self.s(v, k)
+                if not _is_public_user_key(ln.nkey):
+                    self.err(v, "Not a valid public nkey for leafnode authorization")
             elif lk == "timeout":
                 if v.kind in ("integer", "float"):
                     ln.auth_timeout = float(v.value)
@@ -166,6 +173,8 @@ class LinkSections(Reader):
                 self.unknown(k, v)
         if ln.users and (ln.username or ln.password):
             self.err(n, "can not have a single user/pass and a users array")
+        elif ln.users and ln.nkey:
+            self.err(n, "can not have a single nkey and a users array")
 
     def remotes(self, n: Node):
         if n.kind != "array":

@@ -94,7 +94,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("trusted proxy authentication", "accounts.*.users[].proxy_required", _true),
     ("trusted proxy authentication", "leafnodes|leaf.authorization.proxy_required", _true),
     ("trusted proxy authentication", "leafnodes|leaf.authorization.users[].proxy_required", _true),
-    ("leafnode nkey authorization", "leafnodes|leaf.authorization.nkey", _always),
     ("PROXY protocol", "proxy_protocol", _true),
     ("profiling", "prof_port", _nonzero),
     ("OCSP stapling", "ocsp", _always),

@@ -31,6 +31,7 @@ from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist, Subscription
 from natsd.client import ClientState
 from natsd.auth.offloop import OffLoop
+from natsd.auth.authenticator import verify_nonce_signature
 from natsd.gofmt import go_float, go_json, go_quote, go_seconds, omitempty
 from natsd.net.compression import (
     NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError, codec as compression_codec,
@@ -418,6 +419,13 @@ class LeafNodes:
         address (a user JWT's `src` networks)."""
         lo = self.opts
         auth = self.server.authenticator
+        if lo.nkey and not lo.username:
+            # nats-server: the one nkey of leafnodes { authorization { nkey } }, its
+            # signature of our nonce
+            if connect.get("nkey") != lo.nkey or not verify_nonce_signature(
+                    lo.nkey, nonce, str(connect.get("sig") or "")):
+                return False
+            return lo.account or None, None
         if lo.users or lo.username:
             user = connect.get("user") or ""
             pw = connect.get("pass") or ""

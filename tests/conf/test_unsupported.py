@@ -70,8 +70,6 @@ REFUSED = {
                        ["{f}:3:35: trusted proxy authentication is not supported by natsd yet"]),
     "proxies": (f'port: -1\nproxies {{\n  trusted: [ {{key: "{USER}"}} ]\n}}\n',
                 ["{f}:2:1: trusted proxy authentication is not supported by natsd yet"]),
-    "leafnode_nkey_auth": (f'port: -1\nleafnodes {{\n  port: -1\n  authorization {{\n    nkey: "{USER}"\n  }}\n}}\n',
-                           ["{f}:5:5: leafnode nkey authorization is not supported by natsd yet"]),
     "proxy_protocol": ("port: -1\nproxy_protocol: true\n", ["{f}:2:1: PROXY protocol is not supported by natsd yet"]),
     "prof_port": ("port: -1\nprof_port: 6061\n", ["{f}:2:1: profiling is not supported by natsd yet"]),
     "ocsp": ("port: -1\nocsp {\n  mode: always\n}\n", ["{f}:2:1: OCSP stapling is not supported by natsd yet"]),
@@ -106,6 +104,7 @@ ACCEPTED = {
     "remote_nats_url": 'port: -1\nleafnodes {\n  remotes [ { url: "nats-leaf://127.0.0.1:7422" } ]\n}\n',
     "proxy_required_false": "port: -1\nauthorization {\n  users: [ {user: a, password: b, proxy_required: false} ]\n}\n",
     "prof_port_zero": "port: -1\nprof_port: 0\n",
+    "leafnode_nkey_auth": f'port: -1\nleafnodes {{\n  port: -1\n  authorization {{\n    nkey: "{USER}"\n  }}\n}}\n',
     "cluster_traffic_system": "port: -1\naccounts {\n  A {\n    jetstream { cluster_traffic: system }\n  }\n}\n",
     "auth_callout": ("port: -1\naccounts {\n  AUTH { users: [ {user: auth, password: pwd} ] }\n}\n"
                      f'authorization {{\n  auth_callout {{\n    issuer: "{ACCOUNT}"\n'
