@@ -344,6 +344,7 @@ class Options:
     trusted_keys: list[str] = field(default_factory=list)
     resolver: ResolverOpts = field(default_factory=ResolverOpts)
     resolver_preload: dict[str, str] = field(default_factory=dict)
+    resolver_pinned_accounts: set[str] | None = None   # None: any account may log in
 
     jetstream: JetStreamOpts = field(default_factory=JetStreamOpts)
     leafnode: LeafNodeOpts = field(default_factory=LeafNodeOpts)

@@ -185,7 +185,10 @@ class Authenticator:
                 self._add(u, getattr(u, "account", None), global_default)
 
         # operator mode: user JWTs against the resolver's accounts (natsd/auth/jwt/login.py)
-        self.jwt = JwtAuthenticator(jwt_accounts) if jwt_accounts is not None else None
+        pinned = getattr(opts, "resolver_pinned_accounts", None)
+        if pinned and getattr(opts, "system_account", ""):
+            pinned = pinned | {opts.system_account}   # the operator's system account always may
+        self.jwt = JwtAuthenticator(jwt_accounts, pinned) if jwt_accounts is not None else None
         self.auth_required: bool = bool(self.users or self.nkeys or self.username or self.token
                                         or self.jwt)
         self.nonce_required: bool = bool(self.nkeys or self.jwt)

@@ -248,6 +248,7 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
             extra(k, n)
         h["resolver"] = resolver
         h["resolver_preload"] = resolver_preload
+        h["resolver_pinned_accounts"] = self.resolver_pinned_accounts
         return h
 
 

@@ -20,6 +20,7 @@ from natsd.gofmt import go_duration, go_quote, parse_go_duration
 from natsd.options import ResolverOpts
 from natsd.conf.errors import go_read_error
 from natsd.conf.parser import Node
+from natsd.conf.reader import GO_TYPE
 from natsd.conf.reader import GO_TYPE, Reader
 
 _DECORATED = re.compile(r"-{3,}[^\n]*-{3,}\r?\n([\w\-.=]+)\r?\n-{3,}")
@@ -75,6 +76,21 @@ class OperatorSection(Reader):
                 self.err(where, f'trust key "{it.value}" required to be a valid public operator nkey')
             elif it.kind == "string":
                 self.explicit_trusted.append(it.value)
+
+    def resolver_pinned_accounts(self, k: str, n: Node):
+        """The only accounts whose users may log in (nats-server's resolverPinnedAccounts):
+        one key, or an array of them."""
+        pinned = self.o.resolver_pinned_accounts = set()
+        if n.kind == "string":
+            pinned.add(n.value)
+        elif n.kind == "array":
+            for item in n.value:
+                if item.kind == "string":
+                    pinned.add(item.value)
+                else:
+                    self.err(item, "error parsing resolver_pinned_accounts: unsupported type in array "
+                                   + GO_TYPE[item.kind])
+        # any other type is passed over, as nats-server's type switch passes it over
 
     def resolver(self, k: str, n: Node):
         """`resolver: MEMORY | URL(<url>)` or `resolver { type: full|cache, dir, ... }`, with

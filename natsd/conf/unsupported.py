@@ -86,7 +86,7 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("gateway", "gateway", _always),
     ("MQTT", "mqtt", _always),
     ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),
-    ("account resolver", "resolver_tls|resolver_pinned_accounts", _always),
+    ("account resolver", "resolver_tls", _always),
 ] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
     ("trusted proxy authentication", "proxies", _always),
     ("trusted proxy authentication", "authorization.proxy_required", _true),
@@ -253,6 +253,12 @@ def _operators(o) -> str | None:
         return "operators do not allow Accounts to be configured directly"
     if o.users or o.nkeys:
         return "operators do not allow users to be configured directly"
+    if o.resolver_pinned_accounts:
+        from natsd.auth import nkey
+        from natsd.gofmt import go_quote
+        for key in sorted(o.resolver_pinned_accounts):
+            if not nkey.is_valid_public(key, nkey.ACCOUNT):
+                return "pinned account key %s is not a valid public account nkey" % go_quote(key)
     return None
 
 

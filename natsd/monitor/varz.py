@@ -109,6 +109,12 @@ def ns(seconds):
     return int(round(seconds * 1e9))
 
 
+def _pinned_account_fails(server):
+    """Logins resolver_pinned_accounts refused (omitted while there are none)."""
+    jwt_accounts = getattr(server, "jwt_accounts", None)
+    return getattr(jwt_accounts, "pinned_failures", 0) or None
+
+
 def varz(server, query):
     opts = server.opts
     now = time.time()
@@ -188,6 +194,7 @@ def varz(server, query):
         "metadata": dict(opts.server_metadata) if opts.server_metadata else None,
         "feature_flags": dict(FEATURE_FLAGS),
         "system_account": sys_acc.name if sys_acc else "",
+        "pinned_account_fails": _pinned_account_fails(server),
         "slow_consumer_stats": server.slow_consumer_stats(),
         "stale_connection_stats": {"clients": server.stale_connections, "routes": 0,
                                    "gateways": 0, "leafs": 0},

@@ -116,6 +116,7 @@ class JwtAccounts:
 
     def __init__(self, opts, registry, disconnect, link, call_later):
         self.trusted = set(opts.trusted_keys)
+        self.pinned_failures = 0        # logins refused by resolver_pinned_accounts (varz)
         self.server_max_payload = opts.max_payload
         self.cluster = opts.cluster.name or ""
         self.linked = bool(opts.cluster.port or opts.leafnode.port or opts.leafnode.remotes)

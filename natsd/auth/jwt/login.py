@@ -111,8 +111,9 @@ def connect_window(times, location, now=None):
 
 
 class JwtAuthenticator:
-    def __init__(self, accounts):
+    def __init__(self, accounts, pinned=None):
         self.accounts = accounts                        # natsd.auth.jwt.accounts.JwtAccounts
+        self.pinned = pinned            # resolver_pinned_accounts: the only issuers let in
 
     def authenticate(self, token, nonce, sig, kind, verify_sig, host="", defer=False):
         """JwtUser, or None (the client gets 'Authorization Violation'). verify_sig(public,
@@ -128,6 +129,10 @@ class JwtAuthenticator:
             log.debug("User JWT not valid: %s", why)
             return None
         acc_key = uc.issuer_account or uc.issuer
+        if self.pinned is not None and acc_key not in self.pinned:
+            log.debug("Account %s not listed as operator pinned account", acc_key)
+            self.accounts.pinned_failures += 1
+            return None
         ac = self.accounts.lookup(acc_key, defer)
         if ac is None or ac.time_check():
             log.debug("Account JWT of %s not found or not valid", acc_key)
