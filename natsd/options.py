@@ -165,6 +165,7 @@ class ResolverOpts:
     ttl: float = 0.0                # CACHE: seconds a JWT is kept (0 = for ever)
     interval: float = 0.0           # FULL: seconds between store syncs (0 = a minute)
     timeout: float = 1.9            # seconds an account fetch waits (DEFAULT_ACCOUNT_FETCH_TIMEOUT)
+    tls: dict[str, Any] | None = None   # resolver_tls: the URL resolver's HTTPS client settings
 
     def __bool__(self):
         return bool(self.kind)

@@ -249,6 +249,11 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
         h["resolver"] = resolver
         h["resolver_preload"] = resolver_preload
         h["resolver_pinned_accounts"] = self.resolver_pinned_accounts
+
+        def resolver_tls(k, n):
+            if self.tls(n) is not None:
+                self.resolver_tls_block = n.plain()
+        h["resolver_tls"] = resolver_tls
         return h
 
 

@@ -177,9 +177,10 @@ class OperatorSection(Reader):
             self.o.resolver_preload[key] = v.value
 
     def operator_accounts(self):
-        """After the whole file: `trusted` alone (refused by conf/unsupported.py) and the
-        operator's system account."""
+        """After the whole file: `trusted` alone (refused by conf/unsupported.py), the
+        operator's system account, and `resolver_tls` (wherever it came in the file)."""
         o = self.o
+        o.resolver.tls = getattr(self, "resolver_tls_block", None)
         if self.explicit_trusted and not self.operator_claims:
             o.trusted_keys = list(self.explicit_trusted)
         if self.operator_claims and not o.system_account:

@@ -86,7 +86,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("gateway", "gateway", _always),
     ("MQTT", "mqtt", _always),
     ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),
-    ("account resolver", "resolver_tls", _always),
 ] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
     ("trusted proxy authentication", "proxies", _always),
     ("trusted proxy authentication", "authorization.proxy_required", _true),

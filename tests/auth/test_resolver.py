@@ -317,7 +317,7 @@ def test_resolver_configs_load(tmp_path):
 class _JwtServer:
     """An account server over HTTP: GET <prefix><key> answers the JWT or 404; records paths."""
 
-    def __init__(self, jwts, base_ok=True):
+    def __init__(self, jwts, base_ok=True, tls=None):
         import http.server
         import threading
         self.paths = []
@@ -336,7 +336,14 @@ class _JwtServer:
             def log_message(self, *args):
                 pass
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d/jwt/v1/accounts/" % self.httpd.server_address[1]
+        scheme = "http"
+        if tls is not None:                 # (cert_file, key_file): HTTPS
+            import ssl
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        self.url = "%s://127.0.0.1:%d/jwt/v1/accounts/" % (scheme, self.httpd.server_address[1])
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self):
@@ -370,6 +377,28 @@ def test_url_resolver_matches_nats_server(natsd, reference, tmp_path):
     assert ours == theirs
     assert theirs["user"] == "connected" and theirs["unknown account"] != "connected"
     assert "/jwt/v1/accounts/" + w.acc.public in theirs["fetched"]
+
+
+@pytest.mark.parametrize("with_ca", [True, False])
+def test_https_url_resolver_with_resolver_tls(any_server, tmp_path, pki, with_ca):
+    """`resolver_tls { ca_file }` lets the URL resolver trust an HTTPS account server signed
+    by that CA; without it the server does not trust it and stops at start."""
+    w = World(tmp_path)
+    accounts = _JwtServer({w.sys.public: w.sys_jwt, w.acc.public: w.acc_jwt}, tls=pki["server"])
+    try:
+        conf = tmp_path / "url.conf"
+        conf.write_text('operator: %s\nsystem_account: %s\nresolver: URL("%s")\n%s'
+                        % (w.op_jwt, w.sys.public, accounts.url,
+                           'resolver_tls { ca_file: "%s" }\n' % pki["ca"] if with_ca else ""))
+        srv = any_server("-c", str(conf), wait=with_ca)
+        if with_ca:
+            out = asyncio.run(_connect_close(srv.url, w.u_creds))
+            assert out == "connected"
+        else:
+            assert srv.proc.wait(30) == 1
+            assert 'could not fetch <"%s">: ' % accounts.url in srv.log
+    finally:
+        accounts.close()
 
 
 def test_unreachable_url_resolver_stops_the_server_as_nats_server(tmp_path):

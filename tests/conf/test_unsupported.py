@@ -64,7 +64,6 @@ REFUSED = {
                      ["{f}:2:1: trusted keys without an operator JWT is not supported by natsd yet"]),
     "trusted": (f'port: -1\ntrusted: "{OP}"\n',
                 ["{f}:2:1: trusted keys without an operator JWT is not supported by natsd yet"]),
-    "resolver_tls": ("port: -1\nresolver_tls {}\n", ["{f}:2:1: account resolver is not supported by natsd yet"]),
     # natsd does not enforce these: running would let users in that nats-server keeps out
     "proxy_required": ("port: -1\nauthorization {\n  users: [ {user: a, password: b, proxy_required: true} ]\n}\n",
                        ["{f}:3:35: trusted proxy authentication is not supported by natsd yet"]),
@@ -98,6 +97,7 @@ REFUSED = {
 ACCEPTED = {
     "resolver_memory": "port: -1\nresolver: MEMORY\n",
     "resolver_url": "port: -1\nresolver: URL(http://127.0.0.1:1/jwt/v1/accounts/)\n",
+    "resolver_tls": "port: -1\nresolver_tls {}\n",
     "resolver_preload_empty": "port: -1\nresolver: MEMORY\nresolver_preload {}\n",
     "cluster_name_only": "port: -1\ncluster {\n  name: hub\n}\n",
     "cluster_no_port": "port: -1\ncluster {\n  name: hub\n  no_advertise: true\n  connect_retries: 3\n  pool_size: 2\n}\n",

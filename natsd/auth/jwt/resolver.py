@@ -18,6 +18,7 @@ import hashlib
 import logging
 import os
 import time
+import ssl
 import urllib.error
 import urllib.request
 from collections import OrderedDict
@@ -64,14 +65,27 @@ class PendingFetch(OffLoop):
         self.resolver.fetched(self.key, token)
 
 
+def _https_context(cfg):
+    """`resolver_tls` as the HTTPS client's settings (nats-server: its ca_file becomes the
+    root CAs, its certificate the client certificate; without a ca_file the system's roots)."""
+    ctx = ssl.create_default_context(cafile=cfg.get("ca_file") or None)
+    if cfg.get("cert_file"):
+        ctx.load_cert_chain(cfg["cert_file"], cfg.get("key_file") or None)
+    if cfg.get("insecure"):
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 class UrlResolver:
     """nats-server's URLAccResolver: GET <url><key>; a 200 answer's body is the JWT."""
     tracks_updates = False
     kind = "URL"
 
-    def __init__(self, url, timeout):
+    def __init__(self, url, timeout, tls=None):
         self.url = url if url.endswith("/") else url + "/"
         self.timeout = timeout
+        self.https = _https_context(tls) if tls is not None else None
         self.jwts: dict[str, str] = {}
         self._failed: set[str] = set()      # fetched and not found: the login retrying sees it
 
@@ -87,7 +101,7 @@ class UrlResolver:
         """GET <url><key>; ResolverError with nats-server's "could not fetch" text."""
         url = self.url + key
         try:
-            with urllib.request.urlopen(url, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(url, timeout=self.timeout, context=self.https) as resp:
                 return resp.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as e:
             raise ResolverError("could not fetch <%s>: %d %s" % (go_quote(url), e.code, e.reason)) from None
@@ -339,5 +353,5 @@ def make_resolver(ropts, on_change=None, on_delete=None):
     if ropts.kind in ("FULL", "CACHE"):
         return DirResolver(ropts, on_change, on_delete)
     if ropts.kind == "URL":
-        return UrlResolver(ropts.url, ropts.timeout)
+        return UrlResolver(ropts.url, ropts.timeout, ropts.tls)
     return MemoryResolver()
