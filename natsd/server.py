@@ -88,6 +88,7 @@ class Server:
         self.client_listener = None
         self.tls = None                     # natsd.net.tls.ServerTls when the client port has TLS
         self.monitor = None
+        self.profiling = None               # the prof_port listener (monitor/profiling.py)
         self.shutting_down = False
         self.lame_duck = False
         self.config_load_time = time.time()
@@ -126,6 +127,12 @@ class Server:
         if opts.http_port and opts.https_port:
             raise MonitorError("can't specify both HTTP (%d) and HTTPs (%d) ports"
                                % (opts.http_port, opts.https_port))
+        if opts.prof_port:
+            from natsd.monitor.http import MonitorServer
+            from natsd.monitor import profiling
+            self.profiling = MonitorServer(self, opts.host, max(0, opts.prof_port),
+                                           routes=profiling.routes(self))
+            log.info("profiling port: %d", self.profiling.port)
         if opts.http_port or opts.https_port:
             from natsd.monitor.http import MonitorServer
             secure = None
@@ -209,6 +216,8 @@ class Server:
             self.client_listener.close()
         if self.monitor:
             self.monitor.close()
+        if self.profiling:
+            self.profiling.close()
         for sub in reversed(self.subsystems):
             try:
                 sub.shutdown()

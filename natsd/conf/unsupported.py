@@ -35,10 +35,6 @@ def _true(n: Node) -> bool:
     return n.kind == "bool" and n.value is True
 
 
-def _nonzero(n: Node) -> bool:
-    return n.kind != "integer" or n.value != 0
-
-
 def _owner(n: Node) -> bool:
     """`cluster_traffic: owner` (natsd's replicated traffic runs in the system account)."""
     return not (n.kind == "string" and n.value.lower() in ("", "system"))
@@ -94,7 +90,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("trusted proxy authentication", "leafnodes|leaf.authorization.proxy_required", _true),
     ("trusted proxy authentication", "leafnodes|leaf.authorization.users[].proxy_required", _true),
     ("PROXY protocol", "proxy_protocol", _true),
-    ("profiling", "prof_port", _nonzero),
     ("OCSP stapling", "ocsp", _always),
     ("OCSP stapling", "ocsp_cache", _always),
 ] + [("OCSP peer verification", tls + ".ocsp_peer", _always) for tls in _TLS_BLOCKS] + [
@@ -106,9 +101,7 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
 
 # Flag rows: (feature, Options attributes the flags set).  A flag asks for the feature
 # when it is given with a non-empty, non-zero, non-false value.
-FLAGS: list[tuple[str, tuple[str, ...]]] = [
-    ("profiling", ("prof_port",)),
-]
+FLAGS: list[tuple[str, tuple[str, ...]]] = []
 
 NOT_SUPPORTED = "%s is not supported by natsd yet"
 

@@ -3,7 +3,8 @@
 HTTP/1.1 framing is h11's (a well-kept sans-IO parser); this module only moves bytes between
 sockets and h11 and routes a path to an endpoint handler. Handlers return a JSON-able value
 (or raise HttpError), or `(status, body bytes, content type)` for non-JSON bodies such as
-/metrics; JSON responses are pretty-printed JSON like nats-server's, with JSONP support.
+/metrics, or a profiling.Later whose answer comes after a while (a CPU profile); JSON
+responses are pretty-printed JSON like nats-server's, with JSONP support.
 """
 import logging
 from urllib.parse import parse_qs, urlsplit
@@ -12,6 +13,7 @@ import h11
 
 from natsd.gofmt import go_json
 from natsd.monitor.params import HttpError
+from natsd.monitor.profiling import Later
 
 log = logging.getLogger("natsd")
 
@@ -20,12 +22,14 @@ COMPACT_PATHS = {"/healthz"}         # nats-server answers these without indenta
 
 
 class MonitorServer:
-    def __init__(self, server, host, port, tls=None):
+    def __init__(self, server, host, port, tls=None, routes=None):
+        """The monitoring endpoints, or `routes` (path -> handler) for another listener on
+        the same machinery (the profiling port)."""
         from natsd.net.listener import Listener
         from natsd.monitor import endpoints
         self.server = server
-        self.routes = endpoints.routes(server)
-        self.base = server.opts.http_base_path.rstrip("/")
+        self.routes = endpoints.routes(server) if routes is None else routes
+        self.base = server.opts.http_base_path.rstrip("/") if routes is None else ""
         self.listener = Listener(server.loop, host, port, self._accept)
         self.port = self.listener.port
         self.conns = set()
@@ -64,8 +68,8 @@ class MonitorServer:
         except Exception:
             log.exception("monitoring endpoint %s failed", path)
             return 500, b"internal error\n", "text/plain; charset=utf-8"
-        if isinstance(result, tuple) and len(result) == 3:  # (status, bytes, content type)
-            return result
+        if isinstance(result, Later) or isinstance(result, tuple) and len(result) == 3:
+            return result                       # answered later / (status, bytes, content type)
         if isinstance(result, tuple):           # (status, body) for endpoints like /healthz
             status, result = result
         else:
@@ -147,8 +151,11 @@ class _HttpConn:
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 break
             if isinstance(event, h11.Request):
-                status, body, ctype = self.monitor.handle(event.target.decode("latin-1"))
-                self._respond(status, body, ctype)
+                result = self.monitor.handle(event.target.decode("latin-1"))
+                if isinstance(result, Later):
+                    result.start(self._answer_later)
+                    return                      # h11 holds what came after until we answer
+                self._respond(*result)
             elif isinstance(event, h11.ConnectionClosed):
                 self.close()
                 return
@@ -162,6 +169,12 @@ class _HttpConn:
         elif self.h11.our_state is h11.MUST_CLOSE:
             self._flush()
             self.close()
+
+    def _answer_later(self, status, body, ctype):
+        if self.sock is None:
+            return
+        self._respond(status, body, ctype)
+        self._process()
 
     def _respond(self, status, body, ctype):
         headers = [("Content-Type", ctype), ("Content-Length", str(len(body))),

@@ -19,6 +19,7 @@ from natsd.gofmt import go_json, omitempty, rtt_nanos
 from natsd.ids import random_token
 from natsd.jetstream.engine import gojson
 from natsd.jetstream.engine.headers import request_info
+from natsd.monitor.profiling import Later
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
@@ -259,6 +260,10 @@ class SystemServices:
             data, error = self.endpoint_data(endpoint, payload, None)
         except SkipResponse:
             return                      # e.g. JSZ leader-only on a non-leader: stay silent
+        if isinstance(data, Later):     # a CPU profile: answered once it is taken
+            reply, hdr = bytes(reply), bytes(hdr) if hdr else hdr
+            data.start(lambda d: self.reply(self.account.sublist, reply, "data", d, None, hdr))
+            return
         self.reply(self.account.sublist, reply, "data", data, error, hdr)
 
     def _account_request(self, sub, subject, reply, hdr, payload, origin):

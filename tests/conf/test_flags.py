@@ -135,8 +135,8 @@ def test_flags_are_parsed_and_unsupported_ones_refused(tmp_path):
     assert (o.cluster.host, o.cluster.port, o.cluster.name) == ("0.0.0.0", 6222, "c1")
     assert o.cluster.routes == ["nats://a:1", "nats://b:2"] and o.cluster.no_advertise
     assert o.tls and o.tls_verify and (o.tls_cert, o.tls_key, o.tls_ca_cert) == (c, k, ca)
-    # flags as typed; clustering runs, profiling is refused
-    assert cl.refusals == ["--profile: profiling is not supported by natsd yet"]
+    # clustering and profiling run: nothing refused
+    assert cl.refusals == []
     assert parse_command_line(["--cluster_name", "c1", "--no_advertise", "--connect_retries", "3"]).refusals == []
     assert parse_command_line(["--tls=false", "--tlscert", c]).refusals == []   # -tls=false: TLS off
 

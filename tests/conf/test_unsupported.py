@@ -70,7 +70,6 @@ REFUSED = {
     "proxies": (f'port: -1\nproxies {{\n  trusted: [ {{key: "{USER}"}} ]\n}}\n',
                 ["{f}:2:1: trusted proxy authentication is not supported by natsd yet"]),
     "proxy_protocol": ("port: -1\nproxy_protocol: true\n", ["{f}:2:1: PROXY protocol is not supported by natsd yet"]),
-    "prof_port": ("port: -1\nprof_port: 6061\n", ["{f}:2:1: profiling is not supported by natsd yet"]),
     "ocsp": ("port: -1\nocsp {\n  mode: always\n}\n", ["{f}:2:1: OCSP stapling is not supported by natsd yet"]),
     "ocsp_cache": ("port: -1\nocsp_cache {\n  type: local\n}\n", ["{f}:2:1: OCSP stapling is not supported by natsd yet"]),
     "ocsp_peer": ('port: -1\ntls {\n  cert_file: "{cert}"\n  key_file: "{key}"\n  ocsp_peer: true\n}\n',
@@ -104,6 +103,7 @@ ACCEPTED = {
     "remote_nats_url": 'port: -1\nleafnodes {\n  remotes [ { url: "nats-leaf://127.0.0.1:7422" } ]\n}\n',
     "proxy_required_false": "port: -1\nauthorization {\n  users: [ {user: a, password: b, proxy_required: false} ]\n}\n",
     "prof_port_zero": "port: -1\nprof_port: 0\n",
+    "prof_port": "port: -1\nprof_port: 6061\n",
     "leafnode_nkey_auth": f'port: -1\nleafnodes {{\n  port: -1\n  authorization {{\n    nkey: "{USER}"\n  }}\n}}\n',
     "cluster_traffic_system": "port: -1\naccounts {\n  A {\n    jetstream { cluster_traffic: system }\n  }\n}\n",
     "auth_callout": ("port: -1\naccounts {\n  AUTH { users: [ {user: auth, password: pwd} ] }\n}\n"
@@ -209,22 +209,6 @@ def test_nats_server_start_errors_come_first(name, tmp_path):
 
 
 # -- flags -------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("args,refusals", [
-    (["--profile", "6060"], ["--profile: profiling is not supported by natsd yet"]),
-])
-def test_refused_flags(args, refusals, tmp_path, certs):
-    args = [a.replace("{cert}", certs[0]).replace("{key}", certs[1]) for a in args]
-    r = natsd("-p", "-1", *args, cwd=tmp_path)
-    assert (r.returncode, r.stderr, r.stdout) == (1, "".join("natsd: %s\n" % x for x in refusals), "")
-
-
-def test_flag_refusals_follow_config_refusals(tmp_path):
-    (tmp_path / "c.conf").write_text("port: -1\ncluster {\n  port: -1\n  permissions {}\n}\n")
-    r = natsd("-c", "c.conf", "--profile", "6060", cwd=tmp_path)
-    assert (r.returncode, r.stderr) == (1, "natsd: c.conf:4:3: route permissions is not supported by natsd yet\n"
-                                           "natsd: --profile: profiling is not supported by natsd yet\n")
-
 
 @need_ref
 @pytest.mark.parametrize("args", [
