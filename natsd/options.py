@@ -257,6 +257,9 @@ class ClusterOpts:
     tls: dict[str, Any] | None = None
     write_deadline: float = 0.0     # 0: the server's write_deadline
     write_timeout: str = "default"  # default (retry), close or retry
+    # route permissions: publish = import (what we ask routes for), subscribe = export (the
+    # interest of routes we accept)
+    permissions: Permissions | None = None
     raw: dict[str, Any] = field(default_factory=dict)
     configured: bool = False
 

@@ -6,7 +6,8 @@ client's, an internal service's, or a leaf's where we are the hub; not what rout
 (each server announces its own), not what only this server serves (`local_only`: import
 forwarders, JetStream's generic API), not what our hub sent us. Per account a map
 `(subject, queue, origin) -> count` decides what goes out: a plain subject on its first
-subscriber and after its last, a queue group on every change of its weight.
+subscriber and after its last, a queue group on every change of its weight. Route
+permissions' `import` decides which of it goes out at all.
 """
 import logging
 
@@ -86,6 +87,8 @@ class RouteInterest:
             interest.pop(key, None)
         if sub.queue is None and (n > 0) == (new > 0):
             return
+        if not self.routes.can_import(key[0]):
+            return
         name = acc.name
         for c in self.routes.routes_for_account(name):
             self.send(c, name, key, new)
@@ -95,7 +98,8 @@ class RouteInterest:
         out = []
         for name in accounts:
             for key, n in self.maps.get(name, {}).items():
-                out.append(self.line(c, name, key, n))
+                if self.routes.can_import(key[0]):
+                    out.append(self.line(c, name, key, n))
         if out:
             c.send_bytes(b"".join(out))
             self._trace(c, out)

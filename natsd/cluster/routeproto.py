@@ -282,6 +282,10 @@ class RouteProtocol(ProtocolHandler):
         if acc.name not in self.routes.interest.hooked:
             self.routes.add_account(acc)
         key = (b"L" if leaf else b"R", origin if leaf else None, account, subject, queue)
+        if plus and not self.routes.can_export(subject):
+            log.debug("%sCan not export %s, ignoring remote subscription request", self._prefix(c),
+                      go_quote(subject.decode("utf-8", "replace")))
+            return
         if plus:
             self._add(c, acc, key, subject, queue, max(weight, 1), origin)
         else:

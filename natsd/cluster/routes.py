@@ -24,11 +24,12 @@ from natsd._core.conn import Connection
 from natsd._core.sublist import Sublist
 from natsd.client import ClientState
 from natsd.net.dialer import Dialer, go_dial_error, host_label
-from natsd.gofmt import go_float, go_json, go_quote
+from natsd.gofmt import go_float, go_json, go_quote, omitempty
 from natsd.protocol import KIND_ROUTE, info_line, prepare_accepted, release_connection
 from natsd.net.compression import NOT_SUPPORTED, S2_FAST, Compression
 from natsd.cluster.connecturls import ConnectUrls
 from natsd.net.listener import connect_urls
+from natsd.auth.permissions import Permissions
 from natsd.cluster.interest import RouteInterest
 from natsd.cluster.pool import DEFAULT_POOL_SIZE, pool_index
 from natsd.cluster.routeproto import RouteProtocol
@@ -122,6 +123,9 @@ class Routes:
         self.opts = co = server.opts.cluster
         self.proto = RouteProtocol(self)
         self.interest = RouteInterest(self)
+        # cluster { permissions }: import = the interest we ask routes for, export = the
+        # interest of routes we take (nats-server's canImport / canExport)
+        self.perms = Permissions.from_config(co.permissions)
         self.connect_urls = ConnectUrls(server)
         self.listener = None
         self.stopped = False
@@ -268,6 +272,11 @@ class Routes:
             info["route_pool_idx"] = pool_idx
         if account:
             info["route_account"] = account
+        perms = co.permissions
+        if perms is not None:
+            for key, sp in (("import", perms.publish), ("export", perms.subscribe)):
+                if sp is not None:
+                    info[key] = omitempty(("allow", list(sp.allow or [])), ("deny", list(sp.deny or [])))
         if gossip_mode:
             info["gossip_mode"] = gossip_mode
         ln = s.leafnodes
@@ -277,6 +286,14 @@ class Routes:
             else:
                 info["leafnode_urls"] = [host_label(ln.opts.host or "0.0.0.0", ln.port)]
         return info
+
+    def can_import(self, subject):
+        """Do we tell routes of our interest in `subject` (bytes)?"""
+        return self.perms is None or self.perms.can_publish(subject.decode("utf-8", "surrogateescape"))
+
+    def can_export(self, subject):
+        """Do we take a route's interest in `subject` (bytes)?"""
+        return self.perms is None or self.perms.can_subscribe(subject.decode("utf-8", "surrogateescape"))
 
     def announced_compression(self, c):
         """The mode our later INFOs on route `c` announce (nats-server's

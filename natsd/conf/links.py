@@ -310,7 +310,11 @@ class LinkSections(Reader):
             elif lk == "write_timeout":
                 c.write_timeout = self.write_policy(mv, mk)
             elif lk == "permissions":
-                pass  # kept in c.raw
+                perms = self.permissions(mv, mk)
+                if perms is not None and perms.response is not None:
+                    self.err(mv, "Cluster permissions do not support dynamic responses")
+                else:
+                    c.permissions = perms
             else:
                 self.unknown(mk, mv)
 

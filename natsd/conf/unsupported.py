@@ -12,8 +12,7 @@ flags.py.  Only a config nats-server would run reaches this table.
 
 When natsd learns a feature, delete its rows here (and its entry in START_CHECKS).
 
-Clustering runs (natsd/cluster/); what routes cannot do yet is refused by its own key:
-route permissions.
+Clustering runs (natsd/cluster/).
 """
 from __future__ import annotations
 
@@ -78,7 +77,6 @@ _TLS_BLOCKS = ["tls", "cluster.tls", "leafnodes|leaf.tls", "leafnodes|leaf.remot
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
 # its array.  The error points at the last key of the path.
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
-    ("route permissions", "cluster.permissions", _always),
     ("gateway", "gateway", _always),
     ("MQTT", "mqtt", _always),
     ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),

@@ -55,8 +55,6 @@ ACCOUNT = public_key(nkeys.PREFIX_BYTE_ACCOUNT)
 
 # name -> (config, [refusals]); {cert}/{key} are real files; {f} is the config file name.
 REFUSED = {
-    "cluster_permissions": ("port: -1\ncluster {\n  port: -1\n  permissions { import: \"a\" }\n}\n",
-                            ["{f}:4:3: route permissions is not supported by natsd yet"]),
     "gateway": ("port: -1\ngateway {\n  name: A\n  port: -1\n}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
     "gateway_empty": ("port: -1\ngateway {}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
     "mqtt": ("port: -1\njetstream: enabled\nmqtt {\n  port: -1\n}\n", ["{f}:3:1: MQTT is not supported by natsd yet"]),
@@ -87,8 +85,7 @@ REFUSED = {
     "default_js_domain": ('port: -1\naccounts {\n  A {}\n}\ndefault_js_domain {\n  A: "hub"\n}\n',
                           ["{f}:5:1: default JetStream domains for accounts is not supported by natsd yet"]),
     "several": ("port: -1\ngateway {}\ncluster {\n  port: -1\n  permissions {}\n}\nmqtt {}\n",
-                ["{f}:5:3: route permissions is not supported by natsd yet",
-                 "{f}:2:1: gateway is not supported by natsd yet",
+                ["{f}:2:1: gateway is not supported by natsd yet",
                  "{f}:7:1: MQTT is not supported by natsd yet"]),
 }
 
@@ -105,6 +102,7 @@ ACCEPTED = {
     "prof_port_zero": "port: -1\nprof_port: 0\n",
     "prof_port": "port: -1\nprof_port: 6061\n",
     "leafnode_nkey_auth": f'port: -1\nleafnodes {{\n  port: -1\n  authorization {{\n    nkey: "{USER}"\n  }}\n}}\n',
+    "cluster_permissions": 'port: -1\ncluster {\n  port: -1\n  permissions { import: "a", export: ["b.>"] }\n}\n',
     "cluster_traffic_system": "port: -1\naccounts {\n  A {\n    jetstream { cluster_traffic: system }\n  }\n}\n",
     "auth_callout": ("port: -1\naccounts {\n  AUTH { users: [ {user: auth, password: pwd} ] }\n}\n"
                      f'authorization {{\n  auth_callout {{\n    issuer: "{ACCOUNT}"\n'
