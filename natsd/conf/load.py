@@ -246,7 +246,7 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
         def resolver_preload(k, n):
             self.resolver_preload(k, n)
             extra(k, n)
-        h["resolver"] = resolver
+        h["resolver"] = h["account_resolver"] = h["accounts_resolver"] = resolver   # nats-server's aliases
         h["resolver_preload"] = resolver_preload
         h["resolver_pinned_accounts"] = self.resolver_pinned_accounts
 

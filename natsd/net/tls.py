@@ -70,7 +70,7 @@ class TlsSettings:
         self.key_file = cfg.get("key_file") or ""
         self.ca_file = cfg.get("ca_file") or ""
         self.certs = [(c.get("cert_file") or "", c.get("key_file") or "")
-                      for c in (cfg.get("certs") or []) if isinstance(c, dict)]
+                      for c in (cfg.get("certs") or cfg.get("certificates") or []) if isinstance(c, dict)]
         self.insecure = bool(cfg.get("insecure"))
         self.verify_and_map = bool(cfg.get("verify_and_map"))
         self.verify_known_urls = bool(cfg.get("verify_cert_and_check_known_urls"))

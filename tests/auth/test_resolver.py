@@ -401,6 +401,17 @@ def test_https_url_resolver_with_resolver_tls(any_server, tmp_path, pki, with_ca
         accounts.close()
 
 
+@pytest.mark.parametrize("key", ["account_resolver", "accounts_resolver"])
+def test_resolver_aliases(any_server, tmp_path, key):
+    """nats-server reads `account_resolver` and `accounts_resolver` as `resolver`."""
+    w = World(tmp_path)
+    conf = tmp_path / "alias.conf"
+    conf.write_text("operator: %s\nsystem_account: %s\n%s: MEMORY\nresolver_preload: {\n  %s: %s\n  %s: %s\n}\n"
+                    % (w.op_jwt, w.sys.public, key, w.sys.public, w.sys_jwt, w.acc.public, w.acc_jwt))
+    srv = any_server("-c", str(conf))
+    assert asyncio.run(_connect_close(srv.url, w.u_creds)) == "connected"
+
+
 def test_unreachable_url_resolver_stops_the_server_as_nats_server(tmp_path):
     """nats-server asks the base URL at start; anything but 200 stops it with its text."""
     import subprocess

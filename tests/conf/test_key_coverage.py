@@ -499,7 +499,7 @@ EVIDENCE: dict[str, str] = {
     "tls.verify_and_map": _TLS + "test_verify_and_map",
     "tls.handshake_first": _TLS + "test_handshake_first",
     "tls.pinned_certs": _TLS + "test_pinned_certs",
-    "tls.certs": _TLS + "test_certificates_chosen_by_server_name",
+    "tls.certs|certificates": _TLS + "test_certificates_chosen_by_server_name",
     "tls.connection_rate_limit": _TLS + "test_connection_rate_limit",
     "tls.insecure": "tests/cluster/test_route_tls.py::test_insecure_warns_and_skips_the_host_check",
     "tls.verify_cert_and_check_known_urls": "tests/cluster/test_route_tls.py::test_verify_cert_and_check_known_urls",
@@ -513,6 +513,7 @@ EVIDENCE: dict[str, str] = {
     "websocket.authorization": _WS_AUTH,
     "websocket.user_cookie": _WS_AUTH,
     "websocket.pass_cookie": _WS_AUTH,
+    "account_resolver|accounts_resolver": "tests/auth/test_resolver.py::test_resolver_aliases",
 }
 
 _PARSED = "parsed, no effect test"
@@ -522,8 +523,6 @@ _HARNESS = "the test harness passes -a/-p, which win over the file"
 # key path (aliases with `|`) -> why there is no evidence yet
 NO_EVIDENCE_YET: dict[str, str] = {
     # -- top level
-    "account_resolver|accounts_resolver": "aliases of `resolver` in nats-server; natsd stores them in "
-                                          "Options.extra and configures no resolver from them",
     "client_advertise": "parsed (test_load); no test looks at the connect_urls it changes",
     "connect_error_reports": _PARSED,
     "reconnect_error_reports": _PARSED,
@@ -637,7 +636,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     # -- tls blocks
     "tls.timeout": "test_stalled_handshake_times_out accepts anything under 3s, which the 2s default "
                    "meets; /varz reports it (test_tls_and_auth_figures_in_varz)",
-    "tls.certificates": "accepted by the loader, but natsd/net/tls.py reads only `certs`",
     "tls.first": "read by natsd/net/tls.py as handshake_first, no test uses this name",
     "tls.immediate": "read by natsd/net/tls.py as handshake_first, no test uses this name",
     "tls.min_version": "read by natsd/net/tls.py, no test",

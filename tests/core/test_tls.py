@@ -241,14 +241,15 @@ def _served_certificate(port, server_name):
     return der
 
 
-def test_certificates_chosen_by_server_name(any_server, tmp_path, pki):
-    """`certs: [...]`: the certificate whose names match the client's SNI, the first one
-    otherwise (Go's crypto/tls choice)."""
+@pytest.mark.parametrize("key", ["certs", "certificates"])
+def test_certificates_chosen_by_server_name(any_server, tmp_path, pki, key):
+    """`certs: [...]` (or `certificates`): the certificate whose names match the client's SNI,
+    the first one otherwise (Go's crypto/tls choice)."""
     ca = CA(os.path.join(pki["dir"], "sni-%s" % tmp_path.name))
     a = ca.issue("a", "a.example.com", dns=["a.example.com"])
     b = ca.issue("b", "b", dns=["b.example.com", "*.wild.example.com"])
-    block = ('tls { certs: [ {cert_file: "%s", key_file: "%s"}, {cert_file: "%s", key_file: "%s"} ]\n'
-             ' timeout: 2 }\n' % (a[0], a[1], b[0], b[1]))
+    block = ('tls { %s: [ {cert_file: "%s", key_file: "%s"}, {cert_file: "%s", key_file: "%s"} ]\n'
+             ' timeout: 2 }\n' % (key, a[0], a[1], b[0], b[1]))
     srv = start(any_server, tmp_path, block)
     from cryptography import x509
     der = {name: x509.load_der_x509_certificate(_served_certificate(srv.port, name)).subject.rfc4514_string()
