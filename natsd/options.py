@@ -303,6 +303,7 @@ class Options:
     ping_max: int = 2
     write_deadline: float = 10.0
     write_timeout: str = "default"  # clients: default (close), close or retry
+    no_fast_producer_stall: bool = False   # never pause publishers for a slow subscriber
     default_sentinel: str = ""      # operator mode: the bearer user JWT of CONNECTs without one
     auth_timeout: float = 0.0                # 0: nats-server's default (2 s, or the TLS timeout + 1 s)
     no_header_support: bool = False

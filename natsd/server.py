@@ -347,7 +347,7 @@ class Server:
         c.max_payload = opts.max_payload
         c.max_control_line = opts.max_control_line
         c.max_pending = opts.max_pending
-        c.stall_limit = stall_limit(opts.max_pending)
+        c.stall_limit = stall_limit(opts)
         c.trace = opts.trace
         c.sublist = self.accounts.global_account.sublist
         self.loop.add_handler(fd, c)
@@ -668,6 +668,7 @@ class Server:
             log.error("Failed to reload the TLS configuration, keeping the old one: %s", e)
         for c in list(self.clients.values()):
             c.trace = new_opts.trace
+            c.stall_limit = stall_limit(new_opts)
             if c.connected and not c.closing:
                 self.client_proto.reauthorize(c)
         if self.leafnodes is not None:
@@ -681,9 +682,16 @@ class Server:
 _ENVIRONMENT_WINS = ("poll_us", "send_ring")
 
 
-def stall_limit(max_pending):
-    """Queued bytes past which a subscriber pauses its publishers (a fraction of max_pending)."""
-    return max(256 * 1024, min(max_pending // 8, 8 * 1024 * 1024))
+def stall_limit(opts):
+    """Queued bytes past which a subscriber pauses its publishers (a fraction of max_pending);
+    never with `no_fast_producer_stall` (nats-server then lets the subscriber fall behind
+    until it is cut as a slow consumer)."""
+    if opts.no_fast_producer_stall:
+        return NEVER_STALL
+    return max(256 * 1024, min(opts.max_pending // 8, 8 * 1024 * 1024))
+
+
+NEVER_STALL = 1 << 62
 
 
 def ws_port(opts):

@@ -15,6 +15,7 @@ cdef class Totals:
     cdef public long long out_msgs
     cdef public long long out_bytes
     cdef public long long slow_consumers
+    cdef public long long stalls           # publishers paused for a subscriber (varz stalled_clients)
     # of the above, what came from and went to routes and leaf nodes
     cdef public long long route_in_msgs
     cdef public long long route_in_bytes

@@ -321,6 +321,7 @@ cdef class Connection:
         if self.blocked_since != 0 and now - progress > STUCK_AFTER:
             return
         pub.stalled = True
+        stats.stalls += 1
         pub.stall_until = now + STALL_MAX
         paused_conns.append(pub)
         if self.waiters is None:

@@ -356,6 +356,10 @@ class LinkSections(Reader):
                     return None
             elif lk in ("certs", "certificates"):
                 certs = True
+            elif lk == "cert_store":
+                # nats-server reads the Windows certificate store only on Windows
+                self.err(v, "cert_store not compatible with current operating system")
+                return None
             elif lk not in _TLS_OTHER:
                 self.err(v, f'error parsing tls config, unknown field "{k}"')
                 return None

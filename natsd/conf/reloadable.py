@@ -73,6 +73,7 @@ FIELDS: list[tuple[str, str, str, Callable[[Any], str]]] = [
     ("max_control_line", "MaxControlLine", APPLIED, _v),
     ("max_payload", "MaxPayload", APPLIED, _v),
     ("max_pending", "MaxPending", GO, _count),
+    ("no_fast_producer_stall", "NoFastProducerStall", APPLIED, _v),
     ("prof_port", "ProfPort", GO, _v),
     ("pid_file", "PidFile", APPLIED, _v),
     ("ports_file_dir", "PortsFileDir", APPLIED, _v),

@@ -185,7 +185,7 @@ def varz(server, query):
         "out_client_bytes": ct["out_bytes"],
         "slow_consumers": totals.slow_consumers,
         "stale_connections": server.stale_connections,
-        "stalled_clients": 0,
+        "stalled_clients": totals.stalls,
         "subscriptions": sum(a.sublist.count for a in server.accounts),
         "http_req_stats": http_req_stats(server),
         "config_load_time": rfc3339(server.config_load_time),

@@ -514,6 +514,8 @@ EVIDENCE: dict[str, str] = {
     "websocket.user_cookie": _WS_AUTH,
     "websocket.pass_cookie": _WS_AUTH,
     "account_resolver|accounts_resolver": "tests/auth/test_resolver.py::test_resolver_aliases",
+    "tls.cert_store": "tests/conf/test_unsupported.py::test_nats_server_errors_come_first",
+    "no_fast_producer_stall": "tests/core/test_slow_consumers.py::test_no_fast_producer_stall",
 }
 
 _PARSED = "parsed, no effect test"
@@ -537,7 +539,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "logtime_utc": _PARSED,
     "max_closed_clients": _PARSED,
     "max_traced_msg_len": _PARSED,
-    "no_fast_producer_stall": _STORED,
     "no_header_support": "parsed (test_load), no effect test",
     "no_system_account|no_system|no_sys_acc": _PARSED,
     "pidfile|pid_file": "effect shown only for the -P flag (test_lifecycle::test_pid_file)",
@@ -641,11 +642,10 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "tls.min_version": "read by natsd/net/tls.py, no test",
     "tls.cipher_suites": "read by natsd/net/tls.py, no test",
     "tls.curve_preferences": "read by natsd/net/tls.py, no test",
-    "tls.cert_store": "accepted, not read by natsd (nats-server's Windows certificate store)",
-    "tls.cert_match_by": "accepted, not read by natsd (nats-server's Windows certificate store)",
-    "tls.cert_match": "accepted, not read by natsd (nats-server's Windows certificate store)",
-    "tls.ca_certs_match": "accepted, not read by natsd (nats-server's Windows certificate store)",
-    "tls.cert_match_skip_invalid": "accepted, not read by natsd (nats-server's Windows certificate store)",
+    "tls.cert_match_by": "only with cert_store (Windows), refused here as by nats-server: no effect on either",
+    "tls.cert_match": "only with cert_store (Windows), refused here as by nats-server: no effect on either",
+    "tls.ca_certs_match": "only with cert_store (Windows), refused here as by nats-server: no effect on either",
+    "tls.cert_match_skip_invalid": "only with cert_store (Windows), refused here as by nats-server: no effect on either",
     "tls.allow_insecure_cipher_suites": "accepted, not read by natsd",
     # -- websocket
     "websocket.host|net": _PARSED,

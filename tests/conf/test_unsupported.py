@@ -145,6 +145,7 @@ def test_accepted_configs(name, tmp_path):
 
 # nats-server refuses these first (config time, -t and start): natsd prints its error.
 REF_REFUSES = {
+    "tls_cert_store": 'port: -1\ntls { cert_store: "WindowsCurrentUser", cert_match_by: "Subject", cert_match: "x" }\n',
     "tls_missing_cert": 'port: -1\ntls {\n  cert_file: "a.pem"\n  key_file: "b.pem"\n}\n',
     "tls_missing_key_file_key": 'port: -1\ntls {\n  cert_file: "{cert}"\n}\n',
     "tls_missing_cert_file_key": 'port: -1\ntls {\n  key_file: "{key}"\n}\n',

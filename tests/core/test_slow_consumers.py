@@ -92,3 +92,27 @@ def test_slow_consumers_are_cut_and_the_fast_one_gets_everything(any_server, tmp
     pub.close()
     for r in [fast] + slow:
         r.sock.close()
+
+
+def test_no_fast_producer_stall(any_server, tmp_path):
+    """By default a publisher to a subscriber that does not read is paused now and then
+    (/varz stalled_clients counts it); with `no_fast_producer_stall` it never is, and the
+    subscriber is cut as a slow consumer instead."""
+    counts = {}
+    for name, extra in (("default", ""), ("off", "no_fast_producer_stall: true\n")):
+        p = tmp_path / ("%s.conf" % name)
+        p.write_text("max_pending: 1MB\nmax_payload: 64KB\n" + extra)
+        srv = any_server("-c", str(p), "-m", "-1")
+        sub = Reader(srv.port, stop_after=1)
+        sub.start()
+        assert sub.ready.wait(5)
+        with RawClient(srv.port).connect() as pub:
+            chunk = b"".join(b"PUB flood 1000\r\n%s\r\n" % (b"%010d" % i + b"x" * 990) for i in range(100))
+            for _ in range(100):                         # 10 MB to a subscriber that stopped reading
+                pub.send(chunk)
+            pub.sync(timeout=30)
+        assert poll(lambda: varz(srv)["slow_consumers"] >= 1, timeout=15)
+        counts[name] = varz(srv)["stalled_clients"]
+        sub.sock.close()
+        srv.kill()
+    assert counts["default"] > 0 and counts["off"] == 0, counts
