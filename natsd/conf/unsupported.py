@@ -34,6 +34,17 @@ def _true(n: Node) -> bool:
     return n.kind == "bool" and n.value is True
 
 
+def _nonzero(n: Node) -> bool:
+    return n.kind != "integer" or n.value != 0
+
+
+def _not_default_flag(n: Node) -> bool:
+    """A `feature_flags {}` entry that is not what nats-server 2.15.1 does by default (natsd
+    behaves as those defaults)."""
+    from natsd.monitor.varz import FEATURE_FLAGS
+    return n.key.lower() not in FEATURE_FLAGS or n.value != FEATURE_FLAGS[n.key.lower()]
+
+
 def _owner(n: Node) -> bool:
     """`cluster_traffic: owner` (natsd's replicated traffic runs in the system account)."""
     return not (n.kind == "string" and n.value.lower() in ("", "system"))
@@ -95,6 +106,18 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("JetStream cluster traffic in the account", "accounts.*.jetstream.cluster_traffic", _owner),
     ("leaf node remotes through an HTTP proxy", "leafnodes|leaf.remotes[].proxy", _always),
     ("default JetStream domains for accounts", "default_js_domain", _always),
+    ("block profiles", "prof_block_rate", _nonzero),
+    ("feature flags other than nats-server 2.15's defaults", "feature_flags.*", _not_default_flag),
+    ("insecure TLS cipher suites", "tls.allow_insecure_cipher_suites", _true),
+    ("JetStream tuning of nats-server's own internals",
+     "jetstream.tpm|info_queue_limit|meta_compact|meta_compact_size|meta_compact_sync|max_concurrent_io",
+     _always),
+    ("a dial timeout for leaf node remotes", "leafnodes|leaf.dial_timeout", _always),
+    ("a dial timeout for leaf node remotes", "leafnodes|leaf.remotes[].dial_timeout", _always),
+    ("isolating a leaf node remote's interest", "leafnodes|leaf.remotes[].isolate_leafnode_interest|isolate",
+     _true),
+    ("JetStream cluster migration of leaf node remotes",
+     "leafnodes|leaf.remotes[].jetstream_cluster_migrate|js_cluster_migrate", _true),
 ]
 
 # Flag rows: (feature, Options attributes the flags set).  A flag asks for the feature

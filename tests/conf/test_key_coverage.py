@@ -529,7 +529,7 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "connect_error_reports": _PARSED,
     "reconnect_error_reports": _PARSED,
     "disable_sublist_cache|no_sublist_cache": "only its reload refusal is tested (test_reload_rules)",
-    "feature_flags": _STORED,
+    "feature_flags": "the block itself; a flag other than nats-server 2.15's default is refused",
     "host|net": _HARNESS + "; -a itself is tested (test_ipv6_loopback)",
     "port": _HARNESS + "; test_listener_lines_are_nats_servers masks port numbers",
     "http_base_path": "only its reload refusal is tested; no test serves monitoring under the path",
@@ -543,7 +543,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "no_system_account|no_system|no_sys_acc": _PARSED,
     "pidfile|pid_file": "effect shown only for the -P flag (test_lifecycle::test_pid_file)",
     "ports_file_dir": _PARSED,
-    "prof_block_rate": _STORED,
     "prof_port": "effect shown only for the --profile flag (tests/monitor/test_profiling.py)",
     "server_metadata": _PARSED,
     "store_dir|storedir": "only `jetstream { store_dir }` is tested, not the top-level form",
@@ -597,8 +596,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "jetstream.extension_hint": _PARSED,
     "jetstream.unique_tag": "test_placement_by_tags... sets it, but every server there has its own az tag",
     "jetstream.request_queue_limit": _PARSED,
-    "jetstream.tpm|info_queue_limit|meta_compact|meta_compact_size|meta_compact_sync|max_concurrent_io":
-        "stored in the jetstream options' extra, not read by natsd",
     "jetstream.limits.batch.max_inflight_total": _PARSED,
     # -- leaf nodes
     "leafnodes.host|net": _PARSED,
@@ -606,7 +603,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "leafnodes.no_advertise": "only its reload refusal is tested (test_reload_rules)",
     "leafnodes.min_version|minimum_version": _PARSED,
     "leafnodes.isolate_leafnode_interest|isolate": _PARSED,
-    "leafnodes.dial_timeout": "checked as a duration, not kept",
     "leafnodes.reconnect|reconnect_delay|reconnect_interval":
         "tests set 200ms, but nothing they check tells it from the 1s default",
     "leafnodes.write_deadline": _PARSED,
@@ -622,8 +618,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "leafnodes.remotes[].disabled": _PARSED,
     "leafnodes.remotes[].no_randomize|dont_randomize": _PARSED,
     "leafnodes.remotes[].request_isolation": "stored in the remote's extra and read by natsd, no test",
-    "leafnodes.remotes[].isolate_leafnode_interest|isolate|dial_timeout|jetstream_cluster_migrate|"
-    "js_cluster_migrate": "stored in the remote's extra, not read by natsd",
     "leafnodes.remotes[].ws_compression|ws_compress|websocket_compression|websocket_compress":
         "test_leaf_over_ws_compressed_unmasked sets ws_compression but checks only that messages cross",
     "leafnodes.remotes[].ws_no_masking|websocket_no_masking":
@@ -646,7 +640,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "tls.cert_match": "only with cert_store (Windows), refused here as by nats-server: no effect on either",
     "tls.ca_certs_match": "only with cert_store (Windows), refused here as by nats-server: no effect on either",
     "tls.cert_match_skip_invalid": "only with cert_store (Windows), refused here as by nats-server: no effect on either",
-    "tls.allow_insecure_cipher_suites": "accepted, not read by natsd",
     # -- websocket
     "websocket.host|net": _PARSED,
     "websocket.advertise": _PARSED,
