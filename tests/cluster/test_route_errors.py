@@ -11,7 +11,7 @@ import nats
 import pytest
 
 from tests.support.cluster import start_member
-from tests.support.servers import nats_server_cmd
+from tests.support.servers import nats_server_cmd, recv_until_quiet
 from tests.support.waiting import poll
 
 need_ref = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server not installed")
@@ -44,15 +44,7 @@ def _poke(port, data, as_route=True):
         s.sendall(FAKE_CONNECT + FAKE_INFO)
         time.sleep(0.05)
     s.sendall(data)
-    got = b""
-    try:
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            got += chunk
-    except OSError:
-        pass
+    got = recv_until_quiet(s, 3)
     s.close()
     return [x.decode() for x in got.split(b"\r\n") if x.startswith(b"-ERR")]
 

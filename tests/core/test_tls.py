@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.certs import CA, spki_pin
 from tests.support.rawclient import RawClient
+from tests.support.servers import recv_until_quiet
 
 
 def tls_block(pki, extra=""):
@@ -269,17 +270,8 @@ def test_connection_rate_limit(any_server, tmp_path, pki):
         data = b""
         while b"\r\n" not in data:
             data += s.recv(4096)
-        rest = data.split(b"\r\n", 1)[1]
-        s.settimeout(0.5)               # a served client hears nothing more until it does TLS
-        try:
-            while True:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                rest += chunk
-        except socket.timeout:
-            pass
-        answers.append(rest)
+        # a served client hears nothing more until it does TLS
+        answers.append(data.split(b"\r\n", 1)[1] + recv_until_quiet(s, 0.5))
         s.close()
     throttled = b"-ERR 'Connection throttling is active. Please try again later.'\r\n"
     assert answers.count(throttled) == 4 and answers[:2] != [throttled, throttled], answers

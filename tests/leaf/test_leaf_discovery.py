@@ -10,25 +10,18 @@ import time
 import pytest
 
 from tests.support.cluster import start_member, wait_mesh
-from tests.support.servers import ServerProcess, http_json, nats_server_cmd, natsd_cmd
+from tests.support.servers import ServerProcess, http_json, server_cmd
 from tests.support.waiting import poll
 from tools.serverproc import free_port
 
 KINDS = [("natsd", "natsd"), ("natsd", "nats-server"), ("nats-server", "natsd")]
 
 
-def _cmd(kind):
-    cmd = natsd_cmd() if kind == "natsd" else nats_server_cmd()
-    if cmd is None:
-        pytest.skip("nats-server is not installed")
-    return cmd
-
-
 def _spoke(kind, tmp_path, url, extra=""):
     conf = tmp_path / "spoke.conf"
     conf.write_text('server_name: spoke\nhttp_port: -1\nleafnodes {\n  reconnect: "200ms"\n'
                     f'  remotes: [ {{ url: "{url}"\n {extra} }} ]\n}}\n')
-    return ServerProcess(list(_cmd(kind)) + ["-c", str(conf), "-p", "-1", "-a", "127.0.0.1"]).wait_ready()
+    return ServerProcess(list(server_cmd(kind)) + ["-c", str(conf), "-p", "-1", "-a", "127.0.0.1"]).wait_ready()
 
 
 def _leafs(proc):
@@ -36,7 +29,7 @@ def _leafs(proc):
 
 
 def _hub(kind, tmp_path):
-    _cmd(kind)
+    server_cmd(kind)
     a_leaf, b_leaf = free_port(), free_port()
     a = start_member(kind, tmp_path / "a", "A", extra=f"leafnodes {{ host: 127.0.0.1, port: {a_leaf} }}")
     b = start_member(kind, tmp_path / "b", "B", routes=[a.route_url],

@@ -4,22 +4,15 @@ another key, or none, is refused. Hub and spoke each natsd or nats-server."""
 import nkeys
 import pytest
 
-from tests.support.servers import ServerProcess, http_json, nats_server_cmd, natsd_cmd
+from tests.support.servers import ServerProcess, http_json, server_cmd
 from tests.support.waiting import poll
 
 KINDS = [("natsd", "natsd"), ("natsd", "nats-server"), ("nats-server", "natsd")]
 
 
-def _cmd(kind):
-    cmd = natsd_cmd() if kind == "natsd" else nats_server_cmd()
-    if cmd is None:
-        pytest.skip("nats-server is not installed")
-    return cmd
-
-
 def _start(kind, path, text):
     path.write_text(text)
-    return ServerProcess(list(_cmd(kind)) + ["-c", str(path), "-p", "-1", "-a", "127.0.0.1"]).wait_ready()
+    return ServerProcess(list(server_cmd(kind)) + ["-c", str(path), "-p", "-1", "-a", "127.0.0.1"]).wait_ready()
 
 
 def _user_key(n):

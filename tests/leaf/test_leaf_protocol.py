@@ -4,7 +4,7 @@ and nats-server's leafnode port, and what each server does with LS+/LMSG is comp
 import pytest
 
 from tests.support.rawclient import RawClient
-from tests.support.servers import http_json
+from tests.support.servers import http_json, recv_until_quiet
 from tests.support.waiting import poll
 from tools.serverproc import free_port
 
@@ -79,16 +79,7 @@ def test_no_credentials_in_clear_to_a_hub_requiring_tls(natsd, tmp_path):
     conn.sendall(b'INFO {"server_id":"NFAKE","server_name":"hub","version":"2.15.1","proto":1,'
                  b'"headers":true,"auth_required":true,"tls_required":true,"max_payload":1048576,'
                  b'"client_id":3,"nonce":"abc","leafnode_urls":["127.0.0.1:1"]} \r\n')
-    conn.settimeout(5)
-    got = b""
-    try:
-        while True:
-            chunk = conn.recv(4096)
-            if not chunk:
-                break
-            got += chunk
-    except socket.timeout:
-        pass
+    got = recv_until_quiet(conn, 5)
     conn.close()
     lsock.close()
     # the leaf answers with a TLS ClientHello (a handshake record), never a CONNECT in clear

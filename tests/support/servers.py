@@ -112,6 +112,31 @@ class ServerProcess:
         return self.proc.returncode
 
 
+def server_cmd(kind):
+    """The command of a server of `kind` ("natsd" or "nats-server"); skips the test when
+    nats-server is not installed."""
+    cmd = natsd_cmd() if kind == "natsd" else nats_server_cmd()
+    if cmd is None:
+        import pytest
+        pytest.skip("nats-server is not installed")
+    return cmd
+
+
+def recv_until_quiet(sock, quiet):
+    """What `sock` receives until the peer closes it or stays quiet for `quiet` seconds."""
+    sock.settimeout(quiet)
+    got = b""
+    try:
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    except OSError:                     # socket.timeout included
+        pass
+    return got
+
+
 def start_server(cmd, *args, cwd=None, env=None, wait=True):
     argv = list(cmd) + list(args)
     if "-p" not in args and "--port" not in args:
