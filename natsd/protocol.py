@@ -300,9 +300,15 @@ class ProtocolHandler:
 
     @per_message
     def trace_payload(self, c, payload):
-        """-V: a received message payload."""
-        log.log(TRACE, '%s<<- MSG_PAYLOAD: ["%s"]', self._prefix(c),
-                payload[:self.server.opts.max_traced_msg_len or None].decode("utf-8", "replace"))
+        """-V: a received message payload, Go-quoted; past max_traced_msg_len cut, with "..."
+        (nats-server's traceMsg); an empty payload is not traced."""
+        if not payload:
+            return
+        limit = self.server.opts.max_traced_msg_len
+        if 0 < limit < len(payload):
+            log.log(TRACE, '%s<<- MSG_PAYLOAD: ["%s..."]', self._prefix(c), go_quote(payload[:limit])[1:-1])
+        else:
+            log.log(TRACE, '%s<<- MSG_PAYLOAD: [%s]', self._prefix(c), go_quote(payload))
 
     @per_message
     def trace_out(self, c, line):

@@ -516,6 +516,11 @@ EVIDENCE: dict[str, str] = {
     "account_resolver|accounts_resolver": "tests/auth/test_resolver.py::test_resolver_aliases",
     "tls.cert_store": "tests/conf/test_unsupported.py::test_nats_server_errors_come_first",
     "no_fast_producer_stall": "tests/core/test_slow_consumers.py::test_no_fast_producer_stall",
+    "logtime": "tests/core/test_config_effects.py::test_logtime_false_drops_the_time_stamp",
+    "logtime_utc": "tests/core/test_config_effects.py::test_logtime_utc",
+    "max_closed_clients": "tests/core/test_config_effects.py::test_max_closed_clients",
+    "no_header_support": "tests/core/test_config_effects.py::test_no_header_support",
+    "max_traced_msg_len": "tests/core/test_config_effects.py::test_max_traced_msg_len",
 }
 
 _PARSED = "parsed, no effect test"
@@ -535,11 +540,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "http_base_path": "only its reload refusal is tested; no test serves monitoring under the path",
     "https": "parsed; only https_port is tested",
     "lame_duck_duration": "tests set 30s, but nothing they check tells it from the 2m default",
-    "logtime": "parsed (test_load); no test reads log lines without time stamps",
-    "logtime_utc": _PARSED,
-    "max_closed_clients": _PARSED,
-    "max_traced_msg_len": _PARSED,
-    "no_header_support": "parsed (test_load), no effect test",
     "no_system_account|no_system|no_sys_acc": _PARSED,
     "pidfile|pid_file": "effect shown only for the -P flag (test_lifecycle::test_pid_file)",
     "ports_file_dir": _PARSED,

@@ -1,0 +1,68 @@
+"""Settings whose effect shows in what a server writes or keeps, natsd against nats-server:
+`logtime: false`, `logtime_utc`, `max_closed_clients`, `no_header_support`,
+`max_traced_msg_len`."""
+import os
+import re
+import time
+
+from tests.support.rawclient import RawClient
+from tests.support.servers import http_json
+from tests.support.waiting import poll
+
+
+def _conf(tmp_path, text):
+    p = tmp_path / "e.conf"
+    p.write_text(text)
+    return str(p)
+
+
+def test_logtime_false_drops_the_time_stamp(any_server, tmp_path):
+    srv = any_server("-c", _conf(tmp_path, "logtime: false\n"))
+    line = srv.wait_log(r"\[INF\] Server is ready").string
+    assert re.fullmatch(r"\[\d+\] \[INF\] Server is ready", line), line
+
+
+def test_logtime_utc(any_server, tmp_path):
+    """With the process in a zone far from UTC, the stamps are UTC only with logtime_utc."""
+    env = dict(os.environ, TZ="Asia/Kathmandu")          # UTC+05:45: no hour-only confusion
+    stamps = {}
+    for name, extra in (("local", ""), ("utc", "logtime_utc: true\n")):
+        srv = any_server("-c", _conf(tmp_path, extra), env=env)
+        line = srv.wait_log(r"\[INF\] Server is ready").string
+        stamp = re.search(r"\] (\d{4}/\d\d/\d\d \d\d:\d\d):\d\d\.\d{6} \[INF\]", line).group(1)
+        stamps[name] = time.mktime(time.strptime(stamp, "%Y/%m/%d %H:%M"))
+        srv.kill()
+    utc_now = time.mktime(time.gmtime())
+    assert abs(stamps["utc"] - utc_now) < 120
+    assert abs(stamps["local"] - utc_now - (5 * 3600 + 45 * 60)) < 120
+
+
+def test_max_closed_clients(any_server, tmp_path):
+    srv = any_server("-c", _conf(tmp_path, "max_closed_clients: 2\n"), "-m", "-1")
+    for name in ("a", "b", "c", "d"):
+        with RawClient(srv.port) as c:
+            c.connect(name=name)
+    closed = poll(lambda: len(http_json(srv.http_port, "/connz?state=closed")["connections"]) == 2
+                  and http_json(srv.http_port, "/connz?state=closed")["connections"], timeout=10)
+    assert sorted(c["name"] for c in closed) == ["c", "d"]
+
+
+def test_no_header_support(any_server, tmp_path):
+    srv = any_server("-c", _conf(tmp_path, "no_header_support: true\n"))
+    with RawClient(srv.port) as c:
+        assert c.info["headers"] is False
+        c.send(b'CONNECT {"verbose":false,"headers":true}\r\nSUB h 1\r\nPUB h 2\r\nok\r\n')
+        assert c.sync() == b"MSG h 1 2\r\nok\r\n"
+        c.send(b"HPUB h 12 14\r\nNATS/1.0\r\n\r\nhi\r\n")
+        assert c.read_until_eof() == b""         # the connection is dropped, no -ERR
+
+
+def test_max_traced_msg_len(any_server, tmp_path):
+    srv = any_server("-c", _conf(tmp_path, "trace: true\nmax_traced_msg_len: 5\n"))
+    with RawClient(srv.port) as c:
+        c.connect()
+        c.send(b"PUB t 11\r\nhello world\r\nPUB u 3\r\na\tc\r\nPUB v 7\r\n\"q\"ab\xffz\r\n")
+        c.sync()
+    assert srv.wait_log(r'<<- MSG_PAYLOAD: \["hello\.\.\."\]')
+    assert srv.wait_log(r'<<- MSG_PAYLOAD: \["a\\tc"\]')             # Go's %q escapes
+    assert srv.wait_log(r'<<- MSG_PAYLOAD: \["\\"q\\"ab\.\.\."\]')
