@@ -4,7 +4,6 @@ Subsystems (monitoring, the system account, JetStream, leaf nodes, WebSocket, ro
 the Server and run on its single loop. Startup prints the lines launchers wait for ("Listening for client connections
 on HOST:PORT", "Server is ready").
 """
-import json
 import logging
 import os
 import random
@@ -29,6 +28,7 @@ from natsd.ids import InternalClient, get_hash
 from natsd.jetstream.engine import corehooks
 from natsd.jetstream.engine.apilevel import API_LEVEL
 from natsd.options import set_baseline
+from natsd import portsfile
 from natsd.protocol import info_line, prepare_accepted, release_connection
 from natsd.net.tls import RateCounter, default_auth_timeout
 
@@ -190,7 +190,7 @@ class Server:
             self.subsystems.append(self.cluster)
             if self.jetstream is not None:
                 self.jetstream.start_cluster(ClusterLayer(self.jetstream))
-        self._write_ports_file()
+        portsfile.write(self)
         self.loop.call_later(1.0, self._write_deadline_sweep)
         if self.tls_rate is not None:
             self.loop.call_later(1.0, self._log_rate_limited)
@@ -226,6 +226,7 @@ class Server:
         self.auth_workers.shutdown()
         self.loop.close()                   # the work handed to worker threads is done
         self._remove_pid_file()
+        portsfile.remove(self.opts)
         self.loop.run_once_nowait()
         # The client connections close with the process: what is queued for them goes out
         # now, and natsd.cli.run ends the process at once, so the kernel closes their sockets
@@ -250,17 +251,6 @@ class Server:
                 os.unlink(self.opts.pid_file)
             except OSError:
                 pass
-
-    def _write_ports_file(self):
-        if not self.opts.ports_file_dir:
-            return
-        ports = {"nats": ["nats://%s" % host_port(self.opts.host, self.port)]}
-        if self.monitor:
-            ports["monitoring"] = ["http://%s" % host_port(self.opts.http_host, self.monitor.port)]
-        path = os.path.join(self.opts.ports_file_dir,
-                            "%s_%d.ports" % (os.path.basename(os.sys.argv[0]), os.getpid()))
-        with open(path, "w") as f:
-            json.dump(ports, f)
 
     # ---- client connections ----
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 from urllib.parse import urlsplit
+
+from natsd.portsfile import program_name
 
 LOG_DAEMON = 3 << 3
 
@@ -36,9 +37,8 @@ class SyslogError(Exception):
 
 
 def tag() -> str:
-    """nats-server's GetSysLoggerTag: the last path element of argv[0]."""
-    name = os.path.basename((sys.argv[0] if sys.argv else "").rstrip(os.sep))
-    return "natsd" if name in ("", "__main__.py", "-c") else name   # `python -m natsd`: natsd
+    """nats-server's GetSysLoggerTag: the executable's name."""
+    return program_name()
 
 
 def _unix(path: str, kinds=(socket.SOCK_DGRAM, socket.SOCK_STREAM)) -> socket.socket:

@@ -521,6 +521,7 @@ EVIDENCE: dict[str, str] = {
     "max_closed_clients": "tests/core/test_config_effects.py::test_max_closed_clients",
     "no_header_support": "tests/core/test_config_effects.py::test_no_header_support",
     "max_traced_msg_len": "tests/core/test_config_effects.py::test_max_traced_msg_len",
+    "ports_file_dir": "tests/core/test_ports_file.py::test_ports_file",
 }
 
 _PARSED = "parsed, no effect test"
@@ -542,7 +543,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "lame_duck_duration": "tests set 30s, but nothing they check tells it from the 2m default",
     "no_system_account|no_system|no_sys_acc": _PARSED,
     "pidfile|pid_file": "effect shown only for the -P flag (test_lifecycle::test_pid_file)",
-    "ports_file_dir": _PARSED,
     "prof_port": "effect shown only for the --profile flag (tests/monitor/test_profiling.py)",
     "server_metadata": _PARSED,
     "store_dir|storedir": "only `jetstream { store_dir }` is tested, not the top-level form",
