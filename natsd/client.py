@@ -48,7 +48,8 @@ class ClientState:
     __slots__ = ("host", "port", "start", "name", "lang", "version", "user", "account",
                  "perms", "nonce", "auth_timer", "ping_timer", "replies", "connect",
                  "stop", "reason", "kind", "nkey", "tls", "label", "tls_timer",
-                 "info_due", "cert", "ws", "ws_upgraded", "ws_cookies", "expiry_timer", "jwt_user")
+                 "info_due", "cert", "ws", "ws_upgraded", "ws_cookies", "expiry_timer", "jwt_user",
+                 "ocsp_checked")
 
     def __init__(self, host, port):
         self.host = host
@@ -76,6 +77,7 @@ class ClientState:
         self.ws = False                # a WebSocket client (natsd/net/websocket.py)
         self.ws_upgraded = False
         self.ws_cookies = None
+        self.ocsp_checked = False      # ocsp_peer: the certificate passed its OCSP check
 
 
 class ClientProtocol(ProtocolHandler):
@@ -147,6 +149,19 @@ class ClientProtocol(ProtocolHandler):
         if st.auth_timer is not None:       # nats-server stops it once a CONNECT is read
             st.auth_timer.cancel()
             st.auth_timer = None
+        ocsp = self.server.ocsp_peer
+        if ocsp is not None and c.tls is not None and not st.ws and not st.ocsp_checked:
+            try:
+                valid = ocsp.check(c.tls.peer_certificate())
+            except OffLoop as slow:         # the CA's responder is asked off the loop
+                self.server.auth_workers.check(c, st.host, slow, lambda: self._authenticate(c, info))
+                return
+            if not valid:
+                # nats-server fails the TLS handshake (its VerifyConnection callback)
+                log.error("%sTLS handshake error: client not OCSP valid", self._prefix(c))
+                c.schedule_close("TLS Handshake Failure")
+                return
+            st.ocsp_checked = True
         auth = self.server.authenticator
         required = auth.auth_required
         try:

@@ -121,6 +121,7 @@ class Server:
             log.info("Using configuration file: %s %s", opts.config_file,
                      "(%s)" % opts.config_digest if opts.config_digest else "")
         self.tls = client_tls(opts)
+        self.ocsp_peer = self._ocsp_peer()  # tls ocsp_peer on the client port
         self.tls_rate = None                # tls connection_rate_limit on the client port
         if self.tls is not None and self.tls.settings.rate_limit and not opts.allow_non_tls:
             self.tls_rate = RateCounter(self.tls.settings.rate_limit, time.monotonic)
@@ -456,6 +457,13 @@ class Server:
         # checked at least twice per deadline (and once a second)
         self.loop.call_later(min(1.0, max(0.01, self.opts.write_deadline / 2)), self._write_deadline_sweep)
 
+    def _ocsp_peer(self):
+        """The client port's OCSP peer check (net/ocsppeer.py), or None."""
+        if self.tls is None or self.tls.settings.ocsp_peer is None:
+            return None
+        from natsd.net.ocsppeer import OcspPeer
+        return OcspPeer(self.tls.settings.ocsp_peer, self.tls.settings.ca_file)
+
     def _log_rate_limited(self):
         """nats-server's logRejectedTLSConns: once a second, how many TLS clients the
         connection rate limit turned away."""
@@ -654,6 +662,7 @@ class Server:
         self.authenticator = Authenticator(new_opts, self.jwt_accounts)
         try:
             self.tls = client_tls(new_opts)     # new connections; open ones keep their session
+            self.ocsp_peer = self._ocsp_peer()
         except Exception as e:
             log.error("Failed to reload the TLS configuration, keeping the old one: %s", e)
         for c in list(self.clients.values()):

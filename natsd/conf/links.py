@@ -356,6 +356,13 @@ class LinkSections(Reader):
                     return None
             elif lk in ("certs", "certificates"):
                 certs = True
+            elif lk == "ocsp_peer":
+                from natsd.net.ocsppeer import OcspConfigError, parse
+                try:
+                    parse(v.plain())
+                except OcspConfigError as e:
+                    self.err(v, str(e))
+                    return None
             elif lk == "cert_store":
                 # nats-server reads the Windows certificate store only on Windows
                 self.err(v, "cert_store not compatible with current operating system")

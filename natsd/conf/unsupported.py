@@ -80,8 +80,9 @@ def _preload_uses(used: Callable[[dict], bool]) -> Callable[[Node], bool]:
 
 
 # -- the table -------------------------------------------------------------------------
-# Every `tls {}` block of the config (gateways are refused as a whole).
-_TLS_BLOCKS = ["tls", "cluster.tls", "leafnodes|leaf.tls", "leafnodes|leaf.remotes[].tls",
+# The `tls {}` blocks of links and other listeners (gateways are refused as a whole)
+# (the client port's `tls {}` has it: natsd/net/ocsppeer.py)
+_TLS_BLOCKS = ["cluster.tls", "leafnodes|leaf.tls", "leafnodes|leaf.remotes[].tls",
                "websocket|ws.tls", "mqtt.tls"]
 
 # Config rows: (feature, key path, when).  A path is dot-separated keys (case-insensitive,
@@ -293,6 +294,18 @@ def _sentinel_error(token: str) -> str | None:
     return "default sentinel must be a bearer token"
 
 
+def _ocsp_peer_needs_mtls(o) -> str | None:
+    """nats-server's plugTLSOCSPPeer: checking clients' certificates needs them asked for."""
+    raw = o.tls_config.raw if o.tls_config.configured else {}
+    peer = next((v for k, v in raw.items() if k.lower() == "ocsp_peer"), None)
+    verify = any(raw.get(k) is True for k in ("verify", "verify_and_map", "verify_cert_and_check_known_urls"))
+    if peer is not None and not verify:
+        from natsd.net.ocsppeer import parse
+        if parse(peer)["verify"]:
+            return "OCSP peer verification for client connections requires TLS verify (mTLS) to be enabled"
+    return None
+
+
 def _read_only_preloads(o) -> str | None:
     """nats-server's configureResolver (after validateOptions): a URL resolver takes no preloads."""
     if o.resolver.kind == "URL" and o.resolver_preload:
@@ -316,7 +329,7 @@ def _latency_on_links(o) -> str | None:
 # In nats-server's order: validateOptions, then configureResolver (natsd's own refusals last).
 START_CHECKS: list[Callable] = [_operators, _leaf_mixed_urls, _gateway, _mqtt, _websocket,
                                 _route_compression, _jetstream_cluster, _read_only_preloads,
-                                _latency_on_links]
+                                _latency_on_links, _ocsp_peer_needs_mtls]
 
 
 def start_error(opts) -> str | None:

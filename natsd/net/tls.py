@@ -83,6 +83,12 @@ class TlsSettings:
         self.handshake_first, self.fallback_delay = _handshake_first(
             cfg.get("handshake_first", cfg.get("first", cfg.get("immediate"))))
         self.server_name = cfg.get("server_name") or ""
+        peer = cfg.get("ocsp_peer")
+        self.ocsp_peer = None           # ocsp_peer's settings when it verifies (net/ocsppeer.py)
+        if peer is not None:
+            from natsd.net.ocsppeer import parse
+            settings = parse(peer)
+            self.ocsp_peer = settings if settings["verify"] else None
         rate = cfg.get("connection_rate_limit")
         self.rate_limit = rate if isinstance(rate, int) and not isinstance(rate, bool) and rate > 0 else 0
         self.not_after = False          # cert_not_after's memo (False: not read yet)

@@ -522,6 +522,7 @@ EVIDENCE: dict[str, str] = {
     "no_header_support": "tests/core/test_config_effects.py::test_no_header_support",
     "max_traced_msg_len": "tests/core/test_config_effects.py::test_max_traced_msg_len",
     "ports_file_dir": "tests/core/test_ports_file.py::test_ports_file",
+    "tls.ocsp_peer": "tests/core/test_ocsp_peer.py::test_ocsp_peer",
 }
 
 _PARSED = "parsed, no effect test"

@@ -70,8 +70,9 @@ REFUSED = {
     "proxy_protocol": ("port: -1\nproxy_protocol: true\n", ["{f}:2:1: PROXY protocol is not supported by natsd yet"]),
     "ocsp": ("port: -1\nocsp {\n  mode: always\n}\n", ["{f}:2:1: OCSP stapling is not supported by natsd yet"]),
     "ocsp_cache": ("port: -1\nocsp_cache {\n  type: local\n}\n", ["{f}:2:1: OCSP stapling is not supported by natsd yet"]),
-    "ocsp_peer": ('port: -1\ntls {\n  cert_file: "{cert}"\n  key_file: "{key}"\n  ocsp_peer: true\n}\n',
-                  ["{f}:5:3: OCSP peer verification is not supported by natsd yet"]),
+    "ocsp_peer_routes": ('port: -1\ncluster {\n  port: -1\n  tls {\n    cert_file: "{cert}"\n    key_file: "{key}"\n'
+                         '    ocsp_peer: true\n  }\n}\n',
+                         ["{f}:7:5: OCSP peer verification is not supported by natsd yet"]),
     "ocsp_peer_leaf_remote": ('port: -1\nleafnodes {\n  remotes: [ { url: "tls://127.0.0.1:1"\n'
                               '    tls { ocsp_peer { verify: true } } } ]\n}\n',
                               ["{f}:4:11: OCSP peer verification is not supported by natsd yet"]),

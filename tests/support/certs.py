@@ -10,7 +10,7 @@ import os
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import AuthorityInformationAccessOID, ExtendedKeyUsageOID, NameOID
 
 
 def _name(cn, **attrs):
@@ -45,9 +45,16 @@ class CA:
         self.ca_file = _write(os.path.join(directory, safe + "-ca.pem"),
                               self.cert.public_bytes(serialization.Encoding.PEM))
 
+    def key_file(self):
+        """The CA's private key in a file (an OCSP responder signs with it)."""
+        return _write(os.path.join(self.dir, "ca-key.pem"), self.key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption()))
+
     def issue(self, label, cn, dns=(), ips=(), emails=(), uris=(), server=True, client=True,
-              days=30, expired=False, **name_attrs):
-        """(cert_file, key_file) of a new leaf certificate."""
+              days=30, expired=False, ocsp_url=None, **name_attrs):
+        """(cert_file, key_file) of a new leaf certificate (naming `ocsp_url` as its OCSP
+        responder when given)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         start, end = now - datetime.timedelta(days=1), now + datetime.timedelta(days=days)
@@ -64,6 +71,10 @@ class CA:
              .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
         if sans:
             b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        if ocsp_url:
+            b = b.add_extension(x509.AuthorityInformationAccess([x509.AccessDescription(
+                AuthorityInformationAccessOID.OCSP, x509.UniformResourceIdentifier(ocsp_url))]),
+                critical=False)
         cert = b.sign(self.key, hashes.SHA256())
         cert_file = _write(os.path.join(self.dir, label + "-cert.pem"),
                            cert.public_bytes(serialization.Encoding.PEM))

@@ -1,0 +1,110 @@
+"""OCSP peer verification of client certificates (`tls { verify: true, ocsp_peer: ... }`),
+natsd against nats-server, with a real OCSP responder (`openssl ocsp`) for a CA that has
+revoked one of the two client certificates: the good one connects, the revoked one does not
+(unless `warn_only`); with the responder unreachable nobody connects unless
+`allow_when_ca_unreachable`; `ocsp_peer` without `verify` does not start."""
+import asyncio
+import datetime
+import shutil
+import socket
+import ssl
+import subprocess
+
+import nats
+import pytest
+from cryptography import x509
+
+from tests.support.certs import CA
+from tests.support.waiting import poll
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not found")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _index_line(cert_file, revoked):
+    cert = x509.load_pem_x509_certificate(open(cert_file, "rb").read())
+    exp = cert.not_valid_after_utc.strftime("%y%m%d%H%M%SZ")
+    when = (datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)).strftime("%y%m%d%H%M%SZ")
+    dn = "/" + "/".join(a.rfc4514_string() for a in cert.subject)
+    return "%s\t%s\t%s\t%X\tunknown\t%s\n" % ("R" if revoked else "V", exp, when if revoked else "",
+                                             cert.serial_number, dn)
+
+
+@pytest.fixture
+def ocsp_world(tmp_path):
+    """A CA, a server certificate, a good and a revoked client certificate naming a
+    responder, and that responder running."""
+    port = _free_port()
+    url = "http://127.0.0.1:%d" % port
+    ca = CA(str(tmp_path / "pki"), name="OCSP test CA")
+    world = {"ca": ca.ca_file, "server": ca.server_cert(),
+             "good": ca.issue("good", "good client", ocsp_url=url),
+             "revoked": ca.issue("revoked", "revoked client", ocsp_url=url),
+             "down": ca.issue("down", "client of a dead responder", ocsp_url="http://127.0.0.1:%d" % _free_port())}
+    index = tmp_path / "index.txt"
+    index.write_text(_index_line(world["good"][0], False) + _index_line(world["revoked"][0], True))
+    log = tmp_path / "responder.log"
+    with open(log, "w") as out:
+        responder = subprocess.Popen(
+            ["openssl", "ocsp", "-index", str(index), "-port", str(port), "-rsigner", ca.ca_file,
+             "-rkey", ca.key_file(), "-CA", ca.ca_file, "-ignore_err"], stdout=out, stderr=out)
+    # (not probed with a connection: the responder serves one connection at a time)
+    assert poll(lambda: "waiting for OCSP client connections" in log.read_text(), timeout=10)
+    yield world
+    responder.kill()
+    responder.wait(10)
+
+
+def _start(server, tmp_path, world, peer):
+    conf = tmp_path / "ocsp.conf"
+    cert, key = world["server"]
+    conf.write_text('tls { cert_file: "%s", key_file: "%s", ca_file: "%s", verify: true, ocsp_peer: %s }\n'
+                    % (cert, key, world["ca"], peer))
+    return server("-c", str(conf))
+
+
+def _connects(srv, world, who):
+    ctx = ssl.create_default_context(cafile=world["ca"])
+    ctx.load_cert_chain(*world[who])
+
+    async def go():
+        try:
+            nc = await nats.connect("tls://127.0.0.1:%d" % srv.port, tls=ctx, allow_reconnect=False,
+                                    max_reconnect_attempts=0, connect_timeout=5)
+        except Exception:
+            return False
+        try:
+            await nc.flush(timeout=5)
+            return True
+        except Exception:
+            return False
+        finally:
+            await nc.close()
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("peer, allowed", [
+    ("true", {"good"}),
+    ("{ verify: true, warn_only: true }", {"good", "revoked", "down"}),
+    ("{ verify: true, allow_when_ca_unreachable: true }", {"good", "down"}),
+    ("{ verify: true, ca_timeout: 1 }", {"good"}),
+])
+def test_ocsp_peer(any_server, tmp_path, ocsp_world, peer, allowed):
+    srv = _start(any_server, tmp_path, ocsp_world, peer)
+    got = {who for who in ("good", "revoked", "down") if _connects(srv, ocsp_world, who)}
+    assert got == allowed
+
+
+def test_ocsp_peer_needs_client_certificates(any_server, tmp_path, ocsp_world):
+    conf = tmp_path / "ocsp.conf"
+    cert, key = ocsp_world["server"]
+    conf.write_text('tls { cert_file: "%s", key_file: "%s", ca_file: "%s", ocsp_peer: true }\n'
+                    % (cert, key, ocsp_world["ca"]))
+    srv = any_server("-c", str(conf), wait=False)
+    assert srv.proc.wait(15) != 0
+    assert "OCSP peer verification for client connections requires TLS verify (mTLS) to be enabled" in srv.log
