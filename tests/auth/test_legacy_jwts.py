@@ -114,6 +114,12 @@ def observe(port, creds_path, subs=3, payload=2048):
                 e = ("INFO max_payload", e[1].get("max_payload"), bool(e[1].get("connect_info")))
             seen.add(str(e))
     connected = "EOF" not in steps[0]
+    if "-ERR 'maximum subscriptions exceeded'" in seen and "EOF" in seen:
+        # Both servers close a client at its subscription limit 20 ms after telling it; the
+        # PUB that follows reaches the server before that close in some runs only, so its
+        # payload verdict is a race, not an outcome.
+        seen.discard("-ERR 'Maximum Payload Violation'")
+        seen.discard(str(("MSG", payload)))
     if not connected:
         # Refused at CONNECT (its account allows no connection): nats-server's goroutine with
         # the at-limit -ERR races the close, so it comes in some runs and not in others.

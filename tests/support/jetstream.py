@@ -62,7 +62,7 @@ def same_on_both(scenario, natsd, reference, tmp_path):
     ours = with_jetstream(natsd("-js", "-sd", str(tmp_path / "natsd")), scenario)
     theirs = with_jetstream(reference("-js", "-sd", str(tmp_path / "ref")), scenario)
     for i, (a, b) in enumerate(zip(ours, theirs)):
-        assert a == b, "entry %d differs" % i
+        assert a == b, "entry %d differs: natsd %r, nats-server %r" % (i, a, b)
     assert len(ours) == len(theirs)
     return ours
 
