@@ -41,6 +41,13 @@ async def _events_consumer(js, **cfg):
     await js.add_consumer("events", durable_name="a", filter_subject="events.>", **cfg)
 
 
+async def _until_no_waiting(js, timeout=10.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while (await js.consumer_info("events", "a")).num_waiting:
+        assert asyncio.get_running_loop().time() < deadline, "a pull request never expired"
+        await asyncio.sleep(0.05)
+
+
 @compared_on_both
 async def test_nats_py_fetch_heartbeats_after_earlier_fetches(nc, js):
     """nats.py's own test_fetch_heartbeats, step by step: fetch(4, timeout=2, heartbeat=0.1)
@@ -64,6 +71,10 @@ async def test_nats_py_fetch_heartbeats_after_earlier_fetches(nc, js):
             await m.ack_sync()
 
     await fetch(1, 1, 0.1)
+    # the timed-out pull request must be gone on the server too, or under load the first
+    # published message goes to it and waits in the client's queue, and nats.py's next
+    # no_wait probe (heartbeat, no expires) is refused on either server
+    await _until_no_waiting(js)
     for i in range(15):
         await js.publish("events.%d" % i, b"i:%d" % i)
     await fetch(5, 5, 0.1)
