@@ -150,18 +150,9 @@ class ClientProtocol(ProtocolHandler):
             st.auth_timer.cancel()
             st.auth_timer = None
         ocsp = self.server.ocsp_peer
-        if ocsp is not None and c.tls is not None and not st.ws and not st.ocsp_checked:
-            try:
-                valid = ocsp.check(c.tls.peer_certificate())
-            except OffLoop as slow:         # the CA's responder is asked off the loop
-                self.server.auth_workers.check(c, st.host, slow, lambda: self._authenticate(c, info))
-                return
-            if not valid:
-                # nats-server fails the TLS handshake (its VerifyConnection callback)
-                log.error("%sTLS handshake error: client not OCSP valid", self._prefix(c))
-                c.schedule_close("TLS Handshake Failure")
-                return
-            st.ocsp_checked = True
+        if ocsp is not None and not st.ws and not ocsp.admit(
+                c, self.server.auth_workers, lambda: self._authenticate(c, info), self._prefix(c)):
+            return
         auth = self.server.authenticator
         required = auth.auth_required
         try:

@@ -81,9 +81,8 @@ def _preload_uses(used: Callable[[dict], bool]) -> Callable[[Node], bool]:
 
 # -- the table -------------------------------------------------------------------------
 # The `tls {}` blocks of links and other listeners (gateways are refused as a whole)
-# (the client port's `tls {}` has it: natsd/net/ocsppeer.py)
-_TLS_BLOCKS = ["cluster.tls", "leafnodes|leaf.tls", "leafnodes|leaf.remotes[].tls",
-               "websocket|ws.tls", "mqtt.tls"]
+# (the client and leaf node ports' `tls {}` have it: natsd/net/ocsppeer.py)
+_TLS_BLOCKS = ["cluster.tls", "leafnodes|leaf.remotes[].tls", "websocket|ws.tls", "mqtt.tls"]
 
 # Config rows: (feature, key path, when).  A path is dot-separated keys (case-insensitive,
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
@@ -295,13 +294,12 @@ def _sentinel_error(token: str) -> str | None:
 
 
 def _ocsp_peer_needs_mtls(o) -> str | None:
-    """nats-server's plugTLSOCSPPeer: checking clients' certificates needs them asked for."""
-    raw = o.tls_config.raw if o.tls_config.configured else {}
-    peer = next((v for k, v in raw.items() if k.lower() == "ocsp_peer"), None)
-    verify = any(raw.get(k) is True for k in ("verify", "verify_and_map", "verify_cert_and_check_known_urls"))
-    if peer is not None and not verify:
-        from natsd.net.ocsppeer import parse
-        if parse(peer)["verify"]:
+    """nats-server's plugTLSOCSPPeer: checking peers' certificates needs them asked for."""
+    from natsd.net.ocsppeer import parse
+    for raw in (o.tls_config.raw if o.tls_config.configured else {}, o.leafnode.tls or {}):
+        peer = next((v for k, v in raw.items() if k.lower() == "ocsp_peer"), None)
+        verify = any(raw.get(k) is True for k in ("verify", "verify_and_map", "verify_cert_and_check_known_urls"))
+        if peer is not None and not verify and parse(peer)["verify"]:
             return "OCSP peer verification for client connections requires TLS verify (mTLS) to be enabled"
     return None
 

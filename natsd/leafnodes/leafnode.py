@@ -184,6 +184,10 @@ class LeafNodes:
         self.hooked = set()
         self.stopped = False
         self.tls = ServerTls(TlsSettings(self.opts.tls)) if self.opts.tls else None
+        self.ocsp_peer = None           # tls ocsp_peer: leaf nodes' certificates checked (net/ocsppeer.py)
+        if self.tls is not None and self.tls.settings.ocsp_peer is not None:
+            from natsd.net.ocsppeer import OcspPeer
+            self.ocsp_peer = OcspPeer(self.tls.settings.ocsp_peer, self.tls.settings.ca_file)
         self.compression = Compression.parse(self.opts.compression, S2_AUTO, unset=S2_AUTO)
 
     # ---- lifecycle ----
@@ -957,6 +961,10 @@ class LeafProtocol(ProtocolHandler):
         """Check the leaf's credentials and bind it; a bcrypt comparison runs off the loop first
         (natsd/auth/offloop.py) and this runs again with its verdict."""
         st = c.state
+        ocsp = self.ln.ocsp_peer
+        if ocsp is not None and not ocsp.admit(c, self.server.auth_workers,
+                                               lambda: self._authenticate(c, info, cluster), self._prefix(c)):
+            return
         try:
             bound = self.ln.authenticate(info, st.nonce, defer=True, host=st.host)
         except OffLoop as slow:

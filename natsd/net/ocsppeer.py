@@ -162,6 +162,26 @@ class OcspPeer:
                 self.issuers = x509.load_pem_x509_certificates(f.read())
         self.cache: dict[str, Verdict] = {}
 
+    def admit(self, c, workers, retry, prefix) -> bool:
+        """Before a connection's CONNECT is authenticated: True when it may go on; False when
+        it was closed (its certificate is not OCSP valid) or waits for the responder (then
+        `retry()` runs again once the answer is in)."""
+        st = c.state
+        if st.ocsp_checked or c.tls is None:
+            return True
+        try:
+            valid = self.check(c.tls.peer_certificate())
+        except OffLoop as slow:
+            workers.check(c, st.host, slow, retry)
+            return False
+        if not valid:
+            # nats-server fails the TLS handshake (its VerifyConnection callback)
+            log.error("%sTLS handshake error: %s not OCSP valid", prefix, "client")
+            c.schedule_close("TLS Handshake Failure")
+            return False
+        st.ocsp_checked = True
+        return True
+
     def check(self, der: bytes | None) -> bool:
         """May the peer with this certificate (DER) in? Raises OcspFetch when the responder
         must be asked first."""

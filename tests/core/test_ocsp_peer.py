@@ -15,6 +15,7 @@ import pytest
 from cryptography import x509
 
 from tests.support.certs import CA
+from tests.support.servers import ServerProcess, http_json, server_cmd
 from tests.support.waiting import poll
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not found")
@@ -108,3 +109,31 @@ def test_ocsp_peer_needs_client_certificates(any_server, tmp_path, ocsp_world):
     srv = any_server("-c", str(conf), wait=False)
     assert srv.proc.wait(15) != 0
     assert "OCSP peer verification for client connections requires TLS verify (mTLS) to be enabled" in srv.log
+
+
+@pytest.mark.parametrize("hub_kind", ["natsd", "nats-server"])
+def test_ocsp_peer_on_the_leaf_node_port(tmp_path, ocsp_world, hub_kind):
+    """A hub's `leafnodes { tls { verify, ocsp_peer } }`: the spoke with the good certificate
+    links, the one with the revoked certificate does not (natsd spokes)."""
+    cert, key = ocsp_world["server"]
+    ca = ocsp_world["ca"]
+    hub_conf = tmp_path / "hub.conf"
+    hub_conf.write_text('http_port: -1\nleafnodes { host: 127.0.0.1, port: -1\n  tls { cert_file: "%s", key_file: "%s", '
+                        'ca_file: "%s", verify: true, ocsp_peer: true } }\n' % (cert, key, ca))
+    hub = ServerProcess(list(server_cmd(hub_kind)) + ["-c", str(hub_conf), "-p", "-1", "-a", "127.0.0.1"]).wait_ready()
+    leaf_port = int(hub.wait_log(r"Listening for leafnode connections on \S+:(\d+)").group(1))
+    spokes = []
+    try:
+        for who in ("good", "revoked"):
+            c, k = ocsp_world[who]
+            conf = tmp_path / ("%s.conf" % who)
+            conf.write_text('server_name: %s\nleafnodes { reconnect: "200ms", remotes: [ { url: "tls://127.0.0.1:%d"\n'
+                            '  tls { cert_file: "%s", key_file: "%s", ca_file: "%s" } } ] }\n' % (who, leaf_port, c, k, ca))
+            spokes.append(ServerProcess(list(server_cmd("natsd")) + ["-c", str(conf), "-p", "-1", "-a", "127.0.0.1"])
+                          .wait_ready())
+        assert poll(lambda: len(http_json(hub.http_port, "/leafz")["leafs"]) == 1, timeout=15)
+        spokes[1].wait_log(r"(TLS|handshake|closed|EOF|reset)", timeout=15)
+        assert [lf["name"] for lf in http_json(hub.http_port, "/leafz")["leafs"]] == ["good"]
+    finally:
+        for p in spokes + [hub]:
+            p.kill()
