@@ -299,12 +299,17 @@ class ProtocolHandler:
         log.log(TRACE, '%s<<- [%s]', self._prefix(c), line.decode("utf-8", "replace"))
 
     @per_message
-    def trace_payload(self, c, payload):
+    def trace_payload(self, c, payload, hsize=0):
         """-V: a received message payload, Go-quoted; past max_traced_msg_len cut, with "..."
-        (nats-server's traceMsg); an empty payload is not traced."""
+        (nats-server's traceMsg); an empty payload is not traced. With `trace_headers` only
+        the header block is (without its closing blank line), and nothing for a message
+        without headers."""
+        opts = self.server.opts
+        if opts.trace_headers:
+            payload = payload[:hsize - 4] if hsize >= 4 else b""
         if not payload:
             return
-        limit = self.server.opts.max_traced_msg_len
+        limit = opts.max_traced_msg_len
         if 0 < limit < len(payload):
             log.log(TRACE, '%s<<- MSG_PAYLOAD: ["%s..."]', self._prefix(c), go_quote(payload[:limit])[1:-1])
         else:

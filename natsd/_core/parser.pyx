@@ -270,7 +270,7 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
                 protocol_error(c, "Unknown Protocol Operation", True)
                 return n
             if c.trace:
-                c.handler.trace_payload(c, to_bytes(buf + pstart, size))
+                c.handler.trace_payload(c, to_bytes(buf + pstart, size), hsize)
             i = need
             c.in_msgs += 1
             c.in_bytes += size

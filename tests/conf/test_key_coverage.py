@@ -523,6 +523,7 @@ EVIDENCE: dict[str, str] = {
     "max_traced_msg_len": "tests/core/test_config_effects.py::test_max_traced_msg_len",
     "ports_file_dir": "tests/core/test_ports_file.py::test_ports_file",
     "tls.ocsp_peer": "tests/core/test_ocsp_peer.py::test_ocsp_peer",
+    "trace_headers": "tests/core/test_config_effects.py::test_trace_headers",
 }
 
 _PARSED = "parsed, no effect test"
@@ -548,7 +549,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "server_metadata": _PARSED,
     "store_dir|storedir": "only `jetstream { store_dir }` is tested, not the top-level form",
     "syslog": "effect shown only for the -s flag (test_local_syslog_missing_is_fatal)",
-    "trace_headers": _PARSED,
     "trace_verbose": "parsed (test_load); no test looks at verbose trace lines",
     # -- accounts
     "accounts.*.nkey": _PARSED,

@@ -66,3 +66,17 @@ def test_max_traced_msg_len(any_server, tmp_path):
     assert srv.wait_log(r'<<- MSG_PAYLOAD: \["hello\.\.\."\]')
     assert srv.wait_log(r'<<- MSG_PAYLOAD: \["a\\tc"\]')             # Go's %q escapes
     assert srv.wait_log(r'<<- MSG_PAYLOAD: \["\\"q\\"ab\.\.\."\]')
+
+
+def test_trace_headers(any_server, tmp_path):
+    """`trace_headers`: a traced message shows its header block only; one without headers
+    shows no payload line."""
+    srv = any_server("-c", _conf(tmp_path, "trace_headers: true\n"))
+    with RawClient(srv.port) as c:
+        c.connect()
+        hdr = b"NATS/1.0\r\nA: b\r\nC: d\r\n\r\n"
+        c.send(b"HPUB h %d %d\r\n%shello\r\nPUB p 5\r\nplain\r\nPING\r\n" % (len(hdr), len(hdr) + 5, hdr))
+        c.read_until(b"PONG\r\n")
+    srv.wait_log(r'<<- MSG_PAYLOAD: \["NATS/1\.0\\r\\nA: b\\r\\nC: d"\]')
+    srv.wait_log(r"<<- \[PUB p 5\]")
+    assert "plain" not in srv.log and "hello" not in srv.log
