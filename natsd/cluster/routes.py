@@ -23,7 +23,7 @@ from natsd import VERSION, PROTO
 from natsd._core.conn import Connection
 from natsd._core.sublist import Sublist
 from natsd.client import ClientState
-from natsd.net.dialer import Dialer, go_dial_error, host_label
+from natsd.net.dialer import Dialer, go_dial_error, host_label, report_connect_error
 from natsd.gofmt import go_float, go_json, go_quote, omitempty
 from natsd.protocol import KIND_ROUTE, info_line, prepare_accepted, release_connection
 from natsd.net.compression import NOT_SUPPORTED, S2_FAST, Compression
@@ -44,8 +44,6 @@ RECONNECT_DELAY = 1.0                   # DEFAULT_ROUTE_RECONNECT (after a confi
 DIAL_TIMEOUT = 1.0                      # DEFAULT_ROUTE_DIAL
 FIRST_PING = 1.0
 MAX_PING_INTERVAL = 30.0                # routes ping at least this often (RTT for compression)
-CONNECT_ERROR_REPORTS = 3600
-RECONNECT_ERROR_REPORTS = 60
 ROUTE_MAX_PAYLOAD = 1 << 62                # route messages of any size, as nats-server (mpay -1)
 _EMPTY = Sublist()
 
@@ -340,10 +338,9 @@ class Routes:
                 self.create_route(sock, sock.getpeername(), url, route_type, gossip_mode, account)
                 return
             n = attempts + 1
-            reports = CONNECT_ERROR_REPORTS if first_connect else RECONNECT_ERROR_REPORTS
             text = "Error trying to connect to route (attempt %d): dial tcp %s: %s" % (
                 n, url.label, go_dial_error(reason))
-            if n == 1 or n % reports == 0:
+            if report_connect_error(s.opts, first_connect, n):
                 log.error("%s", text)
             else:
                 log.debug("%s", text)

@@ -36,7 +36,7 @@ from natsd.gofmt import go_float, go_json, go_quote, go_seconds, omitempty
 from natsd.net.compression import (
     NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError, codec as compression_codec,
     compresses)
-from natsd.net.dialer import Dialer, go_dial_error, host_label
+from natsd.net.dialer import Dialer, go_dial_error, host_label, report_connect_error
 from natsd.net.listener import plain_addr
 from natsd.leafnodes.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.ids import random_token
@@ -481,7 +481,7 @@ class LeafNodes:
     def dial_failed(self, remote, label, reason):
         remote.attempts += 1
         n = remote.attempts
-        if n == 1 or (remote.first_connect and n % 3600 == 0) or (not remote.first_connect and n % 60 == 0):
+        if report_connect_error(self.server.opts, remote.first_connect, n):
             log.error("Error trying to connect as leafnode to remote server %s (attempt %d): dial tcp %s: %s",
                       go_quote(label), n, label, go_dial_error(reason))
         else:

@@ -94,3 +94,11 @@ def go_dial_error(reason):
     if "timed out" in r:
         return "i/o timeout"
     return r
+
+
+def report_connect_error(opts, first_connect, attempts):
+    """nats-server's shouldReportConnectErr: a failed dial of a route or leaf node remote is
+    logged as an error on the first attempt and every `connect_error_reports` attempts
+    (`reconnect_error_reports` once it had connected before); at debug level otherwise."""
+    every = opts.connect_error_reports if first_connect else opts.reconnect_error_reports
+    return attempts == 1 or every > 0 and attempts % every == 0

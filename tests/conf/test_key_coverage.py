@@ -524,6 +524,7 @@ EVIDENCE: dict[str, str] = {
     "ports_file_dir": "tests/core/test_ports_file.py::test_ports_file",
     "tls.ocsp_peer": "tests/core/test_ocsp_peer.py::test_ocsp_peer",
     "trace_headers": "tests/core/test_config_effects.py::test_trace_headers",
+    "connect_error_reports": "tests/leaf/test_leaf_discovery.py::test_connect_error_reports",
 }
 
 _PARSED = "parsed, no effect test"
@@ -534,7 +535,6 @@ _HARNESS = "the test harness passes -a/-p, which win over the file"
 NO_EVIDENCE_YET: dict[str, str] = {
     # -- top level
     "client_advertise": "parsed (test_load); no test looks at the connect_urls it changes",
-    "connect_error_reports": _PARSED,
     "reconnect_error_reports": _PARSED,
     "disable_sublist_cache|no_sublist_cache": "only its reload refusal is tested (test_reload_rules)",
     "feature_flags": "the block itself; a flag other than nats-server 2.15's default is refused",

@@ -3,6 +3,7 @@
 `ignore_discovered_servers` it keeps to its configured URLs. The hub side sends its cluster's
 URLs (and an INFO when a server joins). Each side natsd or nats-server. Also the wait for the
 hub's first INFO (`first_info_timeout`)."""
+import re
 import socket
 import threading
 import time
@@ -99,3 +100,21 @@ def test_first_info_timeout(tmp_path, kind, timeout, closes):
     finally:
         spoke.kill()
         hub.sock.close()
+
+
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_connect_error_reports(tmp_path, kind):
+    """`connect_error_reports: 2`: a remote that never connected logs its failed dials as
+    errors on the first attempt and every second one (at debug level otherwise)."""
+    dead = free_port()
+    conf = tmp_path / "s.conf"
+    conf.write_text('connect_error_reports: 2\nleafnodes { reconnect: "100ms", remotes: [ { url: '
+                    f'"nats-leaf://127.0.0.1:{dead}" }} ] }}\n')
+    spoke = ServerProcess(list(server_cmd(kind)) + ["-c", str(conf), "-p", "-1", "-a", "127.0.0.1"]).wait_ready()
+    try:
+        line = r"\[ERR\] Error trying to connect as leafnode to remote server \"127\.0\.0\.1:%d\" \(attempt %d\)"
+        spoke.wait_log(line % (dead, 4), timeout=20)
+        errors = [n for n in range(1, 5) if re.search(line % (dead, n), spoke.log)]
+        assert errors == [1, 2, 4]
+    finally:
+        spoke.kill()
