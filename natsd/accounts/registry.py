@@ -63,6 +63,8 @@ class AccountRegistry:
         self.accounts = {}
         self.on_add = []                # callables(account), run for each account added later
         self.on_update = []             # callables(account), run when an account's JWT changed
+        self.sublist_cache = not opts.disable_sublist_cache
+        self.on_add.append(self._cache_setting)
         for name, cfg in (opts.accounts or {}).items():
             self.accounts[name] = Account(name, cfg)
             self.accounts[name].jetstream = bool(getattr(cfg, "jetstream", False))
@@ -75,6 +77,12 @@ class AccountRegistry:
             if self.system_name not in self.accounts:
                 self.accounts[self.system_name] = Account(self.system_name)
             self.accounts[self.system_name].is_system = True
+        for acc in self.accounts.values():
+            self._cache_setting(acc)
+
+    def _cache_setting(self, acc):
+        """`disable_sublist_cache`: every account's sublist matches without its result cache."""
+        acc.sublist.cache_enabled = self.sublist_cache
 
     def _install_mappings(self, opts):
         if not opts.mappings and not any(getattr(a.config, "mappings", None)

@@ -110,8 +110,10 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("feature flags other than nats-server 2.15's defaults", "feature_flags.*", _not_default_flag),
     ("insecure TLS cipher suites", "tls.allow_insecure_cipher_suites", _true),
     ("JetStream tuning of nats-server's own internals",
-     "jetstream.tpm|info_queue_limit|meta_compact|meta_compact_size|meta_compact_sync|max_concurrent_io",
+     "jetstream.tpm|info_queue_limit|meta_compact|meta_compact_size|meta_compact_sync|max_concurrent_io|"
+     "request_queue_limit|max_outstanding_catchup",
      _always),
+    ("JetStream domain extension hints", "jetstream.extension_hint", _always),
     ("a dial timeout for leaf node remotes", "leafnodes|leaf.dial_timeout", _always),
     ("a dial timeout for leaf node remotes", "leafnodes|leaf.remotes[].dial_timeout", _always),
     ("isolating a leaf node remote's interest", "leafnodes|leaf.remotes[].isolate_leafnode_interest|isolate",
@@ -293,6 +295,15 @@ def _sentinel_error(token: str) -> str | None:
     return "default sentinel must be a bearer token"
 
 
+def _leaf_min_version(o) -> str | None:
+    """nats-server's checkLeafMinVersionConfig."""
+    from natsd.leafnodes.leafnode import version_at_least
+    mv = o.leafnode.min_version
+    if mv and version_at_least(mv, "0.0.0") and not version_at_least(mv, "2.8.0"):
+        return "the minimum version should be at least 2.8.0"
+    return None
+
+
 def _ocsp_peer_needs_mtls(o) -> str | None:
     """nats-server's plugTLSOCSPPeer: checking peers' certificates needs them asked for."""
     from natsd.net.ocsppeer import parse
@@ -325,7 +336,7 @@ def _latency_on_links(o) -> str | None:
 
 
 # In nats-server's order: validateOptions, then configureResolver (natsd's own refusals last).
-START_CHECKS: list[Callable] = [_operators, _leaf_mixed_urls, _gateway, _mqtt, _websocket,
+START_CHECKS: list[Callable] = [_operators, _leaf_mixed_urls, _leaf_min_version, _gateway, _mqtt, _websocket,
                                 _route_compression, _jetstream_cluster, _read_only_preloads,
                                 _latency_on_links, _ocsp_peer_needs_mtls]
 

@@ -21,6 +21,7 @@ import base64
 import json
 import logging
 import os
+import re
 import random
 import time
 from urllib.parse import urlsplit, unquote
@@ -1021,6 +1022,13 @@ class LeafProtocol(ProtocolHandler):
             out["acc_is_sys"] = True
         out["leafnode_urls"] = st.told_urls = self.ln.cluster_urls(st.leaf_url)
         _send_info(c, out)
+        minimum = self.ln.opts.min_version
+        if minimum and not version_at_least(st.version, minimum):
+            # nats-server: the INFO above, then the rejection (the remote waits before retrying)
+            text = 'connection rejected since minimum version required is "%s"' % minimum
+            log.error("%s%s", self._prefix(c), text)
+            self.fail(c, text, "Minimum Version Required")
+            return
         self.ln.register(c)
 
     def info(self, c, payload):
@@ -1332,6 +1340,16 @@ class LeafProtocol(ProtocolHandler):
 
 
 # ---- helpers ----
+
+def version_at_least(version, minimum):
+    """nats-server's versionAtLeast: is `version` (major.minor.patch, a `v` and a -suffix
+    allowed) at least `minimum`? A version that does not parse is not."""
+    def parts(v):
+        m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", v or "")
+        return tuple(int(x) for x in m.groups()) if m else None
+    have, want = parts(version), parts(minimum)
+    return have is not None and want is not None and have >= want
+
 
 def _hp(host, port):
     return "[%s]:%d" % (host, port) if ":" in str(host) else "%s:%d" % (host, port)

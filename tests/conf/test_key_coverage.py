@@ -328,7 +328,7 @@ _SUB_PERMS = "tests/core/test_auth_e2e.py::test_subscribe_permissions"
 _JS_LIMITS = "tests/jetstream/test_server_limits.py::test_server_limits_match_the_reference"
 _ENCRYPTED = "tests/jetstream/test_encryption.py::test_nothing_in_plaintext_on_disk"
 _DENY = "tests/leaf/test_leaf_rules.py::test_deny_imports_and_exports"
-_LEAF_NKEY = "tests/leaf/test_leaf_nkey_auth.py::test_leaf_nkey_authorization"
+_LEAF_NKEY = "tests/leaf/test_leaf_admission.py::test_leaf_nkey_authorization"
 _FULL_RESOLVER = "tests/auth/test_resolver.py::test_full_resolver_matches_nats_server"
 _TLS = "tests/core/test_tls.py::"
 _WS_AUTH = "tests/core/test_websocket.py::test_websocket_authorization_and_cookies"
@@ -525,6 +525,8 @@ EVIDENCE: dict[str, str] = {
     "tls.ocsp_peer": "tests/core/test_ocsp_peer.py::test_ocsp_peer",
     "trace_headers": "tests/core/test_config_effects.py::test_trace_headers",
     "connect_error_reports": "tests/leaf/test_leaf_discovery.py::test_connect_error_reports",
+    "leafnodes.min_version|minimum_version": "tests/leaf/test_leaf_admission.py::test_leafnodes_min_version",
+    "disable_sublist_cache|no_sublist_cache": "tests/core/test_config_effects.py::test_disable_sublist_cache",
 }
 
 _PARSED = "parsed, no effect test"
@@ -536,7 +538,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     # -- top level
     "client_advertise": "parsed (test_load); no test looks at the connect_urls it changes",
     "reconnect_error_reports": _PARSED,
-    "disable_sublist_cache|no_sublist_cache": "only its reload refusal is tested (test_reload_rules)",
     "feature_flags": "the block itself; a flag other than nats-server 2.15's default is refused",
     "host|net": _HARNESS + "; -a itself is tested (test_ipv6_loopback)",
     "port": _HARNESS + "; test_listener_lines_are_nats_servers masks port numbers",
@@ -593,16 +594,12 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "jetstream.enabled|enable": _PARSED,
     "jetstream.sync|sync_interval": _PARSED,
     "jetstream.max_memory_store|max_mem_store|max_mem": "only natsd's refusal to reload it is tested",
-    "jetstream.max_outstanding_catchup": _PARSED,
-    "jetstream.extension_hint": _PARSED,
     "jetstream.unique_tag": "test_placement_by_tags... sets it, but every server there has its own az tag",
-    "jetstream.request_queue_limit": _PARSED,
     "jetstream.limits.batch.max_inflight_total": _PARSED,
     # -- leaf nodes
     "leafnodes.host|net": _PARSED,
     "leafnodes.advertise|leafnode_advertise": _PARSED,
     "leafnodes.no_advertise": "only its reload refusal is tested (test_reload_rules)",
-    "leafnodes.min_version|minimum_version": _PARSED,
     "leafnodes.isolate_leafnode_interest|isolate": _PARSED,
     "leafnodes.reconnect|reconnect_delay|reconnect_interval":
         "tests set 200ms, but nothing they check tells it from the 1s default",

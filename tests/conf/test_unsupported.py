@@ -92,6 +92,8 @@ REFUSED = {
                          ["{f}:5:3: insecure TLS cipher suites is not supported by natsd yet"]),
     "js_internals": ('port: -1\njetstream {\n  store_dir: "js"\n  max_concurrent_io: 4\n}\n',
                      ["{f}:4:3: JetStream tuning of nats-server's own internals is not supported by natsd yet"]),
+    "js_extension_hint": ('port: -1\njetstream {\n  store_dir: "js"\n  extension_hint: will_extend\n}\n',
+                          ["{f}:4:3: JetStream domain extension hints is not supported by natsd yet"]),
     "leaf_dial_timeout": ('port: -1\nleafnodes {\n  dial_timeout: "2s"\n}\n',
                           ["{f}:3:3: a dial timeout for leaf node remotes is not supported by natsd yet"]),
     "leaf_remote_isolate": ('port: -1\nleafnodes {\n  remotes: [ { url: "nats-leaf://127.0.0.1:1"\n'

@@ -80,3 +80,18 @@ def test_trace_headers(any_server, tmp_path):
     srv.wait_log(r'<<- MSG_PAYLOAD: \["NATS/1\.0\\r\\nA: b\\r\\nC: d"\]')
     srv.wait_log(r"<<- \[PUB p 5\]")
     assert "plain" not in srv.log and "hello" not in srv.log
+
+
+def test_disable_sublist_cache(natsd, tmp_path):
+    """natsd's matches are cached (/subsz num_cache) unless `disable_sublist_cache`. (Not
+    compared: nats-server's /subsz shows no cache entries for client publishes either way,
+    its clients keeping their own per-connection results.)"""
+    cached = {}
+    for name, extra in (("default", ""), ("off", "disable_sublist_cache: true\n")):
+        srv = natsd("-c", _conf(tmp_path, extra), "-m", "-1")
+        with RawClient(srv.port).connect() as c:
+            c.send(b"SUB s.* 1\r\n" + b"".join(b"PUB s.%d 1\r\nx\r\n" % i for i in range(5)))
+            c.sync()
+        cached[name] = http_json(srv.http_port, "/subsz")["num_cache"]
+        srv.kill()
+    assert cached["default"] > 0 and cached["off"] == 0, cached
