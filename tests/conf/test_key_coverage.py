@@ -550,7 +550,7 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "server_metadata": _PARSED,
     "store_dir|storedir": "only `jetstream { store_dir }` is tested, not the top-level form",
     "syslog": "effect shown only for the -s flag (test_local_syslog_missing_is_fatal)",
-    "trace_verbose": "parsed (test_load); no test looks at verbose trace lines",
+    "trace_verbose": "turns -V tracing on, as -VV does; nats-server also traces its system clients then, natsd does not trace its internal clients",
     # -- accounts
     "accounts.*.nkey": _PARSED,
     "accounts.*.default_permissions": _PARSED,
