@@ -149,8 +149,8 @@ class ClientProtocol(ProtocolHandler):
         if st.auth_timer is not None:       # nats-server stops it once a CONNECT is read
             st.auth_timer.cancel()
             st.auth_timer = None
-        ocsp = self.server.ocsp_peer
-        if ocsp is not None and not st.ws and not ocsp.admit(
+        ocsp = self.server.websocket.ocsp_peer if st.ws else self.server.ocsp_peer
+        if ocsp is not None and not ocsp.admit(
                 c, self.server.auth_workers, lambda: self._authenticate(c, info), self._prefix(c)):
             return
         auth = self.server.authenticator

@@ -81,8 +81,8 @@ def _preload_uses(used: Callable[[dict], bool]) -> Callable[[Node], bool]:
 
 # -- the table -------------------------------------------------------------------------
 # The `tls {}` blocks of links and other listeners (gateways are refused as a whole)
-# (the client and leaf node ports' `tls {}` have it: natsd/net/ocsppeer.py)
-_TLS_BLOCKS = ["cluster.tls", "leafnodes|leaf.remotes[].tls", "websocket|ws.tls", "mqtt.tls"]
+# (the client, leaf node and WebSocket ports' `tls {}` have it: natsd/net/ocsppeer.py)
+_TLS_BLOCKS = ["cluster.tls", "leafnodes|leaf.remotes[].tls", "mqtt.tls"]
 
 # Config rows: (feature, key path, when).  A path is dot-separated keys (case-insensitive,
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of

@@ -80,6 +80,11 @@ class WebSockets:
         self.server = server
         self.settings = settings
         self.listener = None
+        self.ocsp_peer = None           # tls ocsp_peer: WebSocket clients' certificates checked
+        tls = settings.tls
+        if tls is not None and tls.settings.ocsp_peer is not None:
+            from natsd.net.ocsppeer import OcspPeer
+            self.ocsp_peer = OcspPeer(tls.settings.ocsp_peer, tls.settings.ca_file)
 
     def start(self):
         from natsd.net.listener import Listener, host_port

@@ -137,3 +137,30 @@ def test_ocsp_peer_on_the_leaf_node_port(tmp_path, ocsp_world, hub_kind):
     finally:
         for p in spokes + [hub]:
             p.kill()
+
+
+def test_ocsp_peer_on_the_websocket_port(any_server, tmp_path, ocsp_world):
+    """`websocket { tls { verify, ocsp_peer } }`: over wss, the good certificate connects, the
+    revoked one does not."""
+    from tests.core.test_websocket import ws_server
+    cert, key = ocsp_world["server"]
+    srv = ws_server(any_server, tmp_path, 'tls { cert_file: "%s", key_file: "%s", ca_file: "%s", verify: true, '
+                    'ocsp_peer: true }' % (cert, key, ocsp_world["ca"]))
+
+    async def roundtrip(ctx):
+        nc = await nats.connect("wss://localhost:%d" % srv.ws_port, tls=ctx, allow_reconnect=False,
+                                max_reconnect_attempts=0, connect_timeout=5)
+        try:
+            await nc.flush(timeout=5)
+        finally:
+            await nc.close()
+
+    def connects(who):
+        ctx = ssl.create_default_context(cafile=ocsp_world["ca"])
+        ctx.load_cert_chain(*ocsp_world[who])
+        try:
+            asyncio.run(asyncio.wait_for(roundtrip(ctx), 15))   # nats.py may hang on a refused wss
+            return True
+        except Exception:
+            return False
+    assert {who: connects(who) for who in ("good", "revoked")} == {"good": True, "revoked": False}
