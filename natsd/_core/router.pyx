@@ -15,6 +15,7 @@ from natsd._core import conn as _conn_module
 
 cdef Totals totals = _conn_module.totals
 cdef list internal_queue = []
+cdef Py_ssize_t batch_left = 0         # of the batch run_internal is running, how many wait
 cdef list remote_targets = []          # leaf/route connections reached by the current message
 # The leaf cluster the message being routed comes from (a leaf link's cluster, or the origin
 # of an LMSG a route passed on): a leaf cluster never gets its own messages back.
@@ -556,10 +557,14 @@ cdef int run_internal() except -1:
     cdef list batch
     cdef Subscription sub
     cdef int rounds = 0
+    global batch_left
+    cdef Py_ssize_t k
     while internal_queue and rounds < 64:
         batch = internal_queue
         internal_queue = []
-        for item in batch:
+        for k in range(len(batch)):
+            item = batch[k]
+            batch_left = len(batch) - k - 1
             if type(item) is Subscription:
                 sub = <Subscription>item
                 msgs = sub.batch
@@ -579,6 +584,7 @@ cdef int run_internal() except -1:
                     import logging
                     logging.getLogger("natsd").exception("internal subscription handler failed")
         rounds += 1
+    batch_left = 0
     return 0
 
 
@@ -588,3 +594,9 @@ def drain_internal():
 
 def has_internal():
     return len(internal_queue) > 0
+
+
+def internal_pending():
+    """How many internal deliveries wait right now (/ipqueuesz): those queued, and those of
+    the batch being run that come after the running one."""
+    return len(internal_queue) + batch_left

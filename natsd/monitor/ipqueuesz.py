@@ -1,18 +1,20 @@
 """`/ipqueuesz` and `$SYS.REQ.SERVER.PING.IPQUEUESZ`: the server's internal queues.
 
 nats-server lists its internal queues (only the busy ones unless `all`), each with `pending`
-items and items `in_progress`. natsd reports the intake of the system account's requests
-("System recvQ" in nats-server): `in_progress` counts the requests being answered right now
-(`server.system.in_progress`; the IPQUEUESZ request itself, when asked over $SYS). natsd hands
-those requests to their handlers through the router's internal delivery queue
-(natsd/_core/router.pyx), shared by all internal subscriptions, whose length it does not
-expose; `pending` is therefore 0.
+items and items `in_progress`. natsd has one queue where nats-server has many: the internal
+deliveries (to the system account's services, JetStream's API and streams' ingest, imports)
+wait in the router's queue (natsd/_core/router.pyx) until the loop runs them, after the
+iteration that published them; its depth at the moment of the request is `Internal deliveries`
+`pending`. "System recvQ" (nats-server's name) counts the system account's requests being
+answered right now as `in_progress` (the IPQUEUESZ request itself, when asked over $SYS).
 """
 from dataclasses import dataclass
 
+from natsd._core.router import internal_pending
 from natsd.monitor import params as P
 
 SYSTEM_RECVQ = "System recvQ"
+INTERNAL_DELIVERIES = "Internal deliveries"
 
 
 @dataclass
@@ -30,6 +32,7 @@ def queues(server):
     system = getattr(server, "system", None)
     if system is not None:
         out[SYSTEM_RECVQ] = (0, system.in_progress)
+    out[INTERNAL_DELIVERIES] = (internal_pending(), 0)
     return out
 
 
