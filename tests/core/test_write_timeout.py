@@ -80,7 +80,7 @@ def _closed_reason(srv, sub, wait=True):
 SC_LINE = r"cid:\d+ - Slow Consumer (Detected|State): WriteDeadline of 500ms exceeded with \d+ chunks of \d+ total bytes\."
 
 
-@pytest.mark.parametrize("policy", [None, "close", "retry"])
+@pytest.mark.parametrize("policy", [None, "retry"])
 def test_a_client_that_reads_nothing_is_closed_at_the_deadline(any_server, tmp_path, policy):
     srv = any_server("-c", _conf(tmp_path, policy), "-m", "-1")
     sub = Subscriber(srv.port, 0)
