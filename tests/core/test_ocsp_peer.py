@@ -158,7 +158,7 @@ def test_ocsp_peer_on_the_websocket_port(any_server, tmp_path, ocsp_world):
         ctx = ssl.create_default_context(cafile=ocsp_world["ca"])
         ctx.load_cert_chain(*ocsp_world[who])
         try:
-            asyncio.run(asyncio.wait_for(roundtrip(ctx), 15))   # nats.py may hang on a refused wss
+            asyncio.run(asyncio.wait_for(roundtrip(ctx), 6))    # nats.py may hang on a refused wss
             return True
         except Exception:
             return False

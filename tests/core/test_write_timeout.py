@@ -97,14 +97,14 @@ def test_a_slow_reader_stays_only_with_retry(any_server, tmp_path, policy):
     logged as slow again and again (Detected, then State) and kept, and once it reads at
     full speed it has every message."""
     srv = any_server("-c", _conf(tmp_path, policy), "-m", "-1")
-    sub = Subscriber(srv.port, 32768)               # 160 KB/s: 8 MB would take 50 s
-    _flood(srv.port, 8000)
+    sub = Subscriber(srv.port, 32768)               # 160 KB/s: 5 MB would take 30 s
+    _flood(srv.port, 5000)
     srv.wait_log(SC_LINE, timeout=15)
     if policy == "retry":
         srv.wait_log(SC_LINE.replace("(Detected|State)", "State"), timeout=15)
         assert not sub.closed.is_set()
         sub.fast.set()
-        assert poll(lambda: sub.messages() == 8000, timeout=30), sub.messages()
+        assert poll(lambda: sub.messages() == 5000, timeout=30), sub.messages()
         assert _closed_reason(srv, sub, wait=False) is None
     else:
         assert _closed_reason(srv, sub) == "Slow Consumer (Write Deadline)"
