@@ -260,9 +260,9 @@ def test_certificates_chosen_by_server_name(any_server, tmp_path, pki, key):
 
 
 def test_connection_rate_limit(any_server, tmp_path, pki):
-    """tls `connection_rate_limit: 2`: in one second the first two TLS clients are served,
-    the others get the INFO, then nats-server's throttling -ERR, and are closed; the server
-    then warns how many it rejected."""
+    """tls `connection_rate_limit: 2`: in one second two TLS clients are served, the others
+    get the INFO, then nats-server's throttling -ERR, and are closed; the server then warns
+    how many it rejected."""
     srv = start(any_server, tmp_path, tls_block(pki, "connection_rate_limit: 2"))
     answers = []
     socks = [socket.create_connection(("127.0.0.1", srv.port), timeout=5) for _ in range(6)]
@@ -274,5 +274,6 @@ def test_connection_rate_limit(any_server, tmp_path, pki):
         answers.append(data.split(b"\r\n", 1)[1] + recv_until_quiet(s, 0.5))
         s.close()
     throttled = b"-ERR 'Connection throttling is active. Please try again later.'\r\n"
-    assert answers.count(throttled) == 4 and answers[:2] != [throttled, throttled], answers
+    # which two are served is nats-server's goroutines' race; that two are is the rule
+    assert sorted(answers) == [b"", b""] + [throttled] * 4, answers
     srv.wait_log(r"\[WRN\] Rejected 4 connections due to TLS rate limiting")
