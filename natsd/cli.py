@@ -8,7 +8,8 @@ import sys
 import time
 import traceback
 
-from natsd import VERSION, NATSD_VERSION, logger
+from natsd import VERSION, NATSD_VERSION
+from natsd.output import logger
 from natsd.conf import ConfigError
 from natsd.conf.unsupported import start_error
 from natsd.conf.flags import FlagError, FlagSyntaxError, HELP_TEXT, parse_command_line

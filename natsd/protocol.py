@@ -17,7 +17,7 @@ import socket
 
 from natsd._core.conn import monotonic, totals
 from natsd.gofmt import go_json, go_quote, go_seconds, json_kind
-from natsd.logger import TRACE
+from natsd.output.logger import TRACE
 from natsd.net.tls import go_tls_error, peer_cert_details
 
 log = logging.getLogger("natsd")

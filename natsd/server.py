@@ -28,7 +28,7 @@ from natsd.ids import InternalClient, get_hash
 from natsd.jetstream.engine import corehooks
 from natsd.jetstream.engine.apilevel import API_LEVEL
 from natsd.options import set_baseline
-from natsd import portsfile
+from natsd.output import ports_file
 from natsd.protocol import info_line, prepare_accepted, release_connection
 from natsd.net.tls import RateCounter, default_auth_timeout
 
@@ -191,7 +191,7 @@ class Server:
             self.subsystems.append(self.cluster)
             if self.jetstream is not None:
                 self.jetstream.start_cluster(ClusterLayer(self.jetstream))
-        portsfile.write(self)
+        ports_file.write(self)
         self.loop.call_later(1.0, self._write_deadline_sweep)
         if self.tls_rate is not None:
             self.loop.call_later(1.0, self._log_rate_limited)
@@ -227,7 +227,7 @@ class Server:
         self.auth_workers.shutdown()
         self.loop.close()                   # the work handed to worker threads is done
         self._remove_pid_file()
-        portsfile.remove(self.opts)
+        ports_file.remove(self.opts)
         self.loop.run_once_nowait()
         # The client connections close with the process: what is queued for them goes out
         # now, and natsd.cli.run ends the process at once, so the kernel closes their sockets
@@ -652,7 +652,7 @@ class Server:
 
     def reload(self, new_opts):
         """Apply a reloaded config: authorization and logging (what nats-server reloads most)."""
-        from natsd import logger
+        from natsd.output import logger
         self.opts = new_opts
         self.client_proto.opts = new_opts
         try:

@@ -12,7 +12,7 @@ permissions' `import` decides which of it goes out at all.
 import logging
 
 from natsd.protocol import KIND_CLIENT, KIND_LEAF, KIND_ROUTE
-from natsd.logger import TRACE
+from natsd.output.logger import TRACE
 
 log = logging.getLogger("natsd")
 

@@ -41,7 +41,7 @@ from natsd.net.dialer import Dialer, go_dial_error, host_label, report_connect_e
 from natsd.net.listener import plain_addr
 from natsd.leafnodes.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.ids import random_token
-from natsd.logger import TRACE
+from natsd.output.logger import TRACE
 from natsd.leafnodes.linkperms import LinkPerms, internal_interest, internal_message, is_literal
 from natsd.auth.permissions import Permissions
 from natsd.protocol import (KIND_CLIENT, KIND_LEAF, KIND_ROUTE, ProtocolHandler, info_line,

@@ -27,7 +27,7 @@ from natsd.jetstream.engine.batch import AtomicBatches, Limits as BatchLimits
 from natsd.jetstream.engine.headers import build_headers, parse_headers, parse_ttl, ttl_header
 from natsd.jetstream.engine.streamconfig import config_json
 from natsd.ids import get_hash
-from natsd.logger import rate_limited_warning
+from natsd.output.logger import rate_limited_warning
 from natsd.subject import subject_matches
 
 log = logging.getLogger("natsd")

@@ -8,8 +8,8 @@ import os
 import sys
 import time
 
-from natsd.logrotate import RotatingLogFile
-from natsd.syslogger import SyslogError, SyslogHandler
+from natsd.output.rotation import RotatingLogFile
+from natsd.output.syslog import SyslogError, SyslogHandler
 
 TRACE = 5
 FATAL = logging.CRITICAL

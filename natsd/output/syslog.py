@@ -21,7 +21,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-from natsd.portsfile import program_name
+from natsd.output.program import program_name
 
 LOG_DAEMON = 3 << 3
 

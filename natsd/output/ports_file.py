@@ -4,23 +4,16 @@ once the listeners are up as `<executable>_<pid>.ports` and removed at shutdown.
 Each listener is listed by the URLs it is reached at (an unspecified host by this machine's
 addresses, as nats-server resolves it): `nats` (or `tls`), `monitoring` (`http`/`https`),
 `cluster` (`nats`/`tls`), `profile`, `websocket` (`ws`/`wss`); a listener not running is
-left out.
+left out.  The file appears whole (written beside it, then renamed).
 """
 import json
 import logging
 import os
-import sys
 
 from natsd.net.listener import host_label, non_local_ips
+from natsd.output.program import program_name
 
 log = logging.getLogger("natsd")
-
-
-def program_name():
-    """The executable's name, as nats-server takes filepath.Base(os.Args[0]) (`natsd` when
-    started as `python -m natsd`)."""
-    name = os.path.basename((sys.argv[0] if sys.argv else "").rstrip(os.sep))
-    return "natsd" if name in ("", "__main__.py", "-c") else name
 
 
 def path(opts):
@@ -55,9 +48,12 @@ def write(server):
     p = path(server.opts)
     if not p:
         return
+    # written beside and renamed into place: a reader never sees a half-written file
+    partial = p + ".partial"
     try:
-        with open(p, "w") as f:
+        with open(partial, "w") as f:
             f.write(json.dumps(ports(server), separators=(",", ":")))
+        os.replace(partial, p)
     except OSError as e:
         log.error("Error writing ports file (%s): %s", p, e)
 
