@@ -15,7 +15,10 @@ from natsd._core import conn as _conn_module
 
 cdef Totals totals = _conn_module.totals
 cdef list internal_queue = []
-cdef Py_ssize_t batch_left = 0         # of the batch run_internal is running, how many wait
+# The batch run_internal is running and its position (the loop's own index): what follows the
+# position still waits, as /ipqueuesz counts it
+cdef list running_batch = []
+cdef Py_ssize_t running_pos = 0
 cdef list remote_targets = []          # leaf/route connections reached by the current message
 # The leaf cluster the message being routed comes from (a leaf link's cluster, or the origin
 # of an LMSG a route passed on): a leaf cluster never gets its own messages back.
@@ -553,39 +556,40 @@ def deliver_to(Subscription sub, bytes subject, bytes reply=None, bytes hdr=None
 
 cdef int run_internal() except -1:
     """Run queued internal deliveries; handlers may publish more, which run in turn."""
-    global internal_queue
-    cdef list batch
-    cdef Subscription sub
+    global internal_queue, running_batch, running_pos
     cdef int rounds = 0
-    global batch_left
-    cdef Py_ssize_t k
     while internal_queue and rounds < 64:
-        batch = internal_queue
+        running_batch = internal_queue
         internal_queue = []
-        for k in range(len(batch)):
-            item = batch[k]
-            batch_left = len(batch) - k - 1
-            if type(item) is Subscription:
-                sub = <Subscription>item
-                msgs = sub.batch
-                sub.batch = None
-                if not sub.closed and msgs:
-                    try:
-                        sub.handler(sub, msgs)
-                    except Exception:
-                        import logging
-                        logging.getLogger("natsd").exception("internal subscription handler failed")
-                continue
-            sub = <Subscription>item[0]
-            if not sub.closed:
-                try:
-                    sub.handler(sub, item[1], item[2], item[3], item[4], item[5])
-                except Exception:
-                    import logging
-                    logging.getLogger("natsd").exception("internal subscription handler failed")
+        running_pos = 0
+        while running_pos < len(running_batch):
+            item = running_batch[running_pos]
+            running_pos += 1
+            try:
+                deliver_internal(item)
+            except Exception:
+                import logging
+                logging.getLogger("natsd").exception("internal subscription handler failed")
         rounds += 1
-    batch_left = 0
+    running_batch = []
+    running_pos = 0
     return 0
+
+
+cdef inline deliver_internal(item):
+    """One queued delivery: a batching subscription's messages, or one message's fields."""
+    cdef Subscription sub
+    cdef list msgs
+    if type(item) is Subscription:
+        sub = <Subscription>item
+        msgs = sub.batch
+        sub.batch = None
+        if not sub.closed and msgs:
+            sub.handler(sub, msgs)
+        return
+    sub = <Subscription>item[0]
+    if not sub.closed:
+        sub.handler(sub, item[1], item[2], item[3], item[4], item[5])
 
 
 def drain_internal():
@@ -599,4 +603,4 @@ def has_internal():
 def internal_pending():
     """How many internal deliveries wait right now (/ipqueuesz): those queued, and those of
     the batch being run that come after the running one."""
-    return len(internal_queue) + batch_left
+    return len(internal_queue) + len(running_batch) - running_pos
