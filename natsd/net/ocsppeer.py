@@ -211,11 +211,12 @@ class OcspPeer:
         if verdict.status == "":
             log.warning("Attempt to obtain OCSP response from CA responder for [%s] failed: %s",
                         subject, verdict.reason)
-            if s["warn_only"] or s["allow_when_ca_unreachable"]:
+            if s["warn_only"]:
+                log.warning("OCSP verify fail for [%s] but WarnOnly is true so allowing", subject)
+                return True
+            if s["allow_when_ca_unreachable"]:
                 log.warning("Failed to obtain OCSP CA response for [%s] but AllowWhenCAUnreachable "
-                            "set; no cached revocation so allowing" % subject
-                            if not s["warn_only"] else
-                            "OCSP verify fail for [%s] but WarnOnly is true so allowing" % subject)
+                            "set; no cached revocation so allowing", subject)
                 return True
             return False
         log.warning("OCSP verify fail for [%s] with CA status [%s]", subject, verdict.status)
