@@ -300,20 +300,10 @@ class ProtocolHandler:
 
     @per_message
     def trace_payload(self, c, payload, hsize=0):
-        """-V: a received message payload, Go-quoted; past max_traced_msg_len cut, with "..."
-        (nats-server's traceMsg); an empty payload is not traced. With `trace_headers` only
-        the header block is (without its closing blank line), and nothing for a message
-        without headers."""
-        opts = self.server.opts
-        if opts.trace_headers:
-            payload = payload[:hsize - 4] if hsize >= 4 else b""
-        if not payload:
-            return
-        limit = opts.max_traced_msg_len
-        if 0 < limit < len(payload):
-            log.log(TRACE, '%s<<- MSG_PAYLOAD: ["%s..."]', self._prefix(c), go_quote(payload[:limit])[1:-1])
-        else:
-            log.log(TRACE, '%s<<- MSG_PAYLOAD: [%s]', self._prefix(c), go_quote(payload))
+        """-V: a received message payload (see `traced_payload`)."""
+        text = traced_payload(self.server.opts, payload, hsize)
+        if text is not None:
+            log.log(TRACE, '%s<<- MSG_PAYLOAD: [%s]', self._prefix(c), text)
 
     @per_message
     def trace_out(self, c, line):
@@ -441,3 +431,18 @@ def prepare_accepted(sock):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except OSError:
         pass
+
+
+def traced_payload(opts, payload, hsize=0):
+    """What a MSG_PAYLOAD trace shows of a message (nats-server's traceMsg): the payload
+    Go-quoted; past max_traced_msg_len cut, with "..."; None for an empty payload. With
+    `trace_headers` only the header block is (without its closing blank line), and None for a
+    message without headers."""
+    if opts.trace_headers:
+        payload = payload[:hsize - 4] if hsize >= 4 else b""
+    if not payload:
+        return None
+    limit = opts.max_traced_msg_len
+    if 0 < limit < len(payload):
+        return '"%s..."' % go_quote(payload[:limit])[1:-1]
+    return go_quote(payload)

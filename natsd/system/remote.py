@@ -23,7 +23,6 @@ import json
 import logging
 import time
 
-from natsd._core.router import publish
 from natsd.gofmt import go_json
 from natsd.ids import get_hash, random_token
 from natsd.subject import has_wildcard, subject_is_subset
@@ -166,7 +165,7 @@ class RemoteServers:
         if acc is self.system.account or acc is self.server.accounts.global_account:
             return
         body = {"server": self.system.server_info(), "acc": acc.name}
-        publish(self.system.account.sublist, ("$SYS.REQ.ACCOUNT.%s.CONNS" % acc.name).encode(),
+        self.system.send(self.system.account.sublist, ("$SYS.REQ.ACCOUNT.%s.CONNS" % acc.name).encode(),
                 self.conns_inbox.encode(), None, go_json(body))
 
     def _heartbeat(self):
@@ -193,7 +192,7 @@ class RemoteServers:
         acc = self.server.accounts.accounts.get(name)
         if acc is None or not acc.clients or not reply:
             return
-        publish(self.system.account.sublist, reply, None, None,
+        self.system.send(self.system.account.sublist, reply, None, None,
                 go_json(local_subscribers(acc, tsubj, queue)))
 
     def count_subscribers(self, acc, tsubj, queue, done):
@@ -227,7 +226,7 @@ class RemoteServers:
         body = {"acc": acc.name, "subject": tsubj}
         if queue is not None:
             body["queue"] = base64.b64encode(queue).decode()
-        publish(self.system.account.sublist, NSUBS.encode(), reply.encode(), None, go_json(body))
+        self.system.send(self.system.account.sublist, NSUBS.encode(), reply.encode(), None, go_json(body))
 
 
 def local_subscribers(acc, tsubj, queue):

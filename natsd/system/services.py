@@ -23,6 +23,8 @@ from natsd.monitor.profiling import Later
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
+from natsd.output.logger import TRACE
+from natsd.protocol import traced_payload
 from natsd.system.filters import accept_encoding, encoded, filtered_out
 from natsd.system.remote import RemoteServers
 
@@ -133,7 +135,21 @@ class SystemServices:
             subject = subject.encode()
         if isinstance(reply, str):
             reply = reply.encode()
-        publish(self.account.sublist, subject, reply, None, payload)
+        self.send(self.account.sublist, subject, reply, None, payload)
+
+    def send(self, sublist, subject, reply, hdr, payload):
+        """Publish into an account's sublist; what the system account's own client publishes
+        is traced at -VV (`trace_verbose`), as nats-server's SYSTEM client is."""
+        if sublist is self.account.sublist and self._tracing():
+            size = len(payload) + (len(hdr) if hdr else 0)
+            log.log(TRACE, "SYSTEM - <<- [PUB %s %s %d]", subject.decode(), (reply or b"").decode(), size)
+            text = traced_payload(self.server.opts, (hdr or b"") + payload, len(hdr) if hdr else 0)
+            if text is not None:
+                log.log(TRACE, "SYSTEM - <<- MSG_PAYLOAD: [%s]", text)
+        publish(sublist, subject, reply, hdr, payload)
+
+    def _tracing(self):
+        return self.server.opts.trace_verbose and log.isEnabledFor(TRACE)
 
     def _sub(self, sublist, subject, handler, account=None, queue=None, owner=None, local_only=False):
         def counted(*args):
@@ -147,6 +163,8 @@ class SystemServices:
         s.sid = s.owner.next_sid()
         s.data = account
         s.local_only = local_only       # not announced to the routes
+        if sublist is self.account.sublist and self._tracing():
+            log.log(TRACE, "SYSTEM - <<- [SUB %s %s %s]", subject, queue or "", s.sid.decode())
         sublist.insert(s)
         self.subs.append((sublist, s))
         return s
@@ -164,7 +182,7 @@ class SystemServices:
         """$SYS.SERVER.<id>.SHUTDOWN / LAMEDUCK: the server's info itself is the payload."""
         subject = "$SYS.SERVER.%s.%s" % (self.server.id, kind)
         if self.listening(subject):
-            publish(self.account.sublist, subject.encode(), None, None, _json(self.server_info()))
+            self.send(self.account.sublist, subject.encode(), None, None, _json(self.server_info()))
 
     # ---- envelope ----
 
@@ -191,11 +209,11 @@ class SystemServices:
             if error.get("code") == 500:
                 env[key] = None         # nats-server: the endpoint's typed nil result is kept
             env["error"] = error
-            publish(sublist, reply, None, None, _json(env))
+            self.send(sublist, reply, None, None, _json(env))
             return
         env[key] = data
         out_hdr, body = encoded(accept_encoding(hdr), _json(env))
-        publish(sublist, reply, None, out_hdr, body)
+        self.send(sublist, reply, None, out_hdr, body)
 
     # ---- request handlers ----
 
@@ -239,7 +257,7 @@ class SystemServices:
         env = {"server": self.server_info()}
         if error is not None:
             env["error"] = {"code": code, **omitempty(("description", error))}
-        publish(self.account.sublist, reply, None, None, _json(env))
+        self.send(self.account.sublist, reply, None, None, _json(env))
 
     def _server_ping(self, sub, subject, reply, hdr, payload, origin):
         if not reply:
@@ -248,7 +266,7 @@ class SystemServices:
         endpoint = "STATSZ" if len(tokens) == 4 else tokens[-1]
         if endpoint == "IDZ":
             s = self.server
-            publish(self.account.sublist, reply, None, None,
+            self.send(self.account.sublist, reply, None, None,
                     _json({"name": s.name, "host": s.opts.host, "id": s.id}))
             return
         if filtered_out(self.server, payload):
@@ -332,7 +350,7 @@ class SystemServices:
                 return
             ev = self._advisory("account_connections")
             ev.update(self.account_conns(acc))
-            publish(sublist, reply, None, None, _json(ev))
+            self.send(sublist, reply, None, None, _json(ev))
             return
         if endpoint == "INFO":
             from natsd.monitor.accountz import account_info
@@ -401,12 +419,12 @@ class SystemServices:
         acc = getattr(getattr(origin, "state", None), "account", None) or self.account
         args = (payload or b"").decode("utf-8", "replace").split()
         if not args:
-            publish(self.account.sublist, reply, None, None, _json(0))
+            self.send(self.account.sublist, reply, None, None, _json(0))
             return
         reply = bytes(reply)
         self.remote.count_subscribers(
             acc, args[0], args[1].encode() if len(args) > 1 else None,
-            lambda n: publish(self.account.sublist, reply, None, None, _json(n)))
+            lambda n: self.send(self.account.sublist, reply, None, None, _json(n)))
 
     def _reload(self, sub, subject, reply, hdr, payload, origin):
         """`$SYS.REQ.SERVER.<id>.RELOAD`: the configuration file read again, as on SIGHUP,
@@ -522,7 +540,7 @@ class SystemServices:
             event = {"server": self.server_info()}
             if key is not None:
                 event[key] = data
-        publish(self.account.sublist, subject.encode(), None, None, _json(event))
+        self.send(self.account.sublist, subject.encode(), None, None, _json(event))
 
     def _advisory(self, kind):
         return {"type": "io.nats.server.advisory.v1.%s" % kind, "id": random_token(22),
@@ -546,7 +564,7 @@ class SystemServices:
             conns = self._advisory("account_connections")
             conns.update(self.account_conns(acc))
             for subject in subjects:
-                publish(self.account.sublist, subject.encode(), None, None, _json(conns))
+                self.send(self.account.sublist, subject.encode(), None, None, _json(conns))
 
     def _connect_event(self, c, acc, connected):
         if not self.listening("$SYS.ACCOUNT.%s.CONNECT" % acc.name):

@@ -524,6 +524,7 @@ EVIDENCE: dict[str, str] = {
     "ports_file_dir": "tests/core/test_ports_file.py::test_ports_file",
     "tls.ocsp_peer": "tests/core/test_ocsp_peer.py::test_ocsp_peer",
     "trace_headers": "tests/core/test_config_effects.py::test_trace_headers",
+    "trace_verbose": "tests/core/test_config_effects.py::test_trace_verbose_traces_the_system_client",
     "connect_error_reports": "tests/leaf/test_leaf_discovery.py::test_connect_error_reports",
     "leafnodes.min_version|minimum_version": "tests/leaf/test_leaf_admission.py::test_leafnodes_min_version",
     "disable_sublist_cache|no_sublist_cache": "tests/core/test_config_effects.py::test_disable_sublist_cache",
@@ -550,7 +551,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "server_metadata": _PARSED,
     "store_dir|storedir": "only `jetstream { store_dir }` is tested, not the top-level form",
     "syslog": "effect shown only for the -s flag (test_local_syslog_missing_is_fatal)",
-    "trace_verbose": "turns -V tracing on, as -VV does; nats-server also traces its system clients then, natsd does not trace its internal clients",
     # -- accounts
     "accounts.*.nkey": _PARSED,
     "accounts.*.default_permissions": _PARSED,

@@ -1,6 +1,6 @@
 """Settings whose effect shows in what a server writes or keeps, natsd against nats-server:
 `logtime: false`, `logtime_utc`, `max_closed_clients`, `no_header_support`,
-`max_traced_msg_len`."""
+`max_traced_msg_len`, `trace_verbose`."""
 import os
 import re
 import time
@@ -80,6 +80,31 @@ def test_trace_headers(any_server, tmp_path):
     srv.wait_log(r'<<- MSG_PAYLOAD: \["NATS/1\.0\\r\\nA: b\\r\\nC: d"\]')
     srv.wait_log(r"<<- \[PUB p 5\]")
     assert "plain" not in srv.log and "hello" not in srv.log
+
+
+_SYS_CONF = "accounts { SYS { users [{user: sys, password: p}] } }\nsystem_account: SYS\n"
+
+
+def _ping_the_servers(port):
+    with RawClient(port) as c:
+        c.connect(user="sys", **{"pass": "p"})
+        c.send(b"SUB answers 1\r\nPUB $SYS.REQ.SERVER.PING answers 0\r\n\r\n")
+        c.read_until(b"MSG answers 1 ")
+
+
+def test_trace_verbose_traces_the_system_client(any_server, tmp_path):
+    """`trace_verbose` (-VV): the system account's own client is traced too, its
+    subscriptions and what it publishes (here the answer to a PING); -V alone does not."""
+    srv = any_server("-c", _conf(tmp_path, _SYS_CONF + "trace_verbose: true\n"))
+    srv.wait_log(r"\[TRC\] SYSTEM - <<- \[SUB \$SYS\.REQ\.SERVER\.PING  \d+\]$")
+    _ping_the_servers(srv.port)
+    srv.wait_log(r"\[TRC\] SYSTEM - <<- \[PUB answers  \d+\]$")
+    srv.wait_log(r'\[TRC\] SYSTEM - <<- MSG_PAYLOAD: \["\{\\"server\\":\{\\"name\\":')
+    srv.kill()
+    plain = any_server("-c", _conf(tmp_path, _SYS_CONF), "-V")
+    _ping_the_servers(plain.port)
+    plain.wait_log(r"->> \[MSG answers 1 ")
+    assert "SYSTEM - " not in plain.log
 
 
 def test_disable_sublist_cache(natsd, tmp_path):
