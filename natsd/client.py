@@ -10,7 +10,8 @@ import time
 
 from natsd.auth import authenticator as auth_mod
 from natsd.auth.offloop import OffLoop
-from natsd._core.router import deliver_to
+from natsd import msgtrace
+from natsd._core.router import current_trace, deliver_to
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
 from natsd.net.tls import cert_identity
@@ -406,10 +407,22 @@ class ClientProtocol(ProtocolHandler):
             return True
         if st.replies and self.use_reply(st, subject):
             return True
-        text = auth_mod.pub_violation(subj)
+        return self.publish_denied(c, subject)
+
+    def publish_denied(self, c, subject):
+        """nats-server's publish violation: -ERR, the log line, and the ingress error of the
+        message being traced. -> False"""
+        text = auth_mod.pub_violation(subject.decode("utf-8", "surrogateescape"))
+        trace = current_trace()
+        if trace is not None:
+            trace.ingress_error(text)
         log.error("%sPublish Violation - %s", self._prefix(c), text)
         self.send_err(c, text)
         return False
+
+    def message_trace(self, c, subject, hdr, size):
+        """A message with a `Nats-Trace-Dest` header: its trace (natsd/msgtrace.py)."""
+        return msgtrace.start(self.server, c, subject, hdr, size)
 
     def delivery_denied(self, c, sub, subject):
         q = sub.queue.decode() if sub.queue is not None else None

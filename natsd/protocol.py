@@ -126,6 +126,12 @@ class ProtocolHandler:
         raise NotImplementedError
 
     @per_message
+    def message_trace(self, c, subject, hdr, size):
+        """A client's message carries a trace header: its trace for the router, None when it
+        is not traced, False when it is to be dropped (natsd/msgtrace.py)."""
+        raise NotImplementedError
+
+    @per_message
     def check_publish(self, c, subject):
         """Publish permission for a subject not yet in c.pub_allowed: decide (and cache)."""
         raise NotImplementedError
@@ -142,6 +148,11 @@ class ProtocolHandler:
 
     def _prefix(self, c):
         raise NotImplementedError
+
+    def peer_name(self, c):
+        """The name a message trace gives the connection: a client's `name`, a route's
+        server."""
+        return getattr(c.state, "name", "") or ""
 
     def send_err(self, c, text):
         """Send nats-server's `-ERR '<text>'` (the connection stays open)."""

@@ -13,7 +13,7 @@ from natsd import VERSION, PROTO
 from natsd._core.conn import Connection, totals
 from natsd._core import parser, sublist
 from natsd._core.loop import Loop
-from natsd._core.router import publish
+from natsd._core.router import current_trace, publish
 from natsd.accounts.registry import AccountRegistry
 from natsd.accounts.imports import ResponseRouter, install_import, install_imports
 from natsd.auth.authenticator import Authenticator, ERR_AUTH_TIMEOUT, RESERVED_REPLY_PREFIXES
@@ -616,6 +616,10 @@ class Server:
         if mapped == "":
             return                      # the unassigned share of a weighted mapping is dropped
         target = mapped.encode() if mapped is not None else subject
+        if mapped is not None:
+            trace = current_trace()
+            if trace is not None:
+                trace.mapped(mapped)
         if not publish(c.sublist, target, reply, hdr, payload, c) and reply and c.no_responders:
             self.client_proto.no_responders(c, subject, reply)
 

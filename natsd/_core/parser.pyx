@@ -14,7 +14,7 @@ from libc.stdlib cimport malloc, free
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from natsd._core.conn cimport Connection, Totals, KIND_ROUTE, now_mono, count_message
 from natsd._core.sublist cimport SublistResult, Sublist
-from natsd._core.router cimport route, route_queues, route_from_link
+from natsd._core.router cimport route, route_queues, route_from_link, trace_with
 from natsd._core import conn as _conn_module
 
 cdef Totals totals = _conn_module.totals
@@ -285,24 +285,10 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
             if c.pedantic and not literal_subject_ok(a.p[0], a.len[0]):
                 # nats-server reports the bad subject and still delivers the message
                 c.handler.send_err(c, "Invalid Publish Subject")
-            if rlen > 3 and c.kind == 0 and reserved_reply(reply, rlen):
-                c.handler.reserved_reply(c, to_bytes(reply, rlen))
-                continue
-            if c.pub_allowed is not None and not _pub_allowed(c, a.p[0], a.len[0]):
-                continue
-            if c.verbose:
-                c.write("+OK\r\n", 5)           # nats-server acknowledges before delivering
-            if c.has_mappings:
-                c.handler.publish_mapped(c, to_bytes(a.p[0], a.len[0]),
-                                         to_bytes(reply, rlen) if rlen else None,
-                                         to_bytes(buf + pstart, hsize) if hsize else None,
-                                         to_bytes(buf + pstart + hsize, size - hsize))
+            if hsize > 0 and c.kind == 0 and has_trace_dest(buf + pstart, hsize):
+                publish_traced(c, &a, reply, rlen, buf + pstart, hsize, size)
             else:
-                res = c.lookup(a.p[0], a.len[0])
-                if res.total == 0 or route(c, res, a.p[0], a.len[0], reply, rlen,
-                                            buf + pstart, hsize, size) == 0:
-                    if rlen and c.no_responders:
-                        c.handler.no_responders(c, to_bytes(a.p[0], a.len[0]), to_bytes(reply, rlen))
+                publish_client(c, &a, reply, rlen, buf + pstart, hsize, size)
             continue
 
         i = lend + 1
@@ -354,6 +340,66 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
             protocol_error(c, "Unknown Protocol Operation", True)
             return n
     return i
+
+
+cdef int publish_client(Connection c, Args* a, const char* reply, Py_ssize_t rlen,
+                        const char* msg, Py_ssize_t hsize, Py_ssize_t size) except -1:
+    """A client's PUB/HPUB once its payload is in: reply and permission checks, +OK, then the
+    subject mappings (Python) or the router."""
+    cdef SublistResult res
+    if rlen > 3 and c.kind == 0 and reserved_reply(reply, rlen):
+        c.handler.reserved_reply(c, to_bytes(reply, rlen))
+        return 0
+    if c.pub_allowed is not None and not _pub_allowed(c, a.p[0], a.len[0]):
+        return 0
+    if c.verbose:
+        c.write("+OK\r\n", 5)           # nats-server acknowledges before delivering
+    if c.has_mappings:
+        c.handler.publish_mapped(c, to_bytes(a.p[0], a.len[0]),
+                                 to_bytes(reply, rlen) if rlen else None,
+                                 to_bytes(msg, hsize) if hsize else None,
+                                 to_bytes(msg + hsize, size - hsize))
+        return 0
+    res = c.lookup(a.p[0], a.len[0])
+    if res.total == 0 or route(c, res, a.p[0], a.len[0], reply, rlen, msg, hsize, size) == 0:
+        if rlen and c.no_responders:
+            c.handler.no_responders(c, to_bytes(a.p[0], a.len[0]), to_bytes(reply, rlen))
+    return 0
+
+
+cdef bint has_trace_dest(const char* hdr, Py_ssize_t hsize) noexcept:
+    """Does the header block hold a `Nats-Trace-Dest` key (exact case, as nats-server reads it)?"""
+    cdef const char* key = "\r\nNats-Trace-Dest:"
+    cdef Py_ssize_t klen = 18
+    cdef const char* p = hdr
+    cdef const char* end = hdr + hsize - klen
+    while p <= end:
+        p = <const char*>memchr(p, c'\r', end - p + 1)
+        if p == NULL:
+            return False
+        if memcmp(p, key, klen) == 0:
+            return True
+        p += 1
+    return False
+
+
+cdef int publish_traced(Connection c, Args* a, const char* reply, Py_ssize_t rlen,
+                        const char* msg, Py_ssize_t hsize, Py_ssize_t size) except -1:
+    """A client's message with a `Nats-Trace-Dest` header: the handler starts its trace (or
+    says to drop it: a trace-only message that cannot be traced), the router reports to the
+    trace while it delivers, and the trace's event goes out once every hop is known."""
+    trace = c.handler.message_trace(c, to_bytes(a.p[0], a.len[0]), to_bytes(msg, hsize), size)
+    if trace is None:
+        return publish_client(c, a, reply, rlen, msg, hsize, size)
+    if trace is False:
+        return 0
+    trace_with(trace)
+    try:
+        publish_client(c, a, reply, rlen, msg, hsize, size)
+    finally:
+        trace_with(None)
+        trace.routed()
+    return 0
 
 
 cdef struct RemoteArgs:

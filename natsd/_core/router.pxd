@@ -21,3 +21,4 @@ cdef int route_from_link(Connection pub, SublistResult res, const char* subj, Py
                          const char* reply, Py_ssize_t rlen, const char* msg, Py_ssize_t hlen,
                          Py_ssize_t tlen, list only_queues, bytes origin) except -1
 cdef int run_internal() except -1
+cdef int trace_with(object trace) except -1

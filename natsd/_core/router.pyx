@@ -23,6 +23,10 @@ cdef list remote_targets = []          # leaf/route connections reached by the c
 # The leaf cluster the message being routed comes from (a leaf link's cluster, or the origin
 # of an LMSG a route passed on): a leaf cluster never gets its own messages back.
 cdef bytes cur_origin = None
+# The trace (Nats-Trace-Dest) of the message being routed, or None. It is told of each
+# delivery decision (its egress events) and, when it traces only, stops the deliveries; what
+# it is, the core does not know beyond those calls (natsd/msgtrace.py).
+cdef object cur_trace = None
 # Set while a message is delivered on this server only (what a stream import republishes:
 # every server runs its own import, so it must not travel over routes again)
 cdef bint local_delivery = False
@@ -112,6 +116,8 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
     if sub.handler is not None:
         if pub is not None and sub.conn is pub and not pub.echo:
             return 0
+        if cur_trace is not None and not sub.forwarder and cur_trace.only:
+            return 1                    # traced only: no internal service sees it
         if dsubj == NULL:
             isubj = PyBytes_FromStringAndSize(subj, slen)
             ireply = PyBytes_FromStringAndSize(reply, rlen) if rlen else None
@@ -137,16 +143,22 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
             totals.out_msgs += 1
             totals.out_bytes += tlen
             return _after_delivery(sub)
+        # an import carries the trace on to its republish
         internal_queue.append((sub, isubj, ireply,
                                PyBytes_FromStringAndSize(msg, hlen) if hlen else None,
-                               PyBytes_FromStringAndSize(msg + hlen, tlen - hlen), pub))
+                               PyBytes_FromStringAndSize(msg + hlen, tlen - hlen), pub,
+                               cur_trace.carried() if cur_trace is not None and sub.forwarder else None))
         totals.out_msgs += 1
         totals.out_bytes += tlen
         return _after_delivery(sub)
     c = <Connection>sub.conn
     if c is pub and not pub.echo:
+        if cur_trace is not None:
+            cur_trace.not_delivered(c, sub, "no echo")
         return 0
     if c.closed:
+        if cur_trace is not None:
+            cur_trace.not_delivered(c, sub, "client closed")
         return 0
     if c.kind == KIND_CLIENT and dsubj != NULL:
         subj = dsubj                    # clients see the delivered subject
@@ -154,6 +166,8 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
     if c.kind != KIND_CLIENT and not link_accepts(c, pub, subj, slen):
         return 0
     if sub.deny_filter and c.handler.delivery_denied(c, sub, PyBytes_FromStringAndSize(subj, slen)):
+        if cur_trace is not None:
+            cur_trace.not_delivered(c, sub, "subscription denies")
         return 0
     if c.kind != KIND_CLIENT:
         # leaf/route: remembered and framed once per connection at the end of route()
@@ -169,6 +183,10 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
         if rlen and c.track_replies:
             c.handler.allow_reply(c, PyBytes_FromStringAndSize(reply, rlen))
         return 1
+    if cur_trace is not None:
+        cur_trace.delivered(c, sub)
+        if cur_trace.only:
+            return 1                    # counts as delivered (no "no responders")
     write_msg(c, pub, sub.sid, subj, slen, reply, rlen, msg, hlen, tlen)
     if rlen and c.track_replies:
         c.handler.allow_reply(c, PyBytes_FromStringAndSize(reply, rlen))
@@ -377,6 +395,9 @@ cdef int flush_remote(bytes acc, Connection pub, const char* subj, Py_ssize_t sl
     if pub is not None and pub.kind == KIND_LEAF:
         origin = pub.origin
     for c in targets:
+        if cur_trace is not None and not cur_trace.crosses_link(c):
+            c.route_queues = None       # traced only, and the link would deliver it
+            continue
         frame_remote(c, acc, origin, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
     return 0
 
@@ -587,9 +608,37 @@ cdef inline deliver_internal(item):
         if not sub.closed and msgs:
             sub.handler(sub, msgs)
         return
+    global cur_trace
     sub = <Subscription>item[0]
-    if not sub.closed:
-        sub.handler(sub, item[1], item[2], item[3], item[4], item[5])
+    trace = item[6]
+    if trace is None:
+        if not sub.closed:
+            sub.handler(sub, item[1], item[2], item[3], item[4], item[5])
+        return
+    cur_trace = trace
+    try:
+        if not sub.closed:
+            sub.handler(sub, item[1], item[2], item[3], item[4], item[5])
+    finally:
+        cur_trace = None
+        trace.arrived()
+
+
+cdef int trace_with(object trace) except -1:
+    """Route what follows as the message `trace` follows (None: untraced)."""
+    global cur_trace
+    cur_trace = trace
+    return 0
+
+
+def set_trace(trace):
+    """trace_with() for Python (an import that stops the trace it carries)."""
+    trace_with(trace)
+
+
+def current_trace():
+    """The trace of the message being routed, or None (for the handlers' own events)."""
+    return cur_trace
 
 
 def drain_internal():

@@ -17,6 +17,7 @@ from natsd._core.router import publish, publish_delivery, publish_local, split_d
 from natsd._core.sublist import Subscription
 from natsd.ids import random_token
 from natsd.accounts.latency import LatencyReporter
+from natsd.msgtrace import through_import
 
 log = logging.getLogger("natsd")
 
@@ -132,6 +133,7 @@ class ServiceImport:
         self.latency = (LatencyReporter(server, exporter, export.latency)
                         if export is not None and export.latency is not None else None)
         self.share = share              # the import shows the exporter who asked (latency)
+        self.allow_trace = bool(export is not None and export.allow_trace)
         self.sub = Subscription(None, local.encode(), b"", None, self._on_request)
         self.sub.forwarder = True
         # every server of a cluster runs the import for its own clients
@@ -150,6 +152,10 @@ class ServiceImport:
             if mapped is None:
                 return
             subject = mapped.encode()
+        go_on, hdr = through_import(self.allow_trace, hdr, lambda t: t.service_import(
+            self.exporter, requested.decode("utf-8", "surrogateescape"), subject.decode("utf-8", "surrogateescape")))
+        if not go_on:
+            return
         reply, delivered_as = split_delivery(reply)
         tracked = self.latency.sample(origin, self.share, hdr) if self.latency is not None else None
         new_reply = None
@@ -173,10 +179,12 @@ class ServiceImport:
 class StreamImport:
     """Messages on `subject` in the exporter are delivered in the importer as `local`."""
 
-    def __init__(self, importer, exporter, subject, local):
+    def __init__(self, importer, exporter, subject, local, allow_trace=False):
         self.importer = importer
+        self.allow_trace = allow_trace
         self.exporter = exporter
         self.subject = subject
+        self.local = local
         self.transform = renaming(subject, local)
         self.sub = Subscription(None, subject.encode(), b"", None, self._on_message)
         self.sub.forwarder = True
@@ -190,9 +198,22 @@ class StreamImport:
             if mapped is None:
                 return
             subject = mapped.encode()
+        go_on, hdr = through_import(self.allow_trace, hdr, lambda t: t.stream_export(
+            self.importer, subject.decode("utf-8", "surrogateescape"), self.exporter_view))
+        if not go_on:
+            return
         # the exporter's messages reach every server with this import (its interest travels
         # over routes), and each delivers them to its own subscribers
         publish_local(self.importer.sublist, subject, reply, hdr, payload)
+
+    def exporter_view(self, subscribed: str) -> str:
+        """An importer's subscription as the exporter sees it (nats-server's shadow
+        subscription, what a trace's egress names): the import's local prefix taken off."""
+        if subscribed == self.local:
+            return self.subject
+        if self.local.endswith(self.subject) and subscribed.startswith(self.local[:-len(self.subject)]):
+            return subscribed[len(self.local) - len(self.subject):]
+        return subscribed
 
 
 def stream_local_subject(imp):
@@ -222,7 +243,7 @@ def install_import(server, acc, exporter, export, imp):
         si = ServiceImport(server, acc, exporter, export, imp.to or imp.subject, imp.subject, imp.share)
         acc.sublist.insert(si.sub)
         return acc.sublist, si.sub
-    si = StreamImport(acc, exporter, imp.subject, stream_local_subject(imp))
+    si = StreamImport(acc, exporter, imp.subject, stream_local_subject(imp), imp.allow_trace)
     exporter.sublist.insert(si.sub)
     return exporter.sublist, si.sub
 

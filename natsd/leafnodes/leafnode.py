@@ -912,6 +912,10 @@ class LeafProtocol(ProtocolHandler):
     def _prefix(self, c):
         return self.ln.prefix(c)
 
+    def peer_name(self, c):
+        """The leaf's server, as a message trace names it."""
+        return getattr(c.state, "remote_server", "") or super().peer_name(c)
+
     CLOSE_BY_DEFAULT = False          # nats-server: leaf connections retry at their write deadline
     STATS_KIND = "leafs"
 

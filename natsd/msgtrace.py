@@ -1,0 +1,254 @@
+"""Message tracing: a client's message with a `Nats-Trace-Dest` header is followed through
+this server, and one event (nats-server's MsgTraceEvent JSON) is published to that subject
+in the publisher's account once the message has gone everywhere it goes here.
+
+The events, as nats-server writes them: `in` (where it came from, with any ingress error),
+`sm` (a subject mapping), `se` (a stream export into another account), `si` (a service
+import), `eg` (each connection it went to, or why not). With `Nats-Trace-Only: true` the
+message is traced and not delivered: clients and internal services do not see it.
+
+The router (natsd/_core/router.pyx) reports each delivery decision through the calls below
+(`delivered`, `not_delivered`, `crosses_link`); imports carry the trace to their republish
+(`carried`, `arrived`). natsd's routes and leaf links do not carry traces on (natsd speaks
+protocol 1 on them, as a server without tracing does): their egress says so, and a trace-only
+message does not cross them. A trace from a route or leaf peer's client is not started here.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from natsd._core.router import current_trace, publish, set_trace
+from natsd.gofmt import go_json, go_quote, go_time
+from natsd.protocol import KIND_CLIENT, KIND_LEAF, KIND_ROUTE
+from natsd.subject import is_valid_literal_subject
+from natsd.system.filters import accept_encoding, encoded
+
+log = logging.getLogger("natsd")
+
+TRACE_DEST = "Nats-Trace-Dest"
+TRACE_ONLY = "Nats-Trace-Only"
+TRACE_ORIGIN_ACCOUNT = "Nats-Trace-Origin-Account"
+TRACE_DISABLED = "trace disabled"      # not a valid subject: what a stopped trace's header says
+
+# nats-server's connection kinds as the events number them
+_GO_KIND = {KIND_CLIENT: 0, KIND_ROUTE: 1, KIND_LEAF: 4}
+
+NOT_DELIVERED = {
+    "no echo": "Not delivered because of no echo",
+    "subscription denies": "Not delivered because subscription denies this subject",
+    "client closed": "Not delivered because client is closed",
+}
+ONLY_NO_SUPPORT = "Not delivered because remote does not support message tracing"
+NO_SUPPORT = ("Message delivered but remote does not support message tracing so no trace "
+              "event generated from there")
+
+
+def trace_headers(hdr: bytes):
+    """The header block as nats-server's trace reads it (names keep their case, values in
+    order, empty names or values skipped), or None when it holds no `Nats-Trace-Dest` or
+    that trace was stopped upstream."""
+    if not hdr.startswith(b"NATS/1.0\r\n"):
+        return None
+    out: dict[str, list[str]] = {}
+    found = False
+    i = len(b"NATS/1.0\r\n")
+    while i < len(hdr):
+        colon = hdr.find(b":", i)
+        if colon < 0:
+            break
+        key = hdr[i:colon]
+        j = colon + 1
+        while j < len(hdr) and hdr[j] in b" \t":
+            j += 1
+        nl = hdr.find(b"\r\n", j)
+        if nl < 0:
+            break
+        val = hdr[j:nl].rstrip(b" \t")
+        if key and val:
+            if not found and key == TRACE_DEST.encode():
+                if val == TRACE_DISABLED.encode():
+                    return None
+                found = True
+            out.setdefault(key.decode("utf-8", "surrogateescape"), []).append(
+                val.decode("utf-8", "surrogateescape"))
+        i = nl + 2
+    return out if found else None
+
+
+def with_header(hdr: bytes, name: str, value: str) -> bytes:
+    """`hdr` with `name` set to `value` (replaced where it is, else added last)."""
+    lines = hdr[:-4].split(b"\r\n") if hdr.endswith(b"\r\n\r\n") else [b"NATS/1.0"]
+    key = name.encode() + b":"
+    new = key + b" " + value.encode()
+    for k, line in enumerate(lines[1:], 1):
+        if line.startswith(key):
+            lines[k] = new
+            break
+    else:
+        lines.append(new)
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+def start(server, c, subject: bytes, hdr: bytes, size: int):
+    """The trace of a client's message, None when it is not traced, or False when it must
+    be dropped (traced only but not traceable; its destination denied to the publisher)."""
+    headers = trace_headers(hdr)
+    if headers is None:
+        return None
+    only = headers.get(TRACE_ONLY, [""])[0].lower() in ("1", "true", "on")
+    dest = headers[TRACE_DEST][0]
+    proto = c.handler
+    if TRACE_ORIGIN_ACCOUNT in headers:
+        log.error("%sMessage tracing disabled because of header %s with value=%s", proto._prefix(c),
+                  go_quote(TRACE_ORIGIN_ACCOUNT), go_quote(headers[TRACE_ORIGIN_ACCOUNT][0]))
+        return False if only else None
+    if not is_valid_literal_subject(dest):
+        log.error("%sDestination %s is not valid, won't be able to trace events",
+                  proto._prefix(c), go_quote(dest))
+        return False if only else None
+    if not _may_publish(server, c, dest):
+        return False
+    account = c.state.account
+    ingress = {"type": "in", "ts": _now(), "kind": _GO_KIND[c.kind], "cid": c.cid}
+    name = c.state.name
+    if name:
+        ingress["name"] = name
+    ingress.update({"acc": account.name, "subj": subject.decode("utf-8", "surrogateescape")})
+    return MessageTrace(server, account, dest, only, headers, size, ingress,
+                        accept_encoding(hdr))
+
+
+def _may_publish(server, c, dest):
+    """May the publisher send to the trace destination? (A refusal answers as a publish
+    violation does.)"""
+    if dest.startswith("_GR_.") or (dest.startswith("$NRG.") and not c.state.account.is_system):
+        c.handler.publish_denied(c, dest.encode())
+        return False
+    if c.pub_allowed is None:
+        return True
+    ok = c.pub_allowed.get(dest.encode())
+    return ok if ok is not None else c.handler.check_publish(c, dest.encode())
+
+
+def _now():
+    return go_time(time.time_ns())
+
+
+class MessageTrace:
+    """One traced message: its events so far, and whether it goes anywhere (`only`)."""
+
+    def __init__(self, server, account, dest, only, headers, size, ingress, encoding):
+        self.server = server
+        self.account = account
+        self.dest = dest
+        self.only = only
+        self.encoding = encoding
+        self.request = {"header": dict(sorted(headers.items()))}
+        if size:
+            self.request["msgsize"] = size
+        self.events = [ingress]
+        self._sub_view = None           # a stream import's view of its importer's subscriptions
+        self._waiting = 0               # import deliveries still to run with this trace
+        self._routed = False
+        self._sent = False
+
+    # ---- what the router reports ----
+
+    def delivered(self, c, sub):
+        self._egress(c, sub, "")
+
+    def not_delivered(self, c, sub, why):
+        self._egress(c, sub, NOT_DELIVERED[why])
+
+    def crosses_link(self, c) -> bool:
+        """May the message go on over this route or leaf link? natsd's links carry no trace:
+        a trace-only message stays here, any other goes with a note that no event comes back
+        from there."""
+        if self.only:
+            self._egress(c, None, ONLY_NO_SUPPORT)
+            return False
+        self._egress(c, None, NO_SUPPORT)
+        return True
+
+    def carried(self):
+        """An import took the message; it republishes it later, traced."""
+        self._waiting += 1
+        return self
+
+    def arrived(self):
+        """An import that carried the trace has republished."""
+        self._waiting -= 1
+        self._send_when_done()
+
+    def routed(self):
+        """The publisher's own routing is over."""
+        self._routed = True
+        self._send_when_done()
+
+    # ---- what the handlers report ----
+
+    def ingress_error(self, text):
+        self.events[0]["error"] = text
+
+    def mapped(self, to: str):
+        self.events.append({"type": "sm", "ts": _now(), "to": to})
+
+    def stream_export(self, importer, to: str, exporter_view):
+        """A stream import republishes into `importer`; its subscribers are named as the
+        exporter sees them (`exporter_view`) from now on."""
+        self.events.append({"type": "se", "ts": _now(), "acc": importer.name, "to": to})
+        self._sub_view = exporter_view
+
+    def service_import(self, exporter, frm: str, to: str):
+        self.events.append({"type": "si", "ts": _now(), "acc": exporter.name, "from": frm, "to": to})
+
+    # ---- the event ----
+
+    def _egress(self, c, sub, error):
+        e = {"type": "eg", "ts": _now(), "kind": _GO_KIND[c.kind], "cid": c.cid}
+        name = c.handler.peer_name(c)
+        if name:
+            e["name"] = name
+        if c.kind in (KIND_CLIENT, KIND_LEAF):
+            acc = getattr(c.state, "account", None)
+            if acc is not None and acc.name != self.events[0]["acc"]:
+                e["acc"] = acc.name
+        if c.kind == KIND_CLIENT and sub is not None:
+            e["sub"] = sub.subject.decode("utf-8", "surrogateescape")
+            if self._sub_view is not None:
+                e["sub"] = self._sub_view(e["sub"])
+            if sub.queue:
+                e["queue"] = sub.queue.decode("utf-8", "surrogateescape")
+        if error:
+            e["error"] = error
+        self.events.append(e)
+
+    def _send_when_done(self):
+        if self._sent or not self._routed or self._waiting:
+            return
+        self._sent = True
+        system = self.server.system
+        if system is None:
+            return                      # no system account: nats-server sends no event either
+        body = go_json({"server": system.server_info(), "request": self.request,
+                        "events": self.events})
+        hdr, body = encoded(self.encoding, body)
+        publish(self.account.sublist, self.dest.encode(), None, hdr, body)
+
+
+def through_import(allowed: bool, hdr, record):
+    """A message an import republishes: `record(trace)` adds the import's event to the trace
+    it carries, if any. -> (republish it?, the headers to republish with). Where the export
+    (service) or the import (stream) does not allow tracing, a trace-only message stops there
+    and any other goes on untraced, its header saying so."""
+    trace = current_trace()
+    if trace is None:
+        return True, hdr
+    record(trace)
+    if allowed:
+        return True, hdr
+    if trace.only:
+        return False, hdr
+    set_trace(None)
+    return True, with_header(hdr, TRACE_DEST, TRACE_DISABLED)
