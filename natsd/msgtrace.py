@@ -1,6 +1,8 @@
 """Message tracing: a client's message with a `Nats-Trace-Dest` header is followed through
 this server, and one event (nats-server's MsgTraceEvent JSON) is published to that subject
-in the publisher's account once the message has gone everywhere it goes here.
+in the publisher's account once the message has gone everywhere it goes here. A message with
+an external W3C `traceparent` header (sampled) is traced the same way where its account has
+a `msg_trace` destination (config, or `trace` in the account JWT), for its share of messages.
 
 The events, as nats-server writes them: `in` (where it came from, with any ingress error),
 `sm` (a subject mapping), `se` (a stream export into another account), `si` (a service
@@ -16,6 +18,7 @@ message does not cross them. A trace from a route or leaf peer's client is not s
 from __future__ import annotations
 
 import logging
+import random
 import time
 
 from natsd._core.router import current_trace, publish, set_trace
@@ -46,12 +49,13 @@ NO_SUPPORT = ("Message delivered but remote does not support message tracing so 
 
 def trace_headers(hdr: bytes):
     """The header block as nats-server's trace reads it (names keep their case, values in
-    order, empty names or values skipped), or None when it holds no `Nats-Trace-Dest` or
-    that trace was stopped upstream."""
+    order, empty names or values skipped) and whether only an external `traceparent` (any
+    case, sampled flag set) asks for the trace -> (headers, external), or None when nothing
+    asks for one or the trace was stopped upstream."""
     if not hdr.startswith(b"NATS/1.0\r\n"):
         return None
     out: dict[str, list[str]] = {}
-    found = False
+    dest_found = parent_found = False
     i = len(b"NATS/1.0\r\n")
     while i < len(hdr):
         colon = hdr.find(b":", i)
@@ -66,14 +70,29 @@ def trace_headers(hdr: bytes):
             break
         val = hdr[j:nl].rstrip(b" \t")
         if key and val:
-            if not found and key == TRACE_DEST.encode():
+            if not parent_found and key.lower() == b"traceparent":
+                parent_found = _sampled_traceparent(val)
+            elif not dest_found and key == TRACE_DEST.encode():
                 if val == TRACE_DISABLED.encode():
                     return None
-                found = True
+                dest_found = True
             out.setdefault(key.decode("utf-8", "surrogateescape"), []).append(
                 val.decode("utf-8", "surrogateescape"))
         i = nl + 2
-    return out if found else None
+    if not dest_found and not parent_found:
+        return None
+    return out, not dest_found
+
+
+def _sampled_traceparent(val: bytes) -> bool:
+    """A W3C `traceparent` (version-trace-parent-flags) whose flags have the sampled bit."""
+    parts = val.split(b"-")
+    if len(parts) != 4 or len(parts[3]) != 2:
+        return False
+    try:
+        return int(parts[3], 16) & 1 == 1
+    except ValueError:
+        return False
 
 
 def with_header(hdr: bytes, name: str, value: str) -> bytes:
@@ -91,25 +110,36 @@ def with_header(hdr: bytes, name: str, value: str) -> bytes:
 
 
 def start(server, c, subject: bytes, hdr: bytes, size: int):
-    """The trace of a client's message, None when it is not traced, or False when it must
-    be dropped (traced only but not traceable; its destination denied to the publisher)."""
-    headers = trace_headers(hdr)
-    if headers is None:
+    """The trace of a client's message; None when it is not traced; False when it must be
+    dropped (traced only but not traceable; its destination denied to the publisher); or the
+    header block to publish it with instead, untraced (an external trace not sampled: the
+    header says so, for the servers it goes on to)."""
+    parsed = trace_headers(hdr)
+    if parsed is None:
         return None
-    only = headers.get(TRACE_ONLY, [""])[0].lower() in ("1", "true", "on")
-    dest = headers[TRACE_DEST][0]
+    headers, external = parsed
+    only = not external and headers.get(TRACE_ONLY, [""])[0].lower() in ("1", "true", "on")
     proto = c.handler
     if TRACE_ORIGIN_ACCOUNT in headers:
         log.error("%sMessage tracing disabled because of header %s with value=%s", proto._prefix(c),
                   go_quote(TRACE_ORIGIN_ACCOUNT), go_quote(headers[TRACE_ORIGIN_ACCOUNT][0]))
         return False if only else None
+    account = c.state.account
+    if external:
+        # `traceparent`: the account's `msg_trace` says where, and how often
+        dest = account.trace_dest
+        if not dest:
+            return None
+        if not _sampled(account.trace_sampling):
+            return with_header(hdr, TRACE_DEST, TRACE_DISABLED)
+    else:
+        dest = headers[TRACE_DEST][0]
     if not is_valid_literal_subject(dest):
         log.error("%sDestination %s is not valid, won't be able to trace events",
                   proto._prefix(c), go_quote(dest))
         return False if only else None
     if not _may_publish(server, c, dest):
         return False
-    account = c.state.account
     ingress = {"type": "in", "ts": _now(), "kind": _GO_KIND[c.kind], "cid": c.cid}
     name = c.state.name
     if name:
@@ -117,6 +147,11 @@ def start(server, c, subject: bytes, hdr: bytes, size: int):
     ingress.update({"acc": account.name, "subj": subject.decode("utf-8", "surrogateescape")})
     return MessageTrace(server, account, dest, only, headers, size, ingress,
                         accept_encoding(hdr))
+
+
+def _sampled(sampling: int) -> bool:
+    """nats-server's draw: a sampling outside 1..99 is every message."""
+    return sampling <= 0 or sampling >= 100 or random.randrange(100) <= sampling
 
 
 def _may_publish(server, c, dest):

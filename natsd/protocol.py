@@ -128,7 +128,8 @@ class ProtocolHandler:
     @per_message
     def message_trace(self, c, subject, hdr, size):
         """A client's message carries a trace header: its trace for the router, None when it
-        is not traced, False when it is to be dropped (natsd/msgtrace.py)."""
+        is not traced, False when it is to be dropped, or the header block to send it with
+        untraced (natsd/msgtrace.py)."""
         raise NotImplementedError
 
     @per_message

@@ -507,6 +507,7 @@ class Server:
         account.clients.add(c)
         c.sublist = account.sublist
         c.has_mappings = bool(account.mappings)
+        c.external_traces = bool(account.trace_dest)
         c.forget_lookup()
 
     def close_connection(self, c):

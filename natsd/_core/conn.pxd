@@ -49,6 +49,7 @@ cdef class Connection:
     cdef public dict pub_allowed
     cdef public bint track_replies      # deliveries with a reply are reported (allow_responses)
     cdef public bint has_mappings       # publishes go through the account's subject mappings
+    cdef public bint external_traces    # the account traces `traceparent` messages (msg_trace)
 
     # limits
     cdef public Py_ssize_t max_payload

@@ -9,7 +9,7 @@ handed to the router without a copy. A command that is not complete yet is left 
 PUB/HPUB, PING and PONG never leave C. CONNECT, SUB, UNSUB, INFO and -ERR go to the
 connection's Python handler: they are control operations.
 """
-from libc.string cimport memchr, memcmp
+from libc.string cimport memchr, memcmp, strlen
 from libc.stdlib cimport malloc, free
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from natsd._core.conn cimport Connection, Totals, KIND_ROUTE, now_mono, count_message
@@ -285,7 +285,9 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
             if c.pedantic and not literal_subject_ok(a.p[0], a.len[0]):
                 # nats-server reports the bad subject and still delivers the message
                 c.handler.send_err(c, "Invalid Publish Subject")
-            if hsize > 0 and c.kind == 0 and has_trace_dest(buf + pstart, hsize):
+            if hsize > 0 and c.kind == 0 and (has_header_key(buf + pstart, hsize, "Nats-Trace-Dest", False)
+                                              or c.external_traces
+                                              and has_header_key(buf + pstart, hsize, "traceparent", True)):
                 publish_traced(c, &a, reply, rlen, buf + pstart, hsize, size)
             else:
                 publish_client(c, &a, reply, rlen, buf + pstart, hsize, size)
@@ -367,32 +369,47 @@ cdef int publish_client(Connection c, Args* a, const char* reply, Py_ssize_t rle
     return 0
 
 
-cdef bint has_trace_dest(const char* hdr, Py_ssize_t hsize) noexcept:
-    """Does the header block hold a `Nats-Trace-Dest` key (exact case, as nats-server reads it)?"""
-    cdef const char* key = "\r\nNats-Trace-Dest:"
-    cdef Py_ssize_t klen = 18
+cdef bint has_header_key(const char* hdr, Py_ssize_t hsize, const char* key, bint any_case) noexcept:
+    """Does the header block hold a line `key:` (in any case of letters when `any_case`), as
+    nats-server's trace reads the trace headers?"""
+    cdef Py_ssize_t klen = strlen(key)
     cdef const char* p = hdr
-    cdef const char* end = hdr + hsize - klen
+    cdef const char* end = hdr + hsize - klen - 3         # CR LF key ':'
+    cdef Py_ssize_t k
     while p <= end:
         p = <const char*>memchr(p, c'\r', end - p + 1)
         if p == NULL:
             return False
-        if memcmp(p, key, klen) == 0:
-            return True
+        if p[1] == c'\n' and p[2 + klen] == c':':
+            if any_case:
+                k = 0
+                while k < klen and upper(p[2 + k]) == upper(key[k]):
+                    k += 1
+                if k == klen:
+                    return True
+            elif memcmp(p + 2, key, klen) == 0:
+                return True
         p += 1
     return False
 
 
 cdef int publish_traced(Connection c, Args* a, const char* reply, Py_ssize_t rlen,
                         const char* msg, Py_ssize_t hsize, Py_ssize_t size) except -1:
-    """A client's message with a `Nats-Trace-Dest` header: the handler starts its trace (or
-    says to drop it: a trace-only message that cannot be traced), the router reports to the
-    trace while it delivers, and the trace's event goes out once every hop is known."""
+    """A client's message with a trace header (`Nats-Trace-Dest`, or `traceparent` where the
+    account traces those): the handler starts its trace (or says to drop the message, or
+    gives the header block to send it with untraced), the router reports to the trace while
+    it delivers, and the trace's event goes out once every hop is known."""
+    cdef bytes retold
     trace = c.handler.message_trace(c, to_bytes(a.p[0], a.len[0]), to_bytes(msg, hsize), size)
     if trace is None:
         return publish_client(c, a, reply, rlen, msg, hsize, size)
     if trace is False:
         return 0
+    if type(trace) is bytes:
+        # published untraced under the header block the handler gave
+        retold = <bytes>trace + to_bytes(msg + hsize, size - hsize)
+        return publish_client(c, a, reply, rlen, PyBytes_AS_STRING(retold), PyBytes_GET_SIZE(trace),
+                              PyBytes_GET_SIZE(retold))
     trace_with(trace)
     try:
         publish_client(c, a, reply, rlen, msg, hsize, size)

@@ -12,7 +12,7 @@ DEFAULT_SYSTEM_ACCOUNT = "$SYS"
 class Account:
     __slots__ = ("name", "sublist", "clients", "max_connections", "max_subscriptions",
                  "max_payload", "max_leafnodes", "config", "is_system", "jetstream", "mappings",
-                 "jwt", "updated", "internal_client", "remote_conns")
+                 "jwt", "updated", "internal_client", "remote_conns", "trace_dest", "trace_sampling")
 
     def __init__(self, name, config=None):
         self.name = name
@@ -26,6 +26,11 @@ class Account:
         self.updated = None             # when its JWT was last applied (unix time)
         self.internal_client = None     # natsd.ids.InternalClient of its service imports
         self.remote_conns = {}          # another server's id -> (connections, leaf nodes) it reports
+        # `msg_trace`: where messages with an external `traceparent` header are traced, and
+        # which share of them (percent)
+        trace = getattr(config, "msg_trace", None) or {}
+        self.trace_dest = trace.get("dest", "")
+        self.trace_sampling = trace.get("sampling", 0)
         limits = getattr(config, "limits", None)
         self.max_connections = _limit(limits, "max_connections")
         self.max_subscriptions = _limit(limits, "max_subscriptions")
@@ -72,7 +77,11 @@ class AccountRegistry:
             self.accounts[GLOBAL_ACCOUNT] = Account(GLOBAL_ACCOUNT)
         self._install_mappings(opts)
         self.system_name = None
-        if not opts.no_system_account:
+        if opts.operator_mode and not opts.system_account:
+            # nats-server's default system account is only made where $SYS does not exist
+            # yet, and operator mode has registered it by then: there is none
+            self.accounts.setdefault(DEFAULT_SYSTEM_ACCOUNT, Account(DEFAULT_SYSTEM_ACCOUNT))
+        elif not opts.no_system_account:
             self.system_name = opts.system_account or DEFAULT_SYSTEM_ACCOUNT
             if self.system_name not in self.accounts:
                 self.accounts[self.system_name] = Account(self.system_name)

@@ -10,7 +10,7 @@ from natsd.options import (AccountLimits, AccountOpts, ExportOpts, ImportOpts, M
 from natsd.gofmt import go_quote
 from natsd.subject import is_valid_literal_subject, is_valid_subject, subject_is_subset, subjects_overlap
 from natsd.conf.parser import Node
-from natsd.conf.reader import KIND_NAME, Reader, parse_duration, parse_size
+from natsd.conf.reader import GO_TYPE, KIND_NAME, Reader, parse_duration, parse_size
 
 
 def _wildcards_used(subject: str, to: str) -> str | None:
@@ -85,7 +85,7 @@ class AccountSections(Reader):
                 elif lk == "limits":
                     self.account_limits(av, acc.limits)
                 elif lk in ("msg_trace", "trace_dest"):
-                    acc.msg_trace = av.plain() if av.kind == "map" else {"dest": av.plain()}
+                    self.msg_trace(av, ak, acc)
                 else:
                     self.unknown(ak, av)
             if acc.default_permissions is not None:
@@ -455,3 +455,59 @@ class AccountSections(Reader):
             return svc(im.account, frm, {acc.name})
         return (stream(im.account, _stream_local(im), {acc.name})
                 or stream(im.account, im.subject, {acc.name}))
+
+    def msg_trace(self, n, key, acc):
+        """An account's `msg_trace` (`trace_dest`): a destination subject, or a map of `dest`
+        and `sampling` (1..100, or "N%"), with nats-server's errors. A destination without a
+        sampling traces every message; a sampling without a destination is ignored, with a
+        warning."""
+        def dest(v, k):
+            if v.kind != "string":
+                return f"Field {go_quote(k)} should be a string, got {GO_TYPE[v.kind]}"
+            if not is_valid_literal_subject(v.value):
+                return f"Trace destination {go_quote(v.value)} is not valid"
+            acc.msg_trace["dest"] = v.value
+            return None
+
+        def sampling(v, k):
+            if v.kind == "integer":
+                n = v.value
+            elif v.kind == "string":
+                try:
+                    n = int(v.value[:-1] if v.value.endswith("%") else v.value)
+                except ValueError:
+                    return f"Invalid trace destination sampling value {go_quote(v.value)}"
+            else:
+                return (f"Trace destination sampling field {go_quote(k)} should be an integer or a "
+                        f"percentage, got {GO_TYPE[v.kind]}")
+            if n <= 0 or n > 100:
+                return f"Ttrace destination sampling value {n} is invalid, needs to be [1..100]"
+            acc.msg_trace["sampling"] = n
+            return None
+
+        # the first error of the map is the only one reported, as nats-server returns there
+        if n.kind == "string":
+            error, at = dest(n, key), n
+        elif n.kind == "map":
+            error = at = None
+            for k, v in n.value.items():
+                if k.lower() == "dest":
+                    error, at = dest(v, k), v
+                elif k.lower() == "sampling":
+                    error, at = sampling(v, k), v
+                elif not v.used_variable:
+                    error, at = f"Unknown field {go_quote(k)} parsing account message trace map/struct {go_quote(key)}", v
+                if error:
+                    break
+        else:
+            error, at = (f"Expected account message trace {go_quote(key)} to be a string or a "
+                         f"map/struct, got {GO_TYPE[n.kind]}"), n
+        if error:
+            self.err(at, error)
+            return
+        if acc.msg_trace.get("dest") and not acc.msg_trace.get("sampling"):
+            acc.msg_trace["sampling"] = 100
+        elif acc.msg_trace.get("sampling") and not acc.msg_trace.get("dest"):
+            self.warn(n, "Trace destination sampling ignored since no destination was set")
+            acc.msg_trace.pop("sampling")
+

@@ -102,7 +102,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("OCSP stapling", "ocsp", _always),
     ("OCSP stapling", "ocsp_cache", _always),
 ] + [("OCSP peer verification", tls + ".ocsp_peer", _always) for tls in _TLS_BLOCKS] + [
-    ("message tracing", "accounts.*.msg_trace|trace_dest", _always),
     ("JetStream cluster traffic in the account", "accounts.*.jetstream.cluster_traffic", _owner),
     ("leaf node remotes through an HTTP proxy", "leafnodes|leaf.remotes[].proxy", _always),
     ("default JetStream domains for accounts", "default_js_domain", _always),

@@ -193,7 +193,7 @@ def varz(server, query):
         "tags": list(opts.server_tags) if opts.server_tags else None,
         "metadata": dict(opts.server_metadata) if opts.server_metadata else None,
         "feature_flags": dict(FEATURE_FLAGS),
-        "system_account": sys_acc.name if sys_acc else "",
+        "system_account": sys_acc.name if sys_acc else None,     # omitempty
         "pinned_account_fails": _pinned_account_fails(server),
         "slow_consumer_stats": server.slow_consumer_stats(),
         "stale_connection_stats": {"clients": server.stale_connections, "routes": 0,

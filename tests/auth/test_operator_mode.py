@@ -259,5 +259,24 @@ def test_operator_config_loading(tmp_path):
     tracing, trace_jwt = m.account(op, "TRACE", trace={"dest": "trace.x"})
     o = load_string("operator: %s\nresolver: MEMORY\nresolver_preload: {%s: %s}\n"
                     % (op_jwt, tracing.public, trace_jwt))
-    assert [r.split(": ", 1)[1] for _, r in o.unsupported] == [
-        "message tracing in account JWTs is not supported by natsd yet"]
+    assert o.unsupported == []              # traced (tests/core/test_msgtrace.py)
+
+
+def test_no_system_account_unless_named(any_server, tmp_path):
+    """Operator mode without `system_account`: $SYS exists but is not the system account (no
+    $SYS services, no events), on natsd as on nats-server; named, it is."""
+    from tests.support.servers import http_json
+    m = Mint(seed=41)
+    op, op_jwt = m.operator("OP")
+    sys_acc, sys_jwt = m.account(op, "SYS")
+    seen = {}
+    for named in (False, True):
+        conf = tmp_path / ("named.conf" if named else "plain.conf")
+        conf.write_text("operator: %s\n%sresolver: MEMORY\nresolver_preload: {%s: %s}\n"
+                        % (op_jwt, "system_account: %s\n" % sys_acc.public if named else "",
+                           sys_acc.public, sys_jwt))
+        srv = any_server("-c", str(conf), "-m", "-1")
+        seen[named] = (http_json(srv.http_port, "/varz").get("system_account"),
+                       http_json(srv.http_port, "/accountz").get("system_account"))
+        srv.kill()
+    assert seen == {False: (None, None), True: (sys_acc.public, sys_acc.public)}

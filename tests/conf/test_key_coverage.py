@@ -62,6 +62,7 @@ BLOCKS: dict[tuple[str, str], tuple[str, ...]] = {
     ("accounts", "lk"): ("accounts.*",),
     ("account_jetstream", "lk"): ("accounts.*.jetstream",),
     ("account_limits", "k"): ("accounts.*.limits",),
+    ("msg_trace", "k"): ("accounts.*.msg_trace", "accounts.*.trace_dest"),
     ("account_exports", "lk"): ("accounts.*.exports[]",),
     ("latency", "k"): ("accounts.*.exports[].latency",),
     ("account_imports", "lk"): ("accounts.*.imports[]",),
@@ -386,6 +387,9 @@ EVIDENCE: dict[str, str] = {
     "accounts.*.users[].permissions|permission|authorization":
         "tests/accounts/test_imports_e2e.py::test_allow_responses_across_import",
     "accounts.*.limits": _LIMITS,
+    "accounts.*.msg_trace|trace_dest": "tests/core/test_msgtrace.py::test_traceparent_is_traced_where_the_account_says",
+    "accounts.*.msg_trace|trace_dest.dest": "tests/core/test_msgtrace.py::test_traceparent_is_traced_where_the_account_says",
+    "accounts.*.msg_trace|trace_dest.sampling": "tests/core/test_msgtrace.py::test_traceparent_is_traced_where_the_account_says",
     "accounts.*.limits.max_connections|max_conn": _LIMITS,
     "accounts.*.limits.max_subscriptions|max_subs":
         "tests/accounts/test_accounts_e2e.py::test_account_max_subscriptions",
@@ -401,6 +405,8 @@ EVIDENCE: dict[str, str] = {
     "accounts.*.exports[].response_threshold|threshold|response_max_time|response_time":
         "tests/accounts/test_imports_e2e.py::test_response_threshold_expiry",
     "accounts.*.exports[].latency": _LATENCY,
+    "accounts.*.exports[].allow_trace": "tests/core/test_msgtrace.py::test_traces_through_imports",
+    "accounts.*.imports[].allow_trace": "tests/core/test_msgtrace.py::test_traces_through_imports",
     "accounts.*.exports[].latency.sampling": _LATENCY,
     "accounts.*.exports[].latency.subject": _LATENCY,
     "accounts.*.exports[].account_token_position": "tests/auth/test_token_positions.py::test_config_token_positions",
@@ -557,8 +563,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "accounts.*.users[].nkey": "tested only with a nats-server hub (test_nkey_seed_remote)",
     "accounts.*.users[].allowed_connection_types|connection_types|clients":
         "tested in-process only (test_authenticator::test_allowed_connection_types), not from a config",
-    "accounts.*.exports[].allow_trace": _PARSED + " (message tracing itself is refused)",
-    "accounts.*.imports[].allow_trace": _PARSED + " (message tracing itself is refused)",
     "accounts.*.jetstream.enabled|enable|disabled|disable": "parsed; tests use `jetstream: enabled`, not the map's keys",
     "accounts.*.jetstream.max_memory|max_mem|mem|memory|max_store|max_file|max_disk|store|disk|max_streams|"
     "streams|max_consumers|consumers|max_bytes_required|max_bytes|max_stream_bytes|mem_max_stream_bytes|"

@@ -76,8 +76,6 @@ REFUSED = {
     "ocsp_peer_leaf_remote": ('port: -1\nleafnodes {\n  remotes: [ { url: "tls://127.0.0.1:1"\n'
                               '    tls { ocsp_peer { verify: true } } } ]\n}\n',
                               ["{f}:4:11: OCSP peer verification is not supported by natsd yet"]),
-    "msg_trace": ('port: -1\naccounts {\n  A {\n    msg_trace { dest: "trace.a" }\n  }\n}\n',
-                  ["{f}:4:5: message tracing is not supported by natsd yet"]),
     "cluster_traffic_owner": ("port: -1\naccounts {\n  A {\n    jetstream { cluster_traffic: owner }\n  }\n}\n",
                               ["{f}:4:17: JetStream cluster traffic in the account is not supported by natsd yet"]),
     "leaf_remote_proxy": ('port: -1\nleafnodes {\n  remotes: [ { urls: ["ws://127.0.0.1:1"]\n'

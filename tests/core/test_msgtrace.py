@@ -3,11 +3,13 @@ for a client's message, its `in`/`sm`/`se`/`si`/`eg` events with nats-server's f
 errors, trace-only messages that reach no one, and the bad inputs (a destination that is no
 subject, one the publisher may not publish to). Each scenario runs on natsd and nats-server
 alike and the events are compared with the times, connection ids and server left out."""
+import base64
 import json
 import re
 
 import pytest
 
+from tests.support.jwtmint import Mint
 from tests.support.rawclient import RawClient
 from tests.support.waiting import poll
 
@@ -240,3 +242,75 @@ def test_a_trace_only_message_does_not_cross_a_natsd_leaf_link(natsd, tmp_path):
              "error": "Message delivered but remote does not support message tracing so no "
                       "trace event generated from there"}]
         assert [m[0] for m in _messages(far.sync())] == [b"foo"]
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-%s"
+
+
+def test_traceparent_is_traced_where_the_account_says(any_server, tmp_path):
+    """An external W3C `traceparent` (any case, sampled flag set) is traced to the account's
+    `msg_trace` destination; not sampled, it is not; with a sampling below 100 a message left
+    out is delivered with `Nats-Trace-Dest: trace disabled`, so no later server traces it."""
+    conf = tmp_path / "x.conf"
+    conf.write_text("""accounts {
+  A { users [{user: a, password: p}], msg_trace: {dest: "acc.trace"} }
+  S { users [{user: s, password: p}], trace_dest: {dest: "s.trace", sampling: "1%"} }
+}
+""")
+    srv = any_server("-c", str(conf))
+    with _client(srv.port, "tracer", user="a", **{"pass": "p"}) as tracer, \
+            _client(srv.port, "pubber", user="a", **{"pass": "p"}) as pub:
+        tracer.send(b"SUB acc.trace 1\r\nSUB w3c 2\r\n")
+        tracer.sync()
+        _hpub(pub, b"w3c", _hdr(("TraceParent", TRACEPARENT % "01")))
+        _hpub(pub, b"w3c", _hdr(("traceparent", TRACEPARENT % "00")))
+        pub.sync()
+        got = _messages(tracer.sync())
+        assert [m[0] for m in got if m[0] == b"w3c"] == [b"w3c", b"w3c"]
+        assert [m[1] for m in got if m[0] == b"w3c"] == [_hdr(("TraceParent", TRACEPARENT % "01")),
+                                                          _hdr(("traceparent", TRACEPARENT % "00"))]
+        events = [json.loads(p) for s, _, p in got if s == b"acc.trace"]
+        events += [] if events else _events_of(tracer)
+        assert len(events) == 1
+        assert events[0]["request"]["header"] == {"TraceParent": [TRACEPARENT % "01"]}
+    with _client(srv.port, "tracer", user="s", **{"pass": "p"}) as tracer, \
+            _client(srv.port, "pubber", user="s", **{"pass": "p"}) as pub:
+        tracer.send(b"SUB s.trace 1\r\nSUB w3c 2\r\n")
+        tracer.sync()
+        for _ in range(20):
+            _hpub(pub, b"w3c", _hdr(("traceparent", TRACEPARENT % "01")))
+        pub.sync()
+        got = []
+
+        def each_message_traced_or_left_out():
+            got.extend(_messages(tracer.sync()))
+            left_out = [m for m in got if m[0] == b"w3c" and b"Nats-Trace-Dest: trace disabled" in m[1]]
+            return len(left_out) + len([m for m in got if m[0] == b"s.trace"]) == 20
+        assert poll(each_message_traced_or_left_out, timeout=5)
+        assert len([m for m in got if m[0] == b"w3c"]) == 20
+        disabled = [m for m in got if m[0] == b"w3c" and b"Nats-Trace-Dest: trace disabled" in m[1]]
+        assert len(disabled) >= 10           # about 2% are traced (nats-server's draw: <= 1 of 100)
+        assert disabled[0][1] == _hdr(("traceparent", TRACEPARENT % "01"), ("Nats-Trace-Dest", "trace disabled"))
+
+
+def test_an_account_jwt_trace_claim(any_server, tmp_path):
+    """Operator mode: the account JWT's `trace` is the account's msg_trace. (The events are
+    the system account's: operator mode has one only when `system_account` names it.)"""
+    m = Mint(seed=31)
+    op, op_jwt = m.operator("OP")
+    sys_acc, sys_jwt = m.account(op, "SYS")
+    acc, acc_jwt = m.account(op, "TRACED", trace={"dest": "jwt.trace"})
+    user, user_jwt = m.user(acc, "u")
+    conf = tmp_path / "op.conf"
+    conf.write_text("operator: %s\nsystem_account: %s\nresolver: MEMORY\n"
+                    "resolver_preload: {%s: %s, %s: %s}\n"
+                    % (op_jwt, sys_acc.public, sys_acc.public, sys_jwt, acc.public, acc_jwt))
+    srv = any_server("-c", str(conf))
+    with RawClient(srv.port) as c:
+        sig = base64.urlsafe_b64encode(user.kp.sign(c.info["nonce"].encode())).rstrip(b"=").decode()
+        c.connect(jwt=user_jwt, sig=sig, name="jwt-user")
+        c.send(b"SUB jwt.trace 1\r\n")
+        _hpub(c, b"somewhere", _hdr(("traceparent", TRACEPARENT % "01")))
+        (event,) = _events_of(c)
+        assert event["events"] == [{"type": "in", "kind": 0, "name": "jwt-user", "acc": acc.public,
+                                    "subj": "somewhere"}]

@@ -27,6 +27,7 @@ from natsd.auth.jwt.exports import (
     JwtExport, JwtImport, activation_expiry, authorize, exports_of, imports_of, validation_error)
 from natsd.accounts.mappings import MappingTable
 from natsd.options import AccountOpts, MappingDest
+from natsd.subject import is_valid_literal_subject
 from natsd.auth.permissions import Permissions
 from natsd.auth.jwt.resolver import PendingFetch, make_resolver
 from natsd.accounts.transform import TransformError
@@ -76,6 +77,17 @@ def _js_tier(lim: dict) -> dict:
             "max_bytes_required": bool(lim.get("max_bytes_required"))}
 
 
+def _trace(nats: dict) -> tuple[str, int]:
+    """The claims' `trace` as nats-server takes it: no destination for one that is not a
+    subject; a sampling outside 1..100 is 100."""
+    trace = nats.get("trace") or {}
+    dest = str(trace.get("dest") or "")
+    if not is_valid_literal_subject(dest):
+        return "", 0
+    sampling = int(trace.get("sampling") or 0)
+    return dest, sampling if 0 < sampling <= 100 else 100
+
+
 def _uses(*keys):
     return lambda nats: any(nats.get(k) for k in keys)
 
@@ -86,7 +98,6 @@ def _export_uses(key):
 
 # (feature, does the account JWT's `nats` claims use it?)
 UNSERVED = [
-    ("message tracing in account JWTs", _uses("trace")),
     ("JetStream cluster traffic in the account", lambda nats: str(nats.get("cluster_traffic") or "system").lower() != "system"),
 ]
 # ... and on a server with routes or leaf nodes, where a responder on another server is
@@ -227,6 +238,7 @@ class JwtAccounts:
         acc.max_payload = int(lim.get("payload", 0))
         acc.max_leafnodes = int(lim.get("leaf", 0))
         acc.mappings = self._mappings(ac)
+        acc.trace_dest, acc.trace_sampling = _trace(ac.nats)
         self.exports[key], self.imports[key] = exports_of(ac), imports_of(ac)
         js = jetstream_limits(ac.nats)
         acc.config = AccountOpts(name=key, exports=[e.opts for e in self.exports[key]],
@@ -323,6 +335,7 @@ class JwtAccounts:
                 self.disconnect(c, ERR_REVOKED, "Credentials Revoked")
                 continue
             c.has_mappings = bool(acc.mappings)
+            c.external_traces = bool(acc.trace_dest)
             c.forget_lookup()
             self.apply_client_limits(c, acc)
 
