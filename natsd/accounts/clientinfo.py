@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from natsd.gofmt import go_time, omitempty
 
+# ClientInfo's JSON fields in nats-server's struct order (json.Marshal writes them so)
+FIELD_ORDER = ("start", "host", "id", "acc", "svc", "user", "name", "lang", "ver", "rtt", "server",
+               "cluster", "alts", "stop", "jwt", "issuer_key", "name_tag", "tags", "kind",
+               "client_type", "client_id", "nonce")
+
 # What /connz shows as authorized_user for a token client (client.go getRawAuthUser).
 REDACTED = "[REDACTED]"
 
@@ -67,3 +72,9 @@ def client_info(c, account=None, server=None, detailed=True):
         ci["kind"] = kind if isinstance(kind, str) and kind else "Client"
         ci["client_type"] = "nats"
     return ci
+
+
+def in_field_order(ci: dict) -> dict:
+    """A ClientInfo with its fields as nats-server orders them (unknown ones last)."""
+    rank = {k: i for i, k in enumerate(FIELD_ORDER)}
+    return dict(sorted(ci.items(), key=lambda kv: rank.get(kv[0], len(rank))))

@@ -16,8 +16,12 @@ import logging
 from natsd._core.router import publish, publish_delivery, publish_local, split_delivery
 from natsd._core.sublist import Subscription
 from natsd.ids import random_token
+from natsd.accounts.clientinfo import client_info, in_field_order
 from natsd.accounts.latency import LatencyReporter
+from natsd.gofmt import go_json
+from natsd.headers import put_last, request_info
 from natsd.msgtrace import through_import
+from natsd.protocol import KIND_ROUTE
 
 log = logging.getLogger("natsd")
 
@@ -61,8 +65,9 @@ class ResponseRouter:
     def register(self, importer, reply, response_type, threshold, tracking=None):
         """A reply subject for the exporter; `tracking` is (LatencyReporter, Tracking) for a
         request whose latency is measured."""
-        token = random_token(10)
-        new_reply = (self.prefix + token).encode()
+        new_reply = (self.prefix + random_token(6)).encode()        # nats-server's replyLen
+        while new_reply in self.entries:
+            new_reply = (self.prefix + random_token(6)).encode()
         self.entries[new_reply] = _Response(importer, reply, response_type,
                                             self.server.loop.time() + threshold, threshold, tracking)
         if self.sweeper is None:
@@ -156,6 +161,7 @@ class ServiceImport:
             self.exporter, requested.decode("utf-8", "surrogateescape"), subject.decode("utf-8", "surrogateescape")))
         if not go_on:
             return
+        hdr = self._with_requester(hdr, origin)
         reply, delivered_as = split_delivery(reply)
         tracked = self.latency.sample(origin, self.share, hdr) if self.latency is not None else None
         new_reply = None
@@ -174,6 +180,30 @@ class ServiceImport:
             router.undelivered(new_reply)
             if origin is not None and origin.no_responders:
                 origin.handler.no_responders(origin, requested, reply)
+
+
+    def _with_requester(self, hdr, origin):
+        """The request as the exporter gets it: nats-server puts who asked in
+        `Nats-Request-Info` (the account and round trip; the whole ClientInfo where the
+        import shares it; the server too for the system account). A request another import
+        republished keeps that one's, naming this importer as the service (`svc`); one that
+        came over a route is left as its server sent it."""
+        if origin is None:
+            ci = request_info(hdr)
+            if not ci:
+                return hdr
+            ci["svc"] = self.importer.name
+        elif origin.kind == KIND_ROUTE:
+            return hdr
+        else:
+            ci = client_info(origin, server=self.server if self.share else None, detailed=self.share)
+            if ci is None:
+                return hdr
+            if not self.share and self.exporter.is_system:
+                ci["server"] = self.server.name
+                if self.server.cluster_name():
+                    ci["cluster"] = self.server.cluster_name()
+        return put_last(hdr, "Nats-Request-Info", go_json(in_field_order(ci)).decode())
 
 
 class StreamImport:

@@ -18,7 +18,7 @@ from natsd._core.sublist import Subscription
 from natsd.gofmt import go_json, omitempty, rtt_nanos
 from natsd.ids import random_token
 from natsd.jetstream.engine import gojson
-from natsd.jetstream.engine.headers import request_info
+from natsd.headers import request_info
 from natsd.monitor.profiling import Later
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError

@@ -13,7 +13,7 @@ import shutil
 
 from natsd._core.router import publish
 from natsd.jetstream.engine import errors as E
-from natsd.jetstream.engine.headers import request_info
+from natsd.headers import request_info
 
 log = logging.getLogger("natsd")
 

@@ -19,7 +19,7 @@ from natsd.jetstream.engine import consumerconfig as cc
 from natsd.jetstream.engine import errors as E
 from natsd.jetstream.engine import gojson
 from natsd.jetstream.engine.apilevel import required_level_too_high
-from natsd.jetstream.engine.headers import slice_header
+from natsd.headers import slice_header
 from natsd.jetstream.engine.consumer import Consumer, consumer_dir, now_ns
 from natsd.jetstream.engine.streamconfig import (STEPDOWN_REQUEST, decode_optional_request,
                                                  is_one_file_name, is_utf8, name_len)

@@ -1,7 +1,7 @@
 """The JetStream API level natsd serves (nats-server 2.15's: 5), as INFO's `api_lvl`,
 `$JS.API.INFO`'s `api.level` and the `_nats.level` metadata show it, and the check of a
 request's `Nats-Required-Api-Level` header against it."""
-from natsd.jetstream.engine.headers import slice_header
+from natsd.headers import slice_header
 
 API_LEVEL = 5
 

@@ -19,7 +19,7 @@ import logging
 
 from natsd.jetstream.engine import advisories
 from natsd.jetstream.engine import errors as E
-from natsd.jetstream.engine.headers import set_header, slice_header
+from natsd.headers import set_header, slice_header
 
 log = logging.getLogger("natsd")
 

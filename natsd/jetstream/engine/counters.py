@@ -14,7 +14,7 @@ import json
 import re
 
 from natsd.jetstream.engine import errors as E
-from natsd.jetstream.engine.headers import set_header
+from natsd.headers import set_header
 
 INCR = "Nats-Incr"
 SOURCES = "Nats-Counter-Sources"

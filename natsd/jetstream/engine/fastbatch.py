@@ -19,7 +19,8 @@ client's flow value, at most 500, or 1 while other batches are open, and moves t
 """
 from natsd.jetstream.engine import errors as E
 from natsd.jetstream.engine.apilevel import required_level_too_high
-from natsd.jetstream.engine.headers import parse_headers, remove_header
+from natsd.headers import remove_header
+from natsd.jetstream.engine.headers import parse_headers
 
 SUFFIX = b".$FI"
 OP_START, OP_APPEND, OP_COMMIT, OP_COMMIT_EOB, OP_PING = range(5)

@@ -1,10 +1,9 @@
 """NATS message headers as JetStream reads and writes them: the `NATS/1.0` block parsed
-(first value per key, as nats-server's sliceHeader), built, edited (nats-server's setHeader),
-the Nats-TTL value read and parsed (parseMessageTTL), and the ClientInfo of a request's
-`Nats-Request-Info` (getRequestInfo)."""
-import json
-
+(first value per key, as nats-server's sliceHeader) and built, the Nats-TTL value read and
+parsed (parseMessageTTL). Generic reads and edits (and a request's `Nats-Request-Info`) are
+natsd/headers.py's."""
 from natsd.gofmt import parse_go_duration
+from natsd.headers import slice_header
 
 NS = 1_000_000_000
 
@@ -72,61 +71,9 @@ def parse_ttl(v):
     return d // NS
 
 
-def slice_header(hdr, name):
-    """nats-server's sliceHeader: the value of the first `\r\n<name>:` line, leading blanks
-    skipped, the rest kept (bytes); None without one."""
-    key = b"\r\n" + name + b":"
-    i = hdr.find(key) if hdr else -1
-    if i < 0:
-        return None
-    i += len(key)
-    while i < len(hdr) and hdr[i] == 0x20:
-        i += 1
-    j = hdr.find(b"\r\n", i)
-    return hdr[i:j if j >= 0 else len(hdr)]
-
-
-def request_info(hdr):
-    """The ClientInfo a request's `Nats-Request-Info` header carries, as nats-server's
-    getRequestInfo reads it: {} for a request without headers; None for headers without it,
-    or with one that is not a JSON object (nats-server refuses those)."""
-    if not hdr:
-        return {}
-    try:
-        ci = json.loads(slice_header(bytes(hdr), b"Nats-Request-Info") or b"")
-    except ValueError:
-        return None
-    return ci if isinstance(ci, dict) else None
-
-
 def ttl_header(hdr):
     """The Nats-TTL value as nats-server reads it (sliceHeader), or None."""
     v = slice_header(hdr, b"Nats-TTL")
     return None if v is None else bytes(v).decode("utf-8", "surrogateescape")
 
 
-def set_header(hdr, key, value):
-    """nats-server's setHeader: replace the first `key:` line's value, or append the line."""
-    line = key.encode() + b": " + value.encode()
-    if not hdr:
-        return b"NATS/1.0\r\n" + line + b"\r\n\r\n"
-    k = b"\r\n" + key.encode() + b":"
-    i = hdr.find(k)
-    if i < 0:
-        return hdr[:-2] + line + b"\r\n\r\n"
-    j = hdr.find(b"\r\n", i + 2)
-    return hdr[:i + 2] + line + hdr[j:]
-
-
-def remove_header(hdr, key):
-    """nats-server's removeHeaderIfPresent: drop the first `key:` line; a header block left
-    with no lines becomes None."""
-    k = b"\r\n" + key.encode() + b":"
-    i = hdr.find(k) if hdr else -1
-    if i < 0:
-        return hdr
-    j = hdr.find(b"\r\n", i + 2)
-    if j < 0:
-        return hdr
-    hdr = hdr[:i + 2] + hdr[j + 2:]
-    return None if len(hdr) <= len(b"NATS/1.0\r\n\r\n") else hdr
