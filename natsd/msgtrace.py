@@ -6,11 +6,12 @@ a `msg_trace` destination (config, or `trace` in the account JWT), for its share
 
 The events, as nats-server writes them: `in` (where it came from, with any ingress error),
 `sm` (a subject mapping), `se` (a stream export into another account), `si` (a service
-import), `eg` (each connection it went to, or why not). With `Nats-Trace-Only: true` the
-message is traced and not delivered: clients and internal services do not see it.
+import), `js` (a stream that took it; not its store's outcome), `eg` (each connection it went
+to, or why not). With `Nats-Trace-Only: true` the message is traced and not delivered:
+clients, streams and other internal services do not see it.
 
 The router (natsd/_core/router.pyx) reports each delivery decision through the calls below
-(`delivered`, `not_delivered`, `crosses_link`); imports carry the trace to their republish
+(`delivered`, `not_delivered`, `internal_delivery`, `crosses_link`); imports carry the trace to their republish
 (`carried`, `arrived`). natsd's routes and leaf links do not carry traces on (natsd speaks
 protocol 1 on them, as a server without tracing does): their egress says so, and a trace-only
 message does not cross them. A trace from a route or leaf peer's client is not started here.
@@ -23,6 +24,7 @@ import time
 
 from natsd._core.router import current_trace, publish, set_trace
 from natsd.gofmt import go_json, go_quote, go_time
+from natsd.headers import put_last, set_header
 from natsd.protocol import KIND_CLIENT, KIND_LEAF, KIND_ROUTE
 from natsd.subject import is_valid_literal_subject
 from natsd.system.filters import accept_encoding, encoded
@@ -95,20 +97,6 @@ def _sampled_traceparent(val: bytes) -> bool:
         return False
 
 
-def with_header(hdr: bytes, name: str, value: str) -> bytes:
-    """`hdr` with `name` set to `value` (replaced where it is, else added last)."""
-    lines = hdr[:-4].split(b"\r\n") if hdr.endswith(b"\r\n\r\n") else [b"NATS/1.0"]
-    key = name.encode() + b":"
-    new = key + b" " + value.encode()
-    for k, line in enumerate(lines[1:], 1):
-        if line.startswith(key):
-            lines[k] = new
-            break
-    else:
-        lines.append(new)
-    return b"\r\n".join(lines) + b"\r\n\r\n"
-
-
 def start(server, c, subject: bytes, hdr: bytes, size: int):
     """The trace of a client's message; None when it is not traced; False when it must be
     dropped (traced only but not traceable; its destination denied to the publisher); or the
@@ -131,7 +119,7 @@ def start(server, c, subject: bytes, hdr: bytes, size: int):
         if not dest:
             return None
         if not _sampled(account.trace_sampling):
-            return with_header(hdr, TRACE_DEST, TRACE_DISABLED)
+            return put_last(hdr, TRACE_DEST, TRACE_DISABLED)
     else:
         dest = headers[TRACE_DEST][0]
     if not is_valid_literal_subject(dest):
@@ -195,6 +183,18 @@ class MessageTrace:
 
     def not_delivered(self, c, sub, why):
         self._egress(c, sub, NOT_DELIVERED[why])
+
+    def internal_delivery(self, sub, subject: bytes, hdr):
+        """What an internal subscription (not an import) gets of the message: a stream
+        (its `js` event) the message with the trace marked done, so what it stores does not
+        trace again; traced only, nothing (False)."""
+        stream = sub.data if getattr(sub.data, "is_stream", False) else None
+        if stream is not None:
+            self.events.append({"type": "js", "ts": _now(), "stream": stream.name,
+                                "subject": subject.decode("utf-8", "surrogateescape")})
+        if self.only:
+            return False
+        return set_header(hdr, TRACE_DEST, TRACE_DISABLED) if stream is not None else hdr
 
     def crosses_link(self, c) -> bool:
         """May the message go on over this route or leaf link? natsd's links carry no trace:
@@ -286,4 +286,4 @@ def through_import(allowed: bool, hdr, record):
     if trace.only:
         return False, hdr
     set_trace(None)
-    return True, with_header(hdr, TRACE_DEST, TRACE_DISABLED)
+    return True, put_last(hdr, TRACE_DEST, TRACE_DISABLED)

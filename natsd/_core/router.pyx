@@ -111,13 +111,19 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
     subject its receivers see (a JetStream delivery: the subject it was stored under)."""
     cdef Connection c
     cdef bytes isubj, ireply
+    cdef object ihdr
     if sub.closed:
         return 0
     if sub.handler is not None:
         if pub is not None and sub.conn is pub and not pub.echo:
             return 0
-        if cur_trace is not None and not sub.forwarder and cur_trace.only:
-            return 1                    # traced only: no internal service sees it
+        ihdr = PyBytes_FromStringAndSize(msg, hlen) if hlen else None
+        if cur_trace is not None and not sub.forwarder:
+            # the trace decides what an internal service gets (a stream: the message marked
+            # as traced already; traced only: nothing)
+            ihdr = cur_trace.internal_delivery(sub, PyBytes_FromStringAndSize(subj, slen), ihdr)
+            if ihdr is False:
+                return 1
         if dsubj == NULL:
             isubj = PyBytes_FromStringAndSize(subj, slen)
             ireply = PyBytes_FromStringAndSize(reply, rlen) if rlen else None
@@ -132,9 +138,7 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
         if sub.batched:
             # one handler call per loop iteration; the sub itself marks the batch's place in
             # internal_queue (at its first message), so order against other internal work holds
-            item = (isubj, ireply,
-                    PyBytes_FromStringAndSize(msg, hlen) if hlen else None,
-                    PyBytes_FromStringAndSize(msg + hlen, tlen - hlen), pub)
+            item = (isubj, ireply, ihdr, PyBytes_FromStringAndSize(msg + hlen, tlen - hlen), pub)
             if sub.batch is None:
                 sub.batch = [item]
                 internal_queue.append(sub)
@@ -144,8 +148,7 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
             totals.out_bytes += tlen
             return _after_delivery(sub)
         # an import carries the trace on to its republish
-        internal_queue.append((sub, isubj, ireply,
-                               PyBytes_FromStringAndSize(msg, hlen) if hlen else None,
+        internal_queue.append((sub, isubj, ireply, ihdr,
                                PyBytes_FromStringAndSize(msg + hlen, tlen - hlen), pub,
                                cur_trace.carried() if cur_trace is not None and sub.forwarder else None))
         totals.out_msgs += 1

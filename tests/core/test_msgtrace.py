@@ -314,3 +314,22 @@ def test_an_account_jwt_trace_claim(any_server, tmp_path):
         (event,) = _events_of(c)
         assert event["events"] == [{"type": "in", "kind": 0, "name": "jwt-user", "acc": acc.public,
                                     "subj": "somewhere"}]
+
+
+def test_a_stream_takes_a_traced_message_marked_done(any_server, tmp_path):
+    """A stream that takes the message is a `js` event, and what it stores says the trace is
+    done (`Nats-Trace-Dest: trace disabled`), so a consumer's delivery is not traced again; a
+    trace-only message is not stored."""
+    srv = any_server("-js", "-sd", str(tmp_path / "js"))
+    with _client(srv.port, "pubber") as pub:
+        created = pub.request(b"$JS.API.STREAM.CREATE.S", b'{"name":"S","subjects":["js.>"]}')
+        assert b'"error"' not in created, created
+        pub.send(b"SUB tr 7\r\n")           # (sid 1 is the requests' replies)
+        _hpub(pub, b"js.1", _hdr(("Nats-Trace-Dest", "tr")))
+        assert _events_of(pub)[0]["events"][1:] == [{"type": "js", "stream": "S", "subject": "js.1"}]
+        _hpub(pub, b"js.2", _hdr(("Nats-Trace-Dest", "tr"), ("Nats-Trace-Only", "true")))
+        assert _events_of(pub)[0]["events"][1:] == [{"type": "js", "stream": "S", "subject": "js.2"}]
+        info = json.loads(pub.request(b"$JS.API.STREAM.INFO.S", b"").split(b"\r\n\r\n")[-1])
+        assert info["state"]["messages"] == 1
+        stored = json.loads(pub.request(b"$JS.API.STREAM.MSG.GET.S", b'{"seq":1}').split(b"\r\n\r\n")[-1])
+        assert base64.b64decode(stored["message"]["hdrs"]) == _hdr(("Nats-Trace-Dest", "trace disabled"))

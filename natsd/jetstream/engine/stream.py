@@ -74,6 +74,8 @@ def _is_marker(hdr):
 
 
 class Stream:
+    is_stream = True                    # what a message trace reports as its `js` event
+
     def __init__(self, jsa, config, created_ns, store, directory=None):
         self.jsa = self.account = jsa
         self.engine = jsa.engine
