@@ -51,7 +51,10 @@ class MonitorServer:
         """Route one request target to (status, body bytes, content type)."""
         parts = urlsplit(target)
         path = parts.path
-        if self.base and path.startswith(self.base):
+        if self.base:
+            # under http_base_path only: the endpoints are not served at their plain paths
+            if path != self.base and not path.startswith(self.base + "/"):
+                return 404, b"404 page not found\n", "text/plain; charset=utf-8"
             path = path[len(self.base):] or "/"
         if len(path) > 1:
             path = path.rstrip("/")

@@ -380,6 +380,17 @@ EVIDENCE: dict[str, str] = {
     "websocket|ws": "tests/core/test_websocket.py::test_nats_py_over_ws",
     "write_deadline": "tests/core/test_write_timeout.py::test_a_client_that_reads_nothing_is_closed_at_the_deadline",
     "write_timeout": "tests/core/test_write_timeout.py::test_a_slow_reader_stays_only_with_retry",
+    # -- tests/conf/test_key_effects.py
+    "server_metadata": "tests/conf/test_key_effects.py::test_server_metadata_under_http_base_path",
+    "http_base_path": "tests/conf/test_key_effects.py::test_server_metadata_under_http_base_path",
+    "no_system_account|no_system|no_sys_acc": "tests/conf/test_key_effects.py::test_no_system_account",
+    "pidfile|pid_file": "tests/conf/test_key_effects.py::test_pidfile_in_the_config",
+    "accounts.*.default_permissions": "tests/conf/test_key_effects.py::test_account_default_permissions",
+    "authorization.user|username": "tests/conf/test_key_effects.py::test_user_password_and_token_in_the_file",
+    "authorization.password|pass": "tests/conf/test_key_effects.py::test_user_password_and_token_in_the_file",
+    "authorization.token": "tests/conf/test_key_effects.py::test_user_password_and_token_in_the_file",
+    "store_dir|storedir": "tests/conf/test_key_effects.py::test_top_level_store_dir",
+    "leafnodes.remotes[].disabled": "tests/conf/test_key_effects.py::test_a_disabled_leaf_remote_is_not_dialled",
     # -- accounts
     "accounts.*.users": _LIMITS,
     "accounts.*.users[].user|username": _LIMITS,
@@ -548,18 +559,12 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "feature_flags": "the block itself; a flag other than nats-server 2.15's default is refused",
     "host|net": _HARNESS + "; -a itself is tested (test_ipv6_loopback)",
     "port": _HARNESS + "; test_listener_lines_are_nats_servers masks port numbers",
-    "http_base_path": "only its reload refusal is tested; no test serves monitoring under the path",
     "https": "parsed; only https_port is tested",
     "lame_duck_duration": "tests set 30s, but nothing they check tells it from the 2m default",
-    "no_system_account|no_system|no_sys_acc": _PARSED,
-    "pidfile|pid_file": "effect shown only for the -P flag (test_lifecycle::test_pid_file)",
     "prof_port": "effect shown only for the --profile flag (tests/monitor/test_profiling.py)",
-    "server_metadata": _PARSED,
-    "store_dir|storedir": "only `jetstream { store_dir }` is tested, not the top-level form",
     "syslog": "effect shown only for the -s flag (test_local_syslog_missing_is_fatal)",
     # -- accounts
     "accounts.*.nkey": _PARSED,
-    "accounts.*.default_permissions": _PARSED,
     "accounts.*.users[].nkey": "tested only with a nats-server hub (test_nkey_seed_remote)",
     "accounts.*.users[].allowed_connection_types|connection_types|clients":
         "tested in-process only (test_authenticator::test_allowed_connection_types), not from a config",
@@ -569,9 +574,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "memory_max_stream_bytes|disk_max_stream_bytes|store_max_stream_bytes|max_ack_pending":
         "account JetStream limits: parsed, no config test of any of them",
     # -- authorization
-    "authorization.user|username": "effect shown only for the --user flag (test_auth_e2e::test_user_pass_flags)",
-    "authorization.password|pass": "effect shown only for the --pass flag (test_auth_e2e::test_user_pass_flags)",
-    "authorization.token": "effect shown only for the --auth flag (test_auth_e2e::test_token_flag)",
     "authorization.timeout": "tests set 0.5s/1s, but none checks how long it takes (the 2s default passes them)",
     "authorization.default_permissions|default_permission|permissions":
         "tested only against nats-server (test_reference_texts::test_default_permissions_scope)",
@@ -617,7 +619,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "leafnodes.authorization.users[].password|pass": _PARSED,
     "leafnodes.authorization.users[].account": _PARSED,
     "leafnodes.remotes[].hub": _PARSED,
-    "leafnodes.remotes[].disabled": _PARSED,
     "leafnodes.remotes[].no_randomize|dont_randomize": _PARSED,
     "leafnodes.remotes[].request_isolation": "stored in the remote's extra and read by natsd, no test",
     "leafnodes.remotes[].ws_compression|ws_compress|websocket_compression|websocket_compress":
