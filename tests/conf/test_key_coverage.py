@@ -391,6 +391,10 @@ EVIDENCE: dict[str, str] = {
     "authorization.token": "tests/conf/test_key_effects.py::test_user_password_and_token_in_the_file",
     "store_dir|storedir": "tests/conf/test_key_effects.py::test_top_level_store_dir",
     "leafnodes.remotes[].disabled": "tests/conf/test_key_effects.py::test_a_disabled_leaf_remote_is_not_dialled",
+    "tls.min_version": "tests/core/test_tls.py::test_min_version",
+    "websocket.same_origin": "tests/core/test_websocket.py::test_same_origin_and_custom_headers",
+    "websocket.headers": "tests/core/test_websocket.py::test_same_origin_and_custom_headers",
+    "websocket.compress": "tests/core/test_websocket.py::test_compress_is_compression",
     # -- accounts
     "accounts.*.users": _LIMITS,
     "accounts.*.users[].user|username": _LIMITS,
@@ -526,6 +530,7 @@ EVIDENCE: dict[str, str] = {
     "websocket.no_tls": "tests/core/test_websocket.py::test_nats_py_over_ws",
     "websocket.tls": "tests/core/test_websocket.py::test_nats_py_over_wss",
     "websocket.allowed_origins": "tests/core/test_websocket.py::test_refused_upgrades",
+    "websocket.origins": "tests/core/test_websocket.py::test_same_origin_and_custom_headers",
     "websocket.compression": "tests/core/test_websocket.py::test_compression_both_ways",
     "websocket.authorization": _WS_AUTH,
     "websocket.user_cookie": _WS_AUTH,
@@ -636,7 +641,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
                    "meets; /varz reports it (test_tls_and_auth_figures_in_varz)",
     "tls.first": "read by natsd/net/tls.py as handshake_first, no test uses this name",
     "tls.immediate": "read by natsd/net/tls.py as handshake_first, no test uses this name",
-    "tls.min_version": "read by natsd/net/tls.py, no test",
     "tls.cipher_suites": "read by natsd/net/tls.py, no test",
     "tls.curve_preferences": "read by natsd/net/tls.py, no test",
     "tls.cert_match_by": "only with cert_store (Windows), refused here as by nats-server: no effect on either",
@@ -646,14 +650,10 @@ NO_EVIDENCE_YET: dict[str, str] = {
     # -- websocket
     "websocket.host|net": _PARSED,
     "websocket.advertise": _PARSED,
-    "websocket.same_origin": _PARSED,
-    "websocket.allowed_origin|allow_origins|allow_origin|origins|origin":
-        "read by natsd/net/websocket.py as allowed_origins; no test uses these names",
-    "websocket.compress": "read by natsd/net/websocket.py as compression; no test uses this name",
+    "websocket.allowed_origin|allow_origins|allow_origin|origin": "read by natsd/net/websocket.py as allowed_origins; no test uses these names (`origins` has one)",
     "websocket.authentication": "read by natsd/net/websocket.py as authorization; no test uses this name",
     "websocket.handshake_timeout": "test_handshake_timeout sets 500ms but accepts anything under 3s, "
                                    "which the 2s default meets",
-    "websocket.headers": _PARSED,
     "websocket.jwt_cookie": _PARSED,
     "websocket.token_cookie": _PARSED,
     "websocket.no_auth_user": _PARSED,

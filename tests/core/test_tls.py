@@ -277,3 +277,15 @@ def test_connection_rate_limit(any_server, tmp_path, pki):
     # which two are served is nats-server's goroutines' race; that two are is the rule
     assert sorted(answers) == [b"", b""] + [throttled] * 4, answers
     srv.wait_log(r"\[WRN\] Rejected 4 connections due to TLS rate limiting")
+
+
+def test_min_version(any_server, tmp_path, pki):
+    """`min_version: "1.3"`: a client that stops at TLS 1.2 does not get in; one with 1.3 does."""
+    srv = start(any_server, tmp_path, tls_block(pki, 'min_version: "1.3"'))
+    old = client_ctx(pki)
+    old.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        tls_raw(srv.port, old)
+    s, _ = tls_raw(srv.port, client_ctx(pki))
+    assert s.version() == "TLSv1.3"
+    s.close()

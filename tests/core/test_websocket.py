@@ -201,3 +201,30 @@ def test_handshake_timeout(any_server, tmp_path):
     assert __import__("time").monotonic() - t0 < 3
     print(srv.argv[0], got)
     s.close()
+
+
+def _upgrade_status(srv, *extra):
+    c = WsClient(srv.ws_port, extra=extra)
+    try:
+        return c.status, c.head
+    finally:
+        c.close()
+
+
+def test_same_origin_and_custom_headers(any_server, tmp_path):
+    """`same_origin`: an Origin must name the host the client reached; `headers`: sent with the
+    101 answer. (`origins` is one of allowed_origins' names.)"""
+    srv = ws_server(any_server, tmp_path, 'no_tls: true\n  same_origin: true\n  headers { X-Team: "blue" }')
+    status, head = _upgrade_status(srv, "Origin: http://127.0.0.1:%d" % srv.ws_port)
+    assert status == 101 and b"\r\nX-Team: blue" in head
+    assert _upgrade_status(srv, "Origin: http://elsewhere.example.com")[0] == 403
+    srv.kill()
+    srv = ws_server(any_server, tmp_path, 'no_tls: true\n  origins: ["http://good.example.com"]')
+    assert _upgrade_status(srv, "Origin: http://good.example.com")[0] == 101
+    assert _upgrade_status(srv, "Origin: http://evil.example.com")[0] == 403
+
+
+def test_compress_is_compression(any_server, tmp_path):
+    srv = ws_server(any_server, tmp_path, "no_tls: true\n  compress: true")
+    status, head = _upgrade_status(srv, "Sec-WebSocket-Extensions: permessage-deflate")
+    assert status == 101 and b"permessage-deflate" in head
