@@ -12,9 +12,11 @@ clients, streams and other internal services do not see it.
 
 The router (natsd/_core/router.pyx) reports each delivery decision through the calls below
 (`delivered`, `not_delivered`, `internal_delivery`, `crosses_link`); imports carry the trace to their republish
-(`carried`, `arrived`). natsd's routes and leaf links do not carry traces on (natsd speaks
-protocol 1 on them, as a server without tracing does): their egress says so, and a trace-only
-message does not cross them. A trace from a route or leaf peer's client is not started here.
+(`carried`, `arrived`). Over routes and leaf links the trace goes on as in nats-server: a peer
+that speaks protocol 3 gets the message with its hop (`Nats-Trace-Hop`: 1, 2, ... here; 1.1,
+1.2, ... one hop on) and sends its own event; a message that arrives with one is traced here
+as that hop. A peer on an older protocol gets no trace-only message, and the egress says no
+event comes back from it (its hop is counted all the same, as nats-server counts it).
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ log = logging.getLogger("natsd")
 TRACE_DEST = "Nats-Trace-Dest"
 TRACE_ONLY = "Nats-Trace-Only"
 TRACE_ORIGIN_ACCOUNT = "Nats-Trace-Origin-Account"
+TRACE_HOP = "Nats-Trace-Hop"            # which hop of the trace a message that crossed a link is
+MSG_TRACE_PROTO = 3                     # a peer's proto from which it traces what it gets
 TRACE_DISABLED = "trace disabled"      # not a valid subject: what a stopped trace's header says
 
 # nats-server's connection kinds as the events number them
@@ -106,13 +110,18 @@ def start(server, c, subject: bytes, hdr: bytes, size: int):
     if parsed is None:
         return None
     headers, external = parsed
+    link = c.kind != KIND_CLIENT
+    if external and link:
+        return None                     # `traceparent` is taken up where the client published
     only = not external and headers.get(TRACE_ONLY, [""])[0].lower() in ("1", "true", "on")
     proto = c.handler
     if TRACE_ORIGIN_ACCOUNT in headers:
         log.error("%sMessage tracing disabled because of header %s with value=%s", proto._prefix(c),
                   go_quote(TRACE_ORIGIN_ACCOUNT), go_quote(headers[TRACE_ORIGIN_ACCOUNT][0]))
         return False if only else None
-    account = c.state.account
+    account = server.accounts.get(c.sublist.account.decode()) if c.kind == KIND_ROUTE else c.state.account
+    if account is None:
+        return False if only else None
     if external:
         # `traceparent`: the account's `msg_trace` says where, and how often
         dest = account.trace_dest
@@ -126,15 +135,16 @@ def start(server, c, subject: bytes, hdr: bytes, size: int):
         log.error("%sDestination %s is not valid, won't be able to trace events",
                   proto._prefix(c), go_quote(dest))
         return False if only else None
-    if not _may_publish(server, c, dest):
+    if not link and not _may_publish(server, c, dest):
         return False
     ingress = {"type": "in", "ts": _now(), "kind": _GO_KIND[c.kind], "cid": c.cid}
-    name = c.state.name
+    name = proto.peer_name(c)
     if name:
         ingress["name"] = name
     ingress.update({"acc": account.name, "subj": subject.decode("utf-8", "surrogateescape")})
+    hop = headers.get(TRACE_HOP, [""])[0] if link else ""
     return MessageTrace(server, account, dest, only, headers, size, ingress,
-                        accept_encoding(hdr))
+                        accept_encoding(hdr), hop)
 
 
 def _sampled(sampling: int) -> bool:
@@ -161,7 +171,7 @@ def _now():
 class MessageTrace:
     """One traced message: its events so far, and whether it goes anywhere (`only`)."""
 
-    def __init__(self, server, account, dest, only, headers, size, ingress, encoding):
+    def __init__(self, server, account, dest, only, headers, size, ingress, encoding, hop=""):
         self.server = server
         self.account = account
         self.dest = dest
@@ -171,6 +181,8 @@ class MessageTrace:
         if size:
             self.request["msgsize"] = size
         self.events = [ingress]
+        self.hop = hop                  # this server's place in the trace ("" where it began)
+        self.hops = 0                   # links it went on over, traced
         self._sub_view = None           # a stream import's view of its importer's subscriptions
         self._waiting = 0               # import deliveries still to run with this trace
         self._routed = False
@@ -196,15 +208,22 @@ class MessageTrace:
             return False
         return set_header(hdr, TRACE_DEST, TRACE_DISABLED) if stream is not None else hdr
 
-    def crosses_link(self, c) -> bool:
-        """May the message go on over this route or leaf link? natsd's links carry no trace:
-        a trace-only message stays here, any other goes with a note that no event comes back
-        from there."""
-        if self.only:
-            self._egress(c, None, ONLY_NO_SUPPORT)
+    def crosses_link(self, c, hdr: bytes):
+        """How the message goes on over this route or leaf link: as the next hop, numbered
+        in its header (`Nats-Trace-Hop`: the bytes of the new header block). A peer that
+        traces (protocol 3) sends its own event for that hop, and decides itself what it
+        delivers of a trace-only message; to one that does not, a trace-only message does not
+        go at all (False) and any other goes with a note that no event comes back."""
+        self.hops += 1
+        hop = "%s.%d" % (self.hop, self.hops) if self.hop else str(self.hops)
+        if getattr(c.state, "peer_proto", 0) >= MSG_TRACE_PROTO:
+            self._egress(c, None, "", hop)
+        elif self.only:
+            self._egress(c, None, ONLY_NO_SUPPORT, hop)
             return False
-        self._egress(c, None, NO_SUPPORT)
-        return True
+        else:
+            self._egress(c, None, NO_SUPPORT, hop)
+        return put_last(hdr, TRACE_HOP, hop)
 
     def carried(self):
         """An import took the message; it republishes it later, traced."""
@@ -240,11 +259,13 @@ class MessageTrace:
 
     # ---- the event ----
 
-    def _egress(self, c, sub, error):
+    def _egress(self, c, sub, error, hop=""):
         e = {"type": "eg", "ts": _now(), "kind": _GO_KIND[c.kind], "cid": c.cid}
         name = c.handler.peer_name(c)
         if name:
             e["name"] = name
+        if hop:
+            e["hop"] = hop
         if c.kind in (KIND_CLIENT, KIND_LEAF):
             acc = getattr(c.state, "account", None)
             if acc is not None and acc.name != self.events[0]["acc"]:
@@ -266,8 +287,11 @@ class MessageTrace:
         system = self.server.system
         if system is None:
             return                      # no system account: nats-server sends no event either
-        body = go_json({"server": system.server_info(), "request": self.request,
-                        "events": self.events})
+        event = {"server": system.server_info(), "request": self.request}
+        if self.hops:
+            event["hops"] = self.hops
+        event["events"] = self.events
+        body = go_json(event)
         hdr, body = encoded(self.encoding, body)
         publish(self.account.sublist, self.dest.encode(), None, hdr, body)
 

@@ -458,3 +458,8 @@ def traced_payload(opts, payload, hsize=0):
     if 0 < limit < len(payload):
         return '"%s..."' % go_quote(payload[:limit])[1:-1]
     return go_quote(payload)
+
+
+def proto_number(v) -> int:
+    """A peer's INFO `proto` or CONNECT `protocol`: 0 when absent or not a whole number."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0

@@ -599,21 +599,50 @@ cdef Py_ssize_t remote_msg(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, 
         c.sublist = <Sublist>sl
     if c.pub_allowed is not None and not _pub_allowed(c, ra.subj, ra.slen):
         return need                             # denied import (deny_imports, JetStream domains)
+    if hsize > 0 and has_header_key(buf + pstart, hsize, "Nats-Trace-Dest", False):
+        route_link_traced(c, ra, buf + pstart, hsize, size, queues)
+    else:
+        route_link_msg(c, ra, buf + pstart, hsize, size, queues)
+    return need
+
+
+cdef int route_link_traced(Connection c, RemoteArgs* ra, const char* msg, Py_ssize_t hsize,
+                           Py_ssize_t size, list queues) except -1:
+    """A link message with a trace header: traced here as the hop it is (publish_traced's
+    way)."""
+    trace = c.handler.message_trace(c, to_bytes(ra.subj, ra.slen), to_bytes(msg, hsize), size)
+    if trace is False:
+        return 0
+    if trace is None:
+        return route_link_msg(c, ra, msg, hsize, size, queues)
+    trace_with(trace)
+    try:
+        route_link_msg(c, ra, msg, hsize, size, queues)
+    finally:
+        trace_with(None)
+        trace.routed()
+    return 0
+
+
+cdef int route_link_msg(Connection c, RemoteArgs* ra, const char* msg, Py_ssize_t hsize,
+                        Py_ssize_t size, list queues) except -1:
+    """Deliver a link message: through the account's mappings (Python) or the router."""
+    cdef SublistResult res
     if c.has_mappings:
         # the handler maps the subject and applies the queue filter itself
         c.handler.remote_message(c, to_bytes(ra.subj, ra.slen),
                                  to_bytes(ra.reply, ra.rlen) if ra.rlen else None,
-                                 to_bytes(buf + pstart, hsize) if hsize else None,
-                                 to_bytes(buf + pstart + hsize, size - hsize), queues)
-    else:
-        res = c.lookup(ra.subj, ra.slen)
-        if res.total:
-            # no queue names: the sender already served queue groups itself (nats-server
-            # delivers such a message to plain subscribers only)
-            route_from_link(c, res, ra.subj, ra.slen, ra.reply, ra.rlen, buf + pstart, hsize,
-                            size, queues if queues is not None else NO_QUEUES,
-                            to_bytes(ra.origin, ra.olen) if ra.olen else None)
-    return need
+                                 to_bytes(msg, hsize) if hsize else None,
+                                 to_bytes(msg + hsize, size - hsize), queues)
+        return 0
+    res = c.lookup(ra.subj, ra.slen)
+    if res.total:
+        # no queue names: the sender already served queue groups itself (nats-server
+        # delivers such a message to plain subscribers only)
+        route_from_link(c, res, ra.subj, ra.slen, ra.reply, ra.rlen, msg, hsize,
+                        size, queues if queues is not None else NO_QUEUES,
+                        to_bytes(ra.origin, ra.olen) if ra.olen else None)
+    return 0
 
 
 cdef bint _pub_allowed(Connection c, const char* s, Py_ssize_t n) except -1:

@@ -397,9 +397,19 @@ cdef int flush_remote(bytes acc, Connection pub, const char* subj, Py_ssize_t sl
     remote_targets = []
     if pub is not None and pub.kind == KIND_LEAF:
         origin = pub.origin
+    cdef object onward
+    cdef bytes relabeled
     for c in targets:
-        if cur_trace is not None and not cur_trace.crosses_link(c):
-            c.route_queues = None       # traced only, and the link would deliver it
+        if cur_trace is not None:
+            # a traced message: as the trace says (not at all, or as its next hop)
+            onward = cur_trace.crosses_link(c, PyBytes_FromStringAndSize(msg, hlen))
+            if onward is False:
+                c.route_queues = None
+                continue
+            relabeled = <bytes>onward + PyBytes_FromStringAndSize(msg + hlen, tlen - hlen)
+            frame_remote(c, acc, origin, subj, slen, dsubj, dlen, reply, rlen,
+                         PyBytes_AS_STRING(relabeled), PyBytes_GET_SIZE(onward),
+                         PyBytes_GET_SIZE(relabeled))
             continue
         frame_remote(c, acc, origin, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
     return 0

@@ -13,7 +13,8 @@ import time
 from natsd._core.sublist import Subscription
 from natsd.net.compression import NOT_SUPPORTED, OFF, CompressionError, codec, compresses
 from natsd.gofmt import go_quote
-from natsd.protocol import ProtocolHandler, info_line
+from natsd import msgtrace
+from natsd.protocol import ProtocolHandler, info_line, proto_number
 
 log = logging.getLogger("natsd")
 
@@ -173,6 +174,7 @@ class RouteProtocol(ProtocolHandler):
         st.remote_id = rid
         st.remote_name = str(info.get("server_name") or "")
         st.name = st.remote_name
+        st.peer_proto = proto_number(info.get("proto"))
         st.version = str(info.get("version") or "")
         c.lnoc = bool(info.get("lnoc"))
         st.lnocu = bool(info.get("lnocu"))
@@ -396,6 +398,9 @@ class RouteProtocol(ProtocolHandler):
 
     def reserved_reply(self, c, reply):
         pass
+
+    def message_trace(self, c, subject, hdr, size):
+        return msgtrace.start(self.server, c, subject, hdr, size)
 
     def publish_mapped(self, c, subject, reply, hdr, payload):
         pass

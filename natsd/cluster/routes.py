@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, unquote
 
 import psutil
 
-from natsd import VERSION, PROTO
+from natsd import VERSION, SERVER_PROTO
 from natsd._core.conn import Connection
 from natsd._core.sublist import Sublist
 from natsd.client import ClientState
@@ -54,7 +54,7 @@ class RouteState(ClientState):
                  "route_account", "no_pool", "gossip_mode", "info_received", "connect_received",
                  "connect_urls", "ws_connect_urls", "leafnode_url", "compression", "retry",
                  "start_new_route", "lnocu", "jetstream", "no_reconnect", "registered",
-                 "remote_domain", "comp_negotiated")
+                 "remote_domain", "comp_negotiated", "peer_proto")
 
     def __init__(self, host, port, url=None, route_type=IMPLICIT, account=None, gossip_mode=0):
         super().__init__(host, port)
@@ -64,6 +64,7 @@ class RouteState(ClientState):
         self.url = url                      # RouteUrl we dialed (or learned)
         self.remote_id = ""
         self.remote_name = ""
+        self.peer_proto = 0                 # the peer's INFO proto (3: it traces messages)
         self.pool_idx = -1
         self.route_account = account or ""  # pinned account ("" for pooled routes)
         self.no_pool = False
@@ -231,7 +232,7 @@ class Routes:
         mode it announces (our configured one by default)."""
         s = self.server
         co = self.opts
-        info = {"server_id": s.id, "server_name": s.name, "version": VERSION, "proto": PROTO,
+        info = {"server_id": s.id, "server_name": s.name, "version": VERSION, "proto": SERVER_PROTO,
                 "go": "python", "host": co.host or "0.0.0.0", "port": self.port,
                 "headers": not s.opts.no_header_support}
         if self.username:

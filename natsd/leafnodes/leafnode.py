@@ -26,7 +26,7 @@ import random
 import time
 from urllib.parse import urlsplit, unquote
 
-from natsd import VERSION, PROTO
+from natsd import VERSION, SERVER_PROTO
 from natsd._core.conn import Connection
 from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist, Subscription
@@ -43,9 +43,10 @@ from natsd.leafnodes.creds import CredsError, check_creds, expand_path, leaf_con
 from natsd.ids import random_token
 from natsd.output.logger import TRACE
 from natsd.leafnodes.linkperms import LinkPerms, internal_interest, internal_message, is_literal
+from natsd import msgtrace
 from natsd.auth.permissions import Permissions
 from natsd.protocol import (KIND_CLIENT, KIND_LEAF, KIND_ROUTE, ProtocolHandler, info_line,
-                            prepare_accepted, release_connection)
+                            prepare_accepted, proto_number, release_connection)
 from natsd._core.ws import WsCodec
 from natsd.net.tls import ServerTls, TlsSettings, cert_not_after, default_auth_timeout, pinning_refusal
 from natsd.subject import subject_is_subset
@@ -73,7 +74,8 @@ class LeafState(ClientState):
     __slots__ = ("remote", "remote_server", "remote_domain", "remote_cluster", "remote_account",
                  "is_spoke", "isolated", "compression", "comp_negotiated", "smap",
                  "info_received", "finished",
-                 "connect_timer", "leaf_url", "solicited", "hub_info", "ws_key", "told_urls")
+                 "connect_timer", "leaf_url", "solicited", "hub_info", "ws_key", "told_urls",
+                 "peer_proto")
 
     def __init__(self, host, port, remote=None):
         super().__init__(host, port)
@@ -81,6 +83,7 @@ class LeafState(ClientState):
         self.remote = remote            # RemoteLeaf for connections we solicited
         self.solicited = remote is not None
         self.remote_server = ""
+        self.peer_proto = 0             # the hub's INFO proto or the leaf's CONNECT protocol (3: traces)
         self.remote_domain = ""
         self.remote_cluster = ""
         self.remote_account = ""
@@ -398,7 +401,7 @@ class LeafNodes:
     def info_dict(self, ws=False):
         s = self.server
         sopts = s.opts
-        info = {"server_id": s.id, "server_name": s.name, "version": VERSION, "proto": PROTO,
+        info = {"server_id": s.id, "server_name": s.name, "version": VERSION, "proto": SERVER_PROTO,
                 "go": "python", "host": self.opts.host, "port": self.port,
                 "headers": not sopts.no_header_support, "auth_required": True}
         if self.tls is not None:
@@ -623,7 +626,7 @@ class LeafNodes:
         info["remote_account"] = acc.name
         if st.compression:
             info["compress_mode"] = st.compression
-        info["protocol"] = PROTO
+        info["protocol"] = SERVER_PROTO
         c.send_bytes(b"CONNECT " + go_json(info) + b"\r\n")
         return True
 
@@ -1003,6 +1006,7 @@ class LeafProtocol(ProtocolHandler):
         st.name = str(info.get("name") or "")
         st.version = str(info.get("version") or "")
         st.remote_server = st.name
+        st.peer_proto = proto_number(info.get("protocol"))
         st.remote_account = str(info.get("remote_account") or "")
         st.remote_cluster = cluster
         st.remote_domain = str(info.get("domain") or "")
@@ -1127,6 +1131,7 @@ class LeafProtocol(ProtocolHandler):
         c.headers = bool(info.get("headers")) and not self.server.opts.no_header_support
         st.remote_server = info.get("server_name") or info.get("server_id") or ""
         st.name = st.remote_server
+        st.peer_proto = proto_number(info.get("proto"))
         st.remote_domain = str(info.get("domain") or "")
         st.remote_cluster = str(info.get("cluster") or "")
         st.version = str(info.get("version") or "")
@@ -1320,6 +1325,9 @@ class LeafProtocol(ProtocolHandler):
 
     def reserved_reply(self, c, reply):
         pass
+
+    def message_trace(self, c, subject, hdr, size):
+        return msgtrace.start(self.server, c, subject, hdr, size)
 
     def publish_mapped(self, c, subject, reply, hdr, payload):
         self.remote_message(c, subject, reply, hdr, payload, None)
