@@ -2,8 +2,12 @@
 rewrites them: a value by name (sliceHeader), a value replaced where it is (setHeader), a line
 removed (removeHeaderIfPresent), a header the server puts on a message in flight, which
 replaces every line of that name and goes last (the client's setHeader), and the ClientInfo
-of a request's `Nats-Request-Info` (getRequestInfo)."""
+of a request's `Nats-Request-Info` (getRequestInfo); a block read as Go's http.Header, and an
+answer encoded as its request's `Accept-Encoding` asks (Snappy framed, gzip, or identity)."""
+import gzip
 import json
+
+from natsd._core.s2 import snappy_stream
 
 
 def slice_header(hdr, name):
@@ -66,3 +70,42 @@ def request_info(hdr):
     except ValueError:
         return None
     return ci if isinstance(ci, dict) else None
+
+
+def canonical_key(key: str) -> str:
+    """Go's textproto.CanonicalMIMEHeaderKey: `x-b3-traceid` -> `X-B3-Traceid`."""
+    return "-".join(part[:1].upper() + part[1:].lower() for part in key.split("-"))
+
+
+def mime_headers(hdr) -> dict[str, list[str]]:
+    """A NATS/1.0 header block as Go's http.Header: canonical keys, every value."""
+    out: dict[str, list[str]] = {}
+    for line in bytes(hdr or b"").split(b"\r\n")[1:]:
+        i = line.find(b":")
+        if i > 0:
+            key = canonical_key(line[:i].decode("utf-8", "replace").strip())
+            out.setdefault(key, []).append(line[i + 1:].strip().decode("utf-8", "replace"))
+    return out
+
+
+def accept_encoding(hdr):
+    """The encoding a request's headers ask for: "snappy", "gzip", "identity" or None."""
+    if not hdr:
+        return None
+    ae = (mime_headers(hdr).get("Accept-Encoding") or [""])[0].lower()
+    if not ae:
+        return None
+    if "snappy" in ae or "s2" in ae:
+        return "snappy"
+    return "gzip" if "gzip" in ae else "identity"
+
+
+def encoded(encoding, body):
+    """(headers, body) of an answer in `encoding` (accept_encoding's; None: as it is)."""
+    if encoding is None or not body:
+        return None, body
+    if encoding == "snappy":
+        body = snappy_stream(body)
+    elif encoding == "gzip":
+        body = gzip.compress(body, mtime=0)
+    return b"NATS/1.0\r\nContent-Encoding: %s\r\n\r\n" % encoding.encode(), body

@@ -24,12 +24,11 @@ import logging
 import random
 import time
 
-from natsd._core.router import current_trace, publish, set_trace
+from natsd._core.router import publish, set_trace
 from natsd.gofmt import go_json, go_quote, go_time
-from natsd.headers import put_last, set_header
+from natsd.headers import accept_encoding, encoded, put_last, set_header
 from natsd.protocol import KIND_CLIENT, KIND_LEAF, KIND_ROUTE
 from natsd.subject import is_valid_literal_subject
-from natsd.system.filters import accept_encoding, encoded
 
 log = logging.getLogger("natsd")
 
@@ -257,6 +256,18 @@ class MessageTrace:
     def service_import(self, exporter, frm: str, to: str):
         self.events.append({"type": "si", "ts": _now(), "acc": exporter.name, "from": frm, "to": to})
 
+    def through_import(self, allowed: bool, hdr):
+        """A message an import republishes (its event added already) -> (republish it?, the
+        headers to republish with). Where the export (service) or the import (stream) does
+        not allow tracing, a trace-only message stops there and any other goes on untraced,
+        its header saying so."""
+        if allowed:
+            return True, hdr
+        if self.only:
+            return False, hdr
+        set_trace(None)
+        return True, put_last(hdr, TRACE_DEST, TRACE_DISABLED)
+
     # ---- the event ----
 
     def _egress(self, c, sub, error, hop=""):
@@ -294,20 +305,3 @@ class MessageTrace:
         body = go_json(event)
         hdr, body = encoded(self.encoding, body)
         publish(self.account.sublist, self.dest.encode(), None, hdr, body)
-
-
-def through_import(allowed: bool, hdr, record):
-    """A message an import republishes: `record(trace)` adds the import's event to the trace
-    it carries, if any. -> (republish it?, the headers to republish with). Where the export
-    (service) or the import (stream) does not allow tracing, a trace-only message stops there
-    and any other goes on untraced, its header saying so."""
-    trace = current_trace()
-    if trace is None:
-        return True, hdr
-    record(trace)
-    if allowed:
-        return True, hdr
-    if trace.only:
-        return False, hdr
-    set_trace(None)
-    return True, put_last(hdr, TRACE_DEST, TRACE_DISABLED)

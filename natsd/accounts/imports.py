@@ -13,15 +13,13 @@ exporter's sublist on the imported subject, republishing into the importer, rena
 """
 import logging
 
-from natsd._core.router import publish, publish_delivery, publish_local, split_delivery
+from natsd._core.router import current_trace, publish, publish_delivery, publish_local, split_delivery
 from natsd._core.sublist import Subscription
 from natsd.ids import random_token
 from natsd.accounts.clientinfo import client_info, in_field_order
 from natsd.accounts.latency import LatencyReporter
 from natsd.gofmt import go_json
 from natsd.headers import put_last, request_info
-from natsd.msgtrace import through_import
-from natsd.protocol import KIND_ROUTE
 
 log = logging.getLogger("natsd")
 
@@ -157,10 +155,13 @@ class ServiceImport:
             if mapped is None:
                 return
             subject = mapped.encode()
-        go_on, hdr = through_import(self.allow_trace, hdr, lambda t: t.service_import(
-            self.exporter, requested.decode("utf-8", "surrogateescape"), subject.decode("utf-8", "surrogateescape")))
-        if not go_on:
-            return
+        trace = current_trace()
+        if trace is not None:
+            trace.service_import(self.exporter, requested.decode("utf-8", "surrogateescape"),
+                                 subject.decode("utf-8", "surrogateescape"))
+            go_on, hdr = trace.through_import(self.allow_trace, hdr)
+            if not go_on:
+                return
         hdr = self._with_requester(hdr, origin)
         reply, delivered_as = split_delivery(reply)
         tracked = self.latency.sample(origin, self.share, hdr) if self.latency is not None else None
@@ -193,7 +194,7 @@ class ServiceImport:
             if not ci:
                 return hdr
             ci["svc"] = self.importer.name
-        elif origin.kind == KIND_ROUTE:
+        elif origin.state.kind == "Router":
             return hdr
         else:
             ci = client_info(origin, server=self.server if self.share else None, detailed=self.share)
@@ -228,10 +229,13 @@ class StreamImport:
             if mapped is None:
                 return
             subject = mapped.encode()
-        go_on, hdr = through_import(self.allow_trace, hdr, lambda t: t.stream_export(
-            self.importer, subject.decode("utf-8", "surrogateescape"), self.exporter_view))
-        if not go_on:
-            return
+        trace = current_trace()
+        if trace is not None:
+            trace.stream_export(self.importer, subject.decode("utf-8", "surrogateescape"),
+                                self.exporter_view)
+            go_on, hdr = trace.through_import(self.allow_trace, hdr)
+            if not go_on:
+                return
         # the exporter's messages reach every server with this import (its interest travels
         # over routes), and each delivers them to its own subscribers
         publish_local(self.importer.sublist, subject, reply, hdr, payload)

@@ -19,6 +19,7 @@ import time
 from natsd._core.router import publish
 from natsd.accounts.clientinfo import client_info
 from natsd.gofmt import go_json, go_time
+from natsd.headers import mime_headers
 from natsd.ids import random_token
 
 METRIC_TYPE = "io.nats.server.metric.v1.service_latency"
@@ -27,22 +28,6 @@ UBER, TRACEPARENT, TRACESTATE, B3 = "Uber-Trace-Id", "Traceparent", "Tracestate"
 B3_SAMPLED, B3_TRACE_ID = "X-B3-Sampled", "X-B3-Traceid"
 B3_SPAN_IDS = ("X-B3-Parentspanid", "X-B3-Spanid")
 UBER_CONTEXT_PREFIX = "Uberctx-"
-
-
-def canonical_key(key: str) -> str:
-    """Go's textproto.CanonicalMIMEHeaderKey: `x-b3-traceid` -> `X-B3-Traceid`."""
-    return "-".join(part[:1].upper() + part[1:].lower() for part in key.split("-"))
-
-
-def mime_headers(hdr) -> dict[str, list[str]]:
-    """A NATS/1.0 header block as Go's http.Header: canonical keys, every value."""
-    out: dict[str, list[str]] = {}
-    for line in bytes(hdr or b"").split(b"\r\n")[1:]:
-        i = line.find(b":")
-        if i > 0:
-            key = canonical_key(line[:i].decode("utf-8", "replace").strip())
-            out.setdefault(key, []).append(line[i + 1:].strip().decode("utf-8", "replace"))
-    return out
 
 
 def should_sample(sampling: int, hdr) -> tuple[bool, dict | None]:

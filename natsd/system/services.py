@@ -18,14 +18,14 @@ from natsd._core.sublist import Subscription
 from natsd.gofmt import go_json, omitempty, rtt_nanos
 from natsd.ids import random_token
 from natsd.jetstream.engine import gojson
-from natsd.headers import request_info
+from natsd.headers import accept_encoding, encoded, request_info
 from natsd.monitor.profiling import Later
 from natsd.monitor.jsz import SkipResponse
 from natsd.monitor.params import OptionsError
 from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
 from natsd.output.logger import TRACE
 from natsd.protocol import traced_payload
-from natsd.system.filters import accept_encoding, encoded, filtered_out
+from natsd.system.filters import filtered_out
 from natsd.system.remote import RemoteServers
 
 log = logging.getLogger("natsd")
