@@ -183,7 +183,6 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
     cdef const char* nl
     cdef Args a
     cdef char op
-    cdef SublistResult res
     cdef const char* reply
     cdef Py_ssize_t rlen
     cdef bytes subj_b
@@ -572,7 +571,6 @@ cdef list remote_msg_args(Connection c, const char* p, Py_ssize_t n, int kind_of
 cdef Py_ssize_t remote_msg(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, Py_ssize_t lend,
                            RemoteArgs* ra, list queues) except? -1:
     """Route one link message whose arguments are in ra (its payload follows the line)."""
-    cdef SublistResult res
     cdef Py_ssize_t size = ra.size, hsize = ra.hsize
     cdef Py_ssize_t pstart = lend + 1
     cdef Py_ssize_t need = pstart + size + 2
