@@ -411,7 +411,10 @@ async function modern(nc) {
   (async () => {
     for await (const x of w) seen.push([x.key, x.operation, x.string()]);
   })();
-  out.kv_expired = await until(() => seen.length > 0 && seen, 6000);
+  // Only the marker is compared: whether an "updates" watch opened right after the create
+  // still sees that PUT is a race on an R3 bucket on nats-server too (seen once in CI).
+  const markers = () => seen.filter(([, op]) => op !== "PUT");
+  out.kv_expired = await until(() => markers().length > 0 && markers(), 6000);
   out.kv_after = (await b.get("brief"))?.operation ?? null;
   w.stop();
   await b.destroy();
