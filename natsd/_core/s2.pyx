@@ -211,3 +211,23 @@ def snappy_stream(bytes data):
     c.block = SNAPPY_BLOCK
     c.encode(<const char*>data, len(data), out)
     return out.data[:out.len]
+
+
+def encode_stream(bytes data, str level="fast"):
+    """`data` as one whole S2 stream (nats-server's compressed blocks and backup archives)."""
+    cdef S2Codec c = S2Codec(level)
+    cdef Bytes out = Bytes()
+    c.encode(<const char*>data, len(data), out)
+    return out.data[:out.len]
+
+
+def decode_stream(bytes data):
+    """The bytes of one whole S2 (or Snappy framed) stream; ValueError if it is corrupt or cut
+    short."""
+    cdef S2Codec c = S2Codec("fast")
+    cdef Bytes out = Bytes()
+    if c.decode(<const char*>data, len(data), out) < 0:
+        raise ValueError(c.error)
+    if c.pending is not None and c.pending.len:
+        raise ValueError("s2: stream cut short")
+    return out.data[:out.len]

@@ -23,7 +23,9 @@ from natsd.jetstream.engine.accountpurge import AccountPurge
 from natsd.jetstream.engine.store import open_store
 from natsd.jetstream.engine.stream import Stream
 from natsd.jetstream.engine.apilevel import API_LEVEL
-from natsd.jetstream.engine.streamconfig import config_json
+from natsd.jetstream.engine.streamconfig import config_json, check_config, decode_stream_config
+from natsd.jetstream.engine.snapshot import restore_image
+from natsd.jetstream.nsfs import convert as nsfs_convert
 
 log = logging.getLogger("natsd")
 
@@ -269,6 +271,8 @@ class JsAccount:
         log.info("  Recovering JetStream state for account \"%s\"", self.name)
         skey = self.engine.server_key
         for name in sorted(os.listdir(self.dir)):
+            if name.startswith(".") or nsfs_convert.is_nats_server_stream(os.path.join(self.dir, name)):
+                continue                # nats-server's, converted below
             path = os.path.join(self.dir, name, "meta.json")
             crypt = None
             try:
@@ -312,7 +316,23 @@ class JsAccount:
             log.info("  Restored %s messages for stream '%s > %s' in %s", "{:,}".format(n), self.name,
                      cfg["name"], "%.3fms" % ((time.monotonic() - t0) * 1000))
             self.engine.recover_consumers(st)
+        self._convert_nats_server_streams()
         log.info("  JetStream state for account \"%s\" recovered", self.name)
+
+    def _convert_nats_server_streams(self):
+        """Streams nats-server left here become natsd's (natsd/jetstream/nsfs/convert.py)."""
+        if not nsfs_convert.pending(self.dir):
+            return
+        if self.engine.meta is not None or self.engine.server_key is not None:
+            log.error("  nats-server streams in %s are not converted: natsd converts them on a "
+                      "server without clustering and without a JetStream key", self.dir)
+            return
+
+        def checked(doc):
+            req = decode_stream_config(json.dumps(doc).encode(), False)
+            req.pop("pedantic", None)
+            return check_config(req, False, lambda n: getattr(self.streams.get(n), "config", None), self)
+        nsfs_convert.convert_account(self, restore_image, checked)
 
     def account_info(self, totals=None):
         """`$JS.API.INFO`'s answer; `totals` (memory, storage, reserved_memory,

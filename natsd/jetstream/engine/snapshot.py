@@ -24,16 +24,10 @@ Restore: request `{"config","state"}` -> `stream_restore_response
   "restore failed: <err>". An existing stream name -> 400/10130; no chunk for 5 s -> the
   restore is abandoned ("stalled").
 
-Archive format (natsd's own; natsd -> natsd only): a POSIX tar, gzip (zlib) compressed
-(`.tar.gz`), members in this order:
-  `natsd-snapshot.json`  {"format": "natsd-stream-snapshot", "version": 1, "config": <API JSON>,
-                          "created": <ns>, "state": <StreamState JSON at snapshot time>,
-                          "first_seq": n, "last_seq": n, "last_ts": ns}
-  `msgs.bin`             the live messages in sequence order, each record little-endian:
-                          u64 seq, i64 ts(ns), u16 subject-len, i32 hdr-len (-1 = no headers),
-                          u32 msg-len, u32 crc32(subject+hdr+msg), subject, hdr, msg
-  `consumers/<name>.json` (unless no_consumers) {"name", "created_ns", "config": <ConsumerConfig
-                          JSON>, "state": <persist.py state.json>}
+Archive format: nats-server's (natsd/jetstream/nsfs/archive.py: an S2 stream of a tar of the
+stream directory in nats-server's file store format), so backups move between the two servers.
+Restore also takes the archives natsd wrote before (a gzip tar: `natsd-snapshot.json`, `msgs.bin`
+records `<QqHiII` seq, ts, subject/header/data lengths, crc32; `consumers/<name>.json`).
 Restoring replays the records with their original sequences and timestamps (gaps = deleted
 messages; trailing deletes/purges keep last_seq), then rebuilds dedup/TTL state and the
 consumers with their delivered/ack-floor/pending state.
@@ -54,6 +48,9 @@ from natsd.ids import random_token
 from natsd.jetstream.engine import advisories as A
 from natsd.jetstream.engine import errors as E
 from natsd.jetstream.engine.streamconfig import config_json, decode_stream_config, check_config
+from natsd.jetstream.nsfs import archive as nsfs_archive
+from natsd.jetstream.nsfs.codec import FormatError
+from natsd.jetstream.nsfs.image import StreamImage, image_of_store
 from natsd.subject import is_valid_subject, has_wildcard
 
 log = logging.getLogger("natsd")
@@ -83,68 +80,39 @@ def _rfc(ns):
 
 # ---------------------------------------------------------------- archive
 
-def _add_bytes(tar, name, data, mtime):
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    info.mtime = mtime
-    tar.addfile(info, io.BytesIO(data))
+def stream_image(st, include_consumers=True):
+    """Stream `st` now as a StreamImage (natsd/jetstream/nsfs/image.py): what a snapshot holds."""
+    from natsd.jetstream.engine import persist
+    from natsd.jetstream.engine import consumerconfig as cc
+    consumers = []
+    if include_consumers:
+        for c in sorted(st.consumers.values(), key=lambda c: c.name):
+            if not getattr(c, "internal", False):
+                consumers.append({"name": c.name, "created_ns": c.created, "config": cc.to_json(c.cfg),
+                                  "state": persist.state_of(c)})
+    return image_of_store(st.store, config_json(st.config), st.created, consumers)
 
 
 def write_archive(st, include_consumers=True, check=False):
-    """The archive of stream `st` now, as a rewound temporary file; and the state JSON."""
-    from natsd.jetstream.engine import persist
+    """The archive of stream `st` now, in nats-server's form (nsfs/archive.py), as a rewound
+    temporary file; and the state JSON."""
     state = st.state()
-    raw = st.store.state()
-    mtime = int(time.time())
-    msgs = tempfile.SpooledTemporaryFile(SPOOL_MAX)
-    last = raw["last_seq"]
-    n = 0
-    for sm in st.store.messages_from(raw["first_seq"] or 1):
-        if sm.seq > last:
-            break
-        rseq, subj, hdr, data, ts = sm.seq, sm.subject, sm.hdr, sm.msg, sm.ts
-        h = hdr if hdr is not None else b""
-        body = subj + h + data
-        msgs.write(REC.pack(rseq, ts, len(subj), -1 if hdr is None else len(hdr), len(data),
-                            zlib.crc32(body)))
-        msgs.write(body)
-        n += 1
-    if check and n != raw["messages"]:
-        msgs.close()
-        raise E.error("JSStreamSnapshotErrF", err="snapshot check failed: %d messages readable of %d"
-                                     % (n, raw["messages"]))
-    meta = {"format": FORMAT, "version": VERSION, "config": config_json(st.config),
-            "created": st.created, "state": state, "first_seq": raw["first_seq"],
-            "last_seq": last, "last_ts": raw["last_ts"]}
-    out = tempfile.SpooledTemporaryFile(SPOOL_MAX)
-    with tarfile.open(fileobj=out, mode="w:gz", compresslevel=1) as tar:
-        _add_bytes(tar, META, json.dumps(meta).encode(), mtime)
-        size = msgs.tell()
-        msgs.seek(0)
-        info = tarfile.TarInfo(MSGS)
-        info.size = size
-        info.mtime = mtime
-        tar.addfile(info, msgs)
-        msgs.close()
-        if include_consumers:
-            import natsd.jetstream.engine.consumerconfig as cc
-            for c in sorted(st.consumers.values(), key=lambda c: c.name):
-                if getattr(c, "internal", False):
-                    continue
-                doc = {"name": c.name, "created_ns": c.created, "config": cc.to_json(c.cfg),
-                       "state": persist.state_of(c)}
-                _add_bytes(tar, "consumers/%s.json" % c.name, json.dumps(doc).encode(), mtime)
-    out.seek(0)
-    return out, state
+    image = stream_image(st, include_consumers)
+    if check:
+        readable = sum(1 for _ in image.records())
+        if readable != st.store.state()["messages"]:
+            raise E.error("JSStreamSnapshotErrF", err="snapshot check failed: %d messages readable "
+                          "of %d" % (readable, st.store.state()["messages"]))
+    return nsfs_archive.write_archive(image), state
 
 
-def read_archive(fileobj):
-    """(meta dict, [consumer docs], iterator factory over (seq, ts, subj, hdr, msg)).
-    Raises ValueError for anything that is not a natsd snapshot."""
+def read_legacy_archive(fileobj):
+    """A StreamImage of an archive natsd wrote before it wrote nats-server's (a gzip tar of
+    natsd-snapshot.json, msgs.bin and consumers/*.json). Raises ValueError if it is not one."""
     try:
         tar = tarfile.open(fileobj=fileobj, mode="r:gz")
     except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
-        raise ValueError("not a natsd snapshot archive (%s)" % e)
+        raise ValueError("not a stream backup (%s)" % e)
     meta = None
     consumers = []
     msgs_member = None
@@ -156,7 +124,7 @@ def read_archive(fileobj):
         elif m.name.startswith("consumers/") and m.name.endswith(".json"):
             consumers.append(json.loads(tar.extractfile(m).read()))
     if not meta or meta.get("format") != FORMAT:
-        raise ValueError("not a natsd snapshot archive")
+        raise ValueError("not a stream backup")
     if meta.get("version", 0) > VERSION:
         raise ValueError("unsupported snapshot version %s" % meta.get("version"))
 
@@ -177,36 +145,50 @@ def read_archive(fileobj):
             subj = body[:slen]
             hdr = None if hlen < 0 else body[slen:slen + hlen]
             yield seq, ts, subj, hdr, body[slen + max(hlen, 0):]
-    return meta, consumers, records
+    return StreamImage(meta.get("config") or {}, meta.get("created") or 0, meta.get("first_seq", 0),
+                       int(meta.get("last_seq") or 0), int(meta.get("last_ts") or 0), records, consumers)
 
 
 def restore_into(jsa, cfg, fileobj):
-    """Create stream `cfg["name"]` from an archive; returns the Stream."""
-    meta, consumers, records = read_archive(fileobj)
-    created = meta.get("created") or time.time_ns()
-    st = jsa.add_stream(cfg, created)
+    """Create stream `cfg["name"]` from a backup archive (nats-server's, or natsd's older
+    form); returns the Stream."""
+    head = fileobj.read(len(nsfs_archive.S2_STREAM_ID))
+    fileobj.seek(0)
+    if nsfs_archive.is_archive(head):
+        try:
+            unpacked = nsfs_archive.UnpackedArchive(fileobj)
+        except (OSError, FormatError) as e:
+            raise ValueError(str(e))
+        with unpacked as image:
+            for w in image.warnings:
+                log.warning("Restore of stream '%s > %s': %s", jsa.name, cfg["name"], w)
+            return restore_image(jsa, cfg, image)
+    return restore_image(jsa, cfg, read_legacy_archive(fileobj))
+
+
+def restore_image(jsa, cfg, image):
+    """Create stream `cfg["name"]` with the messages, sequences and consumers of a StreamImage;
+    returns the Stream (nothing is left behind when it fails)."""
+    st = jsa.add_stream(cfg, image.created or time.time_ns())
     try:
         store = st.store
         last = 0
-        for seq, ts, subj, hdr, msg in records():
+        for seq, ts, subj, hdr, msg in image.records():
             store.store_raw(seq, ts, subj, hdr, msg)
             last = seq
-        want_last = int(meta.get("last_seq") or 0)
-        if want_last > last:
+        if image.last_seq > last:
             if store.state()["messages"]:
                 # trailing deleted sequences: occupy last_seq, then delete it
-                store.store_raw(want_last, int(meta.get("last_ts") or time.time_ns()), b"_", None, b"")
-                store.remove(want_last)
+                store.store_raw(image.last_seq, image.last_ts or time.time_ns(), b"_", None, b"")
+                store.remove(image.last_seq)
             else:
-                store.compact(want_last + 1)
-        elif not last and meta.get("first_seq", 0) > 1 and want_last == 0:
-            pass
+                store.compact(image.last_seq + 1)
         st.rebuild_dedup()
         st.rebuild_timers()
         st.enforce_limits()
         if st.file:
             store.sync()
-        restore_consumers(st, consumers)
+        restore_consumers(st, image.consumers)
     except Exception:
         jsa.delete_stream(st.name)
         raise

@@ -1,0 +1,227 @@
+"""A nats-server stream directory (`meta.inf`, `msgs/*.blk`, `msgs/index.db`, `obs/*`) as a
+`StreamImage` (image.py): its config, its first and last sequence, its live messages in order,
+and its consumers with their positions.
+
+Which messages are live follows nats-server's recovery: with an `index.db` that is still current
+(its checksum holds, its last block and that block's last checksum are the ones on disk) each
+block's first and last sequence and its deleted set come from it; otherwise the blocks alone
+decide (erased records and tombstoned sequences are gone). A record that fails its checks ends
+its block there, as nats-server truncates a torn write; the loss is reported in `warnings`.
+"""
+import json
+import os
+import struct
+
+from natsd._core.highway import highway64
+from natsd.jetstream.engine.consumerconfig import parse_time
+from natsd.jetstream.nsfs import codec as C
+from natsd.jetstream.nsfs.image import StreamImage
+
+INDEX_MAGIC = 11
+INDEX_VERSIONS = range(1, 5)
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _block_records(stream, index, path):
+    return C.records(C.decompress_block(_read(path)), C.block_key(stream, index))
+
+
+def read_meta(directory, consumer_of=None):
+    """(document, raw bytes) of `meta.inf`, its `meta.sum` checked; FormatError naming the
+    file when it is not nats-server's (or is encrypted: `meta.key` beside it)."""
+    meta = os.path.join(directory, "meta.inf")
+    if os.path.exists(os.path.join(directory, "meta.key")):
+        raise C.FormatError("%s: encrypted with a JetStream key (meta.key); natsd cannot read "
+                            "nats-server's encrypted stores" % meta)
+    raw = _read(meta)
+    try:
+        doc = json.loads(raw)
+    except ValueError as e:
+        raise C.FormatError("%s: not JSON (%s)" % (meta, e))
+    if not isinstance(doc, dict) or not (consumer_of or doc.get("name")):
+        raise C.FormatError("%s: no %s configuration" % (meta, "consumer" if consumer_of else "stream"))
+    stream = consumer_of or doc["name"]
+    key = C.meta_key(stream, doc.get("Name") if consumer_of else None)
+    try:
+        want = _read(os.path.join(directory, "meta.sum")).strip()
+    except FileNotFoundError:
+        want = None
+    if want is not None and want != C.meta_sum(key, raw):
+        raise C.FormatError("%s: does not match its meta.sum" % meta)
+    return doc, raw
+
+
+def _created(doc):
+    try:
+        return parse_time(doc.pop("Created"))
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
+def read_stream_dir(directory):
+    """The StreamImage of a nats-server stream directory; FormatError when it cannot be read."""
+    doc, _ = read_meta(directory)
+    created = _created(doc)
+    name = doc["name"]
+    warnings = []
+    mdir = os.path.join(directory, "msgs")
+    blocks = []
+    for entry in os.listdir(mdir) if os.path.isdir(mdir) else ():
+        if entry.endswith(".blk") and entry[:-4].isdigit():
+            blocks.append((int(entry[:-4]), os.path.join(mdir, entry)))
+        elif entry not in ("index.db", "thw.db", "sched.db", "sources.db") and not entry.endswith(".tmp"):
+            raise C.FormatError("%s: a file nats-server does not write in msgs/" % os.path.join(mdir, entry))
+    blocks.sort()
+    index = _read_index(name, mdir, blocks, warnings)
+
+    # One pass for what the blocks say about each other: tombstones, erased sequences, bounds.
+    tombstones = set()
+    bounds = {}                 # block index -> (first live-or-marker seq, last seq, last ts)
+    last_seq = last_ts = 0
+    for bi, path in blocks:
+        first = last = 0
+        for item in _block_records(name, bi, path):
+            if item[0] == "bad":
+                warnings.append("%s: %s at offset %d, the rest of the block is dropped"
+                                % (path, item[2], item[1]))
+                break
+            raw_seq, ts = item[0], item[1]
+            seq = raw_seq & C.SEQ_MASK
+            if raw_seq & C.TOMBSTONE_BIT:
+                tombstones.add(seq)
+                if seq > last_seq:
+                    last_seq, last_ts = seq, ts
+                continue
+            if seq >= last:
+                last = seq
+                if seq >= last_seq:
+                    last_seq, last_ts = seq, ts
+            if not first and not raw_seq & C.ERASED_BIT:
+                first = seq
+        bounds[bi] = (first, last)
+
+    if index is not None:
+        state, per_block = index
+        def live(bi, seq):
+            b = per_block.get(bi)
+            return b is not None and b[0] <= seq <= b[1] and seq not in b[2] and seq not in tombstones
+        first_seq, last_seq, last_ts = state
+    else:
+        def live(bi, seq):
+            return seq not in tombstones
+        first_seq = 0
+    def records():
+        for bi, path in blocks:
+            for item in _block_records(name, bi, path):
+                if item[0] == "bad":
+                    break
+                seq = item[0]
+                if seq & (C.ERASED_BIT | C.TOMBSTONE_BIT) == 0 and live(bi, seq):
+                    yield item
+
+    if not first_seq:
+        first_seq = next((r[0] for r in records()), last_seq + 1)
+    return StreamImage(doc, created, first_seq, last_seq, last_ts, records,
+                       read_consumers(directory, name, warnings), warnings, directory)
+
+
+def _read_index(name, mdir, blocks, warnings):
+    """((first_seq, last_seq, last_ts), {block: (first, last, deleted set)}) from index.db,
+    or None when there is none or it is not current (nats-server then rebuilds from blocks)."""
+    path = os.path.join(mdir, "index.db")
+    try:
+        buf = _read(path)
+    except FileNotFoundError:
+        return None
+    try:
+        if len(buf) < 32 or highway64(C.meta_key(name), buf[:-8]) != buf[-8:]:
+            raise C.FormatError("checksum does not match")
+        buf = buf[:-8]
+        if buf[0] != INDEX_MAGIC or buf[1] not in INDEX_VERSIONS:
+            raise C.FormatError("magic and version mismatch")
+        version = buf[1]
+        i = 2
+        vals = []
+        for reader in (C.uvarint, C.uvarint, C.uvarint, C.varint, C.uvarint, C.varint):
+            v, i = reader(buf, i)
+            vals.append(v)
+        _msgs, _bytes, first_seq, base_time, last_seq, last_time = vals
+        subjects, i = C.uvarint(buf, i)
+        for _ in range(subjects):
+            n, i = C.uvarint(buf, i)
+            i += n
+            total, i = C.uvarint(buf, i)
+            _, i = C.uvarint(buf, i)
+            if total > 1 or version >= 4:
+                _, i = C.uvarint(buf, i)
+        nblocks, i = C.uvarint(buf, i)
+        per_block = {}
+        last_index = None
+        for _ in range(nblocks):
+            vals = []
+            for reader in (C.uvarint, C.uvarint, C.uvarint, C.varint, C.uvarint, C.varint, C.uvarint):
+                v, i = reader(buf, i)
+                vals.append(v)
+            bi, _nbytes, fseq, _fts, lseq, _lts, ndeleted = vals
+            for _ in range((version >= 2) + (version >= 3)):     # ttls, schedules
+                _, i = C.uvarint(buf, i)
+            deleted = set()
+            if ndeleted:
+                deleted, i = C.decode_seqset(buf, i)
+            per_block[bi] = (fseq, lseq, deleted)
+            last_index = bi
+        lbi, i = C.uvarint(buf, i)
+        lchk = bytes(buf[i:i + 8])
+    except (C.FormatError, IndexError, struct.error) as e:
+        warnings.append("%s: %s, the blocks alone decide" % (path, e))
+        return None
+    on_disk = {bi for bi, _ in blocks}
+    newest = max(on_disk) if on_disk else None
+    if lbi != last_index or newest != lbi or not set(per_block) <= on_disk:
+        warnings.append("%s: outdated (the blocks changed after it), the blocks alone decide" % path)
+        return None
+    with open(dict(blocks)[lbi], "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(size - 8, 0))
+        if size >= 8 and f.read(8) != lchk:
+            warnings.append("%s: outdated (its last block has more records), the blocks alone decide" % path)
+            return None
+    return (first_seq, last_seq, last_time), per_block
+
+
+def read_consumers(directory, stream, warnings):
+    """Consumer documents for natsd's restore from `obs/<name>/meta.inf` and `o.dat`."""
+    out = []
+    odir = os.path.join(directory, "obs")
+    for name in sorted(os.listdir(odir)) if os.path.isdir(odir) else ():
+        cdir = os.path.join(odir, name)
+        try:
+            doc, _ = read_meta(cdir, consumer_of=stream)
+            created = _created(doc)
+            cname = doc.pop("Name", None) or name
+            try:
+                state = C.decode_consumer_state(_read(os.path.join(cdir, "o.dat")))
+            except FileNotFoundError:
+                state = None
+        except (OSError, C.FormatError) as e:
+            warnings.append("consumer %r: %s (not carried over)" % (name, e))
+            continue
+        out.append({"name": cname, "created_ns": created, "config": doc,
+                    "state": natsd_consumer_state(state)})
+    return out
+
+
+def natsd_consumer_state(state):
+    """nats-server's consumer state (decode_consumer_state) as natsd's state.json document."""
+    if state is None:
+        return {}
+    (dc, ds), (afc, afs) = state["delivered"], state["ack_floor"]
+    return {"delivered": {"consumer_seq": dc, "stream_seq": ds},
+            "ack_floor": {"consumer_seq": afc, "stream_seq": afs},
+            "pending": {str(s): [d, ts] for s, (d, ts) in sorted(state["pending"].items())},
+            "redelivered": {str(s): n for s, n in sorted(state["redelivered"].items())}}

@@ -1,0 +1,105 @@
+"""A stream written in nats-server's file store format: `stream_files` yields the files of one
+StreamImage's directory (relative path, bytes), which `write_stream_dir` puts on disk (each file synced,
+the directory renamed into place last) and the snapshot archive puts in a tar.
+
+What nats-server rebuilds by itself is not written: `index.db` (it recovers the blocks without
+one, exactly as after a crash), per-subject and TTL state. Messages go into plain (uncompressed)
+blocks of at most BLOCK_SIZE bytes; deleted sequences are gaps, and deleted sequences at the end
+are held by an erased last-sequence record, as nats-server's own purge leaves them.
+"""
+import json
+import os
+import shutil
+import time
+
+from natsd.gofmt import go_time
+from natsd.jetstream.nsfs import codec as C
+
+BLOCK_SIZE = 4 * 1024 * 1024
+
+
+def _meta(created, extra, config):
+    doc = {"Created": go_time(created or time.time_ns())}
+    doc.update(extra)
+    doc.update(config)
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def stream_files(image):
+    """(relative path, bytes) of every file of the stream's nats-server directory."""
+    name = image.name
+    meta = _meta(image.created, {}, image.config)
+    yield "meta.inf", meta
+    yield "meta.sum", C.meta_sum(C.meta_key(name), meta)
+    yield from _blocks(image)
+    for doc in image.consumers:
+        cname = doc["name"]
+        meta = _meta(doc.get("created_ns"), {"Name": cname}, doc.get("config") or {})
+        yield "obs/%s/meta.inf" % cname, meta
+        yield "obs/%s/meta.sum" % cname, C.meta_sum(C.meta_key(name, cname), meta)
+        yield "obs/%s/o.dat" % cname, consumer_state_bytes(doc.get("state") or {})
+
+
+def _blocks(image):
+    index, key, parts, size = 1, C.block_key(image.name, 1), [], 0
+    last = 0
+    for seq, ts, subject, hdr, data in image.records():
+        rec = C.record(key, seq, ts, subject, hdr, data)
+        if size and size + len(rec) > BLOCK_SIZE:
+            yield "msgs/%d.blk" % index, b"".join(parts)
+            index += 1
+            key, parts, size = C.block_key(image.name, index), [], 0
+        parts.append(rec)
+        size += len(rec)
+        last = seq
+    if image.last_seq > last:
+        parts.append(C.record(key, image.last_seq | C.ERASED_BIT, image.last_ts or 0, b"", None, b""))
+    if parts:
+        yield "msgs/%d.blk" % index, b"".join(parts)
+
+
+def consumer_state_bytes(state):
+    """natsd's consumer state.json document as nats-server's o.dat."""
+    delivered = state.get("delivered") or {}
+    floor = state.get("ack_floor") or {}
+    pending = {int(s): (int(v[0]), int(v[1])) for s, v in (state.get("pending") or {}).items()}
+    redelivered = {int(s): int(n) for s, n in (state.get("redelivered") or {}).items()}
+    return C.encode_consumer_state(
+        (delivered.get("consumer_seq", 0), delivered.get("stream_seq", 0)),
+        (floor.get("consumer_seq", 0), floor.get("stream_seq", 0)),
+        pending, redelivered, round(time.time()))
+
+
+def write_stream_dir(directory, image):
+    """Write the stream into `directory` (which must not exist): everything goes to a sibling
+    `.<name>.tmp` first, synced, then renamed, so an interrupted write leaves nothing that looks
+    like a stream."""
+    parent, base = os.path.split(os.path.abspath(directory))
+    tmp = os.path.join(parent, "." + base + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for rel, data in stream_files(image):
+        path = os.path.join(tmp, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    os.makedirs(os.path.join(tmp, "msgs"), exist_ok=True)
+    os.makedirs(os.path.join(tmp, "obs"), exist_ok=True)
+    _sync_dirs(tmp)
+    os.rename(tmp, directory)
+    fsync_dir(parent)
+
+
+def _sync_dirs(top):
+    for root, _dirs, _files in os.walk(top):
+        fsync_dir(root)
+
+
+def fsync_dir(path):
+    """Make a directory's entries (renames, new files) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
