@@ -150,8 +150,18 @@ def restore_position(o, st):
     if first and o.sseq < first:
         o.sseq = first
     if first:
+        lagging = o.stream.config.get("retention", "limits") != "limits" and o.asflr < first - 1
+        gone = [d for seq, d, _ in o.pending.items() if seq < first] if lagging else []
         for seq in o.pending.remove_below(first):
             o.rdc.pop(seq, None)
+        if lagging:
+            # an interest or work-queue stream only drops what every consumer acked: the acks
+            # that went unrecorded (the state file lagged) move the floor, as nats-server's
+            # consumer purge at the new first sequence does
+            o.asflr = first - 1
+            o.adflr = max([o.adflr] + gone)
+            if not o.pending:
+                o.adflr, o.asflr = o.dseq - 1, o.sseq - 1
 
 
 _I64 = (1 << 63) - 1

@@ -24,8 +24,10 @@ Restore: request `{"config","state"}` -> `stream_restore_response
   "restore failed: <err>". An existing stream name -> 400/10130; no chunk for 5 s -> the
   restore is abandoned ("stalled").
 
-Archive format: nats-server's (natsd/jetstream/nsfs/archive.py: an S2 stream of a tar of the
-stream directory in nats-server's file store format), so backups move between the two servers.
+Archive format: nats-server's (natsd/jetstream/nsfs/archive.py): an S2 stream of its version 2
+archive ("NATSARC1": state, consumers, messages) as nats-server 2.15 writes; restore also takes
+version 1 (a tar of the stream directory in the file store format, from earlier nats-server),
+so backups move between the two servers.
 Restore also takes the archives natsd wrote before (a gzip tar: `natsd-snapshot.json`, `msgs.bin`
 records `<QqHiII` seq, ts, subject/header/data lengths, crc32; `consumers/<name>.json`).
 Restoring replays the records with their original sequences and timestamps (gaps = deleted
@@ -103,7 +105,7 @@ def write_archive(st, include_consumers=True, check=False):
         if readable != st.store.state()["messages"]:
             raise E.error("JSStreamSnapshotErrF", err="snapshot check failed: %d messages readable "
                           "of %d" % (readable, st.store.state()["messages"]))
-    return nsfs_archive.write_archive(image), state
+    return nsfs_archive.write_archive(image, state), state
 
 
 def read_legacy_archive(fileobj):
@@ -156,10 +158,10 @@ def restore_into(jsa, cfg, fileobj):
     fileobj.seek(0)
     if nsfs_archive.is_archive(head):
         try:
-            unpacked = nsfs_archive.UnpackedArchive(fileobj)
+            opened = nsfs_archive.OpenedArchive(fileobj)
         except (OSError, FormatError) as e:
             raise ValueError(str(e))
-        with unpacked as image:
+        with opened as image:
             for w in image.warnings:
                 log.warning("Restore of stream '%s > %s': %s", jsa.name, cfg["name"], w)
             return restore_image(jsa, cfg, image)
@@ -173,16 +175,16 @@ def restore_image(jsa, cfg, image):
     try:
         store = st.store
         last = 0
+        last_ts = 0
         for seq, ts, subj, hdr, msg in image.records():
             store.store_raw(seq, ts, subj, hdr, msg)
-            last = seq
+            last, last_ts = seq, ts
         if image.last_seq > last:
-            if store.state()["messages"]:
-                # trailing deleted sequences: occupy last_seq, then delete it
-                store.store_raw(image.last_seq, image.last_ts or time.time_ns(), b"_", None, b"")
-                store.remove(image.last_seq)
-            else:
-                store.compact(image.last_seq + 1)
+            # trailing deleted sequences (or a purge): occupy last_seq, then delete it, so the
+            # last sequence and its time stay
+            ts = image.last_ts if image.last_ts is not None else last_ts
+            store.store_raw(image.last_seq, ts, b"_", None, b"")
+            store.remove(image.last_seq)
         st.rebuild_dedup()
         st.rebuild_timers()
         st.enforce_limits()

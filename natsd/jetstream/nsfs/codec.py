@@ -100,10 +100,13 @@ def decompress_block(buf):
         raise FormatError("corrupt S2 block: %s" % e)
 
 
-def records(buf, key):
+def records(buf, key, skip_bad_checksums=False):
     """Yield (sequence with its flag bits, ts, subject, headers or None, data) for each record of
     a block's plain bytes. A record that fails its checks ends the block: its offset and the
-    reason come back as a final ("bad", offset, why) item, as nats-server truncates there."""
+    reason come back as a final ("bad", offset, why) item, as nats-server truncates there when
+    it rebuilds a block. With `skip_bad_checksums` (nats-server trusting a current index.db) a
+    record whose framing holds but whose checksum does not is reported the same way and
+    skipped, and the records after it still come."""
     view = memoryview(buf)
     i, n = 0, len(buf)
     while i < n:
@@ -133,8 +136,10 @@ def records(buf, key):
         data = bytes(view[p:end])
         if highway64(key, view[i + 4:i + 20], subject, hdr or b"", data) != buf[end:end + CHECKSUM]:
             yield "bad", i, "invalid checksum"
-            return
-        yield seq, ts, subject, hdr, data
+            if not skip_bad_checksums:
+                return
+        else:
+            yield seq, ts, subject, hdr, data
         i += rl
 
 

@@ -12,7 +12,7 @@ converted on its own, in steps that survive a crash at any point:
    where it stays until the operator removes it.
 
 A start that finds `.<name>.nats-server` resumes at step 2. A stream that cannot be read is
-logged with the file at fault and left exactly as it was; the account's other streams load.
+logged with the file at fault and put back as it was; the account's other streams load.
 """
 import logging
 import os
@@ -69,6 +69,9 @@ def convert_account(jsa, restore_image, check_config):
                 jsa.delete_stream(name)         # a half-made stream of an interrupted attempt
             st = restore_image(jsa, cfg, image)
         except (OSError, ValueError, FormatError) as e:
+            if os.path.isdir(aside) and not os.path.exists(target):
+                os.rename(aside, target)        # back where nats-server keeps it
+                fsync_dir(streams_dir)
             log.error("  Could not convert nats-server stream '%s > %s': %s (its files are left "
                       "as they are)", jsa.name, name, e)
             continue

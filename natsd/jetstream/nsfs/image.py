@@ -6,7 +6,8 @@ class StreamImage:
     """`config` is the stream config as API JSON, `created` and timestamps are ns;
     `records()` yields (seq, ts, subject, headers or None, data) of the live messages in
     sequence order; `consumers` are documents {name, created_ns, config (API JSON), state (natsd's
-    consumer state.json form)}; `warnings` what reading it could not carry over."""
+    consumer state.json form)}; `warnings` what reading it could not carry over. `last_ts` None:
+    the last message's time (a version 2 backup does not carry it); `created` 0: unknown."""
 
     def __init__(self, config, created, first_seq, last_seq, last_ts, records, consumers,
                  warnings=(), path=None):

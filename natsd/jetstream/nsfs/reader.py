@@ -5,8 +5,10 @@ and its consumers with their positions.
 Which messages are live follows nats-server's recovery: with an `index.db` that is still current
 (its checksum holds, its last block and that block's last checksum are the ones on disk) each
 block's first and last sequence and its deleted set come from it; otherwise the blocks alone
-decide (erased records and tombstoned sequences are gone). A record that fails its checks ends
-its block there, as nats-server truncates a torn write; the loss is reported in `warnings`.
+decide (erased records and tombstoned sequences are gone). Without a current index a record that
+fails its checks ends its block there, as nats-server truncates a torn write; with one, a record
+whose checksum fails is lost alone (nats-server answers "no message found" for it). Losses are
+reported in `warnings`.
 """
 import json
 import os
@@ -26,8 +28,8 @@ def _read(path):
         return f.read()
 
 
-def _block_records(stream, index, path):
-    return C.records(C.decompress_block(_read(path)), C.block_key(stream, index))
+def _block_records(stream, index, path, trusted_index):
+    return C.records(C.decompress_block(_read(path)), C.block_key(stream, index), trusted_index)
 
 
 def read_meta(directory, consumer_of=None):
@@ -84,8 +86,11 @@ def read_stream_dir(directory):
     last_seq = last_ts = 0
     for bi, path in blocks:
         first = last = 0
-        for item in _block_records(name, bi, path):
+        for item in _block_records(name, bi, path, index is not None):
             if item[0] == "bad":
+                if index is not None:
+                    warnings.append("%s: %s at offset %d, that message is lost" % (path, item[2], item[1]))
+                    continue
                 warnings.append("%s: %s at offset %d, the rest of the block is dropped"
                                 % (path, item[2], item[1]))
                 break
@@ -116,8 +121,10 @@ def read_stream_dir(directory):
         first_seq = 0
     def records():
         for bi, path in blocks:
-            for item in _block_records(name, bi, path):
+            for item in _block_records(name, bi, path, index is not None):
                 if item[0] == "bad":
+                    if index is not None:
+                        continue
                     break
                 seq = item[0]
                 if seq & (C.ERASED_BIT | C.TOMBSTONE_BIT) == 0 and live(bi, seq):

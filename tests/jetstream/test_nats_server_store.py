@@ -1,0 +1,404 @@
+"""Drop-in on existing data (natsd/jetstream/nsfs): nats-server 2.15 writes a store directory —
+streams of each retention, limits that dropped the head, deletes in the middle and at the end, a
+purge, S2-compressed blocks, many blocks, a work queue with acks, a KV bucket with history,
+deletes and a purge, an object store, consumers part-way with pending and redelivered
+messages — and what clients read is compared, message by message, across:
+
+- nats-server, then natsd started on the same directory (converted at start, originals kept);
+- natsd, then nats-server on what `natsd-store export` wrote (the way back);
+- a directory left by `kill -9` of nats-server, opened by each server (on a copy of its own);
+- backups: nats-server's SNAPSHOT restored into natsd, natsd's restored into nats-server;
+- an interrupted conversion, resumed; bad inputs refused with the file named, others served.
+"""
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.jetstream.test_snapshot import restore, take_snapshot
+from tests.support.jetstream import api, connect
+from tests.support.waiting import poll, run
+
+STREAMS = ["ORDERS", "LIMITED", "BIG", "COMP", "WQ", "PURGED", "KV_cfg", "OBJ_files"]
+
+
+async def populate(nc):
+    """What nats-server is given to store; leaves every stream and consumer mid-way."""
+    js = nc.jetstream()
+    await js.add_stream(name="ORDERS", subjects=["orders.>"])
+    for i in range(300):
+        hdrs = {"X-I": str(i), "Nats-Msg-Id": "o-%d" % i} if i % 3 == 0 else None
+        await js.publish("orders.%d" % (i % 7), b"order-%d-" % i + b"x" * (i % 50), headers=hdrs)
+    for seq in (5, 150, 300):
+        await api(nc, "$JS.API.STREAM.MSG.DELETE.ORDERS", {"seq": seq, "no_erase": seq == 150})
+    await api(nc, "$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.D",
+              {"stream_name": "ORDERS", "config": {"durable_name": "D", "ack_policy": "explicit",
+                                                    "ack_wait": 60_000_000_000}})
+    sub = await js.pull_subscribe("orders.>", "D", stream="ORDERS")
+    msgs = await sub.fetch(12, timeout=3)
+    for m in msgs[:5]:
+        await m.ack_sync()
+    await nc.request(msgs[7].reply, b"-NAK", timeout=3)    # a nak the server has taken
+    again = await sub.fetch(1, timeout=3)
+    assert again[0].metadata.num_delivered == 2
+    await api(nc, "$JS.API.CONSUMER.CREATE.ORDERS.F",
+              {"stream_name": "ORDERS", "config": {"durable_name": "F", "ack_policy": "all",
+                                                    "filter_subject": "orders.3"}})
+
+    await js.add_stream(name="LIMITED", subjects=["lim.*"], max_msgs=50)
+    for i in range(120):
+        await js.publish("lim.%d" % (i % 4), b"l%d" % i)
+
+    await js.add_stream(name="BIG", subjects=["big"], max_bytes=256 * 1024)
+    for i in range(400):
+        await js.publish("big", bytes([i % 251]) * 1000)
+
+    await api(nc, "$JS.API.STREAM.CREATE.COMP", {"name": "COMP", "subjects": ["comp.>"],
+                                                  "compression": "s2"})
+    for i in range(200):
+        await js.publish("comp.%d" % (i % 5), b"compressible " * 40 + b"%d" % i)
+
+    await js.add_stream(name="WQ", subjects=["wq"], retention="workqueue")
+    for i in range(20):
+        await js.publish("wq", b"job-%d" % i)
+    wsub = await js.pull_subscribe("wq", "W", stream="WQ")
+    for m in await wsub.fetch(7, timeout=3):
+        await m.ack_sync()
+
+    await js.add_stream(name="PURGED", subjects=["purged"])
+    for i in range(10):
+        await js.publish("purged", b"p")
+    await api(nc, "$JS.API.STREAM.PURGE.PURGED", {})
+
+    kv = await js.create_key_value(bucket="cfg", history=5)
+    for i in range(6):
+        await kv.put("a", b"a%d" % i)
+    await kv.put("b", b"b0")
+    await kv.delete("b")
+    await kv.put("c", b"c0")
+    await kv.purge("c")
+
+    obs = await js.create_object_store("files")
+    await obs.put("blob", bytes(range(256)) * 1200)
+
+
+async def view(nc):
+    """Everything a client can read back: each stream's info, every sequence through
+    MSG.GET, each consumer's position, the KV keys and the object's bytes."""
+    out = {}
+    for name in STREAMS:
+        info = await api(nc, "$JS.API.STREAM.INFO.%s" % name)
+        cfg = dict(info["config"])
+        state = info["state"]
+        state.pop("consumer_count")    # the clients' ordered consumers come and go (see below)
+        msgs = {}
+        for seq in range(state["first_seq"], state["last_seq"] + 1):
+            r = await api(nc, "$JS.API.STREAM.MSG.GET.%s" % name, {"seq": seq})
+            msgs[seq] = r.get("message") or r["error"]["err_code"]
+        consumers = {}
+        names = await api(nc, "$JS.API.CONSUMER.NAMES.%s" % name, {})
+        for cname in sorted(names.get("consumers") or []):
+            ci = await api(nc, "$JS.API.CONSUMER.INFO.%s.%s" % (name, cname))
+            if not ci["config"].get("durable_name"):
+                continue            # the clients' own ordered consumers (KV, objects) come and go
+            consumers[cname] = {k: ci[k] for k in ("config", "delivered", "ack_floor", "num_ack_pending",
+                                                  "num_redelivered", "num_pending")}
+            for pos in ("delivered", "ack_floor"):      # not on disk in either server
+                consumers[cname][pos].pop("last_active", None)
+        out[name] = {"config": cfg, "created": info["created"], "state": state, "msgs": msgs,
+                     "consumers": consumers}
+    js = nc.jetstream()
+    kv = await js.key_value("cfg")
+    out["kv"] = {k: (e.value, e.revision) for k in ("a",) for e in [await kv.get(k)]}
+    out["kv_history"] = [(e.key, e.value, e.operation) for e in await kv.history("a")]
+    blob = await (await js.object_store("files")).get("blob")
+    out["object"] = (blob.info.size, hashlib.sha256(blob.data).hexdigest())
+    return out
+
+
+def read_view(server):
+    async def go():
+        nc = await connect(server)
+        try:
+            return await view(nc)
+        finally:
+            await nc.close()
+    return run(go())
+
+
+def written_by_nats_server(reference, sd, kill=False):
+    ref = reference("-js", "-sd", sd)
+
+    async def go():
+        nc = await connect(ref)
+        await populate(nc)
+        await nc.close()
+    run(go())
+    if kill:
+        # the consumers' state files are written a moment after the acks; the streams' index
+        # (index.db) only at shutdown: killed once the former are on disk, both servers find
+        # the same positions and rebuild the streams from their blocks
+        streams = os.path.join(sd, "jetstream", "$G", "streams")
+        assert poll(lambda: consumer_floor(streams, "WQ", "W") == (7, 7), 10)
+        assert poll(lambda: consumer_floor(streams, "ORDERS", "D")[0] > 0, 10)
+        ref.kill()
+        return None
+    # what nats-server serves from these files once restarted (as natsd will): times of last
+    # activity, for one, are not on disk
+    assert ref.stop() == 0
+    ref = reference("-js", "-sd", sd)
+    theirs = read_view(ref)
+    assert ref.stop() == 0
+    return theirs
+
+
+def consumer_floor(streams, stream, consumer):
+    from natsd.jetstream.nsfs.codec import decode_consumer_state
+    try:
+        with open(os.path.join(streams, stream, "obs", consumer, "o.dat"), "rb") as f:
+            return decode_consumer_state(f.read())["ack_floor"]
+    except (OSError, ValueError):
+        return (0, 0)
+
+
+def diff(ours, theirs, path=""):
+    """The first few paths where two views differ (for the assertion message)."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        out = []
+        for k in sorted(set(ours) | set(theirs), key=str):
+            out += diff(ours.get(k), theirs.get(k), "%s.%s" % (path, k))
+        return out[:8]
+    return [] if ours == theirs else ["%s: %r != %r" % (path, ours, theirs)]
+
+
+def test_natsd_starts_on_a_nats_server_store_and_goes_back(natsd, reference, tmp_path):
+    sd = str(tmp_path / "store")
+    theirs = written_by_nats_server(reference, sd)
+    original = tree_digest(os.path.join(sd, "jetstream"))
+
+    srv = natsd("-js", "-sd", sd)
+    assert "Converted nats-server stream '$G > ORDERS'" in srv.log
+    ours = read_view(srv)
+    assert ours == theirs, diff(ours, theirs)
+    kept = os.path.join(sd, "nats-server-original", "jetstream")
+    assert tree_digest(kept) == original             # the original files, untouched
+
+    # natsd's own store from now on: a restart converts nothing and serves the same
+    assert srv.stop() == 0
+    srv = natsd("-js", "-sd", sd)
+    assert "Converting nats-server stream" not in srv.log
+    assert read_view(srv) == theirs
+
+    async def more(nc):
+        js = nc.jetstream()
+        await js.publish("orders.9", b"written by natsd", headers={"X-By": "natsd"})
+        sub = await js.pull_subscribe("orders.>", "D", stream="ORDERS")
+        for m in await sub.fetch(3, timeout=3):
+            await m.ack_sync()
+    run(with_connection(srv, more))
+    ours = read_view(srv)
+    assert srv.stop() == 0
+
+    back = str(tmp_path / "back")
+    r = subprocess.run([sys.executable, "-m", "natsd.jetstream.storetool", "export", sd, back],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "$G > ORDERS: 298 messages, 2 consumers" in r.stdout, r.stdout
+    ref = reference("-js", "-sd", back)
+    theirs_back = read_view(ref)
+    assert theirs_back == ours, diff(theirs_back, ours)
+    # the one thing nats-server rebuilds (thw.db, its TTL index, is not written) and says so
+    warnings = [l for l in ref.log.splitlines() if "[WRN]" in l and "TTL state is outdated" not in l]
+    assert not warnings, ref.log
+
+
+def with_connection(server, scenario):
+    async def go():
+        nc = await connect(server)
+        try:
+            return await scenario(nc)
+        finally:
+            await nc.close()
+    return go()
+
+
+def tree_digest(top):
+    h = {}
+    for root, _dirs, files in os.walk(top):
+        for f in files:
+            p = os.path.join(root, f)
+            with open(p, "rb") as fh:
+                h[os.path.relpath(p, top)] = hashlib.sha256(fh.read()).hexdigest()
+    return h
+
+
+def test_a_store_left_by_kill_9_reads_as_nats_server_reads_it(natsd, reference, tmp_path):
+    """No index.db was written for the last changes: both servers rebuild from the blocks."""
+    sd = str(tmp_path / "store")
+    written_by_nats_server(reference, sd, kill=True)
+    theirs_dir, ours_dir = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    shutil.copytree(sd, theirs_dir)
+    shutil.copytree(sd, ours_dir)
+    theirs = read_view(reference("-js", "-sd", theirs_dir))
+    ours = read_view(natsd("-js", "-sd", ours_dir))
+    assert ours == theirs, diff(ours, theirs)
+
+
+def block_of(sd, stream, index=1):
+    return os.path.join(sd, "jetstream", "$G", "streams", stream, "msgs", "%d.blk" % index)
+
+
+@pytest.mark.parametrize("damage", ["torn_tail", "flipped_byte"])
+def test_a_damaged_block_is_read_as_nats_server_reads_it(natsd, reference, tmp_path, damage):
+    """A torn last write (the block cut inside its last record) and a flipped byte inside a
+    record: each server opens its own copy; what clients read must match."""
+    sd = str(tmp_path / "store")
+    written_by_nats_server(reference, sd)
+    for copy in ("theirs", "ours"):
+        shutil.copytree(sd, str(tmp_path / copy))
+        path = block_of(str(tmp_path / copy), "ORDERS")
+        with open(path, "r+b") as f:
+            size = f.seek(0, os.SEEK_END)
+            if damage == "torn_tail":
+                f.truncate(size - 7)
+            else:
+                f.seek(size // 2)
+                b = f.read(1)
+                f.seek(size // 2)
+                f.write(bytes([b[0] ^ 0x55]))
+    theirs = read_view(reference("-js", "-sd", str(tmp_path / "theirs")))
+    ours = read_view(natsd("-js", "-sd", str(tmp_path / "ours")))
+    if damage == "flipped_byte":
+        # nats-server (trusting its index.db) still counts the message whose checksum fails
+        # but answers "no message found" for it, as natsd does; natsd no longer counts it
+        mine, yours = ours["ORDERS"]["state"], theirs["ORDERS"]["state"]
+        assert (mine["messages"], mine["num_deleted"]) == (yours["messages"] - 1, yours["num_deleted"] + 1)
+        assert mine["bytes"] < yours["bytes"]
+        mine.update(messages=yours["messages"], num_deleted=yours["num_deleted"], bytes=yours["bytes"])
+    assert ours["ORDERS"] == theirs["ORDERS"], diff(ours["ORDERS"], theirs["ORDERS"])
+    assert ours == theirs, diff(ours, theirs)
+
+
+def test_backups_move_between_the_servers(natsd, reference, tmp_path):
+    """nats-server's backup restored into natsd reads as the same backup restored into
+    nats-server; natsd's backup of that restored into nats-server reads the same again."""
+    ref = reference("-js", "-sd", str(tmp_path / "store"))
+    run(with_connection(ref, populate))
+    ours_srv = natsd("-js", "-sd", str(tmp_path / "natsd"))
+    ref_restored = reference("-js", "-sd", str(tmp_path / "ref"))
+
+    async def move(src, destinations, names):
+        a = await connect(src)
+        bs = [await connect(d) for d in destinations]
+        try:
+            for name in names:
+                resp, archive, end, _ = await take_snapshot(a, name, chunk_size=64 * 1024)
+                assert "error" not in resp, resp
+                assert archive.startswith(b"\xff\x06\x00\x00S2sTwO")
+                for b in bs:
+                    done = await restore(b, name, resp, archive, chunk=32 * 1024)
+                    assert "error" not in done, done
+        finally:
+            for c in [a] + bs:
+                await c.close()
+    run(move(ref, [ours_srv, ref_restored], STREAMS))
+    theirs = without_created(read_view(ref_restored))
+    ours = without_created(read_view(ours_srv))
+    assert ours == theirs, diff(ours, theirs)
+
+    back = reference("-js", "-sd", str(tmp_path / "back"))
+    run(move(ours_srv, [back], STREAMS))
+    theirs_back = without_created(read_view(back))
+    assert theirs_back == theirs, diff(theirs_back, theirs)
+
+
+def without_created(view):
+    """A restored stream's creation time is the restore's (nats-server 2.15's backups carry
+    none)."""
+    return {k: {f: x for f, x in v.items() if f != "created"} if k in STREAMS else v
+            for k, v in view.items()}
+
+
+def test_an_interrupted_conversion_resumes(natsd, reference, tmp_path):
+    """A crash after the original was set aside and part of the natsd stream was written:
+    the next start removes the partial stream and converts again from the original."""
+    sd = str(tmp_path / "store")
+    theirs = written_by_nats_server(reference, sd)
+    streams = os.path.join(sd, "jetstream", "$G", "streams")
+    os.rename(os.path.join(streams, "ORDERS"), os.path.join(streams, ".ORDERS.nats-server"))
+    os.makedirs(os.path.join(streams, "ORDERS", "msgs"))
+    with open(os.path.join(streams, "ORDERS", "msgs", "1.blk"), "wb") as f:
+        f.write(b"half a natsd block")
+    srv = natsd("-js", "-sd", sd)
+    assert "Resuming the conversion of nats-server stream '$G > ORDERS'" in srv.log
+    assert read_view(srv) == theirs
+    assert not os.path.exists(os.path.join(streams, ".ORDERS.nats-server"))
+
+
+@pytest.mark.parametrize("bad", ["foreign_file", "meta_sum", "encrypted"])
+def test_a_stream_natsd_cannot_read_is_named_and_left_as_it_was(natsd, reference, tmp_path, bad):
+    sd = str(tmp_path / "store")
+    theirs = written_by_nats_server(reference, sd)
+    d = os.path.join(sd, "jetstream", "$G", "streams", "LIMITED")
+    culprit = {"foreign_file": os.path.join(d, "msgs", "notes.txt"),
+               "meta_sum": os.path.join(d, "meta.sum"),
+               "encrypted": os.path.join(d, "meta.key")}[bad]
+    with open(culprit, "wb") as f:
+        f.write(b"0123456789abcdef")
+    before = tree_digest(d)
+    srv = natsd("-js", "-sd", sd)
+    line = srv.wait_log(r"\[ERR\].*Could not convert nats-server stream '\$G > LIMITED'.*").group(0)
+    assert os.path.relpath(culprit, d).split(os.sep)[-1] in line or "meta.inf" in line, line
+    assert tree_digest(d) == before
+
+    async def others(nc):
+        r = await api(nc, "$JS.API.STREAM.INFO.ORDERS")
+        gone = await api(nc, "$JS.API.STREAM.INFO.LIMITED")
+        r["state"].pop("consumer_count")
+        return r["state"], gone["error"]["err_code"]
+    state, code = run(with_connection(srv, others))
+    assert state == theirs["ORDERS"]["state"] and code == 10059
+
+
+def version_1_backup(stream_dir):
+    """A backup as nats-server before 2.15 wrote it (and 2.15 still restores): an S2 stream of
+    a PAX tar of the stream directory's files."""
+    import io
+    import tarfile
+    from natsd._core.s2 import encode_stream
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for root, _dirs, files in sorted(os.walk(stream_dir)):
+            for f in sorted(files):
+                p = os.path.join(root, f)
+                tar.add(p, arcname=os.path.relpath(p, stream_dir))
+    return encode_stream(raw.getvalue())
+
+
+def test_a_version_1_backup_restores_as_on_nats_server(natsd, reference, tmp_path):
+    sd = str(tmp_path / "store")
+    written_by_nats_server(reference, sd)
+    streams = os.path.join(sd, "jetstream", "$G", "streams")
+    backups = {name: version_1_backup(os.path.join(streams, name)) for name in STREAMS}
+    servers = [reference("-js", "-sd", str(tmp_path / "ref")), natsd("-js", "-sd", str(tmp_path / "natsd"))]
+
+    async def restore_all(srv):
+        nc = await connect(srv)
+        try:
+            for name, archive in backups.items():
+                info = json.loads(open(os.path.join(streams, name, "meta.inf")).read())
+                info.pop("Created")
+                done = await restore(nc, name, {"config": info, "state": {}}, archive, chunk=32 * 1024)
+                assert "error" not in done, (name, done)
+        finally:
+            await nc.close()
+    for srv in servers:
+        run(restore_all(srv))
+    theirs, ours = (without_created(read_view(s)) for s in servers)
+    assert ours == theirs, diff(ours, theirs)
