@@ -123,13 +123,7 @@ async def view(nc):
 
 
 def read_view(server):
-    async def go():
-        nc = await connect(server)
-        try:
-            return await view(nc)
-        finally:
-            await nc.close()
-    return run(go())
+    return run(with_connection(server, view))
 
 
 def written_by_nats_server(reference, sd, kill=False):
