@@ -55,9 +55,10 @@ async def populate(nc):
     for i in range(120):
         await js.publish("lim.%d" % (i % 4), b"l%d" % i)
 
-    await js.add_stream(name="BIG", subjects=["big"], max_bytes=256 * 1024)
-    for i in range(400):
-        await js.publish("big", bytes([i % 251]) * 1000)
+    # more than one 4 MB block (nats-server's size for this max_bytes), the head dropped by it
+    await js.add_stream(name="BIG", subjects=["big"], max_bytes=6 * 1024 * 1024)
+    for i in range(110):
+        await js.publish("big", bytes([i % 251]) * 64 * 1024)
 
     await api(nc, "$JS.API.STREAM.CREATE.COMP", {"name": "COMP", "subjects": ["comp.>"],
                                                   "compression": "s2"})

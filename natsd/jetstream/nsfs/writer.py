@@ -4,7 +4,7 @@ the directory renamed into place last) and the snapshot archive puts in a tar.
 
 What nats-server rebuilds by itself is not written: `index.db` (it recovers the blocks without
 one, exactly as after a crash), per-subject and TTL state. Messages go into plain (uncompressed)
-blocks of at most BLOCK_SIZE bytes; deleted sequences are gaps, and deleted sequences at the end
+blocks of the size nats-server would pick for the stream; deleted sequences are gaps, and deleted sequences at the end
 are held by an erased last-sequence record, as nats-server's own purge leaves them.
 """
 import json
@@ -15,7 +15,9 @@ import time
 from natsd.gofmt import go_time
 from natsd.jetstream.nsfs import codec as C
 
-BLOCK_SIZE = 4 * 1024 * 1024
+MIN_BLOCK = 32 * 1000
+MEDIUM_BLOCK = 4 * 1024 * 1024
+MAX_BLOCK = 8 * 1024 * 1024
 
 
 def _meta(created, extra, config):
@@ -40,15 +42,31 @@ def stream_files(image):
         yield "obs/%s/o.dat" % cname, consumer_state_bytes(doc.get("state") or {})
 
 
+def block_size(config):
+    """The block size nats-server picks for a stream of this config (its dynBlkSize, without
+    encryption)."""
+    max_bytes = int(config.get("max_bytes") or -1)
+    if max_bytes > 0:
+        size = max_bytes // 4 + 1
+        size += -size % 100
+        if size <= MIN_BLOCK:
+            return MIN_BLOCK
+        return MAX_BLOCK if size >= MAX_BLOCK else MEDIUM_BLOCK
+    return MAX_BLOCK if config.get("retention", "limits") == "limits" else MEDIUM_BLOCK
+
+
 def _blocks(image):
-    index, key, parts, size = 1, C.block_key(image.name, 1), [], 0
+    limit = block_size(image.config)
+    index, parts, size = 1, [], 0
+    key = C.block_key(image.name, index)
     last = 0
     for seq, ts, subject, hdr, data in image.records():
         rec = C.record(key, seq, ts, subject, hdr, data)
-        if size and size + len(rec) > BLOCK_SIZE:
+        if size and size + len(rec) > limit:
             yield "msgs/%d.blk" % index, b"".join(parts)
-            index += 1
-            key, parts, size = C.block_key(image.name, index), [], 0
+            index, parts, size = index + 1, [], 0
+            key = C.block_key(image.name, index)
+            rec = C.record(key, seq, ts, subject, hdr, data)    # each block has its own key
         parts.append(rec)
         size += len(rec)
         last = seq
