@@ -113,24 +113,19 @@ cdef uint64_t finalize(State* s) noexcept nogil:
     return s.v0[0] + s.v1[0] + s.mul0[0] + s.mul1[0]
 
 
-def highway64(const uint8_t[::1] key, *parts):
-    """The 8-byte HighwayHash-64 of the concatenated `parts` (bytes-like) under a 32-byte key."""
-    if key.shape[0] != 32:
-        raise ValueError("highwayhash: the key must be 32 bytes")
+cdef uint64_t highway64_parts(const uint8_t* key, const uint8_t** parts, const size_t* sizes,
+                              int count) noexcept nogil:
+    """The hash of `count` byte ranges, as one (for callers in Cython)."""
     cdef State s
-    cdef uint8_t carry[32]          # bytes left over from a part, waiting for a full packet
+    cdef uint8_t carry[32]
     cdef size_t have = 0, n, take
-    cdef const uint8_t[::1] view
     cdef const uint8_t* p
-    reset(&s, &key[0])
-    for part in parts:
-        view = part
-        n = view.shape[0]
-        if n == 0:
-            continue
-        p = &view[0]
+    cdef int k
+    reset(&s, key)
+    for k in range(count):
+        p, n = parts[k], sizes[k]
         if have:
-            take = min(32 - have, n)
+            take = 32 - have if 32 - have < n else n
             memcpy(carry + have, p, take)
             have += take
             p += take
@@ -147,7 +142,28 @@ def highway64(const uint8_t[::1] key, *parts):
         have = n
     if have:
         update_remainder(&s, carry, have)
-    cdef uint64_t h = finalize(&s)
+    return finalize(&s)
+
+
+def highway64(const uint8_t[::1] key, *parts):
+    """The 8-byte HighwayHash-64 of the concatenated `parts` (bytes-like) under a 32-byte key."""
+    if key.shape[0] != 32:
+        raise ValueError("highwayhash: the key must be 32 bytes")
+    cdef int count = len(parts)
+    cdef const uint8_t* ptrs[16]
+    cdef size_t sizes[16]
+    cdef const uint8_t[::1] view
+    cdef list views = []
+    cdef int k
+    if count > 16:
+        parts = (b"".join(parts),)
+        count = 1
+    for k in range(count):
+        view = parts[k]
+        views.append(view)
+        sizes[k] = view.shape[0]
+        ptrs[k] = &view[0] if sizes[k] else NULL
+    cdef uint64_t h = highway64_parts(&key[0], ptrs, sizes, count)
     cdef bytes out = bytes(8)
     memcpy(<char*>out, &h, 8)
     return out

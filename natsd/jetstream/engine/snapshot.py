@@ -162,9 +162,11 @@ def restore_into(jsa, cfg, fileobj):
         except (OSError, FormatError) as e:
             raise ValueError(str(e))
         with opened as image:
-            for w in image.warnings:
-                log.warning("Restore of stream '%s > %s': %s", jsa.name, cfg["name"], w)
-            return restore_image(jsa, cfg, image)
+            try:
+                return restore_image(jsa, cfg, image)
+            finally:
+                for w in image.warnings:
+                    log.warning("Restore of stream '%s > %s': %s", jsa.name, cfg["name"], w)
     return restore_image(jsa, cfg, read_legacy_archive(fileobj))
 
 

@@ -18,6 +18,7 @@ import struct
 
 from natsd._core.highway import highway64
 from natsd._core.s2 import decode_stream
+from natsd.jetstream.nsfs.blockscan import records  # noqa: F401  (the record parser, in C)
 
 HEADERS_BIT = 1 << 31
 ERASED_BIT = 1 << 63
@@ -98,49 +99,6 @@ def decompress_block(buf):
         return decode_stream(body) + checksum
     except ValueError as e:
         raise FormatError("corrupt S2 block: %s" % e)
-
-
-def records(buf, key, skip_bad_checksums=False):
-    """Yield (sequence with its flag bits, ts, subject, headers or None, data) for each record of
-    a block's plain bytes. A record that fails its checks ends the block: its offset and the
-    reason come back as a final ("bad", offset, why) item, as nats-server truncates there when
-    it rebuilds a block. With `skip_bad_checksums` (nats-server trusting a current index.db) a
-    record whose framing holds but whose checksum does not is reported the same way and
-    skipped, and the records after it still come."""
-    view = memoryview(buf)
-    i, n = 0, len(buf)
-    while i < n:
-        if i + RECORD_HEAD.size > n:
-            yield "bad", i, "message overrun"
-            return
-        rl, seq, ts, slen = RECORD_HEAD.unpack_from(buf, i)
-        has_headers = rl & HEADERS_BIT
-        rl &= ~HEADERS_BIT
-        body = rl - RECORD_HEAD.size - CHECKSUM
-        need = slen + (4 if has_headers else 0)
-        if body < 0 or need > body or i + rl > n or rl > MAX_RECORD:
-            yield "bad", i, "sanity check failed"
-            return
-        p = i + RECORD_HEAD.size
-        subject = bytes(view[p:p + slen])
-        p += slen
-        hdr = None
-        if has_headers:
-            hlen = struct.unpack_from("<I", buf, p)[0]
-            if hlen > body - need:
-                yield "bad", i, "sanity check failed"
-                return
-            hdr = bytes(view[p + 4:p + 4 + hlen])
-            p += 4 + hlen
-        end = i + rl - CHECKSUM
-        data = bytes(view[p:end])
-        if highway64(key, view[i + 4:i + 20], subject, hdr or b"", data) != buf[end:end + CHECKSUM]:
-            yield "bad", i, "invalid checksum"
-            if not skip_bad_checksums:
-                return
-        else:
-            yield seq, ts, subject, hdr, data
-        i += rl
 
 
 def record(key, seq, ts, subject, hdr, data):

@@ -60,14 +60,16 @@ def convert_account(jsa, restore_image, check_config):
             else:
                 log.info("  Resuming the conversion of nats-server stream '%s > %s'", jsa.name, name)
             image = read_stream_dir(aside)
-            for w in image.warnings:
-                log.warning("  Stream '%s > %s': %s", jsa.name, name, w)
             cfg = check_config(dict(image.config))
             if cfg["name"] != name:
                 raise FormatError("%s: names stream %r" % (os.path.join(aside, "meta.inf"), cfg["name"]))
             if name in jsa.streams:
                 jsa.delete_stream(name)         # a half-made stream of an interrupted attempt
-            st = restore_image(jsa, cfg, image)
+            try:
+                st = restore_image(jsa, cfg, image)
+            finally:
+                for w in image.warnings:
+                    log.warning("  Stream '%s > %s': %s", jsa.name, name, w)
         except (OSError, ValueError, FormatError) as e:
             if os.path.isdir(aside) and not os.path.exists(target):
                 os.rename(aside, target)        # back where nats-server keeps it

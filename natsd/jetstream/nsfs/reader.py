@@ -80,52 +80,27 @@ def read_stream_dir(directory):
     blocks.sort()
     index = _read_index(name, mdir, blocks, warnings)
 
-    # One pass for what the blocks say about each other: tombstones, erased sequences, bounds.
-    tombstones = set()
-    bounds = {}                 # block index -> (first live-or-marker seq, last seq, last ts)
-    last_seq = last_ts = 0
-    for bi, path in blocks:
-        first = last = 0
-        for item in _block_records(name, bi, path, index is not None):
-            if item[0] == "bad":
-                if index is not None:
-                    warnings.append("%s: %s at offset %d, that message is lost" % (path, item[2], item[1]))
-                    continue
-                warnings.append("%s: %s at offset %d, the rest of the block is dropped"
-                                % (path, item[2], item[1]))
-                break
-            raw_seq, ts = item[0], item[1]
-            seq = raw_seq & C.SEQ_MASK
-            if raw_seq & C.TOMBSTONE_BIT:
-                tombstones.add(seq)
-                if seq > last_seq:
-                    last_seq, last_ts = seq, ts
-                continue
-            if seq >= last:
-                last = seq
-                if seq >= last_seq:
-                    last_seq, last_ts = seq, ts
-            if not first and not raw_seq & C.ERASED_BIT:
-                first = seq
-        bounds[bi] = (first, last)
+    if index is not None:           # nats-server trusts it: so do we, the blocks are read once
+        (first_seq, last_seq, last_ts), per_block = index
 
-    if index is not None:
-        state, per_block = index
         def live(bi, seq):
             b = per_block.get(bi)
-            return b is not None and b[0] <= seq <= b[1] and seq not in b[2] and seq not in tombstones
-        first_seq, last_seq, last_ts = state
+            return b is not None and b[0] <= seq <= b[1] and seq not in b[2]
     else:
+        tombstones, last_seq, last_ts = _scan_blocks(name, blocks, warnings)
+        first_seq = 0
+
         def live(bi, seq):
             return seq not in tombstones
-        first_seq = 0
+
     def records():
         for bi, path in blocks:
             for item in _block_records(name, bi, path, index is not None):
                 if item[0] == "bad":
-                    if index is not None:
-                        continue
-                    break
+                    if index is None:
+                        break           # reported by the scan
+                    warnings.append("%s: %s at offset %d, that message is lost" % (path, item[2], item[1]))
+                    continue
                 seq = item[0]
                 if seq & (C.ERASED_BIT | C.TOMBSTONE_BIT) == 0 and live(bi, seq):
                     yield item
@@ -134,6 +109,26 @@ def read_stream_dir(directory):
         first_seq = next((r[0] for r in records()), last_seq + 1)
     return StreamImage(doc, created, first_seq, last_seq, last_ts, records,
                        read_consumers(directory, name, warnings), warnings, directory)
+
+
+def _scan_blocks(name, blocks, warnings):
+    """Without a current index.db, what the blocks say about each other, as nats-server's
+    rebuild reads them: (tombstoned sequences, last sequence, its time)."""
+    tombstones = set()
+    last_seq = last_ts = 0
+    for bi, path in blocks:
+        for item in _block_records(name, bi, path, False):
+            if item[0] == "bad":
+                warnings.append("%s: %s at offset %d, the rest of the block is dropped"
+                                % (path, item[2], item[1]))
+                break
+            raw_seq, ts = item[0], item[1]
+            seq = raw_seq & C.SEQ_MASK
+            if raw_seq & C.TOMBSTONE_BIT:
+                tombstones.add(seq)
+            if seq > last_seq or (seq == last_seq and not raw_seq & C.TOMBSTONE_BIT):
+                last_seq, last_ts = seq, ts
+    return tombstones, last_seq, last_ts
 
 
 def _read_index(name, mdir, blocks, warnings):
