@@ -397,3 +397,30 @@ def test_a_version_1_backup_restores_as_on_nats_server(natsd, reference, tmp_pat
         run(restore_all(srv))
     theirs, ours = (without_created(read_view(s)) for s in servers)
     assert ours == theirs, diff(ours, theirs)
+
+
+def test_a_conversion_that_runs_out_of_room_waits_for_the_next_start(natsd, reference, tmp_path):
+    """natsd cannot write a file past 1 MB (as a full disk would stop it): the large stream's
+    conversion fails, is logged, and leaves nats-server's files as they were; the others are
+    served. The next start, with room, converts it and everything reads as on nats-server."""
+    from tests.support.jetstream import start_size_limited
+    sd = str(tmp_path / "store")
+    theirs = written_by_nats_server(reference, sd)
+    big = os.path.join(sd, "jetstream", "$G", "streams", "BIG")
+    before = tree_digest(big)
+    srv = start_size_limited("-js", "-sd", sd, limit=1024 * 1024)
+    try:
+        srv.wait_log(r"\[ERR\].*Could not convert nats-server stream '\$G > BIG'")
+        assert tree_digest(big) == before
+
+        async def orders(nc):
+            return (await api(nc, "$JS.API.STREAM.INFO.ORDERS"))["state"]
+        state = run(with_connection(srv, orders))
+        state.pop("consumer_count")
+        assert state == theirs["ORDERS"]["state"]
+    finally:
+        srv.kill()
+    srv = natsd("-js", "-sd", sd)
+    assert "Converted nats-server stream '$G > BIG'" in srv.log
+    ours = read_view(srv)
+    assert ours == theirs, diff(ours, theirs)

@@ -70,7 +70,7 @@ def convert_account(jsa, restore_image, check_config):
             finally:
                 for w in image.warnings:
                     log.warning("  Stream '%s > %s': %s", jsa.name, name, w)
-        except (OSError, ValueError, FormatError) as e:
+        except Exception as e:          # unreadable files, a full disk: this stream waits
             if os.path.isdir(aside) and not os.path.exists(target):
                 os.rename(aside, target)        # back where nats-server keeps it
                 fsync_dir(streams_dir)
