@@ -127,8 +127,9 @@ def read_view(server):
     return run(with_connection(server, view))
 
 
-def written_by_nats_server(reference, sd, kill=False):
-    ref = reference("-js", "-sd", sd)
+def written_by_nats_server(reference, sd, kill=False, args=None):
+    args = args or ("-js", "-sd", sd)
+    ref = reference(*args)
 
     async def go():
         nc = await connect(ref)
@@ -147,7 +148,7 @@ def written_by_nats_server(reference, sd, kill=False):
     # what nats-server serves from these files once restarted (as natsd will): times of last
     # activity, for one, are not on disk
     assert ref.stop() == 0
-    ref = reference("-js", "-sd", sd)
+    ref = reference(*args)
     theirs = read_view(ref)
     assert ref.stop() == 0
     return theirs
@@ -424,3 +425,35 @@ def test_a_conversion_that_runs_out_of_room_waits_for_the_next_start(natsd, refe
     assert "Converted nats-server stream '$G > BIG'" in srv.log
     ours = read_view(srv)
     assert ours == theirs, diff(ours, theirs)
+
+
+@pytest.mark.parametrize("cipher", ["chacha", "aes"])
+def test_natsd_starts_on_an_encrypted_nats_server_store(natsd, reference, tmp_path, cipher):
+    """The same configuration file (store_dir, key, cipher) on both servers: nats-server's
+    encrypted files are read with the key and the streams are sealed again in natsd's form."""
+    sd = str(tmp_path / "store")
+    conf = tmp_path / "js.conf"
+    conf.write_text('jetstream { store_dir: "%s", key: "an old secret", cipher: %s }\n' % (sd, cipher))
+    theirs = written_by_nats_server(reference, sd, args=("-c", str(conf)))
+    assert os.path.exists(os.path.join(sd, "jetstream", "$G", "streams", "ORDERS", "meta.key"))
+    srv = natsd("-c", str(conf))
+    assert "Converted nats-server stream '$G > ORDERS'" in srv.log
+    ours = read_view(srv)
+    assert ours == theirs, diff(ours, theirs)
+    assert srv.stop() == 0
+    # sealed with natsd's keys now: a restart with the key serves the same
+    assert read_view(natsd("-c", str(conf))) == theirs
+
+
+def test_a_wrong_key_leaves_an_encrypted_store_as_it_was(natsd, reference, tmp_path):
+    sd = str(tmp_path / "store")
+    conf = tmp_path / "js.conf"
+    conf.write_text('jetstream { store_dir: "%s", key: "the right one" }\n' % sd)
+    written_by_nats_server(reference, sd, args=("-c", str(conf)))
+    d = os.path.join(sd, "jetstream", "$G", "streams", "ORDERS")
+    before = tree_digest(d)
+    conf.write_text('jetstream { store_dir: "%s", key: "the wrong one" }\n' % sd)
+    srv = natsd("-c", str(conf))
+    line = srv.wait_log(r"\[ERR\].*Could not convert nats-server stream '\$G > ORDERS'.*").group(0)
+    assert "meta.inf: cannot be decrypted" in line, line
+    assert tree_digest(d) == before

@@ -26,6 +26,7 @@ from natsd.jetstream.engine.apilevel import API_LEVEL
 from natsd.jetstream.engine.streamconfig import config_json, check_config, decode_stream_config
 from natsd.jetstream.engine.snapshot import restore_image
 from natsd.jetstream.nsfs import convert as nsfs_convert
+from natsd.jetstream.nsfs.crypt import StoreKeys
 
 log = logging.getLogger("natsd")
 
@@ -323,16 +324,18 @@ class JsAccount:
         """Streams nats-server left here become natsd's (natsd/jetstream/nsfs/convert.py)."""
         if not nsfs_convert.pending(self.dir):
             return
-        if self.engine.meta is not None or self.engine.server_key is not None:
+        if self.engine.meta is not None:
             log.error("  nats-server streams in %s are not converted: natsd converts them on a "
-                      "server without clustering and without a JetStream key", self.dir)
+                      "server without clustering", self.dir)
             return
+        skey = self.engine.server_key
+        keys = StoreKeys(skey.key, skey.cipher, skey.prev) if skey is not None else None
 
         def checked(doc):
             req = decode_stream_config(json.dumps(doc).encode(), False)
             req.pop("pedantic", None)
             return check_config(req, False, lambda n: getattr(self.streams.get(n), "config", None), self)
-        nsfs_convert.convert_account(self, restore_image, checked)
+        nsfs_convert.convert_account(self, restore_image, checked, keys)
 
     def account_info(self, totals=None):
         """`$JS.API.INFO`'s answer; `totals` (memory, storage, reserved_memory,

@@ -43,9 +43,10 @@ def pending(streams_dir):
     return sorted(names)
 
 
-def convert_account(jsa, restore_image, check_config):
+def convert_account(jsa, restore_image, check_config, keys=None):
     """Convert the account's nats-server streams; `restore_image(jsa, cfg, image)` builds one
-    and `check_config(doc)` turns a `meta.inf` config into the one the stream is created with."""
+    and `check_config(doc)` turns a `meta.inf` config into the one the stream is created with;
+    `keys` (crypt.StoreKeys) open encrypted streams."""
     streams_dir = jsa.dir
     for name in pending(streams_dir):
         aside = os.path.join(streams_dir, ASIDE % name)
@@ -59,7 +60,7 @@ def convert_account(jsa, restore_image, check_config):
                          "the conversion is complete)", jsa.name, name)
             else:
                 log.info("  Resuming the conversion of nats-server stream '%s > %s'", jsa.name, name)
-            image = read_stream_dir(aside)
+            image = read_stream_dir(aside, keys.for_account(jsa.name) if keys else None, name)
             cfg = check_config(dict(image.config))
             if cfg["name"] != name:
                 raise FormatError("%s: names stream %r" % (os.path.join(aside, "meta.inf"), cfg["name"]))

@@ -14,9 +14,12 @@ import json
 import os
 import struct
 
+from cryptography.exceptions import InvalidTag
+
 from natsd._core.highway import highway64
 from natsd.jetstream.engine.consumerconfig import parse_time
 from natsd.jetstream.nsfs import codec as C
+from natsd.jetstream.nsfs import crypt
 from natsd.jetstream.nsfs.image import StreamImage
 
 INDEX_MAGIC = 11
@@ -28,33 +31,46 @@ def _read(path):
         return f.read()
 
 
-def _block_records(stream, index, path, trusted_index):
-    return C.records(C.decompress_block(_read(path)), C.block_key(stream, index), trusted_index)
+def _block_records(stream, index, path, trusted_index, key=None):
+    buf = _read(path)
+    if key is not None:
+        buf = key.xor(buf)
+    return C.records(C.decompress_block(buf), C.block_key(stream, index), trusted_index)
 
 
-def read_meta(directory, consumer_of=None):
-    """(document, raw bytes) of `meta.inf`, its `meta.sum` checked; FormatError naming the
-    file when it is not nats-server's (or is encrypted: `meta.key` beside it)."""
+def read_meta(directory, consumer_of=None, keys=None, context=None):
+    """(document, key) of `meta.inf`, its `meta.sum` checked; the key is the AssetKey of an
+    encrypted stream or consumer (`meta.key` beside it, opened with `keys` for `context`), else
+    None. FormatError naming the file when it is not nats-server's or no key opens it."""
     meta = os.path.join(directory, "meta.inf")
-    if os.path.exists(os.path.join(directory, "meta.key")):
-        raise C.FormatError("%s: encrypted with a JetStream key (meta.key); natsd cannot read "
-                            "nats-server's encrypted stores" % meta)
     raw = _read(meta)
+    key = None
+    if os.path.exists(os.path.join(directory, "meta.key")):
+        if keys is None:
+            raise C.FormatError("%s: encrypted (meta.key beside it) and natsd has no JetStream "
+                                "key configured" % meta)
+        try:
+            key = crypt.open_key(keys, os.path.join(directory, "meta.key"), context)
+            plain = key.open(raw)
+        except (crypt.KeyError_, InvalidTag, ValueError) as e:
+            raise C.FormatError("%s: cannot be decrypted: %s" % (meta, e or "wrong key"))
+    else:
+        plain = raw
     try:
-        doc = json.loads(raw)
+        doc = json.loads(plain)
     except ValueError as e:
         raise C.FormatError("%s: not JSON (%s)" % (meta, e))
     if not isinstance(doc, dict) or not (consumer_of or doc.get("name")):
         raise C.FormatError("%s: no %s configuration" % (meta, "consumer" if consumer_of else "stream"))
     stream = consumer_of or doc["name"]
-    key = C.meta_key(stream, doc.get("Name") if consumer_of else None)
+    sum_key = C.meta_key(stream, doc.get("Name") if consumer_of else None)
     try:
         want = _read(os.path.join(directory, "meta.sum")).strip()
     except FileNotFoundError:
         want = None
-    if want is not None and want != C.meta_sum(key, raw):
+    if want is not None and want != C.meta_sum(sum_key, raw):
         raise C.FormatError("%s: does not match its meta.sum" % meta)
-    return doc, raw
+    return doc, key
 
 
 def _created(doc):
@@ -64,9 +80,12 @@ def _created(doc):
         return 0
 
 
-def read_stream_dir(directory):
-    """The StreamImage of a nats-server stream directory; FormatError when it cannot be read."""
-    doc, _ = read_meta(directory)
+def read_stream_dir(directory, keys=None, name=None):
+    """The StreamImage of a nats-server stream directory (of stream `name`, by default the
+    directory's name); `keys` (crypt.StoreKeys for the account) open an encrypted one.
+    FormatError when it cannot be read."""
+    name = name or os.path.basename(os.path.normpath(directory))
+    doc, stream_key = read_meta(directory, keys=keys, context=name)
     created = _created(doc)
     name = doc["name"]
     warnings = []
@@ -75,10 +94,25 @@ def read_stream_dir(directory):
     for entry in os.listdir(mdir) if os.path.isdir(mdir) else ():
         if entry.endswith(".blk") and entry[:-4].isdigit():
             blocks.append((int(entry[:-4]), os.path.join(mdir, entry)))
-        elif entry not in ("index.db", "thw.db", "sched.db", "sources.db") and not entry.endswith(".tmp"):
+        elif (entry not in ("index.db", "thw.db", "sched.db", "sources.db") and not entry.endswith(".tmp")
+              and not (entry.endswith(".key") and entry[:-4].isdigit())):
             raise C.FormatError("%s: a file nats-server does not write in msgs/" % os.path.join(mdir, entry))
     blocks.sort()
-    index = _read_index(name, mdir, blocks, warnings)
+    block_keys = {}
+    if stream_key is not None:
+        for bi, _ in blocks:
+            try:
+                block_keys[bi] = crypt.open_key(keys, os.path.join(mdir, "%d.key" % bi), "%s:%d" % (name, bi))
+            except (OSError, crypt.KeyError_) as e:
+                raise C.FormatError("%s: %s" % (os.path.join(mdir, "%d.key" % bi), e))
+    def last_checksum(bi):
+        """The last 8 bytes of block `bi` as written (decrypted; a compressed block keeps its
+        last checksum uncompressed at its end), as nats-server's lastChecksum."""
+        buf = _read(dict(blocks)[bi])
+        if bi in block_keys:
+            buf = block_keys[bi].xor(buf)
+        return buf[-8:] if len(buf) >= 8 else bytes(8)
+    index = _read_index(name, mdir, blocks, warnings, stream_key, last_checksum)
 
     if index is not None:           # nats-server trusts it: so do we, the blocks are read once
         (first_seq, last_seq, last_ts), per_block = index
@@ -87,7 +121,7 @@ def read_stream_dir(directory):
             b = per_block.get(bi)
             return b is not None and b[0] <= seq <= b[1] and seq not in b[2]
     else:
-        tombstones, last_seq, last_ts = _scan_blocks(name, blocks, warnings)
+        tombstones, last_seq, last_ts = _scan_blocks(name, blocks, warnings, block_keys)
         first_seq = 0
 
         def live(bi, seq):
@@ -95,7 +129,7 @@ def read_stream_dir(directory):
 
     def records():
         for bi, path in blocks:
-            for item in _block_records(name, bi, path, index is not None):
+            for item in _block_records(name, bi, path, index is not None, block_keys.get(bi)):
                 if item[0] == "bad":
                     if index is None:
                         break           # reported by the scan
@@ -108,16 +142,16 @@ def read_stream_dir(directory):
     if not first_seq:
         first_seq = next((r[0] for r in records()), last_seq + 1)
     return StreamImage(doc, created, first_seq, last_seq, last_ts, records,
-                       read_consumers(directory, name, warnings), warnings, directory)
+                       read_consumers(directory, name, warnings, keys), warnings, directory)
 
 
-def _scan_blocks(name, blocks, warnings):
+def _scan_blocks(name, blocks, warnings, block_keys):
     """Without a current index.db, what the blocks say about each other, as nats-server's
     rebuild reads them: (tombstoned sequences, last sequence, its time)."""
     tombstones = set()
     last_seq = last_ts = 0
     for bi, path in blocks:
-        for item in _block_records(name, bi, path, False):
+        for item in _block_records(name, bi, path, False, block_keys.get(bi)):
             if item[0] == "bad":
                 warnings.append("%s: %s at offset %d, the rest of the block is dropped"
                                 % (path, item[2], item[1]))
@@ -131,7 +165,7 @@ def _scan_blocks(name, blocks, warnings):
     return tombstones, last_seq, last_ts
 
 
-def _read_index(name, mdir, blocks, warnings):
+def _read_index(name, mdir, blocks, warnings, stream_key, last_checksum):
     """((first_seq, last_seq, last_ts), {block: (first, last, deleted set)}) from index.db,
     or None when there is none or it is not current (nats-server then rebuilds from blocks)."""
     path = os.path.join(mdir, "index.db")
@@ -143,6 +177,8 @@ def _read_index(name, mdir, blocks, warnings):
         if len(buf) < 32 or highway64(C.meta_key(name), buf[:-8]) != buf[-8:]:
             raise C.FormatError("checksum does not match")
         buf = buf[:-8]
+        if stream_key is not None:
+            buf = stream_key.open(buf)
         if buf[0] != INDEX_MAGIC or buf[1] not in INDEX_VERSIONS:
             raise C.FormatError("magic and version mismatch")
         version = buf[1]
@@ -178,40 +214,37 @@ def _read_index(name, mdir, blocks, warnings):
             last_index = bi
         lbi, i = C.uvarint(buf, i)
         lchk = bytes(buf[i:i + 8])
-    except (C.FormatError, IndexError, struct.error) as e:
-        warnings.append("%s: %s, the blocks alone decide" % (path, e))
+    except (C.FormatError, IndexError, struct.error, InvalidTag) as e:
+        warnings.append("%s: %s, the blocks alone decide" % (path, e or "cannot be decrypted"))
         return None
     on_disk = {bi for bi, _ in blocks}
     newest = max(on_disk) if on_disk else None
     if lbi != last_index or newest != lbi or not set(per_block) <= on_disk:
         warnings.append("%s: outdated (the blocks changed after it), the blocks alone decide" % path)
         return None
-    with open(dict(blocks)[lbi], "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(size - 8, 0))
-        if size >= 8 and f.read(8) != lchk:
-            warnings.append("%s: outdated (its last block has more records), the blocks alone decide" % path)
-            return None
+    if last_checksum(lbi) != lchk:
+        warnings.append("%s: outdated (its last block has more records), the blocks alone decide" % path)
+        return None
     return (first_seq, last_seq, last_time), per_block
 
 
-def read_consumers(directory, stream, warnings):
+def read_consumers(directory, stream, warnings, keys=None):
     """Consumer documents for natsd's restore from `obs/<name>/meta.inf` and `o.dat`."""
     out = []
     odir = os.path.join(directory, "obs")
     for name in sorted(os.listdir(odir)) if os.path.isdir(odir) else ():
         cdir = os.path.join(odir, name)
         try:
-            doc, _ = read_meta(cdir, consumer_of=stream)
+            doc, key = read_meta(cdir, consumer_of=stream, keys=keys, context="%s.%s" % (stream, name))
             created = _created(doc)
             cname = doc.pop("Name", None) or name
             try:
-                state = C.decode_consumer_state(_read(os.path.join(cdir, "o.dat")))
+                raw = _read(os.path.join(cdir, "o.dat"))
+                state = C.decode_consumer_state(key.open(raw) if key is not None else raw)
             except FileNotFoundError:
                 state = None
-        except (OSError, C.FormatError) as e:
-            warnings.append("consumer %r: %s (not carried over)" % (name, e))
+        except (OSError, C.FormatError, InvalidTag) as e:
+            warnings.append("consumer %r: %s (not carried over)" % (name, e or "cannot be decrypted"))
             continue
         out.append({"name": cname, "created_ns": created, "config": doc,
                     "state": natsd_consumer_state(state)})
