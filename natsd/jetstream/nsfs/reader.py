@@ -90,21 +90,9 @@ def read_stream_dir(directory, keys=None, name=None):
     name = doc["name"]
     warnings = []
     mdir = os.path.join(directory, "msgs")
-    blocks = []
-    for entry in os.listdir(mdir) if os.path.isdir(mdir) else ():
-        if entry.endswith(".blk") and entry[:-4].isdigit():
-            blocks.append((int(entry[:-4]), os.path.join(mdir, entry)))
-        elif (entry not in ("index.db", "thw.db", "sched.db", "sources.db") and not entry.endswith(".tmp")
-              and not (entry.endswith(".key") and entry[:-4].isdigit())):
-            raise C.FormatError("%s: a file nats-server does not write in msgs/" % os.path.join(mdir, entry))
-    blocks.sort()
-    block_keys = {}
-    if stream_key is not None:
-        for bi, _ in blocks:
-            try:
-                block_keys[bi] = crypt.open_key(keys, os.path.join(mdir, "%d.key" % bi), "%s:%d" % (name, bi))
-            except (OSError, crypt.KeyError_) as e:
-                raise C.FormatError("%s: %s" % (os.path.join(mdir, "%d.key" % bi), e))
+    blocks = _list_blocks(mdir)
+    block_keys = _open_block_keys(keys, mdir, name, blocks) if stream_key is not None else {}
+
     def last_checksum(bi):
         """The last 8 bytes of block `bi` as written (decrypted; a compressed block keeps its
         last checksum uncompressed at its end), as nats-server's lastChecksum."""
@@ -143,6 +131,31 @@ def read_stream_dir(directory, keys=None, name=None):
         first_seq = next((r[0] for r in records()), last_seq + 1)
     return StreamImage(doc, created, first_seq, last_seq, last_ts, records,
                        read_consumers(directory, name, warnings, keys), warnings, directory)
+
+
+def _list_blocks(mdir):
+    """[(index, path)] of the message blocks, in order; FormatError for a file nats-server
+    would not have written there."""
+    blocks = []
+    for entry in os.listdir(mdir) if os.path.isdir(mdir) else ():
+        if entry.endswith(".blk") and entry[:-4].isdigit():
+            blocks.append((int(entry[:-4]), os.path.join(mdir, entry)))
+        elif (entry not in ("index.db", "thw.db", "sched.db", "sources.db") and not entry.endswith(".tmp")
+              and not (entry.endswith(".key") and entry[:-4].isdigit())):
+            raise C.FormatError("%s: a file nats-server does not write in msgs/" % os.path.join(mdir, entry))
+    return sorted(blocks)
+
+
+def _open_block_keys(keys, mdir, name, blocks):
+    """{index: AssetKey} of an encrypted stream's blocks (`msgs/<n>.key`)."""
+    out = {}
+    for bi, _ in blocks:
+        path = os.path.join(mdir, "%d.key" % bi)
+        try:
+            out[bi] = crypt.open_key(keys, path, "%s:%d" % (name, bi))
+        except (OSError, crypt.KeyError_) as e:
+            raise C.FormatError("%s: %s" % (path, e))
+    return out
 
 
 def _scan_blocks(name, blocks, warnings, block_keys):
