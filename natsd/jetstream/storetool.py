@@ -1,6 +1,6 @@
 """`natsd-store`: the way back to nats-server.
 
-    natsd-store export <natsd store_dir> <new store_dir>
+    natsd-store export <natsd store_dir> <new store_dir> [--key K [--cipher aes] [--prev-key P]]
 
 writes every file-storage stream of a natsd store directory (every account, with its consumers
 and their positions) as nats-server 2.15's file store under the new directory, which nats-server
@@ -9,8 +9,10 @@ Each stream is written beside its final name and renamed into place once synced,
 interrupted export leaves whole streams only, and running it again carries on with the streams
 not yet written. Exit status 1 when a stream could not be exported (each one is named on stderr).
 
-Not carried: streams of more than one replica (their Raft logs), streams sealed with a JetStream
-key, and memory-storage streams (nothing of them is on disk).
+A store sealed with a JetStream key needs that key (and cipher); the streams are then written
+sealed with it, as nats-server configured with the same `jetstream { key, cipher }` reads them.
+Not carried: streams of more than one replica (their Raft logs) and memory-storage streams
+(nothing of them is on disk).
 """
 import argparse
 import json
@@ -18,9 +20,10 @@ import os
 import sys
 
 from natsd.jetstream.engine import consumerconfig as cc
-from natsd.jetstream.engine import persist
+from natsd.jetstream.engine import jscrypt, persist
 from natsd.jetstream.engine.store import open_store
 from natsd.jetstream.engine.streamconfig import config_json
+from natsd.jetstream.nsfs.crypt import StoreKeys
 from natsd.jetstream.nsfs.image import image_of_store
 from natsd.jetstream.nsfs.writer import write_stream_dir
 
@@ -49,31 +52,43 @@ def consumer_documents(stream_dir):
     return out
 
 
-def export_stream(stream_dir, target):
+def export_stream(stream_dir, target, account, server_key=None):
+    """Write one natsd stream directory as nats-server's at `target`; with `server_key` (the
+    JetStream key natsd sealed it with) nats-server's files are sealed with the same key."""
     path = os.path.join(stream_dir, "meta.json")
+    crypt = None
+    if os.path.exists(os.path.join(stream_dir, jscrypt.KEY_FILE)):
+        if server_key is None:
+            raise ValueError("%s: sealed with a JetStream key (give --key and --cipher)"
+                             % os.path.join(stream_dir, jscrypt.KEY_FILE))
+        try:
+            crypt = jscrypt.open_stream_to_read(server_key, account, os.path.basename(stream_dir), stream_dir)
+        except jscrypt.EncryptionError as e:
+            raise ValueError("%s: %s" % (os.path.join(stream_dir, jscrypt.KEY_FILE), e))
     try:
-        with open(path, "rb") as f:
-            meta = json.loads(f.read())
-    except ValueError:
-        raise ValueError("%s: not readable as natsd's stream metadata (sealed with a JetStream "
-                         "key?)" % path)
+        meta = json.loads(jscrypt.read_file(path, crypt))
+    except (ValueError, jscrypt.EncryptionError) as e:
+        raise ValueError("%s: not readable as natsd's stream metadata (%s)" % (path, e))
     cfg = meta["config"]
     if cfg.get("storage", "file") != "file":
         return "memory storage, nothing on disk"
     if int(cfg.get("num_replicas") or 1) > 1:
         raise ValueError("%s: a replicated stream (R%s); export works on single-replica streams"
                          % (path, cfg.get("num_replicas")))
-    store = open_store("file", os.path.join(stream_dir, "msgs"), cfg)
+    store = open_store("file", os.path.join(stream_dir, "msgs"), cfg, crypt=crypt)
+    keys = None
+    if server_key is not None:
+        keys = StoreKeys(server_key.key, server_key.cipher, server_key.prev, account)
     try:
         image = image_of_store(store, config_json(cfg), meta.get("created"),
                                consumer_documents(stream_dir))
-        write_stream_dir(target, image)
+        write_stream_dir(target, image, keys)
         return "%d messages, %d consumers" % (store.state()["messages"], len(image.consumers))
     finally:
         store.close()
 
 
-def export(source, destination, out=sys.stdout, err=sys.stderr):
+def export(source, destination, server_key=None, out=sys.stdout, err=sys.stderr):
     """Export every stream; returns the exit status."""
     if os.path.abspath(source) == os.path.abspath(destination):
         print("natsd-store: the destination must be a new directory, not the source", file=err)
@@ -86,7 +101,7 @@ def export(source, destination, out=sys.stdout, err=sys.stderr):
             continue
         os.makedirs(os.path.dirname(target), exist_ok=True)
         try:
-            what = export_stream(d, target)
+            what = export_stream(d, target, account, server_key)
         except (OSError, ValueError, KeyError) as e:
             print("natsd-store: %s > %s not exported: %s" % (account, name, e), file=err)
             failed += 1
@@ -101,8 +116,12 @@ def main(argv=None):
     e = sub.add_parser("export", help="write a natsd store directory as nats-server's")
     e.add_argument("store_dir", help="natsd's store directory (the server's store_dir)")
     e.add_argument("new_store_dir", help="where nats-server's store directory is written")
+    e.add_argument("--key", help="the JetStream key natsd's store is sealed with (jetstream { key })")
+    e.add_argument("--cipher", default="chacha", help="its cipher: chacha (the default) or aes")
+    e.add_argument("--prev-key", default="", help="jetstream { prev_encryption_key }, if any")
     args = p.parse_args(argv)
-    return export(args.store_dir, args.new_store_dir)
+    server_key = jscrypt.ServerKey(args.key, args.cipher, args.prev_key) if args.key else None
+    return export(args.store_dir, args.new_store_dir, server_key)
 
 
 if __name__ == "__main__":

@@ -462,7 +462,26 @@ def test_natsd_starts_on_an_encrypted_nats_server_store(natsd, reference, tmp_pa
     assert ours == theirs, diff(ours, theirs)
     assert srv.stop() == 0
     # sealed with natsd's keys now: a restart with the key serves the same
-    assert read_view(natsd("-c", str(conf))) == theirs
+    srv = natsd("-c", str(conf))
+    assert read_view(srv) == theirs
+    assert srv.stop() == 0
+
+    # and back, sealed for nats-server with the same key and cipher
+    back = str(tmp_path / "back")
+    r = subprocess.run([sys.executable, "-m", "natsd.jetstream.storetool", "export", sd, back,
+                        "--key", "an old secret", "--cipher", cipher], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert os.path.exists(os.path.join(back, "jetstream", "$G", "streams", "ORDERS", "msgs", "1.key"))
+    conf.write_text('jetstream { store_dir: "%s", key: "an old secret", cipher: %s }\n' % (back, cipher))
+    ref = reference("-c", str(conf))
+    theirs_back = read_view(ref)
+    assert theirs_back == theirs, diff(theirs_back, theirs)
+    warnings = [l for l in ref.log.splitlines() if "[WRN]" in l and "TTL state is outdated" not in l]
+    assert not warnings, ref.log
+    # without the key the export refuses, naming the file
+    r = subprocess.run([sys.executable, "-m", "natsd.jetstream.storetool", "export", sd, str(tmp_path / "nokey")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "meta.key: sealed with a JetStream key" in r.stderr, r.stderr
 
 
 def test_a_wrong_key_leaves_an_encrypted_store_as_it_was(natsd, reference, tmp_path):

@@ -346,6 +346,21 @@ def open_stream(server_key, account, stream, directory, create=False):
     return sc
 
 
+def open_stream_to_read(server_key, account, stream, directory):
+    """The StreamCrypt of a sealed stream directory, for reading it offline (natsd-store):
+    nothing is written, so a stream whose `meta.key` the configured key (or the previous one)
+    does not open, or one being re-keyed, raises EncryptionError instead of converting."""
+    sc = StreamCrypt(server_key, account, stream, directory)
+    if os.path.exists(os.path.join(directory, NEW_KEY_FILE)):
+        raise EncryptionError("%s: a re-keying is not finished (start natsd once to finish it)"
+                              % os.path.join(directory, NEW_KEY_FILE))
+    k, _ = sc._read_key(KEY_FILE)
+    sc.keys[k.kid] = k
+    sc.current = k
+    _registry[os.path.abspath(directory)] = sc
+    return sc
+
+
 def forget(directory):
     if directory:
         _registry.pop(os.path.abspath(directory), None)

@@ -1,4 +1,4 @@
-"""nats-server's encryption at rest, for reading its stores (server/filestore.go, jetstream.go):
+"""nats-server's encryption at rest, for reading its stores and writing them (server/filestore.go, jetstream.go):
 
 - prf(context) = HMAC-SHA256(jetstream key, account name + context); the context is the stream
   name for a stream, "<stream>.<consumer>" for a consumer, "<stream>:<index>" for a block;
@@ -14,6 +14,7 @@ configured cipher, then the other cipher, then `prev_encryption_key` with each.
 """
 import hashlib
 import hmac
+import os
 import struct
 
 from cryptography.exceptions import InvalidTag
@@ -61,6 +62,14 @@ def open_sealed(cipher, key, sealed):
     return AESGCM(key).decrypt(nonce, body, None)
 
 
+def seal(cipher, key, plain):
+    """nonce + AEAD ciphertext of `plain` under `key`, with a fresh random nonce."""
+    nonce = os.urandom(NONCE[cipher])
+    if cipher == CHACHA:
+        return nonce + ChaCha20Poly1305(hchacha20(key, nonce[:16])).encrypt(b"\0\0\0\0" + nonce[16:], plain, None)
+    return nonce + AESGCM(key).encrypt(nonce, plain, None)
+
+
 def xor_stream(cipher, seed, nonce, data):
     """A block's bytes under its stream cipher (the same call encrypts and decrypts)."""
     if cipher == CHACHA:
@@ -81,6 +90,13 @@ class StoreKeys:
 
     def _prf(self, key, context):
         return hmac.new(key, self.account.encode() + context.encode(), hashlib.sha256).digest()
+
+    def new_key(self, context):
+        """(AssetKey, key file bytes) of a fresh asset key for `context`, sealed with the
+        configured key and cipher, as nats-server's genEncryptionKeys makes them."""
+        seed = os.urandom(32)
+        sealed = seal(self.cipher, self._prf(self.key, context), seed)
+        return AssetKey(self.cipher, seed, sealed[:NONCE[self.cipher]]), sealed
 
     def open_key_file(self, sealed, context):
         """(cipher, seed, nonce) of a key file sealed for `context`."""
@@ -104,6 +120,9 @@ class AssetKey:
 
     def open(self, sealed):
         return open_sealed(self.cipher, self.seed, sealed)
+
+    def seal(self, plain):
+        return seal(self.cipher, self.seed, plain)
 
     def xor(self, data):
         return xor_stream(self.cipher, self.seed, self.nonce, data)

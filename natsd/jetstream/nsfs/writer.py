@@ -27,19 +27,48 @@ def _meta(created, extra, config):
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def stream_files(image):
-    """(relative path, bytes) of every file of the stream's nats-server directory."""
+def stream_files(image, keys=None):
+    """(relative path, bytes) of every file of the stream's nats-server directory; with `keys`
+    (crypt.StoreKeys for the account) sealed as nats-server seals an encrypted stream."""
     name = image.name
-    meta = _meta(image.created, {}, image.config)
-    yield "meta.inf", meta
-    yield "meta.sum", C.meta_sum(C.meta_key(name), meta)
-    yield from _blocks(image)
+    sealer = _Sealer(keys)
+    yield from sealer.files("", name, _meta(image.created, {}, image.config), C.meta_key(name))
+    for rel, data in _blocks(image):
+        index = int(rel[len("msgs/"):-len(".blk")])
+        key = sealer.key_file("msgs/%d.key" % index, "%s:%d" % (name, index))
+        if key is not None:
+            yield key
+            data = sealer.last.xor(data)
+        yield rel, data
     for doc in image.consumers:
         cname = doc["name"]
         meta = _meta(doc.get("created_ns"), {"Name": cname}, doc.get("config") or {})
-        yield "obs/%s/meta.inf" % cname, meta
-        yield "obs/%s/meta.sum" % cname, C.meta_sum(C.meta_key(name, cname), meta)
-        yield "obs/%s/o.dat" % cname, consumer_state_bytes(doc.get("state") or {})
+        yield from sealer.files("obs/%s/" % cname, "%s.%s" % (name, cname), meta, C.meta_key(name, cname))
+        state = consumer_state_bytes(doc.get("state") or {})
+        yield "obs/%s/o.dat" % cname, sealer.last.seal(state) if keys else state
+
+
+class _Sealer:
+    """Key files and sealed metadata of one stream directory, or plaintext without keys;
+    `last` is the asset key made last."""
+
+    def __init__(self, keys):
+        self.keys, self.last = keys, None
+
+    def key_file(self, rel, context):
+        if self.keys is None:
+            return None
+        self.last, sealed = self.keys.new_key(context)
+        return rel, sealed
+
+    def files(self, prefix, context, meta, sum_key):
+        """meta.key (sealed), meta.inf and its meta.sum (over the bytes as written)."""
+        key = self.key_file(prefix + "meta.key", context)
+        if key is not None:
+            yield key
+            meta = self.last.seal(meta)
+        yield prefix + "meta.inf", meta
+        yield prefix + "meta.sum", C.meta_sum(sum_key, meta)
 
 
 def block_size(config):
@@ -88,14 +117,14 @@ def consumer_state_bytes(state):
         pending, redelivered, round(time.time()))
 
 
-def write_stream_dir(directory, image):
+def write_stream_dir(directory, image, keys=None):
     """Write the stream into `directory` (which must not exist): everything goes to a sibling
     `.<name>.tmp` first, synced, then renamed, so an interrupted write leaves nothing that looks
     like a stream."""
     parent, base = os.path.split(os.path.abspath(directory))
     tmp = os.path.join(parent, "." + base + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    for rel, data in stream_files(image):
+    for rel, data in stream_files(image, keys):
         path = os.path.join(tmp, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "wb") as f:
