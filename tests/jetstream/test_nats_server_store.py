@@ -277,13 +277,20 @@ def block_of(sd, stream, index=1):
     return os.path.join(sd, "jetstream", "$G", "streams", stream, "msgs", "%d.blk" % index)
 
 
-@pytest.mark.parametrize("damage", ["torn_tail", "flipped_byte"])
+@pytest.mark.parametrize("damage", ["torn_tail", "flipped_byte", "newer_index"])
 def test_a_damaged_block_is_read_as_nats_server_reads_it(natsd, reference, tmp_path, damage, nats_server_store):
-    """A torn last write (the block cut inside its last record) and a flipped byte inside a
-    record: each server opens its own copy; what clients read must match."""
+    """A torn last write (the block cut inside its last record), a flipped byte inside a
+    record, an index.db of a newer version: each server opens its own copy; what clients read
+    must match."""
     for copy in ("theirs", "ours"):
         copy_of(nats_server_store, tmp_path, copy)
         path = block_of(str(tmp_path / copy), "ORDERS")
+        if damage == "newer_index":         # an index.db of a version neither server knows
+            path = os.path.join(os.path.dirname(path), "index.db")
+            with open(path, "r+b") as f:
+                f.seek(1)
+                f.write(bytes([9]))
+            continue
         with open(path, "r+b") as f:
             size = f.seek(0, os.SEEK_END)
             if damage == "torn_tail":

@@ -1,11 +1,13 @@
 """A stream written in nats-server's file store format: `stream_files` yields the files of one
-StreamImage's directory (relative path, bytes), which `write_stream_dir` puts on disk (each file synced,
-the directory renamed into place last) and the snapshot archive puts in a tar.
+StreamImage's directory (relative path, bytes), plaintext or sealed as nats-server seals them,
+and `write_stream_dir` puts them on disk (each file synced, the directory renamed into place
+last).
 
 What nats-server rebuilds by itself is not written: `index.db` (it recovers the blocks without
 one, exactly as after a crash), per-subject and TTL state. Messages go into plain (uncompressed)
-blocks of the size nats-server would pick for the stream; deleted sequences are gaps, and deleted sequences at the end
-are held by an erased last-sequence record, as nats-server's own purge leaves them.
+blocks of the size nats-server would pick for the stream; deleted sequences are gaps, and
+deleted sequences at the end are held by an erased last-sequence record, as nats-server's own
+purge leaves them.
 """
 import json
 import os
@@ -33,13 +35,12 @@ def stream_files(image, keys=None):
     name = image.name
     sealer = _Sealer(keys)
     yield from sealer.files("", name, _meta(image.created, {}, image.config), C.meta_key(name))
-    for rel, data in _blocks(image):
-        index = int(rel[len("msgs/"):-len(".blk")])
+    for index, data in _blocks(image):
         key = sealer.key_file("msgs/%d.key" % index, "%s:%d" % (name, index))
         if key is not None:
             yield key
             data = sealer.last.xor(data)
-        yield rel, data
+        yield "msgs/%d.blk" % index, data
     for doc in image.consumers:
         cname = doc["name"]
         meta = _meta(doc.get("created_ns"), {"Name": cname}, doc.get("config") or {})
@@ -92,7 +93,7 @@ def _blocks(image):
     for seq, ts, subject, hdr, data in image.records():
         rec = C.record(key, seq, ts, subject, hdr, data)
         if size and size + len(rec) > limit:
-            yield "msgs/%d.blk" % index, b"".join(parts)
+            yield index, b"".join(parts)
             index, parts, size = index + 1, [], 0
             key = C.block_key(image.name, index)
             rec = C.record(key, seq, ts, subject, hdr, data)    # each block has its own key
@@ -102,7 +103,7 @@ def _blocks(image):
     if image.last_seq > last:
         parts.append(C.record(key, image.last_seq | C.ERASED_BIT, image.last_ts or 0, b"", None, b""))
     if parts:
-        yield "msgs/%d.blk" % index, b"".join(parts)
+        yield index, b"".join(parts)
 
 
 def consumer_state_bytes(state):
