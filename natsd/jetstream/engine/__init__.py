@@ -2,7 +2,7 @@
 
 - jetstream.py    the JetStream object of a server: enabling, store directory, limits, domain,
                   per-account state (JsAccount), recovery at start, group commit of PubAcks
-- accountpurge.py the system account's `$JS.API.ACCOUNT.PURGE.<account>` (no cluster)
+- accountpurge.py the system account's `$JS.API.ACCOUNT.PURGE.<account>`
 - api.py          `$JS.API.>` dispatch, the account and stream handlers, DIRECT.GET
 - api_consumer.py the consumer half of the API
 - streamconfig.py, consumerconfig.py  configurations decoded, defaulted and checked as

@@ -1,11 +1,13 @@
 """`$JS.API.ACCOUNT.PURGE.<account>`: the system account removes everything JetStream holds for
-an account, on a server without a cluster, as nats-server's jsLeaderAccountPurgeRequest.
+an account, as nats-server's jsLeaderAccountPurgeRequest (on a cluster its meta leader answers).
 
 Only a request from the system account is answered (a `Nats-Request-Info` header names the
 requester's account when it came through an import). Every stream of the account is deleted
 with its consumers, then the account's directory in the store; the answer is
 `account_purge_response` with `initiated`, also for an account that has nothing here. A name
-with a path separator is refused.
+with a path separator is refused. On a cluster the request goes to the meta leader
+(natsd/jetstream/replicated/meta.py purge_account), which drops the account's streams on every
+server and answers.
 """
 import logging
 import os
@@ -44,6 +46,10 @@ class AccountPurge:
             return
         acc = self.server.accounts.accounts.get(name)
         jsa = self.engine.jsas.get(name) if acc is not None else None
+        meta = self.engine.meta
+        if meta is not None:
+            meta.purge_account(name, bytes(reply) if reply else None)
+            return
         streams = sorted(jsa.streams) if jsa is not None else []
         log.info("Purge request for account %s (streams: %d, hasAccount: %s)",
                  name, len(streams), "true" if acc is not None else "false")

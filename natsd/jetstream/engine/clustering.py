@@ -61,6 +61,10 @@ class MetaGroup(Protocol):
         """Propose an assignment change ("add", "del", "peers") for the meta leader; the
         answer goes to `reply` once it is applied."""
 
+    def purge_account(self, account: str, reply) -> None:
+        """ACCOUNT.PURGE asked here: the meta leader drops the account's streams everywhere
+        and answers."""
+
     def leader_known(self) -> bool: ...
     def leaderless_too_long(self) -> bool: ...
     def is_leader(self) -> bool: ...

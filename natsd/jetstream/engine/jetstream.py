@@ -489,8 +489,8 @@ class JetStream:
         self.server.accounts.on_add.append(lambda acc: self._install_api(acc, None))
         self.server.accounts.on_update.append(self.account_updated)
         self._load_stored_accounts()
-        if self.server.system is not None and not self.server.opts.cluster.port:
-            AccountPurge(self).start()  # (a cluster's meta leader would answer it: not yet)
+        if self.server.system is not None:
+            AccountPurge(self).start()
         if not self.group_commit and not self.sync_always:
             self.sync_timer = self.server.loop.call_later(self.sync_interval, self._sync_tick)
         err = None

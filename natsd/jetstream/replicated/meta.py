@@ -144,7 +144,11 @@ class MetaGroup:
         to remove) of a replicated stream asked on this server: the meta leader decides. It
         answers a delete and a peer removal; the stream's leader answers a create and an
         update once it has applied them."""
-        msg = dict(body, op=op, acc=jsa.name, reply=reply.decode() if reply else "")
+        self._route(dict(body, op=op, acc=jsa.name, reply=reply.decode() if reply else ""))
+
+    def _route(self, msg):
+        """A request to the meta leader: led here, forwarded to it, or refused when the group
+        has been leaderless too long."""
         if self.is_leader():
             self._lead(msg)
         elif self.group.leader:
@@ -154,6 +158,14 @@ class MetaGroup:
             self._answer(msg, E.error("JSClusterNotAvailErr"))
         else:
             log.debug("JetStream request left unanswered: the meta group has no leader yet")
+
+    def purge_account(self, account, reply):
+        """`$JS.API.ACCOUNT.PURGE`, asked on this server: the meta leader records one entry
+        that makes every server drop the account's streams (its replicated ones, and the
+        one-replica streams natsd keeps on their server) and answers at once, as nats-server's
+        leader does."""
+        self._route({"op": "purge", "acc": account, "reply": reply.decode() if reply else "",
+                     "reply_acc": self.server.accounts.system.name})     # asked by the system account
 
     def _on_forward(self, sub, subject, reply, hdr, payload, origin):
         try:
@@ -167,6 +179,16 @@ class MetaGroup:
             self._answer(msg, E.error("JSClusterNotAvailErr"))
 
     def _lead(self, msg):
+        if msg["op"] == "purge":
+            try:
+                self.group.propose(json.dumps({"op": "purge", "acc": msg["acc"]}).encode())
+            except NotLeader:
+                return
+            streams = sum(1 for a, _ in self.assignments if a == msg["acc"])
+            log.info("Purge request for account %s (streams: %d, hasAccount: %s)", msg["acc"], streams,
+                     "true" if self.server.accounts.accounts.get(msg["acc"]) is not None else "false")
+            self._answer(msg, {"initiated": True})
+            return
         try:
             key = (msg["acc"], msg["cfg"]["name"] if msg["op"] == "add" else msg["name"])
             if msg["op"] == "peers":
@@ -345,9 +367,10 @@ class MetaGroup:
         if not msg.get("reply"):
             return
         rtype = {"add": "stream_update_response" if msg.get("adopt") else "stream_create_response",
-                 "del": "stream_delete_response",
+                 "del": "stream_delete_response", "purge": "account_purge_response",
                  "peers": "stream_remove_peer_response" if "remove" in msg else "stream_update_response"}[msg["op"]]
-        self.answer(msg["acc"], msg["reply"], msg.get("via"), E.api_response(rtype, result))
+        self.answer(msg.get("reply_acc") or msg["acc"], msg["reply"], msg.get("via"),
+                    E.api_response(rtype, result))
 
     def answer(self, account, reply, via, response):
         """Answer a request this group handled: here, or through the server that forwarded
@@ -431,6 +454,9 @@ class MetaGroup:
     def _apply_entry(self, index, data):
         try:
             entry = json.loads(data)
+            if entry["op"] == "purge":
+                self._apply_purge(entry["acc"])
+                return
             key = (entry["acc"], entry["cfg"]["name"] if entry["op"] == "add" else entry["name"])
             if entry["op"] == "peers":
                 self._apply_peers(key, entry)
@@ -458,6 +484,15 @@ class MetaGroup:
         msg = self.waiting.pop(index, None)
         if msg is not None:
             self._answer(msg, {"success": True})
+
+    def _apply_purge(self, account):
+        """An account purged: its replicated streams and this server's one-replica ones go."""
+        for key in [k for k in self.assignments if k[0] == account]:
+            self._unassign(key)
+        jsa = self.engine.jsas.get(account)
+        for name, st in sorted(jsa.streams.items()) if jsa is not None else ():
+            if st.replica is None:
+                jsa.delete_stream(name)
 
     def _unassign(self, key, keep=None, entry=None):
         """The stream is no longer replicated: its copy here goes, or becomes a one-replica
