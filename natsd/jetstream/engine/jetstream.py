@@ -334,7 +334,8 @@ class JsAccount:
         def checked(doc):
             req = decode_stream_config(json.dumps(doc).encode(), False)
             req.pop("pedantic", None)
-            return check_config(req, False, lambda n: getattr(self.streams.get(n), "config", None), self)
+            return check_config(req, False, lambda n: getattr(self.streams.get(n), "config", None), self,
+                                api_request=False)
         nsfs_convert.convert_account(self, restore_image, checked, keys)
 
     def account_info(self, totals=None):

@@ -34,7 +34,6 @@ Restoring replays the records with their original sequences and timestamps (gaps
 messages; trailing deletes/purges keep last_seq), then rebuilds dedup/TTL state and the
 consumers with their delivered/ack-floor/pending state.
 """
-import io
 import json
 import logging
 import struct
@@ -415,7 +414,7 @@ def handle_restore(h, r):
     req = decode_stream_config(json.dumps(cfg_in).encode(), h.engine.strict)
     pedantic = req.pop("pedantic", False)
     jsa = r.jsa
-    cfg = check_config(req, pedantic, h._lookup_cfg(jsa), jsa)
+    cfg = check_config(req, pedantic, h._lookup_cfg(jsa), jsa, api_request=False)
     jsa.check_limits(cfg)
     if name in jsa.streams or name in _restoring(jsa):
         raise E.error("JSStreamNameExistRestoreFailedErr")

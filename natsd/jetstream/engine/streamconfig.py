@@ -181,11 +181,13 @@ def _server_limits(jsa):
     return engine.opts.limits if engine is not None else {}
 
 
-def check_config(cfg, pedantic=False, lookup=None, limits=None):
+def check_config(cfg, pedantic=False, lookup=None, limits=None, api_request=True):
     """Apply defaults and validate; returns a new config dict or raises ApiError.
 
     `lookup(name)` returns another stream's config or None (mirror/source checks);
-    `limits` is the JsAccount (max_bytes_required etc.) or None.
+    `limits` is the JsAccount (max_bytes_required etc.) or None. `api_request`: a create or
+    update through the API, which records the API level the config needs in its metadata
+    (`_nats.req.level`); a restore does not, as nats-server's does not.
     """
     cfg = json.loads(json.dumps(cfg))       # deep copy
     cfg.pop("pedantic", None)
@@ -431,7 +433,8 @@ def check_config(cfg, pedantic=False, lookup=None, limits=None):
     elif pl is not None and pl.get("preferred"):
         raise _invalid("preferred server not permitted in placement")
     cfg.setdefault("consumer_limits", {})
-    set_static_metadata(cfg)
+    if api_request:
+        set_static_metadata(cfg)
     return cfg
 
 
