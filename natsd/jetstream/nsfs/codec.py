@@ -6,7 +6,7 @@ Message record (in `msgs/<index>.blk`), little-endian:
                   bit 62 TOMBSTONE: "sequence N was removed", written to the last block)
     i64 timestamp (ns)   u16 subject length   subject   [u32 header length, headers]   data
     8-byte HighwayHash-64 of seq+ts, subject, headers, data, keyed by sha256("<stream>-<index>")
-A compressed block starts "cmp" + algorithm byte + uvarint original size, then an S2 stream of
+(blockscan.pyx parses them.) A compressed block starts "cmp" + algorithm byte + uvarint original size, then an S2 stream of
 the records without the last 8 bytes, which follow uncompressed.
 
 `meta.inf` is the stream's config JSON with "Created" (a consumer's adds "Name"); `meta.sum` the
@@ -18,7 +18,6 @@ import struct
 
 from natsd._core.highway import highway64
 from natsd._core.s2 import decode_stream
-from natsd.jetstream.nsfs.blockscan import records  # noqa: F401  (the record parser, in C)
 
 HEADERS_BIT = 1 << 31
 ERASED_BIT = 1 << 63

@@ -25,7 +25,7 @@ CHACHA, AES = 0, 1
 NONCE = {CHACHA: 24, AES: 16}
 
 
-class KeyError_(ValueError):
+class NoKeyFits(ValueError):
     """No configured key opens a key file."""
 
 
@@ -108,7 +108,7 @@ class StoreKeys:
                 except (InvalidTag, ValueError):
                     continue
                 return cipher, seed, bytes(sealed[:NONCE[cipher]])
-        raise KeyError_("no configured JetStream key opens it")
+        raise NoKeyFits("no configured JetStream key opens it")
 
 
 class AssetKey:

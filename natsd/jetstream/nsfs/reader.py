@@ -19,6 +19,7 @@ from cryptography.exceptions import InvalidTag
 from natsd._core.highway import highway64
 from natsd.jetstream.engine.consumerconfig import parse_time
 from natsd.jetstream.nsfs import codec as C
+from natsd.jetstream.nsfs.blockscan import records as parse_block
 from natsd.jetstream.nsfs import crypt
 from natsd.jetstream.nsfs.image import StreamImage
 
@@ -35,7 +36,7 @@ def _block_records(stream, index, path, trusted_index, key=None):
     buf = _read(path)
     if key is not None:
         buf = key.xor(buf)
-    return C.records(C.decompress_block(buf), C.block_key(stream, index), trusted_index)
+    return parse_block(C.decompress_block(buf), C.block_key(stream, index), trusted_index)
 
 
 def read_meta(directory, consumer_of=None, keys=None, context=None):
@@ -52,7 +53,7 @@ def read_meta(directory, consumer_of=None, keys=None, context=None):
         try:
             key = crypt.open_key(keys, os.path.join(directory, "meta.key"), context)
             plain = key.open(raw)
-        except (crypt.KeyError_, InvalidTag, ValueError) as e:
+        except (crypt.NoKeyFits, InvalidTag, ValueError) as e:
             raise C.FormatError("%s: cannot be decrypted: %s" % (meta, e or "wrong key"))
     else:
         plain = raw
@@ -153,7 +154,7 @@ def _open_block_keys(keys, mdir, name, blocks):
         path = os.path.join(mdir, "%d.key" % bi)
         try:
             out[bi] = crypt.open_key(keys, path, "%s:%d" % (name, bi))
-        except (OSError, crypt.KeyError_) as e:
+        except (OSError, crypt.NoKeyFits) as e:
             raise C.FormatError("%s: %s" % (path, e))
     return out
 
