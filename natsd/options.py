@@ -265,11 +265,25 @@ class ClusterOpts:
 
 
 @dataclass
+class RemoteGatewayOpts:
+    """One entry of `gateway { gateways: [...] }`: a cluster and the URLs to reach it."""
+    name: str = ""
+    urls: list[str] = field(default_factory=list)
+
+
+@dataclass
 class GatewayOpts:
     name: str = ""
     host: str = ""
     port: int = 0
-    gateways: list[Any] = field(default_factory=list)
+    advertise: str = ""
+    username: str = ""
+    password: str = ""
+    auth_timeout: float = 0.0
+    connect_retries: int = 0
+    connect_backoff: bool = False
+    reject_unknown: bool = False
+    gateways: list[RemoteGatewayOpts] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
     configured: bool = False
 

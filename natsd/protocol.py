@@ -30,6 +30,7 @@ OUT_CHUNK = 65536
 KIND_CLIENT = 0
 KIND_LEAF = 1
 KIND_ROUTE = 2
+KIND_GATEWAY = 3
 
 
 def per_message(method):
@@ -124,6 +125,27 @@ class ProtocolHandler:
     def reserved_reply(self, c, reply):
         """A client's PUB names a reply in a reserved prefix: refused as nats-server."""
         raise NotImplementedError
+
+    def account_interest(self, c, plus, account):
+        """A+/A- on a gateway link: the remote's interest in a whole account."""
+        raise NotImplementedError
+
+    @per_message
+    def publish_denied(self, c, subject):
+        """A client published where it may not (a gateway's `_GR_.` subjects): -ERR."""
+        raise NotImplementedError
+
+    @per_message
+    def gateway_reply(self, c, routed, reply, hdr, payload):
+        """A client answers a request that came through a gateway: `routed` is the
+        `_GR_.` subject the answer goes back to."""
+        self.server.gateway.send_reply(c, routed, reply, hdr, payload)
+
+    @per_message
+    def routed_reply(self, c, account, subject, reply, hdr, payload):
+        """A route or gateway link brought a message for a `_GR_.` subject (a reply routed
+        back to a cluster): delivered here or passed to the server it names."""
+        self.server.gateway.routed_reply(c, account, subject, reply, hdr, payload)
 
     @per_message
     def message_trace(self, c, subject, hdr, size):

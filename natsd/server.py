@@ -103,6 +103,7 @@ class Server:
         self.leafs_pending = {}             # cid -> leaf Connection before CONNECT/INFO finished
         self.cluster = None                 # natsd.cluster.routes.Routes when cluster{} has a port
         self.routes = {}                    # cid -> registered route Connection
+        self.gateway = None                 # natsd.gateways.gateways.Gateways when gateway{} has a port
 
     # ---- lifecycle ----
 
@@ -159,7 +160,12 @@ class Server:
             self.jetstream = JetStream(self)
             self.jetstream.start()
             self.subsystems.append(self.jetstream)
-        # in nats-server's order: websocket, leaf nodes, the client port, ready, then routes
+        # in nats-server's order: gateways, websocket, leaf nodes, the client port, ready, then routes
+        if opts.gateway.port:
+            from natsd.gateways.gateways import Gateways
+            self.gateway = Gateways(self)
+            self.gateway.start()
+            self.subsystems.append(self.gateway)
         if opts.websocket.configured and ws_port(opts):
             from natsd.net.websocket import WebSockets, WsSettings
             self.websocket = WebSockets(self, WsSettings(opts.websocket.raw))

@@ -7,6 +7,7 @@ cdef enum ConnKind:
     KIND_CLIENT = 0
     KIND_LEAF = 1
     KIND_ROUTE = 2
+    KIND_GATEWAY = 3
 
 cdef class Totals:
     """Server-wide message counters (all connections, closed ones included)."""
@@ -116,6 +117,9 @@ cdef class Connection:
     # every server of our cluster).
     cdef public bint spoke
     cdef public bytes origin            # leaf link: the remote's cluster name, None without one
+    # A client that received requests from another cluster (their replies routed back through
+    # a gateway): reply subject -> the routed `_GR_.` subject it stands for, or None
+    cdef public dict gw_replies
 
     # router bookkeeping for leaf/route connections: one framed message per connection
     cdef unsigned long long route_stamp

@@ -12,7 +12,7 @@ connection's Python handler: they are control operations.
 from libc.string cimport memchr, memcmp, strlen
 from libc.stdlib cimport malloc, free
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from natsd._core.conn cimport Connection, Totals, KIND_ROUTE, now_mono, count_message
+from natsd._core.conn cimport Connection, Totals, KIND_LEAF, KIND_ROUTE, KIND_GATEWAY, now_mono, count_message
 from natsd._core.sublist cimport SublistResult, Sublist
 from natsd._core.router cimport route, route_queues, route_from_link, trace_with
 from natsd._core import conn as _conn_module
@@ -57,8 +57,8 @@ cdef inline bint op_is(const char* p, Py_ssize_t n, const char* name, Py_ssize_t
 cdef const char* CLIENT_OPS[10]
 CLIENT_OPS[:] = [b"PUB", b"HPUB", b"SUB", b"UNSUB", b"PING", b"PONG", b"CONNECT", b"INFO",
                  b"+OK", b"-ERR"]
-cdef const char* LEAF_OPS[7]
-LEAF_OPS[:] = [b"LS+", b"LS-", b"LMSG", b"HMSG", b"RS+", b"RS-", b"RMSG"]
+cdef const char* LEAF_OPS[9]
+LEAF_OPS[:] = [b"LS+", b"LS-", b"LMSG", b"HMSG", b"RS+", b"RS-", b"RMSG", b"A+", b"A-"]
 
 
 cdef bint op_prefix_ok(const char* p, Py_ssize_t n, int kind):
@@ -69,7 +69,7 @@ cdef bint op_prefix_ok(const char* p, Py_ssize_t n, int kind):
     cdef int i
     while k < n and not is_space(p[k]):
         k += 1
-    for i in range(10 + (0 if kind == 0 else 4 if kind != KIND_ROUTE else 7)):
+    for i in range(10 + (0 if kind == 0 else 4 if kind == KIND_LEAF else 7 if kind == KIND_ROUTE else 9)):
         name = CLIENT_OPS[i] if i < 10 else LEAF_OPS[i - 10]
         j = 0
         while j < k and name[j] != 0 and upper(p[j]) == name[j]:
@@ -138,6 +138,17 @@ cdef inline bint literal_subject_ok(const char* s, Py_ssize_t n):
         else:
             tok += 1
     return tok > 0
+
+
+# Replies routed back through gateways (`_GR_.<cluster hash>.<server hash>.<reply>`) are
+# recognised on route and gateway links once this server has a gateway
+DEF GW_SUBJECT_OFFSET = 19
+cdef bint gw_routing = False
+
+
+def set_gateway_routing(bint on):
+    global gw_routing
+    gw_routing = on
 
 
 cdef tuple _reserved_replies = ()       # reply prefixes the server generates itself
@@ -220,10 +231,16 @@ cdef Py_ssize_t parse(Connection c, char* buf, Py_ssize_t n) except -1:
             return n                    # (a link may offer compression in an INFO first)
 
         if c.kind != 0 and (op == c'L' or op == c'H' and op_is(line, clen, "HMSG", 4)
-                            or op == c'R' and c.kind == KIND_ROUTE):
+                            or op == c'R' and (c.kind == KIND_ROUTE or c.kind == KIND_GATEWAY)):
             i = remote_op(c, buf, n, i, line, clen, lend, op)
             if i < 0:
                 return n if i == -2 else -i - 3
+            continue
+
+        if c.kind == KIND_GATEWAY and op == c'A' and clen > 3 and (line[1] == c'+' or line[1] == c'-') \
+                and line[2] == c' ':
+            c.handler.account_interest(c, line[1] == c'+', to_bytes(line + 3, clen - 3))
+            i = lend + 1
             continue
 
         # ---- PUB / HPUB: the hot path ----
@@ -348,13 +365,25 @@ cdef int publish_client(Connection c, Args* a, const char* reply, Py_ssize_t rle
     """A client's PUB/HPUB once its payload is in: reply and permission checks, +OK, then the
     subject mappings (Python) or the router."""
     cdef SublistResult res
+    cdef object routed
     if rlen > 3 and c.kind == 0 and reserved_reply(reply, rlen):
         c.handler.reserved_reply(c, to_bytes(reply, rlen))
+        return 0
+    if c.kind == 0 and a.len[0] > 5 and memcmp(a.p[0], "_GR_.", 5) == 0:
+        c.handler.publish_denied(c, to_bytes(a.p[0], a.len[0]))    # gateways' routed replies
         return 0
     if c.pub_allowed is not None and not _pub_allowed(c, a.p[0], a.len[0]):
         return 0
     if c.verbose:
         c.write("+OK\r\n", 5)           # nats-server acknowledges before delivering
+    if c.gw_replies:
+        # the answer to a request that came through a gateway: back to where it came from
+        routed = c.gw_replies.get(to_bytes(a.p[0], a.len[0]))
+        if routed is not None:
+            c.handler.gateway_reply(c, routed, to_bytes(reply, rlen) if rlen else None,
+                                    to_bytes(msg, hsize) if hsize else None,
+                                    to_bytes(msg + hsize, size - hsize))
+            return 0
     if c.has_mappings:
         c.handler.publish_mapped(c, to_bytes(a.p[0], a.len[0]),
                                  to_bytes(reply, rlen) if rlen else None,
@@ -438,7 +467,10 @@ cdef Py_ssize_t remote_op(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, c
     messages with the leaf's origin cluster. Interest goes to the handler (control path);
     messages are routed here.
     Returns the new offset, -2 after a fatal error, or -(i+3) when more bytes are needed."""
-    cdef bint route_link = c.kind == KIND_ROUTE
+    cdef bint route_link = c.kind == KIND_ROUTE or c.kind == KIND_GATEWAY
+    if c.kind == KIND_GATEWAY and op == c'L':
+        protocol_error(c, "Unknown Protocol Operation", True)     # gateways speak no LS+/LMSG
+        return -2
     if op_is(line, clen, "RS+", 3) or op_is(line, clen, "RS-", 3) or (
             route_link and (op_is(line, clen, "LS+", 3) or op_is(line, clen, "LS-", 3))):
         if not route_link:
@@ -597,6 +629,13 @@ cdef Py_ssize_t remote_msg(Connection c, char* buf, Py_ssize_t n, Py_ssize_t i, 
         c.sublist = <Sublist>sl
     if c.pub_allowed is not None and not _pub_allowed(c, ra.subj, ra.slen):
         return need                             # denied import (deny_imports, JetStream domains)
+    if gw_routing and ra.acc != NULL and ra.slen > GW_SUBJECT_OFFSET and memcmp(ra.subj, "_GR_.", 5) == 0:
+        # a reply routed back through a gateway: for this cluster, maybe for another server
+        c.handler.routed_reply(c, to_bytes(ra.acc, ra.alen), to_bytes(ra.subj, ra.slen),
+                               to_bytes(ra.reply, ra.rlen) if ra.rlen else None,
+                               to_bytes(buf + pstart, hsize) if hsize else None,
+                               to_bytes(buf + pstart + hsize, size - hsize))
+        return need
     if hsize > 0 and has_header_key(buf + pstart, hsize, "Nats-Trace-Dest", False):
         route_link_traced(c, ra, buf + pstart, hsize, size, queues)
     else:

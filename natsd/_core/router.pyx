@@ -7,8 +7,8 @@ Python handlers run once per loop iteration, after all sockets were read.
 """
 from libc.string cimport memcmp, memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from natsd._core.conn cimport (Connection, Totals, KIND_CLIENT, KIND_LEAF, KIND_ROUTE, queued_bytes,
-                              count_message)
+from natsd._core.conn cimport (Connection, Totals, KIND_CLIENT, KIND_LEAF, KIND_ROUTE, KIND_GATEWAY,
+                              queued_bytes, count_message)
 from natsd._core.sublist cimport Subscription, SublistResult, Sublist
 from natsd._core.fmt cimport put, put_int
 from natsd._core import conn as _conn_module
@@ -31,6 +31,11 @@ cdef object cur_trace = None
 # every server runs its own import, so it must not travel over routes again)
 cdef bint local_delivery = False
 cdef unsigned long long route_stamp = 0
+# Gateways (set_gateways): `_GR_.<cluster hash>.<server hash>.<reply>` is a reply routed back
+# to another cluster. Receivers here see the plain reply; the gateway subsystem remembers
+# which routed subject the answer goes to, and decides which replies leave mapped.
+DEF GW_SUBJECT_OFFSET = 19
+cdef object gateways = None
 cdef unsigned long long rng_state = 0x9E3779B97F4A7C15ULL
 
 
@@ -114,6 +119,14 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
     cdef object ihdr
     if sub.closed:
         return 0
+    if gateways is not None and rlen > GW_SUBJECT_OFFSET and memcmp(reply, "_GR_.", 5) == 0:
+        c = <Connection>sub.conn if sub.conn is not None else None
+        if sub.handler is not None or c.kind == KIND_CLIENT:
+            # the receiver sees the plain reply; its answer is sent back where it came from
+            gateways.track_reply(c if sub.handler is None else None, sub,
+                                 PyBytes_FromStringAndSize(reply, rlen))
+            reply += GW_SUBJECT_OFFSET
+            rlen -= GW_SUBJECT_OFFSET
     if sub.handler is not None:
         if pub is not None and sub.conn is pub and not pub.echo:
             return 0
@@ -202,13 +215,17 @@ cdef inline bint link_accepts(Connection c, Connection pub, const char* subj, Py
     reaches every server of the cluster itself). From a route, a message goes down to the
     leafs we are the hub of, not up to our own hub (a service reply excepted). A leaf cluster
     never gets its own messages back."""
-    if c.kind == KIND_ROUTE and local_delivery:
+    if (c.kind == KIND_ROUTE or c.kind == KIND_GATEWAY) and local_delivery:
         return False
     if pub is None:
         return True
     if c.kind == KIND_ROUTE:
         return pub.kind != KIND_ROUTE and not (pub.kind == KIND_LEAF and pub.spoke)
-    if pub.kind == KIND_ROUTE and c.spoke and not (slen > 4 and memcmp(subj, "_R_.", 4) == 0):
+    if c.kind == KIND_GATEWAY:
+        # one hop: what came over a route or a gateway went to the gateways where it started
+        return pub.kind != KIND_ROUTE and pub.kind != KIND_GATEWAY
+    if ((pub.kind == KIND_ROUTE or pub.kind == KIND_GATEWAY) and c.spoke
+            and not (slen > 4 and memcmp(subj, "_R_.", 4) == 0)):
         return False
     return cur_origin is None or c.origin is None or cur_origin != c.origin
 
@@ -351,6 +368,7 @@ cdef int deliver_queue(list group, Connection pub, const char* subj, Py_ssize_t 
     cdef Py_ssize_t start = <Py_ssize_t>(next_random() % <unsigned long long>n)
     cdef Subscription sub, rsub = None
     cdef Connection c
+    cdef Subscription gsub = None
     cdef bint from_route = pub is not None and pub.kind == KIND_ROUTE
     for i in range(n):
         sub = <Subscription>group[(start + i) % n]
@@ -362,6 +380,10 @@ cdef int deliver_queue(list group, Connection pub, const char* subj, Py_ssize_t 
                 return 1
             continue
         if c is pub or not link_accepts(c, pub, subj, slen):
+            continue
+        if c.kind == KIND_GATEWAY:
+            if gsub is None:
+                gsub = sub              # another cluster's members: when ours have none
             continue
         if c.kind == KIND_LEAF:
             if rsub is None or (<Connection>rsub.conn).kind == KIND_ROUTE:
@@ -375,6 +397,8 @@ cdef int deliver_queue(list group, Connection pub, const char* subj, Py_ssize_t 
         break
     if rsub is not None:
         return deliver(rsub, pub, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
+    if gsub is not None:
+        return deliver(gsub, pub, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
     return 0
 
 
@@ -428,11 +452,18 @@ cdef int frame_remote(Connection c, bytes acc, bytes origin, const char* subj, P
     cdef bint lmsg = False
     cdef char* p
     cdef char* start
+    cdef bytes mapped
+    if c.kind == KIND_GATEWAY and rlen > 0:
+        # a reply whose subscription may not have reached the other cluster yet leaves
+        # routed back to this server (`_GR_.` prefixed)
+        mapped = gateways.reply_for(acc, PyBytes_FromStringAndSize(reply, rlen))
+        if mapped is not None:
+            reply, rlen = PyBytes_AS_STRING(mapped), PyBytes_GET_SIZE(mapped)
     if c.route_queues is not None:
         for q in c.route_queues:
             qlen += PyBytes_GET_SIZE(q) + 1
     fmsg, fh, ft = msg, hlen, tlen
-    if c.kind == KIND_ROUTE:
+    if c.kind == KIND_ROUTE or c.kind == KIND_GATEWAY:
         lmsg = origin is not None and c.lnoc
         if lmsg:
             extra += PyBytes_GET_SIZE(origin) + 1
@@ -452,11 +483,11 @@ cdef int frame_remote(Connection c, bytes acc, bytes origin, const char* subj, P
         p += 1
     elif fh > 0:
         p = put(p, "HMSG ", 5)
-    elif c.kind == KIND_ROUTE:
+    elif c.kind == KIND_ROUTE or c.kind == KIND_GATEWAY:
         p = put(p, "RMSG ", 5)
     else:
         p = put(p, "LMSG ", 5)
-    if c.kind == KIND_ROUTE and c.route_account is None:
+    if (c.kind == KIND_ROUTE or c.kind == KIND_GATEWAY) and c.route_account is None:
         p = put(p, PyBytes_AS_STRING(acc), PyBytes_GET_SIZE(acc))
         p[0] = c' '
         p += 1
@@ -642,6 +673,14 @@ cdef int trace_with(object trace) except -1:
     global cur_trace
     cur_trace = trace
     return 0
+
+
+def set_gateways(hooks):
+    """The gateway subsystem (None: no gateway): `track_reply(conn, sub, routed)` when a
+    routed reply is delivered here, `reply_for(account, reply)` -> the reply a message leaves
+    with for another cluster (None: unchanged)."""
+    global gateways
+    gateways = hooks
 
 
 def set_trace(trace):

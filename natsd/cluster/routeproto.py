@@ -197,6 +197,8 @@ class RouteProtocol(ProtocolHandler):
             if not c.closing:
                 log.debug("%sDetected duplicate remote route %s", self._prefix(c), go_quote(rid))
                 c.schedule_close("Duplicate Route")
+        elif self.server.gateway is not None:
+            self.server.gateway.route_info(c, info)
 
     def _negotiate(self, c, info):
         """nats-server's negotiateRouteCompression on the peer's first INFO. When the route
@@ -228,7 +230,15 @@ class RouteProtocol(ProtocolHandler):
         """An INFO on a registered route: news of another server (gossip), or the peer
         entering lame duck mode."""
         st = c.state
-        if info.get("route_acc_add_reqid") or info.get("gateway"):
+        if info.get("gateway"):
+            gw = self.server.gateway
+            if gw is not None:
+                gw.route_info(c, info)
+            elif info.get("gateway_cmd"):
+                log.error("Received information about gateway %s from %s, but gateway is not configured",
+                          go_quote(str(info["gateway"])), st.remote_id)
+            return
+        if info.get("route_acc_add_reqid"):
             return
         rid = str(info.get("server_id") or "")
         if st.remote_id and rid != st.remote_id:

@@ -54,7 +54,7 @@ class RouteState(ClientState):
                  "route_account", "no_pool", "gossip_mode", "info_received", "connect_received",
                  "connect_urls", "ws_connect_urls", "leafnode_url", "compression", "retry",
                  "start_new_route", "lnocu", "jetstream", "no_reconnect", "registered",
-                 "remote_domain", "comp_negotiated", "peer_proto")
+                 "remote_domain", "comp_negotiated", "peer_proto", "gateway_url")
 
     def __init__(self, host, port, url=None, route_type=IMPLICIT, account=None, gossip_mode=0):
         super().__init__(host, port)
@@ -78,6 +78,7 @@ class RouteState(ClientState):
         self.retry = False
         self.start_new_route = None         # (url, type, gossip) after the first PONG
         self.lnocu = False
+        self.gateway_url = ""               # the peer's gateway URL (its INFO), counted once
         self.jetstream = False
         self.no_reconnect = False
         self.registered = False
@@ -278,6 +279,8 @@ class Routes:
                     info[key] = omitempty(("allow", list(sp.allow or [])), ("deny", list(sp.deny or [])))
         if gossip_mode:
             info["gossip_mode"] = gossip_mode
+        if s.gateway is not None:
+            info["gateway_url"] = s.gateway.url
         ln = s.leafnodes
         if ln is not None and ln.port and not ln.opts.no_advertise:
             if ln.opts.advertise:
@@ -697,6 +700,8 @@ class Routes:
             log.debug("%sRemoving %d subscriptions for account %s", self.prefix(c), n, go_quote(name))
         self.pending.pop(c.cid, None)
         last = self._unregister(c)
+        if s.gateway is not None:
+            s.gateway.route_closed(c)
         st.stop = time.time()
         st.reason = c.close_reason or ""
         if st.remote_name:

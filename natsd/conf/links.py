@@ -7,7 +7,8 @@ import re
 
 from urllib.parse import urlsplit
 
-from natsd.options import RemoteLeafOpts, User
+from natsd.options import RemoteGatewayOpts, RemoteLeafOpts, User
+from natsd.gofmt import go_quote
 from natsd.conf.errors import go_read_error
 from natsd.conf.parser import Node
 from natsd.conf.reader import GO_TYPE, KIND_NAME, Reader, parse_duration
@@ -322,14 +323,74 @@ class LinkSections(Reader):
         g = self.o.gateway
         for lk, mk, mv in self._link_block(k, n, g, "gateway"):
             if lk == "gateways":
-                g.gateways = mv.plain() if self.want(mv, ("array",), mk) else []
+                g.gateways = self.remote_gateways(mv, mk)
             elif lk == "tls":
-                self.tls(mv, client_ctx=False)   # kept in g.raw
-            elif lk in ("authorization", "advertise", "connect_retries", "connect_backoff",
-                        "reject_unknown", "reject_unknown_cluster", "write_deadline", "write_timeout"):
+                self.tls(mv, client_ctx=False)   # refused (natsd/conf/unsupported.py)
+            elif lk == "authorization":
+                self.gateway_auth(mv, mk, g)
+            elif lk == "advertise":
+                g.advertise = self.s(mv, mk)
+            elif lk == "connect_retries":
+                g.connect_retries = self.i(mv, mk)
+            elif lk == "connect_backoff":
+                g.connect_backoff = self.b(mv, mk)
+            elif lk in ("reject_unknown", "reject_unknown_cluster"):
+                g.reject_unknown = self.b(mv, mk)
+            elif lk in ("write_deadline", "write_timeout"):
                 pass  # kept in g.raw
             else:
                 self.unknown(mk, mv)
+
+    def gateway_auth(self, n: Node, k: str, g):
+        """A gateway's `authorization {}`: one user and password, a timeout (no users list,
+        no token, no callout, as nats-server parses it)."""
+        m = self.m(n, k)
+        if m is None:
+            return
+        for ak, av in m.items():
+            lak = ak.lower()
+            if lak in ("user", "username"):
+                g.username = self.s(av, ak)
+            elif lak in ("pass", "password"):
+                g.password = self.s(av, ak)
+            elif lak == "timeout":
+                g.auth_timeout = float(av.value) if av.kind in ("integer", "float") else self.duration(av, ak)
+            elif lak == "users":
+                self.err(n, "Gateway authorization does not allow multiple users")
+            elif lak == "token":
+                self.err(n, "Gateway authorization does not support tokens")
+            elif lak == "auth_callout":
+                self.err(n, "Gateway authorization does not support callouts")
+            else:
+                self.unknown(ak, av)
+
+    def remote_gateways(self, n: Node, k: str) -> list:
+        if n.kind != "array":
+            self.err(n, f"Expected gateways field to be an array, got {GO_TYPE[n.kind]}")
+            return []
+        out = []
+        for gn in n.value:
+            if gn.kind != "map":
+                self.err(gn, f"Expected gateway entry to be a map/struct, got {self.show(gn)}")
+                continue
+            r = RemoteGatewayOpts()
+            for gk, gv in gn.value.items():
+                lgk = gk.lower()
+                if lgk == "name":
+                    r.name = self.s(gv, gk)
+                elif lgk in ("url", "urls"):
+                    urls = [self.s(gv, gk)] if lgk == "url" else self.strs(gv, gk)
+                    for u in urls:
+                        if not _valid_url(u.strip()):
+                            self.err(gv, 'error parsing gateway url [%s]' % go_quote(u.strip()))
+                            continue
+                        r.urls.append(u.strip())
+                elif lgk == "tls":
+                    self.tls(gv, client_ctx=False)   # refused (natsd/conf/unsupported.py)
+                else:
+                    self.unknown(gk, gv)
+            out.append(r)
+        return out
 
     # -- TLS, websocket, mqtt, operators (checked as nats-server checks them, not run) ----
     def tls(self, n: Node, client_ctx: bool = True) -> dict | None:

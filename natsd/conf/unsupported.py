@@ -1,10 +1,11 @@
 """What natsd cannot serve yet: the one table of refused config keys and flags.
 
-nats-server accepts these and acts on them (gateways, MQTT, ...).  natsd must not start as
-if they were not there -- that would, for instance, leave a cluster that was asked to join a
-super-cluster on its own -- so it refuses them:
+nats-server accepts these and acts on them (MQTT, TLS on gateway links, ...).  natsd must not
+start as if they were not there -- that would, for instance, leave IoT devices without the
+broker they were promised, or a gateway link in plaintext that was asked for TLS -- so it
+refuses them:
 
-    natsd: server.conf:2:1: gateway is not supported by natsd yet
+    natsd: server.conf:2:1: MQTT is not supported by natsd yet
 
 nats-server's own errors come first: a config or flag nats-server itself refuses (a missing
 certificate file, an unknown field, ...) gets nats-server's error, in conf/load.py and
@@ -12,7 +13,7 @@ flags.py.  Only a config nats-server would run reaches this table.
 
 When natsd learns a feature, delete its rows here (and its entry in START_CHECKS).
 
-Clustering runs (natsd/cluster/).
+Clustering runs (natsd/cluster/), and so do gateways (natsd/gateways/).
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def _preload_uses(used: Callable[[dict], bool]) -> Callable[[Node], bool]:
 
 
 # -- the table -------------------------------------------------------------------------
-# The `tls {}` blocks of links and other listeners (gateways are refused as a whole)
+# The `tls {}` blocks of links and other listeners (TLS on gateways is refused as a whole)
 # (the client, leaf node and WebSocket ports' `tls {}` have it: natsd/net/ocsppeer.py)
 _TLS_BLOCKS = ["cluster.tls", "leafnodes|leaf.remotes[].tls", "mqtt.tls"]
 
@@ -88,7 +89,10 @@ _TLS_BLOCKS = ["cluster.tls", "leafnodes|leaf.remotes[].tls", "mqtt.tls"]
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
 # its array.  The error points at the last key of the path.
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
-    ("gateway", "gateway", _always),
+    ("TLS on gateway links", "gateway.tls", _always),
+    ("TLS on gateway links", "gateway.gateways[].tls", _always),
+    ("gateway write_deadline", "gateway.write_deadline", _always),
+    ("gateway write_timeout", "gateway.write_timeout", _always),
     ("MQTT", "mqtt", _always),
     ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),
 ] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
@@ -196,8 +200,15 @@ def _gateway(o) -> str | None:
         return None
     if not g.name:
         return "gateway has no name"
+    if " " in g.name:
+        return "gateway name cannot contain spaces"
     if not g.port:
         return f'gateway "{g.name}" has no port specified (select -1 for random port)'
+    for i, r in enumerate(g.gateways):
+        if not r.name:
+            return f"gateway in the list {i} has no name"
+        if not r.urls:
+            return f'gateway "{r.name}" has no URL'
     return None
 
 

@@ -3,10 +3,10 @@
 Route connections are listed from `server.routes` (cid -> Connection whose `state` may carry
 `remote_id`, `remote_name`, `did_solicit`, `is_configured`, `compression`, `route_account`);
 without routes, nats-server's shape for a server with none:
-`{"server_id","server_name","now","num_routes":0,"routes":[]}`. natsd has no gateways yet, so
-/gatewayz answers nats-server's shape for a server without them:
-`{"server_id","now","outbound_gateways":{},"inbound_gateways":{}}`; a gateway subsystem would
-provide `server.gateway.gatewayz(opts, now)` returning the filled dict.
+`{"server_id","server_name","now","num_routes":0,"routes":[]}`. /gatewayz lists the gateway
+subsystem's (natsd/gateways/) outbound connections by remote cluster and its inbound ones
+(several per cluster), with each account's interest mode when `accs` asks; without gateways,
+nats-server's shape: `{"server_id","now","outbound_gateways":{},"inbound_gateways":{}}`.
 """
 import time
 from dataclasses import dataclass
@@ -96,7 +96,69 @@ def gatewayz_options_from_json(body):
 def gatewayz_handler(server, opts):
     now = time.time()
     gw = getattr(server, "gateway", None)
-    if gw is not None and getattr(gw, "enabled", False):
-        return gw.gatewayz(opts, now)
-    return {"server_id": server.id, "now": P.now_rfc3339(now), "outbound_gateways": {},
-            "inbound_gateways": {}}
+    if gw is None:
+        return {"server_id": server.id, "now": P.now_rfc3339(now), "outbound_gateways": {},
+                "inbound_gateways": {}}
+    mono_now = monotonic()
+    out = {"server_id": server.id, "now": P.now_rfc3339(now), "name": gw.name}
+    if gw.host:
+        out["host"] = gw.host
+    if gw.port_advertised:
+        out["port"] = gw.port_advertised
+    outbound = {}
+    for name, c in sorted(gw.out.items()):
+        if opts.name and name != opts.name:
+            continue
+        rgw = {"configured": not c.state.cfg.implicit,
+               "connection": _gateway_conn(c, now, mono_now)}
+        if opts.accounts:
+            rgw["accounts"] = _outbound_accounts(c, opts)
+        outbound[name] = rgw
+    inbound = {}
+    for c in gw.inbound.values():
+        name = c.state.gw_name
+        if opts.name and name != opts.name:
+            continue
+        rgw = {"configured": False, "connection": _gateway_conn(c, now, mono_now)}
+        if opts.accounts:
+            rgw["accounts"] = [{"name": a, "interest_mode": "Interest-Only",
+                                "interest_only_threshold": 1000}
+                               for a in sorted(gw.interest.maps)
+                               if not opts.account_name or a == opts.account_name]
+        inbound.setdefault(name, []).append(rgw)
+    out["outbound_gateways"] = outbound
+    out["inbound_gateways"] = inbound
+    return out
+
+
+def _gateway_conn(c, now, mono_now):
+    from natsd.monitor.connz import ConnzOptions, conn_info
+    ci = conn_info(c, now, mono_now, ConnzOptions())
+    ci["name"] = c.state.remote_id
+    return {k: v for k, v in ci.items() if not k.startswith("_")}
+
+
+def _outbound_accounts(c, opts):
+    """The remote's interest on an outbound connection, per account (nats-server's outsim)."""
+    accs = {}
+    for sub in c.subs.values():
+        name = sub.data.name
+        if opts.account_name and name != opts.account_name:
+            continue
+        a = accs.setdefault(name, {"name": name, "interest_mode": "Interest-Only",
+                                   "interest_only_threshold": 1000, "num_subs": 0,
+                                   "num_queue_subs": 0, "_subs": []})
+        a["num_subs"] += 1
+        if sub.queue is not None:
+            a["num_queue_subs"] += 1
+        a["_subs"].append(sub)
+    out = []
+    for name in sorted(accs):
+        a = accs[name]
+        subs = a.pop("_subs")
+        if opts.subscriptions:
+            a["subscriptions_list"] = [s.subject.decode("utf-8", "replace") for s in subs]
+        if not a["num_queue_subs"]:
+            del a["num_queue_subs"]
+        out.append(a)
+    return out

@@ -156,7 +156,7 @@ def varz(server, query):
         "max_payload": opts.max_payload,
         "max_pending": opts.max_pending,
         "cluster": server.cluster.varz() if server.cluster is not None else {},
-        "gateway": {},
+        "gateway": server.gateway.varz() if server.gateway is not None else {},
         "leaf": server.leaf_varz() if hasattr(server, "leaf_varz") else {},
         "mqtt": {},
         "websocket": server.websocket.varz() if server.websocket is not None else {},

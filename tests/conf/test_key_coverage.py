@@ -53,6 +53,8 @@ BLOCKS: dict[tuple[str, str], tuple[str, ...]] = {
     ("_link_block", "lk"): ("cluster", "gateway"),
     ("cluster", "lk"): ("cluster",),
     ("gateway", "lk"): ("gateway",),
+    ("gateway_auth", "lak"): ("gateway.authorization",),
+    ("remote_gateways", "lgk"): ("gateway.gateways[]",),
     ("tls", "lk"): ("tls",),
     ("listener_block", "lk"): ("websocket", "mqtt"),
     ("jetstream", "lk"): ("jetstream",),

@@ -55,8 +55,11 @@ ACCOUNT = public_key(nkeys.PREFIX_BYTE_ACCOUNT)
 
 # name -> (config, [refusals]); {cert}/{key} are real files; {f} is the config file name.
 REFUSED = {
-    "gateway": ("port: -1\ngateway {\n  name: A\n  port: -1\n}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
-    "gateway_empty": ("port: -1\ngateway {}\n", ["{f}:2:1: gateway is not supported by natsd yet"]),
+    "gateway_tls": ('port: -1\ngateway {\n  name: A\n  port: -1\n  tls { cert_file: "{cert}", key_file: "{key}" }\n}\n',
+                    ["{f}:5:3: TLS on gateway links is not supported by natsd yet"]),
+    "gateway_remote_tls": ('port: -1\ngateway {\n  name: A\n  port: -1\n  gateways: [ { name: B, url: "nats://127.0.0.1:1"\n'
+                           '    tls { cert_file: "{cert}", key_file: "{key}" } } ]\n}\n',
+                           ["{f}:6:5: TLS on gateway links is not supported by natsd yet"]),
     "mqtt": ("port: -1\njetstream: enabled\nmqtt {\n  port: -1\n}\n", ["{f}:3:1: MQTT is not supported by natsd yet"]),
     "trusted_keys": (f'port: -1\ntrusted_keys: ["{OP}"]\n',
                      ["{f}:2:1: trusted keys without an operator JWT is not supported by natsd yet"]),
@@ -97,14 +100,15 @@ REFUSED = {
     "leaf_remote_isolate": ('port: -1\nleafnodes {\n  remotes: [ { url: "nats-leaf://127.0.0.1:1"\n'
                             '    isolate_leafnode_interest: true } ]\n}\n',
                             ["{f}:4:5: isolating a leaf node remote's interest is not supported by natsd yet"]),
-    "several": ("port: -1\ngateway {}\ncluster {\n  port: -1\n  permissions {}\n}\nmqtt {}\n",
-                ["{f}:2:1: gateway is not supported by natsd yet",
-                 "{f}:7:1: MQTT is not supported by natsd yet"]),
+    "several": ("port: -1\ngateway {\n  write_deadline: \"1s\"\n}\ncluster {\n  port: -1\n  permissions {}\n}\nmqtt {}\n",
+                ["{f}:3:3: gateway write_deadline is not supported by natsd yet",
+                 "{f}:9:1: MQTT is not supported by natsd yet"]),
 }
 
 # nats-server accepts these and they change nothing for a standalone server: natsd runs them.
 ACCEPTED = {
     "resolver_memory": "port: -1\nresolver: MEMORY\n",
+    "gateway_empty": "port: -1\ngateway {}\n",
     "resolver_url": "port: -1\nresolver: URL(http://127.0.0.1:1/jwt/v1/accounts/)\n",
     "resolver_tls": "port: -1\nresolver_tls {}\n",
     "resolver_preload_empty": "port: -1\nresolver: MEMORY\nresolver_preload {}\n",
@@ -202,7 +206,6 @@ def test_nats_server_errors_come_first(name, tmp_path, certs):
 
 # nats-server checks these only when it starts (not with -t): a plain start gets its error.
 REF_REFUSES_AT_START = {
-    "gateway_without_port": ("port: -1\ngateway {\n  name: A\n}\n", "gateway is not supported"),
     "mqtt_without_jetstream": ("port: -1\nmqtt {\n  port: -1\n}\n", "MQTT is not supported"),
 }
 

@@ -1,0 +1,121 @@
+"""Replies routed back across gateways: `_GR_.<cluster hash>.<server hash>.<reply>`.
+
+A request that leaves for another cluster while its reply subscription is recent (made in
+the last two seconds: the other cluster may not have heard of it yet) carries its reply with
+this server's prefix. Receivers there see the plain reply; the server that delivered it
+remembers, for two seconds, which routed subject the plain one stands for, and an answer
+published on it goes straight back to the cluster named by the hash, which passes it to the
+server named by the other hash. Hashes are nats-server's (six base-62 digits of SHA-256).
+"""
+import hashlib
+import logging
+
+from natsd._core.router import route_remote
+from natsd._core.sublist import Sublist, Subscription
+
+log = logging.getLogger("natsd")
+
+PREFIX = b"_GR_."
+HASH_LEN = 6
+SUBJECT_OFFSET = len(PREFIX) + 2 * (HASH_LEN + 1)      # where the plain reply starts
+RECENT = 2.0                                             # nats-server's recSubExp
+_DIGITS = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def gw_hash(name):
+    """nats-server's getHashSize(name, 6): SHA-256, each of the first bytes a base-62 digit."""
+    d = hashlib.sha256(name.encode()).digest()
+    return bytes(_DIGITS[b % 62] for b in d[:HASH_LEN])
+
+
+def is_routed(subject):
+    return len(subject) > SUBJECT_OFFSET and subject.startswith(PREFIX)
+
+
+class RoutedReplies:
+    def __init__(self, gateways):
+        self.gateways = gateways
+        self.server = gateways.server
+        self.loop = gateways.loop
+        self.cluster_hash = gw_hash(gateways.name)
+        self.server_hash = gw_hash(self.server.id)
+        self.prefix = PREFIX + self.cluster_hash + b"." + self.server_hash + b"."
+        self.recent = {}                    # account name (bytes) -> Sublist of recent subjects
+        self.tracked = {}                   # client connection holding reply mappings -> until
+        self.sweeping = False
+
+    # ---- which replies leave mapped ----
+
+    def recent_subscription(self, account, subject):
+        """A subscription was just made in `account` (str): for two seconds a request whose
+        reply it matches leaves with a routed reply."""
+        key = account.encode()
+        sl = self.recent.get(key)
+        if sl is None:
+            sl = self.recent[key] = Sublist()
+        sub = Subscription(None, subject, b"", None)
+        sl.insert(sub)
+        self.loop.call_later(RECENT, self._forget, key, sl, sub)
+
+    def _forget(self, key, sl, sub):
+        sl.remove(sub)
+        if sl.count == 0 and self.recent.get(key) is sl:
+            del self.recent[key]
+
+    def reply_for(self, account, reply):
+        """The reply a message of `account` (bytes) leaves with for another cluster."""
+        sl = self.recent.get(account)
+        if sl is None or is_routed(reply) or not sl.has_interest(reply):
+            return None
+        return self.prefix + reply
+
+    # ---- the receiving side ----
+
+    def track(self, c, routed):
+        """`routed` was delivered to client `c` with its plain reply: an answer on that reply
+        goes back to `routed` for two seconds."""
+        if c is None:
+            return                          # an internal receiver answers by interest
+        if c.gw_replies is None:
+            c.gw_replies = {}
+        c.gw_replies[routed[SUBJECT_OFFSET:]] = routed
+        self.tracked[c] = self.loop.time() + RECENT
+        if not self.sweeping:
+            self.sweeping = True
+            self.loop.call_later(RECENT, self._sweep)
+
+    def _sweep(self):
+        now = self.loop.time()
+        for c, until in list(self.tracked.items()):
+            if c.closed or until <= now:
+                c.gw_replies = None
+                del self.tracked[c]
+        self.sweeping = bool(self.tracked)
+        if self.sweeping:
+            self.loop.call_later(RECENT / 2, self._sweep)
+
+    def send_back(self, c, routed, reply, hdr, payload):
+        """Client `c` answered on a mapped reply: straight to the cluster `routed` names."""
+        cluster = routed[len(PREFIX):len(PREFIX) + HASH_LEN]
+        gw = self.gateways.outbound_by_hash(cluster)
+        if gw is None:
+            return
+        account = c.state.account.name.encode()
+        self.gateways.send_message(gw, account, routed, reply, hdr, payload)
+
+    def arrived(self, c, account, subject, reply, hdr, payload):
+        """A message for a `_GR_.` subject came over a gateway or a route: for this cluster
+        only; passed to the server it names, or delivered here under the plain subject."""
+        start = len(PREFIX)
+        if subject[start:start + HASH_LEN] != self.cluster_hash:
+            return                          # not ours: dropped, as nats-server does
+        server = subject[start + HASH_LEN + 1:start + 2 * HASH_LEN + 1]
+        if server != self.server_hash and self.gateways.is_gateway(c):
+            route = self.gateways.route_by_hash(server, account)
+            if route is not None:
+                self.gateways.send_message(route, account, subject, reply, hdr, payload)
+                return
+        acc = self.server.account_named(account.decode("utf-8", "replace"))
+        if acc is None:
+            return
+        route_remote(c, acc.sublist, subject[SUBJECT_OFFSET:], reply, hdr, payload, [])
