@@ -321,6 +321,9 @@ class LinkSections(Reader):
 
     def gateway(self, k: str, n: Node):
         g = self.o.gateway
+        if n.kind != "map":
+            self.err(n, f"Expected gateway to be a map, got {GO_TYPE[n.kind]}")
+            return
         for lk, mk, mv in self._link_block(k, n, g, "gateway"):
             if lk == "gateways":
                 g.gateways = self.remote_gateways(mv, mk)
@@ -366,7 +369,8 @@ class LinkSections(Reader):
 
     def remote_gateways(self, n: Node, k: str) -> list:
         if n.kind != "array":
-            self.err(n, f"Expected gateways field to be an array, got {GO_TYPE[n.kind]}")
+            # (nats-server reports this one without a position)
+            self.err(None, f"Expected gateways field to be an array, got {GO_TYPE[n.kind]}")
             return []
         out = []
         for gn in n.value:

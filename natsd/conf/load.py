@@ -261,7 +261,7 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
 
 
 def _raise(loader: _Loader):
-    errs = [f"{go_position(f, l, c)}: {msg}" for (f, l, c), msg in loader.errors]
+    errs = [f"{go_position(*pos)}: {msg}" if pos else msg for pos, msg in loader.errors]
     raise ConfigError(errs, loader.warnings)
 
 

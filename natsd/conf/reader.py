@@ -71,7 +71,9 @@ class Reader:
         self._added_imports: dict[str, list[ImportOpts]] = {}
 
     # -- reporting / typed access ------------------------------------------
-    def err(self, n: Node | tuple, msg: str):
+    def err(self, n: Node | tuple | None, msg: str):
+        """An error at node `n` (or a (file, line, col)); None: one nats-server reports
+        without a position."""
         pos = self.go_pos(n) if isinstance(n, Node) else n
         self.errors.append((pos, msg))
 

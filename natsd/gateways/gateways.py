@@ -472,8 +472,11 @@ class Gateways:
             del self.out[st.gw_name]
         st.stop = time.time()
         st.reason = c.close_reason or ""
-        log.info("%s%s gateway connection closed: %s", self.prefix(c),
-                 "Outbound" if st.outbound else "Inbound", st.reason)
+        if st.remote_name:
+            log.info("%sGateway connection closed: %s - Remote: %s", self.prefix(c), st.reason,
+                     st.remote_name)
+        else:
+            log.info("%sGateway connection closed: %s", self.prefix(c), st.reason)
         s.closed_clients.append(c)
         if len(s.closed_clients) > s.opts.max_closed_clients:
             del s.closed_clients[: len(s.closed_clients) - s.opts.max_closed_clients]

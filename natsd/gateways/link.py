@@ -61,14 +61,16 @@ class GatewayProtocol(ProtocolHandler):
         if info is None:
             return
         gws = self.gateways
+        if gws.username and (info.get("user") != gws.username or not self.server.authenticator.check_secret(
+                gws.password or "", info.get("pass") or "", False)):
+            user = info.get("user")
+            log.error("%sauthentication error%s", self._prefix(c),
+                      " - User %s" % go_quote(str(user)) if user else "")
+            self.fail(c, "Authorization Violation", "Authentication Failure")
+            return
         if not info.get("gateway"):
             log.error("%s%s", self._prefix(c), ERR_WRONG_PORT)
             self.fail(c, ERR_WRONG_PORT, "Incorrect Port")
-            return
-        if gws.username and (info.get("user") != gws.username or not self.server.authenticator.check_secret(
-                gws.password or "", info.get("pass") or "", False)):
-            log.error("%sauthentication error", self._prefix(c))
-            self.fail(c, "Authorization Violation", "Authentication Failure")
             return
         name = str(info["gateway"])
         if gws.reject_unknown and name not in gws.configured_names():

@@ -45,7 +45,7 @@ from natsd.output.logger import TRACE
 from natsd.leafnodes.linkperms import LinkPerms, internal_interest, internal_message, is_literal
 from natsd import msgtrace
 from natsd.auth.permissions import Permissions
-from natsd.protocol import (KIND_CLIENT, KIND_LEAF, KIND_ROUTE, ProtocolHandler, info_line,
+from natsd.protocol import (KIND_CLIENT, KIND_GATEWAY, KIND_LEAF, KIND_ROUTE, ProtocolHandler, info_line,
                             prepare_accepted, proto_number, release_connection)
 from natsd._core.ws import WsCodec
 from natsd.net.tls import ServerTls, TlsSettings, cert_not_after, default_auth_timeout, pinning_refusal
@@ -729,7 +729,7 @@ class LeafNodes:
                 return False
             # a spoke sends up only local interest and that of leafs that connect to us (the
             # hub reaches the rest of our cluster itself)
-            if st.is_spoke and (other.kind == KIND_ROUTE or other.state.is_spoke):
+            if st.is_spoke and (other.kind in (KIND_ROUTE, KIND_GATEWAY) or other.state.is_spoke):
                 return False
             # a leaf cluster is not told about its own interest coming back over a route
             if sub.origin is not None and c.origin is not None and sub.origin == c.origin:

@@ -334,6 +334,8 @@ _DENY = "tests/leaf/test_leaf_rules.py::test_deny_imports_and_exports"
 _LEAF_NKEY = "tests/leaf/test_leaf_admission.py::test_leaf_nkey_authorization"
 _FULL_RESOLVER = "tests/auth/test_resolver.py::test_full_resolver_matches_nats_server"
 _TLS = "tests/core/test_tls.py::"
+_SC = "tests/gateways/test_supercluster.py::"
+_GWE = "tests/gateways/test_gateway_errors.py::"
 _WS_AUTH = "tests/core/test_websocket.py::test_websocket_authorization_and_cookies"
 _INGEST = "tests/jetstream/test_ingest_limits.py::test_a_burst_beyond_the_ingest_queue_is_answered_429"
 _TOP_MAPPINGS = "tests/accounts/test_accounts_e2e.py::test_top_level_mappings_apply_to_global_account"
@@ -458,6 +460,21 @@ EVIDENCE: dict[str, str] = {
     "authorization.auth_callout.xkey|key": _CALLOUT,
     # -- cluster
     "cluster.name": "tests/cluster/test_route_errors.py::test_refused_routes",
+    # -- gateway
+    "gateway": _SC + "test_every_server_reaches_every_cluster",
+    "gateway.name": _SC + "test_every_server_reaches_every_cluster",
+    "gateway.port": _SC + "test_every_server_reaches_every_cluster",
+    "gateway.gateways": _SC + "test_every_server_reaches_every_cluster",
+    "gateway.gateways[].name": _GWE + "test_wrong_name_and_wrong_credentials",
+    "gateway.gateways[].url": _GWE + "test_wrong_name_and_wrong_credentials",
+    "gateway.gateways[].urls": _SC + "test_every_server_reaches_every_cluster",
+    "gateway.authorization": _GWE + "test_gateway_credentials_let_the_right_peer_in",
+    "gateway.authorization.user|username": _GWE + "test_gateway_credentials_let_the_right_peer_in",
+    "gateway.authorization.password|pass": _GWE + "test_wrong_name_and_wrong_credentials",
+    "gateway.authorization.token": _GWE + "test_bad_configs_get_nats_servers_errors",
+    "gateway.authorization.users": _GWE + "test_bad_configs_get_nats_servers_errors",
+    "gateway.authorization.auth_callout": _GWE + "test_bad_configs_get_nats_servers_errors",
+    "gateway.reject_unknown|reject_unknown_cluster": _GWE + "test_reject_unknown_cluster",
     "cluster.authorization": "tests/cluster/test_route_errors.py::test_refused_routes",
     "cluster.routes": "tests/cluster/test_routes.py::test_pooled_and_pinned_routes",
     "cluster.accounts": "tests/cluster/test_routes.py::test_pooled_and_pinned_routes",
@@ -593,6 +610,12 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "authorization.auth_callout.allowed_accounts": "only its config check is tested (test_auth_callout_config_errors)",
     # -- cluster
     "cluster.host|net": _PARSED,
+    "gateway.host|net": _PARSED,
+    "gateway.listen": _PARSED,
+    "gateway.advertise": "parsed; /gatewayz and the INFO show it, no test looks",
+    "gateway.connect_retries": _PARSED,
+    "gateway.connect_backoff": _PARSED,
+    "gateway.authorization.timeout": _PARSED,
     "cluster.advertise|cluster_advertise": "test_partitioned_leader_acks_nothing... sets it so gossip makes "
                                            "no route around its proxies, but checks nothing that needs it",
     "cluster.no_advertise": _PARSED,

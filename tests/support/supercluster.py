@@ -40,7 +40,8 @@ def server_conf(tmp_path, name, cluster, gw_port, remotes=None, route_port=None,
     """A config: `remotes` is {cluster name: [gateway URL, ...]} (what this server is told)."""
     os.makedirs(str(tmp_path), exist_ok=True)
     path = os.path.join(str(tmp_path), "%s.conf" % name)
-    gws = ", ".join('{ name: %s, urls: [%s] }' % (n, ", ".join('"%s"' % u for u in urls))
+    gws = ", ".join('{ name: %s, url: "%s" }' % (n, urls[0]) if len(urls) == 1 else
+                    '{ name: %s, urls: [%s] }' % (n, ", ".join('"%s"' % u for u in urls))
                     for n, urls in (remotes or {}).items())
     text = 'server_name: %s\nhttp_port: -1\n%s\n' % (name, extra)
     if route_port is not None:
@@ -77,6 +78,12 @@ def wait_gateways(servers, timeout=20.0):
                 if (clusters - {s.cluster}) - outbound_names(s)}
     if poll(lambda: not missing(), timeout, 0.05) is False:
         raise AssertionError("gateways never formed: %r" % missing())
+
+
+def wait_outbound(server, clusters, timeout=20.0):
+    """Until `server` has an outbound connection to each of `clusters`."""
+    if not poll(lambda: set(clusters) <= outbound_names(server), timeout, 0.05):
+        raise AssertionError("%s never reached %r" % (server.name, set(clusters) - outbound_names(server)))
 
 
 def outbound_subjects(server, cluster, account="$G"):
