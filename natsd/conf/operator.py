@@ -20,7 +20,6 @@ from natsd.gofmt import go_duration, go_quote, parse_go_duration
 from natsd.options import ResolverOpts
 from natsd.conf.errors import go_read_error
 from natsd.conf.parser import Node
-from natsd.conf.reader import GO_TYPE
 from natsd.conf.reader import GO_TYPE, Reader
 
 _DECORATED = re.compile(r"-{3,}[^\n]*-{3,}\r?\n([\w\-.=]+)\r?\n-{3,}")
