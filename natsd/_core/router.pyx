@@ -36,6 +36,10 @@ cdef unsigned long long route_stamp = 0
 # which routed subject the answer goes to, and decides which replies leave mapped.
 DEF GW_SUBJECT_OFFSET = 19
 cdef object gateways = None
+# account name -> {plain reply: routed reply}: what internal receivers (services, JetStream)
+# were handed; their answers, published from Python, go back through the gateway
+cdef dict gw_account_replies = {}
+cdef bytes cur_account = None          # the account of the message being routed
 cdef unsigned long long rng_state = 0x9E3779B97F4A7C15ULL
 
 
@@ -123,7 +127,7 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
         c = <Connection>sub.conn if sub.conn is not None else None
         if sub.handler is not None or c.kind == KIND_CLIENT:
             # the receiver sees the plain reply; its answer is sent back where it came from
-            gateways.track_reply(c if sub.handler is None else None, sub,
+            gateways.track_reply(c if sub.handler is None else None, cur_account,
                                  PyBytes_FromStringAndSize(reply, rlen))
             reply += GW_SUBJECT_OFFSET
             rlen -= GW_SUBJECT_OFFSET
@@ -330,11 +334,13 @@ cdef int route_deliver(Connection pub, SublistResult res, const char* subj, Py_s
                        const char* msg, Py_ssize_t hlen, Py_ssize_t tlen, list only_queues,
                        bint no_plain) except -1:
     """Routing by `subj`, delivering as `dsubj` when that is not NULL (see deliver())."""
-    global route_stamp, cur_origin
+    global route_stamp, cur_origin, cur_account
     cdef Subscription sub
     cdef list group
     cdef int delivered = 0
     cdef bytes saved_origin = cur_origin
+    cdef bytes saved_account = cur_account
+    cur_account = res.account
     if pub is not None and pub.kind == KIND_LEAF:
         cur_origin = pub.origin
     elif pub is None or pub.kind != KIND_ROUTE:
@@ -353,6 +359,7 @@ cdef int route_deliver(Connection pub, SublistResult res, const char* subj, Py_s
             flush_remote(res.account, pub, subj, slen, dsubj, dlen, reply, rlen, msg, hlen, tlen)
     finally:
         cur_origin = saved_origin
+        cur_account = saved_account
     return delivered
 
 
@@ -521,7 +528,22 @@ cdef int frame_remote(Connection c, bytes acc, bytes origin, const char* subj, P
 def publish(Sublist sl, bytes subject, bytes reply=None, bytes hdr=None, bytes payload=b"",
             Connection origin=None):
     """Publish from Python (internal clients, imports). Returns the number of deliveries."""
+    if gw_account_replies and gateway_answer(sl, subject, reply, hdr, payload):
+        return 1
     return publish_bytes(origin, sl, subject, None, reply, hdr, payload, None, False)
+
+
+cdef bint gateway_answer(Sublist sl, bytes subject, bytes reply, bytes hdr, bytes payload) except -1:
+    """An internal receiver answers a request that came through a gateway: the answer goes
+    straight back to the routed reply it stands for. True when it did."""
+    cdef dict replies = gw_account_replies.get(sl.account)
+    if replies is None:
+        return False
+    routed = replies.get(subject)
+    if routed is None:
+        return False
+    gateways.answer(sl.account, routed, reply, hdr, payload)
+    return True
 
 
 cdef int publish_bytes(Connection origin, Sublist sl, bytes subject, bytes seen_as, bytes reply,
@@ -573,6 +595,9 @@ def publish_many(Sublist sl, list pairs):
     cdef SublistResult res
     cdef Py_ssize_t n = 0
     for subject, payload in pairs:
+        if gw_account_replies and gateway_answer(sl, subject, None, None, payload):
+            n += 1
+            continue
         res = sl.match_cached(subject)
         if res.total:
             n += route(None, res, PyBytes_AS_STRING(subject), PyBytes_GET_SIZE(subject), NULL, 0,
@@ -676,11 +701,14 @@ cdef int trace_with(object trace) except -1:
 
 
 def set_gateways(hooks):
-    """The gateway subsystem (None: no gateway): `track_reply(conn, sub, routed)` when a
-    routed reply is delivered here, `reply_for(account, reply)` -> the reply a message leaves
-    with for another cluster (None: unchanged)."""
-    global gateways
+    """The gateway subsystem (None: no gateway): `track_reply(conn or None, account, routed)`
+    when a routed reply is delivered here (to a client, or to an internal receiver),
+    `reply_for(account, reply)` -> the reply a message leaves with for another cluster (None:
+    unchanged), `answer(account, routed, ...)` for an internal answer to a routed reply, and
+    `account_replies`, the dict of those (account -> {plain reply: routed}) it keeps."""
+    global gateways, gw_account_replies
     gateways = hooks
+    gw_account_replies = hooks.account_replies if hooks is not None else {}
 
 
 def set_trace(trace):

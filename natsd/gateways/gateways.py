@@ -525,14 +525,21 @@ class Gateways:
 
     # the router's hooks (natsd/_core/router.pyx set_gateways)
 
-    def track_reply(self, c, sub, routed):
-        self.replies.track(c, routed)
+    @property
+    def account_replies(self):
+        return self.replies.account_replies
+
+    def track_reply(self, c, account, routed):
+        self.replies.track(c, account, routed)
 
     def reply_for(self, account, reply):
         return self.replies.reply_for(account, reply)
 
+    def answer(self, account, routed, reply, hdr, payload):
+        self.replies.send_back(account, routed, reply, hdr, payload)
+
     def send_reply(self, c, routed, reply, hdr, payload):
-        self.replies.send_back(c, routed, reply, hdr, payload)
+        self.replies.send_back(c.state.account.name.encode(), routed, reply, hdr, payload)
 
     def routed_reply(self, c, account, subject, reply, hdr, payload):
         self.replies.arrived(c, account, subject, reply, hdr, payload)

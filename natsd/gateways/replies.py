@@ -42,6 +42,10 @@ class RoutedReplies:
         self.prefix = PREFIX + self.cluster_hash + b"." + self.server_hash + b"."
         self.recent = {}                    # account name (bytes) -> Sublist of recent subjects
         self.tracked = {}                   # client connection holding reply mappings -> until
+        # what internal receivers were handed: account (bytes) -> {plain reply: routed}, and
+        # when each entry expires (the router reads the first dict)
+        self.account_replies = {}
+        self.account_expiry = {}
         self.sweeping = False
 
     # ---- which replies leave mapped ----
@@ -71,15 +75,22 @@ class RoutedReplies:
 
     # ---- the receiving side ----
 
-    def track(self, c, routed):
-        """`routed` was delivered to client `c` with its plain reply: an answer on that reply
-        goes back to `routed` for two seconds."""
+    def track(self, c, account, routed):
+        """`routed` was delivered to client `c` (None: to an internal receiver of `account`)
+        with its plain reply: an answer on that reply goes back to `routed` for two seconds."""
         if c is None:
-            return                          # an internal receiver answers by interest
+            plain = routed[SUBJECT_OFFSET:]
+            self.account_replies.setdefault(account, {})[plain] = routed
+            self.account_expiry[(account, plain)] = self.loop.time() + RECENT
+            self._start_sweep()
+            return
         if c.gw_replies is None:
             c.gw_replies = {}
         c.gw_replies[routed[SUBJECT_OFFSET:]] = routed
         self.tracked[c] = self.loop.time() + RECENT
+        self._start_sweep()
+
+    def _start_sweep(self):
         if not self.sweeping:
             self.sweeping = True
             self.loop.call_later(RECENT, self._sweep)
@@ -90,18 +101,24 @@ class RoutedReplies:
             if c.closed or until <= now:
                 c.gw_replies = None
                 del self.tracked[c]
-        self.sweeping = bool(self.tracked)
+        for key, until in list(self.account_expiry.items()):
+            if until <= now:
+                del self.account_expiry[key]
+                replies = self.account_replies.get(key[0])
+                if replies is not None:
+                    replies.pop(key[1], None)
+                    if not replies:
+                        del self.account_replies[key[0]]
+        self.sweeping = bool(self.tracked or self.account_expiry)
         if self.sweeping:
             self.loop.call_later(RECENT / 2, self._sweep)
 
-    def send_back(self, c, routed, reply, hdr, payload):
-        """Client `c` answered on a mapped reply: straight to the cluster `routed` names."""
+    def send_back(self, account, routed, reply, hdr, payload):
+        """An answer on a mapped reply: straight to the cluster `routed` names."""
         cluster = routed[len(PREFIX):len(PREFIX) + HASH_LEN]
         gw = self.gateways.outbound_by_hash(cluster)
-        if gw is None:
-            return
-        account = c.state.account.name.encode()
-        self.gateways.send_message(gw, account, routed, reply, hdr, payload)
+        if gw is not None:
+            self.gateways.send_message(gw, account, routed, reply, hdr, payload)
 
     def arrived(self, c, account, subject, reply, hdr, payload):
         """A message for a `_GR_.` subject came over a gateway or a route: for this cluster

@@ -96,12 +96,12 @@ def outbound_subjects(server, cluster, account="$G"):
     return set()
 
 
-def wait_gateway_interest(servers, cluster, subject, timeout=10.0, present=True):
+def wait_gateway_interest(servers, cluster, subject, timeout=10.0, present=True, account="$G"):
     """Until every server of `servers` (outside `cluster`) knows (or no longer knows)
-    `cluster`'s interest in `subject`."""
+    `cluster`'s interest in `subject` (in `account`)."""
     def lacking():
         return [s.name for s in servers if s.cluster != cluster
-                and (subject in outbound_subjects(s, cluster)) != present]
+                and (subject in outbound_subjects(s, cluster, account)) != present]
     if not poll(lambda: not lacking(), timeout, 0.05):
         raise AssertionError("interest in %r from %s never %s %r" % (
             subject, cluster, "reached" if present else "left", lacking()))

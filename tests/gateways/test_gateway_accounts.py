@@ -1,0 +1,89 @@
+"""Accounts across gateways: a service and a stream exported in one cluster and imported by an
+account whose clients are in the other, and the system account's `$SYS.REQ.SERVER.PING`
+answered by every server of both clusters, from either side; natsd and nats-server in every
+pairing. The requests leave right after their inboxes are made, so the answers (a service's,
+the system services') go back through the routed-reply mapping."""
+import asyncio
+import json
+
+import nats
+import pytest
+
+from tests.support.servers import nats_server_cmd
+from tests.support.supercluster import start_gateway_server, wait_gateway_interest, wait_gateways
+
+pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="no nats-server")
+
+ACCOUNTS = """accounts {
+  SYS { users: [ {user: sys, password: sys} ] }
+  SVC { users: [ {user: svc, password: svc} ], exports: [ {service: "svc.>"}, {stream: "feed.>"} ] }
+  APP { users: [ {user: app, password: app} ],
+        imports: [ {service: {account: SVC, subject: "svc.>"}}, {stream: {account: SVC, subject: "feed.>"}} ] }
+}
+system_account: SYS
+"""
+
+
+@pytest.fixture(params=[("natsd", "natsd"), ("natsd", "nats-server"), ("nats-server", "natsd")],
+                ids=lambda p: "A=%s,B=%s" % p)
+def pair(request, tmp_path):
+    from tools.serverproc import free_port
+    gw = {n: free_port() for n in ("A1", "B1")}
+    url = {n: "nats://127.0.0.1:%d" % p for n, p in gw.items()}
+    a = start_gateway_server(request.param[0], tmp_path, "A1", "A", gw["A1"], {"B": [url["B1"]]},
+                             extra=ACCOUNTS)
+    b = start_gateway_server(request.param[1], tmp_path, "B1", "B", gw["B1"], {"A": [url["A1"]]},
+                             extra=ACCOUNTS)
+    try:
+        wait_gateways([a, b])
+        yield a, b
+    finally:
+        a.proc.kill()
+        b.proc.kill()
+
+
+def as_user(server, user):
+    return server.url.replace("//", "//%s:%s@" % (user, user))
+
+
+def test_imports_across_clusters(pair):
+    a, b = pair
+
+    async def main():
+        svc = await nats.connect(as_user(b, "svc"))
+
+        async def serve(m):
+            await m.respond(b"served " + m.data)
+        await svc.subscribe("svc.>", cb=serve)
+        await svc.flush()
+        await asyncio.to_thread(wait_gateway_interest, [a], "B", "svc.>", 10, True, "SVC")
+        app = await nats.connect(as_user(a, "app"))
+        r = await app.request("svc.x", b"q", timeout=5)
+        assert r.data == b"served q"
+        feed = await app.subscribe("feed.>")
+        await app.flush()
+        await asyncio.to_thread(wait_gateway_interest, [b], "A", "feed.>", 10, True, "SVC")
+        await svc.publish("feed.1", b"f")
+        await svc.flush()
+        m = await feed.next_msg(timeout=5)
+        assert (m.subject, m.data) == ("feed.1", b"f")
+        await app.close()
+        await svc.close()
+    asyncio.run(main())
+
+
+def test_server_ping_is_answered_by_every_cluster(pair):
+    async def main():
+        for s in pair:
+            nc = await nats.connect(as_user(s, "sys"))
+            inbox = nc.new_inbox()
+            sub = await nc.subscribe(inbox)
+            await nc.publish("$SYS.REQ.SERVER.PING", b"", reply=inbox)
+            await nc.flush()
+            names = []
+            while len(names) < 2:
+                m = await sub.next_msg(timeout=5)
+                names.append(json.loads(m.data)["server"]["name"])
+            assert sorted(names) == ["A1", "B1"], s.name
+            await nc.close()
+    asyncio.run(main())
