@@ -6,11 +6,16 @@ nats-server-only, interleaved, best of --reps (gobench on nats.go).
 - fanout128: publisher on A, four subscribers over three servers (A 1, B 2, C 1).
 - route_request: requester on A, responder on B (latency-bound: one request at a time).
 
+With --gateways the three servers are three one-server clusters joined by gateways (a
+super-cluster): every message above crosses a gateway instead of a route. With --mixed a
+third kind joins the comparison: B is nats-server, A and C natsd.
+
 For each, the messages per second the subscribers received, and the route's CPU cost: the
 CPU time the servers spent (user + system, from /proc) per message delivered, for the
 publisher's server and the others apart.
 
 usage: python tools/cluster_bench.py [--reps 3] [--msgs 1000000] [--only route_pubsub128,...]
+                                    [--gateways] [--mixed]
 """
 import argparse
 import os
@@ -37,27 +42,44 @@ def cpu_seconds(pid):
 
 
 class Cluster:
-    """Three servers of one kind, meshed, on free ports."""
+    """Three servers of one kind ("mixed": natsd, nats-server, natsd), meshed by routes or,
+    with `gateways`, three one-server clusters joined by gateways, on free ports."""
 
-    def __init__(self, kind, tmp):
+    def __init__(self, kind, tmp, gateways=False):
         self.kind = kind
+        self.gateways = gateways
         self.members = []
         ports = [(free_port(), free_port()) for _ in range(3)]
         seed = "nats://127.0.0.1:%d" % ports[0][1]
-        for name, (cport, rport) in zip("ABC", ports):
+        kinds = ["natsd", "nats-server", "natsd"] if kind == "mixed" else [kind] * 3
+        for name, (cport, rport), k in zip("ABC", ports, kinds):
             conf = os.path.join(tmp, "%s-%s.conf" % (kind, name))
             with open(conf, "w") as f:
-                f.write('server_name: %s\nport: %d\nhost: 127.0.0.1\n'
-                        'cluster { name: bench, port: %d, routes: ["%s"] }\n'
-                        % (name, cport, rport, seed))
-            cmd = ("%s -m natsd -c %s" % (sys.executable, conf) if kind == "natsd"
+                f.write('server_name: %s\nport: %d\nhost: 127.0.0.1\n' % (name, cport))
+                if gateways:
+                    others = ", ".join('{ name: %s, url: "nats://127.0.0.1:%d" }' % (n, p[1])
+                                       for n, p in zip("ABC", ports) if n != name)
+                    f.write('gateway { name: %s, port: %d, gateways: [%s] }\n' % (name, rport, others))
+                else:
+                    f.write('cluster { name: bench, port: %d, routes: ["%s"] }\n' % (rport, seed))
+            cmd = ("%s -m natsd -c %s" % (sys.executable, conf) if k == "natsd"
                    else "%s -c %s" % (NATS_SERVER, conf))
-            p = ServerProcess(kind, cmd, os.path.join(tmp, "%s-%s.log" % (kind, name)))
+            p = ServerProcess(k, cmd, os.path.join(tmp, "%s-%s.log" % (kind, name)))
             p.url = "nats://127.0.0.1:%d" % cport
             self.members.append(p)
         for p in self.members:
             p.wait_ready()
-        self._wait_mesh()
+        self._wait_gateways() if gateways else self._wait_mesh()
+
+    def _wait_gateways(self):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if all(len(re.findall(r"Outbound gateway connection to .* registered", p.log_text())) >= 2
+                   for p in self.members):
+                time.sleep(0.5)
+                return
+            time.sleep(0.1)
+        raise RuntimeError("gateways never formed")
 
     def _wait_mesh(self):
         deadline = time.monotonic() + 20
@@ -140,13 +162,16 @@ def main():
     ap.add_argument("--msgs", type=int, default=1000000)
     ap.add_argument("--req-msgs", type=int, default=20000)
     ap.add_argument("--only", default="")
+    ap.add_argument("--gateways", action="store_true", help="three clusters joined by gateways")
+    ap.add_argument("--mixed", action="store_true", help="also a natsd/nats-server/natsd setup")
     a = ap.parse_args()
+    kinds = ("natsd", "nats-server", "mixed") if a.mixed else ("natsd", "nats-server")
     only = [x for x in a.only.split(",") if x] or list(SCENARIOS)
     best = {}
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(a.reps):
-            for kind in ("natsd", "nats-server"):           # interleaved
-                cluster = Cluster(kind, tmp)
+            for kind in kinds:                              # interleaved
+                cluster = Cluster(kind, tmp, a.gateways)
                 try:
                     for name in only:
                         r = SCENARIOS[name](cluster, a)
@@ -160,9 +185,14 @@ def main():
     for name in only:
         n, g = best[("natsd", name)], best[("nats-server", name)]
         print("%-16s %14.0f %14.0f %6.2fx" % (name, n["rate"], g["rate"], n["rate"] / g["rate"]))
+    if a.mixed:
+        for name in only:
+            m = best[("mixed", name)]
+            print("%-16s mixed %14.0f (%.2fx nats-server)" % (name, m["rate"],
+                  m["rate"] / best[("nats-server", name)]["rate"]))
     print("\nCPU per message (microseconds, best run):")
     for name in only:
-        for kind in ("natsd", "nats-server"):
+        for kind in kinds:
             r = best[(kind, name)]
             print("  %-16s %-11s %s" % (name, kind, " ".join(
                 "%s=%.2f" % (k, v) for k, v in r.items() if k.startswith("cpu_"))))

@@ -12,7 +12,8 @@ DEFAULT_SYSTEM_ACCOUNT = "$SYS"
 class Account:
     __slots__ = ("name", "sublist", "clients", "max_connections", "max_subscriptions",
                  "max_payload", "max_leafnodes", "config", "is_system", "jetstream", "mappings",
-                 "jwt", "updated", "internal_client", "remote_conns", "trace_dest", "trace_sampling")
+                 "jwt", "updated", "internal_client", "remote_conns", "trace_dest", "trace_sampling",
+                 "gateway_subs")
 
     def __init__(self, name, config=None):
         self.name = name
@@ -26,6 +27,9 @@ class Account:
         self.updated = None             # when its JWT was last applied (unix time)
         self.internal_client = None     # natsd.ids.InternalClient of its service imports
         self.remote_conns = {}          # another server's id -> (connections, leaf nodes) it reports
+        # other clusters' interest held in the sublist (gateway connections' subscriptions):
+        # not the account's subscriptions as monitoring counts them
+        self.gateway_subs = 0
         # `msg_trace`: where messages with an external `traceparent` header are traced, and
         # which share of them (percent)
         trace = getattr(config, "msg_trace", None) or {}
@@ -41,6 +45,12 @@ class Account:
         """The account's client connections on the cluster's other servers, as they report
         them (natsd/system/remote.py)."""
         return sum(conns for conns, _ in self.remote_conns.values())
+
+    @property
+    def subscription_count(self):
+        """The account's subscriptions as nats-server counts them (its sublist without other
+        clusters' interest)."""
+        return self.sublist.count - self.gateway_subs
 
     @property
     def name_tag(self):

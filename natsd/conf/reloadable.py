@@ -165,6 +165,16 @@ def _cluster(old, new) -> str | None:
     return None
 
 
+def _gateway(old, new) -> str | None:
+    """nats-server reloads nothing of the gateway block (it refuses any change)."""
+    a, b = old.gateway, new.gateway
+    if _plain(a) == _plain(b) and _plain(a.raw) == _plain(b.raw):
+        return None
+    def show(g):
+        return "{%s %s %d}" % (g.name, g.host, g.port)
+    return "config reload not supported for Gateway: old=%s, new=%s" % (show(a), show(b))
+
+
 def _leafnode(old, new) -> str | None:
     a, b = old.leafnode, new.leafnode
     for attr, field in _LEAF_FIELDS:
@@ -226,8 +236,8 @@ def _tls_rate(o) -> int:
     return next((v for k, v in raw.items() if k.lower() == "connection_rate_limit"), 0) or 0
 
 
-CHECKS = [_scalars, _no_auth_user, _system_account, _cluster, _leafnode, _jetstream, _accounts,
-          _listeners]
+CHECKS = [_scalars, _no_auth_user, _system_account, _cluster, _gateway, _leafnode, _jetstream,
+          _accounts, _listeners]
 
 
 def reload_refusal(old, new) -> str | None:

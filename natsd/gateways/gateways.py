@@ -463,8 +463,8 @@ class Gateways:
         for sub in list(c.subs.values()):
             sub.closed = True
             acc = sub.data
-            if acc is not None:
-                acc.sublist.remove(sub)
+            if acc is not None and acc.sublist.remove(sub):
+                acc.gateway_subs -= 1
         c.subs.clear()
         self.pending.pop(c.cid, None)
         self.inbound.pop(c.cid, None)
@@ -548,13 +548,19 @@ class Gateways:
 
     def varz(self):
         go = self.opts
-        v = {"name": self.name, "host": go.host, "port": self.port,
+        v = {"name": self.name, "host": go.host or "0.0.0.0", "port": self.port,
              "auth_timeout": go_float(self.auth_timeout), "tls_timeout": 2}
         if go.advertise:
             v["advertise"] = go.advertise
         if go.connect_retries:
             v["connect_retries"] = go.connect_retries
-        gws = [{"name": r.name, "urls": list(r.urls)} for r in go.gateways]
+        gws = []
+        for r in go.gateways:
+            g = {"name": r.name}
+            cfg = self.remotes.get(r.name)
+            if cfg is not None and cfg.urls:
+                g["urls"] = list(cfg.urls)      # host:port, learned ones included
+            gws.append(g)
         if gws:
             v["gateways"] = gws
         if self.reject_unknown:

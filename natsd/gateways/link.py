@@ -195,11 +195,13 @@ class GatewayProtocol(ProtocolHandler):
             sub.data = acc
             c.subs[key] = sub
             acc.sublist.insert(sub)
+            acc.gateway_subs += 1
         else:
             sub = c.subs.pop(key, None)
             if sub is not None:
                 sub.closed = True
-                acc.sublist.remove(sub)
+                if acc.sublist.remove(sub):
+                    acc.gateway_subs -= 1
 
     def account_interest(self, c, plus, account):
         """A+/A- (optimistic mode's account interest): nothing to do in interest-only mode."""

@@ -123,7 +123,7 @@ def account_info(server, acc):
         "jetstream_enabled": bool(acc.jetstream) and server.jetstream_enabled(),
         "leafnode_connections": leafs,
         "client_connections": clients,
-        "subscriptions": acc.sublist.count,
+        "subscriptions": acc.subscription_count,
     })
     mappings = _mappings_json(server, acc)
     if mappings:
@@ -187,7 +187,7 @@ def account_stat(server, acc):
     clients, leafs = local_counts(acc)
     (im, ib), (om, ob) = _traffic(acc, server)
     return {"acc": acc.name, "name": acc.name, "conns": clients, "leafnodes": leafs,
-            "total_conns": clients + leafs, "num_subscriptions": acc.sublist.count,
+            "total_conns": clients + leafs, "num_subscriptions": acc.subscription_count,
             "sent": _data_stats(om, ob), "received": _data_stats(im, ib), "slow_consumers": 0}
 
 

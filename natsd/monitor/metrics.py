@@ -103,7 +103,7 @@ def server_collector(server):
     yield _counter("natsd_accepted_connections", "Client connections accepted since start "
                    "(as /varz total_connections).", server.total_connections)
     yield _gauge("natsd_subscriptions", "Subscriptions in all accounts (as /varz subscriptions).",
-                 sum(a.sublist.count for a in server.accounts))
+                 sum(a.subscription_count for a in server.accounts))
     yield _counter("natsd_in_msgs", "Messages received from connections.", totals.in_msgs)
     yield _counter("natsd_out_msgs", "Messages sent to connections.", totals.out_msgs)
     yield _counter("natsd_in_bytes", "Payload bytes received from connections.", totals.in_bytes)
@@ -147,7 +147,7 @@ def account_collector(server):
         n_leaf = sum(1 for c in acc.clients if kind_of(c) == "Leafnode")
         conns.add(len(acc.clients) - n_leaf, account=acc.name)
         leafs.add(n_leaf, account=acc.name)
-        subs.add(acc.sublist.count, account=acc.name)
+        subs.add(acc.subscription_count, account=acc.name)
     yield conns
     yield leafs
     yield subs

@@ -110,6 +110,7 @@ def handler(server, opts):
     accounts = [a for a in server.accounts if not opts.account or a.name == opts.account]
     for acc in accounts:
         stats.add_sublist(acc.sublist)
+        stats.num_subs -= acc.gateway_subs      # other clusters' interest is not counted
     out = {"server_id": server.id, "now": P.now_rfc3339(time.time())}
     out.update(stats.to_json())
     out.update({"total": 0, "offset": offset, "limit": limit})

@@ -186,7 +186,7 @@ def varz(server, query):
         "slow_consumers": totals.slow_consumers,
         "stale_connections": server.stale_connections,
         "stalled_clients": totals.stalls,
-        "subscriptions": sum(a.sublist.count for a in server.accounts),
+        "subscriptions": sum(a.subscription_count for a in server.accounts),
         "http_req_stats": http_req_stats(server),
         "config_load_time": rfc3339(server.config_load_time),
         "config_digest": getattr(opts, "config_digest", "") or "",

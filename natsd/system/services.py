@@ -479,7 +479,7 @@ class SystemServices:
             "connections": len(s.clients),
             "total_connections": s.total_connections,
             "active_accounts": sum(1 for a in s.accounts if a.clients),
-            "subscriptions": sum(a.sublist.count for a in s.accounts),
+            "subscriptions": sum(a.subscription_count for a in s.accounts),
             "sent": {"msgs": totals.out_msgs, "bytes": totals.out_bytes},
             "received": {"msgs": totals.in_msgs, "bytes": totals.in_bytes},
             "received_from_clients": {"msgs": ct["in_msgs"], "bytes": ct["in_bytes"]},

@@ -171,3 +171,23 @@ def test_reject_unknown_cluster(kind, tmp_path):
     finally:
         for s in (t, n, k):
             s.proc.kill()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_reload_may_not_change_the_gateway(kind, tmp_path):
+    """nats-server reloads nothing of the gateway block: a changed one is refused, and the
+    gateway stays as it was."""
+    import signal
+    from tools.serverproc import free_port
+    s = start_gateway_server(kind, tmp_path, "T", "T", free_port(), {"U": ["nats://127.0.0.1:1"]})
+    try:
+        with open(s.conf) as f:
+            text = f.read()
+        with open(s.conf, "w") as f:
+            f.write(text.replace("name: U", "name: V"))
+        s.proc.signal(signal.SIGHUP)
+        s.proc.wait_log(r"\[ERR\] Failed to reload server configuration: config reload not supported "
+                        r"for Gateway: old=\{T ")
+        assert s.get("/varz")["gateway"]["gateways"][0]["name"] == "U"
+    finally:
+        s.proc.kill()

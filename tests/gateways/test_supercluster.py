@@ -71,6 +71,37 @@ def test_every_server_reaches_every_cluster(sc):
     assert set(sc["A1"].get("/gatewayz")) == set(sc["B1"].get("/gatewayz"))
 
 
+def key_paths(doc, prefix=""):
+    """The key paths of a JSON document, gateway names and list positions left out."""
+    out = set()
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            k = "*" if prefix.endswith("_gateways") else k
+            out.add(prefix + "/" + k)
+            out |= key_paths(v, prefix + "/" + k)
+    elif isinstance(doc, list):
+        for v in doc:
+            out |= key_paths(v, prefix + "[]")
+    return out
+
+
+def entry_shapes(gz):
+    """The key paths of /gatewayz's top level and of one outbound and one inbound entry."""
+    top = {k for k in gz if not k.endswith("_gateways")}
+    out = [key_paths(e) for e in gz["outbound_gateways"].values()]
+    inb = [key_paths(e) for entries in gz["inbound_gateways"].values() for e in entries]
+    return top, set().union(*out) if out else set(), set().union(*inb) if inb else set()
+
+
+@pytest.mark.parametrize("query", ["", "?accs=1", "?accs=1&subs=1", "?acc_name=$G", "?gw_name=B"])
+def test_gatewayz_has_nats_servers_keys(sc, query):
+    """A1 (natsd) and B1 (nats-server): the same keys at the top and in every outbound and
+    inbound entry (the connection's, the accounts' and their subscriptions)."""
+    ours, ref = sc["A1"].get("/gatewayz" + query), sc["B1"].get("/gatewayz" + query.replace("=B", "=A"))
+    assert ours["inbound_gateways"] and ref["inbound_gateways"]
+    assert entry_shapes(ours) == entry_shapes(ref)
+
+
 def test_messages_cross_once_from_every_server(sc):
     """Subscribers on every server of the other clusters get each message exactly once, with
     its subject, reply and headers, whichever server (natsd or nats-server) published it."""
@@ -201,12 +232,20 @@ async def _until(cond, timeout=10):
 
 
 def test_interest_leaves_when_subscribers_leave(sc):
-    """RS- when a cluster's last subscriber of a subject leaves, on every other server."""
+    """RS- when a cluster's last subscriber of a subject leaves, on every other server; while
+    it is there, other clusters' interest is not counted as this server's subscriptions
+    (/subsz, /varz), on natsd as on nats-server."""
+    def counts():
+        return {n: (sc[n].get("/subsz")["num_subscriptions"], sc[n].get("/varz")["subscriptions"])
+                for n in ("B1", "B2")}
+
     async def main():
+        before = counts()
         nc = await nats.connect(sc["C1"].url, allow_reconnect=False)
         sub = await nc.subscribe("gone.soon")
         await nc.flush()
         wait_gateway_interest(list(sc.values()), "C", "gone.soon")
+        assert counts() == before
         await sub.unsubscribe()
         await nc.flush()
         wait_gateway_interest(list(sc.values()), "C", "gone.soon", present=False)
