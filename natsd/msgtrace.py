@@ -27,7 +27,7 @@ import time
 from natsd._core.router import publish, set_trace
 from natsd.gofmt import go_json, go_quote, go_time
 from natsd.headers import accept_encoding, encoded, put_last, set_header
-from natsd.protocol import KIND_CLIENT, KIND_LEAF, KIND_ROUTE
+from natsd.protocol import KIND_CLIENT, KIND_GATEWAY, KIND_LEAF, KIND_ROUTE
 from natsd.subject import is_valid_literal_subject
 
 log = logging.getLogger("natsd")
@@ -40,7 +40,7 @@ MSG_TRACE_PROTO = 3                     # a peer's proto from which it traces wh
 TRACE_DISABLED = "trace disabled"      # not a valid subject: what a stopped trace's header says
 
 # nats-server's connection kinds as the events number them
-_GO_KIND = {KIND_CLIENT: 0, KIND_ROUTE: 1, KIND_LEAF: 4}
+_GO_KIND = {KIND_CLIENT: 0, KIND_ROUTE: 1, KIND_GATEWAY: 2, KIND_LEAF: 4}
 
 NOT_DELIVERED = {
     "no echo": "Not delivered because of no echo",
@@ -118,7 +118,8 @@ def start(server, c, subject: bytes, hdr: bytes, size: int):
         log.error("%sMessage tracing disabled because of header %s with value=%s", proto._prefix(c),
                   go_quote(TRACE_ORIGIN_ACCOUNT), go_quote(headers[TRACE_ORIGIN_ACCOUNT][0]))
         return False if only else None
-    account = server.accounts.get(c.sublist.account.decode()) if c.kind == KIND_ROUTE else c.state.account
+    account = (server.accounts.get(c.sublist.account.decode()) if c.kind in (KIND_ROUTE, KIND_GATEWAY)
+               else c.state.account)
     if account is None:
         return False if only else None
     if external:

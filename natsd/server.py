@@ -81,7 +81,7 @@ class Server:
         self.closed_clients = []            # recent closed connection records (/connz)
         self.blocked = set()                # connections with writes pending (write deadline)
         self.write_slow = set()             # ... already logged as slow at their deadline (retry)
-        self.slow_consumer_links = {"routes": 0, "leafs": 0, "events": 0}
+        self.slow_consumer_links = {"routes": 0, "gateways": 0, "leafs": 0, "events": 0}
         self.next_cid = 0
         self.total_connections = 0
         self.stale_connections = 0
@@ -480,11 +480,11 @@ class Server:
 
     def slow_consumer_stats(self):
         """Slow consumers by kind of connection (varz, STATSZ), as nats-server counts them:
-        routes and leaf nodes at their write deadline (a route once until it drains); every
+        routes, gateways and leaf nodes at their write deadline (a route once until it drains); every
         other slow-consumer event the core counted was a client's."""
         links = self.slow_consumer_links
         return {"clients": totals.slow_consumers - links["events"],
-                "routes": links["routes"], "gateways": 0, "leafs": links["leafs"]}
+                "routes": links["routes"], "gateways": links["gateways"], "leafs": links["leafs"]}
 
     def client_connected(self, c):
         if self.system is not None:
@@ -516,6 +516,12 @@ class Server:
         c.external_traces = bool(account.trace_dest)
         c.forget_lookup()
 
+    def remember_closed(self, c):
+        """Keep a closed connection for /connz?state=closed (the newest max_closed_clients)."""
+        self.closed_clients.append(c)
+        if len(self.closed_clients) > self.opts.max_closed_clients:
+            del self.closed_clients[: len(self.closed_clients) - self.opts.max_closed_clients]
+
     def close_connection(self, c):
         """Final close: unregister, drop subscriptions, release the socket."""
         if c.closed:
@@ -535,9 +541,7 @@ class Server:
         st.reason = c.close_reason or ""
         if c.connected and self.system is not None:
             self.system.client_event(c, False)
-        self.closed_clients.append(c)
-        if len(self.closed_clients) > self.opts.max_closed_clients:
-            del self.closed_clients[: len(self.closed_clients) - self.opts.max_closed_clients]
+        self.remember_closed(c)
         log.debug("%s:%d - cid:%d - Client connection closed: %s", st.host, st.port, c.cid, st.reason)
 
     # ---- lame duck mode ----

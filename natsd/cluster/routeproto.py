@@ -6,15 +6,14 @@ peer entered lame duck mode), and RS+/RS-/LS+/LS- (the peer's interest, which be
 subscriptions of our accounts whose `conn` is the route). Errors are nats-server's: the same
 -ERR texts and log lines, the route closed.
 """
-import json
 import logging
 import time
 
 from natsd._core.sublist import Subscription
 from natsd.net.compression import NOT_SUPPORTED, OFF, CompressionError, codec, compresses
 from natsd.gofmt import go_quote
-from natsd import msgtrace
-from natsd.protocol import ProtocolHandler, info_line, proto_number
+from natsd.cluster.serverlink import ServerLinkHandler
+from natsd.protocol import info_line, proto_number
 
 log = logging.getLogger("natsd")
 
@@ -26,7 +25,7 @@ ROUTE_CONNECT = {"echo": "bool", "verbose": "bool", "pedantic": "bool", "user": 
 ERR_CLIENT_ON_ROUTE_PORT = "attempted to connect to route port"
 
 
-class RouteProtocol(ProtocolHandler):
+class RouteProtocol(ServerLinkHandler):
     def __init__(self, routes):
         super().__init__(routes.server)
         self.routes = routes
@@ -34,7 +33,6 @@ class RouteProtocol(ProtocolHandler):
     def _prefix(self, c):
         return self.routes.prefix(c)
 
-    CLOSE_BY_DEFAULT = False          # nats-server: routes retry at their write deadline
     STATS_KIND = "routes"
 
     def write_policy(self):
@@ -128,13 +126,8 @@ class RouteProtocol(ProtocolHandler):
     # ---- INFO ----
 
     def info(self, c, payload):
-        try:
-            info = json.loads(payload)
-        except ValueError:
-            log.error("%s%s", self._prefix(c), "invalid INFO")
-            c.schedule_close("Protocol Violation")
-            return
-        if not isinstance(info, dict):
+        info = self.parse_info(c, payload)
+        if info is None:
             return
         st = c.state
         routes = self.routes
@@ -382,50 +375,6 @@ class RouteProtocol(ProtocolHandler):
 
     def pong(self, c):
         self.routes.pong(c)
-
-    def client_error(self, c, text):
-        log.error("%sRoute Error %s", self._prefix(c), text.decode("utf-8", "replace"))
-        c.schedule_close("Parse Error")
-
-    def sub(self, c, subject, queue, sid):
-        pass                                # nats-server ignores a client SUB on a route
-
-    def unsub(self, c, sid, max_msgs):
-        pass
-
-    def leaf_sub(self, c, subject, queue, weight):
-        pass
-
-    def leaf_unsub(self, c, subject, queue):
-        pass
-
-    def check_publish(self, c, subject):
-        return True
-
-    def remote_message(self, c, subject, reply, hdr, payload, queues):
-        from natsd._core.router import route_remote
-        route_remote(c, c.sublist, subject, reply, hdr, payload, queues if queues else [])
-
-    def reserved_reply(self, c, reply):
-        pass
-
-    def message_trace(self, c, subject, hdr, size):
-        return msgtrace.start(self.server, c, subject, hdr, size)
-
-    def publish_mapped(self, c, subject, reply, hdr, payload):
-        pass
-
-    def no_responders(self, c, subject, reply):
-        pass
-
-    def send_connect_info(self, c):
-        pass
-
-    def delivery_denied(self, c, sub, subject):
-        return False
-
-    def auto_unsubscribed(self, c, sub):
-        pass
 
     def close(self, c):
         self.routes.closed(c)

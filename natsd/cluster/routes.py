@@ -20,19 +20,18 @@ from urllib.parse import urlsplit, unquote
 import psutil
 
 from natsd import VERSION, SERVER_PROTO
-from natsd._core.conn import Connection
-from natsd._core.sublist import Sublist
 from natsd.client import ClientState
 from natsd.net.dialer import Dialer, go_dial_error, host_label, report_connect_error
 from natsd.gofmt import go_float, go_json, go_quote, omitempty
 from natsd.protocol import KIND_ROUTE, info_line, prepare_accepted, release_connection
 from natsd.net.compression import NOT_SUPPORTED, S2_FAST, Compression
 from natsd.cluster.connecturls import ConnectUrls
-from natsd.net.listener import connect_urls
+from natsd.net.listener import connect_urls, stop_links
 from natsd.auth.permissions import Permissions
 from natsd.cluster.interest import RouteInterest
 from natsd.cluster.pool import DEFAULT_POOL_SIZE, pool_index
 from natsd.cluster.routeproto import RouteProtocol
+from natsd.cluster.serverlink import link_connection
 from natsd.net.tls import cert_not_after, default_auth_timeout
 
 log = logging.getLogger("natsd")
@@ -44,8 +43,6 @@ RECONNECT_DELAY = 1.0                   # DEFAULT_ROUTE_RECONNECT (after a confi
 DIAL_TIMEOUT = 1.0                      # DEFAULT_ROUTE_DIAL
 FIRST_PING = 1.0
 MAX_PING_INTERVAL = 30.0                # routes ping at least this often (RTT for compression)
-ROUTE_MAX_PAYLOAD = 1 << 62                # route messages of any size, as nats-server (mpay -1)
-_EMPTY = Sublist()
 
 
 class RouteState(ClientState):
@@ -205,15 +202,8 @@ class Routes:
 
     def shutdown(self):
         self.stopped = True
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
-        for d in list(self.dialers):
-            d.cancel()
-        self.dialers.clear()
-        for c in self.all_connections():
-            c.state.no_reconnect = True
-            c.schedule_close("Server Shutdown")
+        stop_links(self.listener, self.dialers, self.all_connections())
+        self.listener = None
 
     def all_connections(self):
         return list(self.pending.values()) + list(self.server.routes.values())
@@ -359,26 +349,10 @@ class Routes:
     def create_route(self, sock, addr, url, route_type, gossip_mode, account):
         """A new route connection, accepted (url None) or solicited."""
         s = self.server
-        fd = sock.detach()
-        s.next_cid += 1
-        c = Connection(fd, KIND_ROUTE)
-        c.cid = s.next_cid
-        c.handler = self.proto
-        c.state = st = RouteState(addr[0], addr[1], url, route_type, account, gossip_mode)
-        c.max_payload = ROUTE_MAX_PAYLOAD    # no limit, as nats-server's routes (a Raft catch-up is large)
-        c.max_control_line = s.opts.max_control_line
-        c.max_pending = max(s.opts.max_pending, 64 * 1024 * 1024)
-        c.stall_limit = 1 << 62
-        c.trace = s.opts.trace
-        c.echo = False
-        c.verbose = False
-        c.pedantic = False
-        c.headers = not s.opts.no_header_support
-        c.sublist = _EMPTY
-        c.route_sublists = self.sublists
+        st = RouteState(addr[0], addr[1], url, route_type, account, gossip_mode)
+        c = link_connection(s, sock, KIND_ROUTE, self.proto, st, self.sublists)
         if account:
             c.route_account = account.encode()
-        self.loop.add_handler(fd, c)
         self.pending[c.cid] = c
         if url is not None:
             c.connected = True          # our own connection: no CONNECT expected back
@@ -708,9 +682,7 @@ class Routes:
             log.info("%sRouter connection closed: %s - Remote: %s", self.prefix(c), st.reason, st.remote_name)
         else:
             log.info("%sRouter connection closed: %s", self.prefix(c), st.reason)
-        s.closed_clients.append(c)
-        if len(s.closed_clients) > s.opts.max_closed_clients:
-            del s.closed_clients[: len(s.closed_clients) - s.opts.max_closed_clients]
+        s.remember_closed(c)
         if last:
             if not self.opts.no_advertise:
                 self.connect_urls.remove(st.connect_urls, st.ws_connect_urls)

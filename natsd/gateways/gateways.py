@@ -17,15 +17,14 @@ from urllib.parse import urlsplit, unquote
 from natsd import VERSION, SERVER_PROTO
 from natsd._core import parser as _parser
 from natsd._core import router as _router
-from natsd._core.conn import Connection
-from natsd._core.sublist import Sublist
 from natsd.client import ClientState
 from natsd.gofmt import go_float, go_json, go_quote
+from natsd.cluster.serverlink import link_connection
 from natsd.gateways.interest import GatewayInterest
 from natsd.gateways.link import CMD_GOSSIP, GatewayProtocol
 from natsd.gateways.replies import RoutedReplies, gw_hash
 from natsd.net.dialer import Dialer, go_dial_error, host_label, report_connect_error
-from natsd.net.listener import Listener, non_local_ips
+from natsd.net.listener import Listener, non_local_ips, stop_links
 from natsd.protocol import KIND_GATEWAY, info_line, prepare_accepted, release_connection
 from natsd.net.tls import default_auth_timeout
 
@@ -38,8 +37,6 @@ RECONNECT_DELAY = 1.0           # after a configured one drops (defaultGatewayRe
 DIAL_TIMEOUT = 1.0
 FIRST_PING = 1.0
 MAX_PING_INTERVAL = 15.0        # gwMaxPingInterval
-MAX_PAYLOAD = 1 << 62
-_EMPTY = Sublist()
 
 
 class GatewayState(ClientState):
@@ -179,15 +176,8 @@ class Gateways:
         self.stopped = True
         _router.set_gateways(None)
         _parser.set_gateway_routing(False)
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
-        for d in list(self.dialers):
-            d.cancel()
-        self.dialers.clear()
-        for c in self.all_connections():
-            c.state.no_reconnect = True
-            c.schedule_close("Server Shutdown")
+        stop_links(self.listener, self.dialers, self.all_connections())
+        self.listener = None
 
     def all_connections(self):
         return list(self.pending.values()) + list(self.out.values()) + list(self.inbound.values())
@@ -330,25 +320,8 @@ class Gateways:
     # ---- connections ----
 
     def _create(self, sock, addr, cfg, url):
-        s = self.server
-        fd = sock.detach()
-        s.next_cid += 1
-        c = Connection(fd, KIND_GATEWAY)
-        c.cid = s.next_cid
-        c.handler = self.proto
-        c.state = st = GatewayState(addr[0], addr[1], cfg, url)
-        c.max_payload = MAX_PAYLOAD
-        c.max_control_line = s.opts.max_control_line
-        c.max_pending = max(s.opts.max_pending, 64 * 1024 * 1024)
-        c.stall_limit = 1 << 62
-        c.trace = s.opts.trace
-        c.echo = False
-        c.verbose = False
-        c.pedantic = False
-        c.headers = not s.opts.no_header_support
-        c.sublist = _EMPTY
-        c.route_sublists = self.interest.sublists
-        self.loop.add_handler(fd, c)
+        st = GatewayState(addr[0], addr[1], cfg, url)
+        c = link_connection(self.server, sock, KIND_GATEWAY, self.proto, st, self.interest.sublists)
         self.pending[c.cid] = c
         if cfg is not None:
             c.connected = True
@@ -477,9 +450,7 @@ class Gateways:
                      st.remote_name)
         else:
             log.info("%sGateway connection closed: %s", self.prefix(c), st.reason)
-        s.closed_clients.append(c)
-        if len(s.closed_clients) > s.opts.max_closed_clients:
-            del s.closed_clients[: len(s.closed_clients) - s.opts.max_closed_clients]
+        s.remember_closed(c)
         if st.outbound and not st.no_reconnect and not self.stopped and not s.shutting_down:
             cfg = st.cfg
             delay = random.random() * 0.1 + (0 if cfg.implicit else RECONNECT_DELAY)

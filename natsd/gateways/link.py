@@ -9,14 +9,12 @@ whose `conn` is the outbound connection, so the router finds them as it finds a 
 Errors are nats-server's: the same -ERR texts and log lines, the link closed.
 """
 import base64
-import json
 import logging
 
-from natsd import msgtrace
-from natsd._core.router import route_remote
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
-from natsd.protocol import ProtocolHandler, proto_number
+from natsd.cluster.serverlink import ServerLinkHandler
+from natsd.protocol import proto_number
 
 log = logging.getLogger("natsd")
 
@@ -28,13 +26,13 @@ CMD_GOSSIP, CMD_ALL_SUBS_START, CMD_ALL_SUBS_COMPLETE = 1, 2, 3
 ERR_WRONG_PORT = "attempted to connect to gateway port"
 
 
-class GatewayProtocol(ProtocolHandler):
+class GatewayProtocol(ServerLinkHandler):
     def __init__(self, gateways):
         super().__init__(gateways.server)
         self.gateways = gateways
 
-    CLOSE_BY_DEFAULT = False
     STATS_KIND = "gateways"
+    LINK = "Gateway"
 
     def _prefix(self, c):
         return self.gateways.prefix(c)
@@ -88,13 +86,8 @@ class GatewayProtocol(ProtocolHandler):
     # ---- INFO ----
 
     def info(self, c, payload):
-        try:
-            info = json.loads(payload)
-        except ValueError:
-            log.error("%s%s", self._prefix(c), "invalid INFO")
-            c.schedule_close("Protocol Violation")
-            return
-        if not isinstance(info, dict):
+        info = self.parse_info(c, payload)
+        if info is None:
             return
         st = c.state
         gws = self.gateways
@@ -222,37 +215,6 @@ class GatewayProtocol(ProtocolHandler):
     # ---- other operations ----
 
     def pong(self, c):
-        pass
-
-    def client_error(self, c, text):
-        log.error("%sGateway Error %s", self._prefix(c), text.decode("utf-8", "replace"))
-        c.schedule_close("Parse Error")
-
-    def sub(self, c, subject, queue, sid):
-        pass
-
-    def unsub(self, c, sid, max_msgs):
-        pass
-
-    def leaf_sub(self, c, subject, queue, weight):
-        pass
-
-    def leaf_unsub(self, c, subject, queue):
-        pass
-
-    def check_publish(self, c, subject):
-        return True
-
-    def remote_message(self, c, subject, reply, hdr, payload, queues):
-        route_remote(c, c.sublist, subject, reply, hdr, payload, queues if queues else [])
-
-    def message_trace(self, c, subject, hdr, size):
-        return msgtrace.start(self.server, c, subject, hdr, size)
-
-    def delivery_denied(self, c, sub, subject):
-        return False
-
-    def auto_unsubscribed(self, c, sub):
         pass
 
     def close(self, c):

@@ -852,9 +852,7 @@ class LeafNodes:
                      st.remote_server)
         else:
             log.info("%sLeafnode connection closed: %s", self.prefix(c), st.reason)
-        s.closed_clients.append(c)
-        if len(s.closed_clients) > s.opts.max_closed_clients:
-            del s.closed_clients[: len(s.closed_clients) - s.opts.max_closed_clients]
+        s.remember_closed(c)
         remote = st.remote
         if remote is not None and remote.conn is c:
             remote.conn = None

@@ -130,6 +130,9 @@ def connection_kind_collector(server):
     for extra in ("leafs", "routes"):
         for c in (getattr(server, extra, None) or {}).values():
             conns.setdefault(c.cid, c)
+    if server.gateway is not None:
+        for c in list(server.gateway.out.values()) + list(server.gateway.inbound.values()):
+            conns.setdefault(c.cid, c)
     for c in conns.values():
         k = kind_of(c)
         counts[k] = counts.get(k, 0) + 1
@@ -176,6 +179,29 @@ def route_collector(server):
     yield pending
 
 
+def gateway_collector(server):
+    """Per remote cluster and direction: the gateway connections and what they carried."""
+    gw = server.gateway
+    if gw is None:
+        return
+    conns = _gauge("natsd_gateway_connections", "Gateway connections with the remote cluster.")
+    fam = {k: _counter("natsd_gateway_%s" % k, "Gateway %s with the remote cluster." % what)
+           for k, what in (("in_msgs", "messages received"), ("out_msgs", "messages sent"),
+                           ("in_bytes", "payload bytes received"),
+                           ("out_bytes", "payload bytes sent"))}
+    groups = {}
+    for c in gw.out.values():
+        groups.setdefault((c.state.gw_name, "outbound"), []).append(c)
+    for c in gw.inbound.values():
+        groups.setdefault((c.state.gw_name, "inbound"), []).append(c)
+    for (name, direction), cs in sorted(groups.items()):
+        conns.add(len(cs), remote=name, direction=direction)
+        for k, f in fam.items():
+            f.add(sum(getattr(c, k) for c in cs), remote=name, direction=direction)
+    yield conns
+    yield from fam.values()
+
+
 def jetstream_collector(server):
     """Per-account, per-stream and per-consumer families; nothing without JetStream."""
     from natsd.monitor.jsz import jetstream
@@ -215,7 +241,7 @@ def jetstream_collector(server):
 
 
 COLLECTORS = [server_collector, connection_kind_collector, account_collector,
-              route_collector, jetstream_collector]
+              route_collector, gateway_collector, jetstream_collector]
 
 
 def register_collector(fn):

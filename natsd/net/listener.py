@@ -93,6 +93,19 @@ class Listener:
             self.sock = None
 
 
+def stop_links(listener, dialers, connections):
+    """A link subsystem (routes, gateways) stops: no more accepting or dialing, and every
+    connection closes for good (no reconnect)."""
+    if listener is not None:
+        listener.close()
+    for d in list(dialers):
+        d.cancel()
+    dialers.clear()
+    for c in connections:
+        c.state.no_reconnect = True
+        c.schedule_close("Server Shutdown")
+
+
 def non_local_ips(host):
     """nats-server's getNonLocalIPsIfHostIsIPAny: for 0.0.0.0 or ::, every global unicast
     address of the machine's interfaces; None for any other host."""

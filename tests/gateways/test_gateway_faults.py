@@ -51,8 +51,8 @@ def test_kill_and_restart_while_traffic_flows(far, tmp_path):
             await nc.close()
             return n
 
-        async def phase_one():
-            """A2 (the other server of the publisher's cluster) dies and comes back."""
+        async def subscriber():
+            """A subscriber of `seq` on B1, known to cluster A: (connection, numbers seen)."""
             sub_nc = await nats.connect(b1.url)
             seen = []
 
@@ -60,7 +60,12 @@ def test_kill_and_restart_while_traffic_flows(far, tmp_path):
                 seen.append(int(m.data))
             await sub_nc.subscribe("seq", cb=cb)
             await sub_nc.flush()
-            wait_gateway_interest([a1, a2], "B", "seq")
+            await asyncio.to_thread(wait_gateway_interest, [a1, a2], "B", "seq")
+            return sub_nc, seen
+
+        async def phase_one():
+            """A2 (the other server of the publisher's cluster) dies and comes back."""
+            sub_nc, seen = await subscriber()
             stop = asyncio.Event()
             task = asyncio.create_task(flow(seen, stop, a1.url))
             await asyncio.sleep(0.3)
@@ -78,14 +83,7 @@ def test_kill_and_restart_while_traffic_flows(far, tmp_path):
             """B1 (the subscriber's server) dies and comes back: A redials, interest returns."""
             await asyncio.to_thread(restart, b1)
             await asyncio.to_thread(wait_gateways, servers)
-            sub_nc = await nats.connect(b1.url)
-            seen = []
-
-            async def cb(m):
-                seen.append(int(m.data))
-            await sub_nc.subscribe("seq", cb=cb)
-            await sub_nc.flush()
-            await asyncio.to_thread(wait_gateway_interest, [a1, a2], "B", "seq")
+            sub_nc, seen = await subscriber()
             stop = asyncio.Event()
             task = asyncio.create_task(flow(seen, stop, a2.url))
             await asyncio.sleep(0.3)

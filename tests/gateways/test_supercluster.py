@@ -251,3 +251,16 @@ def test_interest_leaves_when_subscribers_leave(sc):
         wait_gateway_interest(list(sc.values()), "C", "gone.soon", present=False)
         await nc.close()
     run(main())
+
+
+def test_metrics_count_gateway_links(sc):
+    """/metrics (natsd's own): gateway connections per remote cluster and direction, and
+    among the connections by kind."""
+    from tests.support.servers import http_get
+    status, _, text = http_get(sc["A1"].proc.http_port, "/metrics")
+    assert status == 200
+    assert 'natsd_gateway_connections{remote="B",direction="outbound"} 1' in text
+    assert 'natsd_gateway_connections{remote="C",direction="outbound"} 1' in text
+    gz = sc["A1"].get("/gatewayz")
+    links = len(gz["outbound_gateways"]) + sum(len(v) for v in gz["inbound_gateways"].values())
+    assert 'natsd_connections_by_kind{kind="Gateway"} %d' % links in text
