@@ -283,6 +283,7 @@ class GatewayOpts:
     connect_retries: int = 0
     connect_backoff: bool = False
     reject_unknown: bool = False
+    tls: dict[str, Any] | None = None
     gateways: list[RemoteGatewayOpts] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
     configured: bool = False

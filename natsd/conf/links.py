@@ -328,7 +328,7 @@ class LinkSections(Reader):
             if lk == "gateways":
                 g.gateways = self.remote_gateways(mv, mk)
             elif lk == "tls":
-                self.tls(mv, client_ctx=False)   # refused (natsd/conf/unsupported.py)
+                g.tls = mv.plain() if self.tls(mv, client_ctx=False) is not None else None
             elif lk == "authorization":
                 self.gateway_auth(mv, mk, g)
             elif lk == "advertise":

@@ -81,16 +81,15 @@ def _preload_uses(used: Callable[[dict], bool]) -> Callable[[Node], bool]:
 
 
 # -- the table -------------------------------------------------------------------------
-# The `tls {}` blocks of links and other listeners (TLS on gateways is refused as a whole)
+# The `tls {}` blocks of links and other listeners
 # (the client, leaf node and WebSocket ports' `tls {}` have it: natsd/net/ocsppeer.py)
-_TLS_BLOCKS = ["cluster.tls", "leafnodes|leaf.remotes[].tls", "mqtt.tls"]
+_TLS_BLOCKS = ["cluster.tls", "gateway.tls", "leafnodes|leaf.remotes[].tls", "mqtt.tls"]
 
 # Config rows: (feature, key path, when).  A path is dot-separated keys (case-insensitive,
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
 # its array.  The error points at the last key of the path.
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
-    ("TLS on gateway links", "gateway.tls", _always),
-    ("TLS on gateway links", "gateway.gateways[].tls", _always),
+    ("a remote gateway's own TLS settings", "gateway.gateways[].tls", _always),
     ("gateway write_deadline", "gateway.write_deadline", _always),
     ("gateway write_timeout", "gateway.write_timeout", _always),
     ("MQTT", "mqtt", _always),

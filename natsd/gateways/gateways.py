@@ -39,6 +39,14 @@ FIRST_PING = 1.0
 MAX_PING_INTERVAL = 15.0        # gwMaxPingInterval
 
 
+class _Host:
+    """What RouteTls reads of a URL: its host."""
+    __slots__ = ("host",)
+
+    def __init__(self, host):
+        self.host = host
+
+
 class GatewayState(ClientState):
     """What the Python side knows about one gateway connection (/gatewayz reads it)."""
     __slots__ = ("outbound", "gw_name", "cfg", "url", "remote_id", "remote_name", "peer_proto",
@@ -104,7 +112,6 @@ class Gateways:
         self.proto = GatewayProtocol(self)
         self.username = go.username
         self.password = go.password
-        self.auth_timeout = go.auth_timeout or default_auth_timeout(None)
         self.reject_unknown = go.reject_unknown
         self.remotes = {}               # cluster name -> RemoteGateway
         self.own_cfg_urls = []
@@ -125,6 +132,18 @@ class Gateways:
         self.ping_interval = min(server.opts.ping_interval, MAX_PING_INTERVAL)
         self.interest = GatewayInterest(self)
         self.replies = None
+        # TLS, as on routes: both sides present certificates and verify the other's, TLS
+        # before anything else; a URL naming an IP is checked against a configured host name
+        self.tls = None
+        if go.tls:
+            from natsd.cluster.routes import RouteTls
+            hosts = [_Host(urlsplit(u if "://" in u else "nats://" + u).hostname or "")
+                     for r in go.gateways for u in r.urls]
+            self.tls = RouteTls(go.tls, hosts)
+        if self.tls is None:
+            self.auth_timeout = go.auth_timeout or default_auth_timeout(None)
+        else:
+            self.auth_timeout = go.auth_timeout or default_auth_timeout(self.tls.timeout)
 
     # ---- lifecycle ----
 
@@ -134,6 +153,9 @@ class Gateways:
         port = 0 if go.port < 0 else go.port
         self.listener = Listener(self.loop, go.host, port, self._accept)
         log.info("Gateway name is %s", self.name)
+        if self.tls is not None and self.tls.insecure:
+            log.warning("TLS certificate chain and hostname of solicited gateways will not be "
+                        "verified. DO NOT USE IN PRODUCTION!")
         log.info("Listening for gateways connections on %s",
                  host_label(go.host or "0.0.0.0", self.listener.port))
         self._set_address()
@@ -210,6 +232,8 @@ class Gateways:
                 "headers": not s.opts.no_header_support}
         if self.username:
             info["auth_required"] = True
+        if self.tls is not None:
+            info["tls_required"] = info["tls_verify"] = True
         info["max_payload"] = s.opts.max_payload
         info["gateway"] = self.name
         info["gateway_urls"] = sorted(self.cluster_urls)
@@ -228,7 +252,7 @@ class Gateways:
             connect["user"] = user
         if password:
             connect["pass"] = password
-        connect.update({"tls_required": False, "headers": False, "name": self.server.id,
+        connect.update({"tls_required": self.tls is not None, "headers": False, "name": self.server.id,
                         "cluster": "", "gateway": self.name})
         c.send_bytes(b"CONNECT " + go_json(connect) + b"\r\n")
         c.send_bytes(info_line(self.info_dict()))
@@ -327,13 +351,33 @@ class Gateways:
             c.connected = True
             cfg.attempts += 1
             log.info("%sCreating outbound gateway connection to %s", self.prefix(c), go_quote(cfg.name))
-            self.start_pings(c)         # stale check until the remote's INFO (no PING before)
         else:
             log.info("%sProcessing inbound gateway connection", self.prefix(c))
-            c.send_bytes(info_line(self.info_dict()))
-            st.auth_timer = self.loop.call_later(self.auth_timeout, self.proto.auth_timeout, c)
+        if self.tls is not None:
+            # TLS first, both ways, before INFO and CONNECT
+            if cfg is not None:
+                c.tls = self.tls.client_session(_Host(url[0]))
+                c.tls_active = True
+            else:
+                self.tls.server.begin(c)
+            st.tls_timer = self.loop.call_later(self.tls.timeout, self.proto.tls_timeout, c)
+            if cfg is not None and c.tls.start() < 0:
+                self.proto.tls_failed(c, c.tls.error)
+        else:
+            self.opening(c)
         c.flush_now()
         return c
+
+    def opening(self, c):
+        """What a new gateway connection does first (after TLS when there is TLS): an
+        outbound one waits for the remote's INFO (its stale check running), an inbound one
+        sends our INFO and expects the CONNECT within the auth timeout."""
+        st = c.state
+        if st.outbound:
+            self.start_pings(c)
+        else:
+            c.send_bytes(info_line(self.info_dict()))
+            st.auth_timer = self.loop.call_later(self.auth_timeout, self.proto.auth_timeout, c)
 
     def start_pings(self, c):
         if c.state.ping_timer is None:
@@ -520,7 +564,10 @@ class Gateways:
     def varz(self):
         go = self.opts
         v = {"name": self.name, "host": go.host or "0.0.0.0", "port": self.port,
-             "auth_timeout": go_float(self.auth_timeout), "tls_timeout": 2}
+             "auth_timeout": go_float(self.auth_timeout),
+             "tls_timeout": go_float(self.tls.timeout) if self.tls is not None else 2}
+        if self.tls is not None:
+            v["tls_required"] = v["tls_verify"] = True
         if go.advertise:
             v["advertise"] = go.advertise
         if go.connect_retries:

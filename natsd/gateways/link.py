@@ -212,6 +212,23 @@ class GatewayProtocol(ServerLinkHandler):
         self.gateways.add_account(acc)
         return acc.sublist
 
+    # ---- TLS (shared steps in ProtocolHandler) ----
+
+    tls_kind = "gateway"
+
+    def tls_server(self, c):
+        return None if c.state.outbound else self.gateways.tls.server
+
+    def tls_plaintext_ok(self, c):
+        return False
+
+    def tls_check_remote(self, c):
+        from natsd.net.tls import pinning_refusal
+        return pinning_refusal(c, self.gateways.tls.pinned)
+
+    def tls_ready(self, c):
+        self.gateways.opening(c)
+
     # ---- other operations ----
 
     def pong(self, c):

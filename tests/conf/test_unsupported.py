@@ -55,11 +55,9 @@ ACCOUNT = public_key(nkeys.PREFIX_BYTE_ACCOUNT)
 
 # name -> (config, [refusals]); {cert}/{key} are real files; {f} is the config file name.
 REFUSED = {
-    "gateway_tls": ('port: -1\ngateway {\n  name: A\n  port: -1\n  tls { cert_file: "{cert}", key_file: "{key}" }\n}\n',
-                    ["{f}:5:3: TLS on gateway links is not supported by natsd yet"]),
     "gateway_remote_tls": ('port: -1\ngateway {\n  name: A\n  port: -1\n  gateways: [ { name: B, url: "nats://127.0.0.1:1"\n'
                            '    tls { cert_file: "{cert}", key_file: "{key}" } } ]\n}\n',
-                           ["{f}:6:5: TLS on gateway links is not supported by natsd yet"]),
+                           ["{f}:6:5: a remote gateway's own TLS settings is not supported by natsd yet"]),
     "mqtt": ("port: -1\njetstream: enabled\nmqtt {\n  port: -1\n}\n", ["{f}:3:1: MQTT is not supported by natsd yet"]),
     "trusted_keys": (f'port: -1\ntrusted_keys: ["{OP}"]\n',
                      ["{f}:2:1: trusted keys without an operator JWT is not supported by natsd yet"]),
