@@ -24,10 +24,11 @@ system_account: SYS
 """
 
 
-@pytest.fixture(params=[("natsd", "natsd"), ("natsd", "nats-server"), ("nats-server", "natsd")],
+@pytest.fixture(scope="module", params=[("natsd", "natsd"), ("natsd", "nats-server"), ("nats-server", "natsd")],
                 ids=lambda p: "A=%s,B=%s" % p)
-def pair(request, tmp_path):
+def pair(request, tmp_path_factory):
     from tools.serverproc import free_port
+    tmp_path = tmp_path_factory.mktemp("pair")
     gw = {n: free_port() for n in ("A1", "B1")}
     url = {n: "nats://127.0.0.1:%d" % p for n, p in gw.items()}
     a = start_gateway_server(request.param[0], tmp_path, "A1", "A", gw["A1"], {"B": [url["B1"]]},
