@@ -168,7 +168,8 @@ def _go_listen_error(host, port, e):
 
 def _listen_error(opts, e):
     """nats-server's fatal error for the listener that failed to open (found from where
-    the error was raised: the monitor, the leafnode listener, else the client port)."""
+    the error was raised: the monitor, the leafnode, route or gateway listener, else the client
+    port)."""
     files = [f.filename.replace(os.sep, "/") for f in traceback.extract_tb(e.__traceback__)]
     if any("/monitor/" in f for f in files):
         return "Can't start monitoring: can't listen to the monitor port: %s" % (
@@ -176,6 +177,14 @@ def _listen_error(opts, e):
     if any(f.endswith("/leafnode.py") for f in files):
         return "Error listening on leafnode port: %d - %s" % (
             opts.leafnode.port, _go_listen_error(opts.leafnode.host, opts.leafnode.port, e))
+    if any(f.endswith("/cluster/routes.py") for f in files):
+        co = opts.cluster
+        return "Error listening on router port: %d - %s" % (
+            co.port, _go_listen_error(co.host or "0.0.0.0", max(co.port, 0), e))
+    if any(f.endswith("/gateways/gateways.py") for f in files):
+        g = opts.gateway
+        return "Error listening on gateway port: %d - %s" % (
+            g.port, _go_listen_error(g.host or "0.0.0.0", max(g.port, 0), e))
     return 'Error listening on port: %s, "%s"' % (
         _go_addr(opts.host, opts.port), _go_listen_error(opts.host, opts.port, e).replace('"', '\\"'))
 

@@ -189,3 +189,44 @@ def test_a_reload_may_not_change_the_gateway(kind, tmp_path):
         assert s.get("/varz")["gateway"]["gateways"][0]["name"] == "U"
     finally:
         s.proc.kill()
+
+
+@pytest.mark.parametrize("block", ["gateway { name: X, port: %d }", "cluster { name: X, port: %d }"])
+def test_a_busy_gateway_or_route_port_is_fatal_as_on_nats_server(block, tmp_path):
+    """The port is taken: nats-server's [FTL] line for that listener, exit 1."""
+    import re
+    from tools.serverproc import free_port
+    port = free_port()
+    busy = socket.socket()
+    busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    busy.bind(("0.0.0.0", port))
+    busy.listen()
+    conf = tmp_path / "busy.conf"
+    conf.write_text("port: -1\n" + block % port + "\n")
+    try:
+        got = {}
+        for kind in KINDS:
+            r = run(kind, str(conf))
+            got[kind] = (r.returncode, [re.sub(r"^\[\d+\] \S+ \S+ ", "", line)
+                                        for line in r.stderr.splitlines() if "[FTL]" in line])
+        assert got["natsd"] == got["nats-server"] and got["natsd"][0] == 1 and got["natsd"][1]
+    finally:
+        busy.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_malformed_rmsg_closes_that_link_only(kind, tmp_path):
+    """nats-server's parse error line, the link closed as a protocol violation; the server
+    goes on taking gateway connections."""
+    from tools.serverproc import free_port
+    s = start_gateway_server(kind, tmp_path, "T", "T", free_port())
+    hello = (b'CONNECT {"gateway":"Z","name":"ZZZ"}\r\n'
+             b'INFO {"server_id":"ZZZ","server_name":"z","gateway":"Z"}\r\n')
+    try:
+        raw_exchange(s.gw_port, hello + b"RMSG $G\r\n")
+        s.proc.wait_log(r"\[ERR\] 127\.0\.0\.1:\d+ - gid:\d+ - processRoutedMsgArgs Parse Error: '\[\$G\]'")
+        s.proc.wait_log(r"Gateway connection closed: Protocol Violation - Remote: z")
+        first, _ = raw_exchange(s.gw_port, b"")
+        assert first.startswith(b"INFO {")
+    finally:
+        s.proc.kill()
