@@ -273,6 +273,8 @@ def load_tree(tree: dict[str, Node], filename: str) -> Options:
     opts = ld.load()
     if ld.errors:
         _raise(ld)
+    if opts.gateway.name and not opts.cluster.name:
+        opts.cluster.name = opts.gateway.name       # nats-server's validateCluster: not dynamic
     opts.config_digest = config_digest(tree)
     opts.unsupported = unsupported.config_refusals(tree)
     return opts

@@ -211,6 +211,13 @@ def _gateway(o) -> str | None:
     return None
 
 
+def _cluster_gateway_name(o) -> str | None:
+    """nats-server's validateCluster: a cluster named otherwise than its gateway."""
+    if o.gateway.name and o.cluster.name and o.cluster.name != o.gateway.name:
+        return "cluster name conflicts between cluster and gateway definitions"
+    return None
+
+
 def _raw_port(block) -> int:
     raw = block.raw if isinstance(block.raw, dict) else {}
     port = 0
@@ -313,6 +320,13 @@ def _leaf_min_version(o) -> str | None:
     return None
 
 
+def _leaf_gateway_system_account(o) -> str | None:
+    """nats-server's validateLeafNode: a leaf node port and a gateway need a system account."""
+    if o.leafnode.port and (o.gateway.name or o.gateway.port) and not o.system_account:
+        return "leaf nodes and gateways (both being defined) require a system account to also be configured"
+    return None
+
+
 def _ocsp_peer_needs_mtls(o) -> str | None:
     """nats-server's plugTLSOCSPPeer: checking peers' certificates needs them asked for."""
     from natsd.net.ocsppeer import parse
@@ -345,7 +359,8 @@ def _latency_on_links(o) -> str | None:
 
 
 # In nats-server's order: validateOptions, then configureResolver (natsd's own refusals last).
-START_CHECKS: list[Callable] = [_operators, _leaf_mixed_urls, _leaf_min_version, _gateway, _mqtt, _websocket,
+START_CHECKS: list[Callable] = [_operators, _leaf_mixed_urls, _leaf_min_version, _leaf_gateway_system_account,
+                                _gateway, _cluster_gateway_name, _mqtt, _websocket,
                                 _route_compression, _jetstream_cluster, _read_only_preloads,
                                 _latency_on_links, _ocsp_peer_needs_mtls]
 

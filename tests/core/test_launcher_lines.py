@@ -1,5 +1,5 @@
 """What launchers read off the log, natsd against nats-server 2.15.1: every listener's line
-(client, WebSocket, leaf node, route, monitoring), in nats-server's order and with its host
+(client, WebSocket, leaf node, route, gateway, monitoring), in nats-server's order and with its host
 when none is configured, the lines around them (the node name, the config file with its
 digest, "Server is ready"), and the ports a launcher asks for: `-1` (or `port: -1`) for a
 random one, `0` for the default one, in every flag style."""
@@ -14,14 +14,16 @@ from tests.support.servers import natsd_cmd, nats_server_cmd
 PORT = re.compile(r":\d{2,5}\b")
 STAMP = re.compile(r"^\[\d+\] \S+ \S+ ")
 KEPT = re.compile(r"Listening for|Starting http|Server is ready|Node:|Using configuration|"
-                  r"Store Directory|\[FTL\]")
+                  r"Store Directory|Gateway name is|Address for gateway|\[FTL\]")
 
 CONFIGS = {
     "no hosts": "port: -1\nhttp_port: -1\nwebsocket { port: -1, no_tls: true }\n"
-                "leafnodes { port: -1 }\ncluster { name: C1, port: -1 }\n",
+                "leafnodes { port: -1 }\ncluster { name: G, port: -1 }\ngateway { name: G, port: -1 }\n"
+                "accounts { SYS {} }\nsystem_account: SYS\n",
     "hosts": 'listen: 127.0.0.1:-1\nhttp: "127.0.0.1:-1"\n'
              'websocket { listen: "127.0.0.1:-1", no_tls: true }\n'
-             'leafnodes { listen: "127.0.0.1:-1" }\ncluster { name: C1, listen: "127.0.0.1:-1" }\n',
+             'leafnodes { listen: "127.0.0.1:-1" }\ncluster { listen: "127.0.0.1:-1" }\n'
+             'gateway { name: G, listen: "127.0.0.1:-1" }\naccounts { SYS {} }\nsystem_account: SYS\n',
     "jetstream": 'server_name: S1\nport: -1\nhttp_port: -1\njetstream { store_dir: "STORE" }\n'
                  "websocket { port: -1, no_tls: true }\nleafnodes { port: -1 }\n",
     "zero ports": "port: -1\nhttp_port: 0\nwebsocket { port: 0, no_tls: true }\n"

@@ -37,6 +37,8 @@ BAD_CONFIGS = {
     "not_a_map": "gateway: 5\n",
     "gateways_not_array": "gateway {\n  name: A\n  port: -1\n  gateways: 5\n}\n",
     "unknown_key": "gateway {\n  name: A\n  port: -1\n  bogus: 1\n}\n",
+    "cluster_name_conflict": "cluster {\n  name: C\n  port: -1\n}\ngateway {\n  name: A\n  port: -1\n}\n",
+    "leafnodes_without_system_account": "leafnodes { port: -1 }\ngateway {\n  name: A\n  port: -1\n}\n",
 }
 
 
