@@ -88,3 +88,29 @@ def test_server_ping_is_answered_by_every_cluster(pair):
             assert sorted(names) == ["A1", "B1"], s.name
             await nc.close()
     asyncio.run(main())
+
+
+def test_connect_events_cross_clusters(pair):
+    """A client connecting in one cluster: its CONNECT and DISCONNECT events reach a system
+    subscriber in the other, from natsd and from nats-server."""
+    a, b = pair
+
+    async def main():
+        for here, there in ((a, b), (b, a)):
+            sys_nc = await nats.connect(as_user(here, "sys"))
+            events = await sys_nc.subscribe("$SYS.ACCOUNT.APP.>")
+            await sys_nc.flush()
+            cluster = {"A1": "A", "B1": "B"}[here.name]
+            await asyncio.to_thread(wait_gateway_interest, [there], cluster, "$SYS.ACCOUNT.APP.>",
+                                    10, True, "SYS")
+            app = await nats.connect(as_user(there, "app"), name="visitor")
+            await app.close()
+            kinds = []
+            while len(kinds) < 2:
+                m = await events.next_msg(timeout=5)
+                ev = json.loads(m.data)
+                if ev.get("client", {}).get("name") == "visitor":
+                    kinds.append((m.subject.rsplit(".", 1)[1], ev["server"]["name"]))
+            assert kinds == [("CONNECT", there.name), ("DISCONNECT", there.name)]
+            await sys_nc.close()
+    asyncio.run(main())
