@@ -26,7 +26,9 @@ def peer_infos(group, me, names, connected, everyone=False):
         if p != me and p not in connected:
             r["offline"] = True
         r["active"] = int(heard * 1e9) if heard is not None else 0
-        lag = group.node.store.last_index() - group.match(p) if leader else 0
+        # nats-server's Peers(): what a quorum committed that the replica has not persisted
+        # (entries not committed yet are no lag: a current replica has none)
+        lag = max(group.node.commit - group.match(p), 0) if leader else 0
         if lag:
             r["lag"] = lag
         r["peer"] = p
