@@ -324,7 +324,8 @@ WALK_IDS = COMBO_IDS + ["ref-hub+natsd-leaf-tls", "natsd-hub+ref-leaf-tls"]
 @pytest.mark.parametrize("hub_kind,leaf_kind,tls", WALKS, ids=WALK_IDS)
 def test_seed000_walkthrough(pair, hub_kind, leaf_kind, tls):
     """The walkthrough; the last two over TLS leaf links (mixed pairings). Pairings with a
-    nats-server hub stop where it would wait out its own timers (below)."""
+    nats-server hub stop after the restart with the extended accounts, where it would wait
+    out its own timers (below)."""
     p = pair(hub_kind, leaf_kind, js=True, tls=tls)
     run(step_basic(p))
     run(step_push_across_link(p))
@@ -335,16 +336,17 @@ def test_seed000_walkthrough(pair, hub_kind, leaf_kind, tls):
     restart(p, "leaf")
     p.wait_linked(timeout=20)
     run(check_all(p, 1, extended=False))
-    if tls and hub_kind == "nats-server":
-        # the TLS links have been made and remade after a restart of both ends. What follows
-        # is what the plain pairing checks; on a nats-server hub it begins with its source
-        # request sent before the leaf linked again, waiting out its 30 s request timeout and
-        # 10 s stall check (measured: 40 s of this pairing's 42 s)
+    if hub_kind == "nats-server":
+        # the links have been made and remade after a restart of both ends. What follows, on
+        # a nats-server hub, begins with its source request sent before the leaf linked
+        # again, waiting out its 30 s request timeout and 10 s stall check (measured: 40 s of
+        # this pairing's 42 s); the natsd-hub pairings check the imports, the nats-server
+        # leaf pairing checks them against natsd's hub
         return
     run(step_import(p))
-    if tls or hub_kind == "nats-server":
-        # the TLS links carried the imports; the later restarts are what the natsd-hub
-        # pairings check (a nats-server hub would wait out its timers again: 40 s per restart)
+    if tls:
+        # the TLS links carried the imports; the later restarts are what the plain natsd-hub
+        # pairing checks
         return
 
     # restart both: everything is still there, and copying goes on
