@@ -114,3 +114,22 @@ def test_connect_events_cross_clusters(pair):
             assert kinds == [("CONNECT", there.name), ("DISCONNECT", there.name)]
             await sys_nc.close()
     asyncio.run(main())
+
+
+def test_gatewayz_is_served_to_the_system_account(pair):
+    """`$SYS.REQ.SERVER.PING.GATEWAYZ`: every server of both clusters answers with its
+    /gatewayz (its cluster's name, its outbound connection to the other)."""
+    async def main():
+        nc = await nats.connect(as_user(pair[0], "sys"))
+        inbox = nc.new_inbox()
+        sub = await nc.subscribe(inbox)
+        await nc.publish("$SYS.REQ.SERVER.PING.GATEWAYZ", b"{}", reply=inbox)
+        await nc.flush()
+        got = {}
+        while len(got) < 2:
+            m = json.loads((await sub.next_msg(timeout=5)).data)
+            got[m["server"]["name"]] = m["data"]
+        assert got["A1"]["name"] == "A" and set(got["A1"]["outbound_gateways"]) == {"B"}
+        assert got["B1"]["name"] == "B" and set(got["B1"]["outbound_gateways"]) == {"A"}
+        await nc.close()
+    asyncio.run(main())

@@ -232,3 +232,23 @@ def test_a_malformed_rmsg_closes_that_link_only(kind, tmp_path):
         assert first.startswith(b"INFO {")
     finally:
         s.proc.kill()
+
+
+def test_varz_gateway_block_is_nats_servers(tmp_path):
+    """The gateway block of /varz for one config, natsd and nats-server: the same (the
+    listening port aside)."""
+    from tools.serverproc import free_port
+    out = {}
+    for kind in KINDS:
+        s = start_gateway_server(kind, tmp_path / kind, "V", "V", free_port(),
+                                 {"W": ["nats://127.0.0.1:1", "nats://127.0.0.1:2"]},
+                                 gateway_extra='  advertise: "1.2.3.4:5555"\n  connect_retries: 3\n'
+                                               '  reject_unknown_cluster: true\n'
+                                               '  authorization { user: a, password: b, timeout: 3 }')
+        try:
+            v = s.get("/varz")["gateway"]
+            v.pop("port")
+            out[kind] = v
+        finally:
+            s.proc.kill()
+    assert out["natsd"] == out["nats-server"]
