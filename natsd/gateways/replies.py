@@ -41,7 +41,7 @@ class RoutedReplies:
         self.server_hash = gw_hash(self.server.id)
         self.prefix = PREFIX + self.cluster_hash + b"." + self.server_hash + b"."
         self.recent = {}                    # account name (bytes) -> Sublist of recent subjects
-        self.tracked = {}                   # client connection holding reply mappings -> until
+        self.tracked = {}                   # client connection -> {plain reply: until}
         # what internal receivers were handed: account (bytes) -> {plain reply: routed}, and
         # when each entry expires (the router reads the first dict)
         self.account_replies = {}
@@ -86,8 +86,9 @@ class RoutedReplies:
             return
         if c.gw_replies is None:
             c.gw_replies = {}
-        c.gw_replies[routed[SUBJECT_OFFSET:]] = routed
-        self.tracked[c] = self.loop.time() + RECENT
+        plain = routed[SUBJECT_OFFSET:]
+        c.gw_replies[plain] = routed
+        self.tracked.setdefault(c, {})[plain] = self.loop.time() + RECENT
         self._start_sweep()
 
     def _start_sweep(self):
@@ -97,8 +98,13 @@ class RoutedReplies:
 
     def _sweep(self):
         now = self.loop.time()
-        for c, until in list(self.tracked.items()):
-            if c.closed or until <= now:
+        for c, expiry in list(self.tracked.items()):
+            for plain, until in list(expiry.items()):
+                if until <= now or c.closed:
+                    del expiry[plain]
+                    if c.gw_replies is not None:
+                        c.gw_replies.pop(plain, None)
+            if not expiry:
                 c.gw_replies = None
                 del self.tracked[c]
         for key, until in list(self.account_expiry.items()):
