@@ -20,7 +20,7 @@ def test_leaf_reaches_the_other_cluster(far, tmp_path):
     leaf_port = free_port()
     url = {n: "nats://127.0.0.1:%d" % p for n, p in gw.items()}
     a = start_gateway_server("natsd", tmp_path, "A1", "A", gw["A1"], {"B": [url["B1"]]},
-                             extra="leafnodes { port: %d }" % leaf_port)
+                             extra="leafnodes { port: %d }\naccounts { SYS {} }\nsystem_account: SYS" % leaf_port)
     b = start_gateway_server(far, tmp_path, "B1", "B", gw["B1"], {"A": [url["A1"]]})
     conf = tmp_path / "L.conf"
     conf.write_text('server_name: L\nleafnodes { remotes: [ { url: "nats://127.0.0.1:%d" } ] }\n' % leaf_port)
