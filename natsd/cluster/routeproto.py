@@ -339,32 +339,12 @@ class RouteProtocol(ServerLinkHandler):
         sub.closed = True
         acc.sublist.remove(sub)
 
-    def unknown_account(self, c, account, subject):
-        """An RMSG for an account we do not have here (yet): created ones join the routes."""
-        acc = self.server.account_named(account.decode("utf-8", "replace"))
-        if acc is None:
-            log.debug("%sUnknown account %s for routed message on subject: %s", self._prefix(c),
-                      go_quote(account), go_quote(subject))
-            return None
-        self.routes.add_account(acc)
-        return acc.sublist
+    @property
+    def links(self):
+        return self.routes
 
-    # ---- TLS (shared steps in ProtocolHandler) ----
-
-    tls_kind = "route"
-
-    def tls_server(self, c):
-        return None if c.state.did_solicit else self.routes.tls.server
-
-    def tls_plaintext_ok(self, c):
-        return False
-
-    def tls_check_remote(self, c):
-        from natsd.net.tls import pinning_refusal
-        return pinning_refusal(c, self.routes.tls.pinned)
-
-    def tls_ready(self, c):
-        self.routes.opening(c)
+    def solicited(self, c):
+        return c.state.did_solicit
 
     def codec_error(self, c, error):
         """The peer's S2 stream is broken."""

@@ -9,6 +9,7 @@ from natsd import msgtrace
 from natsd._core.conn import Connection
 from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist
+from natsd.gofmt import go_quote
 from natsd.protocol import ProtocolHandler
 
 log = logging.getLogger("natsd")
@@ -42,8 +43,47 @@ def link_connection(server, sock, kind, handler, state, sublists):
 
 
 class ServerLinkHandler(ProtocolHandler):
+    """A subclass names its subsystem (`links`: its `tls`, `opening(c)`, `add_account(acc)`)
+    and which of its connections it dialed (`solicited`)."""
     CLOSE_BY_DEFAULT = False          # nats-server: links retry at their write deadline
     LINK = "Route"                    # how nats-server's log lines name the link ("Gateway")
+    MESSAGE_WORD = "routed"           # "Unknown account ... for <routed|gateway> message"
+
+    @property
+    def links(self):
+        raise NotImplementedError
+
+    def solicited(self, c):
+        raise NotImplementedError
+
+    def unknown_account(self, c, account, subject):
+        """A message for an account we do not have here (yet): created ones join the links."""
+        acc = self.server.account_named(account.decode("utf-8", "replace"))
+        if acc is None:
+            log.debug("%sUnknown account %s for %s message on subject: %s", self._prefix(c),
+                      go_quote(account), self.MESSAGE_WORD, go_quote(subject))
+            return None
+        self.links.add_account(acc)
+        return acc.sublist
+
+    # ---- TLS (shared steps in ProtocolHandler): certificates both ways, TLS first ----
+
+    @property
+    def tls_kind(self):
+        return self.LINK.lower()
+
+    def tls_server(self, c):
+        return None if self.solicited(c) else self.links.tls.server
+
+    def tls_plaintext_ok(self, c):
+        return False
+
+    def tls_check_remote(self, c):
+        from natsd.net.tls import pinning_refusal
+        return pinning_refusal(c, self.links.tls.pinned)
+
+    def tls_ready(self, c):
+        self.links.opening(c)
 
     def client_error(self, c, text):
         """-ERR from the peer: logged, the link closed (nats-server's processErr)."""

@@ -33,6 +33,7 @@ class GatewayProtocol(ServerLinkHandler):
 
     STATS_KIND = "gateways"
     LINK = "Gateway"
+    MESSAGE_WORD = "gateway"
 
     def _prefix(self, c):
         return self.gateways.prefix(c)
@@ -203,31 +204,12 @@ class GatewayProtocol(ServerLinkHandler):
                       "+" if plus else "-")
             c.schedule_close("Protocol Violation")
 
-    def unknown_account(self, c, account, subject):
-        acc = self.server.account_named(account.decode("utf-8", "replace"))
-        if acc is None:
-            log.debug("%sUnknown account %s for gateway message on subject: %s", self._prefix(c),
-                      go_quote(account), go_quote(subject))
-            return None
-        self.gateways.add_account(acc)
-        return acc.sublist
+    @property
+    def links(self):
+        return self.gateways
 
-    # ---- TLS (shared steps in ProtocolHandler) ----
-
-    tls_kind = "gateway"
-
-    def tls_server(self, c):
-        return None if c.state.outbound else self.gateways.tls.server
-
-    def tls_plaintext_ok(self, c):
-        return False
-
-    def tls_check_remote(self, c):
-        from natsd.net.tls import pinning_refusal
-        return pinning_refusal(c, self.gateways.tls.pinned)
-
-    def tls_ready(self, c):
-        self.gateways.opening(c)
+    def solicited(self, c):
+        return c.state.outbound
 
     # ---- other operations ----
 

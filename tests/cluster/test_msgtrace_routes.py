@@ -2,13 +2,11 @@
 the route as hop 1 (`Nats-Trace-Hop`, `hops` in its event) and the other server sends an event
 of its own for that hop. Every pairing of natsd and nats-server (both ways mixed) gives the
 events nats-server gives between two nats-servers (times, ids and server info masked)."""
-import json
 
 import pytest
 
-from tests.core.test_msgtrace import _client, _events_of, _hdr, _hpub, _messages
+from tests.core.test_msgtrace import _hdr, _traced_between
 from tests.support.cluster import start_member, wait_interest, wait_mesh
-from tests.support.waiting import poll
 
 PAIRS = [("nats-server", "nats-server"), ("natsd", "natsd"), ("natsd", "nats-server"),
          ("nats-server", "natsd")]
@@ -19,19 +17,11 @@ def _traced_across(tmp_path, kind_a, kind_b, only):
     b = start_member(kind_b, tmp_path, "B", routes=[a.route_url])
     try:
         wait_mesh([a, b])
-        with _client(b.proc.port, "subber") as sub, _client(a.proc.port, "tracer") as tracer, \
-                _client(a.proc.port, "pubber") as pub:
-            sub.send(b"SUB foo 1\r\n")
-            sub.sync()
-            tracer.send(b"SUB tr 1\r\n")
-            tracer.sync()
+
+        def interest_arrived():
             wait_interest([a], "foo")
             wait_interest([b], "tr")
-            pairs = [("Nats-Trace-Dest", "tr")] + ([("Nats-Trace-Only", "true")] if only else [])
-            _hpub(pub, b"foo", _hdr(*pairs))
-            events = _events_of(tracer, 2)
-            got = _messages(sub.sync())
-        return sorted(events, key=lambda e: e["events"][0]["kind"]), [m[1] for m in got]
+        return _traced_between(a.proc.port, b.proc.port, only, interest_arrived)
     finally:
         for m in (a, b):
             m.proc.kill()

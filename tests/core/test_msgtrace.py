@@ -79,6 +79,24 @@ def _client(port, name, **opts):
     return RawClient(port).connect(name=name, **opts)
 
 
+def _traced_between(pub_port, sub_port, only, interest_arrived):
+    """A traced `foo` published on one server, its subscriber and the trace destination `tr`
+    on the other; `interest_arrived()` waits until each server knows the other's interest.
+    -> (the two events, by the kind of their ingress; what the subscriber got)."""
+    with _client(sub_port, "subber") as sub, _client(pub_port, "tracer") as tracer, \
+            _client(pub_port, "pubber") as pub:
+        sub.send(b"SUB foo 1\r\n")
+        sub.sync()
+        tracer.send(b"SUB tr 1\r\n")
+        tracer.sync()
+        interest_arrived()
+        pairs = [("Nats-Trace-Dest", "tr")] + ([("Nats-Trace-Only", "true")] if only else [])
+        _hpub(pub, b"foo", _hdr(*pairs))
+        events = _events_of(tracer, 2)
+        got = _messages(sub.sync())
+    return sorted(events, key=lambda e: e["events"][0]["kind"]), [m[1] for m in got]
+
+
 def test_a_traced_message_and_a_trace_only_one(any_server, tmp_path):
     conf = tmp_path / "t.conf"
     conf.write_text('mappings { "m.a": "m.b" }\n')

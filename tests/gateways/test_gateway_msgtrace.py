@@ -4,7 +4,7 @@ and mixed with nats-server (each way once) gives the events two nats-servers giv
 and server info masked)."""
 import pytest
 
-from tests.core.test_msgtrace import _client, _events_of, _hdr, _hpub, _messages
+from tests.core.test_msgtrace import _traced_between
 from tests.support.servers import nats_server_cmd
 from tests.support.supercluster import start_gateway_server, wait_gateway_interest, wait_gateways
 
@@ -18,19 +18,11 @@ def _traced_across(tmp_path, kind_a, kind_b, only):
     b = start_gateway_server(kind_b, tmp_path / "b", "B", "CB", gb, {"CA": ["nats://127.0.0.1:%d" % ga]})
     try:
         wait_gateways([a, b])
-        with _client(b.proc.port, "subber") as sub, _client(a.proc.port, "tracer") as tracer, \
-                _client(a.proc.port, "pubber") as pub:
-            sub.send(b"SUB foo 1\r\n")
-            sub.sync()
-            tracer.send(b"SUB tr 1\r\n")
-            tracer.sync()
+
+        def interest_arrived():
             wait_gateway_interest([a], "CB", "foo")
             wait_gateway_interest([b], "CA", "tr")
-            pairs = [("Nats-Trace-Dest", "tr")] + ([("Nats-Trace-Only", "true")] if only else [])
-            _hpub(pub, b"foo", _hdr(*pairs))
-            events = _events_of(tracer, 2)
-            got = _messages(sub.sync())
-        return sorted(events, key=lambda e: e["events"][0]["kind"]), [m[1] for m in got]
+        return _traced_between(a.proc.port, b.proc.port, only, interest_arrived)
     finally:
         for s in (a, b):
             s.proc.kill()
