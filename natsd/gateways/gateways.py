@@ -319,7 +319,8 @@ class Gateways:
         retries = self.opts.connect_retries
         if cfg.implicit and (retries == 0 or attempts > retries):
             if any(c.state.gw_name == cfg.name for c in self.inbound.values()):
-                self.loop.call_soon(self.solicit, cfg, first_connect, attempts, delay)
+                # that cluster reached us meanwhile: keep trying (after the delay, not in a spin)
+                self.loop.call_later(delay, self.solicit, cfg, first_connect, attempts, delay)
                 return
             if self.remotes.get(cfg.name) is cfg:
                 del self.remotes[cfg.name]

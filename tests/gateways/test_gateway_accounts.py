@@ -1,7 +1,7 @@
 """Accounts across gateways: a service and a stream exported in one cluster and imported by an
 account whose clients are in the other, and the system account's `$SYS.REQ.SERVER.PING`
-answered by every server of both clusters, from either side; natsd and nats-server in every
-pairing. The requests leave right after their inboxes are made, so the answers (a service's,
+answered by every server of both clusters, from either side; natsd with nats-server both
+ways. The requests leave right after their inboxes are made, so the answers (a service's,
 the system services') go back through the routed-reply mapping."""
 import asyncio
 import json
@@ -24,7 +24,9 @@ system_account: SYS
 """
 
 
-@pytest.fixture(scope="module", params=[("natsd", "natsd"), ("natsd", "nats-server"), ("nats-server", "natsd")],
+# natsd on either side of a nats-server (each role of natsd once; both natsd in the super-cluster
+# of tests/gateways/test_supercluster.py)
+@pytest.fixture(scope="module", params=[("natsd", "nats-server"), ("nats-server", "natsd")],
                 ids=lambda p: "A=%s,B=%s" % p)
 def pair(request, tmp_path_factory):
     from tools.serverproc import free_port

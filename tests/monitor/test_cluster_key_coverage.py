@@ -107,7 +107,7 @@ async def _scenario(members, ctx):
             raise AssertionError("%s: no answer to %s" % (members[0].kind, subject))
     sc = await nats.connect(members[1].url.replace("nats://", "tls://"), user="s", password="s", tls=ctx)
     for subject, body in SYS:
-        out["sys " + subject] = await every_answer(sc, subject, body, 1.0)
+        out["sys " + subject] = await every_answer(sc, subject, body, 1.0, most=len(members))
     for body, _ in FILTERS:
         out["filter " + json.dumps(body)] = sorted(
             r["server"]["name"] for r in await every_answer(sc, "$SYS.REQ.SERVER.PING.VARZ", body))
@@ -116,7 +116,8 @@ async def _scenario(members, ctx):
     for path in HEALTH:
         out["health " + path] = [http_status_json(m.proc.http_port, path) for m in members]
     out["sys health"] = [r["data"] for r in await every_answer(
-        sc, "$SYS.REQ.SERVER.PING.HEALTHZ", {"account": "A", "stream": "NOPE", "details": True})]
+        sc, "$SYS.REQ.SERVER.PING.HEALTHZ", {"account": "A", "stream": "NOPE", "details": True},
+        most=len(members))]
     await nc.close()
     await sc.close()
     return out

@@ -15,19 +15,20 @@ import asyncio
 import json
 
 
-async def every_answer(nc, subject, body, wait=0.5):
+async def every_answer(nc, subject, body, wait=0.5, most=None):
     """Every reply to a $SYS request (body: a JSON value, None for none) that arrives within
-    `wait` seconds, decoded."""
+    `wait` seconds, decoded; sooner once `most` replies (as many as there are servers) came."""
     import nats
     inbox = nc.new_inbox()
     sub = await nc.subscribe(inbox)
     await nc.publish(subject, b"" if body is None else json.dumps(body).encode(), reply=inbox)
     await nc.flush()
-    await asyncio.sleep(wait)
     got = []
-    while True:
+    deadline = asyncio.get_running_loop().time() + wait
+    while most is None or len(got) < most:
+        left = deadline - asyncio.get_running_loop().time()
         try:
-            got.append(json.loads((await sub.next_msg(timeout=0.05)).data))
+            got.append(json.loads((await sub.next_msg(timeout=max(left, 0.05))).data))
         except nats.errors.TimeoutError:
             break
     await sub.unsubscribe()
