@@ -50,7 +50,7 @@ class _Host:
 class GatewayState(ClientState):
     """What the Python side knows about one gateway connection (/gatewayz reads it)."""
     __slots__ = ("outbound", "gw_name", "cfg", "url", "remote_id", "remote_name", "peer_proto",
-                 "info_received", "remote_iom", "registered", "no_reconnect")
+                 "info_received", "registered", "no_reconnect")
 
     def __init__(self, host, port, cfg=None, url=None):
         super().__init__(host, port)
@@ -62,7 +62,6 @@ class GatewayState(ClientState):
         self.remote_id = self.remote_name = ""
         self.peer_proto = 0
         self.info_received = False
-        self.remote_iom = False
         self.registered = False
         self.no_reconnect = False
 

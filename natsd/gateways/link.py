@@ -139,7 +139,11 @@ class GatewayProtocol(ServerLinkHandler):
         if isinstance(urls, list) and st.cfg is not None:
             st.cfg.add_urls(urls)
         if first:
-            st.remote_iom = bool(info.get("gateway_iom"))
+            if not info.get("gateway_iom"):
+                # a peer before nats-server 2.9 expects optimistic sends, which natsd has not
+                log.warning("%sGateway %s does not announce interest-only mode (nats-server "
+                            "before 2.9): natsd sends it only what it says it subscribes to",
+                            self._prefix(c), go_quote(name))
             c.headers = bool(info.get("headers")) and not self.server.opts.no_header_support
             gws.send_connect(c)
             gws.register_outbound(c)
