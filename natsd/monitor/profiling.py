@@ -53,6 +53,7 @@ class CpuProfiler:
         prof = cProfile.Profile()
         prof.enable()
         self.running = prof
+        log.debug("CPU profile of the event loop started for %ds", seconds)
         self.loop.call_later(seconds, self._finish, prof, done)
 
     def _finish(self, prof, done):

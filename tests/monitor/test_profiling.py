@@ -28,12 +28,13 @@ def _load_pstats(data, tmp_path):
 
 
 def test_prof_port_serves_a_cpu_profile_of_the_loop(natsd, tmp_path):
-    srv = natsd("--profile", "-1")
+    srv = natsd("--profile", "-1", "-D")
     port = int(srv.wait_log(r"\[INF\] profiling port: (\d+)").group(1))
     assert _get(port, "/debug/pprof/")[0] == 200
     got = {}
-    t = threading.Thread(target=lambda: got.update(r=_get(port, "/debug/pprof/profile?seconds=2")))
+    t = threading.Thread(target=lambda: got.update(r=_get(port, "/debug/pprof/profile?seconds=3")))
     t.start()
+    srv.wait_log(r"\[DBG\] CPU profile of the event loop started for 3s")
     with RawClient(srv.port).connect() as c:       # work for the profile to see
         for _ in range(200):
             c.send(b"SUB p.x 1\r\nPUB p.x 5\r\nhello\r\nUNSUB 1\r\n")
