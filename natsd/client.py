@@ -50,7 +50,7 @@ class ClientState:
                  "perms", "nonce", "auth_timer", "ping_timer", "replies", "connect",
                  "stop", "reason", "kind", "nkey", "tls", "label", "tls_timer",
                  "info_due", "cert", "ws", "ws_upgraded", "ws_cookies", "expiry_timer", "jwt_user",
-                 "ocsp_checked")
+                 "ocsp_checked", "mqtt")
 
     def __init__(self, host, port):
         self.host = host
@@ -79,6 +79,7 @@ class ClientState:
         self.ws_upgraded = False
         self.ws_cookies = None
         self.ocsp_checked = False      # ocsp_peer: the certificate passed its OCSP check
+        self.mqtt = None               # an MQTT client: natsd.mqtt.connection.MqttState
 
 
 class ClientProtocol(ProtocolHandler):

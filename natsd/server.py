@@ -99,6 +99,7 @@ class Server:
         self.jetstream = None               # natsd.jetstream.engine.jetstream.JetStream when enabled
         self.leafnodes = None               # natsd.leafnodes.leafnode.LeafNodes when leafnodes{} is configured
         self.websocket = None               # natsd.net.websocket.WebSockets when websocket{} is configured
+        self.mqtt = None                    # natsd.mqtt.subsystem.Mqtt when mqtt{} is configured
         self.leafs = {}                     # cid -> registered leaf Connection (not in clients)
         self.leafs_pending = {}             # cid -> leaf Connection before CONNECT/INFO finished
         self.cluster = None                 # natsd.cluster.routes.Routes when cluster{} has a port
@@ -176,6 +177,11 @@ class Server:
             self.leafnodes = LeafNodes(self)
             self.leafnodes.start()
             self.subsystems.append(self.leafnodes)
+        if opts.mqtt.configured and _raw_port(opts.mqtt):
+            from natsd.mqtt.subsystem import Mqtt, MqttSettings
+            self.mqtt = Mqtt(self, MqttSettings(opts.mqtt.raw))
+            self.mqtt.start()
+            self.subsystems.append(self.mqtt)
         self.client_listener = Listener(self.loop, opts.host, opts.port, self._accept_client)
         log.info("Listening for client connections on %s",
                  host_port(opts.host, self.client_listener.port))
@@ -330,9 +336,10 @@ class Server:
         self.next_cid += 1
         return InternalClient(self.next_cid, first_sid)
 
-    def new_client(self, sock, addr):
-        """A client Connection for an accepted socket (client port or WebSocket), registered
-        with the loop; nothing sent yet."""
+    def new_client(self, sock, addr, id_kind="cid"):
+        """A client Connection for an accepted socket (client port, WebSocket or MQTT),
+        registered with the loop; nothing sent yet. `id_kind` names it in the log (`mid` for
+        MQTT, as nats-server)."""
         prepare_accepted(sock)
         fd = sock.detach()
         self.next_cid += 1
@@ -352,7 +359,7 @@ class Server:
         self.total_connections += 1
         if self.authenticator.nonce_required:
             st.nonce = new_nonce()
-        log.debug("%s:%d - cid:%d - Client connection created", st.host, st.port, c.cid)
+        log.debug("%s:%d - %s:%d - Client connection created", st.host, st.port, id_kind, c.cid)
         return c
 
     def client_ready(self, c):
@@ -522,8 +529,9 @@ class Server:
         if len(self.closed_clients) > self.opts.max_closed_clients:
             del self.closed_clients[: len(self.closed_clients) - self.opts.max_closed_clients]
 
-    def close_connection(self, c):
-        """Final close: unregister, drop subscriptions, release the socket."""
+    def close_connection(self, c, prefix=None):
+        """Final close: unregister, drop subscriptions, release the socket. `prefix` names the
+        connection in the log line when the handler names it otherwise than `cid:`."""
         if c.closed:
             return
         st = c.state
@@ -542,7 +550,9 @@ class Server:
         if c.connected and self.system is not None:
             self.system.client_event(c, False)
         self.remember_closed(c)
-        log.debug("%s:%d - cid:%d - Client connection closed: %s", st.host, st.port, c.cid, st.reason)
+        if prefix is None:
+            prefix = "%s:%d - cid:%d - " % (st.host, st.port, c.cid)
+        log.debug("%sClient connection closed: %s", prefix, st.reason)
 
     # ---- lame duck mode ----
 
@@ -709,12 +719,18 @@ NEVER_STALL = 1 << 62
 
 
 def ws_port(opts):
-    raw = opts.websocket.raw
-    for k, v in raw.items():
+    return _raw_port(opts.websocket)
+
+
+def _raw_port(block):
+    """The port of a `websocket {}` / `mqtt {}` block (`port`, or `listen`'s), 0 for none."""
+    for k, v in block.raw.items():
         if k.lower() == "port":
             return v
         if k.lower() == "listen" and isinstance(v, str):
             return int(v.rpartition(":")[2] or 0)
+        if k.lower() == "listen" and isinstance(v, int):
+            return v
     return 0
 
 

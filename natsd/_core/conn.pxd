@@ -120,6 +120,9 @@ cdef class Connection:
     # A client that received requests from another cluster (their replies routed back through
     # a gateway): reply subject -> the routed `_GR_.` subject it stands for, or None
     cdef public dict gw_replies
+    # A connection that does not speak NATS (MQTT): what is read (after TLS and codecs) goes
+    # to handler.raw_data(c, bytes) instead of the parser
+    cdef public bint raw_reader
 
     # router bookkeeping for leaf/route connections: one framed message per connection
     cdef unsigned long long route_stamp

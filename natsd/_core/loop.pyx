@@ -398,6 +398,9 @@ cdef class Loop:
                 n = recv(c.fd, self.rbuf, self.rbuf_size, 0)
             if n > 0:
                 c.last_activity = now_mono()
+                if c.raw_reader:
+                    c.handler.raw_data(c, self.rbuf[:n])
+                    return 0
                 consumed = parse(c, self.rbuf, n)
                 if c.decode_switch:
                     return self.switched(c, self.rbuf + consumed, n - consumed)
@@ -514,6 +517,9 @@ cdef class Loop:
         """Protocol bytes for the parser (kept when the connection is paused or holds the
         start of a command)."""
         cdef Py_ssize_t consumed
+        if c.raw_reader:
+            c.handler.raw_data(c, p[:n])
+            return 0
         if c.stalled or c.rlen > 0:
             c.keep_more(p, n)
             if not c.stalled and c.rlen >= c.rneed:

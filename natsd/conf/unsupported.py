@@ -92,7 +92,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("a remote gateway's own TLS settings", "gateway.gateways[].tls", _always),
     ("gateway write_deadline", "gateway.write_deadline", _always),
     ("gateway write_timeout", "gateway.write_timeout", _always),
-    ("MQTT", "mqtt", _always),
     ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),
 ] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
     ("trusted proxy authentication", "proxies", _always),
@@ -235,11 +234,25 @@ def _raw_get(block, key):
 
 
 def _mqtt(o) -> str | None:
+    """nats-server's validateMQTTOptions, then what natsd's MQTT does not serve yet."""
     if not o.mqtt.configured or _raw_port(o.mqtt) == 0:
         return None
+    if not o.server_name and (o.cluster.port or o.gateway.port):
+        return "mqtt requires server name to be explicitly set"
+    auth = _raw_get(o.mqtt, "authorization") or _raw_get(o.mqtt, "authentication") or {}
+    if (o.users or o.nkeys) and isinstance(auth, dict):
+        keys = {k.lower() for k in auth}
+        if keys & {"user", "username"}:
+            return "mqtt authentication username not compatible with presence of users/nkeys"
+        if "token" in keys:
+            return "mqtt authentication token not compatible with presence of users/nkeys"
     if (not o.jetstream.enabled and not o.cluster.port and not o.gateway.port
             and not o.leafnode.port and not o.leafnode.remotes):
         return "mqtt requires JetStream to be enabled if running in standalone mode"
+    if o.operator_mode:
+        return NOT_SUPPORTED % "MQTT in operator mode"
+    if getattr(o, "auth_callout", None):
+        return NOT_SUPPORTED % "MQTT with auth callout"
     return None
 
 

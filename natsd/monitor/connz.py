@@ -116,7 +116,8 @@ def conn_info(c, now, mono_now, opts, closed=False):
     end = (st.stop or now) if closed else now
     ci = {"cid": c.cid, "kind": kind}
     if kind == "Client":
-        ci["type"] = "websocket" if getattr(st, "ws", False) else "nats"
+        ci["type"] = ("mqtt" if getattr(st, "mqtt", None) is not None
+                      else "websocket" if getattr(st, "ws", False) else "nats")
     if st.port:
         ci["ip"] = st.host
         ci["port"] = st.port
@@ -177,6 +178,9 @@ def conn_info(c, now, mono_now, opts, closed=False):
             ci["name_tag"] = tag
         if user is not None and user.claims.nats.get("tags"):
             ci["tags"] = list(user.claims.nats["tags"])
+    mqtt_id = mqtt_client_id(c)
+    if mqtt_id:
+        ci["mqtt_client"] = mqtt_id
     ci["_last"] = last
     ci["_stop"] = end
     ci["_start"] = st.start
@@ -304,12 +308,17 @@ def handler(server, opts):
 
 def _selected(c, account_of, acc_name, opts):
     """Whether the options' account (acc_name, compared with account_of(c)), user and MQTT
-    client id select connection c (natsd has no MQTT clients yet)."""
+    client id select connection c."""
     if acc_name and account_of(c) != acc_name:
         return False
     if opts.user and connz_auth_user(c.state) != opts.user:
         return False
-    return not opts.mqtt_client
+    return not opts.mqtt_client or mqtt_client_id(c) == opts.mqtt_client
+
+
+def mqtt_client_id(c) -> str:
+    m = getattr(c.state, "mqtt", None)
+    return m.client_id if m is not None else ""
 
 
 def _closed_acc(c):

@@ -158,7 +158,7 @@ def varz(server, query):
         "cluster": server.cluster.varz() if server.cluster is not None else {},
         "gateway": server.gateway.varz() if server.gateway is not None else {},
         "leaf": server.leaf_varz() if hasattr(server, "leaf_varz") else {},
-        "mqtt": {},
+        "mqtt": server.mqtt.varz() if server.mqtt is not None else {},
         "websocket": server.websocket.varz() if server.websocket is not None else {},
         "jetstream": js,
         "tls_timeout": go_float(tls_timeout or 2),

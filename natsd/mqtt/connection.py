@@ -1,0 +1,624 @@
+"""One MQTT client connection: its packets read in order (a packet that waits for JetStream
+holds the ones behind it, as nats-server's read loop does), CONNECT and its session,
+PUBLISH in and out, SUBSCRIBE/UNSUBSCRIBE, keep-alive and the will."""
+from __future__ import annotations
+
+import logging
+
+from natsd._core.router import publish
+from natsd._core.sublist import Subscription
+from natsd.gofmt import go_quote
+from natsd.ids import random_token
+from natsd.mqtt import packets as P
+from natsd.mqtt import sessions as S
+from natsd.mqtt.tasks import run
+from natsd.mqtt.topics import (TopicError, filter_to_subject, is_reserved_filter,
+                               needs_parent_level, subject_to_topic, topic_to_subject)
+from natsd.protocol import ProtocolHandler
+from natsd.subject import is_valid_subject
+
+log = logging.getLogger("natsd")
+
+PARENT_SID_SUFFIX = " fwc"
+
+
+class Will:
+    __slots__ = ("topic", "subject", "message", "qos", "retain")
+
+    def __init__(self, topic, subject, message, qos, retain):
+        self.topic, self.subject, self.message, self.qos, self.retain = topic, subject, message, qos, retain
+
+
+class MqttState:
+    """The MQTT side of one connection (ClientState.mqtt)."""
+
+    __slots__ = ("client_id", "buf", "busy", "connected", "session", "manager", "will",
+                 "keepalive", "keepalive_timer", "subs", "label")
+
+    def __init__(self):
+        self.client_id = ""
+        self.buf = bytearray()
+        self.busy = False               # a packet waits for JetStream: the rest waits in buf
+        self.connected = False
+        self.session = None
+        self.manager = None
+        self.will = None
+        self.keepalive = 0.0            # 1.5 x the client's keep-alive, 0 for none
+        self.keepalive_timer = None
+        self.subs: dict[str, Subscription] = {}     # sid -> internal subscription
+        self.label = ""
+
+
+class MqttProtocol(ProtocolHandler):
+    """The handler of MQTT connections (the core hands it what it reads: raw_data)."""
+
+    def __init__(self, mqtt):
+        super().__init__(mqtt.server)
+        self.mqtt = mqtt
+
+    # ---- names in log lines ----
+
+    def _prefix(self, c):
+        st = c.state
+        m = st.mqtt
+        base = "%s:%d - mid%s:%d" % (st.host, st.port, "_ws" if st.ws else "", c.cid)
+        if m is not None and m.label:
+            base += " - " + m.label
+        return base + " - "
+
+    def error(self, c, text):
+        log.error("%s%s", self._prefix(c), text)
+
+    # ---- reading ----
+
+    def raw_data(self, c, data):
+        m = c.state.mqtt
+        m.buf += data
+        if m.connected:
+            self._arm_keepalive(c)
+        if not m.busy:
+            self._process(c)
+
+    def _process(self, c):
+        m = c.state.mqtt
+        pos = 0
+        buf = m.buf
+        try:
+            while not m.busy and not c.closing and not c.closed:
+                if not m.connected and pos < len(buf):
+                    if buf[pos] & 0xF0 != P.CONNECT:
+                        if not m.connected and bytes(buf[:4]) == b"GET " and not c.state.ws:
+                            raise P.PacketError("MQTT clients over websocket must connect to "
+                                                "the Websocket port, not the MQTT port")
+                        raise P.PacketError("the first packet should be a CONNECT (16), got %d"
+                                            % (buf[pos] & 0xF0))
+                    total = P.packet_total(buf, pos)
+                    if total is not None and total > c.max_payload:
+                        self.error(c, "%s: %d vs %d" % ("Maximum Payload Violation", total, c.max_payload))
+                        c.schedule_close("Maximum Payload Exceeded")
+                        return
+                got = P.split_packet(buf, pos)
+                if got is None:
+                    break
+                first, start, end = got
+                pos = end
+                self._packet(c, first, start, end)
+        except (P.PacketError, TopicError) as e:
+            self.error(c, str(e))
+            c.schedule_close("Protocol Violation")
+            return
+        del buf[:pos]
+
+    def _packet(self, c, first, start, end):
+        m = c.state.mqtt
+        ptype, flags = first & 0xF0, first & 0x0F
+        P.check_fixed_header(ptype, flags, end - start)
+        r = P.Reader(bytes(m.buf[start:end]), 0, end - start)
+        if ptype == P.PUBLISH:
+            self._wait(c, self._publish(c, flags, r))
+        elif ptype == P.PUBACK:
+            self._puback(c, r.uint16("packet identifier"))
+        elif ptype == P.PINGREQ:
+            c.send_bytes(P.PINGRESP_PACKET)
+        elif ptype == P.SUBSCRIBE:
+            self._wait(c, self._subscribe(c, r))
+        elif ptype == P.UNSUBSCRIBE:
+            self._wait(c, self._unsubscribe(c, r))
+        elif ptype == P.CONNECT:
+            if m.connected:
+                raise P.PacketError("received a second CONNECT packet")
+            self._wait(c, self._connect(c, r))
+        elif ptype == P.DISCONNECT:
+            m.will = None
+            c.schedule_close("Client Closed")
+        elif ptype in (P.PUBREC, P.PUBREL, P.PUBCOMP):
+            raise P.PacketError("QoS 2 is not supported by natsd yet (packet type %x)" % ptype)
+        else:
+            raise P.PacketError("received unknown packet type %d" % (ptype >> 4))
+
+    def _wait(self, c, gen):
+        """Run a step that may wait for JetStream; the packets behind it wait for it."""
+        m = c.state.mqtt
+        m.busy = True
+        inside = [True]
+
+        def finished(_, error):
+            m.busy = False
+            if error is not None:
+                if not isinstance(error, Closed):
+                    self.error(c, str(error))
+                    c.schedule_close("Protocol Violation")
+                return
+            if not inside[0] and not c.closing and not c.closed:
+                self._process(c)
+        run(gen, finished)
+        inside[0] = False
+
+    # ---- CONNECT ----
+
+    def _connect(self, c, r):
+        st = c.state
+        m = st.mqtt
+        proto = r.data("protocol name")
+        if proto != b"MQTT":
+            if proto == b"MQIsdp":
+                raise P.PacketError("older protocol %s not supported" % go_quote(proto.decode("latin-1")))
+            raise P.PacketError('expected connect packet with protocol name "MQTT", got %s'
+                                % go_quote(proto.decode("latin-1")))
+        level = r.byte("protocol level")
+        if level != P.PROTOCOL_LEVEL:
+            c.send_bytes(P.connack(P.RC_BAD_PROTOCOL, False))
+            raise P.PacketError("unacceptable protocol version of %d" % level)
+        flags = r.byte("flags")
+        if flags & P.FLAG_RESERVED:
+            raise P.PacketError("connect flags reserved bit not set to 0")
+        wqos = (flags & P.FLAG_WILL_QOS) >> 3
+        wretain = bool(flags & P.FLAG_WILL_RETAIN)
+        has_will = bool(flags & P.FLAG_WILL)
+        if not has_will:
+            if wqos:
+                raise P.PacketError("if Will flag is set to 0, Will QoS must be 0 too, got %d" % wqos)
+            if wretain:
+                raise P.PacketError("if Will flag is set to 0, Will Retain flag must be 0 too")
+        elif wqos == 3:
+            raise P.PacketError("if Will flag is set to 1, Will QoS can be 0, 1 or 2, got 3")
+        if has_will and wqos == 2 and self.mqtt.settings.reject_qos2_publish:
+            c.send_bytes(P.connack(P.RC_QOS2_WILL_REJECTED, False))
+            raise P.PacketError("server does not accept QoS2 for Will messages")
+        has_user = bool(flags & P.FLAG_USERNAME)
+        has_pass = bool(flags & P.FLAG_PASSWORD)
+        if has_pass and not has_user:
+            raise P.PacketError("password flag set but username flag is not")
+        ka = r.uint16("keep alive")
+        client_id = r.data("client ID")
+        clean = bool(flags & P.FLAG_CLEAN)
+        if not client_id:
+            if not clean:
+                c.send_bytes(P.connack(P.RC_ID_REJECTED, False))
+                raise P.PacketError("when client ID is empty, clean session flag must be set to 1")
+            client_id = random_token(22).encode()
+        try:
+            cid = P.valid_utf8(client_id, "client ID")
+        except P.PacketError:
+            c.send_bytes(P.connack(P.RC_ID_REJECTED, False))
+            raise
+        if not _valid_name(cid):
+            c.send_bytes(P.connack(P.RC_ID_REJECTED, False))
+            raise P.PacketError("invalid character in client ID %s" % go_quote(cid))
+        m.client_id = cid
+        m.label = go_quote(cid)
+        will = None
+        if has_will:
+            topic = r.data("Will topic")
+            if not topic:
+                raise P.PacketError("empty Will topic not allowed")
+            P.valid_utf8(topic, "Will topic")
+            will = Will(topic, topic_to_subject(topic), r.data("Will message"), wqos, wretain)
+        user = password = ""
+        if has_user:
+            raw_user = r.data("user name")
+            if not raw_user:
+                c.send_bytes(P.connack(P.RC_BAD_CREDENTIALS, False))
+                raise P.PacketError("empty user name not allowed")
+            user = P.valid_utf8(raw_user, "user name")
+        if has_pass:
+            password = r.data("password").decode("utf-8", "surrogateescape")
+        if wqos == 2 and has_will:
+            raise P.PacketError("QoS 2 is not supported by natsd yet (Will QoS 2)")
+        # authentication: nats-server's isClientAuthorized with the MQTT block's override
+        if st.auth_timer is not None:
+            st.auth_timer.cancel()
+            st.auth_timer = None
+        account = self.mqtt.authenticate(c, user, password)
+        if account is None:
+            c.send_bytes(P.connack(P.RC_NOT_AUTHORIZED, False))
+            self.error(c, "authentication error" + (" - User %s" % go_quote(user) if user else ""))
+            c.schedule_close("Authentication Failure")
+            raise Closed()
+        manager = self.mqtt.manager_for(account)
+        try:
+            yield manager.when_ready
+        except Exception as e:
+            raise RuntimeError("unable to connect: %s" % e) from None
+        if c.closing or c.closed:
+            raise Closed()
+        # an existing session: taken over (its connection closed), or restored from its record
+        try:
+            sess, exists = yield manager.create_or_restore(cid)
+        except S.SessionCollision:
+            c.send_bytes(P.connack(P.RC_ID_REJECTED, False))
+            raise
+        present = False
+        if exists:
+            if clean or sess.clean:
+                yield sess.clear()
+            else:
+                present = True
+            old = sess.conn
+            if old is not None and old is not c and not old.closed:
+                old.state.mqtt.will = None
+                log.warning("%sReplacing old client %s since both have the same client ID %s",
+                            self._prefix(c), self.mqtt.conn_label(old), go_quote(cid))
+                old.state.mqtt.session = None
+                old.schedule_close("Duplicate Client ID")
+        sess.conn = c
+        sess.clean = clean
+        manager.add(sess)
+        try:
+            yield sess.save()
+        except Exception:
+            manager.remove(sess)
+            raise
+        m.session, m.manager, m.will = sess, manager, will
+        m.connected = True
+        c.connected = True
+        m.keepalive = ka * 1.5
+        self.mqtt.client_connected(c)
+        c.send_bytes(P.connack(P.RC_ACCEPTED, present))
+        log.debug("%sClient connected", self._prefix(c))
+        self._arm_keepalive(c)
+        if sess.subs:
+            filters = [(subj, qos) for subj, qos in sess.subs.items()]
+            yield from self._add_subs(c, filters, from_packet=False)
+
+    def _arm_keepalive(self, c):
+        m = c.state.mqtt
+        if m.keepalive_timer is not None:
+            m.keepalive_timer.cancel()
+            m.keepalive_timer = None
+        if m.keepalive > 0 and not c.closed:
+            m.keepalive_timer = self.server.loop.call_later(m.keepalive, self._keepalive_expired, c)
+
+    def _keepalive_expired(self, c):
+        c.state.mqtt.keepalive_timer = None
+        if not c.closed and not c.closing:
+            self.error(c, "read error: read tcp: i/o timeout")
+            c.schedule_close("Read Error")
+
+    # ---- PUBLISH in ----
+
+    def _publish(self, c, flags, r):
+        m = c.state.mqtt
+        qos = (flags & P.PUB_QOS) >> 1
+        if qos > 2:
+            raise P.PacketError("QoS=%d is invalid in MQTT" % qos)
+        if qos == 2:
+            if self.mqtt.settings.reject_qos2_publish:
+                raise P.PacketError("QoS=2 is disabled for PUBLISH messages")
+            raise P.PacketError("QoS 2 is not supported by natsd yet (PUBLISH QoS=2)")
+        topic = r.data("topic")
+        if not topic:
+            raise P.PacketError("topic cannot be empty")
+        P.valid_utf8(topic, "topic")
+        subject = topic_to_subject(topic)
+        pi = 0
+        if qos:
+            pi = r.uint16("packet identifier")
+            if pi == 0:
+                raise P.PacketError("with QoS=%d, packet identifier cannot be 0" % qos)
+        payload = r.rest()
+        hdr = S.publish_header(qos)
+        if len(hdr) + len(payload) > c.max_payload:
+            self.error(c, "Maximum Payload Violation")
+            c.schedule_close("Maximum Payload Exceeded")
+            raise Closed()
+        retain = bool(flags & P.PUB_RETAIN)
+        c.in_msgs += 1
+        c.in_bytes += len(payload)
+        if not self.mqtt.can_publish(c, subject):
+            self.error(c, "Publish Violation - %s, Subject %s"
+                       % (self.mqtt.user_label(c), go_quote(subject.decode("utf-8", "surrogateescape"))))
+            if qos:
+                c.send_bytes(P.pi_packet(P.PUBACK, pi))
+            return
+        yield from self._deliver(c, m.manager, topic, subject, payload, qos, retain)
+        if qos == 1:
+            c.send_bytes(P.pi_packet(P.PUBACK, pi))
+
+    def _deliver(self, c, manager, topic, subject, payload, qos, retain, source=""):
+        """nats-server's mqttInitiateMsgDelivery: to NATS (and MQTT QoS 0 subscribers), to
+        `$MQTT_msgs` for QoS 1/2 subscribers, and the retained copy."""
+        hdr = S.publish_header(qos)
+        publish(manager.account.sublist, subject, None, hdr, payload)
+        if retain:
+            st = c.state if c is not None else None
+            rm = S.Retained(subject.decode("utf-8", "surrogateescape"), topic, (qos << 1) | 1,
+                            manager.jsa.id, source or (st.user if st is not None else ""), payload)
+            manager.store_retained(rm, lambda _, e: e is not None and log.error(
+                "unable to store retained message for account %r, subject %r: %s",
+                manager.account.name, rm.subject, e))
+        if qos:
+            yield lambda done: manager.jsa.store(S.MSGS_PREFIX + subject.decode("utf-8", "surrogateescape"),
+                                                 hdr, payload, done)
+
+    # ---- SUBSCRIBE / UNSUBSCRIBE ----
+
+    def _filters(self, c, r, with_qos):
+        pi = r.uint16("packet identifier")
+        out = []
+        while r.more():
+            topic = r.data("topic filter")
+            if not topic:
+                raise P.PacketError("topic filter cannot be empty")
+            P.valid_utf8(topic, "topic filter")
+            try:
+                subject = filter_to_subject(topic).decode("utf-8", "surrogateescape")
+            except TopicError as e:
+                self.error(c, "invalid topic %s: %s" % (go_quote(topic.decode("utf-8", "surrogateescape")), e))
+                subject = ""
+            qos = 0
+            if with_qos:
+                qos = r.byte("QoS")
+                if qos > 2:
+                    raise P.PacketError("subscribe QoS value must be 0, 1 or 2, got %d" % qos)
+            out.append([subject, qos])
+        if not out:
+            raise P.PacketError("%ssubscribe protocol must contain at least 1 topic filter"
+                                % ("" if with_qos else "un"))
+        return pi, out
+
+    def _subscribe(self, c, r):
+        pi, filters = self._filters(c, r, True)
+        granted = yield from self._add_subs(c, filters, from_packet=True)
+        c.send_bytes(P.suback(pi, granted))
+        sess = c.state.mqtt.session
+        for subj, qos in zip([f[0] for f in filters], granted):
+            if qos != P.SUBACK_FAILURE:
+                self._send_retained(c, sess, subj, qos)
+                if needs_parent_level(subj):
+                    self._send_retained(c, sess, subj[:-2], qos)
+
+    def _add_subs(self, c, filters, from_packet):
+        """nats-server's processSubs: for each (subject, qos), the QoS 0 subscription, the
+        consumer of a QoS 1 one, and the parent level of a `/#` filter. -> granted QoS list."""
+        m = c.state.mqtt
+        sess = m.session
+        granted = []
+        changed = False
+        for subject, qos in filters:
+            if qos == 2:
+                if self.mqtt.settings.downgrade_qos2_subscribe:
+                    log.warning("%sDowngrading subscription QoS2 to QoS1 for %s, as configured",
+                                self._prefix(c), go_quote(subject))
+                qos = 1                     # natsd has no QoS 2 yet: it grants 1 (SUBACK says so)
+            if (not subject or subject.startswith("$MQTT.") or not is_valid_subject(subject)
+                    or not self.mqtt.can_subscribe(c, subject)):
+                granted.append(P.SUBACK_FAILURE)
+                continue
+            sids = [(subject, subject)]
+            if needs_parent_level(subject):
+                sids.append((subject[:-2], subject[:-2] + PARENT_SID_SUFFIX))
+            ok = True
+            for subj, sid in sids:
+                self._nats_sub(c, subj, sid, qos)
+                try:
+                    yield from self._js_consumer(c, sess, subj, sid, qos, from_packet)
+                except Exception as e:
+                    log.error("%sUnable to add JetStream consumer for subscription on %s: err=%s",
+                              self._prefix(c), go_quote(subj), e)
+                    ok = False
+            if not ok:
+                granted.append(P.SUBACK_FAILURE)
+                continue
+            granted.append(qos)
+            if sess.subs.get(subject) != qos:
+                sess.subs[subject] = qos
+                changed = True
+        if from_packet and changed:
+            yield sess.save()
+        return granted
+
+    def _nats_sub(self, c, subject, sid, qos):
+        m = c.state.mqtt
+        s = m.subs.get(sid)
+        if s is None:
+            s = Subscription(None, subject.encode(), b"", None, self._deliver_qos0)
+            s.sid = sid.encode()
+            s.data = [c, qos, is_reserved_filter(subject)]
+            m.subs[sid] = s
+            c.sublist.insert(s)
+            self.server.interest_added(c.state.account, s)
+        else:
+            s.data[1] = qos
+
+    def _js_consumer(self, c, sess, subject, sid, qos, from_packet):
+        """The durable consumer of a QoS 1 subscription and the subscription on its deliver
+        subject (nats-server's processJSConsumer)."""
+        m = c.state.mqtt
+        settings = self.mqtt.settings
+        cc = sess.cons.get(sid)
+        if cc is not None:
+            if qos == 0:
+                del sess.cons[sid]
+                self._drop_inbox(c, cc)
+                sess.forget_durable(cc["durable_name"])
+                sess.manager.jsa.delete_consumer(S.MSGS_STREAM, cc["durable_name"], lambda *_: None)
+                return
+            if from_packet:
+                inbox_sub = m.subs.get(cc["deliver_subject"])
+                if inbox_sub is not None:
+                    inbox_sub.data[1] = qos
+                    return
+        if qos == 0:
+            return
+        if cc is None:
+            max_pending = settings.max_ack_pending or S.DEFAULT_MAX_ACK_PENDING
+            if sess.tmaxack + max_pending > S.MAX_ACK_TOTAL:
+                raise RuntimeError("max_ack_pending for all consumers would be %d which exceeds "
+                                   "the limit of %d" % (sess.tmaxack + max_pending, S.MAX_ACK_TOTAL))
+            cc = S.consumer_config(sess.id_hash + "_" + random_token(22), S.SUB_PREFIX + random_token(22),
+                                   S.MSGS_PREFIX + subject, settings.ack_wait or S.DEFAULT_ACK_WAIT,
+                                   max_pending, settings.consumer_memory_storage,
+                                   settings.consumer_inactive_threshold)
+            if settings.consumer_replicas:
+                cc["num_replicas"] = settings.consumer_replicas
+            yield lambda done: sess.manager.jsa.api(
+                "CC", "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s" % (S.MSGS_STREAM, cc["durable_name"]),
+                {"stream_name": S.MSGS_STREAM, "config": cc}, done)
+            sess.tmaxack += max_pending
+            sess.cons[sid] = cc
+        inbox = cc["deliver_subject"]
+        if inbox not in m.subs:
+            s = Subscription(None, inbox.encode(), b"", None, self._deliver_qos12)
+            s.sid = inbox.encode()
+            s.data = [c, qos, is_reserved_filter(subject), cc["durable_name"]]
+            m.subs[inbox] = s
+            c.sublist.insert(s)
+            self.server.interest_added(c.state.account, s)
+
+    def _drop_inbox(self, c, cc):
+        s = c.state.mqtt.subs.pop(cc["deliver_subject"], None)
+        if s is not None:
+            self._remove(c, s)
+
+    def _remove(self, c, s):
+        s.closed = True
+        if c.sublist.remove(s):
+            self.server.interest_removed(c.state.account, s)
+
+    def _unsubscribe(self, c, r):
+        pi, filters = self._filters(c, r, False)
+        m = c.state.mqtt
+        sess = m.session
+        changed = False
+        for subject, _ in filters:
+            sids = [subject]
+            if needs_parent_level(subject):
+                sids.append(subject[:-2] + PARENT_SID_SUFFIX)
+            for sid in sids:
+                cc = sess.cons.pop(sid, None)
+                if cc is not None:
+                    self._drop_inbox(c, cc)
+                    sess.forget_durable(cc["durable_name"])
+                    yield lambda done, n=cc["durable_name"]: sess.manager.jsa.delete_consumer(
+                        S.MSGS_STREAM, n, lambda *_: done(None, None))
+                s = m.subs.pop(sid, None)
+                if s is not None:
+                    self._remove(c, s)
+            if sess.subs.pop(subject, None) is not None:
+                changed = True
+        if changed:
+            yield sess.save()
+        c.send_bytes(P.pi_packet(P.UNSUBACK, pi))
+
+    # ---- PUBLISH out ----
+
+    def _deliver_qos0(self, sub, subject, reply, hdr, payload, origin=None):
+        c, sub_qos, reserved = sub.data
+        if c.closed or sub.closed:
+            return
+        if reply and reply.startswith(b"$JS.ACK."):
+            return
+        if reserved and subject.startswith(b"$"):
+            return
+        msg_qos = S.published_qos(hdr)
+        if sub_qos > 0 and msg_qos:
+            return                          # its consumer delivers it
+        payload = bytes(payload)
+        if not self.mqtt.can_deliver(c, subject):
+            return
+        self._write_publish(c, 0, 0, False, False, subject_to_topic(bytes(subject)), payload)
+
+    def _deliver_qos12(self, sub, subject, reply, hdr, payload, origin=None):
+        c, sub_qos, reserved, durable = sub.data
+        if c.closed or sub.closed or not reply:
+            return
+        m = c.state.mqtt
+        sess = m.session
+        if sess is None or sess.conn is not c:
+            return
+        qos = min(S.published_qos(hdr) or 0, sub_qos)
+        if qos == 0:
+            return
+        stripped = bytes(subject)[len(S.MSGS_PREFIX):]
+        if (reserved and stripped.startswith(b"$")) or not self.mqtt.can_deliver(c, stripped):
+            sess.manager.jsa.send(reply.decode())
+            return
+        pi, dup = sess.track(durable, reply.decode(), self.mqtt.settings.max_ack_pending
+                             or S.DEFAULT_MAX_ACK_PENDING)
+        if not pi:
+            return
+        self._write_publish(c, pi, qos, dup, False, subject_to_topic(stripped), bytes(payload))
+
+    def _send_retained(self, c, sess, subject, sub_qos):
+        for rm in sess.manager.retained_for(subject):
+            if not self.mqtt.can_deliver(c, rm.subject.encode()):
+                continue
+            qos = min(rm.qos, sub_qos)
+            pi = 0
+            if qos:
+                pi = sess.track_retained(subject)
+                if not pi:
+                    qos = 0
+            self._write_publish(c, pi, qos, False, True, rm.topic, rm.msg)
+
+    def _write_publish(self, c, pi, qos, dup, retain, topic, payload):
+        _, head = P.publish_header(pi, qos, dup, retain, topic, len(payload))
+        c.send_bytes(head + payload)
+        c.out_msgs += 1
+        c.out_bytes += len(payload)
+
+    def _puback(self, c, pi):
+        sess = c.state.mqtt.session
+        if sess is None or sess.conn is not c:
+            raise P.PacketError("invalid MQTT session")
+        ack = sess.untrack(pi)
+        if ack:
+            sess.manager.jsa.send(ack)
+
+    # ---- the end of a connection ----
+
+    def close(self, c):
+        st = c.state
+        m = st.mqtt
+        if m.keepalive_timer is not None:
+            m.keepalive_timer.cancel()
+            m.keepalive_timer = None
+        sess, manager = m.session, m.manager
+        for s in m.subs.values():
+            self._remove(c, s)
+        m.subs.clear()
+        if sess is not None and sess.conn is c:
+            sess.conn = None
+            if sess.clean:
+                manager.remove(sess)
+                run(_clear(sess))
+        if m.will is not None and manager is not None:
+            w, m.will = m.will, None
+            if self.mqtt.can_publish(c, w.subject):
+                run(self._deliver(None, manager, w.topic, w.subject, w.message, w.qos, w.retain,
+                                  source=st.user))
+        self.server.close_connection(c, self._prefix(c))
+
+
+def _clear(sess):
+    yield sess.clear()
+
+
+class Closed(Exception):
+    """The connection was closed by the step itself (nothing more to log)."""
+
+
+def _valid_name(name: str) -> bool:
+    """nats-server's isValidName: no spaces or control characters' kin, not empty."""
+    return bool(name) and not any(ch in " \t\r\n" for ch in name)

@@ -1,0 +1,137 @@
+"""JetStream requests that MQTT makes for one account, as nats-server's mqttJSA makes them: a
+request into the account (`$JS.API...` or a stream subject) with a reply subject under
+`$MQTT.JSA.<server hash>.<kind>.<token>`, the answer handed to a callback. Going through the
+account's subjects (not the engine's objects) is what lets a clustered stream's leader answer
+from another server, and what nats-server does."""
+from __future__ import annotations
+
+import json
+import logging
+
+from natsd._core.router import publish
+from natsd._core.sublist import Subscription
+
+log = logging.getLogger("natsd")
+
+REPLIES_PREFIX = "$MQTT.JSA."
+API_TIMEOUT = 5.0                       # nats-server's mqttDefaultJSAPITimeout
+
+# the request kinds, the reply subject's fourth token (nats-server's mqttJSA* constants)
+STREAM_CREATE = "SC"
+STREAM_UPDATE = "SU"
+STREAM_LOOKUP = "SL"
+CONSUMER_CREATE = "CC"
+CONSUMER_DELETE = "CD"
+MSG_STORE = "MS"
+MSG_LOAD = "ML"
+MSG_DELETE = "MD"
+SESSION_PERSIST = "SP"
+
+
+class JsApiError(Exception):
+    """An error answer of the JetStream API (code, err_code, description)."""
+
+    def __init__(self, error: dict):
+        self.code = error.get("code", 0)
+        self.err_code = error.get("err_code", 0)
+        self.description = error.get("description", "")
+        super().__init__(self.description)
+
+
+class JsTimeout(Exception):
+    def __init__(self):
+        super().__init__("timeout for request type %r" % "JS API")
+
+
+class Jsa:
+    """The JetStream client of one account's MQTT sessions."""
+
+    def __init__(self, server, account, server_hash: str, domain: str = ""):
+        self.server = server
+        self.account = account
+        self.id = server_hash
+        self.domain = domain
+        self.prefix = REPLIES_PREFIX + server_hash + "."
+        self.waiting: dict[bytes, tuple] = {}      # reply subject -> (callback, timer, raw)
+        self.next_token = 0
+        self.timeout = API_TIMEOUT
+        self.sub = Subscription(None, (self.prefix + ">").encode(), b"", None, self._answer)
+        self.sub.local_only = True
+        owner = account.internal_client
+        if owner is not None:
+            self.sub.owner = owner
+            self.sub.sid = owner.next_sid()
+        account.sublist.insert(self.sub)
+
+    def close(self):
+        self.sub.closed = True
+        self.account.sublist.remove(self.sub)
+        for entry in self.waiting.values():
+            entry[1].cancel()
+        self.waiting.clear()
+
+    def api(self, kind: str, subject: str, body, done, hdr: bytes | None = None, raw=False):
+        """A request to `subject` (a `$JS.API.` one gets the domain prefix); done(answer, error)
+        with the decoded JSON answer (the raw message with `raw`), or an error: JsApiError,
+        JsTimeout."""
+        if subject.startswith("$JS.API.") and self.domain:
+            subject = "$JS.%s.API.%s" % (self.domain, subject[len("$JS.API."):])
+        self.next_token += 1
+        reply = ("%s%s.%d" % (self.prefix, kind, self.next_token)).encode()
+        timer = self.server.loop.call_later(self.timeout, self._timed_out, reply)
+        self.waiting[reply] = (done, timer, raw)
+        payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
+        publish(self.account.sublist, subject.encode(), reply, hdr, payload)
+
+    def send(self, subject: str, payload: bytes = b"", hdr: bytes | None = None):
+        """A message with no answer wanted (acks to consumers)."""
+        publish(self.account.sublist, subject.encode(), None, hdr, payload)
+
+    def _timed_out(self, reply):
+        entry = self.waiting.pop(reply, None)
+        if entry is not None:
+            entry[0](None, JsTimeout())
+
+    def _answer(self, sub, subject, reply, hdr, payload, origin=None):
+        entry = self.waiting.pop(bytes(subject), None)
+        if entry is None:
+            return
+        done, timer, raw = entry
+        timer.cancel()
+        if raw:
+            done((hdr, payload), None)
+            return
+        try:
+            answer = json.loads(payload) if payload else {}
+        except ValueError:
+            done(None, JsApiError({"description": "invalid JSON answer"}))
+            return
+        error = answer.get("error") if isinstance(answer, dict) else None
+        if error:
+            done(None, JsApiError(error))
+        else:
+            done(answer, None)
+
+    # ---- the calls MQTT makes ----
+
+    def create_stream(self, config: dict, done):
+        self.api(STREAM_CREATE, "$JS.API.STREAM.CREATE." + config["name"], config, done)
+
+    def lookup_stream(self, name: str, done):
+        self.api(STREAM_LOOKUP, "$JS.API.STREAM.INFO." + name, b"", done)
+
+    def delete_consumer(self, stream: str, name: str, done):
+        self.api(CONSUMER_DELETE, "$JS.API.CONSUMER.DELETE.%s.%s" % (stream, name), b"", done)
+
+    def store(self, subject: str, hdr: bytes | None, payload: bytes, done, kind=MSG_STORE):
+        """Publish into a stream and wait for its PubAck (done(ack, error))."""
+        self.api(kind, subject, payload, done, hdr=hdr)
+
+    def load_last(self, stream: str, subject: str, done):
+        self.api(MSG_LOAD, "$JS.API.STREAM.MSG.GET." + stream, {"last_by_subj": subject}, done)
+
+    def delete_msg(self, stream: str, seq: int, done):
+        self.api(MSG_DELETE, "$JS.API.STREAM.MSG.DELETE." + stream, {"seq": seq, "no_erase": True}, done)
+
+    def set_timeout(self, seconds: float):
+        self.timeout = seconds

@@ -1,0 +1,68 @@
+"""MQTT and NATS clients exchange messages both ways, as through nats-server: the subject a
+NATS subscriber sees for a topic (levels, dots, empty levels), the `Nmqtt-Pub` header it gets,
+and the topic an MQTT subscriber sees for a NATS subject."""
+import asyncio
+
+import nats
+import pytest
+
+from tests.support import mqttraw as M
+from tests.support.mqttservers import start_mqtt
+from tests.support.servers import nats_server_cmd
+
+pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="no nats-server")
+
+TOPICS = ["a/b", "/a", "a/", "a//b", "a.b/c", "x", "sp.$x/y"]
+
+
+def _run(starters, tmp_path, scenario):
+    out = []
+    for kind in ("natsd", "nats-server"):
+        where = tmp_path / kind
+        where.mkdir()
+        out.append(asyncio.run(scenario(start_mqtt(starters[kind], where))))
+    return out
+
+
+def test_mqtt_publishes_reach_nats_subscribers(starters, tmp_path):
+    async def scenario(srv):
+        nc = await nats.connect(srv.url)
+        sub = await nc.subscribe(">")
+        await nc.flush()
+        c, _ = M.connected(srv.mqtt_port, "pub")
+        for i, topic in enumerate(TOPICS):
+            qos = i % 2
+            c.send(M.publish(topic, b"p%d" % i, qos=qos, pi=i + 1 if qos else 0))
+            if qos:
+                c.read_packet()
+        got = []
+        while len(got) < len(TOPICS):
+            m = await sub.next_msg(timeout=5)
+            if not m.subject.startswith("$"):
+                got.append((m.subject, m.data, dict(m.headers or {})))
+        c.close()
+        await nc.close()
+        return got
+    natsd, ref = _run(starters, tmp_path, scenario)
+    assert natsd == ref
+    assert natsd[0] == ("a.b", b"p0", {"Nmqtt-Pub": "0"})
+    assert [s for s, _, _ in natsd] == ["a.b", "/.a", "a./", "a./.b", "a//b.c", "x", "sp//$x.y"]
+
+
+def test_nats_publishes_reach_mqtt_subscribers(starters, tmp_path):
+    async def scenario(srv):
+        c, _ = M.connected(srv.mqtt_port, "sub")
+        c.send(M.subscribe(1, [("#", 0)]))
+        c.read_packet()
+        nc = await nats.connect(srv.url)
+        for subject in ["a.b", "/.a", "a././.b", "a//b.c", "x"]:
+            await nc.publish(subject, subject.encode())
+        await nc.publish("h.x", b"with-header", headers={"K": "v"})
+        await nc.flush()
+        got = c.read_packets(6)
+        c.close()
+        await nc.close()
+        return got
+    natsd, ref = _run(starters, tmp_path, scenario)
+    assert natsd == ref
+    assert natsd[0] == M.publish("a/b", b"a.b") and natsd[-1] == M.publish("h/x", b"with-header")

@@ -1,0 +1,38 @@
+"""MQTT servers for tests: natsd or nats-server with JetStream, a server name and an `mqtt {}`
+listener on an ephemeral port, its MQTT port read from the launcher line."""
+from __future__ import annotations
+
+MQTT_LISTEN = r"Listening for MQTT clients on (?:mqtt|tls)://[^ ]*:(\d+)"
+
+
+class MqttServer:
+    """A started server and its MQTT port."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.mqtt_port = int(proc.wait_log(MQTT_LISTEN).group(1))
+
+    @property
+    def port(self):
+        return self.proc.port
+
+    @property
+    def url(self):
+        return self.proc.url
+
+    @property
+    def http_port(self):
+        return self.proc.http_port
+
+
+def mqtt_conf(path, store_dir, name="m1", mqtt_extra="", top_extra="") -> str:
+    path.write_text("server_name: %s\njetstream { store_dir: %s }\n%s\nmqtt {\n  port: -1\n  %s\n}\n"
+                    % (name, store_dir, top_extra, mqtt_extra))
+    return str(path)
+
+
+def start_mqtt(starter, tmp_path, label="s", mqtt_extra="", top_extra="", args=(), store=None):
+    """An MQTT server of `starter`'s kind, stored under tmp_path/label (or `store`)."""
+    store = store or tmp_path / (label + "-js")
+    conf = mqtt_conf(tmp_path / (label + ".conf"), store, label, mqtt_extra, top_extra)
+    return MqttServer(starter("-c", conf, "-p", "-1", *args))
