@@ -56,7 +56,6 @@ class Jsa:
         self.next_token = 0
         self.timeout = API_TIMEOUT
         self.sub = Subscription(None, (self.prefix + ">").encode(), b"", None, self._answer)
-        self.sub.local_only = True
         owner = account.internal_client
         if owner is not None:
             self.sub.owner = owner

@@ -312,7 +312,6 @@ class AccountSessions:
 
     def _internal_sub(self, subject: str, handler) -> Subscription:
         s = Subscription(None, subject.encode(), b"", None, handler)
-        s.local_only = True
         owner = self.account.internal_client
         if owner is not None:
             s.owner = owner

@@ -206,7 +206,7 @@ class Mqtt:
         tls = s.tls.settings if s.tls is not None else None
         v = {"host": s.host, "port": self.port, "no_auth_user": s.no_auth_user,
              "auth_timeout": go_float(s.auth_timeout), "tls_map": bool(tls and tls.verify_and_map),
-             "tls_timeout": go_float(tls.timeout) if tls is not None else 0,
+             "tls_timeout": go_float(tls.timeout if tls is not None and tls.timeout else 2.0),
              "tls_pinned_certs": sorted(tls.pinned) if tls is not None else [],
              "js_domain": s.js_domain, "ack_wait": int(s.ack_wait * 1e9),
              "max_ack_pending": s.max_ack_pending}

@@ -1,0 +1,50 @@
+"""MQTT on a JetStream cluster: the MQTT streams are R3, and a device whose server is killed
+(kill -9) reconnects to another member and finds its session there, with the QoS 1 message
+published for it meanwhile; retained messages are known on every member."""
+from tests.support import mqttraw as M
+from tests.support.cluster import js_cluster, kill9
+from tests.support.mqttservers import MQTT_LISTEN
+from tests.support.servers import http_json
+from tests.support.waiting import poll
+
+
+def _mqtt_port(member):
+    return int(member.proc.wait_log(MQTT_LISTEN).group(1))
+
+
+def _led_by_others(member, gone):
+    """Whether every MQTT stream has a leader other than `gone`, as `member` sees them."""
+    jsz = http_json(member.proc.http_port, "/jsz?streams=true&consumers=true")
+    streams = [s for d in jsz.get("account_details", []) for s in d.get("stream_detail", [])]
+    leaders = [s.get("cluster", {}).get("leader") for s in streams]
+    return len(streams) == 5 and all(x and x != gone for x in leaders)
+
+
+def test_device_session_survives_its_server(tmp_path):
+    with js_cluster("natsd", tmp_path, extra=lambda n: "mqtt { port: -1 }") as members:
+        a, b, c = members
+        dev, ack = M.connected(_mqtt_port(a), "device-1", clean=False)
+        assert ack == b"\x20\x02\x00\x00"
+        dev.send(M.subscribe(1, [("dev/1/cmd", 1)]))
+        assert dev.read_packet(10) == b"\x90\x03\x00\x01\x01"
+        svc, _ = M.connected(_mqtt_port(c), "svc")
+        svc.send(M.publish("fleet/fw", b"2.0", qos=1, pi=1, retain=True))
+        assert svc.read_packet(10) == b"\x40\x02\x00\x01"
+        streams = http_json(a.proc.http_port, "/jsz?streams=true")
+        infos = {s["name"]: s for d in streams["account_details"] for s in d["stream_detail"]}
+        assert {n: len(infos[n]["cluster"].get("replicas", [])) + 1 for n in infos} == {
+            "$MQTT_sess": 3, "$MQTT_msgs": 3, "$MQTT_rmsgs": 3, "$MQTT_qos2in": 3, "$MQTT_out": 3}
+        kill9(a)
+        dev.close()
+        poll(lambda: _led_by_others(b, a.name), 20)         # the streams a led have new leaders
+        svc.send(M.publish("dev/1/cmd", b"reboot", qos=1, pi=2))
+        assert svc.read_packet(15) == b"\x40\x02\x00\x02"
+        again, ack = M.connected(_mqtt_port(b), "device-1", clean=False)
+        assert ack == b"\x20\x02\x01\x00"
+        got = poll(lambda: again.read_packet(10), 15)
+        assert got == M.publish("dev/1/cmd", b"reboot", qos=1, pi=1)
+        again.send(M.puback(1))
+        viewer, _ = M.connected(_mqtt_port(b), "viewer")
+        viewer.send(M.subscribe(1, [("fleet/#", 0)]))
+        viewer.read_packet()
+        assert viewer.read_packet(10) == M.publish("fleet/fw", b"2.0", retain=True)
