@@ -456,6 +456,9 @@ class LinkSections(Reader):
                 self.tls(v)
             elif lk not in fields:
                 self.unknown(k, v)
+            elif lk == "consumer_replicas" and name == "mqtt":
+                self.warn(v, 'invalid use of field "%s": consumer replicas setting ignored in this '
+                             'server version' % k)
             elif lk == "handshake_timeout" and name == "websocket":
                 if v.kind == "string":
                     try:

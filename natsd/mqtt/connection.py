@@ -14,6 +14,7 @@ from natsd.mqtt import sessions as S
 from natsd.mqtt.tasks import run
 from natsd.mqtt.topics import (TopicError, filter_to_subject, is_reserved_filter,
                                needs_parent_level, subject_to_topic, topic_to_subject)
+from natsd.net.tls import cert_identity
 from natsd.protocol import ProtocolHandler
 from natsd.subject import is_valid_subject
 
@@ -65,6 +66,19 @@ class MqttProtocol(ProtocolHandler):
         if m is not None and m.label:
             base += " - " + m.label
         return base + " - "
+
+    # ---- TLS (the core's handshake steps call these) ----
+
+    def tls_server(self, c):
+        return self.mqtt.settings.tls
+
+    def tls_plaintext_ok(self, c):
+        return False
+
+    def tls_ready(self, c):
+        if self.mqtt.settings.tls.settings.verify_and_map:
+            der = c.tls.peer_certificate()
+            c.state.cert = cert_identity(der) if der is not None else ([], [])
 
     def error(self, c, text):
         log.error("%s%s", self._prefix(c), text)
@@ -131,8 +145,12 @@ class MqttProtocol(ProtocolHandler):
         elif ptype == P.DISCONNECT:
             m.will = None
             c.schedule_close("Client Closed")
-        elif ptype in (P.PUBREC, P.PUBREL, P.PUBCOMP):
-            raise P.PacketError("QoS 2 is not supported by natsd yet (packet type %x)" % ptype)
+        elif ptype == P.PUBREC:
+            self._wait(c, self._pubrec(c, r.uint16("packet identifier")))
+        elif ptype == P.PUBREL:
+            self._wait(c, self._pubrel(c, r.uint16("packet identifier")))
+        elif ptype == P.PUBCOMP:
+            self._pubcomp(c, r.uint16("packet identifier"))
         else:
             raise P.PacketError("received unknown packet type %d" % (ptype >> 4))
 
@@ -223,8 +241,6 @@ class MqttProtocol(ProtocolHandler):
             user = P.valid_utf8(raw_user, "user name")
         if has_pass:
             password = r.data("password").decode("utf-8", "surrogateescape")
-        if wqos == 2 and has_will:
-            raise P.PacketError("QoS 2 is not supported by natsd yet (Will QoS 2)")
         # authentication: nats-server's isClientAuthorized with the MQTT block's override
         if st.auth_timer is not None:
             st.auth_timer.cancel()
@@ -302,10 +318,8 @@ class MqttProtocol(ProtocolHandler):
         qos = (flags & P.PUB_QOS) >> 1
         if qos > 2:
             raise P.PacketError("QoS=%d is invalid in MQTT" % qos)
-        if qos == 2:
-            if self.mqtt.settings.reject_qos2_publish:
-                raise P.PacketError("QoS=2 is disabled for PUBLISH messages")
-            raise P.PacketError("QoS 2 is not supported by natsd yet (PUBLISH QoS=2)")
+        if qos == 2 and self.mqtt.settings.reject_qos2_publish:
+            raise P.PacketError("QoS=2 is disabled for PUBLISH messages")
         topic = r.data("topic")
         if not topic:
             raise P.PacketError("topic cannot be empty")
@@ -331,9 +345,118 @@ class MqttProtocol(ProtocolHandler):
             if qos:
                 c.send_bytes(P.pi_packet(P.PUBACK, pi))
             return
+        if qos == 2:
+            yield from self._stage_qos2(c, flags, subject, pi, payload)
+            c.send_bytes(P.pi_packet(P.PUBREC, pi))
+            return
         yield from self._deliver(c, m.manager, topic, subject, payload, qos, retain)
         if qos == 1:
             c.send_bytes(P.pi_packet(P.PUBACK, pi))
+
+    # ---- QoS 2 in: PUBLISH kept until PUBREL, once per packet identifier ----
+
+    def _qos2_subject(self, c, pi):
+        return "%s%s.%d" % (S.QOS2IN_PREFIX, c.state.mqtt.client_id, pi)
+
+    def _stage_qos2(self, c, flags, subject, pi, payload):
+        """nats-server's mqttStoreQoS2MsgOnce: `$MQTT_qos2in` keeps one message per packet
+        identifier and refuses a second (a resent PUBLISH), which is not an error here."""
+        manager = c.state.mqtt.manager
+        try:
+            yield lambda done: manager.jsa.store(self._qos2_subject(c, pi),
+                                                 S.staged_qos2_header(flags, subject), payload, done)
+        except Exception as e:
+            if "maximum messages per subject exceeded" not in str(e):
+                raise
+
+    def _pubrel(self, c, pi):
+        """The PUBREL of a QoS 2 PUBLISH: deliver what was kept (once), then PUBCOMP."""
+        manager = c.state.mqtt.manager
+        try:
+            try:
+                stored = yield lambda done: manager.jsa.load_last(S.QOS2IN_STREAM,
+                                                                  self._qos2_subject(c, pi), done)
+            except Exception:
+                return                          # nothing kept: delivered already
+            msg = stored.get("message", {})
+            yield lambda done: manager.jsa.delete_msg(S.QOS2IN_STREAM, msg.get("seq", 0), done)
+            import base64
+            hdr = base64.b64decode(msg.get("hdrs") or "")
+            fields = S.header_values(hdr)
+            value = fields.get(S.NATS_HEADER, b"")
+            subject = fields.get(S.SUBJECT_HEADER, b"")
+            if value[:1] != b"2" or not subject:
+                raise RuntimeError("invalid message in QoS2 PUBREL stream")
+            retain = len(value) > 1 and bool(int(value[1:2], 16) & P.PUB_RETAIN)
+            payload = base64.b64decode(msg.get("data") or "")
+            yield from self._deliver(c, manager, subject_to_topic(subject), subject, payload, 2, retain)
+        finally:
+            if not c.closed:
+                c.send_bytes(P.pi_packet(P.PUBCOMP, pi))
+
+    # ---- QoS 2 out: PUBREC, PUBREL kept in `$MQTT_out`, PUBCOMP ----
+
+    def _pubrec(self, c, pi):
+        sess = c.state.mqtt.session
+        if sess is None or sess.conn is not c:
+            raise P.PacketError("invalid MQTT session")
+        sess.track_pubrel(pi)
+        ack = sess.untrack(pi)
+        yield lambda done: sess.manager.jsa.store(S.PUBREL_PREFIX + sess.id_hash,
+                                                  S.pubrel_header(pi), b"", done)
+        if ack:
+            sess.manager.jsa.send(ack)
+
+    def _pubcomp(self, c, pi):
+        sess = c.state.mqtt.session
+        if sess is None or sess.conn is not c:
+            return
+        ack = sess.untrack_pubrel(pi)
+        if ack:
+            sess.manager.jsa.send(ack)
+
+    def _deliver_pubrel(self, sub, subject, reply, hdr, payload, origin=None):
+        c = sub.data[0]
+        sess = c.state.mqtt.session
+        if c.closed or sub.closed or not reply or sess is None or sess.conn is not c or not sess.pubrel:
+            return
+        value = S.header_values(hdr).get(S.PUBREL_HEADER, b"")
+        try:
+            pi = int(value)
+        except ValueError:
+            return
+        if not 0 < pi <= 0xFFFF:
+            return
+        sess.track_pubrel(pi, reply.decode())
+        c.send_bytes(P.pi_packet(P.PUBREL, pi))
+
+    def _ensure_pubrel(self, c, sess):
+        """nats-server's ensurePubRelConsumerSubscription: the subscription on the session's
+        PUBREL delivery subject and, once per session, its consumer on `$MQTT_out`."""
+        m = c.state.mqtt
+        inbox = S.PUBREL_DELIVERY_PREFIX + sess.id_hash
+        if inbox not in m.subs:
+            s = Subscription(None, inbox.encode(), b"", None, self._deliver_pubrel)
+            s.sid = inbox.encode()
+            s.data = [c]
+            m.subs[inbox] = s
+            c.sublist.insert(s)
+        if sess.pubrel is not None:
+            return
+        settings = self.mqtt.settings
+        max_pending = settings.max_ack_pending or S.DEFAULT_MAX_ACK_PENDING
+        if sess.tmaxack + max_pending > S.MAX_ACK_TOTAL:
+            raise RuntimeError("max_ack_pending for all consumers would be %d which exceeds "
+                               "the limit of %d" % (sess.tmaxack + max_pending, S.MAX_ACK_TOTAL))
+        cc = S.consumer_config(S.PUBREL_DURABLE_PREFIX + sess.id_hash, inbox,
+                               S.PUBREL_PREFIX + sess.id_hash, settings.ack_wait or S.DEFAULT_ACK_WAIT,
+                               max_pending, settings.consumer_memory_storage,
+                               settings.consumer_inactive_threshold)
+        yield lambda done: sess.manager.jsa.api(
+            "CC", "$JS.API.CONSUMER.DURABLE.CREATE.%s.%s" % (S.OUT_STREAM, cc["durable_name"]),
+            {"stream_name": S.OUT_STREAM, "config": cc}, done)
+        sess.tmaxack += max_pending
+        sess.pubrel = cc
 
     def _deliver(self, c, manager, topic, subject, payload, qos, retain, source=""):
         """nats-server's mqttInitiateMsgDelivery: to NATS (and MQTT QoS 0 subscribers), to
@@ -396,15 +519,21 @@ class MqttProtocol(ProtocolHandler):
         granted = []
         changed = False
         for subject, qos in filters:
-            if qos == 2:
-                if self.mqtt.settings.downgrade_qos2_subscribe:
-                    log.warning("%sDowngrading subscription QoS2 to QoS1 for %s, as configured",
-                                self._prefix(c), go_quote(subject))
-                qos = 1                     # natsd has no QoS 2 yet: it grants 1 (SUBACK says so)
+            if qos == 2 and self.mqtt.settings.downgrade_qos2_subscribe:
+                log.warning("%sDowngrading subscription QoS2 to QoS1 for %s, as configured",
+                            self._prefix(c), go_quote(subject))
+                qos = 1
             if (not subject or subject.startswith("$MQTT.") or not is_valid_subject(subject)
                     or not self.mqtt.can_subscribe(c, subject)):
                 granted.append(P.SUBACK_FAILURE)
                 continue
+            if qos == 2:
+                try:
+                    yield from self._ensure_pubrel(c, sess)
+                except Exception as e:
+                    log.error("%sfailed to initialize PUBREL processing: %s", self._prefix(c), e)
+                    granted.append(P.SUBACK_FAILURE)
+                    continue
             sids = [(subject, subject)]
             if needs_parent_level(subject):
                 sids.append((subject[:-2], subject[:-2] + PARENT_SID_SUFFIX))

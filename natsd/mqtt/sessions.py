@@ -31,8 +31,13 @@ QOS2IN_PREFIX = "$MQTT.qos2.in."
 OUT_STREAM = "$MQTT_out"
 OUT_PREFIX = "$MQTT.out."
 SUB_PREFIX = "$MQTT.sub."
+PUBREL_PREFIX = "$MQTT.out.pubrel."
+PUBREL_DELIVERY_PREFIX = "$MQTT.deliver.pubrel."
+PUBREL_DURABLE_PREFIX = "$MQTT_PUBREL_"
 
 NATS_HEADER = "Nmqtt-Pub"
+SUBJECT_HEADER = "Nmqtt-Subject"
+PUBREL_HEADER = "Nmqtt-PubRel"
 RETAINED_TOPIC = "Nmqtt-RTopic"
 RETAINED_ORIGIN = "Nmqtt-ROrigin"
 RETAINED_FLAGS = "Nmqtt-RFlags"
@@ -46,6 +51,17 @@ MAX_ACK_TOTAL = 0xFFFF
 def publish_header(qos: int) -> bytes:
     """The header nats-server puts on what an MQTT client publishes."""
     return b"NATS/1.0\r\nNmqtt-Pub:%d\r\n\r\n" % qos
+
+
+def staged_qos2_header(flags: int, subject: bytes) -> bytes:
+    """The header of a QoS 2 message kept in `$MQTT_qos2in` until its PUBREL: the QoS, then
+    the PUBLISH flags as one hex digit, and the subject."""
+    return b"NATS/1.0\r\nNmqtt-Pub:2%s\r\nNmqtt-Subject:%s\r\n\r\n" % (
+        b"0123456789abcdef"[flags & 0x0F:(flags & 0x0F) + 1], subject)
+
+
+def pubrel_header(pi: int) -> bytes:
+    return b"NATS/1.0\r\nNmqtt-PubRel:%d\r\n\r\n" % pi
 
 
 def header_values(hdr: bytes | None) -> dict[str, bytes]:
@@ -154,6 +170,8 @@ class Session:
         self.cons: dict[str, dict] = {} # sid (the filter's subject) -> consumer config
         self.conn = None                # the connection that owns it now
         self.pending: dict[int, list] = {}      # pi -> [durable, stream seq, ack subject]
+        self.pending_pubrel: dict[int, list] = {}   # QoS 2 out, PUBREC received: the same
+        self.pubrel: dict | None = None         # the PUBREL consumer's config (QoS 2 out)
         self.cpending: dict[str, dict] = {}     # durable -> {stream seq: pi}
         self.last_pi = 0
         self.tmaxack = 0
@@ -167,6 +185,8 @@ class Session:
             rec["subs"] = self.subs
         if self.cons:
             rec["cons"] = self.cons
+        if self.pubrel:
+            rec["pubrel"] = self.pubrel
         return json.dumps(rec, separators=(",", ":")).encode()
 
     def save(self):
@@ -195,8 +215,12 @@ class Session:
             for cc in self.cons.values():
                 jsa.delete_consumer(MSGS_STREAM, cc["durable_name"], lambda *_: None)
             self.cons.clear()
+            if self.pubrel:
+                jsa.delete_consumer(OUT_STREAM, self.pubrel["durable_name"], lambda *_: None)
+                self.pubrel = None
             self.subs.clear()
             self.pending.clear()
+            self.pending_pubrel.clear()
             self.cpending.clear()
             self.last_pi = self.tmaxack = 0
             seq, self.seq = self.seq, 0
@@ -212,7 +236,7 @@ class Session:
         nxt = self.last_pi
         for _ in range(0xFFFF):
             nxt = nxt % 0xFFFF + 1
-            if nxt not in self.pending:
+            if nxt not in self.pending and nxt not in self.pending_pubrel:
                 self.last_pi = nxt
                 return nxt
         return 0
@@ -227,6 +251,8 @@ class Session:
             return 0, False
         per = self.cpending.setdefault(durable, {})
         pi = per.get(sseq, 0)
+        if pi and pi in self.pending_pubrel:
+            return 0, False                     # its PUBREC came: the PUBREL flow owns it
         if pi:
             entry = self.pending.get(pi)
             if entry is not None:
@@ -257,9 +283,40 @@ class Session:
             per.pop(entry[1], None)
         return entry[2]
 
+    def track_pubrel(self, pi: int, ack_subject: str = ""):
+        """QoS 2 out: the PUBREC of `pi` came (no ack subject yet), or its PUBREL was
+        delivered by the PUBREL consumer (`ack_subject`)."""
+        if not self.pubrel:
+            return
+        durable = self.pubrel["durable_name"]
+        if not ack_subject:
+            self.pending_pubrel[pi] = [durable, 0, ""]
+            return
+        sseq = _ack_seq(ack_subject)
+        self.cpending.setdefault(durable, {})[sseq] = pi
+        self.pending_pubrel[pi] = [durable, sseq, ack_subject]
+
+    def untrack_pubrel(self, pi: int) -> str:
+        """A PUBCOMP: the ack subject of the PUBREL's message, '' when there is none."""
+        entry = self.pending_pubrel.pop(pi, None)
+        if entry is None:
+            return ""
+        per = self.cpending.get(entry[0])
+        if per is not None:
+            per.pop(entry[1], None)
+        return entry[2]
+
     def forget_durable(self, durable: str):
         for pi in self.cpending.pop(durable, {}).values():
             self.pending.pop(pi, None)
+
+
+def _ack_seq(ack_subject: str) -> int:
+    """The stream sequence in a JetStream ack subject."""
+    try:
+        return int(ack_subject.split(".")[-4])
+    except (IndexError, ValueError):
+        return 0
 
 
 # ---- an account's sessions ----
@@ -431,6 +488,7 @@ class AccountSessions:
                 sess.clean = bool(rec.get("clean"))
                 sess.subs = dict(rec.get("subs") or {})
                 sess.cons = {k: v for k, v in (rec.get("cons") or {}).items() if v}
+                sess.pubrel = rec.get("pubrel") or None
                 self.sessions[client_id] = sess
                 done((sess, True), None)
             self.jsa.load_last(SESS_STREAM, self.session_subject(id_hash), loaded)

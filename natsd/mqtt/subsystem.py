@@ -106,6 +106,8 @@ class Mqtt:
             self.settings.tls.begin(c)
             c.tls_sniff = False
             c.tls_active = True
+            c.state.tls_timer = server.loop.call_later(self.settings.tls.settings.timeout,
+                                                       self.proto.tls_timeout, c)
         if server.authenticator.auth_required or self.settings.auth_override:
             timeout = self.settings.auth_timeout or server._auth_timeout()
             c.state.auth_timer = server.loop.call_later(timeout, server._auth_timeout_expired, c)

@@ -342,6 +342,31 @@ _TOP_MAPPINGS = "tests/accounts/test_accounts_e2e.py::test_top_level_mappings_ap
 
 # key path (aliases with `|`) -> the test showing what it does
 EVIDENCE: dict[str, str] = {
+    # -- mqtt (tests/mqtt: each scenario against natsd and nats-server)
+    "mqtt": "tests/mqtt/test_mqtt_wire.py::test_subscribe_publish_and_acks",
+    "mqtt.port": "tests/mqtt/test_mqtt_wire.py::test_connack_codes",
+    "mqtt.host": "tests/mqtt/test_mqtt_options.py::test_listener_address",
+    "mqtt.net": "tests/mqtt/test_mqtt_options.py::test_listener_address",
+    "mqtt.listen": "tests/mqtt/test_mqtt_options.py::test_listener_address",
+    "mqtt.authorization": "tests/mqtt/test_mqtt_options.py::test_block_authorization",
+    "mqtt.authentication": "tests/mqtt/test_mqtt_options.py::test_block_authorization",
+    "mqtt.no_auth_user": "tests/mqtt/test_mqtt_options.py::test_no_auth_user_binds_its_account",
+    "mqtt.max_ack_pending": "tests/mqtt/test_mqtt_options.py::test_max_ack_pending_limits_messages_in_flight",
+    "mqtt.max_pending": "tests/mqtt/test_mqtt_options.py::test_max_ack_pending_limits_messages_in_flight",
+    "mqtt.max_inflight": "tests/mqtt/test_mqtt_options.py::test_max_ack_pending_limits_messages_in_flight",
+    "mqtt.ack_wait": "tests/mqtt/test_mqtt_sessions.py::test_unacked_qos1_is_redelivered_as_dup_after_reconnect",
+    "mqtt.ackwait": "tests/mqtt/test_mqtt_options.py::test_ack_wait_alias",
+    "mqtt.consumer_memory_storage": "tests/mqtt/test_mqtt_options.py::test_consumer_and_stream_settings",
+    "mqtt.consumer_inactive_threshold": "tests/mqtt/test_mqtt_options.py::test_consumer_and_stream_settings",
+    "mqtt.consumer_auto_cleanup": "tests/mqtt/test_mqtt_options.py::test_consumer_and_stream_settings",
+    "mqtt.stream_replicas": "tests/mqtt/test_mqtt_options.py::test_consumer_and_stream_settings",
+    "mqtt.js_api_timeout": "tests/mqtt/test_mqtt_options.py::test_consumer_and_stream_settings",
+    "mqtt.api_timeout": "tests/mqtt/test_mqtt_options.py::test_consumer_and_stream_settings",
+    "mqtt.js_domain": "tests/mqtt/test_mqtt_options.py::test_js_domain",
+    "mqtt.consumer_replicas": "tests/mqtt/test_mqtt_config.py::test_consumer_replicas_is_a_warning",
+    "mqtt.tls": "tests/mqtt/test_mqtt_options.py::test_tls",
+    "mqtt.reject_qos2_publish": "tests/mqtt/test_mqtt_qos2.py::test_qos2_options",
+    "mqtt.downgrade_qos2_subscribe": "tests/mqtt/test_mqtt_qos2.py::test_qos2_options",
     # -- top level
     "accounts": _LIMITS,
     "allow_non_tls": _TLS + "test_allow_non_tls",
@@ -578,6 +603,8 @@ _HARNESS = "the test harness passes -a/-p, which win over the file"
 
 # key path (aliases with `|`) -> why there is no evidence yet
 NO_EVIDENCE_YET: dict[str, str] = {
+    "mqtt.handshake_timeout": "a websocket key: the listener-block reader checks it for websocket only, "
+                              "so in mqtt {} it is an unknown field, as on nats-server",
     # -- top level
     "client_advertise": "parsed (test_load); no test looks at the connect_urls it changes",
     "reconnect_error_reports": _PARSED,

@@ -26,3 +26,11 @@ def test_mqtt_config_errors(name, tmp_path):
     want, got = both("-c", "s.conf", "-p", "-1", cwd=tmp_path)
     assert want.returncode == 1, want.stderr
     same(want, got)
+
+
+def test_consumer_replicas_is_a_warning(tmp_path):
+    """nats-server ignores consumer_replicas with a warning, which fails a -t check."""
+    (tmp_path / "s.conf").write_text("server_name: a\njetstream: true\nmqtt { port: -1, consumer_replicas: 3 }\n")
+    want, got = both("-t", "-c", "s.conf", cwd=tmp_path)
+    assert want.returncode == 1 and "consumer replicas setting ignored" in want.stderr
+    same(want, got)

@@ -153,3 +153,8 @@ def connected(port, client_id, clean=True, **kw) -> tuple[MqttRaw, bytes]:
     c = MqttRaw(port)
     c.send(connect(client_id, clean, **kw))
     return c, c.read_packet()
+
+
+def pi_packet(first: int, pi: int) -> bytes:
+    """PUBREC (0x50), PUBREL (0x62), PUBCOMP (0x70): a packet identifier only."""
+    return packet(first, struct.pack(">H", pi))
