@@ -605,6 +605,8 @@ _HARNESS = "the test harness passes -a/-p, which win over the file"
 NO_EVIDENCE_YET: dict[str, str] = {
     "mqtt.handshake_timeout": "a websocket key: the listener-block reader checks it for websocket only, "
                               "so in mqtt {} it is an unknown field, as on nats-server",
+    "websocket.consumer_replicas": "an mqtt key: the listener-block reader checks it for mqtt only, "
+                                   "so in websocket {} it is an unknown field, as on nats-server",
     # -- top level
     "client_advertise": "parsed (test_load); no test looks at the connect_urls it changes",
     "reconnect_error_reports": _PARSED,
