@@ -106,6 +106,11 @@ class ProtocolHandler:
         """The connection closed: release everything it held."""
         raise NotImplementedError
 
+    def raw_data(self, c, data):
+        """A connection that does not speak NATS (`c.raw_reader`: MQTT) read `data` (after
+        TLS and codecs); the handler parses it."""
+        raise NotImplementedError
+
     @per_message
     def publish_mapped(self, c, subject, reply, hdr, payload):
         """A PUB in an account with subject mappings: map, then deliver."""

@@ -202,6 +202,27 @@ def gateway_collector(server):
     yield from fam.values()
 
 
+def mqtt_collector(server):
+    """Per account: MQTT clients connected here, the sessions and retained messages known."""
+    mqtt = getattr(server, "mqtt", None)
+    if mqtt is None:
+        return
+    clients = _gauge("natsd_mqtt_clients", "MQTT clients connected to this server.")
+    sessions = _gauge("natsd_mqtt_sessions", "MQTT sessions of the account known to this server.")
+    retained = _gauge("natsd_mqtt_retained_messages", "Retained MQTT messages of the account.")
+    per_account = {}
+    for c in server.clients.values():
+        if getattr(c.state, "mqtt", None) is not None and c.state.account is not None:
+            per_account[c.state.account.name] = per_account.get(c.state.account.name, 0) + 1
+    for name, m in sorted(mqtt.managers.items()):
+        clients.add(per_account.get(name, 0), account=name)
+        sessions.add(len(m.sessions), account=name)
+        retained.add(len(m.retained), account=name)
+    yield clients
+    yield sessions
+    yield retained
+
+
 def jetstream_collector(server):
     """Per-account, per-stream and per-consumer families; nothing without JetStream."""
     from natsd.monitor.jsz import jetstream
@@ -241,7 +262,7 @@ def jetstream_collector(server):
 
 
 COLLECTORS = [server_collector, connection_kind_collector, account_collector,
-              route_collector, gateway_collector, jetstream_collector]
+              route_collector, gateway_collector, mqtt_collector, jetstream_collector]
 
 
 def register_collector(fn):

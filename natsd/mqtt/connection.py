@@ -80,6 +80,13 @@ class MqttProtocol(ProtocolHandler):
             der = c.tls.peer_certificate()
             c.state.cert = cert_identity(der) if der is not None else ([], [])
 
+    def auth_timeout(self, c):
+        """No CONNECT in time: closed (nats-server sends MQTT clients no -ERR)."""
+        c.state.auth_timer = None
+        if not c.connected and not c.closed:
+            log.debug("%sAuthentication Timeout", self._prefix(c))
+            c.schedule_close("Authentication Timeout")
+
     def error(self, c, text):
         log.error("%s%s", self._prefix(c), text)
 
@@ -231,7 +238,8 @@ class MqttProtocol(ProtocolHandler):
             if not topic:
                 raise P.PacketError("empty Will topic not allowed")
             P.valid_utf8(topic, "Will topic")
-            will = Will(topic, topic_to_subject(topic), r.data("Will message"), wqos, wretain)
+            subject, topic = self._mapped(c, topic_to_subject(topic), topic)
+            will = Will(topic, subject, r.data("Will message"), wqos, wretain)
         user = password = ""
         if has_user:
             raw_user = r.data("user name")
@@ -313,6 +321,18 @@ class MqttProtocol(ProtocolHandler):
 
     # ---- PUBLISH in ----
 
+    def _mapped(self, c, subject, topic):
+        """The account's subject mappings applied to a published topic: (subject, topic),
+        the topic converted back from a mapped subject as nats-server does."""
+        acc = c.state.account
+        if acc is None or not acc.mappings:
+            return subject, topic
+        mapped = acc.mappings.map(subject.decode("utf-8", "surrogateescape"))
+        if not mapped or mapped.encode() == subject:
+            return subject, topic
+        subject = mapped.encode()
+        return subject, subject_to_topic(subject)
+
     def _publish(self, c, flags, r):
         m = c.state.mqtt
         qos = (flags & P.PUB_QOS) >> 1
@@ -324,7 +344,7 @@ class MqttProtocol(ProtocolHandler):
         if not topic:
             raise P.PacketError("topic cannot be empty")
         P.valid_utf8(topic, "topic")
-        subject = topic_to_subject(topic)
+        subject, topic = self._mapped(c, topic_to_subject(topic), topic)
         pi = 0
         if qos:
             pi = r.uint16("packet identifier")

@@ -69,14 +69,16 @@ class Jsa:
             entry[1].cancel()
         self.waiting.clear()
 
-    def api(self, kind: str, subject: str, body, done, hdr: bytes | None = None, raw=False):
+    def api(self, kind: str, subject: str, body, done, hdr: bytes | None = None, raw=False,
+            client_hash: str = ""):
         """A request to `subject` (a `$JS.API.` one gets the domain prefix); done(answer, error)
         with the decoded JSON answer (the raw message with `raw`), or an error: JsApiError,
         JsTimeout."""
         if subject.startswith("$JS.API.") and self.domain:
             subject = "$JS.%s.API.%s" % (self.domain, subject[len("$JS.API."):])
         self.next_token += 1
-        reply = ("%s%s.%d" % (self.prefix, kind, self.next_token)).encode()
+        reply = ("%s%s.%s%d" % (self.prefix, kind, client_hash + "." if client_hash else "",
+                                self.next_token)).encode()
         timer = self.server.loop.call_later(self.timeout, self._timed_out, reply)
         self.waiting[reply] = (done, timer, raw)
         payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
@@ -122,9 +124,11 @@ class Jsa:
     def delete_consumer(self, stream: str, name: str, done):
         self.api(CONSUMER_DELETE, "$JS.API.CONSUMER.DELETE.%s.%s" % (stream, name), b"", done)
 
-    def store(self, subject: str, hdr: bytes | None, payload: bytes, done, kind=MSG_STORE):
-        """Publish into a stream and wait for its PubAck (done(ack, error))."""
-        self.api(kind, subject, payload, done, hdr=hdr)
+    def store(self, subject: str, hdr: bytes | None, payload: bytes, done, kind=MSG_STORE,
+              client_hash: str = ""):
+        """Publish into a stream and wait for its PubAck (done(ack, error)). A session record
+        names its client id hash in the reply subject, for the other servers to see."""
+        self.api(kind, subject, payload, done, hdr=hdr, client_hash=client_hash)
 
     def load_last(self, stream: str, subject: str, done):
         self.api(MSG_LOAD, "$JS.API.STREAM.MSG.GET." + stream, {"last_by_subj": subject}, done)

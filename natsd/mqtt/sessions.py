@@ -205,7 +205,7 @@ class Session:
                     done(None, RuntimeError("unable to persist session %r (seq=%d): %s"
                                             % (self.id, self.seq, error)))
             self.manager.jsa.store(self.manager.session_subject(self.id_hash), hdr, self.record(),
-                                   stored, kind=jsa_mod.SESSION_PERSIST)
+                                   stored, kind=jsa_mod.SESSION_PERSIST, client_hash=self.id_hash)
         return call
 
     def clear(self):
@@ -388,6 +388,8 @@ class AccountSessions:
                      replicas, go_quote(self.account.name))
         retained_inbox = SUB_PREFIX + random_token(22)
         self._internal_sub(retained_inbox, self._retained_arrived)
+        self._internal_sub(jsa_mod.REPLIES_PREFIX + "*." + jsa_mod.SESSION_PERSIST + ".*.*",
+                           self._session_persisted)
         streams = [
             {"name": SESS_STREAM, "subjects": [SESS_PREFIX + self.domain_token + ">"],
              "retention": "limits", "max_msgs_per_subject": 1},
@@ -427,6 +429,32 @@ class AccountSessions:
             self.account.sublist.remove(s)
         self.subs.clear()
         self.jsa.close()
+
+    def _session_persisted(self, sub, subject, reply, hdr, payload, origin=None):
+        """Another server stored a session record (the PubAck to its request): a session of
+        the same client id connected here gives way (nats-server's processSessionPersist)."""
+        tokens = bytes(subject).decode().split(".")
+        if len(tokens) != 6 or tokens[2] == self.jsa.id:
+            return
+        try:
+            ack = json.loads(payload)
+        except ValueError:
+            return
+        if not isinstance(ack, dict) or ack.get("error") or "seq" not in ack:
+            return
+        if ack.get("domain", "") != self.domain_token[:-1]:
+            return
+        sess = next((s for s in self.sessions.values() if s.id_hash == tokens[4]), None)
+        if sess is None or ack["seq"] < sess.seq:
+            return
+        self.remove(sess)
+        c, sess.conn = sess.conn, None
+        if c is not None and not c.closed:
+            log.warning("%sClosing because a remote connection has started with the same client ID: %s",
+                        self.mqtt.proto._prefix(c), go_quote(sess.id))
+            c.state.mqtt.will = None
+            c.state.mqtt.session = None
+            c.schedule_close("Duplicate Client ID")
 
     # ---- retained messages ----
 

@@ -87,17 +87,12 @@ class Mqtt:
         self.managers.clear()
 
     def _accept(self, sock, addr):
-        from natsd.mqtt.connection import MqttState
         server = self.server
         if server.shutting_down or server.lame_duck:
             sock.close()
             return
         c = server.new_client(sock, addr, "mid")
-        c.handler = self.proto
-        c.raw_reader = True
-        c.headers = True
-        c.echo = True
-        c.state.mqtt = MqttState()
+        self._become_mqtt(c)
         if len(server.clients) > server.opts.max_connections:
             log.error("%s:%d - mid:%d - Maximum Connections Exceeded", c.state.host, c.state.port, c.cid)
             c.schedule_close("Maximum Connections Exceeded")
@@ -108,9 +103,26 @@ class Mqtt:
             c.tls_active = True
             c.state.tls_timer = server.loop.call_later(self.settings.tls.settings.timeout,
                                                        self.proto.tls_timeout, c)
+        self._start_auth_timer(c)
+
+    def accept_websocket(self, c):
+        """A WebSocket upgrade on the `/mqtt` path: the connection speaks MQTT in its frames."""
+        self._become_mqtt(c)
+        self._start_auth_timer(c)
+
+    def _become_mqtt(self, c):
+        from natsd.mqtt.connection import MqttState
+        c.handler = self.proto
+        c.raw_reader = True
+        c.headers = True
+        c.echo = True
+        c.state.mqtt = MqttState()
+
+    def _start_auth_timer(self, c):
+        server = self.server
         if server.authenticator.auth_required or self.settings.auth_override:
             timeout = self.settings.auth_timeout or server._auth_timeout()
-            c.state.auth_timer = server.loop.call_later(timeout, server._auth_timeout_expired, c)
+            c.state.auth_timer = server.loop.call_later(timeout, self.proto.auth_timeout, c)
 
     # ---- who a client is ----
 

@@ -161,7 +161,8 @@ class WebSockets:
             return self._refuse(c, 400, "bad request")
         s = self.settings
         leaf = path.endswith(LEAF_PATH)
-        if path.endswith(MQTT_PATH):
+        mqtt = not leaf and path.endswith(MQTT_PATH)
+        if mqtt and self.server.mqtt is None:
             return self._refuse(c, 404, "mqtt websocket endpoint not enabled")
         if method != "GET":
             return self._refuse(c, 405, "request method must be GET")
@@ -193,6 +194,8 @@ class WebSockets:
                         "client_no_context_takeover")
         if no_masking:
             resp.append("Nats-No-Masking: true")
+        if mqtt:
+            resp.append("Sec-Websocket-Protocol: mqtt")
         for k, v in s.headers.items():
             resp.append("%s: %s" % (k, v))
         codec = c.codec
@@ -227,6 +230,9 @@ class WebSockets:
                 st.host = fwd
             except ValueError:
                 pass
+        if mqtt:
+            self.server.mqtt.accept_websocket(c)
+            return
         self.server.client_ready(c)
 
     def _refuse(self, c, status, reason):

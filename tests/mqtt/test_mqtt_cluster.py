@@ -1,4 +1,5 @@
-"""MQTT on a JetStream cluster: the MQTT streams are R3, and a device whose server is killed
+"""MQTT on a JetStream cluster: the MQTT streams are R3; a device connecting to another member
+takes its session over (the first connection is closed); a device whose server is killed
 (kill -9) reconnects to another member and finds its session there, with the QoS 1 message
 published for it meanwhile; retained messages are known on every member."""
 from tests.support import mqttraw as M
@@ -34,8 +35,14 @@ def test_device_session_survives_its_server(tmp_path):
         infos = {s["name"]: s for d in streams["account_details"] for s in d["stream_detail"]}
         assert {n: len(infos[n]["cluster"].get("replicas", [])) + 1 for n in infos} == {
             "$MQTT_sess": 3, "$MQTT_msgs": 3, "$MQTT_rmsgs": 3, "$MQTT_qos2in": 3, "$MQTT_out": 3}
+        # the same client id on another member: the session moves there, the old connection
+        # is closed (the other server sees the session record stored)
+        moved, ack = M.connected(_mqtt_port(c), "device-1", clean=False)
+        assert ack == b"\x20\x02\x01\x00"
+        assert dev.closed(10)
+        a.proc.wait_log("Closing because a remote connection has started with the same client ID")
+        moved.close()
         kill9(a)
-        dev.close()
         poll(lambda: _led_by_others(b, a.name), 20)         # the streams a led have new leaders
         svc.send(M.publish("dev/1/cmd", b"reboot", qos=1, pi=2))
         assert svc.read_packet(15) == b"\x40\x02\x00\x02"

@@ -4,7 +4,8 @@ import pytest
 
 from tests.support import mqttraw as M
 from tests.support.mqttservers import start_mqtt
-from tests.support.servers import http_json, nats_server_cmd
+from tests.support.servers import http_get, http_json, nats_server_cmd
+from tests.support.waiting import poll
 
 pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="no nats-server")
 
@@ -39,3 +40,22 @@ def test_connz_and_varz(starters, tmp_path):
     assert list(mq) == list(rmq)
     assert mq["port"] == srv.mqtt_port and rmq["port"] == rsrv.mqtt_port
     assert {k: v for k, v in mq.items() if k != "port"} == {k: v for k, v in rmq.items() if k != "port"}
+
+
+def test_metrics(natsd, tmp_path):
+    """natsd's own /metrics families for MQTT: clients here, sessions, retained messages."""
+    srv = start_mqtt(natsd, tmp_path, args=("-m", "-1"))
+    c, _ = M.connected(srv.mqtt_port, "dev", clean=False)
+    c.send(M.publish("r", b"kept", qos=1, pi=1, retain=True))
+    c.read_packet()
+    other, _ = M.connected(srv.mqtt_port, "other")
+
+    def figures():
+        text = http_get(srv.http_port, "/metrics")[2]
+        found = {line.split(" ")[0]: line.split(" ")[1] for line in text.splitlines()
+                 if line.startswith("natsd_mqtt_")}
+        return found if found.get('natsd_mqtt_retained_messages{account="$G"}') == "1" else None
+    got = poll(figures, 5)
+    assert got['natsd_mqtt_clients{account="$G"}'] == "2"
+    assert got['natsd_mqtt_sessions{account="$G"}'] == "2"
+    other.close()

@@ -66,3 +66,28 @@ def test_nats_publishes_reach_mqtt_subscribers(starters, tmp_path):
     natsd, ref = _run(starters, tmp_path, scenario)
     assert natsd == ref
     assert natsd[0] == M.publish("a/b", b"a.b") and natsd[-1] == M.publish("h/x", b"with-header")
+
+
+def test_account_mappings_apply_to_mqtt_publishes(starters, tmp_path):
+    async def scenario(srv):
+        nc = await nats.connect(srv.url)
+        sub = await nc.subscribe("fleet.>")
+        await nc.flush()
+        watcher, _ = M.connected(srv.mqtt_port, "watcher")
+        watcher.send(M.subscribe(1, [("fleet/#", 0)]))
+        watcher.read_packet()
+        c, _ = M.connected(srv.mqtt_port, "pub")
+        c.send(M.publish("dev/7/temp", b"21.5"))
+        m = await sub.next_msg(timeout=5)
+        seen = watcher.read_packet()
+        c.close()
+        watcher.close()
+        await nc.close()
+        return m.subject, seen
+    out = []
+    for kind in ("natsd", "nats-server"):
+        where = tmp_path / kind
+        where.mkdir()
+        srv = start_mqtt(starters[kind], where, top_extra='mappings { "dev.*.temp": "fleet.temp.{{wildcard(1)}}" }')
+        out.append(asyncio.run(scenario(srv)))
+    assert out[0] == out[1] == ("fleet.temp.7", M.publish("fleet/temp/7", b"21.5"))

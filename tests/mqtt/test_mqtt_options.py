@@ -36,7 +36,7 @@ def test_listener_address(starters, tmp_path, block, monkeypatch):
     assert natsd == ref == "Listening for MQTT clients on mqtt://127.0.0.1:PORT"
 
 
-def _conf_without_port(path, store_dir, name="m1", mqtt_extra="", top_extra=""):
+def _conf_without_port(path, store_dir, name="m1", mqtt_extra="", top_extra="", js_extra=""):
     port = "" if "listen" in mqtt_extra else "port: -1"
     path.write_text("server_name: %s\njetstream { store_dir: %s }\n%s\nmqtt {\n  %s\n  %s\n}\n"
                     % (name, store_dir, top_extra, port, mqtt_extra))
@@ -149,7 +149,7 @@ def test_js_domain(starters, tmp_path):
             return stream["config"]["subjects"]
         return ack, asyncio.run(look())
     natsd, ref = _both(starters, tmp_path, scenario, mqtt_extra="js_domain: hub",
-                       top_extra="jetstream { domain: hub }")
+                       js_extra="domain: hub")
     assert natsd == ref == (b"\x20\x02\x00\x00", ["$MQTT.sess.hub.>"])
 
 

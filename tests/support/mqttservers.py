@@ -25,14 +25,15 @@ class MqttServer:
         return self.proc.http_port
 
 
-def mqtt_conf(path, store_dir, name="m1", mqtt_extra="", top_extra="") -> str:
-    path.write_text("server_name: %s\njetstream { store_dir: %s }\n%s\nmqtt {\n  port: -1\n  %s\n}\n"
-                    % (name, store_dir, top_extra, mqtt_extra))
+def mqtt_conf(path, store_dir, name="m1", mqtt_extra="", top_extra="", js_extra="") -> str:
+    path.write_text("server_name: %s\njetstream { store_dir: %s\n %s }\n%s\nmqtt {\n  port: -1\n  %s\n}\n"
+                    % (name, store_dir, js_extra, top_extra, mqtt_extra))
     return str(path)
 
 
-def start_mqtt(starter, tmp_path, label="s", mqtt_extra="", top_extra="", args=(), store=None):
+def start_mqtt(starter, tmp_path, label="s", mqtt_extra="", top_extra="", args=(), store=None,
+               js_extra=""):
     """An MQTT server of `starter`'s kind, stored under tmp_path/label (or `store`)."""
     store = store or tmp_path / (label + "-js")
-    conf = mqtt_conf(tmp_path / (label + ".conf"), store, label, mqtt_extra, top_extra)
+    conf = mqtt_conf(tmp_path / (label + ".conf"), store, label, mqtt_extra, top_extra, js_extra)
     return MqttServer(starter("-c", conf, "-p", "-1", *args))
