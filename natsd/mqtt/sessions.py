@@ -275,7 +275,10 @@ class Session:
 
     def untrack(self, pi: int) -> str:
         """A PUBACK: the JetStream ack subject to acknowledge, '' when there is none."""
-        entry = self.pending.pop(pi, None)
+        return self._untrack(self.pending, pi)
+
+    def _untrack(self, table: dict, pi: int) -> str:
+        entry = table.pop(pi, None)
         if entry is None:
             return ""
         per = self.cpending.get(entry[0])
@@ -298,13 +301,7 @@ class Session:
 
     def untrack_pubrel(self, pi: int) -> str:
         """A PUBCOMP: the ack subject of the PUBREL's message, '' when there is none."""
-        entry = self.pending_pubrel.pop(pi, None)
-        if entry is None:
-            return ""
-        per = self.cpending.get(entry[0])
-        if per is not None:
-            per.pop(entry[1], None)
-        return entry[2]
+        return self._untrack(self.pending_pubrel, pi)
 
     def forget_durable(self, durable: str):
         for pi in self.cpending.pop(durable, {}).values():
@@ -341,6 +338,8 @@ class AccountSessions:
         self.failed: Exception | None = None
         self.waiters: list = []
         self.subs: list[Subscription] = []
+        self.retained_count = 0             # messages the retained consumer sent
+        self.retained_waiter = None
 
     def session_subject(self, id_hash: str) -> str:
         return SESS_PREFIX + self.domain_token + id_hash
@@ -419,9 +418,34 @@ class AccountSessions:
                     "ack_policy": "none", "filter_subject": RETAINED_PREFIX + ">",
                     "replay_policy": "instant", "deliver_subject": retained_inbox,
                     "inactive_threshold": 300_000_000_000, "num_replicas": 0}
-        yield lambda done: self.jsa.api(jsa_mod.CONSUMER_CREATE,
-                                        "$JS.API.CONSUMER.CREATE." + RETAINED_STREAM,
-                                        {"stream_name": RETAINED_STREAM, "config": consumer}, done)
+        info = yield lambda done: self.jsa.api(jsa_mod.CONSUMER_CREATE,
+                                               "$JS.API.CONSUMER.CREATE." + RETAINED_STREAM,
+                                               {"stream_name": RETAINED_STREAM, "config": consumer}, done)
+        # the retained messages stored so far are known before the first client goes on
+        yield self._retained_loaded(info.get("num_pending", 0))
+
+    def _retained_loaded(self, count: int):
+        """A call that answers once the consumer has sent the `count` retained messages it
+        had when made (waiting at most one API timeout)."""
+        def call(done):
+            if self.retained_count >= count:
+                done(None, None)
+                return
+            timer = None
+
+            def check():
+                if self.retained_count >= count and self.retained_waiter is not None:
+                    self.retained_waiter = None
+                    timer.cancel()
+                    done(None, None)
+
+            def give_up():
+                if self.retained_waiter is not None:
+                    self.retained_waiter = None
+                    done(None, None)
+            timer = self.server.loop.call_later(self.jsa.timeout, give_up)
+            self.retained_waiter = check
+        return call
 
     def close(self):
         for s in self.subs:
@@ -464,6 +488,9 @@ class AccountSessions:
             seq = int(parts[-4])
         except (IndexError, ValueError):
             seq = 0
+        self.retained_count += 1
+        if self.retained_waiter is not None:
+            self.retained_waiter()
         rm = decode_retained(subject.decode("utf-8", "surrogateescape"), hdr, bytes(payload), seq)
         if rm is None:
             return

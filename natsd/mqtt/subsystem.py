@@ -6,50 +6,28 @@ from __future__ import annotations
 import logging
 
 from natsd.gofmt import go_float
-from natsd.net.tls import ServerTls, TlsSettings, _seconds
+from natsd.net.listener import ListenerBlock, block_get
+from natsd.net.tls import _seconds
 
 log = logging.getLogger("natsd")
 
 
-def _get(raw, *names, default=None):
-    for k, v in raw.items():
-        if k.lower() in names:
-            return v
-    return default
-
-
-class MqttSettings:
+class MqttSettings(ListenerBlock):
     """An `mqtt {}` block as nats-server reads it (parseMQTT)."""
 
     def __init__(self, raw):
-        listen = _get(raw, "listen")
-        self.host = str(_get(raw, "host", "net", default="") or "")
-        self.port = _get(raw, "port", default=0) or 0
-        if isinstance(listen, str) and ":" in listen:
-            h, _, p = listen.rpartition(":")
-            self.host, self.port = h or self.host, int(p)
-        elif isinstance(listen, int):
-            self.port = listen
-        self.host = self.host or "0.0.0.0"
-        tls = _get(raw, "tls")
-        self.tls = ServerTls(TlsSettings(tls)) if tls else None
-        auth = _get(raw, "authorization", "authentication", default={}) or {}
-        self.username = str(_get(auth, "user", "username", default="") or "")
-        self.password = str(_get(auth, "password", "pass", default="") or "")
-        self.token = str(_get(auth, "token", default="") or "")
-        self.auth_timeout = _seconds(_get(auth, "timeout"), 0.0)
-        self.no_auth_user = str(_get(raw, "no_auth_user", default="") or "")
-        self.ack_wait = _seconds(_get(raw, "ack_wait", "ackwait"), 0.0)
-        self.api_timeout = _seconds(_get(raw, "js_api_timeout", "api_timeout"), 0.0)
-        self.max_ack_pending = int(_get(raw, "max_ack_pending", "max_pending", "max_inflight", default=0) or 0)
-        self.js_domain = str(_get(raw, "js_domain", default="") or "")
-        self.stream_replicas = int(_get(raw, "stream_replicas", default=0) or 0)
+        super().__init__(raw)
+        self.ack_wait = _seconds(block_get(raw, "ack_wait", "ackwait"), 0.0)
+        self.api_timeout = _seconds(block_get(raw, "js_api_timeout", "api_timeout"), 0.0)
+        self.max_ack_pending = int(block_get(raw, "max_ack_pending", "max_pending", "max_inflight", default=0) or 0)
+        self.js_domain = str(block_get(raw, "js_domain", default="") or "")
+        self.stream_replicas = int(block_get(raw, "stream_replicas", default=0) or 0)
         self.consumer_replicas = 0      # nats-server ignores consumer_replicas (a warning)
-        self.consumer_memory_storage = bool(_get(raw, "consumer_memory_storage", default=False))
+        self.consumer_memory_storage = bool(block_get(raw, "consumer_memory_storage", default=False))
         self.consumer_inactive_threshold = _seconds(
-            _get(raw, "consumer_inactive_threshold", "consumer_auto_cleanup"), 0.0)
-        self.reject_qos2_publish = bool(_get(raw, "reject_qos2_publish", default=False))
-        self.downgrade_qos2_subscribe = bool(_get(raw, "downgrade_qos2_subscribe", default=False))
+            block_get(raw, "consumer_inactive_threshold", "consumer_auto_cleanup"), 0.0)
+        self.reject_qos2_publish = bool(block_get(raw, "reject_qos2_publish", default=False))
+        self.downgrade_qos2_subscribe = bool(block_get(raw, "downgrade_qos2_subscribe", default=False))
 
     @property
     def auth_override(self):

@@ -13,6 +13,45 @@ from natsd.net.dialer import host_label
 log = logging.getLogger("natsd")
 
 
+def block_get(raw: dict, *names, default=None):
+    """A field of a parsed config block by any of its (lower-case) names."""
+    for k, v in raw.items():
+        if k.lower() in names:
+            return v
+    return default
+
+
+def block_address(raw: dict) -> tuple[str, int]:
+    """(host, port) of a listener block (`websocket {}`, `mqtt {}`): `host`/`net` and `port`,
+    or `listen`; the host defaults to 0.0.0.0 (nats-server's DEFAULT_HOST)."""
+    listen = block_get(raw, "listen")
+    host = str(block_get(raw, "host", "net", default="") or "")
+    port = block_get(raw, "port", default=0) or 0
+    if isinstance(listen, str) and ":" in listen:
+        h, _, p = listen.rpartition(":")
+        host, port = h or host, int(p)
+    elif isinstance(listen, int):
+        port = listen
+    return host or "0.0.0.0", port
+
+
+class ListenerBlock:
+    """What a `websocket {}` and an `mqtt {}` block share, as nats-server reads them: the
+    address, the `tls {}` block, the block's own authorization and no_auth_user."""
+
+    def __init__(self, raw: dict):
+        from natsd.net.tls import ServerTls, TlsSettings, _seconds
+        self.host, self.port = block_address(raw)
+        tls = block_get(raw, "tls")
+        self.tls = ServerTls(TlsSettings(tls)) if tls else None
+        auth = block_get(raw, "authorization", "authentication", default={}) or {}
+        self.username = str(block_get(auth, "user", "username", default="") or "")
+        self.password = str(block_get(auth, "password", "pass", default="") or "")
+        self.token = str(block_get(auth, "token", default="") or "")
+        self.auth_timeout = _seconds(block_get(auth, "timeout"), 0.0)
+        self.no_auth_user = str(block_get(raw, "no_auth_user", default="") or "")
+
+
 def new_nonce():
     return base64.urlsafe_b64encode(os.urandom(11)).decode().rstrip("=")
 

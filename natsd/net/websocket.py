@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 
 from natsd._core.ws import WsCodec
 from natsd.gofmt import go_float
-from natsd.net.tls import ServerTls, TlsSettings, cert_not_after
+from natsd.net.listener import ListenerBlock, block_get
+from natsd.net.tls import cert_not_after
 
 log = logging.getLogger("natsd")
 
@@ -25,47 +26,26 @@ _STATUS_TEXT = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Me
                 500: "Internal Server Error"}
 
 
-def _get(raw, *names, default=None):
-    for k, v in raw.items():
-        if k.lower() in names:
-            return v
-    return default
-
-
-class WsSettings:
+class WsSettings(ListenerBlock):
     """A `websocket {}` block as nats-server reads it."""
 
     def __init__(self, raw):
-        listen = _get(raw, "listen")
-        self.host = str(_get(raw, "host", "net", default="") or "")
-        self.port = _get(raw, "port", default=0) or 0
-        if isinstance(listen, str) and ":" in listen:
-            h, _, p = listen.rpartition(":")
-            self.host, self.port = h or self.host, int(p)
-        self.host = self.host or "0.0.0.0"      # nats-server's setBaselineOptions: DEFAULT_HOST
-        self.advertise = str(_get(raw, "advertise", default="") or "")
-        self.no_tls = bool(_get(raw, "no_tls", default=False))
-        tls = _get(raw, "tls")
-        self.tls = ServerTls(TlsSettings(tls)) if tls else None
-        self.same_origin = bool(_get(raw, "same_origin", default=False))
-        origins = _get(raw, "allowed_origins", "allowed_origin", "allow_origins", "allow_origin",
+        super().__init__(raw)
+        self.advertise = str(block_get(raw, "advertise", default="") or "")
+        self.no_tls = bool(block_get(raw, "no_tls", default=False))
+        self.same_origin = bool(block_get(raw, "same_origin", default=False))
+        origins = block_get(raw, "allowed_origins", "allowed_origin", "allow_origins", "allow_origin",
                        "origins", "origin", default=[]) or []
         self.allowed_origins = [origins] if isinstance(origins, str) else list(origins)
-        self.compression = bool(_get(raw, "compression", "compress", default=False))
+        self.compression = bool(block_get(raw, "compression", "compress", default=False))
         from natsd.net.tls import _seconds
-        self.handshake_timeout = _seconds(_get(raw, "handshake_timeout"), DEFAULT_HANDSHAKE_TIMEOUT)
-        self.handshake_timeout_set = _get(raw, "handshake_timeout") is not None
-        auth = _get(raw, "authorization", "authentication", default={}) or {}
-        self.username = str(_get(auth, "user", "username", default="") or "")
-        self.password = str(_get(auth, "password", "pass", default="") or "")
-        self.token = str(_get(auth, "token", default="") or "")
-        self.auth_timeout = _seconds(_get(auth, "timeout"), 0.0)
-        self.no_auth_user = str(_get(raw, "no_auth_user", default="") or "")
-        self.jwt_cookie = str(_get(raw, "jwt_cookie", default="") or "")
-        self.username_cookie = str(_get(raw, "user_cookie", default="") or "")
-        self.password_cookie = str(_get(raw, "pass_cookie", default="") or "")
-        self.token_cookie = str(_get(raw, "token_cookie", default="") or "")
-        self.headers = dict(_get(raw, "headers", default={}) or {})
+        self.handshake_timeout = _seconds(block_get(raw, "handshake_timeout"), DEFAULT_HANDSHAKE_TIMEOUT)
+        self.handshake_timeout_set = block_get(raw, "handshake_timeout") is not None
+        self.jwt_cookie = str(block_get(raw, "jwt_cookie", default="") or "")
+        self.username_cookie = str(block_get(raw, "user_cookie", default="") or "")
+        self.password_cookie = str(block_get(raw, "pass_cookie", default="") or "")
+        self.token_cookie = str(block_get(raw, "token_cookie", default="") or "")
+        self.headers = dict(block_get(raw, "headers", default={}) or {})
 
     @property
     def auth_override(self):

@@ -7,21 +7,12 @@ import nats
 import pytest
 
 from tests.support import mqttraw as M
-from tests.support.mqttservers import start_mqtt
+from tests.support.mqttservers import on_both
 from tests.support.servers import nats_server_cmd
 
 pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="no nats-server")
 
 TOPICS = ["a/b", "/a", "a/", "a//b", "a.b/c", "x", "sp.$x/y"]
-
-
-def _run(starters, tmp_path, scenario):
-    out = []
-    for kind in ("natsd", "nats-server"):
-        where = tmp_path / kind
-        where.mkdir()
-        out.append(asyncio.run(scenario(start_mqtt(starters[kind], where))))
-    return out
 
 
 def test_mqtt_publishes_reach_nats_subscribers(starters, tmp_path):
@@ -43,7 +34,7 @@ def test_mqtt_publishes_reach_nats_subscribers(starters, tmp_path):
         c.close()
         await nc.close()
         return got
-    natsd, ref = _run(starters, tmp_path, scenario)
+    natsd, ref = on_both(starters, tmp_path, lambda srv: asyncio.run(scenario(srv)))
     assert natsd == ref
     assert natsd[0] == ("a.b", b"p0", {"Nmqtt-Pub": "0"})
     assert [s for s, _, _ in natsd] == ["a.b", "/.a", "a./", "a./.b", "a//b.c", "x", "sp//$x.y"]
@@ -63,7 +54,7 @@ def test_nats_publishes_reach_mqtt_subscribers(starters, tmp_path):
         c.close()
         await nc.close()
         return got
-    natsd, ref = _run(starters, tmp_path, scenario)
+    natsd, ref = on_both(starters, tmp_path, lambda srv: asyncio.run(scenario(srv)))
     assert natsd == ref
     assert natsd[0] == M.publish("a/b", b"a.b") and natsd[-1] == M.publish("h/x", b"with-header")
 
@@ -84,10 +75,6 @@ def test_account_mappings_apply_to_mqtt_publishes(starters, tmp_path):
         watcher.close()
         await nc.close()
         return m.subject, seen
-    out = []
-    for kind in ("natsd", "nats-server"):
-        where = tmp_path / kind
-        where.mkdir()
-        srv = start_mqtt(starters[kind], where, top_extra='mappings { "dev.*.temp": "fleet.temp.{{wildcard(1)}}" }')
-        out.append(asyncio.run(scenario(srv)))
-    assert out[0] == out[1] == ("fleet.temp.7", M.publish("fleet/temp/7", b"21.5"))
+    natsd, ref = on_both(starters, tmp_path, lambda srv: asyncio.run(scenario(srv)),
+                         top_extra='mappings { "dev.*.temp": "fleet.temp.{{wildcard(1)}}" }')
+    assert natsd == ref == ("fleet.temp.7", M.publish("fleet/temp/7", b"21.5"))

@@ -11,19 +11,10 @@ import nats
 import pytest
 
 from tests.support import mqttraw as M
-from tests.support.mqttservers import MQTT_LISTEN, start_mqtt
+from tests.support.mqttservers import MQTT_LISTEN, on_both
 from tests.support.servers import http_json, nats_server_cmd
 
 pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="no nats-server")
-
-
-def _both(starters, tmp_path, scenario, **kw):
-    out = []
-    for kind in ("natsd", "nats-server"):
-        where = tmp_path / kind
-        where.mkdir()
-        out.append(scenario(start_mqtt(starters[kind], where, **kw)))
-    return out
 
 
 @pytest.mark.parametrize("block", ["host: 127.0.0.1", "net: 127.0.0.1", 'listen: "127.0.0.1:-1"'])
@@ -32,7 +23,7 @@ def test_listener_address(starters, tmp_path, block, monkeypatch):
         line = srv.proc.wait_log(MQTT_LISTEN).group(0)
         return line.replace(str(srv.mqtt_port), "PORT")
     monkeypatch.setattr("tests.support.mqttservers.mqtt_conf", _conf_without_port)
-    natsd, ref = _both(starters, tmp_path, scenario, mqtt_extra=block)
+    natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra=block)
     assert natsd == ref == "Listening for MQTT clients on mqtt://127.0.0.1:PORT"
 
 
@@ -57,7 +48,7 @@ def test_block_authorization(starters, tmp_path, block, good, bad):
                 c.send(M.connect("d", **creds))
                 out.append((c.quiet(0.5), c.closed(2)))
         return out
-    natsd, ref = _both(starters, tmp_path, scenario, mqtt_extra=block)
+    natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra=block)
     assert natsd == ref
     assert natsd[0][0] == b"\x20\x02\x00\x00" and natsd[1] == (b"\x20\x02\x00\x05", True)
 
@@ -77,7 +68,7 @@ def test_no_auth_user_binds_its_account(starters, tmp_path):
             await nc.close()
             return ack, msg.data
         return asyncio.run(go())
-    natsd, ref = _both(starters, tmp_path, scenario, mqtt_extra="no_auth_user: b", top_extra=top)
+    natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra="no_auth_user: b", top_extra=top)
     assert natsd == ref == (b"\x20\x02\x00\x00", b"from-mqtt")
 
 
@@ -97,7 +88,7 @@ def test_max_ack_pending_limits_messages_in_flight(starters, tmp_path, key):
         more = c.read_packet()
         varz = http_json(srv.http_port, "/varz")["mqtt"]["max_ack_pending"]
         return first, held, more, varz
-    natsd, ref = _both(starters, tmp_path, scenario, mqtt_extra="%s: 2" % key, args=("-m", "-1"))
+    natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra="%s: 2" % key, args=("-m", "-1"))
     assert natsd == ref
     assert natsd[1] == b"" and natsd[3] == 2
 
@@ -106,7 +97,7 @@ def test_max_ack_pending_limits_messages_in_flight(starters, tmp_path, key):
 def test_ack_wait_alias(starters, tmp_path, block):
     def scenario(srv):
         return http_json(srv.http_port, "/varz")["mqtt"]["ack_wait"]
-    natsd, ref = _both(starters, tmp_path, scenario, mqtt_extra=block, args=("-m", "-1"))
+    natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra=block, args=("-m", "-1"))
     assert natsd == ref == 7_000_000_000
 
 
@@ -134,7 +125,7 @@ def test_consumer_and_stream_settings(starters, tmp_path, block):
                     {k: stream["config"].get(k) for k in ("num_replicas", "subjects",
                                                            "max_msgs_per_subject", "retention")})
         return asyncio.run(look())
-    natsd, ref = _both(starters, tmp_path, scenario, mqtt_extra=block)
+    natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra=block)
     assert natsd == ref
 
 
@@ -148,7 +139,7 @@ def test_js_domain(starters, tmp_path):
             await nc.close()
             return stream["config"]["subjects"]
         return ack, asyncio.run(look())
-    natsd, ref = _both(starters, tmp_path, scenario, mqtt_extra="js_domain: hub",
+    natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra="js_domain: hub",
                        js_extra="domain: hub")
     assert natsd == ref == (b"\x20\x02\x00\x00", ["$MQTT.sess.hub.>"])
 
@@ -166,5 +157,5 @@ def test_tls(starters, tmp_path, pki):
         plain = M.MqttRaw(srv.mqtt_port)
         plain.send(M.connect("plain"))
         return srv.proc.wait_log(MQTT_LISTEN).group(0).split("://")[0], ack, plain.quiet(0.5)[:4] == b"\x20\x02\x00\x00"
-    natsd, ref = _both(starters, tmp_path, scenario, mqtt_extra=block)
+    natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra=block)
     assert natsd == ref == ("Listening for MQTT clients on tls", b"\x20\x02\x00\x00", False)

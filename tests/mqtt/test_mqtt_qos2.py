@@ -5,21 +5,12 @@ PUBCOMP. `reject_qos2_publish` and `downgrade_qos2_subscribe` as configured."""
 import pytest
 
 from tests.support import mqttraw as M
-from tests.support.mqttservers import start_mqtt
+from tests.support.mqttservers import on_both
 from tests.support.servers import nats_server_cmd
 
 pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="no nats-server")
 
 PUBREC, PUBREL, PUBCOMP = 0x50, 0x62, 0x70
-
-
-def _both(starters, tmp_path, scenario, **kw):
-    out = []
-    for kind in ("natsd", "nats-server"):
-        where = tmp_path / kind
-        where.mkdir()
-        out.append(scenario(start_mqtt(starters[kind], where, **kw)))
-    return out
 
 
 def test_qos2_exchange(starters, tmp_path):
@@ -51,7 +42,7 @@ def test_qos2_exchange(starters, tmp_path):
         down = sub.read_packet()
         after = sub.quiet(0.4)
         return [suback, rec1, rec2, early, comp, delivered, rel, ack, rel_again, comp2, down, after]
-    natsd, ref = _both(starters, tmp_path, scenario, mqtt_extra='ack_wait: "1s"')
+    natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra='ack_wait: "1s"')
     assert natsd == ref
     assert natsd == [b"\x90\x04\x00\x01\x02\x01", b"\x50\x02\x00\x05", b"\x50\x02\x00\x05", b"",
                      b"\x70\x02\x00\x05", M.publish("q2/a", b"exactly-once", qos=2, pi=1),
@@ -66,6 +57,6 @@ def test_qos2_options(starters, tmp_path):
         suback = c.read_packet()
         c.send(M.publish("a", b"x", qos=2, pi=1))
         return suback, c.closed(3)
-    natsd, ref = _both(starters, tmp_path, scenario,
+    natsd, ref = on_both(starters, tmp_path, scenario,
                        mqtt_extra="reject_qos2_publish: true\n  downgrade_qos2_subscribe: true")
     assert natsd == ref == (b"\x90\x03\x00\x01\x01", True)

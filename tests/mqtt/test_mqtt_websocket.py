@@ -6,7 +6,7 @@ import socket
 import pytest
 
 from tests.support import mqttraw as M
-from tests.support.mqttservers import start_mqtt
+from tests.support.mqttservers import on_both
 from tests.support.servers import nats_server_cmd
 
 pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="no nats-server")
@@ -37,12 +37,8 @@ def _exchange(port):
 
 
 def test_mqtt_path_upgrade_and_connack(starters, tmp_path):
-    out = []
-    for kind in ("natsd", "nats-server"):
-        where = tmp_path / kind
-        where.mkdir()
-        srv = start_mqtt(starters[kind], where, top_extra="websocket { port: -1, no_tls: true }")
-        out.append(_exchange(int(srv.proc.wait_log(WS_LISTEN).group(1))))
+    out = on_both(starters, tmp_path, lambda srv: _exchange(int(srv.proc.wait_log(WS_LISTEN).group(1))),
+                  top_extra="websocket { port: -1, no_tls: true }")
     assert out[0] == out[1]
     head, frame = out[0]
     assert b"Sec-Websocket-Protocol: mqtt" in head

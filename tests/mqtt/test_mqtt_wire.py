@@ -4,22 +4,12 @@ their packet identifiers), and the same connections are closed for malformed inp
 import pytest
 
 from tests.support import mqttraw as M
-from tests.support.mqttservers import start_mqtt
+from tests.support.mqttservers import on_both
 from tests.support.servers import nats_server_cmd
 
 pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="no nats-server")
 
 KINDS = ["natsd", "nats-server"]
-
-
-def both(starters, tmp_path, scenario, **kw):
-    """scenario(server) on natsd and on nats-server -> (natsd's result, nats-server's)."""
-    out = []
-    for kind in KINDS:
-        where = tmp_path / kind
-        where.mkdir()
-        out.append(scenario(start_mqtt(starters[kind], where, **kw)))
-    return out
 
 
 def test_connack_codes(starters, tmp_path):
@@ -35,7 +25,7 @@ def test_connack_codes(starters, tmp_path):
                 c.send(pkt)
                 got.append((c.quiet(0.4), c.closed(2)))
         return got
-    natsd, ref = both(starters, tmp_path, scenario)
+    natsd, ref = on_both(starters, tmp_path, scenario)
     assert natsd == ref
     assert natsd[0][0] == b"\x20\x02\x00\x00" and natsd[1][0] == b"\x20\x02\x00\x01"
     assert natsd[2][0] == b"\x20\x02\x00\x02" and natsd[3][0] == b"\x20\x02\x00\x02"
@@ -63,7 +53,7 @@ def test_subscribe_publish_and_acks(starters, tmp_path):
         sub.close()
         pub.close()
         return [ack, suback, puback, pong, got, parent]
-    natsd, ref = both(starters, tmp_path, scenario)
+    natsd, ref = on_both(starters, tmp_path, scenario)
     assert natsd == ref
     ack, suback, puback, pong, got, parent = natsd
     assert suback == b"\x90\x07\x00\x07\x00\x01\x80\x80\x01"
@@ -95,7 +85,7 @@ def test_malformed_packets_close_only_that_connection(starters, tmp_path, bad):
         pub.send(M.publish("ok", b"still"))
         delivered = other.read_packet()
         return closed, delivered
-    natsd, ref = both(starters, tmp_path, scenario)
+    natsd, ref = on_both(starters, tmp_path, scenario)
     assert natsd == ref == (True, M.publish("ok", b"still"))
 
 
@@ -104,5 +94,5 @@ def test_first_packet_must_be_connect(starters, tmp_path):
         with M.MqttRaw(srv.mqtt_port) as c:
             c.send(M.PINGREQ)
             return c.quiet(0.3), c.closed(2)
-    natsd, ref = both(starters, tmp_path, scenario)
+    natsd, ref = on_both(starters, tmp_path, scenario)
     assert natsd == ref == (b"", True)

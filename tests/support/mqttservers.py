@@ -37,3 +37,14 @@ def start_mqtt(starter, tmp_path, label="s", mqtt_extra="", top_extra="", args=(
     store = store or tmp_path / (label + "-js")
     conf = mqtt_conf(tmp_path / (label + ".conf"), store, label, mqtt_extra, top_extra, js_extra)
     return MqttServer(starter("-c", conf, "-p", "-1", *args))
+
+
+def on_both(starters, tmp_path, scenario, **kw):
+    """scenario(server) on an MQTT natsd, then on an MQTT nats-server (start_mqtt's keywords,
+    each in its own directory) -> [natsd's result, nats-server's]."""
+    out = []
+    for kind in ("natsd", "nats-server"):
+        where = tmp_path / kind
+        where.mkdir()
+        out.append(scenario(start_mqtt(starters[kind], where, **kw)))
+    return out
