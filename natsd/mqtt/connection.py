@@ -4,6 +4,7 @@ PUBLISH in and out, SUBSCRIBE/UNSUBSCRIBE, keep-alive and the will."""
 from __future__ import annotations
 
 import logging
+from collections import deque
 
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
@@ -34,7 +35,7 @@ class MqttState:
     """The MQTT side of one connection (ClientState.mqtt)."""
 
     __slots__ = ("client_id", "buf", "busy", "connected", "session", "manager", "will",
-                 "keepalive", "keepalive_timer", "subs", "label")
+                 "keepalive", "keepalive_timer", "subs", "label", "acks")
 
     def __init__(self):
         self.client_id = ""
@@ -48,6 +49,9 @@ class MqttState:
         self.keepalive_timer = None
         self.subs: dict[str, Subscription] = {}     # sid -> internal subscription
         self.label = ""
+        # QoS 1 PUBLISHes being stored, in arrival order: [pi, stored]; PUBACKs go out in
+        # this order (MQTT 4.6) as the stores finish
+        self.acks: deque = deque()
 
 
 class MqttProtocol(ProtocolHandler):
@@ -115,13 +119,16 @@ class MqttProtocol(ProtocolHandler):
                                             % (buf[pos] & 0xF0))
                     total = P.packet_total(buf, pos)
                     if total is not None and total > c.max_payload:
-                        self.error(c, "%s: %d vs %d" % ("Maximum Payload Violation", total, c.max_payload))
+                        self.error(c, "maximum payload exceeded: %d vs %d" % (total, c.max_payload))
                         c.schedule_close("Maximum Payload Exceeded")
                         return
                 got = P.split_packet(buf, pos)
                 if got is None:
                     break
                 first, start, end = got
+                if m.acks and not _pipelined(first):
+                    m.busy = True               # the PUBACKs before it go out first
+                    break
                 pos = end
                 self._packet(c, first, start, end)
         except (P.PacketError, TopicError) as e:
@@ -136,7 +143,7 @@ class MqttProtocol(ProtocolHandler):
         P.check_fixed_header(ptype, flags, end - start)
         r = P.Reader(bytes(m.buf[start:end]), 0, end - start)
         if ptype == P.PUBLISH:
-            self._wait(c, self._publish(c, flags, r))
+            self._publish(c, flags, r)
         elif ptype == P.PUBACK:
             self._puback(c, r.uint16("packet identifier"))
         elif ptype == P.PINGREQ:
@@ -334,6 +341,8 @@ class MqttProtocol(ProtocolHandler):
         return subject, subject_to_topic(subject)
 
     def _publish(self, c, flags, r):
+        """A PUBLISH: QoS 0 goes out at once; QoS 1 goes out and is stored, its PUBACK sent
+        in order once stored while the next PUBLISHes go on; QoS 2 is kept until its PUBREL."""
         m = c.state.mqtt
         qos = (flags & P.PUB_QOS) >> 1
         if qos > 2:
@@ -351,12 +360,12 @@ class MqttProtocol(ProtocolHandler):
             if pi == 0:
                 raise P.PacketError("with QoS=%d, packet identifier cannot be 0" % qos)
         payload = r.rest()
-        hdr = S.publish_header(qos)
-        if len(hdr) + len(payload) > c.max_payload:
-            self.error(c, "Maximum Payload Violation")
+        # the NATS message's size: the Nmqtt-Pub header, and for QoS 2 the subject's too
+        total = 25 + len(payload) + (17 + len(subject) if qos == 2 else 0)
+        if total > c.max_payload:
+            self.error(c, "maximum payload exceeded: %d vs %d" % (total, c.max_payload))
             c.schedule_close("Maximum Payload Exceeded")
-            raise Closed()
-        retain = bool(flags & P.PUB_RETAIN)
+            return
         c.in_msgs += 1
         c.in_bytes += len(payload)
         if not self.mqtt.can_publish(c, subject):
@@ -366,12 +375,52 @@ class MqttProtocol(ProtocolHandler):
                 c.send_bytes(P.pi_packet(P.PUBACK, pi))
             return
         if qos == 2:
-            yield from self._stage_qos2(c, flags, subject, pi, payload)
-            c.send_bytes(P.pi_packet(P.PUBREC, pi))
+            self._wait(c, self._stage_qos2(c, flags, subject, pi, payload))
             return
-        yield from self._deliver(c, m.manager, topic, subject, payload, qos, retain)
+        self._route(c, m.manager, topic, subject, payload, qos, bool(flags & P.PUB_RETAIN))
         if qos == 1:
-            c.send_bytes(P.pi_packet(P.PUBACK, pi))
+            entry = [pi, False]
+            m.acks.append(entry)
+            self._store(m.manager, subject, payload, qos, lambda _, e: self._stored(c, entry, e))
+
+    def _stored(self, c, entry, error):
+        """A QoS 1 PUBLISH is in `$MQTT_msgs`: the PUBACKs whose turn it is go out."""
+        if c.closed:
+            return
+        if error is not None:
+            self.error(c, str(error))
+            c.schedule_close("Protocol Violation")
+            return
+        entry[1] = True
+        m = c.state.mqtt
+        while m.acks and m.acks[0][1]:
+            c.send_bytes(P.pi_packet(P.PUBACK, m.acks.popleft()[0]))
+        if not m.acks and m.busy and not c.closing:
+            m.busy = False
+            self._process(c)
+
+    def _route(self, c, manager, topic, subject, payload, qos, retain, source=""):
+        """nats-server's mqttInitiateMsgDelivery, its first half: to NATS (and the MQTT QoS 0
+        subscribers), and the retained copy."""
+        publish(manager.account.sublist, subject, None, S.publish_header(qos), payload)
+        if retain:
+            st = c.state if c is not None else None
+            rm = S.Retained(subject.decode("utf-8", "surrogateescape"), topic, (qos << 1) | 1,
+                            manager.jsa.id, source or (st.user if st is not None else ""), payload)
+            manager.store_retained(rm, lambda _, e: e is not None and log.error(
+                "unable to store retained message for account %s, subject %s: %s",
+                go_quote(manager.account.name), go_quote(rm.subject), e))
+
+    def _store(self, manager, subject, payload, qos, done):
+        """Its second half: into `$MQTT_msgs` for the QoS 1/2 subscribers' consumers."""
+        manager.jsa.store(S.MSGS_PREFIX + subject.decode("utf-8", "surrogateescape"),
+                          S.publish_header(qos), payload, done)
+
+    def _deliver(self, c, manager, topic, subject, payload, qos, retain, source=""):
+        """A step: route a message and, at QoS 1/2, wait for it to be stored."""
+        self._route(c, manager, topic, subject, payload, qos, retain, source)
+        if qos:
+            yield lambda done: self._store(manager, subject, payload, qos, done)
 
     # ---- QoS 2 in: PUBLISH kept until PUBREL, once per packet identifier ----
 
@@ -388,6 +437,7 @@ class MqttProtocol(ProtocolHandler):
         except Exception as e:
             if "maximum messages per subject exceeded" not in str(e):
                 raise
+        c.send_bytes(P.pi_packet(P.PUBREC, pi))
 
     def _pubrel(self, c, pi):
         """The PUBREL of a QoS 2 PUBLISH: deliver what was kept (once), then PUBCOMP."""
@@ -477,22 +527,6 @@ class MqttProtocol(ProtocolHandler):
             {"stream_name": S.OUT_STREAM, "config": cc}, done)
         sess.tmaxack += max_pending
         sess.pubrel = cc
-
-    def _deliver(self, c, manager, topic, subject, payload, qos, retain, source=""):
-        """nats-server's mqttInitiateMsgDelivery: to NATS (and MQTT QoS 0 subscribers), to
-        `$MQTT_msgs` for QoS 1/2 subscribers, and the retained copy."""
-        hdr = S.publish_header(qos)
-        publish(manager.account.sublist, subject, None, hdr, payload)
-        if retain:
-            st = c.state if c is not None else None
-            rm = S.Retained(subject.decode("utf-8", "surrogateescape"), topic, (qos << 1) | 1,
-                            manager.jsa.id, source or (st.user if st is not None else ""), payload)
-            manager.store_retained(rm, lambda _, e: e is not None and log.error(
-                "unable to store retained message for account %r, subject %r: %s",
-                manager.account.name, rm.subject, e))
-        if qos:
-            yield lambda done: manager.jsa.store(S.MSGS_PREFIX + subject.decode("utf-8", "surrogateescape"),
-                                                 hdr, payload, done)
 
     # ---- SUBSCRIBE / UNSUBSCRIBE ----
 
@@ -771,3 +805,10 @@ class Closed(Exception):
 def _valid_name(name: str) -> bool:
     """nats-server's isValidName: no spaces or control characters' kin, not empty."""
     return bool(name) and not any(ch in " \t\r\n" for ch in name)
+
+
+def _pipelined(first: int) -> bool:
+    """Packets that may pass PUBACKs still owed: PUBLISH at QoS 0 or 1, and PUBACK (it
+    answers nothing)."""
+    ptype = first & 0xF0
+    return ptype == P.PUBACK or (ptype == P.PUBLISH and (first & P.PUB_QOS) >> 1 < 2)

@@ -8,9 +8,13 @@ NATS form and are refused.
 """
 from __future__ import annotations
 
+import re
+
 SEP = ord("/")
 DOT = ord(".")
 _REFUSED = {ord(" "), ord("\t"), ord("\n"), ord("\r"), ord("\f"), 0x7f}
+# what makes a topic more than levels joined by `/` (then the character walk decides)
+_PLAIN = re.compile(rb"[ \t\n\r\f\x7f.+#]|//|^/|/$")
 
 
 class TopicError(ValueError):
@@ -46,6 +50,8 @@ def _convert(topic: bytes, wildcards_ok: bool) -> bytes:
 
 def topic_to_subject(topic: bytes) -> bytes:
     """A PUBLISH topic (no wildcards) as the subject NATS subscribers see."""
+    if _PLAIN.search(topic) is None:
+        return topic.replace(b"/", b".")        # the common case: levels only
     return _convert(topic, False)
 
 
