@@ -138,7 +138,8 @@ def conn_info(c, now, mono_now, opts, closed=False):
     ci["out_msgs"] = c.out_msgs
     ci["in_bytes"] = c.in_bytes
     ci["out_bytes"] = c.out_bytes
-    ci["subscriptions"] = len(c.subs)
+    subs = subscriptions_of(c)
+    ci["subscriptions"] = len(subs)
     for key, val in (("name", st.name), ("lang", st.lang), ("version", st.version)):
         if val:
             ci[key] = val
@@ -155,13 +156,12 @@ def conn_info(c, now, mono_now, opts, closed=False):
             ci["authorized_user"] = user
         if acc and acc != GLOBAL:
             ci["account"] = acc
-    if c.subs:
+    if subs:
         if opts.subscriptions_detail:
             ci["subscriptions_list_detail"] = [
-                sub_detail(s, c.cid, acc if closed else None) for s in c.subs.values()]
+                sub_detail(s, c.cid, acc if closed else None) for s in subs]
         elif opts.subscriptions:
-            ci["subscriptions_list"] = [s.subject.decode("utf-8", "replace")
-                                        for s in c.subs.values()]
+            ci["subscriptions_list"] = [s.subject.decode("utf-8", "replace") for s in subs]
     if opts.auth:
         jwt = _redact_bearer((st.connect or {}).get("jwt") or "")
         if jwt:
@@ -314,6 +314,15 @@ def _selected(c, account_of, acc_name, opts):
     if opts.user and connz_auth_user(c.state) != opts.user:
         return False
     return not opts.mqtt_client or mqtt_client_id(c) == opts.mqtt_client
+
+
+def subscriptions_of(c) -> list:
+    """A connection's subscriptions: a client's own, or an MQTT client's (its filters, their
+    parent levels, its consumers' deliver subjects), as nats-server lists them."""
+    m = getattr(c.state, "mqtt", None)
+    if m is not None:
+        return list(m.subs.values())
+    return list(c.subs.values())
 
 
 def mqtt_client_id(c) -> str:

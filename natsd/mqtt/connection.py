@@ -506,11 +506,7 @@ class MqttProtocol(ProtocolHandler):
         m = c.state.mqtt
         inbox = S.PUBREL_DELIVERY_PREFIX + sess.id_hash
         if inbox not in m.subs:
-            s = Subscription(None, inbox.encode(), b"", None, self._deliver_pubrel)
-            s.sid = inbox.encode()
-            s.data = [c]
-            m.subs[inbox] = s
-            c.sublist.insert(s)
+            self._add_sub(c, inbox, inbox, self._deliver_pubrel, [c])
         if sess.pubrel is not None:
             return
         settings = self.mqtt.settings
@@ -615,14 +611,20 @@ class MqttProtocol(ProtocolHandler):
         m = c.state.mqtt
         s = m.subs.get(sid)
         if s is None:
-            s = Subscription(None, subject.encode(), b"", None, self._deliver_qos0)
-            s.sid = sid.encode()
-            s.data = [c, qos, is_reserved_filter(subject)]
-            m.subs[sid] = s
-            c.sublist.insert(s)
-            self.server.interest_added(c.state.account, s)
+            self._add_sub(c, subject, sid, self._deliver_qos0, [c, qos, is_reserved_filter(subject)])
         else:
             s.data[1] = qos
+
+    def _add_sub(self, c, subject, sid, handler, data):
+        """One of the connection's subscriptions: delivered to `handler`, listed under the
+        connection (/connz, /subsz), `data` for the handler."""
+        s = Subscription(None, subject.encode(), b"", None, handler)
+        s.sid = sid.encode()
+        s.owner = c
+        s.data = data
+        c.state.mqtt.subs[sid] = s
+        c.sublist.insert(s)
+        self.server.interest_added(c.state.account, s)
 
     def _js_consumer(self, c, sess, subject, sid, qos, from_packet):
         """The durable consumer of a QoS 1 subscription and the subscription on its deliver
@@ -662,12 +664,8 @@ class MqttProtocol(ProtocolHandler):
             sess.cons[sid] = cc
         inbox = cc["deliver_subject"]
         if inbox not in m.subs:
-            s = Subscription(None, inbox.encode(), b"", None, self._deliver_qos12)
-            s.sid = inbox.encode()
-            s.data = [c, qos, is_reserved_filter(subject), cc["durable_name"]]
-            m.subs[inbox] = s
-            c.sublist.insert(s)
-            self.server.interest_added(c.state.account, s)
+            self._add_sub(c, inbox, inbox, self._deliver_qos12,
+                          [c, qos, is_reserved_filter(subject), cc["durable_name"]])
 
     def _drop_inbox(self, c, cc):
         s = c.state.mqtt.subs.pop(cc["deliver_subject"], None)

@@ -15,7 +15,7 @@ def _observe(start, where):
     srv = start_mqtt(start, where, mqtt_extra="ack_wait: \"45s\"\n  max_ack_pending: 100",
                      args=("-m", "-1"))
     c, _ = M.connected(srv.mqtt_port, "dev-42")
-    c.send(M.subscribe(1, [("a/b", 0)]))
+    c.send(M.subscribe(1, [("a/b", 0), ("q/#", 1)]))
     c.read_packet()
     connz = http_json(srv.http_port, "/connz?mqtt_client=dev-42")
     none = http_json(srv.http_port, "/connz?mqtt_client=other")
@@ -35,6 +35,8 @@ def test_connz_and_varz(starters, tmp_path):
     assert list(entry[0]) == list(rentry[0])
     assert entry[0]["type"] == rentry[0]["type"] == "mqtt"
     assert entry[0]["mqtt_client"] == rentry[0]["mqtt_client"] == "dev-42"
+    # a.b, q.> and q (the parent level of q/#), and the deliver subjects of q's two consumers
+    assert entry[0]["subscriptions"] == rentry[0]["subscriptions"] == 5
     assert none["num_connections"] == rnone["num_connections"] == 0
     mq, rmq = varz["mqtt"], rvarz["mqtt"]
     assert list(mq) == list(rmq)
