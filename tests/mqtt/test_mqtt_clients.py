@@ -1,6 +1,6 @@
 """Real MQTT client libraries against natsd: paho-mqtt over TCP (QoS 0/1/2, a retained
-message, a will, a persistent session) with a NATS service answering on the other side, and
-paho over WebSocket (`websocket {}`'s `/mqtt` path, the `mqtt` subprotocol)."""
+message, a will) with a NATS service answering on the other side, paho over WebSocket
+(`websocket {}`'s `/mqtt` path, the `mqtt` subprotocol), and aiomqtt on asyncio."""
 import asyncio
 import queue
 import threading
@@ -95,3 +95,28 @@ def test_paho_over_websocket(natsd, tmp_path):
     for c in (sub, pub):
         c.disconnect()
         c.loop_stop()
+
+
+def test_aiomqtt_asyncio_client(natsd, tmp_path):
+    """aiomqtt (asyncio): a QoS 2 publish reaches a NATS subscriber, a NATS publish reaches
+    its QoS 1 subscription."""
+    import aiomqtt
+    srv = start_mqtt(natsd, tmp_path)
+
+    async def scenario():
+        nc = await nats.connect(srv.url)
+        inbox = await nc.subscribe("sensors.>")
+        await nc.flush()
+        async with aiomqtt.Client("127.0.0.1", port=srv.mqtt_port, identifier="aio-1") as client:
+            await client.subscribe("alerts/#", qos=1)
+            await client.publish("sensors/t1", b"20.5", qos=2)
+            got = await inbox.next_msg(timeout=5)
+            await nc.publish("alerts.fire", b"now")
+            async for message in client.messages:
+                alert = (str(message.topic), message.payload, message.qos)
+                break
+        await nc.close()
+        return (got.subject, got.data, got.headers), alert
+    nats_side, mqtt_side = asyncio.run(asyncio.wait_for(scenario(), 20))
+    assert nats_side == ("sensors.t1", b"20.5", {"Nmqtt-Pub": "2"})
+    assert mqtt_side == ("alerts/fire", b"now", 0)

@@ -159,3 +159,25 @@ def test_tls(starters, tmp_path, pki):
         return srv.proc.wait_log(MQTT_LISTEN).group(0).split("://")[0], ack, plain.quiet(0.5)[:4] == b"\x20\x02\x00\x00"
     natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra=block)
     assert natsd == ref == ("Listening for MQTT clients on tls", b"\x20\x02\x00\x00", False)
+
+
+def test_tls_verify_and_map(starters, tmp_path, pki):
+    """The client certificate names the user (verify_and_map): a device with a certificate
+    mapped to a user connects, one whose certificate maps to nobody gets 0x05."""
+    cert, key = pki["server"]
+    block = ('tls { cert_file: "%s", key_file: "%s", ca_file: "%s", verify_and_map: true }'
+             % (cert, key, pki["ca"]))
+    users = 'authorization { users: [ {user: "CN=leaf"} ] }'
+
+    def scenario(srv):
+        out = []
+        for who in ("leaf", "nobody"):
+            ctx = ssl.create_default_context(cafile=pki["ca"])
+            ctx.load_cert_chain(*pki[who])
+            with socket.create_connection(("127.0.0.1", srv.mqtt_port), timeout=5) as raw:
+                with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                    tls.sendall(M.connect("dev-" + who))
+                    out.append(tls.recv(4))
+        return out
+    natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra=block, top_extra=users)
+    assert natsd == ref == [b"\x20\x02\x00\x00", b"\x20\x02\x00\x05"]
