@@ -9,9 +9,10 @@ messages) lives in JetStream streams of the client's account, in nats-server's n
 - jsa.py         the JetStream requests MQTT makes for an account
 - packets.py     the packet codec
 - topics.py      topics and subjects, both ways
+- sparkplug.py   Sparkplug B's BIRTH certificates and DEATH timestamps
 - tasks.py       steps that wait for JetStream, written as generators
 
 The core hands an MQTT connection's bytes to the handler (`Connection.raw_reader`); deliveries
-reach MQTT subscribers through internal subscriptions. QoS 2 is not served yet: a QoS 2
-PUBLISH or PUBREL closes the connection with an error, a QoS 2 subscription is granted QoS 1.
+reach MQTT subscribers through internal subscriptions (owned by the connection, so /connz and
+/subsz list them under it).
 """

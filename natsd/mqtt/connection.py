@@ -11,6 +11,7 @@ from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
 from natsd.ids import random_token
 from natsd.mqtt import packets as P
+from natsd.mqtt import sparkplug
 from natsd.mqtt import sessions as S
 from natsd.mqtt.tasks import run
 from natsd.mqtt.topics import (TopicError, filter_to_subject, is_reserved_filter,
@@ -377,7 +378,7 @@ class MqttProtocol(ProtocolHandler):
         if qos == 2:
             self._wait(c, self._stage_qos2(c, flags, subject, pi, payload))
             return
-        self._route(c, m.manager, topic, subject, payload, qos, bool(flags & P.PUB_RETAIN))
+        self._route(c, m.manager, topic, subject, payload, flags)
         if qos == 1:
             entry = [pi, False]
             m.acks.append(entry)
@@ -399,26 +400,39 @@ class MqttProtocol(ProtocolHandler):
             m.busy = False
             self._process(c)
 
-    def _route(self, c, manager, topic, subject, payload, qos, retain, source=""):
+    def _route(self, c, manager, topic, subject, payload, flags, source=""):
         """nats-server's mqttInitiateMsgDelivery, its first half: to NATS (and the MQTT QoS 0
-        subscribers), and the retained copy."""
+        subscribers), and the retained copy (`flags`: the PUBLISH flags)."""
+        qos = (flags & P.PUB_QOS) >> 1
         publish(manager.account.sublist, subject, None, S.publish_header(qos), payload)
+        retain = bool(flags & P.PUB_RETAIN)
+        birth, _, certificate = sparkplug.birth_death(topic)
+        if retain == (birth and not certificate):
+            return              # nothing to retain (or, as on nats-server, a retained BIRTH)
         if retain:
-            st = c.state if c is not None else None
-            rm = S.Retained(subject.decode("utf-8", "surrogateescape"), topic, (qos << 1) | 1,
-                            manager.jsa.id, source or (st.user if st is not None else ""), payload)
-            manager.store_retained(rm, lambda _, e: e is not None and log.error(
-                "unable to store retained message for account %s, subject %s: %s",
-                go_quote(manager.account.name), go_quote(rm.subject), e))
+            key = subject
+        else:                   # a Sparkplug BIRTH: kept, and sent, as its certificate
+            topic = sparkplug.certificate_topic(topic)
+            key = topic_to_subject(topic)
+            flags |= P.PUB_RETAIN
+            if payload:
+                manager.jsa.send(key.decode("utf-8", "surrogateescape"), payload)
+        st = c.state if c is not None else None
+        rm = S.Retained(key.decode("utf-8", "surrogateescape"), topic, flags, manager.jsa.id,
+                        source or (st.user if st is not None else ""), payload)
+        manager.store_retained(rm, lambda _, e: e is not None and log.error(
+            "unable to store retained message for account %s, subject %s: %s",
+            go_quote(manager.account.name), go_quote(rm.subject), e))
 
     def _store(self, manager, subject, payload, qos, done):
         """Its second half: into `$MQTT_msgs` for the QoS 1/2 subscribers' consumers."""
         manager.jsa.store(S.MSGS_PREFIX + subject.decode("utf-8", "surrogateescape"),
                           S.publish_header(qos), payload, done)
 
-    def _deliver(self, c, manager, topic, subject, payload, qos, retain, source=""):
+    def _deliver(self, c, manager, topic, subject, payload, flags, source=""):
         """A step: route a message and, at QoS 1/2, wait for it to be stored."""
-        self._route(c, manager, topic, subject, payload, qos, retain, source)
+        self._route(c, manager, topic, subject, payload, flags, source)
+        qos = (flags & P.PUB_QOS) >> 1
         if qos:
             yield lambda done: self._store(manager, subject, payload, qos, done)
 
@@ -459,7 +473,8 @@ class MqttProtocol(ProtocolHandler):
                 raise RuntimeError("invalid message in QoS2 PUBREL stream")
             retain = len(value) > 1 and bool(int(value[1:2], 16) & P.PUB_RETAIN)
             payload = base64.b64decode(msg.get("data") or "")
-            yield from self._deliver(c, manager, subject_to_topic(subject), subject, payload, 2, retain)
+            yield from self._deliver(c, manager, subject_to_topic(subject), subject, payload,
+                                     (2 << 1) | (P.PUB_RETAIN if retain else 0))
         finally:
             if not c.closed:
                 c.send_bytes(P.pi_packet(P.PUBCOMP, pi))
@@ -718,7 +733,7 @@ class MqttProtocol(ProtocolHandler):
         payload = bytes(payload)
         if not self.mqtt.can_deliver(c, subject):
             return
-        self._write_publish(c, 0, 0, False, False, subject_to_topic(bytes(subject)), payload)
+        self._write_live(c, 0, 0, False, subject_to_topic(bytes(subject)), payload)
 
     def _deliver_qos12(self, sub, subject, reply, hdr, payload, origin=None):
         c, sub_qos, reserved, durable = sub.data
@@ -739,7 +754,7 @@ class MqttProtocol(ProtocolHandler):
                              or S.DEFAULT_MAX_ACK_PENDING)
         if not pi:
             return
-        self._write_publish(c, pi, qos, dup, False, subject_to_topic(stripped), bytes(payload))
+        self._write_live(c, pi, qos, dup, subject_to_topic(stripped), bytes(payload))
 
     def _send_retained(self, c, sess, subject, sub_qos):
         for rm in sess.manager.retained_for(subject):
@@ -752,6 +767,17 @@ class MqttProtocol(ProtocolHandler):
                 if not pi:
                     qos = 0
             self._write_publish(c, pi, qos, False, True, rm.topic, rm.msg)
+
+    def _write_live(self, c, pi, qos, dup, topic, payload):
+        """A delivery as it happens: a Sparkplug certificate of a BIRTH goes out retained (at
+        QoS 0), a DEATH with the current time (nats-server's mqttEnqueuePublishMsgTo)."""
+        retain = False
+        birth, death, certificate = sparkplug.birth_death(topic)
+        if birth and qos == 0:
+            retain = certificate
+        elif death and not certificate:
+            payload = sparkplug.with_death_timestamp(payload)
+        self._write_publish(c, pi, qos, dup, retain, topic, payload)
 
     def _write_publish(self, c, pi, qos, dup, retain, topic, payload):
         _, head = P.publish_header(pi, qos, dup, retain, topic, len(payload))
@@ -787,7 +813,8 @@ class MqttProtocol(ProtocolHandler):
         if m.will is not None and manager is not None:
             w, m.will = m.will, None
             if self.mqtt.can_publish(c, w.subject):
-                run(self._deliver(None, manager, w.topic, w.subject, w.message, w.qos, w.retain,
+                run(self._deliver(None, manager, w.topic, w.subject, w.message,
+                                  (w.qos << 1) | (P.PUB_RETAIN if w.retain else 0),
                                   source=st.user))
         self.server.close_connection(c, self._prefix(c))
 

@@ -35,7 +35,7 @@ def _start_leaf(kind, tmp_path, name, hub_port, extra=""):
     with open(conf, "w") as f:
         f.write('server_name: %s\n%s\nleafnodes { remotes [ { url: "nats://127.0.0.1:%d" } ] }\n'
                 % (name, extra, hub_port))
-    p = ServerProcess(list(_cmd(kind)) + ["-c", conf, "-p", "-1", "-a", "127.0.0.1"]).wait_ready()
+    p = ServerProcess(list(_cmd(kind)) + ["-c", conf, "-p", "-1", "-a", "127.0.0.1", "-m", "-1"]).wait_ready()
     p.wait_log("Leafnode connection created")
     return p
 
@@ -78,6 +78,8 @@ def test_leaf_on_one_server_reaches_the_cluster(tmp_path, kinds, leaf):
             await nb.flush()
             wait_interest([a], "from.leaf")
             wait_interest([b], "to.leaf")
+            # the leaf sends what its hub has interest in: B's subscription must have reached it
+            assert poll(lambda: carries(lp, "from.leaf"), 10)
             await nb.publish("to.leaf", b"down", headers={"H": "1"})
             await nl.publish("from.leaf", b"up")
             await nb.flush()
