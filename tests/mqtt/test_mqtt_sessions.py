@@ -3,11 +3,14 @@ what was published for them while they were away, a session is taken over by a n
 with its client id, wills go out when a client vanishes, retained messages reach new
 subscribers, and all of it survives a kill -9 of the server. Each scenario runs against
 natsd and nats-server and the packets must be the same."""
+import itertools
+
 import pytest
 
 from tests.support import mqttraw as M
 from tests.support.mqttservers import start_mqtt
 from tests.support.servers import nats_server_cmd
+from tests.support.waiting import poll
 
 pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="no nats-server")
 
@@ -16,6 +19,22 @@ def _without_pi(pkt):
     """A QoS 1 PUBLISH with its packet identifier zeroed."""
     tlen = int.from_bytes(pkt[2:4], "big")
     return pkt[:4 + tlen] + b"\0\0" + pkt[6 + tlen:]
+
+
+_SUBSCRIBERS = itertools.count()
+
+
+def _retained_after_restart(srv):
+    """(SUBACK and the two retained messages, what came after them) for a new subscriber to
+    r/+, or None when the retained messages did not come."""
+    sub, _ = M.connected(srv.mqtt_port, "sub2-%d" % next(_SUBSCRIBERS))
+    sub.send(M.subscribe(1, [("r/+", 0)]))
+    try:
+        return [sub.read_packet()] + sorted(sub.read_packets(2, timeout=1)), sub.quiet(0.3)
+    except (TimeoutError, OSError):
+        return None
+    finally:
+        sub.close()
 
 
 def _both(starters, tmp_path, scenario):
@@ -40,6 +59,8 @@ def test_persistent_session_gets_what_was_published_while_away(starters, tmp_pat
             pub.send(M.publish("t/%d" % i, b"m%d" % i, qos=1, pi=i + 1))
             pub.read_packet()
         pub.send(M.publish("z", b"qos0-lost"))
+        pub.send(M.PINGREQ)                         # the QoS 0 message has gone by
+        pub.read_packet()
         c, ack2 = M.connected(srv.mqtt_port, "dev", clean=False)
         got = c.read_packets(3)
         lost = c.quiet(0.3)
@@ -129,10 +150,11 @@ def test_retained_messages_reach_new_subscribers_and_survive_kill9(starters, tmp
         else:
             srv.proc.stop()
         srv = start_mqtt(start, where)
-        sub, _ = M.connected(srv.mqtt_port, "sub2")
-        sub.send(M.subscribe(1, [("r/+", 0)]))
-        after = [sub.read_packet()] + sorted(sub.read_packets(2))
-        gone = sub.quiet(0.3)
+        # nats-server loads the retained messages after its first client's CONNACK: a
+        # subscriber that comes too soon misses them, so ask again until they are there
+        got = poll(lambda: _retained_after_restart(srv), 15)
+        assert got, "the retained messages never reached a new subscriber after the restart"
+        after, gone = got
         kept, ack = M.connected(srv.mqtt_port, "keep", clean=False)
         return before, after, gone, ack
     natsd, ref = _both(starters, tmp_path, scenario)
