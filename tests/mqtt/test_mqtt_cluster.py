@@ -14,10 +14,12 @@ def _mqtt_port(member):
 
 
 def _led_by_others(member, gone):
-    """Whether every MQTT stream has a leader other than `gone`, as `member` sees them."""
+    """Whether every MQTT stream and consumer has a leader other than `gone`, as `member`
+    sees them."""
     jsz = http_json(member.proc.http_port, "/jsz?streams=true&consumers=true")
     streams = [s for d in jsz.get("account_details", []) for s in d.get("stream_detail", [])]
-    leaders = [s.get("cluster", {}).get("leader") for s in streams]
+    groups = streams + [c for s in streams for c in s.get("consumer_detail") or []]
+    leaders = [g.get("cluster", {}).get("leader") for g in groups]
     return len(streams) == 5 and all(x and x != gone for x in leaders)
 
 
@@ -45,12 +47,13 @@ def test_device_session_survives_its_server(tmp_path):
         a.proc.wait_log("Closing because a remote connection has started with the same client ID")
         moved.close()
         kill9(a)
-        poll(lambda: _led_by_others(b, a.name), 20)         # the streams a led have new leaders
+        # the streams and consumers a led have new leaders
+        assert poll(lambda: _led_by_others(b, a.name), 30)
         svc.send(M.publish("dev/1/cmd", b"reboot", qos=1, pi=2))
         assert svc.read_packet(15) == b"\x40\x02\x00\x02"
         again, ack = M.connected(_mqtt_port(b), "device-1", clean=False)
         assert ack == b"\x20\x02\x01\x00"
-        got = again.read_packet(15)
+        got = again.read_packet(30)
         assert got == M.publish("dev/1/cmd", b"reboot", qos=1, pi=1, dup=bool(got[0] & 0x08))
         again.send(M.puback(1))
         viewer, _ = M.connected(_mqtt_port(b), "viewer")
