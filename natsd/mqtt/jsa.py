@@ -18,7 +18,6 @@ API_TIMEOUT = 5.0                       # nats-server's mqttDefaultJSAPITimeout
 
 # the request kinds, the reply subject's fourth token (nats-server's mqttJSA* constants)
 STREAM_CREATE = "SC"
-STREAM_UPDATE = "SU"
 STREAM_LOOKUP = "SL"
 CONSUMER_CREATE = "CC"
 CONSUMER_DELETE = "CD"
@@ -52,7 +51,7 @@ class Jsa:
         self.id = server_hash
         self.domain = domain
         self.prefix = REPLIES_PREFIX + server_hash + "."
-        self.waiting: dict[bytes, tuple] = {}      # reply subject -> (callback, timer, raw)
+        self.waiting: dict[bytes, tuple] = {}      # reply subject -> (callback, timer)
         self.next_token = 0
         self.timeout = API_TIMEOUT
         self.sub = Subscription(None, (self.prefix + ">").encode(), b"", None, self._answer)
@@ -69,10 +68,10 @@ class Jsa:
             entry[1].cancel()
         self.waiting.clear()
 
-    def api(self, kind: str, subject: str, body, done, hdr: bytes | None = None, raw=False,
+    def api(self, kind: str, subject: str, body, done, hdr: bytes | None = None,
             client_hash: str = ""):
         """A request to `subject` (a `$JS.API.` one gets the domain prefix); done(answer, error)
-        with the decoded JSON answer (the raw message with `raw`), or an error: JsApiError,
+        with the decoded JSON answer, or an error: JsApiError,
         JsTimeout."""
         if subject.startswith("$JS.API.") and self.domain:
             subject = "$JS.%s.API.%s" % (self.domain, subject[len("$JS.API."):])
@@ -80,7 +79,7 @@ class Jsa:
         reply = ("%s%s.%s%d" % (self.prefix, kind, client_hash + "." if client_hash else "",
                                 self.next_token)).encode()
         timer = self.server.loop.call_later(self.timeout, self._timed_out, reply)
-        self.waiting[reply] = (done, timer, raw)
+        self.waiting[reply] = (done, timer)
         payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         publish(self.account.sublist, subject.encode(), reply, hdr, payload)
 
@@ -97,11 +96,8 @@ class Jsa:
         entry = self.waiting.pop(bytes(subject), None)
         if entry is None:
             return
-        done, timer, raw = entry
+        done, timer = entry
         timer.cancel()
-        if raw:
-            done((hdr, payload), None)
-            return
         try:
             answer = json.loads(payload) if payload else {}
         except ValueError:

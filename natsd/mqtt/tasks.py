@@ -26,24 +26,3 @@ def run(gen, done=None):
         call(step)
     step()
 
-
-def gather(calls):
-    """A call that makes several calls at once and answers with their (value, error) pairs,
-    in order."""
-    def call(done):
-        results = [None] * len(calls)
-        left = [len(calls)]
-        if not calls:
-            done([], None)
-            return
-
-        def one(i):
-            def finished(value, error):
-                results[i] = (value, error)
-                left[0] -= 1
-                if left[0] == 0:
-                    done(results, None)
-            return finished
-        for i, c in enumerate(calls):
-            c(one(i))
-    return call
