@@ -126,48 +126,81 @@ def test_a_new_leader_takes_each_publish_once():
     assert fwd.fresh([a], "p1") == [a] and not fwd.taken and not fwd.taking_until
 
 
-def test_a_publish_both_held_and_forwarded_to_a_new_leader_is_proposed_once():
-    """A server in its grace second after a step-down holds a publish that reaches its own
-    subscription, while the routes take the same publish to the leader, which is handing its
-    leadership back to this server and holds its copy too. Once this server leads, it
-    proposes what it held, and the old leader forwards its copy: one proposal. (Its own held
-    publishes once skipped the new leader's check; a full-suite run stored a message twice.)
-    The real ReplicatedStream.on_publish and Forwarder; the Raft group records proposals."""
+def _grace_replica():
+    """A ReplicatedStream that led group S-1 as p1 and stepped down to p2, in its grace
+    second: the real on_publish and Forwarder; the Raft group records proposals, the system
+    account what is forwarded, the loop its timers. -> (replica, proposed, published, timers)."""
     import time
     from types import SimpleNamespace
     from natsd.jetstream.replicated import forward as F
     from natsd.raft.node import NotLeader
-    from natsd.jetstream.replicated.streams import ReplicatedStream, decode_batch
-    proposed, timers = [], []
+    from natsd.jetstream.replicated.streams import ReplicatedStream
+    proposed, published, timers = [], [], []
+    node = SimpleNamespace(transfer_to=None, term=3, leader="p2", role="follower")
 
     def propose_many(entries):
-        if not leads[0]:
-            raise NotLeader("")
+        if node.leader != "p1":
+            raise NotLeader(node.leader)
         proposed.extend(entries)
         return len(proposed)
-    leads = [False]
-    system = SimpleNamespace(subscribe=lambda subject, cb: subject, unsubscribe=lambda sub: None)
+    system = SimpleNamespace(subscribe=lambda subject, cb: subject, unsubscribe=lambda sub: None,
+                             publish=lambda subject, payload: published.append((subject, payload)))
     loop = SimpleNamespace(call_later=lambda delay, fn, *a: timers.append(fn) or SimpleNamespace(cancel=lambda: None))
     replica = SimpleNamespace(server=SimpleNamespace(system=system, loop=loop), group_name="S-1",
                               meta=SimpleNamespace(peer="p1"), jsa=SimpleNamespace(name="A"),
                               stream=SimpleNamespace(name="R", closed=False), pending={},
-                              group=SimpleNamespace(stopped=False, propose_many=propose_many,
-                                                    node=SimpleNamespace(transfer_to=None, term=3, leader="p2")),
-                              is_leader=lambda: leads[0])
+                              group=SimpleNamespace(stopped=False, propose_many=propose_many, node=node),
+                              is_leader=lambda: node.leader == "p1")
     replica.on_publish = lambda sub, msgs, taker=None: ReplicatedStream.on_publish(replica, sub, msgs, taker)
     fwd = replica.forwarder = F.Forwarder(replica)
+    fwd.forward_until, fwd.successor = time.monotonic() + 60, ""   # stepped down (no ack catcher here)
+    fwd.leader_now("p2")
+    return replica, proposed, published, timers
+
+
+def test_what_the_grace_second_took_goes_to_the_successor_only():
+    """A server in its grace second after a step-down (to p2) holds a publish that reached
+    its own subscription; the routes took the same publish to p2 too. Only p2 can tell the
+    two copies apart, so the held one goes to p2 and nowhere else. If p2 handed leadership
+    back before it went (a full-suite run: p2 proposed its copy, then this server, leading
+    again, proposed its own: stored twice), it is dropped, as when leadership moved on to a
+    third server; p2's copy is the one in the log. If nobody else led since, this server
+    proposes it."""
+    from natsd.jetstream.replicated import forward as F
+    from natsd.jetstream.replicated.streams import decode_batch
     a = (b"r.1", b"_INBOX.a", None, b"1", None)
 
-    fwd.forward_until = time.monotonic() + 60          # in its grace second
+    replica, proposed, published, timers = _grace_replica()
+    fwd = replica.forwarder
     replica.on_publish(object(), [a])                   # its own subscription: refused, held
-    assert fwd.held == [a[:4] + ("p1",)] and proposed == []
-    leads[0] = True                                     # it leads again
-    fwd.leading()
-    timers.pop()()                                      # _settle: it proposes what it held
-    for payload in F.encode([a]):                       # the old leader's copy
-        fwd._forwarded(None, b"$JSC.FWD.S-1.p1.p2", None, None, payload, None)
-    assert len(proposed) == 1, "the publish was proposed %d times" % len(proposed)
-    assert [bytes(m[3]) for m in decode_batch(proposed[0], None)[1]] == [b"1"]
+    assert fwd.grace_held == [a[:4] + ("p1",)] and not fwd.held and proposed == []
+    timers.pop()()                                      # _settle: p2 leads, it goes there
+    assert [(subj, [m[:4] for m in F.decode(p)]) for subj, p in published] == [("$JSC.FWD.S-1.p2.p1", [a[:4]])]
+    assert not fwd.grace_held
+
+    for then in ("p1", "p3"):                           # back to it, or on to a third server
+        replica, proposed, published, timers = _grace_replica()
+        fwd = replica.forwarder
+        replica.on_publish(object(), [a])
+        replica.group.node.leader = then                # p2 handed on before the settle
+        fwd.leader_now(then)
+        timers.pop()()
+        assert proposed == [] and published == [] and not fwd.grace_held, then
+        if then == "p1":                                # p2 may still forward a copy it held
+            fwd.leading()
+            for payload in F.encode([a]):
+                fwd._forwarded(None, b"$JSC.FWD.S-1.p1.p2", None, None, payload, None)
+            assert [bytes(m[3]) for m in decode_batch(proposed[0], None)[1]] == [b"1"] and len(proposed) == 1
+
+    replica, proposed, published, timers = _grace_replica()
+    fwd = replica.forwarder
+    fwd.successor = ""                                  # no leader heard of since it stepped down
+    replica.group.node.leader = ""
+    replica.on_publish(object(), [a])
+    replica.group.node.leader = "p1"                    # and it leads again: nobody else took it
+    fwd.leader_now("p1")
+    timers.pop()()
+    assert len(proposed) == 1 and not fwd.grace_held
 
 
 def test_a_new_leader_drops_a_reply_only_when_another_server_took_it():
@@ -178,8 +211,10 @@ def test_a_new_leader_drops_a_reply_only_when_another_server_took_it():
     one run of six, and that publish was dropped unanswered (seen in R3 async publish from a
     follower's clients: 299,999 of 300,000 stored, nats-server storing all)."""
     import time
+    from types import SimpleNamespace
     from natsd.jetstream.replicated import forward as F
     fwd = F.Forwarder.__new__(F.Forwarder)             # fresh() needs nothing else of it
+    fwd.replica = SimpleNamespace(meta=SimpleNamespace(peer="p1"))
     fwd.taken, fwd.taking_until = {}, time.monotonic() + 60
     one = (b"r.1", b"_INBOX.x.AAAAAA", None, b"1", None)
     again = (b"r.1", b"_INBOX.x.AAAAAA", None, b"2", None)
@@ -192,7 +227,10 @@ def test_a_new_leader_drops_a_reply_only_when_another_server_took_it():
         [(b"r.1", b"_INBOX.x.CCCCCC", None, b"5", None)] * 2
     assert fwd.fresh([(b"r.1", b"_INBOX.x.CCCCCC", None, b"5", None)], "p1") == []
     fwd.taking_until = time.monotonic() - 1             # the window is over: all pass, forgotten
-    assert fwd.fresh([one, one], "p3") == [one, one] and fwd.taken == {}
+    assert fwd.fresh([one, one], "p1") == [one, one] and fwd.taken == {}
+    # a forwarded batch opens it again: copies of what an old leader still forwards may come
+    assert fwd.fresh([other], "p2") == [other] and fwd.taking_until > time.monotonic() + F.HOLD_FOR / 2
+    assert fwd.fresh([other, one], "p1") == [one]
 
 
 def test_held_publishes_go_on_with_the_server_that_took_them():
@@ -267,7 +305,8 @@ def test_a_leader_that_stepped_down_forwards_only_what_can_be_told_apart():
     account_subs[0].handler(account_subs[0], [ack])
     assert fwd.acks == [ack]
     fwd.refused([with_reply, without], "p1")
-    assert fwd.held == [with_reply, without, with_reply]
+    assert fwd.held == [with_reply, without] and fwd.grace_held == [with_reply], \
+        "in the grace second: only what has a reply, for the successor"
     [grace_over] = [fn for delay, fn in timers if delay == F.GRACE]
     grace_over()
     assert not fwd.forwarding()

@@ -155,8 +155,11 @@ def check_acked(member, acked, state):
     have = stored(member, state["last_seq"])
     for seq, payload in acked.items():
         assert have.get(seq) == payload, "acked seq %d: stored %r, acked %r" % (seq, have.get(seq), payload)
-    payloads = list(have.values())
-    assert len(payloads) == len(set(payloads)), "a message is stored twice"
+    seqs_of = {}
+    for seq, payload in have.items():
+        seqs_of.setdefault(payload, []).append(seq)
+    twice = {p: seqs for p, seqs in seqs_of.items() if len(seqs) > 1}
+    assert not twice, "stored twice (payload: sequences): %r; acked: %r" % (twice, acked)
 
 
 def stream_elections(members):

@@ -12,7 +12,12 @@ within HOLD_FOR, they are dropped as before (the publishers retry).
 Once it has stepped down, the old leader keeps the stream's subscription for GRACE seconds
 more: the other servers route publishes to it until they hear it unsubscribed, and those
 would otherwise be dropped on arrival. It forwards those that carry a reply (the ones the
-new leader can tell apart, below); a publish without one is dropped, as before.
+new leader can tell apart, below); a publish without one is dropped, as before. They go to
+its successor only, the first leader after it: that one may have taken the same publishes
+through its own subscription, and only it can tell the two copies apart. If leadership has
+moved on again by then (to a third server, or back to this one: a step-down during the grace
+second), the successor may have proposed them already, so they are dropped (their publishers
+retry, as when nobody leads).
 
 A consumer with a Raft group of its own (natsd/jetstream/replicated/consumergroup.py) hands its acks on
 the same way, through a Forwarder of its group's, catching `$JS.ACK.<stream>.<consumer>.>`.
@@ -28,8 +33,10 @@ client's ack may reach both: the new leader over a route, and this server's catc
 
 For a moment both may have the stream's subscription (the new leader subscribed, the old one
 has not yet heard of it), and a server routing a publish then sends it to both. So a new
-leader notes the reply subjects of the publishes it takes in its first HOLD_FOR seconds, per
-taker, and drops one whose reply it already took from another taker: one publish reaches a
+leader notes the reply subjects of the publishes it takes, per taker, in its first
+HOLD_FOR + GRACE seconds and for HOLD_FOR seconds after each forwarded batch (copies keep
+coming while an old leader forwards), and drops one whose reply it already took from another
+taker: one publish reaches a
 server's subscription once, so two with one reply from the same taker are two publishes
 (nats.go's async publishes draw six random characters per reply, and a fast publisher repeats
 one within seconds). A publish without a reply cannot be told apart.
@@ -123,7 +130,9 @@ class Forwarder:
 
     def __init__(self, replica):
         self.replica = replica
-        self.held = []
+        self.held = []                  # handing leadership on: publishes for whoever leads next
+        self.grace_held = []            # stepped down: publishes for the successor only
+        self.successor = None           # stepped down: the first leader since ("" unknown yet)
         self.acks = []                  # acks held for the next leader, as messages
         self.since = 0.0
         self.timer = None
@@ -144,7 +153,7 @@ class Forwarder:
             if t is not None:
                 t.cancel()
         self.timer = self.unsubscribe_timer = None
-        self.held, self.acks = [], []
+        self.held, self.grace_held, self.acks = [], [], []
         for sub in self.subs:
             self.replica.server.system.unsubscribe(sub)
 
@@ -153,11 +162,17 @@ class Forwarder:
         its consumers unsubscribe, so that the routes never hear the stream's acks have
         nobody here."""
         self.forward_until = time.monotonic() + GRACE
+        self.successor = ""
         if self.unsubscribe_timer is not None:
             self.unsubscribe_timer.cancel()
         self.unsubscribe_timer = self.replica.server.loop.call_later(GRACE, self._grace_over)
         if self.late_acks is None or self.late_acks.local_only:
             self._catch_late_acks(local_only=False)
+
+    def leader_now(self, leader):
+        """The group has a leader again (this server's stream heard of each change)."""
+        if leader and self.successor == "":
+            self.successor = leader
 
     def forwarding(self):
         return time.monotonic() < self.forward_until
@@ -206,18 +221,21 @@ class Forwarder:
         if self.replica.group.node.transfer_to:
             self.hold(msgs, taker)
         elif self.forwarding():
-            self.hold([m for m in msgs if m[1]], taker)
+            self._keep(self.grace_held, [m for m in msgs if m[1]], "publishes", taker)
 
     def leading(self):
         """This server just became the group's leader."""
         self._drop_late_acks()          # its consumers subscribe again
         self.taken = {}
-        self.taking_until = time.monotonic() + HOLD_FOR
+        self.taking_until = time.monotonic() + HOLD_FOR + GRACE
 
     def fresh(self, msgs, taker):
         """A new leader's publishes that `taker`'s subscription took -> those no other taker
-        gave it already (all of them once its first HOLD_FOR seconds are over)."""
-        if time.monotonic() >= self.taking_until:
+        gave it already (all of them once it stopped noting: see the module's text)."""
+        now = time.monotonic()
+        if taker != self.replica.meta.peer:
+            self.taking_until = max(self.taking_until, now + HOLD_FOR)
+        elif now >= self.taking_until:
             self.taking_until, self.taken = 0.0, {}
             return msgs
         others = [seen for who, seen in self.taken.items() if who != taker]
@@ -261,11 +279,18 @@ class Forwarder:
         self.timer = None
         r = self.replica
         node = r.group.node
-        if r.group.stopped or not (self.held or self.acks):
-            self.held, self.acks = [], []
+        if r.group.stopped or not (self.held or self.grace_held or self.acks):
+            self.held, self.grace_held, self.acks = [], [], []
             return
+        self.leader_now(node.leader)    # (the stream may not have heard of it yet)
+        if self.grace_held and node.leader and node.leader != self.successor:
+            log.debug("JetStream stream '%s > %s': dropped %d publishes its grace second took: "
+                      "%s leads, not %s", r.jsa.name, r.stream.name, len(self.grace_held), node.leader,
+                      self.successor)
+            self.grace_held = []
         if r.is_leader() and not node.transfer_to:
-            held, acks, self.held, self.acks = self.held, self.acks, [], []
+            held = self.held + self.grace_held     # grace_held: nobody else led since
+            acks, self.held, self.grace_held, self.acks = self.acks, [], [], []
             for taker, msgs in by_taker(held):
                 r.on_publish(None, msgs, taker)
             if acks:
@@ -273,17 +298,18 @@ class Forwarder:
             return
         leader = node.leader if not r.is_leader() else ""
         if leader and leader != r.meta.peer:
-            for taker, msgs in by_taker(self.held):
+            for taker, msgs in by_taker(self.held + self.grace_held):
                 for payload in encode(msgs):
                     r.server.system.publish(subject(r.group_name, leader, taker), payload)
             for payload in encode(self.acks):
                 r.server.system.publish(ack_subject(r.group_name, leader), payload)
-            self.held, self.acks = [], []
+            self.held, self.grace_held, self.acks = [], [], []
             return
         if time.monotonic() - self.since > HOLD_FOR:
             log.warning("JetStream stream '%s > %s': dropped %d publishes and %d acks held while "
-                        "no leader took over", r.jsa.name, r.stream.name, len(self.held), len(self.acks))
-            self.held, self.acks = [], []
+                        "no leader took over", r.jsa.name, r.stream.name,
+                        len(self.held) + len(self.grace_held), len(self.acks))
+            self.held, self.grace_held, self.acks = [], [], []
             return
         self.timer = r.server.loop.call_later(RETRY, self._settle)
 

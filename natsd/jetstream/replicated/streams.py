@@ -271,7 +271,7 @@ class ReplicatedStream:
         in its grace second after a step-down holds what reaches its own subscription while
         the routes take it to the leader too)."""
         taker = taker or self.meta.peer
-        if self.forwarder.taking_until:
+        if self.forwarder.taking_until or taker != self.meta.peer:
             msgs = self.forwarder.fresh(msgs, taker)
         if self.stream.closed or not msgs:
             return
@@ -462,6 +462,7 @@ class ReplicatedStream:
             self.forwarder.hold_acks(self.consumers.stop_all())
             self.stream.stop_sourcing()
             self.deferred = []
+        self.forwarder.leader_now(leader)
         self.jsa.claim(self.stream.name, me)
         self.stream.resubscribe()
         if me:
