@@ -27,6 +27,13 @@ $(OPENSSL_H):
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q libssl-dev >/dev/null || \
 	  (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q libssl-dev >/dev/null)
 
+# tests/mqtt/test_mqtt_mosquitto.py drives Eclipse Mosquitto's clients (Debian: mosquitto-clients)
+MOSQUITTO := /usr/bin/mosquitto_sub
+$(MOSQUITTO):
+	@echo "installing mosquitto-clients (MQTT clients the tests use)"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q mosquitto-clients >/dev/null || \
+	  (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q mosquitto-clients >/dev/null)
+
 natsd/_core/.built: $(STAMP) $(CORE) setup.py | $(OPENSSL_H)
 	$(PY) setup.py -q build_ext --inplace
 	touch $@
@@ -39,7 +46,7 @@ run: build
 # Two workers: most tests wait on servers' timers, not on the CPU (one file per worker at a
 # time, so a file's servers and fixtures stay together). Tests marked `alone` run afterwards.
 TEST_WORKERS ?= 2
-test: build
+test: build | $(MOSQUITTO)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 -m "not alone"
 	$(PY) -m pytest -q -m alone
 
