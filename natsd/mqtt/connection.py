@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 
+from natsd._core.mqttwire import publish_qos0_run
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
@@ -123,6 +124,14 @@ class MqttProtocol(ProtocolHandler):
                         self.error(c, "maximum payload exceeded: %d vs %d" % (total, c.max_payload))
                         c.schedule_close("Maximum Payload Exceeded")
                         return
+                if m.connected and pos < len(buf) and buf[pos] == _PLAIN_QOS0 and self._plain_runs(c):
+                    end, count, nbytes = publish_qos0_run(buf, pos, m.manager.account.sublist,
+                                                          _QOS0_HEADER, c.max_payload)
+                    if end != pos:
+                        c.in_msgs += count
+                        c.in_bytes += nbytes
+                        pos = end
+                        continue
                 got = P.split_packet(buf, pos)
                 if got is None:
                     break
@@ -137,6 +146,12 @@ class MqttProtocol(ProtocolHandler):
             c.schedule_close("Protocol Violation")
             return
         del buf[:pos]
+
+    def _plain_runs(self, c):
+        """Whether this connection's QoS 0 PUBLISHes may take the core's run
+        (natsd/_core/mqttwire.pyx): nothing of theirs to check or map here."""
+        acc = c.state.account
+        return c.state.perms is None and (acc is None or not acc.mappings)
 
     def _packet(self, c, first, start, end):
         m = c.state.mqtt
@@ -427,7 +442,7 @@ class MqttProtocol(ProtocolHandler):
     def _store(self, manager, subject, payload, qos, done):
         """Its second half: into `$MQTT_msgs` for the QoS 1/2 subscribers' consumers."""
         manager.jsa.store(S.MSGS_PREFIX + subject.decode("utf-8", "surrogateescape"),
-                          S.publish_header(qos), payload, done)
+                          S.publish_header(qos), payload, done, decoded=False)
 
     def _deliver(self, c, manager, topic, subject, payload, flags, source=""):
         """A step: route a message and, at QoS 1/2, wait for it to be stored."""
@@ -830,6 +845,10 @@ class Closed(Exception):
 def _valid_name(name: str) -> bool:
     """nats-server's isValidName: no spaces or control characters' kin, not empty."""
     return bool(name) and not any(ch in " \t\r\n" for ch in name)
+
+
+_PLAIN_QOS0 = P.PUBLISH                 # the first byte of a QoS 0 PUBLISH without DUP or RETAIN
+_QOS0_HEADER = S.publish_header(0)
 
 
 def _pipelined(first: int) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from time import monotonic
 
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
@@ -51,7 +52,10 @@ class Jsa:
         self.id = server_hash
         self.domain = domain
         self.prefix = REPLIES_PREFIX + server_hash + "."
-        self.waiting: dict[bytes, tuple] = {}      # reply subject -> (callback, timer)
+        # reply subject -> (callback, deadline, whether the answer is decoded), oldest first:
+        # one timer for all of them (_sweep), not one per request
+        self.waiting: dict[bytes, tuple] = {}
+        self.sweeper = None
         self.next_token = 0
         self.timeout = API_TIMEOUT
         self.sub = Subscription(None, (self.prefix + ">").encode(), b"", None, self._answer)
@@ -64,22 +68,24 @@ class Jsa:
     def close(self):
         self.sub.closed = True
         self.account.sublist.remove(self.sub)
-        for entry in self.waiting.values():
-            entry[1].cancel()
+        if self.sweeper is not None:
+            self.sweeper.cancel()
+            self.sweeper = None
         self.waiting.clear()
 
     def api(self, kind: str, subject: str, body, done, hdr: bytes | None = None,
-            client_hash: str = ""):
+            client_hash: str = "", decoded: bool = True):
         """A request to `subject` (a `$JS.API.` one gets the domain prefix); done(answer, error)
-        with the decoded JSON answer, or an error: JsApiError,
-        JsTimeout."""
+        with the decoded JSON answer (its bytes when not `decoded`: an error is still found),
+        or an error: JsApiError, JsTimeout."""
         if subject.startswith("$JS.API.") and self.domain:
             subject = "$JS.%s.API.%s" % (self.domain, subject[len("$JS.API."):])
         self.next_token += 1
         reply = ("%s%s.%s%d" % (self.prefix, kind, client_hash + "." if client_hash else "",
                                 self.next_token)).encode()
-        timer = self.server.loop.call_later(self.timeout, self._timed_out, reply)
-        self.waiting[reply] = (done, timer)
+        self.waiting[reply] = (done, monotonic() + self.timeout, decoded)
+        if self.sweeper is None:
+            self.sweeper = self.server.loop.call_later(self.timeout, self._sweep)
         payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         publish(self.account.sublist, subject.encode(), reply, hdr, payload)
 
@@ -87,17 +93,29 @@ class Jsa:
         """A message with no answer wanted (acks to consumers)."""
         publish(self.account.sublist, subject.encode(), None, hdr, payload)
 
-    def _timed_out(self, reply):
-        entry = self.waiting.pop(reply, None)
-        if entry is not None:
-            entry[0](None, JsTimeout())
+    def _sweep(self):
+        """The requests whose time is up get JsTimeout; the timer is set for the next."""
+        self.sweeper = None
+        now = monotonic()
+        late = []
+        for reply, (_, deadline, _) in self.waiting.items():
+            if deadline > now:
+                break
+            late.append(reply)
+        for reply in late:
+            self.waiting.pop(reply)[0](None, JsTimeout())
+        if self.waiting:
+            first = next(iter(self.waiting.values()))[1]
+            self.sweeper = self.server.loop.call_later(max(0.001, first - now), self._sweep)
 
     def _answer(self, sub, subject, reply, hdr, payload, origin=None):
         entry = self.waiting.pop(bytes(subject), None)
         if entry is None:
             return
-        done, timer = entry
-        timer.cancel()
+        done, _, decoded = entry
+        if not decoded and b'"error"' not in payload:
+            done(bytes(payload), None)  # a PubAck nobody reads but for its error
+            return
         try:
             answer = json.loads(payload) if payload else {}
         except ValueError:
@@ -121,10 +139,11 @@ class Jsa:
         self.api(CONSUMER_DELETE, "$JS.API.CONSUMER.DELETE.%s.%s" % (stream, name), b"", done)
 
     def store(self, subject: str, hdr: bytes | None, payload: bytes, done, kind=MSG_STORE,
-              client_hash: str = ""):
-        """Publish into a stream and wait for its PubAck (done(ack, error)). A session record
-        names its client id hash in the reply subject, for the other servers to see."""
-        self.api(kind, subject, payload, done, hdr=hdr, client_hash=client_hash)
+              client_hash: str = "", decoded: bool = True):
+        """Publish into a stream and wait for its PubAck (done(ack, error); not `decoded`: its
+        bytes). A session record names its client id hash in the reply subject, for the other
+        servers to see."""
+        self.api(kind, subject, payload, done, hdr=hdr, client_hash=client_hash, decoded=decoded)
 
     def load_last(self, stream: str, subject: str, done):
         self.api(MSG_LOAD, "$JS.API.STREAM.MSG.GET." + stream, {"last_by_subj": subject}, done)

@@ -40,6 +40,42 @@ def test_mqtt_publishes_reach_nats_subscribers(starters, tmp_path):
     assert [s for s, _, _ in natsd] == ["a.b", "/.a", "a./", "a./.b", "a//b.c", "x", "sp//$x.y"]
 
 
+def test_a_burst_of_publishes_keeps_its_order_and_subjects(starters, tmp_path):
+    """One write of many PUBLISHes, plain QoS 0 ones (natsd publishes runs of those in its
+    core, natsd/_core/mqttwire.pyx) between ones that need more: topics converted specially,
+    QoS 1, a retained one, a Sparkplug topic, non-ASCII UTF-8, a packet split across two
+    writes. NATS subscribers get them all in order, as from nats-server."""
+    plain = [M.publish("s/%d/t" % i, b"p%d" % i) for i in range(6)]
+    burst = [plain[0], plain[1], M.publish("a.b/c", b"dots"), plain[2], M.publish("q/1", b"one", qos=1, pi=7),
+             plain[3], M.publish("r/k", b"kept", retain=True), M.publish("spBv1.0/g/NDATA/n", b"spark"),
+             M.publish("caf\u00e9/x".encode(), b"utf8"), M.publish("/lead", b"lead"), plain[4],
+             M.publish("t", b""), plain[5]]
+    data = b"".join(burst)
+
+    async def scenario(srv):
+        nc = await nats.connect(srv.url)
+        sub = await nc.subscribe(">")
+        await nc.flush()
+        c, _ = M.connected(srv.mqtt_port, "burst")
+        cut = len(data) - 3             # the last packet's end comes in a second write
+        c.send(data[:cut])
+        c.send(data[cut:])
+        assert c.read_packet() == M.pi_packet(0x40, 7)
+        got = []
+        while len(got) < len(burst):
+            m = await sub.next_msg(timeout=5)
+            if not m.subject.startswith("$"):
+                got.append((m.subject, m.data, dict(m.headers or {})))
+        c.close()
+        await nc.close()
+        return got
+    natsd, ref = on_both(starters, tmp_path, lambda srv: asyncio.run(scenario(srv)))
+    assert natsd == ref
+    assert [s for s, _, _ in natsd] == ["s.0.t", "s.1.t", "a//b.c", "s.2.t", "q.1", "s.3.t", "r.k",
+                                        "spBv1//0.g.NDATA.n", "caf\u00e9.x", "/.lead", "s.4.t", "t", "s.5.t"]
+    assert natsd[0] == ("s.0.t", b"p0", {"Nmqtt-Pub": "0"}) and natsd[4][2] == {"Nmqtt-Pub": "1"}
+
+
 def test_nats_publishes_reach_mqtt_subscribers(starters, tmp_path):
     async def scenario(srv):
         c, _ = M.connected(srv.mqtt_port, "sub")
