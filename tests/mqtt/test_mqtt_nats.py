@@ -15,19 +15,17 @@ pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="no nats-serve
 TOPICS = ["a/b", "/a", "a/", "a//b", "a.b/c", "x", "sp.$x/y"]
 
 
-def test_mqtt_publishes_reach_nats_subscribers(starters, tmp_path):
+def mqtt_to_nats(starters, tmp_path, send, count):
+    """send(mqtt client) on each server, a NATS subscriber to `>` watching -> what it got
+    (subject, data, headers; `$` subjects left out) on natsd, the same as on nats-server."""
     async def scenario(srv):
         nc = await nats.connect(srv.url)
         sub = await nc.subscribe(">")
         await nc.flush()
         c, _ = M.connected(srv.mqtt_port, "pub")
-        for i, topic in enumerate(TOPICS):
-            qos = i % 2
-            c.send(M.publish(topic, b"p%d" % i, qos=qos, pi=i + 1 if qos else 0))
-            if qos:
-                c.read_packet()
+        send(c)
         got = []
-        while len(got) < len(TOPICS):
+        while len(got) < count:
             m = await sub.next_msg(timeout=5)
             if not m.subject.startswith("$"):
                 got.append((m.subject, m.data, dict(m.headers or {})))
@@ -36,6 +34,17 @@ def test_mqtt_publishes_reach_nats_subscribers(starters, tmp_path):
         return got
     natsd, ref = on_both(starters, tmp_path, lambda srv: asyncio.run(scenario(srv)))
     assert natsd == ref
+    return natsd
+
+
+def test_mqtt_publishes_reach_nats_subscribers(starters, tmp_path):
+    def send(c):
+        for i, topic in enumerate(TOPICS):
+            qos = i % 2
+            c.send(M.publish(topic, b"p%d" % i, qos=qos, pi=i + 1 if qos else 0))
+            if qos:
+                c.read_packet()
+    natsd = mqtt_to_nats(starters, tmp_path, send, len(TOPICS))
     assert natsd[0] == ("a.b", b"p0", {"Nmqtt-Pub": "0"})
     assert [s for s, _, _ in natsd] == ["a.b", "/.a", "a./", "a./.b", "a//b.c", "x", "sp//$x.y"]
 
@@ -52,25 +61,12 @@ def test_a_burst_of_publishes_keeps_its_order_and_subjects(starters, tmp_path):
              M.publish("t", b""), plain[5]]
     data = b"".join(burst)
 
-    async def scenario(srv):
-        nc = await nats.connect(srv.url)
-        sub = await nc.subscribe(">")
-        await nc.flush()
-        c, _ = M.connected(srv.mqtt_port, "burst")
+    def send(c):
         cut = len(data) - 3             # the last packet's end comes in a second write
         c.send(data[:cut])
         c.send(data[cut:])
         assert c.read_packet() == M.pi_packet(0x40, 7)
-        got = []
-        while len(got) < len(burst):
-            m = await sub.next_msg(timeout=5)
-            if not m.subject.startswith("$"):
-                got.append((m.subject, m.data, dict(m.headers or {})))
-        c.close()
-        await nc.close()
-        return got
-    natsd, ref = on_both(starters, tmp_path, lambda srv: asyncio.run(scenario(srv)))
-    assert natsd == ref
+    natsd = mqtt_to_nats(starters, tmp_path, send, len(burst))
     assert [s for s, _, _ in natsd] == ["s.0.t", "s.1.t", "a//b.c", "s.2.t", "q.1", "s.3.t", "r.k",
                                         "spBv1//0.g.NDATA.n", "caf\u00e9.x", "/.lead", "s.4.t", "t", "s.5.t"]
     assert natsd[0] == ("s.0.t", b"p0", {"Nmqtt-Pub": "0"}) and natsd[4][2] == {"Nmqtt-Pub": "1"}
