@@ -455,6 +455,9 @@ class Stream:
             if hdr:
                 if len(hdr) > MAX_HDR:
                     raise E.error("JSStreamHeaderExceedsMaximumErr")
+            if hdr and (self.counting or self.scheduling or b"Nats-" in hdr):
+                # (a header block without a Nats- key asks nothing of the stream: the keys
+                # are matched as sent, as nats-server's sliceHeader does; MQTT's Nmqtt-Pub)
                 if self.counting and not payload and not sourced and not self.scheduling:
                     # headers of nothing but `Nats-Incr: <n>` (a counter's every publish): no
                     # other header rule can apply, the stream only adds the increment up
