@@ -289,6 +289,12 @@ class MqttProtocol(ProtocolHandler):
             raise RuntimeError("unable to connect: %s" % e) from None
         if c.closing or c.closed:
             raise Closed()
+        if manager.jailed(cid):
+            # its connection was replaced less than a second ago: as nats-server, this one
+            # is held for the jail's second and closed, with no CONNACK
+            yield lambda done: self.server.loop.call_later(S.FLAPPER_JAIL, done, None, None)
+            c.schedule_close("Duplicate Client ID")
+            raise Closed()
         # an existing session: taken over (its connection closed), or restored from its record
         try:
             sess, exists = yield manager.create_or_restore(cid)
@@ -303,6 +309,7 @@ class MqttProtocol(ProtocolHandler):
                 present = True
             old = sess.conn
             if old is not None and old is not c and not old.closed:
+                manager.replaced(cid)
                 old.state.mqtt.will = None
                 log.warning("%sReplacing old client %s since both have the same client ID %s",
                             self._prefix(c), self.mqtt.conn_label(old), go_quote(cid))
@@ -409,8 +416,12 @@ class MqttProtocol(ProtocolHandler):
             return
         entry[1] = True
         m = c.state.mqtt
-        while m.acks and m.acks[0][1]:
-            c.send_bytes(P.pi_packet(P.PUBACK, m.acks.popleft()[0]))
+        acks = m.acks
+        if acks and acks[0][1]:
+            out = []
+            while acks and acks[0][1]:
+                out.append(P.pi_packet(P.PUBACK, acks.popleft()[0]))
+            c.send_bytes(b"".join(out))
         if not m.acks and m.busy and not c.closing:
             m.busy = False
             self._process(c)
@@ -822,6 +833,7 @@ class MqttProtocol(ProtocolHandler):
         m.subs.clear()
         if sess is not None and sess.conn is c:
             sess.conn = None
+            manager.settled(sess.id)
             if sess.clean:
                 manager.remove(sess)
                 run(_clear(sess))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from time import monotonic
 
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
@@ -43,6 +44,7 @@ RETAINED_ORIGIN = "Nmqtt-ROrigin"
 RETAINED_FLAGS = "Nmqtt-RFlags"
 RETAINED_SOURCE = "Nmqtt-RSource"
 
+FLAPPER_JAIL = 1.0                      # nats-server's mqttSessFlappingJailDur
 DEFAULT_ACK_WAIT = 30.0
 DEFAULT_MAX_ACK_PENDING = 1024
 MAX_ACK_TOTAL = 0xFFFF
@@ -340,6 +342,31 @@ class AccountSessions:
         self.subs: list[Subscription] = []
         self.retained_count = 0             # messages the retained consumer sent
         self.retained_waiter = None
+        self.flappers: dict[str, float] = {}   # client id -> when its connection was replaced
+
+    # ---- client ids that flap between connections (nats-server's flappers) ----
+
+    def replaced(self, client_id: str):
+        """A connection of `client_id` gave way to another one: a further connection with it
+        within FLAPPER_JAIL seconds is held that long and closed (two applications sharing
+        a client id and reconnecting at once would otherwise take turns without end)."""
+        now = monotonic()
+        for cid in [cid for cid, when in self.flappers.items() if now - when > FLAPPER_JAIL]:
+            del self.flappers[cid]
+        self.flappers[client_id] = now
+
+    def jailed(self, client_id: str) -> bool:
+        when = self.flappers.get(client_id)
+        if when is None:
+            return False
+        if monotonic() - when > FLAPPER_JAIL:
+            del self.flappers[client_id]
+            return False
+        return True
+
+    def settled(self, client_id: str):
+        """The connection bound to `client_id`'s session ended by itself."""
+        self.flappers.pop(client_id, None)
 
     def session_subject(self, id_hash: str) -> str:
         return SESS_PREFIX + self.domain_token + id_hash
@@ -474,6 +501,7 @@ class AccountSessions:
         self.remove(sess)
         c, sess.conn = sess.conn, None
         if c is not None and not c.closed:
+            self.replaced(sess.id)
             log.warning("%sClosing because a remote connection has started with the same client ID: %s",
                         self.mqtt.proto._prefix(c), go_quote(sess.id))
             c.state.mqtt.will = None

@@ -119,6 +119,31 @@ def test_takeover_and_will(starters, tmp_path):
     assert natsd == (True, b"\x20\x02\x00\x00", b"", M.publish("will/dup", b"gone-2"), b"")
 
 
+def test_a_client_id_flapping_between_connections_is_jailed_for_a_second(starters, tmp_path):
+    """nats-server's flappers: once a connection of a client id was replaced by another, a
+    third connection with that id within a second gets no CONNACK and is closed after being
+    held for that second; the connection in place is untouched, and a connection after the
+    second takes over as usual."""
+    def scenario(start, where):
+        srv = start_mqtt(start, where)
+        first, ack_first = M.connected(srv.mqtt_port, "flap")
+        second, ack_second = M.connected(srv.mqtt_port, "flap")
+        first_closed = first.closed(3)
+        third = M.MqttRaw(srv.mqtt_port)
+        third.send(M.connect("flap"))
+        third_got = third.quiet(3)              # ends when the server closes it
+        third_closed = third.closed(1)
+        second.send(M.PINGREQ)
+        second_alive = second.read_packet()
+        fourth, ack_fourth = M.connected(srv.mqtt_port, "flap")  # the second is over by now
+        return ack_first, ack_second, first_closed, third_got, third_closed, second_alive, \
+            ack_fourth, second.closed(3)
+    natsd, ref = _both(starters, tmp_path, scenario)
+    assert natsd == ref
+    connack = b"\x20\x02\x00\x00"
+    assert natsd == (connack, connack, True, b"", True, b"\xd0\x00", connack, True)
+
+
 def test_retained_messages_reach_new_subscribers_and_survive_kill9(starters, tmp_path):
     def scenario(start, where):
         # natsd after kill -9 must show what nats-server shows after a clean stop
