@@ -260,7 +260,7 @@ class Authenticator:
             return None
         if self.jwt is not None:
             jwt = _str_field(connect, "jwt")
-            if self.default_sentinel and not _is_user_jwt(jwt):
+            if self.default_sentinel and not is_user_jwt(jwt):
                 # nats-server: a CONNECT without a user JWT logs in as the default sentinel
                 jwt = connect["jwt"] = self.default_sentinel
             u = (self.jwt.authenticate(jwt, nonce, sig, kind, verify_nonce_signature, host, self._defer)
@@ -410,7 +410,7 @@ def verify_nonce_signature(public_nkey: str, nonce: str | None, sig: str) -> boo
     return raw_sig is not None and nkey.verify(public_nkey, nonce.encode(), raw_sig)
 
 
-def _is_user_jwt(token: str | None) -> bool:
+def is_user_jwt(token: str | None) -> bool:
     try:
         claims.decode_kind(token or "", "user")
         return True

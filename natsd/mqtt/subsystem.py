@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from natsd.gofmt import go_float
 from natsd.net.listener import ListenerBlock, block_get
@@ -107,7 +108,7 @@ class Mqtt:
     def authenticate(self, c, user, password):
         """The account of an MQTT client's credentials, None when refused (nats-server's
         isClientAuthorized with the MQTT block's override)."""
-        from natsd.auth.authenticator import AuthResult
+        from natsd.auth.authenticator import AuthResult, is_user_jwt
         from natsd.accounts.clientinfo import REDACTED
         auth = self.server.authenticator
         s = self.settings
@@ -126,6 +127,11 @@ class Mqtt:
             info = {"user": user, "pass": password}
             if not user and password:
                 info = {"auth_token": password}
+            if auth.jwt is not None and is_user_jwt(password):
+                # operator mode: the password carries the user JWT (nats-server's
+                # processClientOrLeafAuthentication); with no nonce signature to check, only a
+                # bearer token logs in
+                info = {"user": user, "jwt": password}
             no_auth = s.no_auth_user or self.server.opts.no_auth_user
             if no_auth and not user and not password and st.cert is None:
                 p = auth.users.get(no_auth)
@@ -143,7 +149,21 @@ class Mqtt:
             st.user = result.user or ""
             st.nkey = result.nkey
             st.perms = result.permissions
+            st.jwt_user = result.jwt_user
+            if result.expires:
+                self._expire_at(c, result.expires)
+        if account.jwt is not None:
+            self.server.jwt_accounts.apply_client_limits(c, account)
         return account
+
+    def _expire_at(self, c, expires):
+        """At the user JWT's `exp` the MQTT client is closed, as nats-server's authExpired."""
+        def expired():
+            c.state.expiry_timer = None
+            if not c.closed:
+                log.debug("%sUser Authentication Expired", self.proto._prefix(c))
+                c.schedule_close("Authentication Expired")
+        c.state.expiry_timer = self.server.loop.call_later(max(0.0, expires - time.time()), expired)
 
     def can_publish(self, c, subject: bytes) -> bool:
         perms = c.state.perms
