@@ -1,15 +1,16 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""MQTT's most frequent packet in C: a run of QoS 0 PUBLISH packets (no DUP, no RETAIN) whose
-topics convert to subjects by '/' -> '.' alone, each published to the account's subscribers
-with the Nmqtt-Pub header, as natsd/mqtt/connection.py would.
+"""MQTT's most frequent packets in C: a run of QoS 0 or QoS 1 PUBLISH packets (no DUP, no
+RETAIN) whose topics convert to subjects by '/' -> '.' alone, each published to the account's
+subscribers with the Nmqtt-Pub header, as natsd/mqtt/connection.py would; a QoS 1 one is also
+published to its store subject with a reply subject, after the caller has noted it.
 
-The run ends at the first packet that needs more: another packet type or flags, a topic with
-a character natsd/mqtt/topics.py converts specially (space, control, '.', '+', '#', an empty
+A run ends at the first packet that needs more: another packet type or flags, a topic with a
+character natsd/mqtt/topics.py converts specially (space, control, '.', '+', '#', an empty
 level, a leading or trailing '/'), one that is not printable ASCII (UTF-8 is checked there), a
-Sparkplug topic, a message over max_payload, or a packet not all arrived. The connection
-handler takes that packet on its Python path, errors included. The core knows nothing of
-sessions, JetStream or accounts: the caller passes the sublist and says when a run is allowed
-(no subject mappings, no publish permissions)."""
+Sparkplug topic, a message over max_payload, a packet identifier of 0, or a packet not all
+arrived. The connection handler takes that packet on its Python path, errors included. The
+core knows nothing of sessions, JetStream or accounts: the caller passes the sublist and the
+subjects, and says when a run is allowed (no subject mappings, no publish permissions)."""
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.string cimport memcmp
@@ -18,7 +19,17 @@ from natsd._core.router import publish
 
 cdef enum:
     PUBLISH_QOS0 = 0x30                 # PUBLISH, DUP 0, QoS 0, RETAIN 0
+    PUBLISH_QOS1 = 0x32                 # PUBLISH, DUP 0, QoS 1, RETAIN 0
     NMQTT_HEADER = 25                   # len(b"NATS/1.0\r\nNmqtt-Pub:0\r\n\r\n")
+
+
+cdef struct Plain:
+    Py_ssize_t topic                    # offset of the topic in the buffer
+    Py_ssize_t tlen
+    Py_ssize_t pi                       # the packet identifier (QoS 1), else 0
+    Py_ssize_t payload                  # offset of the payload
+    Py_ssize_t plen
+    Py_ssize_t end                      # offset after the packet
 
 
 cdef inline bint plain_topic(const unsigned char* t, Py_ssize_t n):
@@ -42,52 +53,98 @@ cdef inline bint plain_topic(const unsigned char* t, Py_ssize_t n):
     return True
 
 
+cdef bint next_plain(const unsigned char* p, Py_ssize_t n, Py_ssize_t pos, unsigned char first,
+                     Py_ssize_t max_payload, Plain* out):
+    """Whether buf[pos:] starts with a whole plain PUBLISH whose first byte is `first`."""
+    cdef Py_ssize_t i = pos + 1, rl = 0, start, end, tlen, body
+    cdef int shift = 0
+    cdef unsigned char b
+    cdef bint whole = False
+    if pos >= n or p[pos] != first:
+        return False
+    while i < n and shift < 28:
+        b = p[i]
+        i += 1
+        rl |= (b & 0x7F) << shift
+        shift += 7
+        if not (b & 0x80):
+            whole = True
+            break
+    if not whole:
+        return False
+    start = i
+    end = start + rl
+    if rl < 2 or end > n:
+        return False
+    tlen = (p[start] << 8) | p[start + 1]
+    body = start + 2 + tlen             # after the topic: the packet identifier, or the payload
+    out.pi = 0
+    if first == PUBLISH_QOS1:
+        if body + 2 > end:
+            return False
+        out.pi = (p[body] << 8) | p[body + 1]
+        if out.pi == 0:
+            return False
+        body += 2
+    if tlen == 0 or body > end:
+        return False
+    out.topic, out.tlen, out.payload, out.plen, out.end = start + 2, tlen, body, end - body, end
+    if NMQTT_HEADER + out.plen > max_payload or not plain_topic(p + out.topic, tlen):
+        return False
+    return True
+
+
+cdef bytes subject_of(const unsigned char* t, Py_ssize_t n):
+    cdef bytes subject = PyBytes_FromStringAndSize(NULL, n)
+    cdef char* s = PyBytes_AS_STRING(subject)
+    cdef Py_ssize_t k
+    for k in range(n):
+        s[k] = b'.' if t[k] == b'/' else <char> t[k]
+    return subject
+
+
 def publish_qos0_run(bytearray buf, Py_ssize_t pos, sl, bytes header, Py_ssize_t max_payload):
     """Publish the plain QoS 0 PUBLISH packets from buf[pos:] -> (the position after the last
     one published, how many, their payload bytes)."""
-    cdef Py_ssize_t n, i, rl, start, end, tlen, plen, k
     cdef Py_ssize_t count = 0, nbytes = 0
-    cdef int shift
-    cdef unsigned char b
-    cdef bint whole
     cdef const unsigned char* p
-    cdef const unsigned char* t
+    cdef Plain pk
     cdef bytes subject, payload
-    cdef char* s
     while True:
-        n = PyByteArray_GET_SIZE(buf)   # read again: a subscriber's callback ran meanwhile
-        p = <const unsigned char*> PyByteArray_AS_STRING(buf)
-        if pos >= n or p[pos] != PUBLISH_QOS0:
+        p = <const unsigned char*> PyByteArray_AS_STRING(buf)  # again: a subscriber ran meanwhile
+        if not next_plain(p, PyByteArray_GET_SIZE(buf), pos, PUBLISH_QOS0, max_payload, &pk):
             break
-        i, rl, shift, whole = pos + 1, 0, 0, False
-        while i < n and shift < 28:
-            b = p[i]
-            i += 1
-            rl |= (b & 0x7F) << shift
-            shift += 7
-            if not (b & 0x80):
-                whole = True
-                break
-        if not whole:
-            break
-        start = i
-        end = start + rl
-        if rl < 2 or end > n:
-            break
-        tlen = (p[start] << 8) | p[start + 1]
-        if tlen == 0 or start + 2 + tlen > end:
-            break
-        t = p + start + 2
-        plen = end - (start + 2 + tlen)
-        if NMQTT_HEADER + plen > max_payload or not plain_topic(t, tlen):
-            break
-        subject = PyBytes_FromStringAndSize(NULL, tlen)
-        s = PyBytes_AS_STRING(subject)
-        for k in range(tlen):
-            s[k] = b'.' if t[k] == b'/' else <char> t[k]
-        payload = PyBytes_FromStringAndSize(<const char*> (t + tlen), plen)
-        pos = end
+        subject = subject_of(p + pk.topic, pk.tlen)
+        payload = PyBytes_FromStringAndSize(<const char*> (p + pk.payload), pk.plen)
+        pos = pk.end
         count += 1
-        nbytes += plen
+        nbytes += pk.plen
         publish(sl, subject, None, header, payload)
     return pos, count, nbytes
+
+
+def publish_qos1_run(bytearray buf, Py_ssize_t pos, sl, bytes header, Py_ssize_t max_payload,
+                     bytes store_prefix, bytes reply_prefix, long long token, noted):
+    """Publish the plain QoS 1 PUBLISH packets from buf[pos:]: to the subscribers, then to
+    `store_prefix` + subject with the reply `reply_prefix` + a token counting up from `token`,
+    after noted(packet identifier, reply) -> (the position after the last one, how many, their
+    payload bytes, the next token)."""
+    cdef Py_ssize_t count = 0, nbytes = 0
+    cdef const unsigned char* p
+    cdef Plain pk
+    cdef bytes subject, payload, reply
+    while True:
+        p = <const unsigned char*> PyByteArray_AS_STRING(buf)
+        if not next_plain(p, PyByteArray_GET_SIZE(buf), pos, PUBLISH_QOS1, max_payload, &pk):
+            break
+        subject = subject_of(p + pk.topic, pk.tlen)
+        payload = PyBytes_FromStringAndSize(<const char*> (p + pk.payload), pk.plen)
+        pos = pk.end
+        count += 1
+        nbytes += pk.plen
+        token += 1
+        reply = reply_prefix + (b"%d" % token)
+        noted(pk.pi, reply)
+        publish(sl, subject, None, header, payload)
+        publish(sl, store_prefix + subject, reply, header, payload)
+    return pos, count, nbytes, token

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from functools import partial
+from time import monotonic
 
-from natsd._core.mqttwire import publish_qos0_run
+from natsd._core.mqttwire import publish_qos0_run, publish_qos1_run
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
 from natsd.ids import random_token
 from natsd.mqtt import packets as P
 from natsd.mqtt import sparkplug
+from natsd.mqtt.jsa import MSG_STORE
 from natsd.mqtt import sessions as S
 from natsd.mqtt.tasks import run
 from natsd.mqtt.topics import (TopicError, filter_to_subject, is_reserved_filter,
@@ -124,9 +127,12 @@ class MqttProtocol(ProtocolHandler):
                         self.error(c, "maximum payload exceeded: %d vs %d" % (total, c.max_payload))
                         c.schedule_close("Maximum Payload Exceeded")
                         return
-                if m.connected and pos < len(buf) and buf[pos] == _PLAIN_QOS0 and self._plain_runs(c):
-                    end, count, nbytes = publish_qos0_run(buf, pos, m.manager.account.sublist,
-                                                          _QOS0_HEADER, c.max_payload)
+                if m.connected and pos < len(buf) and buf[pos] in _PLAIN_RUNS and self._plain_runs(c):
+                    if buf[pos] == _PLAIN_QOS0:
+                        end, count, nbytes = publish_qos0_run(buf, pos, m.manager.account.sublist,
+                                                              _QOS0_HEADER, c.max_payload)
+                    else:
+                        end, count, nbytes = self._qos1_run(c, m, buf, pos)
                     if end != pos:
                         c.in_msgs += count
                         c.in_bytes += nbytes
@@ -152,6 +158,25 @@ class MqttProtocol(ProtocolHandler):
         (natsd/_core/mqttwire.pyx): nothing of theirs to check or map here."""
         acc = c.state.account
         return c.state.perms is None and (acc is None or not acc.mappings)
+
+    def _qos1_run(self, c, m, buf, pos):
+        """The core's run of plain QoS 1 PUBLISHes: each published and stored as _publish
+        does it, its PUBACK owed in order until its store is answered."""
+        manager = m.manager
+        jsa = manager.jsa
+        acks, waiting, stored = m.acks, jsa.waiting, self._stored
+        deadline = monotonic() + jsa.timeout
+
+        def noted(pi, reply):
+            entry = [pi, False]
+            acks.append(entry)
+            waiting[reply] = (partial(stored, c, entry), deadline, False)
+        end, count, nbytes, jsa.next_token = publish_qos1_run(
+            buf, pos, manager.account.sublist, _QOS1_HEADER, c.max_payload, _MSGS_PREFIX,
+            jsa.reply_base(MSG_STORE), jsa.next_token, noted)
+        if count:
+            jsa.arm()
+        return end, count, nbytes
 
     def _packet(self, c, first, start, end):
         m = c.state.mqtt
@@ -404,9 +429,9 @@ class MqttProtocol(ProtocolHandler):
         if qos == 1:
             entry = [pi, False]
             m.acks.append(entry)
-            self._store(m.manager, subject, payload, qos, lambda _, e: self._stored(c, entry, e))
+            self._store(m.manager, subject, payload, qos, partial(self._stored, c, entry))
 
-    def _stored(self, c, entry, error):
+    def _stored(self, c, entry, answer, error):
         """A QoS 1 PUBLISH is in `$MQTT_msgs`: the PUBACKs whose turn it is go out."""
         if c.closed:
             return
@@ -860,7 +885,10 @@ def _valid_name(name: str) -> bool:
 
 
 _PLAIN_QOS0 = P.PUBLISH                 # the first byte of a QoS 0 PUBLISH without DUP or RETAIN
+_PLAIN_RUNS = (P.PUBLISH, P.PUBLISH | 0x02)     # ... and of a QoS 1 one: the core's runs
 _QOS0_HEADER = S.publish_header(0)
+_QOS1_HEADER = S.publish_header(1)
+_MSGS_PREFIX = S.MSGS_PREFIX.encode()
 
 
 def _pipelined(first: int) -> bool:

@@ -84,14 +84,23 @@ class Jsa:
         reply = ("%s%s.%s%d" % (self.prefix, kind, client_hash + "." if client_hash else "",
                                 self.next_token)).encode()
         self.waiting[reply] = (done, monotonic() + self.timeout, decoded)
-        if self.sweeper is None:
-            self.sweeper = self.server.loop.call_later(self.timeout, self._sweep)
+        self.arm()
         payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode()
         publish(self.account.sublist, subject.encode(), reply, hdr, payload)
 
     def send(self, subject: str, payload: bytes = b"", hdr: bytes | None = None):
         """A message with no answer wanted (acks to consumers)."""
         publish(self.account.sublist, subject.encode(), None, hdr, payload)
+
+    def reply_base(self, kind: str) -> bytes:
+        """The reply subjects of `kind` without their token (the core's QoS 1 runs count
+        the tokens on from next_token, and note their waiting entries themselves)."""
+        return (self.prefix + kind + ".").encode()
+
+    def arm(self):
+        """Requests wait: the timer that times them out runs."""
+        if self.sweeper is None:
+            self.sweeper = self.server.loop.call_later(self.timeout, self._sweep)
 
     def _sweep(self):
         """The requests whose time is up get JsTimeout; the timer is set for the next."""

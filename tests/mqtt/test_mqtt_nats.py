@@ -50,12 +50,15 @@ def test_mqtt_publishes_reach_nats_subscribers(starters, tmp_path):
 
 
 def test_a_burst_of_publishes_keeps_its_order_and_subjects(starters, tmp_path):
-    """One write of many PUBLISHes, plain QoS 0 ones (natsd publishes runs of those in its
-    core, natsd/_core/mqttwire.pyx) between ones that need more: topics converted specially,
-    QoS 1, a retained one, a Sparkplug topic, non-ASCII UTF-8, a packet split across two
-    writes. NATS subscribers get them all in order, as from nats-server."""
+    """One write of many PUBLISHes, plain QoS 0 and QoS 1 ones (natsd publishes runs of those
+    in its core, natsd/_core/mqttwire.pyx) between ones that need more: topics converted
+    specially, a retained one, a Sparkplug topic, non-ASCII UTF-8, a packet split across two
+    writes. NATS subscribers get them all in order and the PUBACKs come in order, as from
+    nats-server."""
     plain = [M.publish("s/%d/t" % i, b"p%d" % i) for i in range(6)]
-    burst = [plain[0], plain[1], M.publish("a.b/c", b"dots"), plain[2], M.publish("q/1", b"one", qos=1, pi=7),
+    burst = [plain[0], plain[1], M.publish("a.b/c", b"dots"), plain[2],
+             M.publish("q/1", b"one", qos=1, pi=7), M.publish("q/2", b"two", qos=1, pi=8),
+             M.publish("q.3", b"three", qos=1, pi=9), M.publish("q/4", b"four", qos=1, pi=10, retain=True),
              plain[3], M.publish("r/k", b"kept", retain=True), M.publish("spBv1.0/g/NDATA/n", b"spark"),
              M.publish("caf\u00e9/x".encode(), b"utf8"), M.publish("/lead", b"lead"), plain[4],
              M.publish("t", b""), plain[5]]
@@ -65,11 +68,13 @@ def test_a_burst_of_publishes_keeps_its_order_and_subjects(starters, tmp_path):
         cut = len(data) - 3             # the last packet's end comes in a second write
         c.send(data[:cut])
         c.send(data[cut:])
-        assert c.read_packet() == M.pi_packet(0x40, 7)
+        assert c.read_packets(4) == [M.pi_packet(0x40, pi) for pi in (7, 8, 9, 10)]
     natsd = mqtt_to_nats(starters, tmp_path, send, len(burst))
-    assert [s for s, _, _ in natsd] == ["s.0.t", "s.1.t", "a//b.c", "s.2.t", "q.1", "s.3.t", "r.k",
-                                        "spBv1//0.g.NDATA.n", "caf\u00e9.x", "/.lead", "s.4.t", "t", "s.5.t"]
-    assert natsd[0] == ("s.0.t", b"p0", {"Nmqtt-Pub": "0"}) and natsd[4][2] == {"Nmqtt-Pub": "1"}
+    assert [s for s, _, _ in natsd] == [
+        "s.0.t", "s.1.t", "a//b.c", "s.2.t", "q.1", "q.2", "q//3", "q.4", "s.3.t", "r.k",
+        "spBv1//0.g.NDATA.n", "caf\u00e9.x", "/.lead", "s.4.t", "t", "s.5.t"]
+    assert natsd[0] == ("s.0.t", b"p0", {"Nmqtt-Pub": "0"})
+    assert natsd[5] == ("q.2", b"two", {"Nmqtt-Pub": "1"})
 
 
 def test_nats_publishes_reach_mqtt_subscribers(starters, tmp_path):
