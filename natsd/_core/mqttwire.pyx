@@ -103,45 +103,29 @@ cdef bytes subject_of(const unsigned char* t, Py_ssize_t n):
     return subject
 
 
-def publish_qos0_run(bytearray buf, Py_ssize_t pos, sl, bytes header, Py_ssize_t max_payload):
-    """Publish the plain QoS 0 PUBLISH packets from buf[pos:] -> (the position after the last
-    one published, how many, their payload bytes)."""
+def publish_run(bytearray buf, Py_ssize_t pos, sl, int qos, bytes header, Py_ssize_t max_payload,
+                bytes store_prefix=None, bytes reply_prefix=None, long long token=0, noted=None):
+    """Publish the plain PUBLISH packets of `qos` (0 or 1) from buf[pos:] to the subscribers.
+    A QoS 1 one also goes to `store_prefix` + subject with the reply `reply_prefix` + a token
+    counting up from `token`, once noted(packet identifier, reply) returned -> (the position
+    after the last one, how many, their payload bytes, the next token)."""
     cdef Py_ssize_t count = 0, nbytes = 0
-    cdef const unsigned char* p
-    cdef Plain pk
-    cdef bytes subject, payload
-    while True:
-        p = <const unsigned char*> PyByteArray_AS_STRING(buf)  # again: a subscriber ran meanwhile
-        if not next_plain(p, PyByteArray_GET_SIZE(buf), pos, PUBLISH_QOS0, max_payload, &pk):
-            break
-        subject = subject_of(p + pk.topic, pk.tlen)
-        payload = PyBytes_FromStringAndSize(<const char*> (p + pk.payload), pk.plen)
-        pos = pk.end
-        count += 1
-        nbytes += pk.plen
-        publish(sl, subject, None, header, payload)
-    return pos, count, nbytes
-
-
-def publish_qos1_run(bytearray buf, Py_ssize_t pos, sl, bytes header, Py_ssize_t max_payload,
-                     bytes store_prefix, bytes reply_prefix, long long token, noted):
-    """Publish the plain QoS 1 PUBLISH packets from buf[pos:]: to the subscribers, then to
-    `store_prefix` + subject with the reply `reply_prefix` + a token counting up from `token`,
-    after noted(packet identifier, reply) -> (the position after the last one, how many, their
-    payload bytes, the next token)."""
-    cdef Py_ssize_t count = 0, nbytes = 0
+    cdef unsigned char first = PUBLISH_QOS1 if qos == 1 else PUBLISH_QOS0
     cdef const unsigned char* p
     cdef Plain pk
     cdef bytes subject, payload, reply
     while True:
-        p = <const unsigned char*> PyByteArray_AS_STRING(buf)
-        if not next_plain(p, PyByteArray_GET_SIZE(buf), pos, PUBLISH_QOS1, max_payload, &pk):
+        p = <const unsigned char*> PyByteArray_AS_STRING(buf)  # again: a subscriber ran meanwhile
+        if not next_plain(p, PyByteArray_GET_SIZE(buf), pos, first, max_payload, &pk):
             break
         subject = subject_of(p + pk.topic, pk.tlen)
         payload = PyBytes_FromStringAndSize(<const char*> (p + pk.payload), pk.plen)
         pos = pk.end
         count += 1
         nbytes += pk.plen
+        if first == PUBLISH_QOS0:
+            publish(sl, subject, None, header, payload)
+            continue
         token += 1
         reply = reply_prefix + (b"%d" % token)
         noted(pk.pi, reply)

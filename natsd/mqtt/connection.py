@@ -8,7 +8,7 @@ from collections import deque
 from functools import partial
 from time import monotonic
 
-from natsd._core.mqttwire import publish_qos0_run, publish_qos1_run
+from natsd._core.mqttwire import publish_run
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
@@ -129,8 +129,8 @@ class MqttProtocol(ProtocolHandler):
                         return
                 if m.connected and pos < len(buf) and buf[pos] in _PLAIN_RUNS and self._plain_runs(c):
                     if buf[pos] == _PLAIN_QOS0:
-                        end, count, nbytes = publish_qos0_run(buf, pos, m.manager.account.sublist,
-                                                              _QOS0_HEADER, c.max_payload)
+                        end, count, nbytes, _ = publish_run(buf, pos, m.manager.account.sublist, 0,
+                                                            _QOS0_HEADER, c.max_payload)
                     else:
                         end, count, nbytes = self._qos1_run(c, m, buf, pos)
                     if end != pos:
@@ -171,8 +171,8 @@ class MqttProtocol(ProtocolHandler):
             entry = [pi, False]
             acks.append(entry)
             waiting[reply] = (partial(stored, c, entry), deadline, False)
-        end, count, nbytes, jsa.next_token = publish_qos1_run(
-            buf, pos, manager.account.sublist, _QOS1_HEADER, c.max_payload, _MSGS_PREFIX,
+        end, count, nbytes, jsa.next_token = publish_run(
+            buf, pos, manager.account.sublist, 1, _QOS1_HEADER, c.max_payload, _MSGS_PREFIX,
             jsa.reply_base(MSG_STORE), jsa.next_token, noted)
         if count:
             jsa.arm()
