@@ -36,10 +36,9 @@ has not yet heard of it), and a server routing a publish then sends it to both. 
 leader notes the reply subjects of the publishes it takes, per taker, in its first
 HOLD_FOR + GRACE seconds and for HOLD_FOR seconds after each forwarded batch (copies keep
 coming while an old leader forwards), and drops one whose reply it already took from another
-taker: one publish reaches a
-server's subscription once, so two with one reply from the same taker are two publishes
-(nats.go's async publishes draw six random characters per reply, and a fast publisher repeats
-one within seconds). A publish without a reply cannot be told apart.
+taker: one publish reaches a server's subscription once, so two with one reply from the same
+taker are two publishes (nats.go's async publishes draw six random characters per reply, and
+a fast publisher repeats one within seconds). A publish without a reply cannot be told apart.
 
 The forwarded payload is natsd's own: per message _FWD_MSG (lengths of subject, reply,
 headers + 1 (0: none), payload), then those bytes.
