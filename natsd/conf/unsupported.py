@@ -340,11 +340,13 @@ def _leaf_gateway_system_account(o) -> str | None:
 
 def _ocsp_peer_needs_mtls(o) -> str | None:
     """nats-server's plugTLSOCSPPeer: checking peers' certificates needs them asked for."""
-    from natsd.net.ocsppeer import parse
     for raw in (o.tls_config.raw if o.tls_config.configured else {}, o.leafnode.tls or {}):
         peer = next((v for k, v in raw.items() if k.lower() == "ocsp_peer"), None)
+        if peer is None:
+            continue
+        from natsd.net.ocsppeer import parse     # (cryptography: 6 MB, loaded when asked for)
         verify = any(raw.get(k) is True for k in ("verify", "verify_and_map", "verify_cert_and_check_known_urls"))
-        if peer is not None and not verify and parse(peer)["verify"]:
+        if not verify and parse(peer)["verify"]:
             return "OCSP peer verification for client connections requires TLS verify (mTLS) to be enabled"
     return None
 

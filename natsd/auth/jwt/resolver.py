@@ -18,9 +18,6 @@ import hashlib
 import logging
 import os
 import time
-import ssl
-import urllib.error
-import urllib.request
 from collections import OrderedDict
 
 from natsd.auth.jwt import claims
@@ -68,6 +65,7 @@ class PendingFetch(OffLoop):
 def _https_context(cfg):
     """`resolver_tls` as the HTTPS client's settings (nats-server: its ca_file becomes the
     root CAs, its certificate the client certificate; without a ca_file the system's roots)."""
+    import ssl                          # (here: ssl and urllib weigh 7 MB, for URL resolvers only)
     ctx = ssl.create_default_context(cafile=cfg.get("ca_file") or None)
     if cfg.get("cert_file"):
         ctx.load_cert_chain(cfg["cert_file"], cfg.get("key_file") or None)
@@ -99,6 +97,8 @@ class UrlResolver:
 
     def _get(self, key: str) -> str:
         """GET <url><key>; ResolverError with nats-server's "could not fetch" text."""
+        import urllib.error
+        import urllib.request
         url = self.url + key
         try:
             with urllib.request.urlopen(url, timeout=self.timeout, context=self.https) as resp:
