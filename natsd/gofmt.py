@@ -4,7 +4,8 @@ they arrive here as bytes or as str decoded with "surrogateescape", and every in
 written `\\xNN` as Go does. json.Marshal's output bytes (omitempty fields), and the JSON type
 names of its errors (json_kind). And time.Duration both ways: `go_duration` (String()) and
 `parse_go_duration` (time.ParseDuration), the one place natsd prints or reads a Go duration;
-and `go_time`, a time.Time as Go's JSON writes it."""
+and `go_time`, a time.Time as Go's JSON writes it. And `uvarint`, encoding/binary's Uvarint
+(protobuf's varint too), which nats-server's store files and Sparkplug payloads both use."""
 import json
 import math
 import re
@@ -272,3 +273,20 @@ def parse_go_duration(s):
     if d > (1 << 63) - 1:
         raise ValueError("time: invalid duration " + go_quote(orig))
     return d
+
+
+def uvarint(buf, i, error=ValueError):
+    """(value, next index) of the unsigned varint at buf[i] (Go's binary.Uvarint); raises
+    `error` when it runs off the end or past 64 bits."""
+    v = shift = 0
+    n = len(buf)
+    while i < n:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7f) << shift
+        if b < 0x80:
+            return v, i
+        shift += 7
+        if shift > 63:
+            break
+    raise error("bad uvarint")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from natsd.mqtt.packets import varint      # MQTT's variable byte integer is protobuf's varint
+from natsd.gofmt import uvarint
 
 NAMESPACE = b"spBv1.0/"
 CERTIFICATES = b"$sparkplug/certificates/"
@@ -35,34 +36,20 @@ def certificate_topic(topic: bytes) -> bytes:
     return CERTIFICATES + topic
 
 
-def _varint(b: bytes, i: int) -> tuple[int, int]:
-    """(value, next index) of the varint at b[i], ValueError when cut short or too long."""
-    v, shift = 0, 0
-    while True:
-        if i >= len(b) or shift > 63:
-            raise ValueError("truncated varint")
-        x = b[i]
-        i += 1
-        v |= (x & 0x7F) << shift
-        if x < 0x80:
-            return v, i
-        shift += 7
-
-
 def _field_end(b: bytes, i: int) -> tuple[int, int, int]:
     """(field number, wire type, end) of the protobuf field starting at i."""
-    tag, j = _varint(b, i)
+    tag, j = uvarint(b, i)
     num, typ = tag >> 3, tag & 7
     if num < 1:
         raise ValueError("invalid field number")
     if typ == 0:
-        _, j = _varint(b, j)
+        _, j = uvarint(b, j)
     elif typ == 1:
         j += 8
     elif typ == 5:
         j += 4
     elif typ == 2:
-        n, j = _varint(b, j)
+        n, j = uvarint(b, j)
         j += n
     else:
         raise ValueError("unsupported type: %d" % typ)

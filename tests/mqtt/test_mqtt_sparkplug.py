@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from natsd.gofmt import uvarint
 from natsd.mqtt import sparkplug
 from tests.support import mqttraw as M
 from tests.support.mqttservers import on_both
@@ -22,7 +23,7 @@ DEATH_PAYLOAD = b"\x08\x01\x12\x01m"
 def _timestamp(payload):
     """The varint of field 1 in a payload shaped like DEATH_PAYLOAD."""
     assert payload[0] == 0x08
-    v, i = sparkplug._varint(payload, 1)
+    v, i = uvarint(payload, 1)
     return v, payload[i:]
 
 
@@ -56,7 +57,7 @@ def test_birth_certificates_and_death_timestamps(starters, tmp_path):
 def test_death_timestamp_rewrite():
     assert sparkplug.with_death_timestamp(b"not protobuf \xff") == b"not protobuf \xff"
     added = sparkplug.with_death_timestamp(b"\x12\x01m")
-    assert added.startswith(b"\x12\x01m\x08") and sparkplug._varint(added, 4)[0] > 1_600_000_000_000
+    assert added.startswith(b"\x12\x01m\x08") and uvarint(added, 4)[0] > 1_600_000_000_000
     assert sparkplug.birth_death(b"spBv1.0/g/DBIRTH/n/d") == (True, False, False)
     assert sparkplug.birth_death(b"$sparkplug/certificates/spBv1.0/g/NDEATH/n") == (False, True, True)
     assert sparkplug.birth_death(b"spBv1.0/g/NDATA/n") == (False, False, False)

@@ -18,6 +18,7 @@ import struct
 
 from natsd._core.highway import highway64
 from natsd._core.s2 import decode_stream
+from natsd.gofmt import uvarint as go_uvarint
 
 HEADERS_BIT = 1 << 31
 ERASED_BIT = 1 << 63
@@ -51,18 +52,7 @@ def meta_sum(key, raw):
 
 def uvarint(buf, i):
     """(value, next index) of the uvarint at buf[i]; FormatError when it runs off the end."""
-    v = shift = 0
-    n = len(buf)
-    while i < n:
-        b = buf[i]
-        i += 1
-        v |= (b & 0x7f) << shift
-        if b < 0x80:
-            return v, i
-        shift += 7
-        if shift > 63:
-            break
-    raise FormatError("bad uvarint")
+    return go_uvarint(buf, i, FormatError)
 
 
 def varint(buf, i):
