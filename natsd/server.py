@@ -4,6 +4,7 @@ Subsystems (monitoring, the system account, JetStream, leaf nodes, WebSocket, ro
 the Server and run on its single loop. Startup prints the lines launchers wait for ("Listening for client connections
 on HOST:PORT", "Server is ready").
 """
+import gc
 import logging
 import os
 import random
@@ -34,6 +35,11 @@ from natsd.net.tls import RateCounter, default_auth_timeout
 
 log = logging.getLogger("natsd")
 
+# Python's collector of reference cycles, as the server runs it: a young-generation pass once
+# GC_YOUNG container objects were allocated, not Python's default 700. The message paths
+# allocate tuples and lists by the thousand, nearly all freed by reference counting at once;
+# at 700 the passes took about 7% of the loop (perf, MQTT QoS 1 publishing) and about 0 here.
+GC_YOUNG = 20_000
 GIT_COMMIT = ""
 GO_VERSION = "python"
 
@@ -214,6 +220,10 @@ class Server:
 
     def run(self):
         if not self.shutting_down:          # a signal during start already shut it down
+            # what start built (configuration, accounts, JetStream's state) lives until the
+            # server stops: frozen, the collector's older passes no longer walk it
+            gc.freeze()
+            gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
             self.loop.run()
 
     def shutdown(self):

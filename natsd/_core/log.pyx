@@ -735,11 +735,15 @@ cdef class Log:
             heapq.heappush(self.ttl_heap, (ts + ttl * 1000000000, seq))
         return acct_size(size)
 
-    def skip(self, uint64_t seq):
-        """Mark seq used without a message (last_seq moves, nothing is stored)."""
-        self._write_record(T_SKIP, seq, 0, 0, NULL, 0, NULL, 0, False, NULL, 0)
+    def skip(self, uint64_t seq, int64_t ts=0):
+        """Mark seq used without a message (last_seq moves, nothing is stored). A skip with a
+        time `ts` (a message nobody wanted) is the stream's last time from then on, as the
+        message would have been; recovery reads it back."""
+        self._write_record(T_SKIP, seq, ts, 0, NULL, 0, NULL, 0, False, NULL, 0)
         if seq > self.last:
             self.last = seq
+            if ts:
+                self.last_ts = ts
             if self.msgs == 0:
                 self.first = seq + 1
 
@@ -1192,6 +1196,11 @@ cdef class Log:
             self.waiters = [w for w in self.waiters if w[0] > self.synced]
             for w in ready:
                 w[1]()
+
+    @property
+    def sync_waiting(self):
+        """Whether a sync_async caller still waits for its sync."""
+        return len(self.waiters) > 0
 
     def sync_async(self, hand_off, callback, on_error=None, bint may_inline=True):
         """Call callback() once everything appended so far is durable. Up to MAX_INFLIGHT

@@ -150,6 +150,8 @@ cdef uint64_t scan_image(Log lg, Block b, bytes img, uint64_t start, uint64_t de
         elif (t & 0x0f) == T_SKIP:
             if seq > lg.last:
                 lg.last = seq
+                if ts:
+                    lg.last_ts = ts
         elif (t & 0x0f) == T_TRUNC:
             # as Log.truncate left it: nothing above seq, and the next message is seq + 1 at
             # the latest, whatever FIRST record came before

@@ -324,10 +324,11 @@ class Consumer(AckState, PushDelivery):
 
     def _iter_from(self, seq):
         for sm in self.stream.store.messages_from(seq):
-            if self._matches(sm.subject):
+            if self.matches(sm.subject):
                 yield sm
 
-    def _matches(self, subject):
+    def matches(self, subject):
+        """Whether a message on `subject` passes this consumer's filters."""
         if not self.filters:
             return True
         if isinstance(subject, bytes):
@@ -354,14 +355,14 @@ class Consumer(AckState, PushDelivery):
     def on_stored(self, seq, subject):
         if self.closed:
             return
-        if seq >= self.sseq and self._matches(subject):
+        if seq >= self.sseq and self.matches(subject):
             self.npc += 1
             self.kick()
 
     def on_removed(self, seq, subject=None):
         if self.closed:
             return
-        if seq >= self.sseq and (subject is None or self._matches(subject)) and self.npc > 0:
+        if seq >= self.sseq and (subject is None or self.matches(subject)) and self.npc > 0:
             self.npc -= 1
 
     def on_purged(self):
@@ -391,11 +392,11 @@ class Consumer(AckState, PushDelivery):
     def has_acked(self, seq, subject):
         """Is message `seq` (of `subject`) one of this consumer's, done with (acked, or
         delivered with no ack wanted)?"""
-        return self._matches(subject) and not self.needs(seq)
+        return self.matches(subject) and not self.needs(seq)
 
     def needs(self, seq, subject=None):
         """Interest retention: does this consumer still need message `seq`?"""
-        if subject is not None and not self._matches(subject):
+        if subject is not None and not self.matches(subject):
             return False
         ap = self.cfg["ack_policy"]
         if ap == "none":

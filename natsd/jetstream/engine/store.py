@@ -121,6 +121,12 @@ class StreamStore(abc.ABC):
         """Use sequences up to `seq` without storing anything (last_seq becomes `seq` when
         below it; an empty store's first_seq then follows)."""
 
+    @abc.abstractmethod
+    def skip_msg(self, ts, n=1):
+        """Use the next `n` sequences without storing anything, for messages nobody wanted,
+        whose time `ts` becomes the store's last time (nats-server's SkipMsgNoInterest) ->
+        the last of them."""
+
     # ---- queries ----
     @property
     def first_seq(self):
@@ -189,6 +195,8 @@ class StreamStore(abc.ABC):
         hand_off: the server's Loop, or a callable(job, done) (natsd/_core/log.pyx sync_async);
         may_inline: the sync may run on the loop thread when the loop is idle."""
         callback()
+
+    sync_waiting = False        # whether a sync_async caller still waits for its sync
 
     @abc.abstractmethod
     def close(self):
@@ -403,6 +411,11 @@ class MemoryStore(StreamStore):
             if not self._m:
                 self.first = seq + 1
 
+    def skip_msg(self, ts, n=1):
+        self.skip_to(self.last + n)
+        self.last_ts = ts
+        return self.last
+
     def truncate(self, seq):
         if seq >= self.last:
             return
@@ -573,6 +586,13 @@ class FileStore(StreamStore):
         if seq > self.log.last:
             self.log.skip(seq)
 
+    def skip_msg(self, ts, n=1):
+        seq = self.log.last + n
+        self.log.skip(seq, ts)
+        if self.sync_always:
+            self.log.sync()
+        return seq
+
     # queries
     def deleted(self):
         return self.log.deleted()
@@ -600,6 +620,10 @@ class FileStore(StreamStore):
         """callback() once everything stored so far is durable; the log hands its syncs to
         `hand_off` (the server's Loop) directly."""
         self.log.sync_async(hand_off, callback, on_error, may_inline)
+
+    @property
+    def sync_waiting(self):
+        return self.log.sync_waiting
 
     def close(self):
         self.log.close()

@@ -231,6 +231,11 @@ class Stream:
         chunk_start = time.monotonic()
         chunked = self.leader_ts is None
         process = self.process
+        needs_sync = False
+        if self.interest and not self.consumers and self.replica is None and not no_ack \
+                and sub is not None:
+            skipped, msgs = self._unwanted_run(msgs)
+            answers.extend(skipped)
         for i, (subject, reply, hdr, payload, origin) in enumerate(msgs):
             if chunked and i and not i % ACK_CHUNK:
                 # answer in chunks, not all at the batch's end: the publishers get their first
@@ -243,9 +248,10 @@ class Stream:
                         answers = []
                         flush_all()
                 elif time.monotonic() - chunk_start > SYNC_CHUNK:
-                    self.flush_acks(mid_batch=True)
+                    self._answer_stored(answers, queued, needs_sync, mid_batch=True)
                     answers = self.pending_acks
                     queued = 0
+                    needs_sync = False
                     chunk_start = time.monotonic()
             if self.closed:
                 break
@@ -260,17 +266,32 @@ class Stream:
                     queued = len(answers)
                 continue
             try:
-                answer = process(subject, None, hdr, payload)[0]
+                answer, stored = process(subject, None, hdr, payload)
+                needs_sync = needs_sync or stored
             except E.ApiError as err:
                 answer = E.dumps({"error": err.to_dict(), "stream": self.name, "seq": 0})
             except Exception as exc:    # a store failure must not kill the loop
                 answer = self._store_failed_answer(exc)
+                needs_sync = True
             if reply and not no_ack:
                 answers.append((reply, answer))
         if group:
             if len(answers) > queued:
-                self.engine.want_sync(self)
+                self._answer_stored(answers, queued, needs_sync)
         elif answers:
+            self._reply_many(answers)
+
+    def _answer_stored(self, answers, queued, needs_sync, mid_batch=False):
+        """Group commit: `answers` (pending_acks, `queued` of them from before this batch)
+        go out after the sync that covers what was stored; at once when this batch stored
+        nothing (messages nobody wanted, duplicates, errors) and no answer waits before them."""
+        if needs_sync or queued or self.store.sync_waiting:
+            if mid_batch:
+                self.flush_acks(mid_batch=True)
+            else:
+                self.engine.want_sync(self)
+        else:
+            self.pending_acks = []
             self._reply_many(answers)
 
     def _within_ingest_limits(self, msgs):
@@ -390,6 +411,18 @@ class Stream:
         """`{"stream":..[,"domain":..],"seq":..[,"duplicate": true][,"val":..]}`, byte for byte
         as nats-server writes it, from a per-stream template (this runs once per stored
         message)."""
+        head = self._puback_head()
+        if not duplicate and batch is None and value is None:
+            return b"%s%d}" % (head, seq)
+        tail = b',"duplicate": true' if duplicate else b""
+        if batch is not None:
+            tail += b',"batch":%s,"count":%d' % (E.dumps(batch[0]), batch[1])
+        if value is not None:
+            tail += b',"val":"%s"' % value.encode()
+        return b"%s%d%s}" % (head, seq, tail)
+
+    def _puback_head(self):
+        """A PubAck up to its sequence: `{"stream":..[,"domain":..],"seq":`."""
         tpl = self._ack_template
         if tpl is None or tpl[0] != self.engine.domain:
             dom = self.engine.domain
@@ -397,14 +430,7 @@ class Stream:
             if dom:
                 prefix += b',"domain":' + E.dumps(dom)
             tpl = self._ack_template = (dom, prefix + b',"seq":', b"")
-        if not duplicate and batch is None and value is None:
-            return b"%s%d}" % (tpl[1], seq)
-        tail = b',"duplicate": true' if duplicate else b""
-        if batch is not None:
-            tail += b',"batch":%s,"count":%d' % (E.dumps(batch[0]), batch[1])
-        if value is not None:
-            tail += b',"val":"%s"' % value.encode()
-        return b"%s%d%s}" % (tpl[1], seq, tail)
+        return tpl[1]
 
     def stop_sourcing(self):
         if self.sourcing is not None:
@@ -480,12 +506,16 @@ class Stream:
                         hdr, payload, value = counters.apply(
                             self.counter_values.last(self.store, subject), subject, hdr, h,
                             payload, incr)
-            if self.discard_new and not rollup:
-                self._check_discard_new(subject, hdr, payload)
-            # republished by the leader alone (one copy per message on a cluster), with the
-            # subject's last sequence before this message, as nats-server's Nats-Last-Sequence
-            if self.republish is not None and (self.replica is None or self.replica.is_leader()):
-                republish_last = self.store.subject_state(subject)[2]
+        if self.interest and raw is None and batch is None and not rollup and value is None \
+                and self.replica is None and not self.counting and not self.scheduling \
+                and not self._wanted(subject):
+            return self._skip_unwanted(msg_id), False
+        if self.discard_new and not rollup:
+            self._check_discard_new(subject, hdr, payload)
+        # republished by the leader alone (one copy per message on a cluster), with the
+        # subject's last sequence before this message, as nats-server's Nats-Last-Sequence
+        if self.republish is not None and (self.replica is None or self.replica.is_leader()):
+            republish_last = self.store.subject_state(subject)[2]
         if ttl < 0:
             ttl = 0
         if raw is not None:
@@ -526,6 +556,54 @@ class Stream:
         if value is None and batch is None and tpl is not None and tpl[0] == self.engine.domain:
             return b"%s%d}" % (tpl[1], seq), True
         return self._puback(seq, False, value, batch if batch and batch[2] else None), True
+
+    def _wanted(self, subject):
+        """Whether a consumer of this (interest) stream wants a message on `subject`."""
+        for c in self.consumers.values():
+            if c.matches(subject):
+                return True
+        return False
+
+    def _unwanted_run(self, msgs):
+        """An interest stream without consumers wants nothing: the leading messages of an
+        ingest batch that ask nothing else of it (no Nats- header, no batch, within its
+        size limits) are skipped together, as process() would skip them one by one, with one
+        record in the store -> (their answers in order, the messages after them)."""
+        if self.sealed or self.counting or self.scheduling:
+            return [], msgs
+        limit = self.max_msg_size
+        n = 0
+        for _, reply, hdr, payload, _ in msgs:
+            size = len(payload)
+            if hdr:
+                if b"Nats-" in hdr or len(hdr) > MAX_HDR:
+                    break
+                size += len(hdr)
+            if (reply and reply.endswith(fastbatch.SUFFIX)) or 0 <= limit < size:
+                break
+            n += 1
+        if not n:
+            return [], msgs
+        seq = self.store.skip_msg(time.time_ns(), n) - n
+        head = self._puback_head()
+        answers = []
+        for _, reply, _, _, _ in msgs[:n]:
+            seq += 1
+            if reply:
+                answers.append((reply, b"%s%d}" % (head, seq)))
+        return answers, msgs[n:]
+
+    def _skip_unwanted(self, msg_id):
+        """A message no consumer of an interest stream wants takes its sequence and is not
+        stored (nats-server's SkipMsgNoInterest): nothing is republished, no limit applies,
+        its Nats-Msg-Id still dedupes -> its PubAck. Its answer needs no sync (nothing it
+        says can be lost); a crash before the next sync may give the sequence out again."""
+        ts = time.time_ns()
+        seq = self.store.skip_msg(ts)
+        if msg_id:
+            self._dedup_add(msg_id, seq, ts)
+            self.last_msg_id = msg_id
+        return self._puback(seq)
 
     def _check_headers(self, subject, hdr, h, payload, raw, sourced, batch):
         """The rules of a message's headers before it is stored -> (headers, parsed headers,
