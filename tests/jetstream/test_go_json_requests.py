@@ -218,6 +218,41 @@ def test_decoder_unit():
     assert gojson.is_json_object_or_array(b"\t [") and not gojson.is_json_object_or_array(b"5")
 
 
+PLAIN_BODIES = [  # (spec, body): each decoded by json.loads' shortcut, or left to Go's rules
+    (cc.CREATE_REQUEST, b'{"stream_name":"$MQTT_msgs","config":{"durable_name":"d","deliver_policy":'
+                        b'"new","ack_policy":"explicit","ack_wait":30000000000,"filter_subject":'
+                        b'"$MQTT.msgs.a","replay_policy":"instant","max_ack_pending":1024,'
+                        b'"deliver_subject":"$MQTT.sub.x","num_replicas":0,"mem_storage":true}}'),
+    (cc.CREATE_REQUEST, b'{"config":{"deliver_policy":"undefined","ack_policy":"all"},"action":""}'),
+    (cc.CREATE_REQUEST, b'{"config":{"durable_name":"a"},"action":"update","pedantic":true}'),
+    (cc.CREATE_REQUEST, b'{"config":{"deliver_policy":"\\u006eew"}}'),       # an escape: Go's rules
+    (cc.CREATE_REQUEST, b'{"config":{"durable_name":"a"},"config":{"ack_wait":5}}'),    # merged in Go
+    (cc.CREATE_REQUEST, b'{"config":{"Durable_Name":"a"}}'),                   # Go ignores the case
+    (cc.CREATE_REQUEST, b'{"config":null}'),
+    (sc.STREAM_FIELDS, b'{"name":"T","discard":"OLD","retention":"interest","storage":"memory"}'),
+    (sc.STREAM_FIELDS, b'{"name":"T","max_msgs":-1,"max_age":0}'),
+    (sc.STREAM_FIELDS, b'{"name":"T","compression":"s2"}'),    # its check reads Go's node
+]
+
+
+def test_the_json_loads_shortcut_decodes_as_go_rules_do(monkeypatch):
+    """Where the shortcut takes a body (nested structs and enums included), it gives what Go's
+    rules give; where it cannot be sure, it leaves the body to them."""
+    taken = []
+    for spec, body in PLAIN_BODIES:
+        plain = gojson.decode_plain(body, spec)
+        with monkeypatch.context() as m:
+            m.setattr(gojson, "decode_plain", lambda data, spec: None)
+            try:
+                ruled = gojson.unmarshal_request(body, spec, "R")
+            except gojson.JSONError as e:
+                ruled = e
+        if plain is not None:
+            assert plain == ruled, body
+        taken.append(plain is not None)
+    assert taken == [True, True, True, False, False, False, False, True, True, False]
+
+
 def test_go_durations():
     d = parse_go_duration
     assert d("1.5s") == 1_500_000_000 and d("-5s") == -5_000_000_000 and d("+1h2m") == 3_720_000_000_000

@@ -272,15 +272,16 @@ def check_consumer(jsa, stream, cfg, action, pedantic):
     acc_max = int((getattr(jsa, "limits", None) or {}).get("max_consumers", -1) or -1)
     if maxc <= 0 or (0 < acc_max < maxc):
         maxc = acc_max
-    others = stream.client_consumers()
-    if maxc > 0 and len(others) >= maxc:
+    # (the consumers are listed only for a rule that needs them: a stream with thousands,
+    # MQTT's $MQTT_msgs, would list them all at every create)
+    if maxc > 0 and len(stream.client_consumers()) >= maxc:
         raise E.error("JSMaximumConsumersLimitErr")
     if retention == "workqueue" and not cfg["direct"]:
         if cfg["ack_policy"] not in ("explicit", "flow_control"):
             raise E.error("JSConsumerWQRequiresExplicitAckErr")
         if cfg["deliver_policy"] != "all":
             raise E.error("JSConsumerWQConsumerNotDeliverAllErr")
-        if others:
+        if stream.client_consumers():
             fl = cc.filters(cfg)
             if not fl:
                 raise E.error("JSConsumerWQMultipleUnfilteredErr")

@@ -579,25 +579,50 @@ def decode_plain(data, spec):
     else (the caller then decodes with Go's rules): one JSON object whose keys are the spec's
     exact field names, each value a string, integer or boolean of its field's kind, integers
     in the Go type's range (and no "-0" where Go reads unsigned), strings ASCII (Go turns a
-    lone surrogate escape into U+FFFD, Python keeps it)."""
+    lone surrogate escape into U+FFFD, Python keeps it); an enum's string when the body has
+    no escape at all (the enum reads the value's raw text); a nested struct's object when its
+    key occurs once in the body (Go merges a repeated one, json.loads keeps the last)."""
     try:
         d = json.loads(data.decode())
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
     if type(d) is not dict:
         return None
+    return _plain_fields(d, spec, data)
+
+
+def _plain_fields(d, spec, data):
+    out = {}
     for k, v in d.items():
         f = spec.get(k)
-        t = _PLAIN_TYPES.get(f[1]) if f is not None else None
-        if t is None or type(v) is not t:
+        if f is None:
             return None
-        if t is int:
-            lo, hi = INT_RANGES.get(f[0], INT_RANGES["int"])
-            if not lo <= v <= hi or (v == 0 and lo == 0 and b"-" in data):
+        kind = f[1]
+        if kind == "obj":
+            if type(v) is not dict or data.count(b'"%s"' % k.encode()) != 1:
                 return None
-        elif t is str and not v.isascii():
-            return None
-    return d
+            v = _plain_fields(v, f[2], data)
+            if v is None:
+                return None
+        elif kind.startswith("enum"):
+            if type(v) is not str or not v.isascii() or b"\\" in data:
+                return None
+            try:
+                v = ENUMS[kind[5:] if kind.startswith("enum:") else k](None, v, b'"%s"' % v.encode())
+            except JSONError:
+                return None
+        else:
+            t = _PLAIN_TYPES.get(kind)
+            if t is None or type(v) is not t:
+                return None
+            if t is int:
+                lo, hi = INT_RANGES.get(f[0], INT_RANGES["int"])
+                if not lo <= v <= hi or (v == 0 and lo == 0 and b"-" in data):
+                    return None
+            elif t is str and not v.isascii():
+                return None
+        out[k] = v
+    return out
 
 
 def unmarshal_request(payload, spec, type_name, strict=True):

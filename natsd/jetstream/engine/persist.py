@@ -104,8 +104,12 @@ def save_state(directory, o):
     tmp = path + ".tmp"
     crypt = jscrypt.for_path(path)
     try:
-        os.makedirs(directory, exist_ok=True)
-        with open(tmp, "wb", buffering=256 * 1024) as f:
+        try:
+            f = open(tmp, "wb", buffering=256 * 1024)
+        except FileNotFoundError:       # the directory is made at the first save, not each
+            os.makedirs(directory, exist_ok=True)
+            f = open(tmp, "wb", buffering=256 * 1024)
+        with f:
             if crypt is None:
                 write_state_to(f, o)
             else:                       # sealed whole, as every file of an encrypted stream
