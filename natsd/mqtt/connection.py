@@ -314,13 +314,35 @@ class MqttProtocol(ProtocolHandler):
             raise RuntimeError("unable to connect: %s" % e) from None
         if c.closing or c.closed:
             raise Closed()
-        if manager.jailed(cid):
-            # its connection was replaced less than a second ago: as nats-server, this one
-            # is held for the jail's second and closed, with no CONNACK
-            yield lambda done: self.server.loop.call_later(S.FLAPPER_JAIL, done, None, None)
-            c.schedule_close("Duplicate Client ID")
-            raise Closed()
-        # an existing session: taken over (its connection closed), or restored from its record
+        tries = 0
+        while True:
+            if manager.jailed(cid):
+                # its connection was replaced less than a second ago: as nats-server, this
+                # one is held for the jail's second and closed, with no CONNACK
+                yield lambda done: self.server.loop.call_later(S.FLAPPER_JAIL, done, None, None)
+                c.schedule_close("Duplicate Client ID")
+                raise Closed()
+            if cid not in manager.connecting:
+                break
+            # another connection of the client id is connecting: this one waits for it to
+            # finish (then takes over from it), as nats-server's sessLocked, or gives up
+            tries += 1
+            if tries == S.LOCKED_TRIES:
+                raise RuntimeError("unable to connect: other session with client ID %s is in "
+                                   "the process of connecting" % go_quote(cid))
+            yield lambda done: self.server.loop.call_later(S.LOCKED_WAIT, done, None, None)
+            if c.closing or c.closed:
+                raise Closed()
+        manager.connecting.add(cid)
+        try:
+            yield from self._connect_session(c, manager, cid, clean, ka, will)
+        finally:
+            manager.connecting.discard(cid)
+
+    def _connect_session(self, c, manager, cid, clean, ka, will):
+        """CONNECT, its session's part (the client id locked for it): taken over from another
+        connection, restored from its record or new; then CONNACK."""
+        m = c.state.mqtt
         try:
             sess, exists = yield manager.create_or_restore(cid)
         except S.SessionCollision:

@@ -45,6 +45,7 @@ RETAINED_FLAGS = "Nmqtt-RFlags"
 RETAINED_SOURCE = "Nmqtt-RSource"
 
 FLAPPER_JAIL = 1.0                      # nats-server's mqttSessFlappingJailDur
+LOCKED_WAIT, LOCKED_TRIES = 0.1, 10     # a CONNECT waiting for another of its client id
 DEFAULT_ACK_WAIT = 30.0
 DEFAULT_MAX_ACK_PENDING = 1024
 MAX_ACK_TOTAL = 0xFFFF
@@ -343,6 +344,7 @@ class AccountSessions:
         self.retained_count = 0             # messages the retained consumer sent
         self.retained_waiter = None
         self.flappers: dict[str, float] = {}   # client id -> when its connection was replaced
+        self.connecting: set[str] = set()      # client ids a CONNECT is being handled for
 
     # ---- client ids that flap between connections (nats-server's flappers) ----
 

@@ -4,6 +4,7 @@ with its client id, wills go out when a client vanishes, retained messages reach
 subscribers, and all of it survives a kill -9 of the server. Each scenario runs against
 natsd and nats-server and the packets must be the same."""
 import itertools
+import time
 
 import pytest
 
@@ -142,6 +143,38 @@ def test_a_client_id_flapping_between_connections_is_jailed_for_a_second(starter
     assert natsd == ref
     connack = b"\x20\x02\x00\x00"
     assert natsd == (connack, connack, True, b"", True, b"\xd0\x00", connack, True)
+
+
+def test_two_connects_with_one_client_id_at_once_end_with_one_connection(starters, tmp_path):
+    """nats-server's sessLocked: a CONNECT waits while another one of its client id is being
+    handled, then takes over from it. Two at the same instant: both get a CONNACK, the second
+    one handled replaces the first (closed), and a persistent session is present for it. Which
+    socket the server reads first is up to the kernel: the outcome is compared as a set."""
+    def scenario(start, where):
+        srv = start_mqtt(start, where)
+        out = []
+        for n, clean in enumerate((True, False)):
+            a, b = M.MqttRaw(srv.mqtt_port), M.MqttRaw(srv.mqtt_port)
+            hello = M.connect("twice-%d" % n, clean=clean)
+            a.send(hello)
+            b.send(hello)
+            acks = [a.read_packet(), b.read_packet()]
+            closed = [False, False]
+            deadline = time.monotonic() + 3
+            while not any(closed) and time.monotonic() < deadline:
+                closed = [a.closed(0.05), b.closed(0.05)]
+            got = sorted(zip(acks, closed))
+            survivor = b if closed[0] else a
+            survivor.send(M.PINGREQ)
+            out.append((got, survivor.read_packet()))
+            a.close()
+            b.close()
+        return out
+    natsd, ref = _both(starters, tmp_path, scenario)
+    assert natsd == ref
+    connack, present = b"\x20\x02\x00\x00", b"\x20\x02\x01\x00"
+    assert natsd == [([(connack, False), (connack, True)], b"\xd0\x00"),
+                     ([(connack, True), (present, False)], b"\xd0\x00")]
 
 
 def test_retained_messages_reach_new_subscribers_and_survive_kill9(starters, tmp_path):
