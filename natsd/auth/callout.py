@@ -109,9 +109,11 @@ class AuthCallout:
 
     # -- asking --
 
-    def ask(self, c, connect: dict, spec: Spec, then) -> None:
+    def ask(self, c, connect: dict, spec: Spec, then, client_type: str = "",
+            mqtt_id: str = "") -> None:
         """Send the request; then(AuthResult or None) runs on the loop when it is decided. The
-        connection is not read meanwhile."""
+        connection is not read meanwhile. `client_type`: the request's client_info type when
+        not the connection's own (nats or websocket), with `mqtt_id` for an MQTT client."""
         server = self.server
         acc = server.accounts.get(spec.account) if spec.account in server.accounts.accounts else None
         if acc is None:
@@ -129,7 +131,8 @@ class AuthCallout:
         timeout = server._auth_timeout()
         p.timer = server.loop.call_later(timeout, self._timed_out, p)
         token = claims.encode(server.key, spec.issuer, "authorization_request",
-                              self._request(c, connect, p.user_key, spec), aud=AUDIENCE,
+                              self._request(c, connect, p.user_key, spec, client_type, mqtt_id),
+                              aud=AUDIENCE,
                               exp=int(time.time() + timeout))
         payload, hdr = token.encode(), None
         if spec.xkey:
@@ -138,7 +141,7 @@ class AuthCallout:
         c.stalled = True
         publish(acc.sublist, SUBJECT.encode(), reply.encode(), hdr, payload)
 
-    def _request(self, c, connect, user_key, spec):
+    def _request(self, c, connect, user_key, spec, client_type="", mqtt_id=""):
         s, st = self.server, c.state
         server_id = {"name": s.name, "host": s.opts.host, "id": s.id, "version": VERSION}
         cluster = s.cluster_name()
@@ -149,7 +152,8 @@ class AuthCallout:
         if spec.xkey:
             server_id["xkey"] = s.xkey.public
         info = {"host": st.host, "id": c.cid, "user": raw_auth_user(connect), "name": st.name,
-                "kind": "Client", "type": "websocket" if st.ws else "nats"}
+                "kind": "Client", "type": client_type or ("websocket" if st.ws else "nats"),
+                "mqtt_id": mqtt_id}
         if connect.get("sig"):
             info["nonce"] = st.nonce
         opts = {"jwt": connect.get("jwt"), "nkey": connect.get("nkey"), "sig": connect.get("sig"),

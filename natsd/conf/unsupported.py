@@ -249,8 +249,6 @@ def _mqtt(o) -> str | None:
     if (not o.jetstream.enabled and not o.cluster.port and not o.gateway.port
             and not o.leafnode.port and not o.leafnode.remotes):
         return "mqtt requires JetStream to be enabled if running in standalone mode"
-    if getattr(o, "auth_callout", None):
-        return NOT_SUPPORTED % "MQTT with auth callout"
     return None
 
 

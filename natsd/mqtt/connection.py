@@ -301,7 +301,9 @@ class MqttProtocol(ProtocolHandler):
         if st.auth_timer is not None:
             st.auth_timer.cancel()
             st.auth_timer = None
-        account = self.mqtt.authenticate(c, user, password)
+        account = yield lambda done: self.mqtt.authenticate(c, user, password, done)
+        if c.closing or c.closed:
+            raise Closed()
         if account is None:
             c.send_bytes(P.connack(P.RC_NOT_AUTHORIZED, False))
             self.error(c, "authentication error" + (" - User %s" % go_quote(user) if user else ""))

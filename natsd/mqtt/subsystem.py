@@ -3,6 +3,8 @@
 /varz shows."""
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import time
 
@@ -105,9 +107,11 @@ class Mqtt:
 
     # ---- who a client is ----
 
-    def authenticate(self, c, user, password):
-        """The account of an MQTT client's credentials, None when refused (nats-server's
-        isClientAuthorized with the MQTT block's override)."""
+    def authenticate(self, c, user, password, done):
+        """done(the account of an MQTT client's credentials, None when refused): nats-server's
+        isClientAuthorized with the MQTT block's override, and an auth callout where one is
+        configured (asked with CONNECT's user name and password, the password as the token
+        too, and as the user JWT when it is one, as nats-server asks)."""
         from natsd.auth.authenticator import AuthResult, is_user_jwt
         from natsd.accounts.clientinfo import REDACTED
         auth = self.server.authenticator
@@ -115,6 +119,7 @@ class Mqtt:
         st = c.state
         result = None
         required = auth.auth_required
+        jwt = is_user_jwt(password)
         if s.token:
             required = True
             if auth.check_secret(s.token, password):
@@ -127,7 +132,7 @@ class Mqtt:
             info = {"user": user, "pass": password}
             if not user and password:
                 info = {"auth_token": password}
-            if auth.jwt is not None and is_user_jwt(password):
+            if auth.jwt is not None and jwt:
                 # operator mode: the password carries the user JWT (nats-server's
                 # processClientOrLeafAuthentication); with no nonce signature to check, only a
                 # bearer token logs in
@@ -139,6 +144,25 @@ class Mqtt:
                     result = auth._bind(p, "MQTT")
             if result is None:
                 result = auth.authenticate(info, None, kind="MQTT", cert=st.cert, host=st.host)
+        callout = self.server.callout
+        if callout is not None:
+            connect = {"user": user, "pass": password, "auth_token": password}
+            if jwt:
+                connect["jwt"] = password
+            spec = callout.spec_for(connect, result)
+            if spec is not None:
+                callout.ask(c, connect, spec, lambda answer: done(self._admit(c, answer, True), None),
+                            client_type="mqtt", mqtt_id=st.mqtt.client_id)
+                return
+            if result is not None:
+                result = dataclasses.replace(
+                    result, permissions=callout.guard(result.account, result.permissions))
+        done(self._admit(c, result, required), None)
+
+    def _admit(self, c, result, required):
+        """The account `result` (None: nobody vouched for the client) binds the client to,
+        or None when it is refused."""
+        st = c.state
         if result is None and required:
             return None
         account = self.server.accounts.get(result.account if result is not None else None)
