@@ -4,7 +4,6 @@ removed (removeHeaderIfPresent), a header the server puts on a message in flight
 replaces every line of that name and goes last (the client's setHeader), and the ClientInfo
 of a request's `Nats-Request-Info` (getRequestInfo); a block read as Go's http.Header, and an
 answer encoded as its request's `Accept-Encoding` asks (Snappy framed, gzip, or identity)."""
-import gzip
 import json
 
 from natsd._core.s2 import snappy_stream
@@ -107,5 +106,6 @@ def encoded(encoding, body):
     if encoding == "snappy":
         body = snappy_stream(body)
     elif encoding == "gzip":
+        import gzip
         body = gzip.compress(body, mtime=0)
     return b"NATS/1.0\r\nContent-Encoding: %s\r\n\r\n" % encoding.encode(), body

@@ -2,8 +2,9 @@
 ids, ephemeral consumer names, reply prefixes, route names and flow-control subjects
 (nats-server draws these from its nuid package); and the server's internal clients, which
 take connection ids (cids) from the server's count as nats-server's do."""
-import hashlib
 import os
+
+from natsd.digest import sha256
 
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -16,7 +17,7 @@ def random_token(n=22):
 def get_hash(name):
     """nats-server's getHash (events.go): 8 characters of the name's sha256 as base-62 digits;
     it names a server (a Raft peer, `$SYS._INBOX.<hash>`) and a stream's origin."""
-    b = hashlib.sha256(name.encode()).digest()
+    b = sha256(name.encode()).digest()
     return "".join(_BASE62[x % 62] for x in b[:8])
 
 

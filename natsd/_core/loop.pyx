@@ -13,7 +13,6 @@ import heapq
 import logging
 import os
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 
 from libc.stdlib cimport malloc, free
 from libc.string cimport memmove
@@ -257,6 +256,7 @@ cdef class Loop:
     def run_in_worker(self, fn, done, *args):
         """Run fn(*args) on a worker thread; done(result, exc) runs on the loop afterwards."""
         if self.executor is None:
+            from concurrent.futures import ThreadPoolExecutor
             self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="natsd-worker")
 
         def finished(fut, loop=self):

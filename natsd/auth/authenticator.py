@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hmac
 import re
 from dataclasses import dataclass
 
@@ -39,6 +38,7 @@ from natsd.auth.jwt import claims
 from natsd.auth.jwt.login import JwtAuthenticator
 from natsd.gofmt import go_quote
 from natsd.auth.permissions import Permissions
+from natsd.digest import compare_digest
 from natsd.accounts.clientinfo import REDACTED, raw_auth_user
 
 # -ERR texts, exactly as nats-server sends them (verified in
@@ -341,7 +341,7 @@ class Authenticator:
 
     def _check_secret(self, configured: str, given: str) -> bool:
         if not is_bcrypt(configured):
-            return hmac.compare_digest(configured.encode(), given.encode())
+            return compare_digest(configured.encode(), given.encode())
         key = (configured, given)
         if key in self._bcrypt_ok:
             return True

@@ -11,9 +11,7 @@ every worker.
 """
 import collections
 import logging
-from concurrent.futures import ThreadPoolExecutor
 
-import bcrypt
 
 log = logging.getLogger("natsd")
 
@@ -34,6 +32,7 @@ class OffLoop(Exception):
 
 def compare_hash(configured, given):
     try:
+        import bcrypt                   # (loaded when a bcrypt password is checked)
         return bcrypt.checkpw(given.encode(), configured.encode())
     except ValueError:              # e.g. a $2x$ hash the bcrypt package does not support
         return False
@@ -60,6 +59,7 @@ class AuthWorkers:
         c, source, slow, then = job
         self.running[source] += 1
         if self.pool is None:
+            from concurrent.futures import ThreadPoolExecutor
             self.pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="natsd-auth")
         fut = self.pool.submit(slow.work)
         fut.add_done_callback(lambda f: self.loop.call_soon_threadsafe(self._done, job, f))

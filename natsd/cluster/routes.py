@@ -17,7 +17,6 @@ import random
 import time
 from urllib.parse import urlsplit, unquote
 
-import psutil
 
 from natsd import VERSION, SERVER_PROTO
 from natsd.client import ClientState
@@ -188,6 +187,7 @@ class Routes:
 
     def _find_self_addrs(self):
         """Every ip:port of this machine's route port, so seeds naming us are skipped."""
+        import psutil
         port = self.listener.port
         for addrs in psutil.net_if_addrs().values():
             for a in addrs:

@@ -10,7 +10,6 @@ load.py can report ``file:line:col``.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 from natsd.conf import lexer as L
 from natsd.conf.lexer import LexError, Token
+from natsd.digest import sha256
 
 MAX_INCLUDE_DEPTH = 16
 
@@ -244,4 +244,4 @@ def _go_json(v: Any) -> str:
 def config_digest(tree: dict[str, Node]) -> str:
     """sha256 of the parsed config as nats-server computes it (`nats-server -t`)."""
     data = _go_json({k: n.plain() for k, n in tree.items()}) + "\n"
-    return "sha256:" + hashlib.sha256(data.encode("utf-8")).hexdigest()
+    return "sha256:" + sha256(data.encode("utf-8")).hexdigest()

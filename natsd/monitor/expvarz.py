@@ -72,8 +72,8 @@ def options_from_json(body):
 
 
 def memstats():
-    from natsd.monitor.varz import _process
-    mem = _process.memory_info()
+    from natsd.monitor.varz import this_process
+    mem = this_process().memory_info()
     t = _timer or _GcTimer()
     elapsed = max(time.monotonic() - t.installed_at, 1e-9)
     cores = os.cpu_count() or 1
@@ -91,8 +91,8 @@ def memstats():
 
 
 def expvarz(server):
-    from natsd.monitor.varz import _process
-    return {"memstats": memstats(), "cmdline": _process.cmdline()}
+    from natsd.monitor.varz import this_process
+    return {"memstats": memstats(), "cmdline": this_process().cmdline()}
 
 
 def handler(server, opts):

@@ -90,7 +90,7 @@ def _counter(name, help_text, value=None):
 
 
 def server_collector(server):
-    from natsd.monitor.varz import _process
+    from natsd.monitor.varz import this_process
     now = time.time()
     yield _gauge("natsd_info", "Server identity (always 1).").add(
         1, server_id=server.id, server_name=server.name, version=VERSION)
@@ -113,9 +113,9 @@ def server_collector(server):
     yield _counter("natsd_stale_connections", "Connections closed as stale (no PONG).",
                    server.stale_connections)
     yield _gauge("natsd_cpu_percent", "Process CPU use in percent (as /varz cpu).",
-                 _process.cpu_percent(None))
+                 this_process().cpu_percent(None))
     yield _gauge("natsd_memory_rss_bytes", "Process resident memory (as /varz mem).",
-                 _process.memory_info().rss)
+                 this_process().memory_info().rss)
     yield _gauge("natsd_cores", "CPU cores seen by the process.", os.cpu_count() or 0)
     if server.monitor is not None:
         f = _counter("natsd_http_requests", "Monitoring HTTP requests by endpoint path.")

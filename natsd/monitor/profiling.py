@@ -17,10 +17,8 @@ are answered as unknown profiles.
 """
 from __future__ import annotations
 
-import cProfile
 import logging
 import marshal
-import pstats
 
 from natsd.monitor import expvarz, stacksz
 
@@ -50,6 +48,7 @@ class CpuProfiler:
         if self.running is not None:
             done(None, "cpu profiling already in use")
             return
+        import cProfile                 # (loaded when a profile is asked for)
         prof = cProfile.Profile()
         prof.enable()
         self.running = prof
@@ -59,6 +58,7 @@ class CpuProfiler:
     def _finish(self, prof, done):
         prof.disable()
         self.running = None
+        import pstats
         stats = pstats.Stats(prof)
         done(marshal.dumps(stats.stats), None)
 

@@ -2,14 +2,21 @@
 import os
 import time
 
-import psutil
-
 from natsd import VERSION, PROTO
 from natsd._core.conn import totals
 from natsd.gofmt import go_float, go_time
 from natsd.net.tls import cert_not_after, default_auth_timeout
 
-_process = psutil.Process(os.getpid())
+_process = None                 # psutil's view of this process, made at the first /varz
+
+
+def this_process():
+    """psutil's Process of this server (made when first asked for)."""
+    global _process
+    if _process is None:
+        import psutil                   # (2.6 MB resident: loaded when monitoring is asked)
+        _process = psutil.Process(os.getpid())
+    return _process
 
 # nats-server 2.15.1's feature flags (`feature_flags`, also in every $SYS ServerInfo), at the
 # values that describe what natsd does: v1 `$JS.ACK`/`$JS.FC` subjects and API replies; the
@@ -166,10 +173,10 @@ def varz(server, query):
         "start": rfc3339(server.start_time),
         "now": rfc3339(now),
         "uptime": go_duration_short(now - server.start_time),
-        "mem": _process.memory_info().rss,
+        "mem": this_process().memory_info().rss,
         "cores": os.cpu_count(),
         "gomaxprocs": os.cpu_count(),
-        "cpu": _process.cpu_percent(None),
+        "cpu": this_process().cpu_percent(None),
         "connections": len(server.clients),
         "total_connections": server.total_connections,
         "routes": len(server.routes),

@@ -7,7 +7,6 @@ connection presents (`peer_identities`, in the order nats-server tries them for
 verify_and_map) and the pinned-certificate check. Contexts are rebuilt on a config reload;
 connections keep the session they have.
 """
-import hashlib
 import importlib
 import logging
 
@@ -199,6 +198,7 @@ def _read_not_after(cert_file):
 def peer_cert_details(chain):
     """/connz `tls_peer_certs` (with `auth`): the certificates the peer sent (DER, its own
     first), each with its subject, SHA-256 of its SubjectPublicKeyInfo and of itself."""
+    import hashlib
     from cryptography import x509
     out = []
     for der in chain:
@@ -255,6 +255,7 @@ def certificate_names(cert_file):
 
 def spki_sha256(der_cert):
     """Hex SHA-256 of a certificate's DER SubjectPublicKeyInfo (what pinned_certs lists)."""
+    import hashlib
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
     cert = x509.load_der_x509_certificate(der_cert)

@@ -5,12 +5,12 @@ owns the settings, the accept, the upgrade request's checks and answer (origins,
 version, permessage-deflate, Nats-No-Masking, cookies), the handshake timeout and the INFO.
 """
 import base64
-import hashlib
 import logging
 from email.utils import formatdate
 from urllib.parse import urlsplit
 
 from natsd._core.ws import WsCodec
+from natsd.digest import sha1
 from natsd.gofmt import go_float
 from natsd.net.listener import ListenerBlock, block_get
 from natsd.net.tls import cert_not_after
@@ -342,7 +342,7 @@ def _peer(c):
 
 
 def _accept_key(key):
-    return base64.b64encode(hashlib.sha1(key.encode() + WS_GUID).digest()).decode()
+    return base64.b64encode(sha1(key.encode() + WS_GUID).digest()).decode()
 
 
 def _parse_request(head):

@@ -46,6 +46,7 @@ class RemoteServers:
         self.inbox_prefix = "$SYS._INBOX.%s." % get_hash(self.server.name)
         self.conns_inbox = "$SYS._INBOX_.%s" % self.server.id
         self.timers = []
+        self.statsz_sub = None             # its own listening to STATSZ (not a listener)
 
     def subscribe(self):
         """The tracking subscriptions, first of the system client's, in nats-server's order."""
@@ -54,7 +55,7 @@ class RemoteServers:
         sub("$SYS.SERVER.ACCOUNT.*.CONNS", self._conns_update)
         sub(self.conns_inbox, self._conns_update)
         sub(NSUBS, self._nsubs_request)
-        sub("$SYS.SERVER.*.STATSZ", self._statsz)
+        self.statsz_sub = sub("$SYS.SERVER.*.STATSZ", self._statsz)
         sub("$SYS.SERVER.*.SHUTDOWN", self._server_gone)
         sub("$SYS.SERVER.*.LAMEDUCK", self._server_gone)
         loop = self.server.loop

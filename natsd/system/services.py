@@ -469,13 +469,13 @@ class SystemServices:
 
     def statsz(self):
         s = self.server
-        from natsd.monitor.varz import _process
+        from natsd.monitor.varz import this_process
         ct = client_traffic()
         out = {
             "start": rfc3339(s.start_time),
-            "mem": _process.memory_info().rss,
+            "mem": this_process().memory_info().rss,
             "cores": os.cpu_count(),
-            "cpu": _process.cpu_percent(None),
+            "cpu": this_process().cpu_percent(None),
             "connections": len(s.clients),
             "total_connections": s.total_connections,
             "active_accounts": sum(1 for a in s.accounts if a.clients),
@@ -518,8 +518,22 @@ class SystemServices:
     def announce(self):
         """A STATSZ now, beside the periodic ones: nats-server sends one when it first hears
         of another server, so that a new server learns of it at once."""
-        self.send_event("$SYS.SERVER.%s.STATSZ" % self.server.id, None, key="statsz",
-                        data=self.statsz())
+        subject = "$SYS.SERVER.%s.STATSZ" % self.server.id
+        if self._statsz_wanted(subject):
+            self.send_event(subject, None, key="statsz", data=self.statsz())
+
+    def _statsz_wanted(self, subject):
+        """nats-server's rule: a server with a route, gateway or leaf node port, or a leaf
+        remote of the system account, always sends its STATSZ; another one only when someone
+        listens other than its own tracker of the other servers (natsd/system/remote.py).
+        Gathering them loads psutil and reads /proc."""
+        o = self.server.opts
+        if o.cluster.port or o.gateway.port or o.leafnode.port:
+            return True
+        if any(r.account == self.account.name for r in o.leafnode.remotes):
+            return True                 # a leaf remote carries the system account
+        r = self.account.sublist.match(subject.encode())
+        return r.total > 1 or (r.total == 1 and r.psubs != [self.remote.statsz_sub])
 
     def _statsz_tick(self):
         self.announce()

@@ -21,7 +21,6 @@ the server signs auth callout requests with it.
 """
 import base64
 import binascii
-import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -138,6 +137,7 @@ def encode(signer, subject, kind, nats=None, name="", version=2, header=None, **
            "iat": registered.get("iat", int(time.time())), "iss": issuer, "name": name,
            "nbf": registered.get("nbf", 0), "sub": subject}
     std = {k: v for k, v in std.items() if v}
+    import hashlib                      # (OpenSSL's digests: loaded when a JWT is made)
     digest = hashlib.new("sha512_256", json.dumps(std, separators=(",", ":")).encode()).digest()
     std["jti"] = base64.b32encode(digest).decode().rstrip("=")
     body = dict(std)

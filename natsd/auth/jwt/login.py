@@ -20,7 +20,6 @@ import itertools
 import logging
 import re
 import time
-import zoneinfo
 
 from natsd.auth.jwt import claims
 from natsd.auth.jwt.claims import jwt_permissions
@@ -81,6 +80,7 @@ def connect_window(times, location, now=None):
         return True, None
     now = time.time() if now is None else now
     if location:
+        import zoneinfo                 # (loaded for a user JWT with a time zone)
         try:
             zone = zoneinfo.ZoneInfo(location)
         except (zoneinfo.ZoneInfoNotFoundError, ValueError):

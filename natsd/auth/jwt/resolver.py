@@ -14,7 +14,6 @@ stores text, natsd.auth.jwt.accounts verifies it.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import time
@@ -23,6 +22,7 @@ from collections import OrderedDict
 from natsd.auth.jwt import claims
 from natsd.auth import nkey
 from natsd.auth.offloop import OffLoop
+from natsd.digest import sha256
 from natsd.gofmt import go_quote
 
 log = logging.getLogger("natsd")
@@ -169,7 +169,7 @@ class DirResolver:
 
     def _track(self, key: str, token: str) -> None:
         self._untrack(key)
-        digest = hashlib.sha256(token.encode()).digest()
+        digest = sha256(token.encode()).digest()
         self.index[key] = (digest, time.time())
         self._xor(digest)
 
@@ -259,7 +259,7 @@ class DirResolver:
         """Write unless the same JWT is held; False when nothing changed."""
         if not token:
             raise ResolverError("invalid JWT")
-        digest = hashlib.sha256(token.encode()).digest()
+        digest = sha256(token.encode()).digest()
         held = self.index.get(key)
         if held is not None and held[0] == digest:
             self.index.move_to_end(key)
