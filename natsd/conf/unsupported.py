@@ -322,7 +322,7 @@ def _sentinel_error(token: str) -> str | None:
 
 def _leaf_min_version(o) -> str | None:
     """nats-server's checkLeafMinVersionConfig."""
-    from natsd.leafnodes.leafnode import version_at_least
+    from natsd import version_at_least
     mv = o.leafnode.min_version
     if mv and version_at_least(mv, "0.0.0") and not version_at_least(mv, "2.8.0"):
         return "the minimum version should be at least 2.8.0"

@@ -21,12 +21,11 @@ import base64
 import json
 import logging
 import os
-import re
 import random
 import time
 from urllib.parse import urlsplit, unquote
 
-from natsd import VERSION, SERVER_PROTO
+from natsd import VERSION, SERVER_PROTO, version_at_least
 from natsd._core.conn import Connection
 from natsd._core.router import route_remote
 from natsd._core.sublist import Sublist, Subscription
@@ -1350,16 +1349,6 @@ class LeafProtocol(ProtocolHandler):
 
 
 # ---- helpers ----
-
-def version_at_least(version, minimum):
-    """nats-server's versionAtLeast: is `version` (major.minor.patch, a `v` and a -suffix
-    allowed) at least `minimum`? A version that does not parse is not."""
-    def parts(v):
-        m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", v or "")
-        return tuple(int(x) for x in m.groups()) if m else None
-    have, want = parts(version), parts(minimum)
-    return have is not None and want is not None and have >= want
-
 
 def _hp(host, port):
     return "[%s]:%d" % (host, port) if ":" in str(host) else "%s:%d" % (host, port)

@@ -17,7 +17,6 @@ from natsd._core.router import publish
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_json, omitempty, rtt_nanos
 from natsd.ids import random_token
-from natsd.jetstream.engine import gojson
 from natsd.headers import accept_encoding, encoded, request_info
 from natsd.monitor.profiling import Later
 from natsd.monitor.jsz import SkipResponse
@@ -223,6 +222,7 @@ class SystemServices:
         that client the lame duck INFO. The answer is `{"server": ...}`, or with an error for
         a cid it cannot act on; a body Go cannot decode into the request is logged, not
         answered."""
+        from natsd.jetstream.engine import gojson     # (Go's decoder: loaded when asked)
         kick = subject.endswith(b".KICK")
         try:
             req = gojson.unmarshal(gojson.loads_node(payload), _CLIENT_CONTROL,
@@ -432,6 +432,7 @@ class SystemServices:
         if not reply:
             return
         if payload and payload.strip():
+            from natsd.jetstream.engine import gojson
             try:
                 gojson.loads_node(payload)
             except gojson.JSONError as e:
