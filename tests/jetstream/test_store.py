@@ -6,6 +6,7 @@ test. The 10M-message RSS measurement runs only with NATSD_SLOW=1.
 """
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -123,6 +124,31 @@ def test_store_and_load(store):
     st = store.state()
     assert (st["messages"], st["first_seq"], st["last_seq"], st["first_ts"], st["last_ts"]) == (2, 1, 2, 5, ts)
     assert st["num_subjects"] == 2
+
+
+def test_skipped_messages_take_sequences_and_the_last_time(store, tmp_path):
+    """skip_msg (a message nobody wanted, nats-server's SkipMsgNoInterest): the sequences go,
+    nothing is stored, the skip's time is the last time; a file store reads it back when it
+    reopens without its index snapshot (a crash) and with it (a clean close)."""
+    store.store_msg(b"a", None, b"kept", ts=5)
+    assert store.skip_msg(7) == 2 and store.skip_msg(9, n=3) == 5
+    seq, _ = store.store_msg(b"b", None, b"next", ts=11)
+    assert seq == 6 and store.skip_msg(13) == 7
+    st = store.state()
+    assert (st["messages"], st["first_seq"], st["last_seq"], st["first_ts"], st["last_ts"]) == \
+        (2, 1, 7, 5, 13)
+    assert store.load(2) is None and store.load(5) is None and store.load(6).msg == b"next"
+    if store.kind == "memory":
+        return
+    crashed = tmp_path / "crashed"
+    shutil.copytree(tmp_path / "s", crashed)    # the files as a kill -9 leaves them
+    store.close()
+    for where in (tmp_path / "s", crashed):
+        again = open_store(store.kind, where)
+        st2 = again.state()
+        assert (st2["messages"], st2["last_seq"], st2["last_ts"]) == (2, 7, 13), where
+        assert again.skip_msg(15) == 8
+        again.close()
 
 
 def test_many_blocks_and_big_message(store):
