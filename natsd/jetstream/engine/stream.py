@@ -558,9 +558,13 @@ class Stream:
         return self._puback(seq, False, value, batch if batch and batch[2] else None), True
 
     def _wanted(self, subject):
-        """Whether a consumer of this (interest) stream wants a message on `subject`."""
+        """Whether a consumer of this (interest) stream wants a message on `subject` (decoded
+        once here, not by each consumer's filter check)."""
+        if not self.consumers:
+            return False
+        text = subject.decode() if isinstance(subject, bytes) else subject
         for c in self.consumers.values():
-            if c.matches(subject):
+            if c.matches(text):
                 return True
         return False
 
