@@ -303,6 +303,7 @@ def test_store_failures_do_not_leak(natsd, reference, tmp_path):
             out.append(c.request(b"$JS.API.CONSUMER.DURABLE.CREATE.S.C",
                                  _b(J({"stream_name": "S", "config": {"durable_name": "C"}})), None, 3))
             out.append(c.request(b"$JS.API.STREAM.INFO.BLOCK", b"", None, 3))
+            out.append(c.request(b"$JS.API.CONSUMER.INFO.S.C", b"", None, 3))   # not left behind
         return [_norm(r) for r in out[1:]]
     sa, sb = str(tmp_path / "a"), str(tmp_path / "b")
     ours_srv = natsd("-js", "-sd", sa)
@@ -312,5 +313,6 @@ def test_store_failures_do_not_leak(natsd, reference, tmp_path):
     assert ours[0]["error"] == {"code": 500, "err_code": 10049, "description": "error creating store for stream"}
     assert ours[1]["error"] == {"code": 500, "err_code": 10012,
                                 "description": "error creating store for consumer"}
+    assert ours[3]["error"]["err_code"] == 10014
     ours_srv.wait_log(r"Stream create failed for '\$G > BLOCK'")
     ours_srv.wait_log(r"Consumer create failed for '\$G > S > C'")

@@ -209,7 +209,7 @@ class ApiHandler:
                 jsa.last_api_response = None
                 api_consumer.handle(jsa, tokens, subject, reply, hdr, payload)
                 if jsa.last_api_response is None:
-                    self._watch_answer(jsa, origin, op, subject, reply, payload)   # answered later
+                    self._audit_later(jsa, ctx)     # answered later
                 elif advisories.listening(acc.sublist, advisories.API_AUDIT):
                     ctx.audit_consumer()
             except E.ApiError as err:
@@ -257,6 +257,18 @@ class ApiHandler:
         if (self.engine.cluster is not None and op in TYPES and op != "CONSUMER.MSG.NEXT"
                 and not _from_route(origin)):
             self.engine.cluster.watch_answer(jsa, origin, op, subject, reply, payload)
+
+    def _audit_later(self, jsa, ctx):
+        """A consumer request not answered yet (a new consumer's files are being written, a
+        replicated one waits for its group): audited with its answer. On a cluster the answer
+        is watched as it goes by (natsd/jetstream/replicated/auditwatch.py), unless a route
+        brought the request; on one server the consumer API's reply audits it."""
+        if ctx.op not in TYPES or ctx.op == "CONSUMER.MSG.NEXT" or _from_route(ctx.origin):
+            return
+        if self.engine.cluster is not None:
+            self._watch_answer(jsa, ctx.origin, ctx.op, ctx.subject, ctx.reply, ctx.payload)
+        elif ctx.reply and advisories.listening(ctx.acc.sublist, advisories.API_AUDIT):
+            jsa.audits_due[bytes(ctx.reply)] = ctx.detach()
 
     def _held_for_leader(self, jsa, op, args, *request):
         """A replicated stream's new leader holds requests until it is ready (see

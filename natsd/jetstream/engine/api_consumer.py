@@ -40,6 +40,10 @@ def _send(jsa, reply, data, identity=None):
         if identity is not None:
             hdr = b"NATS/1.0\r\nNats-Stream-Identity: %s\r\n\r\n" % identity.encode()
         publish(jsa.sublist, reply, None, hdr, data)
+        due = getattr(jsa, "audits_due", None)
+        request = due.pop(bytes(reply), None) if due else None
+        if request is not None:         # an answer sent after its request's handler returned
+            request.audit_consumer()
 
 
 def _respond(jsa, reply, type_name, payload, identity=None):
@@ -201,43 +205,58 @@ def _create(jsa, tokens, reply, hdr, payload, legacy_durable):
             stream.replica.consumers.propose_create(cfg, name, eo.created if eo else now_ns(),
                                                     action, reply)
             return None
-        o = create_consumer(jsa, stream, cfg, action, pedantic)
+
+        def answer(info):
+            _respond(jsa, reply, rtype, info, None if isinstance(info, E.ApiError) else identity)
+        create_consumer(jsa, stream, cfg, answer, action, pedantic)
     except E.ApiError as err:
         _respond(jsa, reply, rtype, err)
-        return None
-    _respond(jsa, reply, rtype, o.info(initial=True), identity)
     return None
 
 
-def create_consumer(jsa, stream, cfg, action="create_or_update", pedantic=False):
-    """Create (or update) a consumer on `stream`; raises ApiError. Used by the API and mirrors."""
+def create_consumer(jsa, stream, cfg, ready, action="create_or_update", pedantic=False):
+    """Create (or update) a consumer on `stream`; raises ApiError for what check_consumer
+    refuses. ready(answer) runs once a new consumer's files are written (at once when it has
+    none), with its info as of its creation or the ApiError of a store that failed (the
+    consumer runs meanwhile, and is removed again if they fail)."""
     eo, name = check_consumer(jsa, stream, cfg, action, pedantic)
     if eo is not None:
         if cfg != eo.cfg:
             eo.update_config(cfg)
-        return eo
-    o = Consumer(stream, name, cfg, now_ns())
+        ready(eo.info(initial=True))
+        return
     persistent = (stream.config.get("storage", "file") == "file" and not cfg["mem_storage"]
                   and not cfg["direct"])
-    if persistent:
-        d = consumer_dir(stream, name)
-        if d:
-            # a name the file system refuses (NUL, more than 255 bytes) fails as nats-server's
-            # store creation fails, before anything touches the disk
-            if not is_one_file_name(name):
-                raise _store_failed(jsa, stream, cfg, "invalid consumer directory name")
-            o.directory = d
-            try:
-                from natsd.jetstream.engine import persist
-                persist.remove_dir(d)
-                persist.write_meta(d, o)
-            except (OSError, ValueError) as e:
-                raise _store_failed(jsa, stream, cfg, e)
+    d = consumer_dir(stream, name) if persistent else None
+    if d and not is_one_file_name(name):
+        # a name the file system refuses (NUL, more than 255 bytes) fails as nats-server's
+        # store creation fails, before anything touches the disk
+        raise _store_failed(jsa, stream, cfg, "invalid consumer directory name")
+    o = Consumer(stream, name, cfg, now_ns())
     stream.consumers[name] = o
+    o.holding = True                    # the answer goes out before the first message
     o.start()
-    o.save_now()
-    o.advisory("CREATED", "io.nats.jetstream.advisory.v1.consumer_action", action="create")
-    return o
+    info = o.info(initial=True)
+
+    def written(exc):
+        if exc is not None:
+            if stream.consumers.get(name) is o:
+                del stream.consumers[name]
+            o.stop(delete=True)
+            ready(_store_failed(jsa, stream, cfg, exc))
+            return
+        if not o.closed:
+            o.advisory("CREATED", "io.nats.jetstream.advisory.v1.consumer_action", action="create")
+        ready(info)
+        o.holding = False
+        o.kick()
+    if not d:
+        written(None)
+        return
+    try:
+        o.write_new_files(d, written)
+    except ValueError as e:             # a config its JSON cannot hold
+        written(e)
 
 
 def check_consumer(jsa, stream, cfg, action, pedantic):

@@ -103,6 +103,7 @@ class Consumer(AckState, PushDelivery):
         self._ipoll_delay = 0.02
         self._ptimer_cb = None
         self._delay_timer = None        # replay/rate-limit/pause wake-up
+        self.holding = False            # delivers nothing yet: its create is not answered
         self._save_scheduled = False
         self._last_save = 0.0           # loop time of the last state.json write
         self.last_activity = self.loop.time()
@@ -120,6 +121,8 @@ class Consumer(AckState, PushDelivery):
         self.replay_last = None         # (loop time, msg ts) of the previous delivery
         self.sample = _parse_sample(cfg["sample_freq"])
         self.directory = None
+        self.files_pending = False      # its first files are being written (write_new_files)
+        self._missed = set()            # what was asked of the files meanwhile: "state", "meta", "remove"
         self.replica = None             # ReplicatedConsumers when its state rides in a Raft group
         self.ack_sub = None             # the `$JS.ACK.<stream>.<consumer>.>` subscription
         self.subs = []
@@ -244,7 +247,10 @@ class Consumer(AckState, PushDelivery):
             self.advisory("DELETED", "io.nats.jetstream.advisory.v1.consumer_action",
                           action="delete")
         if delete_state and self.directory:
-            persist.remove_dir(self.directory)
+            if self.files_pending:
+                self._missed.add("remove")
+            else:
+                persist.remove_dir(self.directory)
 
     def delete(self):
         """API delete / inactivity: remove from the stream, advisory, forget state."""
@@ -444,7 +450,7 @@ class Consumer(AckState, PushDelivery):
 
     def _run(self):
         self._scheduled = False
-        if self.closed or (self.replica is not None and self.replica.holding):
+        if self.closed or self.holding or (self.replica is not None and self.replica.holding):
             return                      # a replica handing leadership on delivers nothing
         budget = RUN_BUDGET
         push = self.is_push()
@@ -1020,20 +1026,54 @@ class Consumer(AckState, PushDelivery):
         if self.closed or not self.directory:
             return
         self._last_save = self.loop.time()
-        persist.save_state(self.directory, self)
+        self._save_state()
 
     def save_now(self):
         if self.replica is not None:
             self.replica.changed(self)
         elif self.directory and not self.closed:
             self._save_scheduled = False
+            self._save_state()
+
+    def _save_state(self):
+        if self.files_pending:
+            self._missed.add("state")
+        else:
             persist.save_state(self.directory, self)
 
     def save_meta(self):
         if self.replica is not None:
             self.replica.changed(self, config=True)
         elif self.directory and not self.closed:
-            persist.write_meta(self.directory, self)
+            if self.files_pending:
+                self._missed.add("meta")
+            else:
+                persist.write_meta(self.directory, self)
+
+    def write_new_files(self, directory, ready):
+        """A new consumer's directory, meta.json and first state.json, written on a worker
+        thread: each new inode can cost the disk half a millisecond, and one after the other
+        on the loop they bounded a storm of creates (MQTT sessions) where nats-server makes
+        them in parallel. ready(OSError or None) runs on the loop once they are written; what
+        was asked of the files meanwhile (a save, a new config, a delete) is done then."""
+        files = persist.new_files(directory, self)
+        self.directory = directory
+        self.files_pending = True
+        self.loop.run_in_worker(persist.create_files, lambda _, exc: self._files_written(exc, ready),
+                                directory, files)
+
+    def _files_written(self, exc, ready):
+        self.files_pending = False
+        missed, self._missed = self._missed, set()
+        if exc is None:
+            if "remove" in missed:
+                persist.remove_dir(self.directory)
+            else:
+                if "meta" in missed:
+                    persist.write_meta(self.directory, self)
+                if "state" in missed:       # also the last save of one stopped meanwhile
+                    persist.save_state(self.directory, self)
+        ready(exc)
 
     @classmethod
     def recover(cls, stream, directory):

@@ -98,6 +98,7 @@ class JsAccount:
         self.claims = {}                # stream name -> its Claim (on a cluster, clustering.py)
         self.audit_watches = {}         # reply -> auditwatch._Watch (on a cluster)
         self.audit_sweep = None
+        self.audits_due = {}            # reply -> api.Request: audited when its answer is sent
         self.api_total = 0
         self.api_errors = 0
         given = getattr(getattr(account, "config", None), "jetstream_limits", None) or {}

@@ -11,7 +11,9 @@ state.json {"delivered": {"consumer_seq", "stream_seq"},   last delivered (next-
             "last_per_subject": [seqs...], "lps_resume": seq  (only while replaying last-per-subject)}
 
 Files are written to `<file>.tmp` then renamed, so a crash leaves the old or the new version.
-The consumer coalesces writes (one per loop iteration, see Consumer.schedule_save).
+The consumer coalesces writes (one per loop iteration, see Consumer.schedule_save). A new
+consumer's directory and first files are made on a worker thread (new_files, create_files;
+Consumer.write_new_files), everything else on the loop.
 
 With a JetStream key both files are sealed with the stream's data key (natsd/jetstream/engine/jscrypt.py
 finds it from the stream directory above the consumer's); plaintext files from before the key
@@ -41,28 +43,58 @@ def read_json(path):
         return None
 
 
-def _write(path, obj):
-    tmp = path + ".tmp"
-    data = json.dumps(obj, separators=(",", ":")).encode()
+def _sealed(path, data):
+    """data as the file at `path` holds it: sealed with the stream's key when it has one."""
     crypt = jscrypt.for_path(path)
-    if crypt is not None:
-        data = crypt.seal_file(path, data)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError as e:
-        log.error("JetStream could not write %s: %s", path, e)
+    return data if crypt is None else crypt.seal_file(path, data)
 
 
-def write_meta(directory, o):
-    os.makedirs(directory, exist_ok=True)
-    _write(os.path.join(directory, "meta.json"), {
+def _put(path, data):
+    """Write a file whole: `<file>.tmp`, then renamed over it."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _meta(directory, o):
+    path = os.path.join(directory, "meta.json")
+    return path, _sealed(path, json.dumps({
         "name": o.name,
         "created": go_time(o.created),
         "created_ns": o.created,
         "config": cc.to_json(o.cfg),
-    })
+    }, separators=(",", ":")).encode())
+
+
+def write_meta(directory, o):
+    os.makedirs(directory, exist_ok=True)
+    path, data = _meta(directory, o)
+    try:
+        _put(path, data)
+    except OSError as e:
+        log.error("JetStream could not write %s: %s", path, e)
+
+
+def new_files(directory, o):
+    """A new consumer's meta.json and first state.json as [(path, bytes)], made on the loop
+    for create_files to write on a worker thread."""
+    buf = io.BytesIO()
+    write_state_to(buf, o)
+    state = os.path.join(directory, "state.json")
+    return [_meta(directory, o), (state, _sealed(state, buf.getvalue()))]
+
+
+def create_files(directory, files):
+    """A new consumer's directory, made afresh (what a consumer of the name left is removed),
+    and its first files (new_files). Runs on a worker thread; raises OSError."""
+    try:
+        shutil.rmtree(directory)
+    except FileNotFoundError:
+        pass
+    os.makedirs(directory)
+    for path, data in files:
+        _put(path, data)
 
 
 def state_of(o):
@@ -99,7 +131,7 @@ def _state_rest(o):
 
 
 def save_state(directory, o):
-    """Write consumer o's state.json (tmp file + rename, as _write)."""
+    """Write consumer o's state.json (tmp file + rename, as _put)."""
     path = os.path.join(directory, "state.json")
     tmp = path + ".tmp"
     crypt = jscrypt.for_path(path)
