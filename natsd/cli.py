@@ -105,6 +105,11 @@ def _apply_environment(opts, environ):
         if raw not in ("0", "1"):
             return "NATSD_SEND_RING=%r: want 1 (on) or 0 (off)" % raw
         opts.send_ring = raw == "1"
+    raw = environ.get("NATSD_NEW_FILES_US")
+    if raw is not None:
+        if not raw.isdigit() or int(raw) > 10_000_000:
+            return "NATSD_NEW_FILES_US=%r: want whole microseconds from 0 to 10000000" % raw
+        opts.new_files_us = float(int(raw))
     return None
 
 

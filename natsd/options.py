@@ -391,6 +391,10 @@ class Options:
     # natsd's own: flush many connections with one io_uring submission when the kernel allows
     # (NATSD_SEND_RING=0 in the environment sends one by one; natsd/_core/sendring.h).
     send_ring: bool = True
+    # natsd's own: a new consumer's files are made on the loop while that takes under this
+    # many microseconds on average, else on worker threads (NATSD_NEW_FILES_US in the
+    # environment; 0 always hands them to the threads; natsd/jetstream/engine/persist.py).
+    new_files_us: float = 500.0
 
     # Everything else nats-server accepts (operator, resolver, ocsp, ...): key -> value.
     extra: dict[str, Any] = field(default_factory=dict)

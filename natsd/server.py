@@ -712,8 +712,9 @@ class Server:
                  " (%s)" % new_opts.config_digest if new_opts.config_digest else "")
 
 
-# What natsd's environment variables set (NATSD_POLL_US, NATSD_SEND_RING) stays on a reload.
-_ENVIRONMENT_WINS = ("poll_us", "send_ring")
+# What natsd's environment variables set (NATSD_POLL_US, NATSD_SEND_RING, NATSD_NEW_FILES_US)
+# stays on a reload.
+_ENVIRONMENT_WINS = ("poll_us", "send_ring", "new_files_us")
 
 
 def stall_limit(opts):

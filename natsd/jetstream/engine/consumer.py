@@ -1051,13 +1051,22 @@ class Consumer(AckState, PushDelivery):
                 persist.write_meta(self.directory, self)
 
     def write_new_files(self, directory, ready):
-        """A new consumer's directory, meta.json and first state.json, written on a worker
-        thread: each new inode can cost the disk half a millisecond, and one after the other
-        on the loop they bounded a storm of creates (MQTT sessions) where nats-server makes
-        them in parallel. ready(OSError or None) runs on the loop once they are written; what
-        was asked of the files meanwhile (a save, a new config, a delete) is done then."""
+        """A new consumer's directory, meta.json and first state.json. Made on the loop while
+        that is quick; on a disk where new files are slow (each new inode can cost half a
+        millisecond on a virtual disk) they go to a worker thread, so a storm of creates (MQTT
+        sessions) is not made one after the other. ready(OSError or None) runs on the loop once
+        they are written; what was asked of the files meanwhile (a save, a new config, a
+        delete) is done then."""
         files = persist.new_files(directory, self)
         self.directory = directory
+        if persist.new_files_quick():
+            try:
+                persist.create_files(directory, files)
+            except OSError as e:
+                self._files_written(e, ready)
+            else:
+                self._files_written(None, ready)
+            return
         self.files_pending = True
         self.loop.run_in_worker(persist.create_files, lambda _, exc: self._files_written(exc, ready),
                                 directory, files)

@@ -18,7 +18,7 @@ from natsd.gofmt import friendly_bytes, go_duration
 from natsd.subject import subject_is_subset
 from natsd.auth import nkey
 from natsd.jetstream.engine import errors as E
-from natsd.jetstream.engine import api, batch, consumer, jscrypt
+from natsd.jetstream.engine import api, batch, consumer, jscrypt, persist
 from natsd.jetstream.engine.accountpurge import AccountPurge
 from natsd.jetstream.engine.store import open_store
 from natsd.jetstream.engine.stream import Stream
@@ -402,6 +402,7 @@ class JetStream:
     def __init__(self, server):
         self.server = server
         self.opts = server.opts.jetstream
+        persist.set_new_files_inline_max(server.opts.new_files_us / 1e6)
         self.api_subs = {}              # account name -> its $JS.API subscriptions
         o = self.opts
         self.temp_dir = not o.store_dir
