@@ -70,6 +70,8 @@ cdef class Sublist:
     cdef public long long inserts
     cdef public long long removes
     cdef public object on_change     # callable(sub, added: bool) for interest propagation
+    cdef dict watched                # literal subject -> [callback()]: called once, when a
+                                     # subscription that matches it is inserted (watch)
     cdef public bytes account        # the owning account's name (routes name it in RMSG)
 
     cpdef insert(self, Subscription sub)
@@ -78,3 +80,4 @@ cdef class Sublist:
     cdef SublistResult match_cached(self, bytes subject)
     cdef void _invalidate(self)
     cpdef set_weight(self, Subscription sub, int weight)
+    cdef void _notify(self, bytes subject) except *

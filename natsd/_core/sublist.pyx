@@ -191,6 +191,19 @@ cdef Py_ssize_t _prefix_end(bytes subject, Py_ssize_t tokens):
     return end
 
 
+cdef bint _pattern_matches(list pattern, bytes literal):
+    """Whether a subscription subject's tokens (`*`, `>` wildcards) match a literal subject."""
+    cdef list tokens = literal.split(b".")
+    cdef Py_ssize_t i, n = len(tokens), m = len(pattern)
+    for i in range(m):
+        tok = pattern[i]
+        if tok == GT:
+            return n > i
+        if i >= n or (tok != STAR and tok != tokens[i]):
+            return False
+    return n == m
+
+
 cdef class Sublist:
     """Subscriptions of one account."""
 
@@ -227,6 +240,50 @@ cdef class Sublist:
         self._invalidate()
         if self.on_change is not None:
             self.on_change(sub, True)
+        if self.watched:
+            self._notify(sub.subject)
+
+    def watch(self, bytes subject, callback):
+        """callback() once, when a subscription that matches the literal `subject` is inserted
+        (nats-server's sublist RegisterNotification, for one insert). A push consumer with no
+        subscriber on its deliver subject waits this way instead of asking again and again.
+        It runs inside insert(): it should only schedule its work."""
+        if self.watched is None:
+            self.watched = {}
+        waiting = self.watched.get(subject)
+        if waiting is None:
+            self.watched[subject] = [callback]
+        else:
+            (<list>waiting).append(callback)
+
+    def unwatch(self, bytes subject, callback):
+        """Forget a watch() not yet called back."""
+        if not self.watched:
+            return
+        waiting = self.watched.get(subject)
+        if waiting is not None and callback in waiting:
+            (<list>waiting).remove(callback)
+            if not waiting:
+                del self.watched[subject]
+
+    def watching(self):
+        """The number of watches waiting (monitoring, tests)."""
+        return sum(len(w) for w in self.watched.values()) if self.watched else 0
+
+    cdef void _notify(self, bytes subject) except *:
+        cdef list fired
+        cdef list pattern
+        if b"*" not in subject and b">" not in subject:
+            fired = self.watched.pop(subject, None)
+            if fired is None:
+                return
+        else:
+            fired = []
+            pattern = subject.split(b".")
+            for watched in [w for w in self.watched if _pattern_matches(pattern, w)]:
+                fired.extend(self.watched.pop(watched))
+        for callback in fired:
+            callback()
 
     cpdef bint remove(self, Subscription sub):
         cdef list tokens = sub.subject.split(b".")

@@ -99,8 +99,7 @@ class Consumer(AckState, PushDelivery):
         self._hbtimer = None
         self._wtimer = None             # pull requests expiry/heartbeat timer
         self._dtimer = None             # inactivity deletion timer
-        self._ipoll = None              # push interest poll while inactive
-        self._ipoll_delay = 0.02
+        self._watched = None            # the deliver subject watched for a subscriber
         self._ptimer_cb = None
         self._delay_timer = None        # replay/rate-limit/pause wake-up
         self.holding = False            # delivers nothing yet: its create is not answered
@@ -237,8 +236,8 @@ class Consumer(AckState, PushDelivery):
             s.closed = True
             self.account.sublist.remove(s)
         self.subs = []
-        for t in (self._ptimer, self._hbtimer, self._wtimer, self._dtimer, self._ipoll,
-                  self._delay_timer):
+        self._unwatch()
+        for t in (self._ptimer, self._hbtimer, self._wtimer, self._dtimer, self._delay_timer):
             if t is not None:
                 t.cancel()
         if self.waiting is not None:
@@ -432,7 +431,20 @@ class Consumer(AckState, PushDelivery):
         self.kick()
 
     def _has_interest(self):
-        return self.account.sublist.match(self.cfg["deliver_subject"].encode()).total > 0
+        """A subscriber for a push consumer, as nats-server counts one: a subscription on the
+        deliver subject itself (not a wildcard that matches it), a queue subscription of the
+        deliver group when there is one and a plain one otherwise; or an import's forwarder,
+        which stands for the subscribers of another account."""
+        subject = self.cfg["deliver_subject"].encode()
+        r = self.account.sublist.match(subject)
+        if not r.total:
+            return False
+        group = self.cfg["deliver_group"]
+        if group:
+            group = group.encode()
+            return any(members[0].queue == group and (members[0].subject == subject or members[0].forwarder)
+                       for members in r.qsubs)
+        return any(sub.subject == subject or sub.forwarder for sub in r.psubs)
 
     def _paused_for(self):
         pu = self.cfg["pause_until"]
@@ -653,13 +665,26 @@ class Consumer(AckState, PushDelivery):
         return n, at_end
 
     def _watch_interest(self):
-        """Poll for a subscriber on the deliver subject (20 ms, backing off to 500 ms)."""
-        if self._ipoll is None and not self.closed:
-            self._ipoll_delay = 0.02
-            self._ipoll = self.loop.call_later(self._ipoll_delay, self._poll_interest)
+        """Wait for a subscriber on the deliver subject: the account's sublist calls back
+        when one is inserted (Sublist.watch). Offline MQTT sessions are push consumers
+        without one, by the thousand: asked every half second, they kept the loop busy."""
+        subject = self.cfg["deliver_subject"].encode()
+        if self._watched == subject or self.closed:
+            return
+        self._unwatch()
+        self._watched = subject
+        self.account.sublist.watch(subject, self._interest_came)
 
-    def _poll_interest(self):
-        self._ipoll = None
+    def _unwatch(self):
+        if self._watched is not None:
+            self.account.sublist.unwatch(self._watched, self._interest_came)
+            self._watched = None
+
+    def _interest_came(self):
+        self._watched = None
+        self.loop.call_soon(self._check_interest)   # called inside the insert: later
+
+    def _check_interest(self):
         if self.closed:
             return
         if self._has_interest():
@@ -667,8 +692,7 @@ class Consumer(AckState, PushDelivery):
             self.last_activity = self.loop.time()
             self.kick()
         else:
-            self._ipoll_delay = min(0.5, self._ipoll_delay * 2)
-            self._ipoll = self.loop.call_later(self._ipoll_delay, self._poll_interest)
+            self._watch_interest()
 
     def _next_msg(self):
         """(StoredMsg, delivery count) | None at end of stream | False when stalled."""
