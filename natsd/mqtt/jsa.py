@@ -19,7 +19,10 @@ API_TIMEOUT = 5.0                       # nats-server's mqttDefaultJSAPITimeout
 
 # the request kinds, the reply subject's fourth token (nats-server's mqttJSA* constants)
 STREAM_CREATE = "SC"
+STREAM_UPDATE = "SU"
 STREAM_LOOKUP = "SL"
+STREAM_DELETE = "SD"
+STREAM_NAMES = "SN"
 CONSUMER_CREATE = "CC"
 CONSUMER_DELETE = "CD"
 MSG_STORE = "MS"
@@ -141,6 +144,15 @@ class Jsa:
     def create_stream(self, config: dict, done):
         self.api(STREAM_CREATE, "$JS.API.STREAM.CREATE." + config["name"], config, done)
 
+    def update_stream(self, config: dict, done):
+        self.api(STREAM_UPDATE, "$JS.API.STREAM.UPDATE." + config["name"], config, done)
+
+    def delete_stream(self, name: str, done):
+        self.api(STREAM_DELETE, "$JS.API.STREAM.DELETE." + name, b"", done)
+
+    def stream_names(self, done):
+        self.api(STREAM_NAMES, "$JS.API.STREAM.NAMES", b"", done)
+
     def lookup_stream(self, name: str, done):
         self.api(STREAM_LOOKUP, "$JS.API.STREAM.INFO." + name, b"", done)
 
@@ -156,6 +168,9 @@ class Jsa:
 
     def load_last(self, stream: str, subject: str, done):
         self.api(MSG_LOAD, "$JS.API.STREAM.MSG.GET." + stream, {"last_by_subj": subject}, done)
+
+    def load_next(self, stream: str, subject: str, done):
+        self.api(MSG_LOAD, "$JS.API.STREAM.MSG.GET." + stream, {"next_by_subj": subject}, done)
 
     def delete_msg(self, stream: str, seq: int, done):
         self.api(MSG_DELETE, "$JS.API.STREAM.MSG.DELETE." + stream, {"seq": seq, "no_erase": True}, done)

@@ -5,15 +5,18 @@ session (its subscriptions, their consumers, the packet identifiers of messages 
 Streams (created when an account's first MQTT client connects, as nats-server creates them):
 `$MQTT_sess` (session records, one per client id hash), `$MQTT_msgs` (QoS 1/2 messages,
 interest retention), `$MQTT_rmsgs` (retained messages, one per subject), `$MQTT_qos2in` and
-`$MQTT_out` (QoS 2 state)."""
+`$MQTT_out` (QoS 2 state). The layouts of nats-server's releases before 2.10 are moved into
+these at that moment, as nats-server moves them: retained messages kept on the one subject
+`$MQTT.rmsgs`, and sessions kept in a stream each (`$MQTT_sess_<hash>`)."""
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from time import monotonic
 
 from natsd._core.sublist import Subscription
-from natsd.gofmt import go_quote
+from natsd.gofmt import go_duration, go_quote
 from natsd.ids import get_hash, random_token
 from natsd.mqtt import jsa as jsa_mod
 from natsd.mqtt.tasks import run
@@ -27,6 +30,9 @@ MSGS_STREAM = "$MQTT_msgs"
 MSGS_PREFIX = "$MQTT.msgs."
 RETAINED_STREAM = "$MQTT_rmsgs"
 RETAINED_PREFIX = "$MQTT.rmsgs."
+OLD_RETAINED_SUBJECT = "$MQTT.rmsgs"    # before nats-server 2.10: every retained message here
+OLD_SESS_STREAM_PREFIX = "$MQTT_sess_"  # nats-server's first MQTT releases: a stream per session
+TRANSFER_RETRY = 5.0                    # seconds (nats-server's mqttDefaultTransferRetry)
 QOS2IN_STREAM = "$MQTT_qos2in"
 QOS2IN_PREFIX = "$MQTT.qos2.in."
 OUT_STREAM = "$MQTT_out"
@@ -431,7 +437,9 @@ class AccountSessions:
         for cfg in streams:
             cfg.update(storage="file", num_replicas=replicas)
             try:
-                yield lambda done, n=cfg["name"]: self.jsa.lookup_stream(n, done)
+                info = yield lambda done, n=cfg["name"]: self.jsa.lookup_stream(n, done)
+                if cfg["name"] == RETAINED_STREAM:
+                    yield from self._upgrade_retained(info["config"])
                 continue
             except jsa_mod.JsApiError as e:
                 if e.err_code != 10059:                 # stream not found
@@ -443,6 +451,9 @@ class AccountSessions:
                 if e.err_code != 10058:                 # created meanwhile by another server
                     raise RuntimeError("create %s stream for account %r: %s"
                                        % (cfg["name"], self.account.name, e)) from None
+                continue
+            if cfg["name"] == SESS_STREAM:              # new here: older sessions move in
+                yield from self._transfer_session_streams()
         consumer = {"name": RETAINED_STREAM + "_" + random_token(22), "deliver_policy": "all",
                     "ack_policy": "none", "filter_subject": RETAINED_PREFIX + ">",
                     "replay_policy": "instant", "deliver_subject": retained_inbox,
@@ -452,6 +463,106 @@ class AccountSessions:
                                                {"stream_name": RETAINED_STREAM, "config": consumer}, done)
         # the retained messages stored so far are known before the first client goes on
         yield self._retained_loaded(info.get("num_pending", 0))
+
+    def _transfer_session_streams(self):
+        """Sessions of nats-server's first MQTT releases, a stream each (`$MQTT_sess_<hash>`),
+        moved into `$MQTT_sess` and their streams deleted, as nats-server's
+        transferUniqueSessStreamsToMuxed. A failure is logged and the transfer tried again
+        5 s later, in the background."""
+        try:
+            yield from self._move_session_streams()
+        except (jsa_mod.JsApiError, jsa_mod.JsTimeout):
+            log.warning("Failed to transfer all MQTT session streams, will try again in %s",
+                        go_duration(TRANSFER_RETRY * 1e9))
+            self.server.loop.call_later(TRANSFER_RETRY, lambda: run(self._transfer_session_streams()))
+
+    def _move_session_streams(self):
+        try:
+            names = yield lambda done: self.jsa.stream_names(done)
+        except (jsa_mod.JsApiError, jsa_mod.JsTimeout) as e:
+            log.error("Unable to transfer MQTT session streams: %s", e)
+            raise
+        old = [n for n in names.get("streams") or [] if n.startswith(OLD_SESS_STREAM_PREFIX)]
+        if not old:
+            return
+        log.info("Transferring %d MQTT session streams...", len(old))
+        for name in old:
+            log.info("  Transferring stream %s to %s", go_quote(name), go_quote(SESS_STREAM))
+            try:
+                got = yield lambda done, n=name: self.jsa.load_last(n, n, done)
+            except (jsa_mod.JsApiError, jsa_mod.JsTimeout) as e:
+                log.error("   Unable to load session record: %s", e)
+                raise
+            data = base64.b64decode(got["message"].get("data") or "")
+            try:
+                client_id = json.loads(data).get("id", "")
+                if not isinstance(client_id, str):
+                    raise TypeError(client_id)
+            except (ValueError, TypeError, AttributeError):
+                log.warning("    Unable to unmarshal the content of this stream, may not be a "
+                            "legitimate MQTT session stream, skipping")
+                continue
+            id_hash = get_hash(client_id)
+            try:
+                yield lambda done: self.jsa.store(self.session_subject(id_hash), None, data, done,
+                                                  kind=jsa_mod.SESSION_PERSIST, client_hash=id_hash)
+            except (jsa_mod.JsApiError, jsa_mod.JsTimeout) as e:
+                log.error("    Unable to transfer the session record: %s", e)
+                raise
+            try:
+                yield lambda done, n=name: self.jsa.delete_stream(n, done)
+            except (jsa_mod.JsApiError, jsa_mod.JsTimeout):
+                pass                                    # nats-server does not look either
+        log.info("Transfer of %d MQTT session streams done!", len(old))
+
+    def _upgrade_retained(self, config: dict):
+        """A `$MQTT_rmsgs` from before nats-server 2.10 (every retained message on the one
+        subject `$MQTT.rmsgs`, no per-subject limit) made what nats-server 2.10 makes of it:
+        the subjects `$MQTT.rmsgs.>`, each message moved to its topic's subject, one per
+        subject. nats-server's order: the subjects, the messages, then the limit."""
+        wanted = [RETAINED_PREFIX + ">"]
+        if config.get("subjects") != wanted:
+            config["subjects"] = wanted
+            yield lambda done: self.jsa.update_stream(config, done)
+        if config.get("max_msgs_per_subject") == 1:
+            return
+        yield from self._transfer_retained()
+        config["max_msgs_per_subject"] = 1
+        yield lambda done: self.jsa.update_stream(config, done)
+
+    def _transfer_retained(self):
+        """Each message on `$MQTT.rmsgs` (the JSON form) stored again on `$MQTT.rmsgs.<its
+        subject>` and removed, as nats-server's transferRetainedToPerKeySubjectStream."""
+        processed = transferred = 0
+        start = monotonic()
+        while True:
+            try:
+                got = yield lambda done: self.jsa.load_next(RETAINED_STREAM, OLD_RETAINED_SUBJECT, done)
+            except jsa_mod.JsApiError as e:
+                if e.err_code == 10037:                 # no message found: all moved
+                    break
+                log.warning("    Unable to transfer a retained message: failed to load from "
+                            "'%s': %s", OLD_RETAINED_SUBJECT, e)
+                raise
+            msg = got["message"]
+            data = base64.b64decode(msg.get("data") or "")
+            try:
+                subject = json.loads(data)["subject"]
+                if not isinstance(subject, str):
+                    raise TypeError(subject)
+            except (ValueError, TypeError, KeyError):
+                log.warning("    Unable to unmarshal retained message with sequence %d, skipping", msg["seq"])
+            else:
+                try:
+                    yield lambda done: self.jsa.store(RETAINED_PREFIX + subject, None, data, done)
+                except (jsa_mod.JsApiError, jsa_mod.JsTimeout) as e:
+                    log.error("    Unable to transfer the retained message with sequence %d: %s", msg["seq"], e)
+                transferred += 1
+            yield lambda done, seq=msg["seq"]: self.jsa.delete_msg(RETAINED_STREAM, seq, done)
+            processed += 1
+        if processed:
+            log.info("Processed %d messages from '%s', successfully transferred %d in %s", processed,
+                     OLD_RETAINED_SUBJECT, transferred, go_duration((monotonic() - start) * 1e9))
 
     def _retained_loaded(self, count: int):
         """A call that answers once the consumer has sent the `count` retained messages it
