@@ -31,6 +31,7 @@ from natsd.jetstream.engine import persist
 from natsd.jetstream.engine.ackstate import AckState
 from natsd.jetstream.engine.delivery import PushDelivery
 from natsd.jetstream.engine.pull import PullQueue, status_hdr
+from natsd.protocol import KIND_GATEWAY
 from natsd.subject import has_wildcard, subject_matches
 
 log = logging.getLogger("natsd")
@@ -433,18 +434,23 @@ class Consumer(AckState, PushDelivery):
     def _has_interest(self):
         """A subscriber for a push consumer, as nats-server counts one: a subscription on the
         deliver subject itself (not a wildcard that matches it), a queue subscription of the
-        deliver group when there is one and a plain one otherwise; or an import's forwarder,
-        which stands for the subscribers of another account."""
+        deliver group when there is one and a plain one otherwise; an import's forwarder,
+        which stands for the subscribers of another account; or any matching interest of
+        another cluster across a gateway (nats-server's hasGatewayInterest)."""
         subject = self.cfg["deliver_subject"].encode()
         r = self.account.sublist.match(subject)
         if not r.total:
             return False
         group = self.cfg["deliver_group"]
-        if group:
-            group = group.encode()
-            return any(members[0].queue == group and (members[0].subject == subject or members[0].forwarder)
-                       for members in r.qsubs)
-        return any(sub.subject == subject or sub.forwarder for sub in r.psubs)
+        group = group.encode() if group else None
+        for sub in r.psubs:
+            if (sub.subject == subject and group is None) or sub.forwarder or _via_gateway(sub):
+                return True
+        for members in r.qsubs:
+            sub = members[0]
+            if _via_gateway(sub) or (sub.queue == group and (sub.subject == subject or sub.forwarder)):
+                return True
+        return False
 
     def _paused_for(self):
         pu = self.cfg["pause_until"]
@@ -1125,6 +1131,10 @@ class Consumer(AckState, PushDelivery):
         o.directory = directory
         o.start(recovered_state=persist.read_json(os.path.join(directory, "state.json")) or {})
         return o
+
+
+def _via_gateway(sub):
+    return sub.conn is not None and sub.conn.kind == KIND_GATEWAY
 
 
 def _load(store, seq):
