@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The subject trie (sublist): subscriptions indexed by token, with `*` and `>` wildcards
-and queue groups, and a bounded cache of match results per literal subject.
+and queue groups, and a bounded cache of match results per literal subject; and one-time
+watches (watch()) that the insert of a matching subscription calls back.
 
 The cache is dropped whenever the generation id moves (any insert or remove), so a cached
 result is always exact. Matching a cached subject costs one dict lookup.
