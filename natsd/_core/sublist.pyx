@@ -9,6 +9,7 @@ result is always exact. Matching a cached subject costs one dict lookup.
 
 from libc.string cimport memcmp
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from natsd._core.logfmt cimport nlog_match      # the C subject matcher (nlog.h), shared with the log
 
 cdef Py_ssize_t CACHE_MAX = 4096
 # One-off subjects (each published about once: reply inboxes, acks) stay out of the match
@@ -192,19 +193,6 @@ cdef Py_ssize_t _prefix_end(bytes subject, Py_ssize_t tokens):
     return end
 
 
-cdef bint _pattern_matches(list pattern, bytes literal):
-    """Whether a subscription subject's tokens (`*`, `>` wildcards) match a literal subject."""
-    cdef list tokens = literal.split(b".")
-    cdef Py_ssize_t i, n = len(tokens), m = len(pattern)
-    for i in range(m):
-        tok = pattern[i]
-        if tok == GT:
-            return n > i
-        if i >= n or (tok != STAR and tok != tokens[i]):
-            return False
-    return n == m
-
-
 cdef class Sublist:
     """Subscriptions of one account."""
 
@@ -273,15 +261,14 @@ cdef class Sublist:
 
     cdef void _notify(self, bytes subject) except *:
         cdef list fired
-        cdef list pattern
         if b"*" not in subject and b">" not in subject:
             fired = self.watched.pop(subject, None)
             if fired is None:
                 return
         else:
             fired = []
-            pattern = subject.split(b".")
-            for watched in [w for w in self.watched if _pattern_matches(pattern, w)]:
+            for watched in [w for w in self.watched
+                            if nlog_match(subject, len(subject), <bytes>w, len(<bytes>w))]:
                 fired.extend(self.watched.pop(watched))
         for callback in fired:
             callback()

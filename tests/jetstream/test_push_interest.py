@@ -37,7 +37,7 @@ def scenario(srv):
         for i in range(3):
             c.request(b"s.p", b"a%d" % i, timeout=5)
             c.request(b"s.g", b"g%d" % i, timeout=5)
-        time.sleep(0.3)                 # long enough for a poll to have given up once
+        time.sleep(0.3)                 # the consumer has found nobody and waits (no state shows it)
         out = []
         c.send(b"SUB d.x 7\r\n")
         out.append(_take(c, 3))
