@@ -110,6 +110,11 @@ def _apply_environment(opts, environ):
         if not raw.isdigit() or int(raw) > 10_000_000:
             return "NATSD_NEW_FILES_US=%r: want whole microseconds from 0 to 10000000" % raw
         opts.new_files_us = float(int(raw))
+    raw = environ.get("NATSD_REUSE_PORT")
+    if raw is not None:
+        if raw not in ("0", "1"):
+            return "NATSD_REUSE_PORT=%r: want 1 (share the client port) or 0" % raw
+        opts.reuse_port = raw == "1"
     return None
 
 

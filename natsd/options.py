@@ -395,6 +395,9 @@ class Options:
     # many microseconds on average, else on worker threads (NATSD_NEW_FILES_US in the
     # environment; 0 always hands them to the threads; natsd/jetstream/engine/persist.py).
     new_files_us: float = 500.0
+    # natsd's own: the client port is opened with SO_REUSEPORT, so several natsd processes
+    # (joined by routes) share it, one per core (NATSD_REUSE_PORT=1; docs/multicore.md).
+    reuse_port: bool = False
 
     # Everything else nats-server accepts (operator, resolver, ocsp, ...): key -> value.
     extra: dict[str, Any] = field(default_factory=dict)

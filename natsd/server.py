@@ -188,7 +188,8 @@ class Server:
             self.mqtt = Mqtt(self, MqttSettings(opts.mqtt.raw))
             self.mqtt.start()
             self.subsystems.append(self.mqtt)
-        self.client_listener = Listener(self.loop, opts.host, opts.port, self._accept_client)
+        self.client_listener = Listener(self.loop, opts.host, opts.port, self._accept_client,
+                                            reuse_port=opts.reuse_port)
         log.info("Listening for client connections on %s",
                  host_port(opts.host, self.client_listener.port))
         if self.tls is not None:
@@ -712,9 +713,9 @@ class Server:
                  " (%s)" % new_opts.config_digest if new_opts.config_digest else "")
 
 
-# What natsd's environment variables set (NATSD_POLL_US, NATSD_SEND_RING, NATSD_NEW_FILES_US)
-# stays on a reload.
-_ENVIRONMENT_WINS = ("poll_us", "send_ring", "new_files_us")
+# What natsd's environment variables set (NATSD_POLL_US, NATSD_SEND_RING, NATSD_NEW_FILES_US,
+# NATSD_REUSE_PORT) stays on a reload.
+_ENVIRONMENT_WINS = ("poll_us", "send_ring", "new_files_us", "reuse_port")
 
 
 def stall_limit(opts):

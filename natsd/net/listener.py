@@ -72,7 +72,13 @@ def plain_addr(addr):
     return host, port
 
 
-def _wildcard_socket(port):
+def _share_port(sock, reuse_port):
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+
+
+def _wildcard_socket(port, reuse_port):
     """A dual-stack socket on [::]:port, as Go's net.Listen gives for a wildcard host
     (0.0.0.0 included): nats-server with no host is reachable over IPv4 and IPv6 both. None
     where the kernel has no IPv6."""
@@ -84,7 +90,7 @@ def _wildcard_socket(port):
         return None
     try:
         sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        _share_port(sock, reuse_port)
         sock.bind(("::", port))
     except OSError as e:
         sock.close()
@@ -95,16 +101,18 @@ def _wildcard_socket(port):
 
 
 class Listener:
-    """A listening socket on the loop; accepted sockets go to `on_accept(sock, (host, port))`."""
+    """A listening socket on the loop; accepted sockets go to `on_accept(sock, (host, port))`.
+    With reuse_port (SO_REUSEPORT) other processes may listen on the same port, the kernel
+    spreading new connections over them (NATSD_REUSE_PORT; docs/multicore.md)."""
 
-    def __init__(self, loop, host, port, on_accept, backlog=4096):
+    def __init__(self, loop, host, port, on_accept, backlog=4096, reuse_port=False):
         port = port if port > 0 else 0
-        self.sock = _wildcard_socket(port) if host in WILDCARDS else None
+        self.sock = _wildcard_socket(port, reuse_port) if host in WILDCARDS else None
         if self.sock is None:
             infos = socket.getaddrinfo(host or None, port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
             family, stype, proto, _, addr = infos[0]
             self.sock = socket.socket(family, stype, proto)
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            _share_port(self.sock, reuse_port)
             self.sock.bind(addr)
         self.sock.listen(backlog)
         self.sock.setblocking(False)
