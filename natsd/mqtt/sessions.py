@@ -20,7 +20,7 @@ from natsd.gofmt import go_duration, go_quote
 from natsd.ids import get_hash, random_token
 from natsd.mqtt import jsa as jsa_mod
 from natsd.mqtt.tasks import run
-from natsd.subject import subject_matches
+from natsd.mqtt.stree import SubjectTree
 
 log = logging.getLogger("natsd")
 
@@ -342,7 +342,7 @@ class AccountSessions:
         if mqtt.settings.api_timeout:
             self.jsa.set_timeout(mqtt.settings.api_timeout)
         self.sessions: dict[str, Session] = {}
-        self.retained: dict[str, Retained] = {}
+        self.retained: SubjectTree = SubjectTree()     # subject -> Retained, in nats-server's shape
         self.ready = False
         self.failed: Exception | None = None
         self.waiters: list = []
@@ -649,8 +649,8 @@ class AccountSessions:
         self.jsa.store(RETAINED_PREFIX + rm.subject, hdr, payload, done)
 
     def retained_for(self, filter_subject: str) -> list[Retained]:
-        return [rm for subj, rm in sorted(self.retained.items())
-                if subject_matches(filter_subject, subj)]
+        """The retained messages a subscription's subject matches, in nats-server's order."""
+        return [rm for _, rm in self.retained.match(filter_subject)]
 
     # ---- sessions ----
 
