@@ -33,6 +33,7 @@ RETAINED_PREFIX = "$MQTT.rmsgs."
 OLD_RETAINED_SUBJECT = "$MQTT.rmsgs"    # before nats-server 2.10: every retained message here
 OLD_SESS_STREAM_PREFIX = "$MQTT_sess_"  # nats-server's first MQTT releases: a stream per session
 TRANSFER_RETRY = 5.0                    # seconds (nats-server's mqttDefaultTransferRetry)
+RETAINED_TRANSFER_TIMEOUT = 10.0        # seconds (nats-server's mqttRetainedTransferTimeout)
 QOS2IN_STREAM = "$MQTT_qos2in"
 QOS2IN_PREFIX = "$MQTT.qos2.in."
 OUT_STREAM = "$MQTT_out"
@@ -532,18 +533,21 @@ class AccountSessions:
 
     def _transfer_retained(self):
         """Each message on `$MQTT.rmsgs` (the JSON form) stored again on `$MQTT.rmsgs.<its
-        subject>` and removed, as nats-server's transferRetainedToPerKeySubjectStream."""
+        subject>` and removed, as nats-server's transferRetainedToPerKeySubjectStream: at most
+        RETAINED_TRANSFER_TIMEOUT long, and a failure to load or remove ends it without
+        failing the start (what is left on the old subject is cut to its last message by the
+        per-subject limit that follows, as on nats-server)."""
         processed = transferred = 0
         start = monotonic()
         while True:
             try:
                 got = yield lambda done: self.jsa.load_next(RETAINED_STREAM, OLD_RETAINED_SUBJECT, done)
-            except jsa_mod.JsApiError as e:
-                if e.err_code == 10037:                 # no message found: all moved
+            except (jsa_mod.JsApiError, jsa_mod.JsTimeout) as e:
+                if getattr(e, "err_code", None) == 10037:   # no message found: all moved
                     break
                 log.warning("    Unable to transfer a retained message: failed to load from "
                             "'%s': %s", OLD_RETAINED_SUBJECT, e)
-                raise
+                return
             msg = got["message"]
             data = base64.b64decode(msg.get("data") or "")
             try:
@@ -558,8 +562,18 @@ class AccountSessions:
                 except (jsa_mod.JsApiError, jsa_mod.JsTimeout) as e:
                     log.error("    Unable to transfer the retained message with sequence %d: %s", msg["seq"], e)
                 transferred += 1
-            yield lambda done, seq=msg["seq"]: self.jsa.delete_msg(RETAINED_STREAM, seq, done)
+            try:
+                yield lambda done, seq=msg["seq"]: self.jsa.delete_msg(RETAINED_STREAM, seq, done)
+            except (jsa_mod.JsApiError, jsa_mod.JsTimeout) as e:
+                log.error("    Unable to clean up the retained message with sequence %d: %s", msg["seq"], e)
+                return
             processed += 1
+            took = monotonic() - start
+            if took > RETAINED_TRANSFER_TIMEOUT:
+                log.info("timed out while transferring retained messages from '%s' after %s, %d processed, "
+                         "%d successfully transferred", OLD_RETAINED_SUBJECT, go_duration(took * 1e9),
+                         processed, transferred)
+                return
         if processed:
             log.info("Processed %d messages from '%s', successfully transferred %d in %s", processed,
                      OLD_RETAINED_SUBJECT, transferred, go_duration((monotonic() - start) * 1e9))
