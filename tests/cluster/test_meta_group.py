@@ -225,14 +225,19 @@ def test_malformed_raft_traffic_is_dropped_and_logged(tmp_path):
         assert leader.proc.proc.poll() is None
 
 
+NO_ROUTES = ("[FTL] Can't start JetStream: JetStream cluster requires configured routes or solicited "
+             "leafnode for the system account")
+
+
 @need_ref
-@pytest.mark.parametrize("cluster,error", [
-    ("name: C1, port: -1", "[FTL] Can't start JetStream: JetStream cluster requires configured "
-                           "routes or solicited leafnode for the system account"),
-    ("port: -1, routes: [nats://127.0.0.1:1]", "nats-server: jetstream cluster requires `cluster.name` to be set")])
-def test_jetstream_cluster_config_refused_as_nats_server(tmp_path, cluster, error):
+@pytest.mark.parametrize("block,error", [
+    ("cluster { name: C1, port: -1 }", NO_ROUTES),
+    ("gateway { name: G1, port: -1 }", NO_ROUTES),        # a gateway alone is not stand-alone either
+    ("cluster { port: -1, routes: [nats://127.0.0.1:1] }", "nats-server: jetstream cluster requires `cluster.name` to be set")],
+    ids=["cluster-without-routes", "gateway-without-routes", "cluster-without-name"])
+def test_jetstream_cluster_config_refused_as_nats_server(tmp_path, block, error):
     conf = tmp_path / "c.conf"
-    conf.write_text("server_name: S\njetstream { store_dir: '%s' }\ncluster { %s }\n" % (tmp_path / "s", cluster))
+    conf.write_text("server_name: S\njetstream { store_dir: '%s' }\n%s\n" % (tmp_path / "s", block))
     for cmd in (natsd_cmd(), nats_server_cmd()):
         p = ServerProcess(list(cmd) + ["-c", str(conf), "-p", "-1"])
         try:

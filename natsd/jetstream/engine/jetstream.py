@@ -497,7 +497,8 @@ class JetStream:
         if not self.group_commit and not self.sync_always:
             self.sync_timer = self.server.loop.call_later(self.sync_interval, self._sync_tick)
         err = None
-        if self.server.opts.cluster.port:
+        if self.server.opts.cluster.port or self.server.opts.gateway.port:
+            # not stand-alone (nats-server's standAloneMode: a cluster or a gateway port)
             log.info("Starting JetStream cluster")
             err = self._cluster_config_error()
         log.info("Took %s to start JetStream", go_duration((time.monotonic() - t0) * 1e9))
