@@ -14,23 +14,25 @@ LIMITS = {"subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1, "
           "conn": -1, "leaf": -1}
 
 
-def build(tmp_path):
+def build(tmp_path, app_limits=None, extra=""):
+    """-> (mint, config file, the accounts' keys, tmp_path); `app_limits` added to APP's limits
+    (JetStream for MQTT), `extra` to the config."""
     m = Mint(seed=61)
     op, _ = m.operator("OP")
     sys_acc, auth, app, other = (m.key("account") for _ in range(4))
     svc_user = m.key("user")
 
-    def account(key, name, **nats):
-        return m.token(op, key.public, "account", {"limits": dict(LIMITS),
+    def account(key, name, limits=None, **nats):
+        return m.token(op, key.public, "account", {"limits": dict(LIMITS, **(limits or {})),
                                                   "default_permissions": {"pub": {}, "sub": {}}, **nats}, name=name)
-    jwts = {sys_acc.public: account(sys_acc, "SYS"), app.public: account(app, "APP"),
+    jwts = {sys_acc.public: account(sys_acc, "SYS"), app.public: account(app, "APP", app_limits),
             other.public: account(other, "OTHER"),
             auth.public: account(auth, "AUTH", authorization={"auth_users": [svc_user.public],
                                                               "allowed_accounts": [app.public]})}
     op_jwt = m.token(op, op.public, "operator", {"system_account": sys_acc.public}, name="OP")
     conf = tmp_path / "op.conf"
-    conf.write_text("operator: %s\nresolver: MEMORY\nresolver_preload: {\n%s}\n"
-                    % (op_jwt, "".join("  %s: %s\n" % kv for kv in jwts.items())))
+    conf.write_text("operator: %s\nresolver: MEMORY\nresolver_preload: {\n%s}\n%s\n"
+                    % (op_jwt, "".join("  %s: %s\n" % kv for kv in jwts.items()), extra))
     svc_jwt = m.token(auth, svc_user.public, "user", {"pub": {}, "sub": {}, "subs": -1, "data": -1,
                                                        "payload": -1}, name="svc")
     (tmp_path / "svc.creds").write_text(creds(svc_jwt, svc_user))
@@ -45,7 +47,9 @@ def build(tmp_path):
 def answer(m, keys, msg):
     req = claims.decode_kind(msg.data.decode(), "authorization_request")
     n = req.nats
-    user, user_key, server = n["connect_opts"].get("name"), n["user_nkey"], n["server_id"]["id"]
+    opts = n["connect_opts"]
+    user = opts.get("name") or opts.get("user")         # an MQTT client has no name: its user name
+    user_key, server = n["user_nkey"], n["server_id"]["id"]
     perms = {"pub": {"allow": ["app.>", "_INBOX.>"]}, "sub": {"allow": [">"]}, "subs": -1, "data": -1,
              "payload": -1}
     issuer = {"alice": keys["app"], "bob": keys["auth"], "eve": keys["other"]}.get(user)

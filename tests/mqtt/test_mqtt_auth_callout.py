@@ -40,12 +40,12 @@ class RunningService:
     """The callout service on its own thread and event loop, answering while the test's MQTT
     clients (plain sockets) run on the main thread."""
 
-    def __init__(self, url, service):
+    def __init__(self, url, service, **login):
         self.loop = asyncio.new_event_loop()
         ready = threading.Event()
 
         async def serve():
-            self.nc = await nats.connect(url, user="auth", password="pwd")
+            self.nc = await nats.connect(url, **(login or {"user": "auth", "password": "pwd"}))
 
             async def handle(msg):
                 out = service.answer(msg)
