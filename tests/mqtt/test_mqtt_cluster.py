@@ -1,11 +1,16 @@
 """MQTT on a JetStream cluster: the MQTT streams are R3; a device connecting to another member
 takes its session over (the first connection is closed); a device whose server is killed
 (kill -9) reconnects to another member and finds its session there, with the QoS 1 message
-published for it meanwhile; retained messages are known on every member."""
+published for it meanwhile; retained messages are known on every member. A second CONNECT
+of a client id whose first waits on a JetStream without quorum gives up as on nats-server."""
+import time
+
+import pytest
+
 from tests.support import mqttraw as M
 from tests.support.cluster import js_cluster, kill9
 from tests.support.mqttservers import MQTT_LISTEN
-from tests.support.servers import http_json
+from tests.support.servers import http_json, nats_server_cmd
 from tests.support.waiting import poll
 
 
@@ -60,3 +65,32 @@ def test_device_session_survives_its_server(tmp_path):
         viewer.send(M.subscribe(1, [("fleet/#", 0)]))
         viewer.read_packet()
         assert viewer.read_packet(10) == M.publish("fleet/fw", b"2.0", retain=True)
+
+
+@pytest.mark.parametrize("kind", ["natsd", "nats-server"])
+def test_a_second_connect_gives_up_while_the_first_waits_on_jetstream(tmp_path, kind):
+    """nats-server's session lock: a CONNECT of a client id whose first CONNECT is still
+    waiting on JetStream retries ten times 100 ms apart, then gives up (closed, no CONNACK,
+    its error logged); the first goes on waiting. The wait: two of three members killed, so
+    the R3 session stream has no leader to answer."""
+    if kind == "nats-server" and nats_server_cmd() is None:
+        pytest.skip("no nats-server")
+    with js_cluster(kind, tmp_path, extra=lambda n: 'mqtt { port: -1, js_api_timeout: "4s" }') as members:
+        a, b, c = members
+        warm, ack = M.connected(_mqtt_port(a), "warm-up")      # a's session manager and streams
+        assert ack == b"\x20\x02\x00\x00"
+        warm.close()
+        kill9(b, c)
+        first = M.MqttRaw(_mqtt_port(a))
+        first.send(M.connect("same-id"))
+        time.sleep(0.2)                                         # the first holds the lock (no state shows it)
+        second = M.MqttRaw(_mqtt_port(a))
+        t0 = time.monotonic()
+        second.send(M.connect("same-id"))
+        assert second.quiet(0.5) == b""
+        assert second.closed(5)
+        assert time.monotonic() - t0 > 0.7                     # it retried before giving up
+        a.proc.wait_log(r'\[ERR\] .*unable to connect: other session with client ID "same-id" is in the '
+                        r'process of connecting', timeout=5)
+        assert not first.closed(0.5)                            # still waiting on JetStream
+        first.close()
