@@ -659,11 +659,8 @@ class LeafNodes:
         c.origin = st.remote_cluster.encode() if st.remote_cluster else None
         self.init_smap(c)
         st.ping_timer = self.loop.call_later(FIRST_PING + random.random() * 0.2, self._ping, c)
-        if s.system is not None and hasattr(s.system, "leaf_connected"):
-            try:
-                s.system.leaf_connected(c)
-            except Exception:
-                log.exception("leafnode connect event failed")
+        if s.system is not None and (st.remote is None or st.remote.opts.hub):
+            s.system.remote.leaf_connected(acc)     # accepted here, or a hub's (nats-server's rule)
 
     def update_permissions(self, c, info):
         """Spoke side: the hub announced new permissions (a reload on its side)."""

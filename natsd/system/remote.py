@@ -17,6 +17,8 @@ Owns, as nats-server's event tracking (events.go initEventTracking) does:
   `$SYS.DEBUG.SUBSCRIBERS`, within NSUBS_WAIT.
 - The server's own reply inbox `$SYS._INBOX.<hash>.*` (hash of the server's name): replies to
   the requests it sends go to the handler registered for their subject (`expect`).
+- Leaf nodes connecting anywhere in a super-cluster: `$SYS.ACCOUNT.<acc>.LEAFNODE.CONNECT`,
+  sent for a local one and read for the others', makes the account known to the gateways.
 """
 import base64
 import json
@@ -34,6 +36,13 @@ ORPHAN_AFTER = 5 * HEARTBEAT            # nats-server orphMax: a server silent t
 ORPHAN_CHECK = 3 * HEARTBEAT            # nats-server chkOrph
 NSUBS_WAIT = 0.5                        # how long DEBUG.SUBSCRIBERS waits for the others' counts
 NSUBS = "$SYS.REQ.ACCOUNT.NSUBS"
+LEAF_CONNECT = "$SYS.ACCOUNT.%s.LEAFNODE.CONNECT"
+
+
+def system_error(text, *args):
+    """An error of the system account's client, logged as nats-server's internal SYSTEM
+    client logs it (with its "SYSTEM - " label)."""
+    log.error("SYSTEM - " + text, *args)
 
 
 class RemoteServers:
@@ -58,6 +67,7 @@ class RemoteServers:
         self.statsz_sub = sub("$SYS.SERVER.*.STATSZ", self._statsz)
         sub("$SYS.SERVER.*.SHUTDOWN", self._server_gone)
         sub("$SYS.SERVER.*.LAMEDUCK", self._server_gone)
+        sub(LEAF_CONNECT % "*", self._leaf_connected)
         loop = self.server.loop
         self.timers = [loop.call_later(ORPHAN_CHECK, self._sweep_orphans),
                        loop.call_later(HEARTBEAT, self._heartbeat)]
@@ -135,21 +145,21 @@ class RemoteServers:
 
     def _conns_update(self, sub, subject, reply, hdr, payload, origin):
         if not payload:
-            log.error("No message body provided")
+            system_error("No message body provided")
             return
         try:
             m = json.loads(bytes(payload))
             name, info = m["acc"], m["server"]
             sid, conns, leafs = info["id"], int(m.get("conns") or 0), int(m.get("leafnodes") or 0)
         except (ValueError, KeyError, TypeError) as e:
-            log.error("Error unmarshalling account connection event message: %s", e)
+            system_error("Error unmarshalling account connection event message: %s", e)
             return
         acc = self.server.accounts.accounts.get(name)   # not looked up: only accounts in use here
         if acc is None:
             return
         if sid == self.server.id:
             if origin is not None:      # (our own reports reach our subscription too)
-                log.error("Processing our own account connection event message: ignored")
+                system_error("Processing our own account connection event message: ignored")
             return
         acc.remote_conns[sid] = (conns, leafs)
         self._heard(info)
@@ -169,6 +179,38 @@ class RemoteServers:
         self.system.send(self.system.account.sublist, ("$SYS.REQ.ACCOUNT.%s.CONNS" % acc.name).encode(),
                 self.conns_inbox.encode(), None, go_json(body))
 
+    # ---- leaf nodes elsewhere ----
+
+    def leaf_connected(self, acc):
+        """A leaf node of `acc` connected here: with gateways, the cluster's other servers are
+        told (nats-server's sendLeafNodeConnect), and this server's own gateways know the
+        account (its interest goes to the other clusters, interest-only as for every account)."""
+        gateway = self.server.gateway
+        if gateway is None:
+            return
+        body = {"server": self.system.server_info(), "acc": acc.name}
+        self.system.send(self.system.account.sublist, (LEAF_CONNECT % acc.name).encode(), None, None,
+                         go_json(body))
+        gateway.add_account(acc)
+
+    def _leaf_connected(self, sub, subject, reply, hdr, payload, origin):
+        """Another server's leaf node connected for an account. nats-server switches its
+        inbound gateways to interest-only mode for that account (leafNodeConnected); natsd's
+        are interest-only for every account they know from the start, so what is left to do is
+        to know the account: it is looked up (fetched in operator mode) and handed to the
+        gateways, which then tell the other clusters of its interest."""
+        try:
+            name = json.loads(bytes(payload)).get("acc") or ""
+        except (ValueError, AttributeError) as e:
+            system_error("Error unmarshalling account connections request message: %s", e)
+            return
+        gateway = self.server.gateway
+        if not name or gateway is None:
+            return
+        acc = self.server.account_named(name)
+        if acc is not None:
+            gateway.add_account(acc)
+
     def _heartbeat(self):
         for acc in list(self.server.accounts):
             if acc.clients:
@@ -181,14 +223,14 @@ class RemoteServers:
         if origin is None:
             return                      # our own request: count_subscribers counts us itself
         if not payload:
-            log.error("request requires a body")
+            system_error("request requires a body")
             return
         try:
             m = json.loads(bytes(payload))
             queue = base64.b64decode(m["queue"]) if m.get("queue") else None
             name, tsubj = m["acc"], m["subject"]
         except (ValueError, KeyError, TypeError) as e:
-            log.error("Error unmarshalling account nsubs request message: %s", e)
+            system_error("Error unmarshalling account nsubs request message: %s", e)
             return
         acc = self.server.accounts.accounts.get(name)
         if acc is None or not acc.clients or not reply:

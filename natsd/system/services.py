@@ -25,7 +25,7 @@ from natsd.monitor.varz import FEATURE_FLAGS, client_traffic, rfc3339
 from natsd.output.logger import TRACE
 from natsd.protocol import traced_payload
 from natsd.system.filters import filtered_out
-from natsd.system.remote import RemoteServers
+from natsd.system.remote import RemoteServers, system_error
 
 log = logging.getLogger("natsd")
 
@@ -229,7 +229,7 @@ class SystemServices:
                                    "KickClientReq" if kick else "LDMClientReq",
                                    strict=False, data=bytes(payload or b""))
         except gojson.JSONError as e:
-            log.error("Error unmarshalling kick client request: %s", e)
+            system_error("Error unmarshalling kick client request: %s", e)
             return
         if not reply or filtered_out(self.server, payload):
             return
