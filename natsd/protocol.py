@@ -147,6 +147,12 @@ class ProtocolHandler:
         self.server.gateway.send_reply(c, routed, reply, hdr, payload)
 
     @per_message
+    def latency_reply(self, c, reply):
+        """A client answers a measured request that came from another server (its reply is
+        in `c.latency_replies`): the responder's half of the latency goes back there."""
+        self.server.remote_latency.replied(c, reply)
+
+    @per_message
     def routed_reply(self, c, account, subject, reply, hdr, payload):
         """A route or gateway link brought a message for a `_GR_.` subject (a reply routed
         back to a cluster): delivered here or passed to the server it names."""

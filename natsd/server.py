@@ -14,9 +14,10 @@ from natsd import VERSION, PROTO
 from natsd._core.conn import Connection, totals
 from natsd._core import parser, sublist
 from natsd._core.loop import Loop
-from natsd._core.router import current_trace, publish
+from natsd._core.router import current_trace, publish, set_latency_hook
 from natsd.accounts.registry import AccountRegistry
 from natsd.accounts.imports import ResponseRouter, install_import, install_imports
+from natsd.accounts.latency import RemoteLatency
 from natsd.auth.authenticator import Authenticator, ERR_AUTH_TIMEOUT, RESERVED_REPLY_PREFIXES
 from natsd.auth.offloop import AuthWorkers
 from natsd.client import ClientProtocol, ClientState
@@ -101,6 +102,7 @@ class Server:
         self.subsystems = []                # objects with shutdown(), stopped in reverse order
         self.response_routers = {}          # account name -> ResponseRouter (_R_ replies)
         self.system = None                  # SystemServices when there is a system account
+        self.remote_latency = None          # RemoteLatency: service latency across servers (idem)
         self.imports = []
         self.jetstream = None               # natsd.jetstream.engine.jetstream.JetStream when enabled
         self.leafnodes = None               # natsd.leafnodes.leafnode.LeafNodes when leafnodes{} is configured
@@ -156,6 +158,8 @@ class Server:
         if self.accounts.system is not None:
             from natsd.system.services import SystemServices
             self.system = SystemServices(self)
+            self.remote_latency = RemoteLatency(self)
+            set_latency_hook(self.remote_latency.delivered)
             self.system.start()
             self.subsystems.append(self.system)
             from natsd.system.claims import ClaimServices

@@ -120,6 +120,9 @@ cdef class Connection:
     # A client that received requests from another cluster (their replies routed back through
     # a gateway): reply subject -> the routed `_GR_.` subject it stands for, or None
     cdef public dict gw_replies
+    # requests that came from another server with a tracked reply (`.T`): reply -> when, for
+    # the service latency its answer reports back (natsd/accounts/latency.py RemoteLatency)
+    cdef public dict latency_replies
     # A connection that does not speak NATS (MQTT): what is read (after TLS and codecs) goes
     # to handler.raw_data(c, bytes) instead of the parser
     cdef public bint raw_reader

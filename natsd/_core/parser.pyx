@@ -376,6 +376,11 @@ cdef int publish_client(Connection c, Args* a, const char* reply, Py_ssize_t rle
         return 0
     if c.verbose:
         c.write("+OK\r\n", 5)           # nats-server acknowledges before delivering
+    if c.latency_replies:
+        # the answer to a measured request from another server: its latency goes back there
+        routed = to_bytes(a.p[0], a.len[0])
+        if routed in c.latency_replies:
+            c.handler.latency_reply(c, routed)
     if c.gw_replies:
         # the answer to a request that came through a gateway: back to where it came from
         routed = c.gw_replies.get(to_bytes(a.p[0], a.len[0]))

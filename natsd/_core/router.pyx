@@ -40,6 +40,9 @@ cdef object gateways = None
 # were handed; their answers, published from Python, go back through the gateway
 cdef dict gw_account_replies = {}
 cdef bytes cur_account = None          # the account of the message being routed
+# who is told of a request from another server with a tracked reply delivered to a client here
+# (natsd/accounts/latency.py RemoteLatency.delivered); None while no export measures latency
+cdef object latency_hook = None
 cdef unsigned long long rng_state = 0x9E3779B97F4A7C15ULL
 
 
@@ -210,6 +213,9 @@ cdef int deliver(Subscription sub, Connection pub, const char* subj, Py_ssize_t 
     write_msg(c, pub, sub.sid, subj, slen, reply, rlen, msg, hlen, tlen)
     if rlen and c.track_replies:
         c.handler.allow_reply(c, PyBytes_FromStringAndSize(reply, rlen))
+    if (latency_hook is not None and rlen > 3 and reply[rlen - 2] == c'.' and reply[rlen - 1] == c'T'
+            and pub is not None and pub.kind != KIND_CLIENT):
+        latency_hook(c, PyBytes_FromStringAndSize(subj, slen), PyBytes_FromStringAndSize(reply, rlen))
     return _after_delivery(sub)
 
 
@@ -698,6 +704,13 @@ cdef int trace_with(object trace) except -1:
     global cur_trace
     cur_trace = trace
     return 0
+
+
+def set_latency_hook(hook):
+    """hook(client, subject, reply) for each request from another server whose reply says its
+    latency is measured (ends `.T`), delivered to a client here; None: nobody measures."""
+    global latency_hook
+    latency_hook = hook
 
 
 def set_gateways(hooks):

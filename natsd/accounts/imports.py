@@ -17,7 +17,7 @@ from natsd._core.router import current_trace, publish, publish_delivery, publish
 from natsd._core.sublist import Subscription
 from natsd.ids import random_token
 from natsd.accounts.clientinfo import client_info, in_field_order
-from natsd.accounts.latency import LatencyReporter
+from natsd.accounts.latency import LatencyReporter, answered_here, tracked_reply
 from natsd.gofmt import go_json
 from natsd.headers import put_last, request_info
 
@@ -59,18 +59,23 @@ class ResponseRouter:
         self.sub.forwarder = True
         account.sublist.insert(self.sub)
         self.sweeper = None
+        self.awaiting = {}              # reply -> (reporter, M1, until): answered, M2 not yet in
 
     def register(self, importer, reply, response_type, threshold, tracking=None):
         """A reply subject for the exporter; `tracking` is (LatencyReporter, Tracking) for a
-        request whose latency is measured."""
-        new_reply = (self.prefix + random_token(6)).encode()        # nats-server's replyLen
+        request whose latency is measured (its reply then says so, for another server)."""
+        new_reply = self._new_reply(tracking)
         while new_reply in self.entries:
-            new_reply = (self.prefix + random_token(6)).encode()
+            new_reply = self._new_reply(tracking)
         self.entries[new_reply] = _Response(importer, reply, response_type,
                                             self.server.loop.time() + threshold, threshold, tracking)
         if self.sweeper is None:
             self.sweeper = self.server.loop.call_later(1.0, self._sweep)
         return new_reply
+
+    def _new_reply(self, tracking):
+        reply = (self.prefix + random_token(6)).encode()        # nats-server's replyLen
+        return tracked_reply(reply, self.server) if tracking is not None and self.server.system else reply
 
     def _on_response(self, sub, subject, reply, hdr, payload, origin):
         entry = self.entries.get(subject)
@@ -83,8 +88,27 @@ class ResponseRouter:
         if entry.tracking is not None:          # the first response is measured
             reporter, tracked = entry.tracking
             entry.tracking = None
-            reporter.measured(tracked, origin)
+            if answered_here(origin):
+                reporter.measured(tracked, origin)
+            else:                               # the responder's server measures its half
+                m1 = reporter.measurement(tracked, origin)
+                if entry.m2 is not None:
+                    reporter.merged(m1, entry.m2)
+                else:
+                    self.awaiting[subject] = (reporter, m1, self.server.loop.time() + entry.threshold)
         publish(entry.importer.sublist, entry.reply, reply, hdr, payload)
+
+    def remote_measurement(self, reply, m2):
+        """The responder's server's half (M2) of the request sent with `reply`: merged with
+        this server's and published, or kept until the response comes."""
+        waiting = self.awaiting.pop(reply, None)
+        if waiting is not None:
+            reporter, m1, _ = waiting
+            reporter.merged(m1, m2)
+            return
+        entry = self.entries.get(reply)
+        if entry is not None and entry.tracking is not None:
+            entry.m2 = m2
 
     def undelivered(self, reply):
         """Nobody took the request sent with `reply`: forget it (503 when measured)."""
@@ -100,7 +124,10 @@ class ResponseRouter:
             if entry.tracking is not None:      # no response within the threshold
                 reporter, tracked = entry.tracking
                 reporter.failed(tracked, 504, "Service Timeout")
-        self.sweeper = self.server.loop.call_later(1.0, self._sweep) if self.entries else None
+        for k in [k for k, (_, _, until) in self.awaiting.items() if until <= now]:
+            del self.awaiting[k]                # the responder's server never told its half
+        busy = self.entries or self.awaiting
+        self.sweeper = self.server.loop.call_later(1.0, self._sweep) if busy else None
 
     def close(self):
         self.account.sublist.remove(self.sub)
@@ -109,7 +136,7 @@ class ResponseRouter:
 
 
 class _Response:
-    __slots__ = ("importer", "reply", "response_type", "expires", "threshold", "tracking")
+    __slots__ = ("importer", "reply", "response_type", "expires", "threshold", "tracking", "m2")
 
     def __init__(self, importer, reply, response_type, expires, threshold, tracking):
         self.importer = importer
@@ -118,6 +145,7 @@ class _Response:
         self.expires = expires
         self.threshold = threshold
         self.tracking = tracking
+        self.m2 = None                  # the responder's server's half, when it came first
 
 
 class ServiceImport:

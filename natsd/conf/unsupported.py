@@ -356,24 +356,11 @@ def _read_only_preloads(o) -> str | None:
     return None
 
 
-def _latency_on_links(o) -> str | None:
-    """Service latency is measured on one server: with routes or leaf nodes a responder on
-    another server needs nats-server's $SYS.LATENCY.M2 exchange, which natsd lacks."""
-    if not (o.cluster.port or o.leafnode.port or o.leafnode.remotes):
-        return None
-    for acc in o.accounts.values():
-        for ex in acc.exports:
-            if ex.latency is not None:
-                where = "%s: " % go_position(*ex.pos) if ex.pos else ""
-                return where + NOT_SUPPORTED % "service latency tracking across routes and leaf nodes"
-    return None
-
-
 # In nats-server's order: validateOptions, then configureResolver (natsd's own refusals last).
 START_CHECKS: list[Callable] = [_operators, _leaf_mixed_urls, _leaf_min_version, _leaf_gateway_system_account,
                                 _gateway, _cluster_gateway_name, _mqtt, _websocket,
                                 _route_compression, _jetstream_cluster, _read_only_preloads,
-                                _latency_on_links, _ocsp_peer_needs_mtls]
+                                _ocsp_peer_needs_mtls]
 
 
 def start_error(opts) -> str | None:

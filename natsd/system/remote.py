@@ -19,6 +19,8 @@ Owns, as nats-server's event tracking (events.go initEventTracking) does:
   the requests it sends go to the handler registered for their subject (`expect`).
 - Leaf nodes connecting anywhere in a super-cluster: `$SYS.ACCOUNT.<acc>.LEAFNODE.CONNECT`,
   sent for a local one and read for the others', makes the account known to the gateways.
+- `$SYS.LATENCY.M2.<hash>`: the responder's servers' halves of the service latencies this
+  server measures, for natsd/accounts/latency.py RemoteLatency.
 """
 import base64
 import json
@@ -37,6 +39,7 @@ ORPHAN_CHECK = 3 * HEARTBEAT            # nats-server chkOrph
 NSUBS_WAIT = 0.5                        # how long DEBUG.SUBSCRIBERS waits for the others' counts
 NSUBS = "$SYS.REQ.ACCOUNT.NSUBS"
 LEAF_CONNECT = "$SYS.ACCOUNT.%s.LEAFNODE.CONNECT"
+REMOTE_LATENCY = "$SYS.LATENCY.M2.%s"       # + this server's hash: the responders' halves
 
 
 def system_error(text, *args):
@@ -68,6 +71,7 @@ class RemoteServers:
         sub("$SYS.SERVER.*.SHUTDOWN", self._server_gone)
         sub("$SYS.SERVER.*.LAMEDUCK", self._server_gone)
         sub(LEAF_CONNECT % "*", self._leaf_connected)
+        sub(REMOTE_LATENCY % get_hash(self.server.name), self._latency_measured)
         loop = self.server.loop
         self.timers = [loop.call_later(ORPHAN_CHECK, self._sweep_orphans),
                        loop.call_later(HEARTBEAT, self._heartbeat)]
@@ -210,6 +214,11 @@ class RemoteServers:
         acc = self.server.account_named(name)
         if acc is not None:
             gateway.add_account(acc)
+
+    def _latency_measured(self, sub, subject, reply, hdr, payload, origin):
+        """Another server's half of a service latency measured here (remoteLatencyUpdate)."""
+        if self.server.remote_latency is not None:
+            self.server.remote_latency.measurement_arrived(bytes(payload))
 
     def _heartbeat(self):
         for acc in list(self.server.accounts):

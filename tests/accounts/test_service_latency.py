@@ -3,14 +3,17 @@
 not, the same nats-py clients and requests; the metrics on the results subjects compared by
 status, description, which fields the requestor and responder carry and their values that do
 not depend on the server (account, user, name, kind), the trace headers reported, and the
-durations' relations. On a server with routes or leaf nodes natsd refuses latency tracking."""
+durations' relations. Across a route (the requester on one server, the service on another),
+every pairing of natsd and nats-server gives nats-server's metrics: each server measures its
+half and the requester's merges them ($SYS.LATENCY.M2)."""
 import asyncio
 import json
 
 import nats
 import pytest
 
-from tests.support.servers import natsd_cmd, start_server
+from tests.support.cluster import wait_interest
+from tests.support.servers import nats_server_cmd, natsd_cmd
 from tests.support.waiting import until
 
 CONF = """accounts {
@@ -119,16 +122,50 @@ def test_service_latency_matches_nats_server(natsd, reference, tmp_path):
     assert alone["requestor"]["keys"] == ["acc", "rtt"]          # not shared: account and RTT
 
 
-def test_latency_refused_with_routes(tmp_path):
-    conf = tmp_path / "c.conf"
-    conf.write_text(CONF + "cluster { port: -1, name: C }\n")
-    proc = start_server(natsd_cmd(), "-c", str(conf), wait=False)
-    try:
-        assert proc.proc.wait(10) == 1
-    finally:
-        proc.kill()
-    assert "c.conf:3:20: service latency tracking across routes and leaf nodes is not supported by natsd yet" \
-        in "\n".join(proc.lines)
+async def across_scenario(req_url, svc_url, members):
+    """The requester on one server, the service on another: each request's metric merges
+    the responder's server's half (M2: who answered, the service time) with the
+    requester's server's (the total). The metrics reach the service's lat.> over the route."""
+    svc = await nats.connect(svc_url, user="svc", password="svc", name="the-service")
+    req = await nats.connect(req_url, user="req", password="req", name="the-requester")
+    metrics = await serving(svc, "svc.echo", "svc.hdr")
+    await svc.flush()
+    for subject in ("svc.echo", "svc.hdr"):
+        await asyncio.to_thread(wait_interest, members[:1], subject)
+    out = {"echo": [(await req.request("svc.echo", b"hi%d" % i, timeout=3)).data.decode() for i in range(3)]}
+    for name, headers in TRACE_HEADERS[:2]:
+        await req.request("svc.hdr", name.encode(), timeout=3, headers=headers)
+    out["metrics"] = await settled(metrics, 4, svc, req)
+    out["responders"] = sorted({m["responder"].get("name") for _, m in metrics if "responder" in m})
+    return out
+
+
+def test_latency_measured_across_a_route_as_nats_server(tmp_path):
+    """The requester's server first, the responder's second: natsd on either side, or both,
+    gives the metrics nats-server gives."""
+    from tests.support.cluster import start_member, wait_mesh
+    if nats_server_cmd() is None:
+        pytest.skip("no nats-server")
+    runs = {}
+    for kinds in [("nats-server", "nats-server"), ("natsd", "natsd"), ("natsd", "nats-server"),
+                  ("nats-server", "natsd")]:
+        where = tmp_path / "-".join(kinds)
+        a = start_member(kinds[0], where, "A", extra=CONF)
+        members = [a]
+        try:
+            members.append(start_member(kinds[1], where, "B", routes=["nats://127.0.0.1:%d" % a.route_port],
+                                        extra=CONF))
+            wait_mesh(members)
+            runs[kinds] = asyncio.run(across_scenario(a.url, members[1].url, members))
+        finally:
+            for m in members:
+                m.proc.kill()
+    reference = runs[("nats-server", "nats-server")]
+    assert reference["echo"] == ["hi0", "hi1", "hi2"]
+    assert [s for s, _ in reference["metrics"]] == ["lat.echo"] * 3 + ["lat.hdr"]
+    assert reference["responders"] == ["the-service"]
+    for kinds, out in runs.items():
+        assert out == reference, kinds
 
 
 def _jwt_world(tmp_path):

@@ -23,9 +23,8 @@ CONF = """accounts {
   B: { users: [{user: b, password: b}] }
 }
 """
-# the $SYS services of nats-server 2.15 that natsd does not run (yet): service latency
-# measured on the responder's server (natsd refuses latency tracking with routes or leafs)
-NOT_YET = {"$SYS.LATENCY.M2.<hash>"}
+# the $SYS services of nats-server 2.15 that natsd does not run (yet): none left
+NOT_YET = set()
 
 
 

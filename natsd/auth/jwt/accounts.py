@@ -92,23 +92,14 @@ def _uses(*keys):
     return lambda nats: any(nats.get(k) for k in keys)
 
 
-def _export_uses(key):
-    return lambda nats: any(isinstance(e, dict) and e.get(key) for e in nats.get("exports") or [])
-
-
 # (feature, does the account JWT's `nats` claims use it?)
 UNSERVED = [
     ("JetStream cluster traffic in the account", lambda nats: str(nats.get("cluster_traffic") or "system").lower() != "system"),
 ]
-# ... and on a server with routes or leaf nodes, where a responder on another server is
-# measured by that server (nats-server's $SYS.LATENCY.M2 exchange, which natsd lacks)
-UNSERVED_LINKED = [
-    ("service latency tracking across routes and leaf nodes", _export_uses("service_latency")),
-]
 
 
-def unserved_feature(nats: dict, linked: bool = False) -> str | None:
-    for feature, used in UNSERVED + (UNSERVED_LINKED if linked else []):
+def unserved_feature(nats: dict) -> str | None:
+    for feature, used in UNSERVED:
         if used(nats):
             return feature
     return None
@@ -130,7 +121,6 @@ class JwtAccounts:
         self.pinned_failures = 0        # logins refused by resolver_pinned_accounts (varz)
         self.server_max_payload = opts.max_payload
         self.cluster = opts.cluster.name or ""
-        self.linked = bool(opts.cluster.port or opts.leafnode.port or opts.leafnode.remotes)
         self.registry = registry
         self.disconnect = disconnect
         self.link = link            # link(importer, exporter, ExportOpts, ImportOpts) -> (sublist, sub)
@@ -170,7 +160,7 @@ class JwtAccounts:
             log.debug("Account JWT of %s not valid: %s", ac.subject, why)
         if ac.issuer not in self.trusted or ac.time_check() or why:
             raise AccountJwtError("account validation failed")   # nats-server's ErrAccountValidation
-        feature = unserved_feature(ac.nats, self.linked)
+        feature = unserved_feature(ac.nats)
         if feature:
             raise AccountJwtError("uses %s, which natsd does not serve yet" % feature)
         self._mappings(ac)
