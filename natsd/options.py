@@ -283,6 +283,8 @@ class GatewayOpts:
     connect_retries: int = 0
     connect_backoff: bool = False
     reject_unknown: bool = False
+    write_deadline: float = 0.0     # 0: the server's write_deadline
+    write_timeout: str = "default"  # default (retry), close or retry
     tls: dict[str, Any] | None = None
     gateways: list[RemoteGatewayOpts] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)

@@ -339,8 +339,10 @@ class LinkSections(Reader):
                 g.connect_backoff = self.b(mv, mk)
             elif lk in ("reject_unknown", "reject_unknown_cluster"):
                 g.reject_unknown = self.b(mv, mk)
-            elif lk in ("write_deadline", "write_timeout"):
-                pass  # kept in g.raw
+            elif lk == "write_deadline":
+                g.write_deadline = self.duration(mv, mk)
+            elif lk == "write_timeout":
+                g.write_timeout = self.write_policy(mv, mk)
             else:
                 self.unknown(mk, mv)
 

@@ -90,8 +90,6 @@ _TLS_BLOCKS = ["cluster.tls", "gateway.tls", "leafnodes|leaf.remotes[].tls", "mq
 # its array.  The error points at the last key of the path.
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("a remote gateway's own TLS settings", "gateway.gateways[].tls", _always),
-    ("gateway write_deadline", "gateway.write_deadline", _always),
-    ("gateway write_timeout", "gateway.write_timeout", _always),
     ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),
 ] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
     ("trusted proxy authentication", "proxies", _always),

@@ -39,8 +39,10 @@ class GatewayProtocol(ServerLinkHandler):
         return self.gateways.prefix(c)
 
     def write_policy(self):
+        """The gateway block's write_deadline (else the server's) and write_timeout (its
+        default: retry), as nats-server's initClient for a GATEWAY connection."""
         opts = self.server.opts
-        return opts.write_deadline, self._closes(opts.write_timeout)
+        return opts.gateway.write_deadline or opts.write_deadline, self._closes(opts.gateway.write_timeout)
 
     # ---- CONNECT (inbound) ----
 

@@ -500,6 +500,10 @@ EVIDENCE: dict[str, str] = {
     "gateway.authorization.users": _GWE + "test_bad_configs_get_nats_servers_errors",
     "gateway.authorization.auth_callout": _GWE + "test_bad_configs_get_nats_servers_errors",
     "gateway.reject_unknown|reject_unknown_cluster": _GWE + "test_reject_unknown_cluster",
+    "gateway.write_deadline": "tests/gateways/test_gateway_write_deadline.py::"
+                              "test_the_gateways_write_deadline_and_policy_as_nats_server",
+    "gateway.write_timeout": "tests/gateways/test_gateway_write_deadline.py::"
+                             "test_the_gateways_write_deadline_and_policy_as_nats_server",
     "gateway.tls": "tests/gateways/test_gateway_tls.py::test_foreign_certificates_and_plaintext_never_join",
     "cluster.authorization": "tests/cluster/test_route_errors.py::test_refused_routes",
     "cluster.routes": "tests/cluster/test_routes.py::test_pooled_and_pinned_routes",

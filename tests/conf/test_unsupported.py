@@ -97,9 +97,9 @@ REFUSED = {
     "leaf_remote_isolate": ('port: -1\nleafnodes {\n  remotes: [ { url: "nats-leaf://127.0.0.1:1"\n'
                             '    isolate_leafnode_interest: true } ]\n}\n',
                             ["{f}:4:5: isolating a leaf node remote's interest is not supported by natsd yet"]),
-    "several": ("port: -1\ngateway {\n  write_deadline: \"1s\"\n  write_timeout: close\n}\n",
-                ["{f}:3:3: gateway write_deadline is not supported by natsd yet",
-                 "{f}:4:3: gateway write_timeout is not supported by natsd yet"]),
+    "several": ("port: -1\nleafnodes {\n  dial_timeout: \"1s\"\n}\ndefault_js_domain: {}\n",
+                ["{f}:5:1: default JetStream domains for accounts is not supported by natsd yet",
+                 "{f}:3:3: a dial timeout for leaf node remotes is not supported by natsd yet"]),
 }
 
 # nats-server accepts these and they change nothing for a standalone server: natsd runs them.

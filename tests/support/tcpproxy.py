@@ -1,11 +1,14 @@
 """The TCP proxy a test controls, to partition a route: `cut()` stops carrying bytes both ways
 while the connections stay open (what a network partition looks like to both ends: silence,
 found only by the route's pings), `heal()` drops what was cut and carries new connections
-again."""
+again; `throttle(rate)` carries at most `rate` bytes a second towards the target (a slow
+reader behind the proxy)."""
 import selectors
 import socket
 import threading
 import time
+
+TICK = 0.02                             # a throttled direction moves rate*TICK bytes per tick
 
 
 class TcpProxy:
@@ -18,6 +21,7 @@ class TcpProxy:
         self.port = self.listener.getsockname()[1]
         self.pairs = []
         self.cut_now = False
+        self.rate = None                # bytes a second towards the target (None: no limit)
         self.closed = False
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -50,10 +54,13 @@ class TcpProxy:
                     time.sleep(0.05)            # held open, nothing carried
                     continue
                 for s in ready:
-                    data = s.recv(65536)
+                    slow = s is a and self.rate
+                    data = s.recv(max(1, int(self.rate * TICK)) if slow else 65536)
                     if not data:
                         return
                     peers[s].sendall(data)
+                    if slow:
+                        time.sleep(TICK)
         except (OSError, ValueError):           # ValueError: closed while registered
             return
         finally:
@@ -66,6 +73,9 @@ class TcpProxy:
 
     def cut(self):
         self.cut_now = True
+
+    def throttle(self, rate):
+        self.rate = rate
 
     def heal(self):
         with self.lock:
