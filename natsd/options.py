@@ -209,6 +209,7 @@ class RemoteLeafOpts:
     compression: Any = None
     tls: dict[str, Any] | None = None
     first_info_timeout: float = 0.0     # 0: nats-server's 1s wait for the hub's first INFO
+    dial_timeout: float = 0.0           # 0: the leafnodes block's (else nats-server's 1s)
     ignore_discovered_servers: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     pos: Pos = None
@@ -222,6 +223,7 @@ class LeafNodeOpts:
     no_advertise: bool = False
     username: str = ""
     password: str = ""
+    dial_timeout: float = 0.0  # 0: nats-server's DEFAULT_ROUTE_DIAL (1s) for its remotes
     nkey: str = ""             # authorization { nkey }: the one public user key leaf nodes sign with
     account: str = ""
     users: list[User] = field(default_factory=list)

@@ -119,7 +119,7 @@ class LinkSections(Reader):
             elif lk in ("isolate_leafnode_interest", "isolate"):
                 ln.isolate_leafnode_interest = self.b(mv, mk)
             elif lk == "dial_timeout":
-                self.duration(mv, lk)
+                ln.dial_timeout = self.duration(mv, mk)
             elif lk == "write_deadline":
                 ln.write_deadline = self.duration(mv, mk)
             elif lk == "write_timeout":
@@ -225,12 +225,14 @@ class LinkSections(Reader):
                     r.compression = v.plain()
                 elif lk == "first_info_timeout":
                     r.first_info_timeout = self.duration(v, k)
+                elif lk == "dial_timeout":
+                    r.dial_timeout = self.duration(v, k)
                 elif lk == "ignore_discovered_servers":
                     r.ignore_discovered_servers = self.b(v, k)
                 elif lk in ("ws_compress", "ws_compression", "websocket_compress", "websocket_compression",
                             "ws_no_masking", "websocket_no_masking", "jetstream_cluster_migrate",
                             "js_cluster_migrate", "isolate_leafnode_interest", "isolate", "request_isolation",
-                            "dial_timeout", "proxy"):
+                            "proxy"):
                     r.extra[lk] = v.plain()
                 else:
                     self.unknown(k, v)

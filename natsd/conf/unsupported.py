@@ -113,8 +113,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
      "request_queue_limit|max_outstanding_catchup",
      _always),
     ("JetStream domain extension hints", "jetstream.extension_hint", _always),
-    ("a dial timeout for leaf node remotes", "leafnodes|leaf.dial_timeout", _always),
-    ("a dial timeout for leaf node remotes", "leafnodes|leaf.remotes[].dial_timeout", _always),
     ("isolating a leaf node remote's interest", "leafnodes|leaf.remotes[].isolate_leafnode_interest|isolate",
      _true),
     ("JetStream cluster migration of leaf node remotes",

@@ -58,6 +58,7 @@ PERM_VIOLATION_DELAY = 30.0
 FIRST_PING = 1.0                        # nats-server: firstPingInterval for non-clients
 CONNECT_PROCESS_TIMEOUT = 2.0
 FIRST_INFO_TIMEOUT = 1.0        # nats-server's DEFAULT_LEAFNODE_INFO_WAIT (a remote's first_info_timeout)
+DIAL_TIMEOUT = 1.0              # nats-server: DEFAULT_ROUTE_DIAL for leaf node remotes too
 
 DENY_ALL_CLIENT_JS = ["$JS.API.>", "$KV.>", "$OBJ.>"]
 DENY_ALL_JS = ["$JSC.>", "$NRG.>", "$JS.API.>", "$KV.>", "$OBJ.>"]
@@ -479,7 +480,8 @@ class LeafNodes:
                 sock.close()
             else:
                 self.dial_succeeded(remote, sock)
-        remote.dialer = Dialer(self.loop, host, port, done)
+        timeout = remote.opts.dial_timeout or self.server.opts.leafnode.dial_timeout or DIAL_TIMEOUT
+        remote.dialer = Dialer(self.loop, host, port, done, timeout)
 
     def dial_failed(self, remote, label, reason):
         remote.attempts += 1

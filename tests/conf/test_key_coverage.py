@@ -552,6 +552,10 @@ EVIDENCE: dict[str, str] = {
     "leafnodes.remotes[].deny_exports|deny_export": _DENY,
     "leafnodes.remotes[].compression": "tests/leaf/test_leaf_compression.py::test_leaf_compression_with_nats_server",
     "leafnodes.remotes[].first_info_timeout": "tests/leaf/test_leaf_discovery.py::test_first_info_timeout",
+    "leafnodes.dial_timeout": "tests/leaf/test_leaf_dial_timeout.py::"
+                              "test_a_remote_gives_up_at_its_dial_timeout_as_nats_server",
+    "leafnodes.remotes[].dial_timeout": "tests/leaf/test_leaf_dial_timeout.py::"
+                                        "test_a_remote_gives_up_at_its_dial_timeout_as_nats_server",
     "leafnodes.remotes[].ignore_discovered_servers":
         "tests/leaf/test_leaf_discovery.py::test_a_remote_fails_over_to_a_discovered_hub_server",
     # -- mappings (top level and accounts), resolver
