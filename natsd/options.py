@@ -210,6 +210,8 @@ class RemoteLeafOpts:
     tls: dict[str, Any] | None = None
     first_info_timeout: float = 0.0     # 0: nats-server's 1s wait for the hub's first INFO
     dial_timeout: float = 0.0           # 0: the leafnodes block's (else nats-server's 1s)
+    isolate: bool = False               # not told of other leaf nodes' interest (LocalIsolation)
+    request_isolation: bool = False     # asks the hub not to tell it of its other leafs' interest
     ignore_discovered_servers: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
     pos: Pos = None

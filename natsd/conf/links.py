@@ -227,12 +227,15 @@ class LinkSections(Reader):
                     r.first_info_timeout = self.duration(v, k)
                 elif lk == "dial_timeout":
                     r.dial_timeout = self.duration(v, k)
+                elif lk in ("isolate_leafnode_interest", "isolate"):
+                    r.isolate = self.b(v, k)
+                elif lk == "request_isolation":
+                    r.request_isolation = self.b(v, k)
                 elif lk == "ignore_discovered_servers":
                     r.ignore_discovered_servers = self.b(v, k)
                 elif lk in ("ws_compress", "ws_compression", "websocket_compress", "websocket_compression",
                             "ws_no_masking", "websocket_no_masking", "jetstream_cluster_migrate",
-                            "js_cluster_migrate", "isolate_leafnode_interest", "isolate", "request_isolation",
-                            "proxy"):
+                            "js_cluster_migrate", "proxy"):
                     r.extra[lk] = v.plain()
                 else:
                     self.unknown(k, v)

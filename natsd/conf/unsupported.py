@@ -113,8 +113,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
      "request_queue_limit|max_outstanding_catchup",
      _always),
     ("JetStream domain extension hints", "jetstream.extension_hint", _always),
-    ("isolating a leaf node remote's interest", "leafnodes|leaf.remotes[].isolate_leafnode_interest|isolate",
-     _true),
     ("JetStream cluster migration of leaf node remotes",
      "leafnodes|leaf.remotes[].jetstream_cluster_migrate|js_cluster_migrate", _true),
 ]

@@ -298,6 +298,11 @@ class LeafNodes:
         c.state = LeafState(host, port, remote)
         c.state.ws = ws
         sopts = server.opts
+        # not told of other leaf nodes' interest: every leaf connection of the server, or this
+        # remote's (nats-server's IsolateLeafnodeInterest, a remote's LocalIsolation); a
+        # leaf may also ask for it in its CONNECT (request_isolation)
+        c.state.isolated = bool(sopts.leafnode.isolate_leafnode_interest
+                                or (remote is not None and remote.opts.isolate))
         c.max_payload = sopts.max_payload
         c.max_control_line = sopts.max_control_line
         c.max_pending = max(sopts.max_pending, 64 * 1024 * 1024)
@@ -622,7 +627,7 @@ class LeafNodes:
             info["jetstream"] = True
         if remote.opts.deny_imports:
             info["deny_pub"] = list(remote.opts.deny_imports)
-        if remote.opts.extra.get("request_isolation"):
+        if remote.opts.request_isolation:
             info["isolate"] = True
         info["remote_account"] = acc.name
         if st.compression:
@@ -723,8 +728,8 @@ class LeafNodes:
             return False
         st = c.state
         if other is not None and other.kind != KIND_CLIENT:
-            if st.isolated:
-                return False
+            if st.isolated and other.kind == KIND_LEAF:
+                return False                # other leaf nodes' interest ("east-west")
             # a spoke sends up only local interest and that of leafs that connect to us (the
             # hub reaches the rest of our cluster itself)
             if st.is_spoke and (other.kind in (KIND_ROUTE, KIND_GATEWAY) or other.state.is_spoke):
@@ -1007,7 +1012,7 @@ class LeafProtocol(ProtocolHandler):
         st.remote_cluster = cluster
         st.remote_domain = str(info.get("domain") or "")
         st.is_spoke = bool(info.get("is_hub"))
-        st.isolated = bool(self.ln.opts.isolate_leafnode_interest or info.get("isolate"))
+        st.isolated = bool(st.isolated or info.get("isolate"))
         if not st.compression:
             st.compression = str(info.get("compress_mode") or NOT_SUPPORTED)
         c.headers = bool(info.get("headers")) and not self.server.opts.no_header_support

@@ -336,6 +336,7 @@ _FULL_RESOLVER = "tests/auth/test_resolver.py::test_full_resolver_matches_nats_s
 _TLS = "tests/core/test_tls.py::"
 _SC = "tests/gateways/test_supercluster.py::"
 _GWE = "tests/gateways/test_gateway_errors.py::"
+_ISO = "tests/leaf/test_leaf_isolation.py::test_isolated_leaf_connections_hear_no_other_leafs_interest"
 _WS_AUTH = "tests/core/test_websocket.py::test_websocket_authorization_and_cookies"
 _INGEST = "tests/jetstream/test_ingest_limits.py::test_a_burst_beyond_the_ingest_queue_is_answered_429"
 _TOP_MAPPINGS = "tests/accounts/test_accounts_e2e.py::test_top_level_mappings_apply_to_global_account"
@@ -552,6 +553,9 @@ EVIDENCE: dict[str, str] = {
     "leafnodes.remotes[].deny_exports|deny_export": _DENY,
     "leafnodes.remotes[].compression": "tests/leaf/test_leaf_compression.py::test_leaf_compression_with_nats_server",
     "leafnodes.remotes[].first_info_timeout": "tests/leaf/test_leaf_discovery.py::test_first_info_timeout",
+    "leafnodes.isolate_leafnode_interest|isolate": _ISO,
+    "leafnodes.remotes[].isolate_leafnode_interest|isolate": _ISO,
+    "leafnodes.remotes[].request_isolation": _ISO,
     "leafnodes.dial_timeout": "tests/leaf/test_leaf_dial_timeout.py::"
                               "test_a_remote_gives_up_at_its_dial_timeout_as_nats_server",
     "leafnodes.remotes[].dial_timeout": "tests/leaf/test_leaf_dial_timeout.py::"
@@ -674,7 +678,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "leafnodes.host|net": _PARSED,
     "leafnodes.advertise|leafnode_advertise": _PARSED,
     "leafnodes.no_advertise": "only its reload refusal is tested (test_reload_rules)",
-    "leafnodes.isolate_leafnode_interest|isolate": _PARSED,
     "leafnodes.reconnect|reconnect_delay|reconnect_interval":
         "tests set 200ms, but nothing they check tells it from the 1s default",
     "leafnodes.write_deadline": _PARSED,
@@ -688,7 +691,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "leafnodes.authorization.users[].account": _PARSED,
     "leafnodes.remotes[].hub": _PARSED,
     "leafnodes.remotes[].no_randomize|dont_randomize": _PARSED,
-    "leafnodes.remotes[].request_isolation": "stored in the remote's extra and read by natsd, no test",
     "leafnodes.remotes[].ws_compression|ws_compress|websocket_compression|websocket_compress":
         "test_leaf_over_ws_compressed_unmasked sets ws_compression but checks only that messages cross",
     "leafnodes.remotes[].ws_no_masking|websocket_no_masking":

@@ -92,9 +92,6 @@ REFUSED = {
                      ["{f}:4:3: JetStream tuning of nats-server's own internals is not supported by natsd yet"]),
     "js_extension_hint": ('port: -1\njetstream {\n  store_dir: "js"\n  extension_hint: will_extend\n}\n',
                           ["{f}:4:3: JetStream domain extension hints is not supported by natsd yet"]),
-    "leaf_remote_isolate": ('port: -1\nleafnodes {\n  remotes: [ { url: "nats-leaf://127.0.0.1:1"\n'
-                            '    isolate_leafnode_interest: true } ]\n}\n',
-                            ["{f}:4:5: isolating a leaf node remote's interest is not supported by natsd yet"]),
     "several": ("port: -1\nprof_block_rate: 5\ndefault_js_domain: {}\n",
                 ["{f}:3:1: default JetStream domains for accounts is not supported by natsd yet",
                  "{f}:2:1: block profiles is not supported by natsd yet"]),
