@@ -196,6 +196,15 @@ class JetStreamOpts:
 
 
 @dataclass
+class LeafProxyOpts:
+    """A leaf remote's `proxy {}`: the HTTP proxy its WebSocket connections tunnel through."""
+    url: str = ""
+    username: str = ""
+    password: str = ""
+    timeout: float = 0.0        # 0: the remote's dial timeout
+
+
+@dataclass
 class RemoteLeafOpts:
     urls: list[str] = field(default_factory=list)
     account: str = ""
@@ -211,6 +220,7 @@ class RemoteLeafOpts:
     first_info_timeout: float = 0.0     # 0: nats-server's 1s wait for the hub's first INFO
     dial_timeout: float = 0.0           # 0: the leafnodes block's (else nats-server's 1s)
     isolate: bool = False               # not told of other leaf nodes' interest (LocalIsolation)
+    proxy: "LeafProxyOpts" = field(default_factory=lambda: LeafProxyOpts())
     request_isolation: bool = False     # asks the hub not to tell it of its other leafs' interest
     ignore_discovered_servers: bool = False
     extra: dict[str, Any] = field(default_factory=dict)

@@ -188,7 +188,7 @@ class LinkSections(Reader):
                 continue
             r = RemoteLeafOpts(pos=rn.pos)
             self.remote_nodes = getattr(self, "remote_nodes", [])
-            account_node = None
+            account_node = proxy_node = None
             for k, v in rn.value.items():
                 lk = k.lower()
                 if lk in ("url", "urls"):
@@ -233,12 +233,20 @@ class LinkSections(Reader):
                     r.request_isolation = self.b(v, k)
                 elif lk == "ignore_discovered_servers":
                     r.ignore_discovered_servers = self.b(v, k)
+                elif lk == "proxy":
+                    proxy_node = v
+                    self.leaf_proxy(v, r.proxy)
                 elif lk in ("ws_compress", "ws_compression", "websocket_compress", "websocket_compression",
                             "ws_no_masking", "websocket_no_masking", "jetstream_cluster_migrate",
-                            "js_cluster_migrate", "proxy"):
+                            "js_cluster_migrate"):
                     r.extra[lk] = v.plain()
                 else:
                     self.unknown(k, v)
+            if proxy_node is not None:
+                why = proxy_problem(r)
+                if why:
+                    self.err(proxy_node, why)
+                    continue
             ident = (tuple(r.urls), r.account)
             if ident in seen:
                 self.err(rn, f"duplicate remote {', '.join(r.urls)} for account {r.account or '$G'}")
@@ -246,6 +254,25 @@ class LinkSections(Reader):
             seen.add(ident)
             self.o.leafnode.remotes.append(r)
             self.remote_nodes.append((r, account_node or rn))
+
+    def leaf_proxy(self, n: Node, proxy):
+        """A remote's `proxy { url, username, password, timeout }`: the HTTP proxy its
+        WebSocket connections go through (CONNECT)."""
+        if n.kind != "map":
+            self.err(n, f"Expected proxy to be a map, got {KIND_NAME[n.kind]}")
+            return
+        for k, v in n.value.items():
+            lk = k.lower()
+            if lk == "url":
+                proxy.url = self.s(v, k)
+            elif lk == "username":
+                proxy.username = self.s(v, k)
+            elif lk == "password":
+                proxy.password = self.s(v, k)
+            elif lk == "timeout":
+                proxy.timeout = self.duration(v, "proxy timeout")
+            else:
+                self.unknown(k, v)
 
     # -- cluster / gateway (parsed, not run) --------------------------------------
     def _name(self, v: Node, k: str) -> str:
@@ -476,3 +503,32 @@ class LinkSections(Reader):
                     self.err(v, "error parsing handshake timeout: unsupported type "
                                 f"{GO_TYPE.get(v.kind, v.kind)}")
         return True
+
+
+def proxy_problem(r) -> str | None:
+    """nats-server's validateLeafNodeProxyOptions: what is wrong with a remote's proxy
+    settings, or None. (Its warnings, that a proxy only serves ws:// and wss:// URLs, never
+    reach nats-server 2.15.1's output, and it tunnels every URL anyway.)"""
+    from urllib.parse import urlsplit
+    p = r.proxy
+    if not p.url:
+        return None
+    try:
+        u = urlsplit(p.url)
+        u.port                                      # raises on a bad port
+    except ValueError as e:
+        return "invalid proxy URL: %s" % e
+    if u.scheme not in ("http", "https"):
+        return "proxy URL scheme must be http or https, got: %s" % u.scheme
+    if not u.netloc:
+        return "proxy URL must specify a host"
+    if p.timeout < 0:
+        return "proxy timeout must be >= 0"
+    if bool(p.username) != bool(p.password):
+        return "proxy username and password must both be specified or both be empty"
+    for url in r.urls:
+        if urlsplit(url).scheme.lower() == "wss" and r.tls is None:
+            return ("proxy is configured but remote URL %s requires TLS and no TLS configuration is provided. "
+                    "When using proxy with TLS endpoints, ensure TLS is properly configured for the "
+                    "leafnode remote" % url)
+    return None

@@ -103,7 +103,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("OCSP stapling", "ocsp_cache", _always),
 ] + [("OCSP peer verification", tls + ".ocsp_peer", _always) for tls in _TLS_BLOCKS] + [
     ("JetStream cluster traffic in the account", "accounts.*.jetstream.cluster_traffic", _owner),
-    ("leaf node remotes through an HTTP proxy", "leafnodes|leaf.remotes[].proxy", _always),
     ("default JetStream domains for accounts", "default_js_domain", _always),
     ("block profiles", "prof_block_rate", _nonzero),
     ("feature flags other than nats-server 2.15's defaults", "feature_flags.*", _not_default_flag),

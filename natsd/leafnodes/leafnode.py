@@ -36,7 +36,7 @@ from natsd.gofmt import go_float, go_json, go_quote, go_seconds, omitempty
 from natsd.net.compression import (
     NOT_SUPPORTED, OFF, S2_AUTO, Compression, CompressionError, codec as compression_codec,
     compresses)
-from natsd.net.dialer import Dialer, go_dial_error, host_label, report_connect_error
+from natsd.net.dialer import Dialer, HttpTunnel, go_dial_error, host_label, report_connect_error
 from natsd.net.listener import plain_addr
 from natsd.leafnodes.creds import CredsError, check_creds, expand_path, leaf_connect_auth
 from natsd.ids import random_token
@@ -480,20 +480,57 @@ class LeafNodes:
         def done(sock, reason):
             remote.dialer = None
             if sock is None:
-                self.dial_failed(remote, label, reason)
+                self.dial_failed(remote, label, "dial tcp %s: %s" % (label, go_dial_error(reason)))
             elif self.stopped or self.server.shutting_down:
                 sock.close()
             else:
                 self.dial_succeeded(remote, sock)
         timeout = remote.opts.dial_timeout or self.server.opts.leafnode.dial_timeout or DIAL_TIMEOUT
+        proxy = remote.opts.proxy
+        if proxy.url:                   # (nats-server tunnels every URL, not only ws:// ones)
+            self._through_proxy(remote, u, label, proxy, timeout)
+            return
         remote.dialer = Dialer(self.loop, host, port, done, timeout)
 
+    def _through_proxy(self, remote, u, label, proxy, dial_timeout):
+        """A remote behind an HTTP proxy: dial the proxy, CONNECT to the hub's host:port (80,
+        or 443 for wss, when the URL names none, as nats-server), then the link as usual."""
+        target = host_label(u.hostname or "127.0.0.1", u.port or (443 if u.scheme.lower() == "wss" else 80))
+        p = urlsplit(proxy.url)
+        p_host, p_port = p.hostname or "127.0.0.1", p.port or (443 if p.scheme == "https" else 80)
+        timeout = proxy.timeout or dial_timeout
+
+        def tunneled(sock, reason):
+            remote.dialer = None
+            if sock is None:
+                self.dial_failed(remote, label, reason)
+            elif self.stopped or self.server.shutting_down:
+                sock.close()
+            else:
+                self.dial_succeeded(remote, sock)
+
+        def reached(sock, reason):
+            if sock is None:
+                remote.dialer = None
+                where = host_label(p_host, p_port)
+                self.dial_failed(remote, label, "failed to connect to proxy: dial tcp %s: %s"
+                                 % (where, go_dial_error(reason)))
+            elif self.stopped or self.server.shutting_down:
+                remote.dialer = None
+                sock.close()
+            else:
+                remote.dialer = HttpTunnel(self.loop, sock, target, proxy.username, proxy.password,
+                                           timeout, tunneled)
+        remote.dialer = Dialer(self.loop, p_host, p_port, reached, timeout)
+
     def dial_failed(self, remote, label, reason):
+        """A connect attempt failed; `reason` in nats-server's words (`dial tcp ...`, or the
+        proxy's)."""
         remote.attempts += 1
         n = remote.attempts
         if report_connect_error(self.server.opts, remote.first_connect, n):
-            log.error("Error trying to connect as leafnode to remote server %s (attempt %d): dial tcp %s: %s",
-                      go_quote(label), n, label, go_dial_error(reason))
+            log.error("Error trying to connect as leafnode to remote server %s (attempt %d): %s",
+                      go_quote(label), n, reason)
         else:
             log.debug("Error trying to connect as leafnode to remote server %s (attempt %d): %s",
                       go_quote(label), n, reason)

@@ -1,8 +1,12 @@
 """Outbound TCP connects on the loop (leaf node remotes, routes): non-blocking, bounded in
-time, the outcome reported once to a callback."""
+time, the outcome reported once to a callback; and the HTTP CONNECT tunnel through a proxy
+that a leaf node remote's WebSocket connections may take (HttpTunnel)."""
+import base64
 import errno
 import os
 import socket
+
+from natsd.gofmt import go_quote
 
 DIAL_TIMEOUT = 2.0
 
@@ -80,6 +84,87 @@ class Dialer:
             self._release()
             if self.sock is not None:
                 self.sock.close()
+
+
+class HttpTunnel:
+    """HTTP CONNECT to `target` ("host:port") over `sock`, a connection to an HTTP proxy, as
+    nats-server's establishHTTPProxyTunnel asks: `done(sock, None)` once the proxy answered
+    200, `done(None, error)` with nats-server's words otherwise, all within `timeout`."""
+
+    def __init__(self, loop, sock, target, username, password, timeout, done):
+        self.loop = loop
+        self.sock = sock
+        self.done = done
+        self.buf = b""
+        self.finished = False
+        self.fd = sock.fileno()
+        self.timer = None
+        head = "CONNECT %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: Go-http-client/1.1\r\n" % (target, target)
+        if username and password:
+            token = base64.b64encode(("%s:%s" % (username, password)).encode()).decode()
+            head += "Proxy-Authorization: Basic %s\r\n" % token
+        try:
+            sock.send((head + "\r\n").encode())     # a few hundred bytes into an empty buffer
+        except OSError as e:
+            self._report(None, "failed to write CONNECT request: %s" % (e.strerror or e))
+            return
+        self.timer = loop.call_later(timeout, self._timeout)
+        loop.add_handler(self.fd, self)
+
+    def on_event(self, events):
+        if self.finished:
+            return
+        try:
+            chunk = self.sock.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            self._finish(None, "failed to read proxy response: %s" % (e.strerror or e))
+            return
+        if not chunk:
+            self._finish(None, "failed to read proxy response: unexpected EOF")
+            return
+        self.buf += chunk
+        if b"\r\n\r\n" not in self.buf:
+            return
+        line = self.buf.split(b"\r\n", 1)[0].decode("latin-1")
+        proto, _, status = line.partition(" ")
+        code = status.split(" ", 1)[0]
+        if not proto.startswith("HTTP/") or not code.isdigit() or len(code) != 3:
+            self._finish(None, "failed to read proxy response: malformed HTTP response %s" % go_quote(line))
+        elif code != "200":
+            self._finish(None, "proxy CONNECT failed: %s" % status)
+        else:
+            self._finish(self.sock, None)
+
+    def _timeout(self):
+        if not self.finished:
+            try:
+                local, peer = self.sock.getsockname(), self.sock.getpeername()
+                where = "read tcp %s->%s: " % (host_label(local[0], local[1]), host_label(peer[0], peer[1]))
+            except OSError:
+                where = ""
+            self._finish(None, "failed to read proxy response: %si/o timeout" % where)
+
+    def _finish(self, sock, reason):
+        self.finished = True
+        if self.timer is not None:
+            self.timer.cancel()
+        try:
+            self.loop.remove_handler(self.fd)
+        except (OSError, KeyError):
+            pass
+        if sock is None:
+            self.sock.close()
+        self._report(sock, reason)
+
+    def _report(self, sock, reason):
+        self.finished = True
+        self.loop.call_soon(self.done, sock, reason)
+
+    def cancel(self):
+        if not self.finished:
+            self._finish(None, "canceled")
 
 
 def host_label(host, port):

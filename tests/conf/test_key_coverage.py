@@ -49,6 +49,7 @@ BLOCKS: dict[tuple[str, str], tuple[str, ...]] = {
     ("leaf_authorization", "lk"): ("leafnodes.authorization",),
     ("leaf_authorization", "luk"): ("leafnodes.authorization.users[]",),
     ("remotes", "lk"): ("leafnodes.remotes[]",),
+    ("leaf_proxy", "lk"): ("leafnodes.remotes[].proxy",),
     ("address_key", "lk"): ("leafnodes", "cluster", "gateway"),
     ("_link_block", "lk"): ("cluster", "gateway"),
     ("cluster", "lk"): ("cluster",),
@@ -336,6 +337,7 @@ _FULL_RESOLVER = "tests/auth/test_resolver.py::test_full_resolver_matches_nats_s
 _TLS = "tests/core/test_tls.py::"
 _SC = "tests/gateways/test_supercluster.py::"
 _GWE = "tests/gateways/test_gateway_errors.py::"
+_PROXY = "tests/leaf/test_leaf_proxy.py::"
 _ISO = "tests/leaf/test_leaf_isolation.py::test_isolated_leaf_connections_hear_no_other_leafs_interest"
 _WS_AUTH = "tests/core/test_websocket.py::test_websocket_authorization_and_cookies"
 _INGEST = "tests/jetstream/test_ingest_limits.py::test_a_burst_beyond_the_ingest_queue_is_answered_429"
@@ -553,6 +555,11 @@ EVIDENCE: dict[str, str] = {
     "leafnodes.remotes[].deny_exports|deny_export": _DENY,
     "leafnodes.remotes[].compression": "tests/leaf/test_leaf_compression.py::test_leaf_compression_with_nats_server",
     "leafnodes.remotes[].first_info_timeout": "tests/leaf/test_leaf_discovery.py::test_first_info_timeout",
+    "leafnodes.remotes[].proxy": _PROXY + "test_a_remote_through_an_http_proxy_as_nats_server",
+    "leafnodes.remotes[].proxy.url": _PROXY + "test_a_remote_through_an_http_proxy_as_nats_server",
+    "leafnodes.remotes[].proxy.username": _PROXY + "test_a_remote_through_an_http_proxy_as_nats_server",
+    "leafnodes.remotes[].proxy.password": _PROXY + "test_a_remote_through_an_http_proxy_as_nats_server",
+    "leafnodes.remotes[].proxy.timeout": _PROXY + "test_a_proxy_that_does_not_answer_times_out_as_nats_server",
     "leafnodes.isolate_leafnode_interest|isolate": _ISO,
     "leafnodes.remotes[].isolate_leafnode_interest|isolate": _ISO,
     "leafnodes.remotes[].request_isolation": _ISO,

@@ -78,9 +78,6 @@ REFUSED = {
                               ["{f}:4:11: OCSP peer verification is not supported by natsd yet"]),
     "cluster_traffic_owner": ("port: -1\naccounts {\n  A {\n    jetstream { cluster_traffic: owner }\n  }\n}\n",
                               ["{f}:4:17: JetStream cluster traffic in the account is not supported by natsd yet"]),
-    "leaf_remote_proxy": ('port: -1\nleafnodes {\n  remotes: [ { urls: ["ws://127.0.0.1:1"]\n'
-                          '    proxy { url: "http://127.0.0.1:3128" } } ]\n}\n',
-                          ["{f}:4:5: leaf node remotes through an HTTP proxy is not supported by natsd yet"]),
     "default_js_domain": ('port: -1\naccounts {\n  A {}\n}\ndefault_js_domain {\n  A: "hub"\n}\n',
                           ["{f}:5:1: default JetStream domains for accounts is not supported by natsd yet"]),
     "prof_block_rate": ("port: -1\nprof_block_rate: 5\n", ["{f}:2:1: block profiles is not supported by natsd yet"]),
