@@ -28,6 +28,18 @@ def _take(c, n, timeout):
     return [(m[0], m[-1]) for m in parse_msgs(data)]
 
 
+def _state(servers):
+    out = []
+    for srv in servers:
+        jsz = srv.get("/jsz?consumers=true&accounts=true")
+        consumers = [(st["name"], c["name"], c.get("cluster"), c.get("delivered"), c.get("push_bound"))
+                     for d in jsz.get("account_details", []) for st in d.get("stream_detail", [])
+                     for c in st.get("consumer_detail") or []]
+        out.append((srv.name, consumers, srv.get("/gatewayz?accs=1&subs=1").get("outbound_gateways"),
+                    srv.proc.lines[-15:]))
+    return out
+
+
 def scenario(tmp_path, kind_a, kind_b):
     from tools.serverproc import free_port
     gw = {"A": free_port(), "B": free_port()}
@@ -65,6 +77,8 @@ def scenario(tmp_path, kind_a, kind_b):
             cb.sync()
             wait_gateway_interest(servers, "B", "d.*")
             remote = _take(cb, 3, 10)
+            if len(remote) < 3:                 # what the servers knew, for the failure's report
+                remote.append(_state(servers))
             return local, remote
     finally:
         for srv in servers:
