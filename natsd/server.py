@@ -62,7 +62,7 @@ class Server:
         self.loop = Loop(opts.poll_us, opts.send_ring)
         self.key = nkey.new_key(nkey.SERVER)     # signs auth callout requests
         self.id = nkey.public_of(self.key)        # the server id is its public nkey
-        self.xkey = nkey.XKey()                   # encrypted auth callouts
+        self._xkey = None                         # encrypted auth callouts (made when first used)
         self.name = opts.server_name or self.id
         self.start_time = time.time()
         self.accounts = AccountRegistry(opts)
@@ -511,6 +511,13 @@ class Server:
     def client_connected(self, c):
         if self.system is not None:
             self.system.client_event(c, True)
+
+    @property
+    def xkey(self):
+        """The server's curve25519 key, for auth callouts with an xkey."""
+        if self._xkey is None:
+            self._xkey = nkey.XKey()
+        return self._xkey
 
     def account_named(self, name):
         """The account called `name`, or None; operator mode looks unknown ones up (a route

@@ -6,6 +6,7 @@
                     fetched from a URL resolver) and their verdicts brought back
 - permissions.py    a user's publish/subscribe/response permissions at run time
 - nkey.py           nkeys: public keys, Ed25519 signatures, the server's own keys and xkey
+- ed25519.py        the Ed25519 public key of a seed (no libsodium needed at start)
 - callout.py        auth callout: users decided by a service (config and operator mode)
 - jwt/              operator mode: JWT claims, account resolvers, accounts made from JWTs,
                     their exports and imports, logins with a user JWT

@@ -14,13 +14,12 @@ import binascii
 import os
 import struct
 
-import nacl.exceptions
-import nacl.public
-import nacl.signing
-import nkeys
+from natsd.auth import ed25519
 
-OPERATOR, ACCOUNT, USER, SERVER = (nkeys.PREFIX_BYTE_OPERATOR, nkeys.PREFIX_BYTE_ACCOUNT,
-                                   nkeys.PREFIX_BYTE_USER, nkeys.PREFIX_BYTE_SERVER)
+# nkeys' prefix bytes (PyNaCl, behind the `nkeys` package, is imported only when a signature
+# is made or checked: its 2 MB stay out of a server that never does)
+OPERATOR, ACCOUNT, USER, SERVER, CLUSTER = 14 << 3, 0, 20 << 3, 13 << 3, 2 << 3
+_PUBLIC_PREFIXES = (OPERATOR, ACCOUNT, USER, SERVER, CLUSTER)
 CURVE = 23 << 3
 XKEY_VERSION = b"xkv1"
 _NONCE_LEN = 24
@@ -35,11 +34,11 @@ def public_key_bytes(public, prefix=None):
         raw = base64.b32decode(public + "=" * (-len(public) % 8))
     except (binascii.Error, ValueError):
         return None
-    if len(raw) != 35 or not (nkeys.valid_public_prefix_byte(raw[0]) or raw[0] == CURVE):
+    if len(raw) != 35 or not (raw[0] in _PUBLIC_PREFIXES or raw[0] == CURVE):
         return None
     if prefix is not None and raw[0] != prefix:
         return None
-    if nkeys.crc16(bytearray(raw[:33])) != int.from_bytes(raw[33:], "little"):
+    if binascii.crc_hqx(raw[:33], 0) != int.from_bytes(raw[33:], "little"):
         return None
     return raw[1:33]
 
@@ -53,6 +52,8 @@ def verify(public, data, sig):
     key = public_key_bytes(public)
     if key is None or not isinstance(sig, (bytes, bytearray)):
         return False
+    import nacl.exceptions
+    import nacl.signing
     try:
         nacl.signing.VerifyKey(key).verify(bytes(data), bytes(sig))
         return True
@@ -66,9 +67,26 @@ def encode_public(prefix, raw):
     return base64.b32encode(body + struct.pack("<H", binascii.crc_hqx(body, 0))).decode().rstrip("=")
 
 
+class KeyPair:
+    """An Ed25519 key pair of one kind (as nkeys.KeyPair: `public_key`, the encoded public
+    nkey as bytes, and sign()). The public key is derived here (natsd/auth/ed25519.py);
+    PyNaCl signs, loaded at the first signature."""
+
+    def __init__(self, prefix, seed):
+        self.seed = bytes(seed)
+        self.public_key = encode_public(prefix, ed25519.public_key(self.seed)).encode()
+        self._signer = None
+
+    def sign(self, data):
+        if self._signer is None:
+            import nacl.signing
+            self._signer = nacl.signing.SigningKey(self.seed)
+        return self._signer.sign(bytes(data)).signature
+
+
 def new_key(prefix):
-    """A fresh Ed25519 key pair of the given kind (nkeys.KeyPair: sign(), public_key)."""
-    return nkeys.from_seed(bytearray(nkeys.encode_seed(os.urandom(32), prefix)))
+    """A fresh Ed25519 key pair of the given kind."""
+    return KeyPair(prefix, os.urandom(32))
 
 
 def public_of(kp):
@@ -79,11 +97,13 @@ class XKey:
     """A curve25519 key pair: the server's, for encrypted auth callouts."""
 
     def __init__(self, private=None):
+        import nacl.public
         self.private = private or nacl.public.PrivateKey.generate()
         self.public = encode_public(CURVE, bytes(self.private.public_key))
 
     def seal(self, data, recipient):
         """nkeys' Seal: encrypt `data` for the public xkey `recipient`."""
+        import nacl.public
         box = nacl.public.Box(self.private, nacl.public.PublicKey(public_key_bytes(recipient, CURVE)))
         nonce = os.urandom(_NONCE_LEN)
         return XKEY_VERSION + box.encrypt(bytes(data), nonce)
@@ -98,6 +118,8 @@ class XKey:
         key = public_key_bytes(sender, CURVE)
         if key is None:
             raise ValueError("nkeys: invalid public key")
+        import nacl.exceptions
+        import nacl.public
         box = nacl.public.Box(self.private, nacl.public.PublicKey(key))
         try:
             return box.decrypt(data[len(XKEY_VERSION) + _NONCE_LEN:],

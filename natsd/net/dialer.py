@@ -11,7 +11,27 @@ from natsd.gofmt import go_quote
 DIAL_TIMEOUT = 2.0
 
 
-class Dialer:
+class _LoopStep:
+    """A step on a socket, run by the loop, bounded in time, reported once:
+    `done(sock, None)` or `done(None, reason)`."""
+
+    def _release(self):
+        self.finished = True
+        if self.timer is not None:
+            self.timer.cancel()
+        try:
+            self.loop.remove_handler(self.fd)
+        except (OSError, KeyError):
+            pass
+
+    def _report(self, sock, reason):
+        self.finished = True
+        # a failure found before the loop ran (bad address) is reported from the loop too,
+        # so callers see one order of events
+        self.loop.call_soon(self.done, sock, reason)
+
+
+class Dialer(_LoopStep):
     """One connect attempt to host:port. `done(sock, None)` on success (the socket is
     non-blocking with Nagle off), `done(None, reason)` on failure or timeout."""
 
@@ -64,21 +84,6 @@ class Dialer:
         else:
             self._report(self.sock, None)
 
-    def _release(self):
-        self.finished = True
-        if self.timer is not None:
-            self.timer.cancel()
-        try:
-            self.loop.remove_handler(self.fd)
-        except (OSError, KeyError):
-            pass
-
-    def _report(self, sock, reason):
-        self.finished = True
-        # a failure found before the loop ran (bad address) is reported from the loop too,
-        # so callers see one order of events
-        self.loop.call_soon(self.done, sock, reason)
-
     def cancel(self):
         if not self.finished:
             self._release()
@@ -86,7 +91,7 @@ class Dialer:
                 self.sock.close()
 
 
-class HttpTunnel:
+class HttpTunnel(_LoopStep):
     """HTTP CONNECT to `target` ("host:port") over `sock`, a connection to an HTTP proxy, as
     nats-server's establishHTTPProxyTunnel asks: `done(sock, None)` once the proxy answered
     200, `done(None, error)` with nats-server's words otherwise, all within `timeout`."""
@@ -147,20 +152,10 @@ class HttpTunnel:
             self._finish(None, "failed to read proxy response: %si/o timeout" % where)
 
     def _finish(self, sock, reason):
-        self.finished = True
-        if self.timer is not None:
-            self.timer.cancel()
-        try:
-            self.loop.remove_handler(self.fd)
-        except (OSError, KeyError):
-            pass
+        self._release()
         if sock is None:
             self.sock.close()
         self._report(sock, reason)
-
-    def _report(self, sock, reason):
-        self.finished = True
-        self.loop.call_soon(self.done, sock, reason)
 
     def cancel(self):
         if not self.finished:
