@@ -29,6 +29,16 @@ def raw_auth_user(connect: dict, jwt_key: str = "") -> str:
     return REDACTED if connect.get("auth_token") else ""
 
 
+def alternates(server):
+    """nats-server's `alts`: with gateways, the other clusters this server has an outbound
+    connection to, the nearest (by RTT) first."""
+    gateway = getattr(server, "gateway", None)
+    if gateway is None:
+        return []
+    out = sorted(gateway.out.items(), key=lambda kv: getattr(kv[1], "rtt", 0) or 0)
+    return [name for name, _ in out]
+
+
 def client_info(c, account=None, server=None, detailed=True):
     """The ClientInfo of connection `c` (None for an internal publisher, which has no state).
     `account` stands in when the connection has none bound; `server` adds server and cluster."""
@@ -61,6 +71,9 @@ def client_info(c, account=None, server=None, detailed=True):
             cluster = server.cluster_name() if hasattr(server, "cluster_name") else ""
             if cluster:
                 ci["cluster"] = cluster
+            alts = alternates(server)
+            if alts:
+                ci["alts"] = alts
         if user is not None:
             ci["jwt"] = user.claims.token
             ci["issuer_key"] = user.claims.issuer

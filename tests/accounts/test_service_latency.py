@@ -256,3 +256,50 @@ def test_latency_subject_must_be_publishable_as_nats_server(tmp_path, subject):
                         % subject])
     if nats_server_cmd() is not None:
         assert check(nats_server_cmd()) == ours
+
+
+def test_latency_measured_across_a_gateway_as_nats_server(tmp_path):
+    """The requester in one cluster, the service in another (one server each, joined by a
+    gateway; the reply crosses as `_GR_.`): every pairing gives nats-server's metrics."""
+    from tests.support.supercluster import start_gateway_server, wait_gateways
+    from tools.serverproc import free_port
+    if nats_server_cmd() is None:
+        pytest.skip("no nats-server")
+    runs = {}
+    for kinds in [("nats-server", "nats-server"), ("natsd", "natsd"), ("natsd", "nats-server"),
+                  ("nats-server", "natsd")]:
+        where = tmp_path / "-".join(kinds)
+        gw = {"A": free_port(), "B": free_port()}
+        a = start_gateway_server(kinds[0], where, "A1", "A", gw["A"], {"B": ["nats://127.0.0.1:%d" % gw["B"]]},
+                                 extra=CONF)
+        servers = [a]
+        try:
+            servers.append(start_gateway_server(kinds[1], where, "B1", "B", gw["B"],
+                                                {"A": ["nats://127.0.0.1:%d" % gw["A"]]}, extra=CONF))
+            wait_gateways(servers, timeout=30)
+            runs[kinds] = asyncio.run(across_gateway(a.url, servers[1], a))
+        finally:
+            for s in servers:
+                s.proc.kill()
+    reference = runs[("nats-server", "nats-server")]
+    assert reference["echo"] == ["hi0", "hi1", "hi2"]
+    assert [s for s, _ in reference["metrics"]] == ["lat.echo"] * 3 + ["lat.hdr"]
+    assert reference["responders"] == ["the-service"]
+    for kinds, out in runs.items():
+        assert out == reference, kinds
+
+
+async def across_gateway(req_url, b, a):
+    from tests.support.supercluster import wait_gateway_interest
+    svc = await nats.connect(b.url, user="svc", password="svc", name="the-service")
+    req = await nats.connect(req_url, user="req", password="req", name="the-requester")
+    metrics = await serving(svc, "svc.echo", "svc.hdr")
+    await svc.flush()
+    for subject in ("svc.echo", "svc.hdr"):
+        await asyncio.to_thread(wait_gateway_interest, [a], "B", subject, 10, True, "SVC")
+    out = {"echo": [(await req.request("svc.echo", b"hi%d" % i, timeout=3)).data.decode() for i in range(3)]}
+    for name, headers in TRACE_HEADERS[:2]:
+        await req.request("svc.hdr", name.encode(), timeout=3, headers=headers)
+    out["metrics"] = await settled(metrics, 4, svc, req)
+    out["responders"] = sorted({m["responder"].get("name") for _, m in metrics if "responder" in m})
+    return out
