@@ -122,16 +122,21 @@ def test_service_latency_matches_nats_server(natsd, reference, tmp_path):
     assert alone["requestor"]["keys"] == ["acc", "rtt"]          # not shared: account and RTT
 
 
-async def across_scenario(req_url, svc_url, members):
+PAIRINGS = [("nats-server", "nats-server"), ("natsd", "natsd"), ("natsd", "nats-server"),
+            ("nats-server", "natsd")]
+
+
+async def across_scenario(req_url, svc_url, wait_for):
     """The requester on one server, the service on another: each request's metric merges
     the responder's server's half (M2: who answered, the service time) with the
-    requester's server's (the total). The metrics reach the service's lat.> over the route."""
+    requester's server's (the total). The metrics reach the service's lat.> over the link;
+    wait_for(subject) waits until the requester's server knows the service's interest."""
     svc = await nats.connect(svc_url, user="svc", password="svc", name="the-service")
     req = await nats.connect(req_url, user="req", password="req", name="the-requester")
     metrics = await serving(svc, "svc.echo", "svc.hdr")
     await svc.flush()
     for subject in ("svc.echo", "svc.hdr"):
-        await asyncio.to_thread(wait_interest, members[:1], subject)
+        await asyncio.to_thread(wait_for, subject)
     out = {"echo": [(await req.request("svc.echo", b"hi%d" % i, timeout=3)).data.decode() for i in range(3)]}
     for name, headers in TRACE_HEADERS[:2]:
         await req.request("svc.hdr", name.encode(), timeout=3, headers=headers)
@@ -140,32 +145,41 @@ async def across_scenario(req_url, svc_url, members):
     return out
 
 
-def test_latency_measured_across_a_route_as_nats_server(tmp_path):
-    """The requester's server first, the responder's second: natsd on either side, or both,
-    gives the metrics nats-server gives."""
-    from tests.support.cluster import start_member, wait_mesh
+def every_pairing(tmp_path, linked):
+    """linked(kinds, where) -> (servers, requester's url, service's url, wait_for) for each
+    pairing; the scenario on each, compared with the all-nats-server run."""
     if nats_server_cmd() is None:
         pytest.skip("no nats-server")
     runs = {}
-    for kinds in [("nats-server", "nats-server"), ("natsd", "natsd"), ("natsd", "nats-server"),
-                  ("nats-server", "natsd")]:
-        where = tmp_path / "-".join(kinds)
-        a = start_member(kinds[0], where, "A", extra=CONF)
-        members = [a]
+    for kinds in PAIRINGS:
+        servers = []
         try:
-            members.append(start_member(kinds[1], where, "B", routes=["nats://127.0.0.1:%d" % a.route_port],
-                                        extra=CONF))
-            wait_mesh(members)
-            runs[kinds] = asyncio.run(across_scenario(a.url, members[1].url, members))
+            req_url, svc_url, wait_for = linked(kinds, tmp_path / "-".join(kinds), servers)
+            runs[kinds] = asyncio.run(across_scenario(req_url, svc_url, wait_for))
         finally:
-            for m in members:
-                m.proc.kill()
+            for srv in servers:
+                srv.proc.kill()
     reference = runs[("nats-server", "nats-server")]
     assert reference["echo"] == ["hi0", "hi1", "hi2"]
     assert [s for s, _ in reference["metrics"]] == ["lat.echo"] * 3 + ["lat.hdr"]
     assert reference["responders"] == ["the-service"]
     for kinds, out in runs.items():
         assert out == reference, kinds
+
+
+def test_latency_measured_across_a_route_as_nats_server(tmp_path):
+    """The requester's server first, the responder's second: natsd on either side, or both,
+    gives the metrics nats-server gives."""
+    from tests.support.cluster import start_member, wait_mesh
+
+    def linked(kinds, where, servers):
+        a = start_member(kinds[0], where, "A", extra=CONF)
+        servers.append(a)
+        servers.append(start_member(kinds[1], where, "B", routes=["nats://127.0.0.1:%d" % a.route_port],
+                                    extra=CONF))
+        wait_mesh(servers)
+        return a.url, servers[1].url, lambda subject: wait_interest([a], subject)
+    every_pairing(tmp_path, linked)
 
 
 def _jwt_world(tmp_path):
@@ -261,45 +275,16 @@ def test_latency_subject_must_be_publishable_as_nats_server(tmp_path, subject):
 def test_latency_measured_across_a_gateway_as_nats_server(tmp_path):
     """The requester in one cluster, the service in another (one server each, joined by a
     gateway; the reply crosses as `_GR_.`): every pairing gives nats-server's metrics."""
-    from tests.support.supercluster import start_gateway_server, wait_gateways
+    from tests.support.supercluster import start_gateway_server, wait_gateway_interest, wait_gateways
     from tools.serverproc import free_port
-    if nats_server_cmd() is None:
-        pytest.skip("no nats-server")
-    runs = {}
-    for kinds in [("nats-server", "nats-server"), ("natsd", "natsd"), ("natsd", "nats-server"),
-                  ("nats-server", "natsd")]:
-        where = tmp_path / "-".join(kinds)
+
+    def linked(kinds, where, servers):
         gw = {"A": free_port(), "B": free_port()}
         a = start_gateway_server(kinds[0], where, "A1", "A", gw["A"], {"B": ["nats://127.0.0.1:%d" % gw["B"]]},
                                  extra=CONF)
-        servers = [a]
-        try:
-            servers.append(start_gateway_server(kinds[1], where, "B1", "B", gw["B"],
-                                                {"A": ["nats://127.0.0.1:%d" % gw["A"]]}, extra=CONF))
-            wait_gateways(servers, timeout=30)
-            runs[kinds] = asyncio.run(across_gateway(a.url, servers[1], a))
-        finally:
-            for s in servers:
-                s.proc.kill()
-    reference = runs[("nats-server", "nats-server")]
-    assert reference["echo"] == ["hi0", "hi1", "hi2"]
-    assert [s for s, _ in reference["metrics"]] == ["lat.echo"] * 3 + ["lat.hdr"]
-    assert reference["responders"] == ["the-service"]
-    for kinds, out in runs.items():
-        assert out == reference, kinds
-
-
-async def across_gateway(req_url, b, a):
-    from tests.support.supercluster import wait_gateway_interest
-    svc = await nats.connect(b.url, user="svc", password="svc", name="the-service")
-    req = await nats.connect(req_url, user="req", password="req", name="the-requester")
-    metrics = await serving(svc, "svc.echo", "svc.hdr")
-    await svc.flush()
-    for subject in ("svc.echo", "svc.hdr"):
-        await asyncio.to_thread(wait_gateway_interest, [a], "B", subject, 10, True, "SVC")
-    out = {"echo": [(await req.request("svc.echo", b"hi%d" % i, timeout=3)).data.decode() for i in range(3)]}
-    for name, headers in TRACE_HEADERS[:2]:
-        await req.request("svc.hdr", name.encode(), timeout=3, headers=headers)
-    out["metrics"] = await settled(metrics, 4, svc, req)
-    out["responders"] = sorted({m["responder"].get("name") for _, m in metrics if "responder" in m})
-    return out
+        servers.append(a)
+        servers.append(start_gateway_server(kinds[1], where, "B1", "B", gw["B"],
+                                            {"A": ["nats://127.0.0.1:%d" % gw["A"]]}, extra=CONF))
+        wait_gateways(servers, timeout=30)
+        return a.url, servers[1].url, lambda subject: wait_gateway_interest([a], "B", subject, 10, True, "SVC")
+    every_pairing(tmp_path, linked)
