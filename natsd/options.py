@@ -280,9 +280,11 @@ class ClusterOpts:
 
 @dataclass
 class RemoteGatewayOpts:
-    """One entry of `gateway { gateways: [...] }`: a cluster and the URLs to reach it."""
+    """One entry of `gateway { gateways: [...] }`: a cluster, the URLs to reach it and, when
+    dialing it needs other certificates than the gateway's own `tls {}`, its `tls {}`."""
     name: str = ""
     urls: list[str] = field(default_factory=list)
+    tls: dict[str, Any] | None = None
 
 
 @dataclass

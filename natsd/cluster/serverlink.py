@@ -80,7 +80,8 @@ class ServerLinkHandler(ProtocolHandler):
 
     def tls_check_remote(self, c):
         from natsd.net.tls import pinning_refusal
-        return pinning_refusal(c, self.links.tls.pinned)
+        # pinned_certs are the link block's own (a gateway remote's `tls {}` has none of its own)
+        return pinning_refusal(c, self.links.tls.pinned if self.links.tls is not None else None)
 
     def tls_ready(self, c):
         self.links.opening(c)

@@ -424,7 +424,7 @@ class LinkSections(Reader):
                             continue
                         r.urls.append(u.strip())
                 elif lgk == "tls":
-                    self.tls(gv, client_ctx=False)   # refused (natsd/conf/unsupported.py)
+                    r.tls = gv.plain() if self.tls(gv, client_ctx=False) is not None else None
                 else:
                     self.unknown(gk, gv)
             out.append(r)

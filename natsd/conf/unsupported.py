@@ -83,13 +83,12 @@ def _preload_uses(used: Callable[[dict], bool]) -> Callable[[Node], bool]:
 # -- the table -------------------------------------------------------------------------
 # The `tls {}` blocks of links and other listeners
 # (the client, leaf node and WebSocket ports' `tls {}` have it: natsd/net/ocsppeer.py)
-_TLS_BLOCKS = ["cluster.tls", "gateway.tls", "leafnodes|leaf.remotes[].tls", "mqtt.tls"]
+_TLS_BLOCKS = ["cluster.tls", "gateway.tls", "gateway.gateways[].tls", "leafnodes|leaf.remotes[].tls", "mqtt.tls"]
 
 # Config rows: (feature, key path, when).  A path is dot-separated keys (case-insensitive,
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
 # its array.  The error points at the last key of the path.
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
-    ("a remote gateway's own TLS settings", "gateway.gateways[].tls", _always),
     ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),
 ] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
     ("trusted proxy authentication", "proxies", _always),

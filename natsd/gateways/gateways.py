@@ -47,6 +47,15 @@ class _Host:
         self.host = host
 
 
+def _link_tls(block, remotes):
+    """RouteTls of a `tls {}` block, its host names taken from `remotes`' URLs (a URL naming an
+    IP is checked against one of them)."""
+    from natsd.cluster.routes import RouteTls
+    hosts = [_Host(urlsplit(u if "://" in u else "nats://" + u).hostname or "")
+             for r in remotes for u in r.urls]
+    return RouteTls(block, hosts)
+
+
 class GatewayState(ClientState):
     """What the Python side knows about one gateway connection (/gatewayz reads it)."""
     __slots__ = ("outbound", "gw_name", "cfg", "url", "remote_id", "remote_name", "peer_proto",
@@ -69,10 +78,11 @@ class GatewayState(ClientState):
 class RemoteGateway:
     """A remote cluster we connect to (nats-server's gatewayCfg): configured, or learned."""
 
-    def __init__(self, name, urls, implicit):
+    def __init__(self, name, urls, implicit, tls):
         self.name = name
         self.urls = {}                  # host:port -> URL text
         self.implicit = implicit
+        self.tls = tls                  # RouteTls for dialing it (None: plaintext)
         self.hash = gw_hash(name)
         self.attempts = 0
         self.add_urls(urls)
@@ -114,11 +124,6 @@ class Gateways:
         self.reject_unknown = go.reject_unknown
         self.remotes = {}               # cluster name -> RemoteGateway
         self.own_cfg_urls = []
-        for r in go.gateways:
-            if r.name == self.name:
-                self.own_cfg_urls = list(r.urls)
-                continue
-            self.remotes[r.name] = RemoteGateway(r.name, r.urls, False)
         self.out = {}                   # cluster name -> registered outbound Connection
         self.inbound = {}               # cid -> registered inbound Connection
         self.pending = {}               # cid -> connection not registered yet
@@ -132,13 +137,21 @@ class Gateways:
         self.interest = GatewayInterest(self)
         self.replies = None
         # TLS, as on routes: both sides present certificates and verify the other's, TLS
-        # before anything else; a URL naming an IP is checked against a configured host name
-        self.tls = None
-        if go.tls:
-            from natsd.cluster.routes import RouteTls
-            hosts = [_Host(urlsplit(u if "://" in u else "nats://" + u).hostname or "")
-                     for r in go.gateways for u in r.urls]
-            self.tls = RouteTls(go.tls, hosts)
+        # before anything else; a URL naming an IP is checked against a configured host name.
+        # The gateway's `tls {}` is what inbound links require and what every remote is
+        # dialed with, unless a configured remote has a `tls {}` of its own (nats-server's
+        # gatewayCfg.TLSConfig): that one dials it, with the gateway's timeout when it names none.
+        self.tls = _link_tls(go.tls, go.gateways) if go.tls else None
+        for r in go.gateways:
+            if r.name == self.name:
+                self.own_cfg_urls = list(r.urls)
+                continue
+            tls = self.tls
+            if r.tls:
+                tls = _link_tls(r.tls, [r])
+                if "timeout" not in {k.lower() for k in r.tls} and self.tls is not None:
+                    tls.timeout = self.tls.timeout
+            self.remotes[r.name] = RemoteGateway(r.name, r.urls, False, tls)
         if self.tls is None:
             self.auth_timeout = go.auth_timeout or default_auth_timeout(None)
         else:
@@ -152,7 +165,7 @@ class Gateways:
         port = 0 if go.port < 0 else go.port
         self.listener = Listener(self.loop, go.host, port, self._accept)
         log.info("Gateway name is %s", self.name)
-        if self.tls is not None and self.tls.insecure:
+        if any(t is not None and t.insecure for t in [self.tls] + [r.tls for r in self.remotes.values()]):
             log.warning("TLS certificate chain and hostname of solicited gateways will not be "
                         "verified. DO NOT USE IN PRODUCTION!")
         log.info("Listening for gateways connections on %s",
@@ -251,7 +264,7 @@ class Gateways:
             connect["user"] = user
         if password:
             connect["pass"] = password
-        connect.update({"tls_required": self.tls is not None, "headers": False, "name": self.server.id,
+        connect.update({"tls_required": st.cfg.tls is not None, "headers": False, "name": self.server.id,
                         "cluster": "", "gateway": self.name})
         c.send_bytes(b"CONNECT " + go_json(connect) + b"\r\n")
         c.send_bytes(info_line(self.info_dict()))
@@ -335,7 +348,7 @@ class Gateways:
         if cfg is not None:
             cfg.add_urls(urls)
             return
-        cfg = RemoteGateway(name, urls, True)
+        cfg = RemoteGateway(name, urls, True, self.tls)
         if not cfg.urls:
             return
         self.remotes[name] = cfg
@@ -353,14 +366,15 @@ class Gateways:
             log.info("%sCreating outbound gateway connection to %s", self.prefix(c), go_quote(cfg.name))
         else:
             log.info("%sProcessing inbound gateway connection", self.prefix(c))
-        if self.tls is not None:
+        tls = cfg.tls if cfg is not None else self.tls
+        if tls is not None:
             # TLS first, both ways, before INFO and CONNECT
             if cfg is not None:
-                c.tls = self.tls.client_session(_Host(url[0]))
+                c.tls = tls.client_session(_Host(url[0]))
                 c.tls_active = True
             else:
-                self.tls.server.begin(c)
-            st.tls_timer = self.loop.call_later(self.tls.timeout, self.proto.tls_timeout, c)
+                tls.server.begin(c)
+            st.tls_timer = self.loop.call_later(tls.timeout, self.proto.tls_timeout, c)
             if cfg is not None and c.tls.start() < 0:
                 self.proto.tls_failed(c, c.tls.error)
         else:

@@ -508,6 +508,7 @@ EVIDENCE: dict[str, str] = {
     "gateway.write_timeout": "tests/gateways/test_gateway_write_deadline.py::"
                              "test_the_gateways_write_deadline_and_policy_as_nats_server",
     "gateway.tls": "tests/gateways/test_gateway_tls.py::test_foreign_certificates_and_plaintext_never_join",
+    "gateway.gateways[].tls": "tests/gateways/test_gateway_tls.py::test_a_remote_entry_with_its_own_tls_is_dialed_with_it",
     "cluster.authorization": "tests/cluster/test_route_errors.py::test_refused_routes",
     "cluster.routes": "tests/cluster/test_routes.py::test_pooled_and_pinned_routes",
     "cluster.accounts": "tests/cluster/test_routes.py::test_pooled_and_pinned_routes",

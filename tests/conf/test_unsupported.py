@@ -55,9 +55,10 @@ ACCOUNT = public_key(nkeys.PREFIX_BYTE_ACCOUNT)
 
 # name -> (config, [refusals]); {cert}/{key} are real files; {f} is the config file name.
 REFUSED = {
-    "gateway_remote_tls": ('port: -1\ngateway {\n  name: A\n  port: -1\n  gateways: [ { name: B, url: "nats://127.0.0.1:1"\n'
-                           '    tls { cert_file: "{cert}", key_file: "{key}" } } ]\n}\n',
-                           ["{f}:6:5: a remote gateway's own TLS settings is not supported by natsd yet"]),
+    "ocsp_peer_gateway_remote": ('port: -1\ngateway {\n  name: A\n  port: -1\n  gateways: [ { name: B, url: "nats://127.0.0.1:1"\n'
+                                 '    tls {\n      cert_file: "{cert}"\n      key_file: "{key}"\n      ocsp_peer: true\n'
+                                 '    } } ]\n}\n',
+                                 ["{f}:9:7: OCSP peer verification is not supported by natsd yet"]),
     "trusted_keys": (f'port: -1\ntrusted_keys: ["{OP}"]\n',
                      ["{f}:2:1: trusted keys without an operator JWT is not supported by natsd yet"]),
     "trusted": (f'port: -1\ntrusted: "{OP}"\n',

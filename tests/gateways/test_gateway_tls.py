@@ -10,7 +10,7 @@ import pytest
 from tests.support.certs import CA
 from tests.support.servers import nats_server_cmd
 from tests.support.supercluster import (outbound_names, start_gateway_server,
-                                        wait_gateway_interest, wait_gateways)
+                                        wait_gateway_interest, wait_gateways, wait_outbound)
 
 pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="no nats-server")
 
@@ -83,3 +83,44 @@ def test_foreign_certificates_and_plaintext_never_join(tmp_path, certs, target):
     finally:
         for s in (t, foreign, plain):
             s.proc.kill()
+
+
+@pytest.mark.parametrize("entry", ["ok", "foreign"])
+@pytest.mark.parametrize("kinds", [("natsd", "nats-server"), ("nats-server", "natsd")],
+                         ids=lambda k: "%s+%s" % k)
+def test_a_remote_entry_with_its_own_tls_is_dialed_with_it(tmp_path, certs, kinds, entry):
+    """`gateways: [ { name: B, url: ..., tls {} } ]` on a gateway without TLS of its own: A
+    dials B with that entry's certificates (B requires TLS). With the test CA's, A's
+    outbound link is TLS 1.3 and A's messages reach B's subscriber (B's interest comes back
+    over B's inbound); with another CA's, A's handshake fails and no link forms. The same on
+    nats-server and natsd as A."""
+    from tools.serverproc import free_port
+    gw = {n: free_port() for n in ("A1", "B1")}
+    b = start_gateway_server(kinds[1], tmp_path, "B1", "B", gw["B1"], gateway_extra=certs["ok"])
+    a = start_gateway_server(kinds[0], tmp_path, "A1", "A", gw["A1"],
+                             {"B": ["nats://localhost:%d" % gw["B1"]]}, remote_extra={"B": certs[entry]})
+    try:
+        if entry == "foreign":
+            a.proc.wait_log(r"gid:\d+ - TLS gateway handshake error")
+            assert "B" not in outbound_names(a)
+            return
+        wait_outbound(a, {"B"})
+        conn = a.get("/gatewayz")["outbound_gateways"]["B"]["connection"]
+        assert conn.get("tls_version") == "1.3", (a.kind, conn)
+        assert not a.get("/varz")["gateway"].get("tls_required"), a.kind
+
+        async def main():
+            ac, bc = await nats.connect(a.url), await nats.connect(b.url)
+            sub = await bc.subscribe("secure.>")
+            await bc.flush()
+            await asyncio.to_thread(wait_gateway_interest, [a], "B", "secure.>")
+            await ac.publish("secure.x", b"s")
+            await ac.flush()
+            m = await sub.next_msg(timeout=5)
+            assert (m.subject, m.data) == ("secure.x", b"s")
+            await ac.close()
+            await bc.close()
+        asyncio.run(main())
+    finally:
+        a.proc.kill()
+        b.proc.kill()

@@ -36,12 +36,14 @@ class GatewayServer:
 
 
 def server_conf(tmp_path, name, cluster, gw_port, remotes=None, route_port=None, routes=(),
-                gateway_extra="", extra=""):
-    """A config: `remotes` is {cluster name: [gateway URL, ...]} (what this server is told)."""
+                gateway_extra="", extra="", remote_extra=None):
+    """A config: `remotes` is {cluster name: [gateway URL, ...]} (what this server is told),
+    `remote_extra` {cluster name: more keys of that remote's entry, e.g. its own `tls {}`}."""
     os.makedirs(str(tmp_path), exist_ok=True)
     path = os.path.join(str(tmp_path), "%s.conf" % name)
-    gws = ", ".join('{ name: %s, url: "%s" }' % (n, urls[0]) if len(urls) == 1 else
-                    '{ name: %s, urls: [%s] }' % (n, ", ".join('"%s"' % u for u in urls))
+    more = {n: ", " + text.strip() for n, text in (remote_extra or {}).items()}
+    gws = ", ".join(('{ name: %s, url: "%s"%s }' % (n, urls[0], more.get(n, "")) if len(urls) == 1 else
+                     '{ name: %s, urls: [%s]%s }' % (n, ", ".join('"%s"' % u for u in urls), more.get(n, "")))
                     for n, urls in (remotes or {}).items())
     text = 'server_name: %s\nhttp_port: -1\n%s\n' % (name, extra)
     if route_port is not None:
@@ -55,10 +57,10 @@ def server_conf(tmp_path, name, cluster, gw_port, remotes=None, route_port=None,
 
 
 def start_gateway_server(kind, tmp_path, name, cluster, gw_port, remotes=None, route_port=None,
-                         routes=(), gateway_extra="", extra="", wait=True):
+                         routes=(), gateway_extra="", extra="", wait=True, remote_extra=None):
     cmd = natsd_cmd() if kind == "natsd" else nats_server_cmd()
     conf = server_conf(tmp_path, name, cluster, gw_port, remotes, route_port, routes,
-                       gateway_extra, extra)
+                       gateway_extra, extra, remote_extra)
     proc = ServerProcess(list(cmd) + ["-c", conf, "-p", "-1", "-a", "127.0.0.1"])
     if wait:
         proc.wait_ready()
