@@ -130,6 +130,8 @@ class Server:
         if opts.config_file:
             log.info("Using configuration file: %s %s", opts.config_file,
                      "(%s)" % opts.config_digest if opts.config_digest else "")
+        if opts.default_js_domain:
+            log.warning("The option `default_js_domain` is a temporary backwards compatibility measure and will be removed")
         self.tls = client_tls(opts)
         self.ocsp_peer = self._ocsp_peer()  # tls ocsp_peer on the client port
         self.tls_rate = None                # tls connection_rate_limit on the client port

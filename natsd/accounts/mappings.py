@@ -32,6 +32,11 @@ from natsd.accounts.transform import (
 
 DROP = ""     # map() result meaning "discard the message"
 
+# nats-server's generateJSMappingTable: what follows `$JS.<domain>.API.` -> the subject it stands for
+_JS_DOMAIN_TABLE = {"INFO": "$JS.API.INFO", "STREAM.>": "$JS.API.STREAM.>", "CONSUMER.>": "$JS.API.CONSUMER.>",
+                    "DIRECT.>": "$JS.API.DIRECT.>", "META.>": "$JS.API.META.>", "SERVER.>": "$JS.API.SERVER.>",
+                    "ACCOUNT.>": "$JS.API.ACCOUNT.>", "$KV.>": "$KV.>", "$OBJ.>": "$OBJ.>"}
+
 
 @dataclass(frozen=True)
 class _Choice:
@@ -164,3 +169,11 @@ class MappingTable:
 
     def __repr__(self):
         return f"MappingTable({self._sources!r}, cluster_name={self.cluster_name!r})"
+
+
+def default_domain_rules(domain: str) -> dict:
+    """`default_js_domain`'s rules for an account: nats-server's domain mapping table turned
+    around, so the account's JetStream, KV and object store requests go to `domain`
+    (`$JS.API.STREAM.>` -> `$JS.<domain>.API.STREAM.>`, `$KV.>` -> `$JS.<domain>.API.$KV.>`)."""
+    from natsd.options import MappingDest
+    return {plain: [MappingDest("$JS.%s.API.%s" % (domain, suffix))] for suffix, plain in _JS_DOMAIN_TABLE.items()}

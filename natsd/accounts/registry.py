@@ -104,17 +104,22 @@ class AccountRegistry:
         acc.sublist.cache_enabled = self.sublist_cache
 
     def _install_mappings(self, opts):
-        if not opts.mappings and not any(getattr(a.config, "mappings", None)
-                                         for a in self.accounts.values()):
+        """Each account's `mappings {}` (the top-level block is the global account's), and the
+        rules `default_js_domain` adds after them to an account without JetStream."""
+        defaults = {name: d for name, d in opts.default_js_domain.items() if d}
+        if not opts.mappings and not defaults and not any(getattr(a.config, "mappings", None)
+                                                          for a in self.accounts.values()):
             return
-        from natsd.accounts.mappings import MappingTable
+        from natsd.accounts.mappings import MappingTable, default_domain_rules
         cluster = getattr(getattr(opts, "cluster", None), "name", "") or ""
         for acc in self.accounts.values():
-            cfg = getattr(acc.config, "mappings", None)
-            if cfg:
-                acc.mappings = MappingTable.from_options(cfg, cluster)
-        if opts.mappings:                   # top-level mappings belong to the global account
-            self.accounts[GLOBAL_ACCOUNT].mappings = MappingTable.from_options(opts.mappings, cluster)
+            rules = dict(getattr(acc.config, "mappings", None) or {})
+            if acc.name == GLOBAL_ACCOUNT and opts.mappings:
+                rules = dict(opts.mappings)
+            if acc.name in defaults and not getattr(acc.config, "jetstream", False):
+                rules.update(default_domain_rules(defaults[acc.name]))
+            if rules:
+                acc.mappings = MappingTable.from_options(rules, cluster)
 
     def add(self, name):
         """A new, empty account (operator mode: made from its JWT by natsd.auth.jwt.accounts)."""

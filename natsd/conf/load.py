@@ -26,6 +26,7 @@ from natsd.conf.lexer import LexError
 from natsd.conf.links import LinkSections
 from natsd.conf.operator import OperatorSection
 from natsd.conf.parser import Node, config_digest, parse_string
+from natsd.conf.reader import GO_TYPE
 
 
 class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, OperatorSection):
@@ -234,7 +235,7 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
                   "operator", "operators", "roots", "root", "root_operators", "root_operator",
                   "resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
                   "resolver_pinned_accounts", "trusted", "trusted_keys", "feature_flags",
-                  "default_js_domain", "ocsp_cache", "proxies"):
+                  "ocsp_cache", "proxies"):
             h[k] = extra
         for k in ("operator", "operators", "roots", "root", "root_operators", "root_operator"):
             h[k] = operator
@@ -255,7 +256,21 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
             if self.tls(n) is not None:
                 self.resolver_tls_block = n.plain()
         h["resolver_tls"] = resolver_tls
+        h["default_js_domain"] = self.default_js_domain
         return h
+
+    def default_js_domain(self, k: str, n: Node):
+        """`default_js_domain: { <account>: <domain> }` (nats-server's JsAccDefaultDomain)."""
+        if n.kind != "map":
+            self.err(n, f"error default_js_domain config: unsupported type {GO_TYPE[n.kind]}")
+            return
+        out = {}
+        for acc, v in n.value.items():
+            if v.kind != "string":
+                self.err(n, f"interface conversion: interface {{}} is {GO_TYPE[v.kind]}, not string")
+                return
+            out[acc] = v.value
+        self.o.default_js_domain = out
 
 
 

@@ -38,6 +38,11 @@ def _count(value) -> str:
     return str(int(value))
 
 
+def _go_map(value) -> str:
+    """Go's %v of a map[string]string: its pairs in key order."""
+    return "map[" + " ".join("%s:%s" % (k, value[k]) for k in sorted(value)) + "]"
+
+
 def _policy(value) -> str:
     return value or "default"
 
@@ -74,6 +79,7 @@ FIELDS: list[tuple[str, str, str, Callable[[Any], str]]] = [
     ("max_payload", "MaxPayload", APPLIED, _v),
     ("max_pending", "MaxPending", GO, _count),
     ("no_fast_producer_stall", "NoFastProducerStall", APPLIED, _v),
+    ("default_js_domain", "JsAccDefaultDomain", GO, _go_map),
     ("prof_port", "ProfPort", GO, _v),
     ("pid_file", "PidFile", APPLIED, _v),
     ("ports_file_dir", "PortsFileDir", APPLIED, _v),

@@ -22,6 +22,7 @@ from typing import Callable, Iterator
 from natsd.auth.jwt.accounts import UNSERVED
 
 from natsd.conf.errors import go_position
+from natsd.gofmt import go_quote
 from natsd.conf.parser import Node
 
 # -- when a key asks for the feature --------------------------------------------------
@@ -102,7 +103,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("OCSP stapling", "ocsp_cache", _always),
 ] + [("OCSP peer verification", tls + ".ocsp_peer", _always) for tls in _TLS_BLOCKS] + [
     ("JetStream cluster traffic in the account", "accounts.*.jetstream.cluster_traffic", _owner),
-    ("default JetStream domains for accounts", "default_js_domain", _always),
     ("block profiles", "prof_block_rate", _nonzero),
     ("feature flags other than nats-server 2.15's defaults", "feature_flags.*", _not_default_flag),
     ("insecure TLS cipher suites", "tls.allow_insecure_cipher_suites", _true),
@@ -271,6 +271,35 @@ def _jetstream_cluster(o) -> str | None:
     return None
 
 
+def _default_js_domain(o) -> str | None:
+    """nats-server's validateJetStreamOptions for `default_js_domain`."""
+    from natsd.subject import is_valid_subject
+    if not o.default_js_domain:
+        return None
+    if not o.operator_mode:
+        for name, domain in o.default_js_domain.items():
+            if name == "$G":
+                continue
+            acc = o.accounts.get(name)
+            if acc is None:
+                return "in non operator mode, `default_js_domain` references non existing account %s" % go_quote(name)
+            if acc.jetstream and domain:
+                return "default_js_domain contains account name %s with enabled JetStream" % go_quote(name)
+    else:
+        from natsd.auth import nkey
+        for name in o.default_js_domain:
+            if not nkey.is_valid_public(name, nkey.ACCOUNT):
+                return ("default_js_domain contains account name %s, which is not a valid public account nkey"
+                        % go_quote(name))
+    system = o.system_account or "$SYS"
+    for name, domain in o.default_js_domain.items():
+        if name == system:
+            return "system account %s can not be in default_js_domain" % go_quote(name)
+        if domain and not is_valid_subject("$JS.%s.API" % domain):
+            return "default_js_domain contains account %s with invalid domain name %s" % (go_quote(name), go_quote(domain))
+    return None
+
+
 def _operators(o) -> str | None:
     """nats-server's validateTrustedOperators."""
     if not o.operator_mode:
@@ -351,7 +380,7 @@ def _read_only_preloads(o) -> str | None:
 # In nats-server's order: validateOptions, then configureResolver (natsd's own refusals last).
 START_CHECKS: list[Callable] = [_operators, _leaf_mixed_urls, _leaf_min_version, _leaf_gateway_system_account,
                                 _gateway, _cluster_gateway_name, _mqtt, _websocket,
-                                _route_compression, _jetstream_cluster, _read_only_preloads,
+                                _default_js_domain, _route_compression, _jetstream_cluster, _read_only_preloads,
                                 _ocsp_peer_needs_mtls]
 
 

@@ -727,7 +727,22 @@ class LeafNodes:
         name = st.remote_server
         decorated = "%s/%s" % (name, st.remote_cluster) if st.remote_cluster else name
         block_outgoing = False
-        if domain != st.remote_domain or not js and not domain or sys_acc is None or acc is None:
+        # default_js_domain: an account sent to the default (empty) domain keeps its JetStream
+        # API open on the link; such a mapping anywhere keeps the system account from extending
+        force_sys_deny = False
+        defaults = s.opts.default_js_domain
+        if defaults:
+            if acc is sys_acc:
+                if "" in defaults.values():
+                    log.info("%sNot extending remote JetStream domain %s due to presence of empty default domain",
+                             self.prefix(c), go_quote(st.remote_domain))
+                    force_sys_deny = True
+            elif acc is not None and defaults.get(acc.name) == "":
+                log.debug("%sSkipping deny %s for account %s due to default domain", self.prefix(c),
+                          go_quote("$JS.API.>"), go_quote(acc.name))
+                return
+        if (domain != st.remote_domain or not js and not domain or sys_acc is None or acc is None
+                or force_sys_deny):
             if acc is sys_acc and acc is not None:
                 log.info("%sSystem account connected from %s", self.prefix(c), decorated)
                 log.info("%sJetStream not extended, domains differ", self.prefix(c))
@@ -788,7 +803,9 @@ class LeafNodes:
             if sub.closed or not self.wants(c, sub):
                 continue
             subj = sub.subject.decode("utf-8", "replace")
-            if not self.can_send_interest(st, subj):
+            # as nats-server's initLeafNodeSmapAndSendSubs: the account's service imports go
+            # to a leaf node we accepted whatever the link's permissions (a spoke checks them)
+            if not (not st.is_spoke and _service_import(sub)) and not self.can_send_interest(st, subj):
                 continue
             key = subj if sub.queue is None else subj + " " + sub.queue.decode("utf-8", "replace")
             smap[key] = smap.get(key, 0) + self.sub_delta(sub)
@@ -1318,7 +1335,7 @@ class LeafProtocol(ProtocolHandler):
     def check_publish(self, c, subject):
         """May a message on `subject` come in from this leaf? A hub closes the link of a leaf
         that publishes what its user may not (a reply it was asked for excepted: allow_responses);
-        deny_imports and the domain denies drop the message without a word."""
+        on a spoke, deny_imports and the domain denies drop the message without a word."""
         st = c.state
         subj = subject.decode("utf-8", "surrogateescape")
         if internal_message(subj):
@@ -1330,7 +1347,10 @@ class LeafProtocol(ProtocolHandler):
             if not st.solicited:
                 self.permission_violation(c, True, subject)
             return False
-        ok = st.perms.recv.allows(subj)
+        # a hub holds a leaf to its user's permissions only (nats-server's leafSendAllowed): the
+        # JetStream denies of the link keep interest and our messages from crossing, not the
+        # API requests a leaf sends on interest it was told of
+        ok = True if not st.solicited else st.perms.recv.allows(subj)
         if len(c.pub_allowed) > 4096:
             c.pub_allowed.clear()
         c.pub_allowed[subject] = ok
@@ -1402,6 +1422,12 @@ def _nonce():
 
 def _send_info(c, info):
     c.send_bytes(info_line(info))
+
+
+def _service_import(sub):
+    """Is `sub` a service import's: an import's forwarder, or JetStream's API (which an account
+    imports from the system account on nats-server)?"""
+    return sub.conn is None and sub.local_only and (sub.forwarder or sub.subject.startswith(b"$JS."))
 
 
 def _ls(key, n):

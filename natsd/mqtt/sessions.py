@@ -336,10 +336,16 @@ class AccountSessions:
         self.mqtt = mqtt
         self.server = mqtt.server
         self.account = account
-        domain = mqtt.settings.js_domain
-        self.domain_token = (domain + ".") if domain else (
-            (self.server.opts.jetstream.domain + ".") if self.server.opts.jetstream.domain else "")
-        self.jsa = jsa_mod.Jsa(self.server, account, get_hash(self.server.name), domain)
+        # the domain of the JetStream requests: the account's default_js_domain, else the
+        # mqtt block's js_domain; with neither set, the sessions' subjects carry this server's
+        self.domain, self.domain_set = "", False
+        if account.name in self.server.opts.default_js_domain:
+            self.domain, self.domain_set = self.server.opts.default_js_domain[account.name], True
+        if not self.domain and mqtt.settings.js_domain:
+            self.domain, self.domain_set = mqtt.settings.js_domain, True
+        own = self.server.opts.jetstream.domain
+        self.domain_token = (self.domain + "." if self.domain else "") if self.domain_set else (own + "." if own else "")
+        self.jsa = jsa_mod.Jsa(self.server, account, get_hash(self.server.name), self.domain)
         if mqtt.settings.api_timeout:
             self.jsa.set_timeout(mqtt.settings.api_timeout)
         self.sessions: dict[str, Session] = {}
@@ -415,9 +421,9 @@ class AccountSessions:
     def _start(self):
         settings = self.mqtt.settings
         replicas = settings.stream_replicas or self.mqtt.default_replicas()
-        if domain := settings.js_domain:
+        if self.domain_set:
             log.info("Creating MQTT streams/consumers with replicas %d for account %s in domain %s",
-                     replicas, go_quote(self.account.name), go_quote(domain))
+                     replicas, go_quote(self.account.name), go_quote(self.domain))
         else:
             log.info("Creating MQTT streams/consumers with replicas %d for account %s",
                      replicas, go_quote(self.account.name))

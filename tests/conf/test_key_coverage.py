@@ -377,6 +377,7 @@ EVIDENCE: dict[str, str] = {
     "cluster": "tests/cluster/test_routes.py::test_pooled_and_pinned_routes",
     "debug": "tests/core/test_log_destinations.py::test_remote_syslog_lines",
     "default_sentinel": "tests/auth/test_default_sentinel.py::test_a_connect_without_a_jwt_is_the_sentinel",
+    "default_js_domain": "tests/accounts/test_default_js_domain.py::test_a_leaf_without_jetstream_reaches_the_hubs",
     "http": _LAUNCHER,
     "http_port|monitor_port": _LAUNCHER,
     "https_port": _TLS + "test_https_monitoring",

@@ -79,8 +79,6 @@ REFUSED = {
                               ["{f}:4:11: OCSP peer verification is not supported by natsd yet"]),
     "cluster_traffic_owner": ("port: -1\naccounts {\n  A {\n    jetstream { cluster_traffic: owner }\n  }\n}\n",
                               ["{f}:4:17: JetStream cluster traffic in the account is not supported by natsd yet"]),
-    "default_js_domain": ('port: -1\naccounts {\n  A {}\n}\ndefault_js_domain {\n  A: "hub"\n}\n',
-                          ["{f}:5:1: default JetStream domains for accounts is not supported by natsd yet"]),
     "prof_block_rate": ("port: -1\nprof_block_rate: 5\n", ["{f}:2:1: block profiles is not supported by natsd yet"]),
     "feature_flags": ("port: -1\nfeature_flags {\n  js_api_reply_v2: true\n  js_raft_delete_range: true\n}\n",
                       ["{f}:3:3: feature flags other than nats-server 2.15's defaults is not supported by natsd yet"]),
@@ -90,8 +88,8 @@ REFUSED = {
                      ["{f}:4:3: JetStream tuning of nats-server's own internals is not supported by natsd yet"]),
     "js_extension_hint": ('port: -1\njetstream {\n  store_dir: "js"\n  extension_hint: will_extend\n}\n',
                           ["{f}:4:3: JetStream domain extension hints is not supported by natsd yet"]),
-    "several": ("port: -1\nprof_block_rate: 5\ndefault_js_domain: {}\n",
-                ["{f}:3:1: default JetStream domains for accounts is not supported by natsd yet",
+    "several": ("port: -1\nprof_block_rate: 5\nproxy_protocol: true\n",
+                ["{f}:3:1: PROXY protocol is not supported by natsd yet",
                  "{f}:2:1: block profiles is not supported by natsd yet"]),
 }
 

@@ -129,9 +129,13 @@ def test_consumer_and_stream_settings(starters, tmp_path, block):
     assert natsd == ref
 
 
-def test_js_domain(starters, tmp_path):
+@pytest.mark.parametrize("where", ["mqtt block", "default_js_domain"])
+def test_js_domain(starters, tmp_path, where):
+    """The domain of the MQTT state's JetStream: the block's js_domain, or the account's
+    default_js_domain (nats-server looks there first)."""
     def scenario(srv):
         c, ack = M.connected(srv.mqtt_port, "dev", clean=False)
+        srv.proc.wait_log(r'Creating MQTT streams/consumers with replicas 1 for account "\$G" in domain "hub"')
 
         async def look():
             nc = await nats.connect(srv.url)
@@ -139,8 +143,8 @@ def test_js_domain(starters, tmp_path):
             await nc.close()
             return stream["config"]["subjects"]
         return ack, asyncio.run(look())
-    natsd, ref = on_both(starters, tmp_path, scenario, mqtt_extra="js_domain: hub",
-                       js_extra="domain: hub")
+    kw = {"mqtt_extra": "js_domain: hub"} if where == "mqtt block" else {"top_extra": "default_js_domain: { $G: hub }"}
+    natsd, ref = on_both(starters, tmp_path, scenario, js_extra="domain: hub", **kw)
     assert natsd == ref == (b"\x20\x02\x00\x00", ["$MQTT.sess.hub.>"])
 
 

@@ -25,8 +25,9 @@ from natsd.auth.jwt import claims
 from natsd.auth.jwt.claims import jwt_permissions, signing_keys
 from natsd.auth.jwt.exports import (
     JwtExport, JwtImport, activation_expiry, authorize, exports_of, imports_of, validation_error)
-from natsd.accounts.mappings import MappingTable
+from natsd.accounts.mappings import MappingTable, default_domain_rules
 from natsd.options import AccountOpts, MappingDest
+from natsd.gofmt import go_quote
 from natsd.subject import is_valid_literal_subject
 from natsd.auth.permissions import Permissions
 from natsd.auth.jwt.resolver import PendingFetch, make_resolver
@@ -121,6 +122,7 @@ class JwtAccounts:
         self.pinned_failures = 0        # logins refused by resolver_pinned_accounts (varz)
         self.server_max_payload = opts.max_payload
         self.cluster = opts.cluster.name or ""
+        self.default_domains = opts.default_js_domain     # account key -> domain (default_js_domain)
         self.registry = registry
         self.disconnect = disconnect
         self.link = link            # link(importer, exporter, ExportOpts, ImportOpts) -> (sublist, sub)
@@ -163,21 +165,43 @@ class JwtAccounts:
         feature = unserved_feature(ac.nats)
         if feature:
             raise AccountJwtError("uses %s, which natsd does not serve yet" % feature)
-        self._mappings(ac)
+        self._mappings(ac, {})
         return ac
 
-    def _mappings(self, ac: claims.Claims):
-        """The JWT's `mappings` ({source: [{subject, weight, cluster}]}) compiled, or None."""
+    def _mappings(self, ac: claims.Claims, extra: dict):
+        """The JWT's `mappings` ({source: [{subject, weight, cluster}]}) and the `extra` rules
+        after them compiled, or None."""
         maps = ac.nats.get("mappings")
-        if not isinstance(maps, dict) or not maps:
-            return None
+        if not isinstance(maps, dict):
+            maps = {}
         rules = {src: [MappingDest(str(d.get("subject") or ""), int(d.get("weight") or 100),
                                    str(d.get("cluster") or "")) for d in dests if isinstance(d, dict)]
                  for src, dests in maps.items() if isinstance(dests, list)}
+        rules.update(extra)
+        if not rules:
+            return None
         try:
             return MappingTable.from_options(rules, self.cluster)
         except TransformError as e:
             raise AccountJwtError("invalid subject mapping: %s" % e) from None
+
+    def _default_domain_rules(self, acc, jetstream: bool) -> dict:
+        """`default_js_domain`'s rules for a new account, logged as nats-server's registerAccount
+        logs them."""
+        domain = self.default_domains.get(acc.name)
+        if domain is None:
+            return {}
+        if jetstream:
+            log.warning("Skipping Default Domain %s, set for JetStream enabled account %s",
+                        go_quote(domain), go_quote(acc.name))
+            return {}
+        if not domain:
+            return {}
+        rules = default_domain_rules(domain)
+        for src, dests in rules.items():
+            log.info("Adding default domain mapping %s -> %s to account %s %#x", go_quote(src),
+                     go_quote(dests[0].subject), go_quote(acc.name), id(acc))
+        return rules
 
     def lookup(self, key: str, defer: bool = False) -> claims.Claims | None:
         """The live claims of account `key`, making the account from the resolver's JWT on
@@ -214,7 +238,8 @@ class JwtAccounts:
     def _install(self, ac: claims.Claims) -> None:
         key = ac.subject
         acc = self.registry.get(key) if key in self.registry.accounts else None
-        if acc is None:
+        new = acc is None
+        if new:
             acc = self.registry.add(key)
         self.claims[key] = ac
         acc.jwt, acc.updated = ac, time.time()
@@ -227,10 +252,12 @@ class JwtAccounts:
         acc.max_subscriptions = int(lim.get("subs", 0))
         acc.max_payload = int(lim.get("payload", 0))
         acc.max_leafnodes = int(lim.get("leaf", 0))
-        acc.mappings = self._mappings(ac)
+        js = jetstream_limits(ac.nats)
+        # as nats-server: the default domain's rules join the account's when it is registered
+        # (its first claims); a later update keeps the claims' own mappings only
+        acc.mappings = self._mappings(ac, self._default_domain_rules(acc, js is not None) if new else {})
         acc.trace_dest, acc.trace_sampling = _trace(ac.nats)
         self.exports[key], self.imports[key] = exports_of(ac), imports_of(ac)
-        js = jetstream_limits(ac.nats)
         acc.config = AccountOpts(name=key, exports=[e.opts for e in self.exports[key]],
                                  imports=[i.opts for i in self.imports[key]],
                                  jetstream=js is not None, jetstream_limits=js or {})
