@@ -322,7 +322,10 @@ def test_a_waiting_pull_request_hears_of_a_leadership_change(tmp_path, how):
     the request's minute. A stepdown to a server that cannot take over (stopped with SIGSTOP)
     still ends the leadership, as nats-server's does: the member elected tells the request."""
     seen = {}
-    for kind, members in clusters_of_each_kind(tmp_path, extra=lambda name: LAME_DUCK):
+    # nats-server tells the request of a stepdown to a stopped server in some runs only (seen:
+    # nothing within 20 s), so only natsd's run of that case can fail: it alone runs
+    kinds = ("natsd",) if how == "stepdown to a stopped server" else ("nats-server", "natsd")
+    for kind, members in clusters_of_each_kind(tmp_path, kinds, extra=lambda name: LAME_DUCK):
         created(members)
         add_work(members[1])
         by_name = {m.name: m for m in members}
@@ -355,10 +358,8 @@ def test_a_waiting_pull_request_hears_of_a_leadership_change(tmp_path, how):
             for m in stopped:
                 m.proc.signal(signal.SIGCONT)
     if how == "stepdown to a stopped server":
-        # nats-server steps down at once and tells the request in some runs, not in others
-        # (seen: nothing within 20 s); natsd steps down once the transfer timed out, and the
-        # member elected tells the request every time
-        assert seen["nats-server"] in ([], LEADERSHIP_CHANGE), seen
+        # natsd steps down once the transfer timed out, and the member elected tells the
+        # request every time
         assert seen["natsd"] == LEADERSHIP_CHANGE, seen
         return
     if how != "shutdown":

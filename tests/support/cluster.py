@@ -139,10 +139,10 @@ def js_cluster(kind, tmp_path, names="ABC", **kw):
             m.proc.kill()
 
 
-def clusters_of_each_kind(tmp_path, **kw):
+def clusters_of_each_kind(tmp_path, kinds=("nats-server", "natsd"), **kw):
     """(kind, members) of a fresh JetStream cluster of nats-server, then of natsd (js_cluster,
     its keywords too, in tmp_path/kind), each killed when the loop moves on."""
-    for kind in ("nats-server", "natsd"):
+    for kind in kinds:
         with js_cluster(kind, tmp_path / kind, **kw) as members:
             yield kind, members
 
