@@ -379,6 +379,7 @@ class Options:
     # the resolver is given at start (resolver_preload: public key -> account JWT)
     auth_callout: AuthCalloutOpts | None = None
     operator_mode: bool = False
+    trusted_only: bool = False      # operator mode from `trusted` keys alone (no operator JWT)
     default_js_domain: dict[str, str] = field(default_factory=dict)   # account -> JetStream domain
     trusted_keys: list[str] = field(default_factory=list)
     resolver: ResolverOpts = field(default_factory=ResolverOpts)

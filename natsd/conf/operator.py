@@ -176,11 +176,14 @@ class OperatorSection(Reader):
             self.o.resolver_preload[key] = v.value
 
     def operator_accounts(self):
-        """After the whole file: `trusted` alone (refused by conf/unsupported.py), the
-        operator's system account, and `resolver_tls` (wherever it came in the file)."""
+        """After the whole file: `trusted` alone, the operator's system account, and
+        `resolver_tls` (wherever it came in the file)."""
         o = self.o
         o.resolver.tls = getattr(self, "resolver_tls_block", None)
         if self.explicit_trusted and not self.operator_claims:
+            # nats-server's trustedKeys without TrustedOperators: users log in with JWTs of
+            # accounts these keys signed, and none of the operator's checks apply
             o.trusted_keys = list(self.explicit_trusted)
+            o.operator_mode = o.trusted_only = True
         if self.operator_claims and not o.system_account:
             o.system_account = self.operator_claims[0].nats.get("system_account") or ""

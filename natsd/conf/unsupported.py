@@ -90,7 +90,6 @@ _TLS_BLOCKS = ["cluster.tls", "gateway.tls", "gateway.gateways[].tls", "leafnode
 # `|` separates aliases), `*` is any key of a map, `[]` after a key walks the items of
 # its array.  The error points at the last key of the path.
 CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
-    ("trusted keys without an operator JWT", "trusted|trusted_keys", _always),
 ] + [(feature, "resolver_preload.*", _preload_uses(used)) for feature, used in UNSERVED] + [
     ("trusted proxy authentication", "proxies", _always),
     ("trusted proxy authentication", "authorization.proxy_required", _true),
@@ -276,7 +275,7 @@ def _default_js_domain(o) -> str | None:
     from natsd.subject import is_valid_subject
     if not o.default_js_domain:
         return None
-    if not o.operator_mode:
+    if not o.operator_mode or o.trusted_only:
         for name, domain in o.default_js_domain.items():
             if name == "$G":
                 continue
@@ -301,8 +300,9 @@ def _default_js_domain(o) -> str | None:
 
 
 def _operators(o) -> str | None:
-    """nats-server's validateTrustedOperators."""
-    if not o.operator_mode:
+    """nats-server's validateTrustedOperators (it checks nothing but the sentinel without an
+    operator JWT, `trusted` keys alone included)."""
+    if not o.operator_mode or o.trusted_only:
         return "default sentinel requires operators and accounts" if o.default_sentinel else None
     if o.default_sentinel:
         err = _sentinel_error(o.default_sentinel)

@@ -378,6 +378,8 @@ EVIDENCE: dict[str, str] = {
     "debug": "tests/core/test_log_destinations.py::test_remote_syslog_lines",
     "default_sentinel": "tests/auth/test_default_sentinel.py::test_a_connect_without_a_jwt_is_the_sentinel",
     "default_js_domain": "tests/accounts/test_default_js_domain.py::test_a_leaf_without_jetstream_reaches_the_hubs",
+    "trusted": "tests/auth/test_trusted_keys.py::test_trusted_keys_alone_as_on_nats_server",
+    "trusted_keys": "tests/auth/test_trusted_keys.py::test_trusted_keys_alone_as_on_nats_server",
     "http": _LAUNCHER,
     "http_port|monitor_port": _LAUNCHER,
     "https_port": _TLS + "test_https_monitoring",

@@ -59,11 +59,6 @@ REFUSED = {
                                  '    tls {\n      cert_file: "{cert}"\n      key_file: "{key}"\n      ocsp_peer: true\n'
                                  '    } } ]\n}\n',
                                  ["{f}:9:7: OCSP peer verification is not supported by natsd yet"]),
-    "trusted_keys": (f'port: -1\ntrusted_keys: ["{OP}"]\n',
-                     ["{f}:2:1: trusted keys without an operator JWT is not supported by natsd yet"]),
-    "trusted": (f'port: -1\ntrusted: "{OP}"\n',
-                ["{f}:2:1: trusted keys without an operator JWT is not supported by natsd yet"]),
-    # natsd does not enforce these: running would let users in that nats-server keeps out
     "proxy_required": ("port: -1\nauthorization {\n  users: [ {user: a, password: b, proxy_required: true} ]\n}\n",
                        ["{f}:3:35: trusted proxy authentication is not supported by natsd yet"]),
     "proxies": (f'port: -1\nproxies {{\n  trusted: [ {{key: "{USER}"}} ]\n}}\n',
