@@ -28,6 +28,21 @@ def certs(tmp_path):
     return {"ok": _tls(cert, key, ca.ca_file), "foreign": _tls(ocert, okey, other.ca_file)}
 
 
+async def _a_to_b(a, b):
+    """A message with a header from a client of A reaches a subscriber on B, once B's
+    interest reached A."""
+    ac, bc = await nats.connect(a.url), await nats.connect(b.url)
+    sub = await bc.subscribe("secure.>")
+    await bc.flush()
+    await asyncio.to_thread(wait_gateway_interest, [a], "B", "secure.>")
+    await ac.publish("secure.x", b"s", headers={"K": "v"})
+    await ac.flush()
+    m = await sub.next_msg(timeout=5)
+    assert (m.subject, m.data, m.headers) == ("secure.x", b"s", {"K": "v"})
+    await ac.close()
+    await bc.close()
+
+
 @pytest.mark.parametrize("kinds", [("natsd", "nats-server"), ("nats-server", "natsd")],
                          ids=lambda k: "%s+%s" % k)
 def test_tls_gateways_form_and_carry_traffic(tmp_path, certs, kinds):
@@ -47,18 +62,7 @@ def test_tls_gateways_form_and_carry_traffic(tmp_path, certs, kinds):
             conn = s.get("/gatewayz")["outbound_gateways"][{"A1": "B", "B1": "A"}[s.name]]["connection"]
             assert conn.get("tls_version") == "1.3", (s.kind, conn)
 
-        async def main():
-            ac, bc = await nats.connect(a.url), await nats.connect(b.url)
-            sub = await bc.subscribe("secure.>")
-            await bc.flush()
-            await asyncio.to_thread(wait_gateway_interest, [a], "B", "secure.>")
-            await ac.publish("secure.x", b"s", headers={"K": "v"})
-            await ac.flush()
-            m = await sub.next_msg(timeout=5)
-            assert (m.subject, m.data, m.headers) == ("secure.x", b"s", {"K": "v"})
-            await ac.close()
-            await bc.close()
-        asyncio.run(main())
+        asyncio.run(_a_to_b(a, b))
     finally:
         a.proc.kill()
         b.proc.kill()
@@ -109,18 +113,7 @@ def test_a_remote_entry_with_its_own_tls_is_dialed_with_it(tmp_path, certs, kind
         assert conn.get("tls_version") == "1.3", (a.kind, conn)
         assert not a.get("/varz")["gateway"].get("tls_required"), a.kind
 
-        async def main():
-            ac, bc = await nats.connect(a.url), await nats.connect(b.url)
-            sub = await bc.subscribe("secure.>")
-            await bc.flush()
-            await asyncio.to_thread(wait_gateway_interest, [a], "B", "secure.>")
-            await ac.publish("secure.x", b"s")
-            await ac.flush()
-            m = await sub.next_msg(timeout=5)
-            assert (m.subject, m.data) == ("secure.x", b"s")
-            await ac.close()
-            await bc.close()
-        asyncio.run(main())
+        asyncio.run(_a_to_b(a, b))
     finally:
         a.proc.kill()
         b.proc.kill()
