@@ -83,7 +83,9 @@ def client_info(c, account=None, server=None, detailed=True):
                 ci["tags"] = list(user.claims.nats["tags"])
         kind = getattr(st, "kind", None)
         ci["kind"] = kind if isinstance(kind, str) and kind else "Client"
-        ci["client_type"] = "nats"
+        if ci["kind"] == "Client":          # nats-server's clientTypeString: none for links
+            ci["client_type"] = ("mqtt" if getattr(st, "mqtt", None) is not None
+                                 else "websocket" if getattr(st, "ws", False) else "nats")
     return ci
 
 

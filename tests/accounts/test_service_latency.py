@@ -5,7 +5,8 @@ status, description, which fields the requestor and responder carry and their va
 not depend on the server (account, user, name, kind), the trace headers reported, and the
 durations' relations. Across a route (the requester on one server, the service on another),
 every pairing of natsd and nats-server gives nats-server's metrics: each server measures its
-half and the requester's merges them ($SYS.LATENCY.M2)."""
+half and the requester's merges them ($SYS.LATENCY.M2). So do a gateway, and a leaf node (the
+hub measures; its requestor is the leaf node connection, with no client_type)."""
 import asyncio
 import json
 
@@ -287,4 +288,50 @@ def test_latency_measured_across_a_gateway_as_nats_server(tmp_path):
                                             {"A": ["nats://127.0.0.1:%d" % gw["A"]]}, extra=CONF))
         wait_gateways(servers, timeout=30)
         return a.url, servers[1].url, lambda subject: wait_gateway_interest([a], "B", subject, 10, True, "SVC")
+    every_pairing(tmp_path, linked)
+
+
+LEAF_SYS = """
+  SYS: { users: [{user: sys, password: sys}] }
+}
+system_account: SYS
+"""
+LEAF_ACCOUNTS = """server_name: leaf
+accounts {
+  SVC: { users: [{user: svc, password: svc}] }
+  REQ: { users: [{user: req, password: req}] }
+""" + LEAF_SYS
+
+
+def test_latency_measured_across_a_leaf_node_as_nats_server(tmp_path):
+    """The requester on a leaf server whose REQ, SVC and SYS accounts are bound to its hub's,
+    the import and the service on the hub: the hub measures, the requestor being the leaf
+    node connection. Every pairing gives nats-server's metrics."""
+    from tests.support.leafnodes import carries
+    from tests.support.servers import ServerProcess, http_json
+    from tests.support.waiting import poll
+    from tools.serverproc import free_port
+
+    class _Server:
+        def __init__(self, kind, conf_path, text):
+            conf_path.write_text(text)
+            cmd = natsd_cmd() if kind == "natsd" else nats_server_cmd()
+            self.proc = ServerProcess(list(cmd) + ["-c", str(conf_path), "-p", "-1", "-a", "127.0.0.1",
+                                                   "-m", str(free_port())])
+            self.proc.wait_ready()
+            self.url = self.proc.url
+
+    def linked(kinds, where, servers):
+        where.mkdir(parents=True)
+        port = free_port()
+        hub = _Server(kinds[1], where / "hub.conf", "server_name: hub\n" + CONF.rstrip().rstrip("}") + LEAF_SYS
+                      + "leafnodes { port: %d }\n" % port)
+        servers.append(hub)
+        remotes = ", ".join('{ url: "nats-leaf://%s:%s@127.0.0.1:%d", account: %s }' % (u, u, port, a)
+                            for a, u in (("SVC", "svc"), ("REQ", "req"), ("SYS", "sys")))
+        leaf = _Server(kinds[0], where / "leaf.conf", LEAF_ACCOUNTS + "leafnodes { remotes: [ %s ] }\n" % remotes)
+        servers.append(leaf)
+        for s in servers:
+            assert poll(lambda: http_json(s.proc.http_port, "/varz").get("leafnodes") == 3, 10)
+        return leaf.url, hub.url, lambda subject: poll(lambda: carries(leaf.proc, subject), 10)
     every_pairing(tmp_path, linked)
