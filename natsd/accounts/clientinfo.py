@@ -83,10 +83,14 @@ def client_info(c, account=None, server=None, detailed=True):
                 ci["tags"] = list(user.claims.nats["tags"])
         kind = getattr(st, "kind", None)
         ci["kind"] = kind if isinstance(kind, str) and kind else "Client"
-        if ci["kind"] == "Client":          # nats-server's clientTypeString: none for links
-            ci["client_type"] = ("mqtt" if getattr(st, "mqtt", None) is not None
-                                 else "websocket" if getattr(st, "ws", False) else "nats")
+        if ci["kind"] == "Client":          # (a link has none)
+            ci["client_type"] = client_type(st)
     return ci
+
+
+def client_type(st) -> str:
+    """nats-server's clientTypeString of a client connection's state."""
+    return "mqtt" if getattr(st, "mqtt", None) is not None else "websocket" if getattr(st, "ws", False) else "nats"
 
 
 def in_field_order(ci: dict) -> dict:

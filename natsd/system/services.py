@@ -15,6 +15,7 @@ from natsd import VERSION
 from natsd._core.conn import totals
 from natsd._core.router import publish
 from natsd._core.sublist import Subscription
+from natsd.accounts.clientinfo import client_type
 from natsd.gofmt import go_json, omitempty, rtt_nanos
 from natsd.ids import random_token
 from natsd.headers import accept_encoding, encoded, request_info
@@ -598,7 +599,7 @@ class SystemServices:
         client["name_tag"] = acc.name_tag
         if user is not None and user.claims.nats.get("tags"):
             client["tags"] = list(user.claims.nats["tags"])
-        client.update(kind=st.kind, client_type="nats")
+        client.update(kind=st.kind, client_type=client_type(st))
         if connected:
             ev = self._advisory("client_connect")
             ev["client"] = client

@@ -196,3 +196,28 @@ def test_events_match_nats_server(natsd, reference, conf):
     assert keys(ours["ERR"][0]) - strip == keys(ref["ERR"][0]) - strip
     assert ours["ERR"][0]["client"]["acc"] == ref["ERR"][0]["client"]["acc"] == "$G"
     assert ours["ERR"][0]["client"]["user"] == ref["ERR"][0]["client"]["user"] == "a"
+
+
+async def _websocket_connect_event(srv, ws_port):
+    """The CONNECT event of a WebSocket client."""
+    from tests.support.wsclient import WsClient
+    sysc = await nats.connect(url_for(srv, "sys"))
+    sub = await sysc.subscribe("$SYS.ACCOUNT.A.CONNECT")
+    await sysc.flush()
+    ws = await asyncio.to_thread(WsClient, ws_port)
+    await asyncio.to_thread(ws.send, b'CONNECT {"user":"a","pass":"a","name":"browser"}\r\nPING\r\n')
+    ev = json.loads((await sub.next_msg(timeout=5)).data)
+    ws.sock.close()
+    await sysc.close()
+    return {k: ev["client"].get(k) for k in ("kind", "client_type", "name")}
+
+
+def test_a_websocket_clients_connect_event_names_its_type(natsd, reference, tmp_path):
+    from tools.serverproc import free_port
+    got = []
+    for start in (natsd, reference):
+        port = free_port()
+        p = tmp_path / ("ws%d.conf" % port)
+        p.write_text(CONF + "\nwebsocket { port: %d, no_tls: true }\n" % port)
+        got.append(asyncio.run(_websocket_connect_event(start("-c", str(p)), port)))
+    assert got[0] == got[1] == {"kind": "Client", "client_type": "websocket", "name": "browser"}
