@@ -14,6 +14,8 @@ from natsd import msgtrace
 from natsd._core.router import current_trace, deliver_to
 from natsd._core.sublist import Subscription
 from natsd.gofmt import go_quote
+from natsd.net import proxyproto
+from natsd.net.listener import host_port
 from natsd.net.tls import cert_identity
 from natsd.protocol import ProtocolHandler, info_line
 from natsd.auth.permissions import SYS_QUEUE_GROUP
@@ -50,7 +52,7 @@ class ClientState:
                  "perms", "nonce", "auth_timer", "ping_timer", "replies", "connect",
                  "stop", "reason", "kind", "nkey", "tls", "label", "tls_timer",
                  "info_due", "cert", "ws", "ws_upgraded", "ws_cookies", "expiry_timer", "jwt_user",
-                 "ocsp_checked", "mqtt")
+                 "ocsp_checked", "mqtt", "proxy", "proxy_timer")
 
     def __init__(self, host, port):
         self.host = host
@@ -80,6 +82,8 @@ class ClientState:
         self.ws_cookies = None
         self.ocsp_checked = False      # ocsp_peer: the certificate passed its OCSP check
         self.mqtt = None               # an MQTT client: natsd.mqtt.connection.MqttState
+        self.proxy = None              # proxy_protocol: what arrived while a header may still come
+        self.proxy_timer = None
 
 
 class ClientProtocol(ProtocolHandler):
@@ -378,6 +382,59 @@ class ClientProtocol(ProtocolHandler):
     def codec_error(self, c, error):
         log.error("%sread error: %s", self._prefix(c), error)
         c.schedule_close("Read Error")
+
+    # ---- proxy_protocol: a PROXY protocol header before the client's first byte ----
+
+    def expect_proxy_header(self, c):
+        """Read the connection's first bytes here (not in the parser) until they are a PROXY
+        protocol header or plainly not one."""
+        st = c.state
+        st.proxy = b""
+        c.raw_reader = True
+        # nats-server waits twice its read timeout for the 6 bytes that tell (a pre-read, then
+        # the header's own read)
+        st.proxy_timer = self.server.loop.call_later(2 * proxyproto.READ_TIMEOUT, self._proxy_timeout, c)
+
+    def raw_data(self, c, data):
+        """The first bytes of a proxy_protocol connection (natsd/net/proxyproto.py): a header's
+        source becomes the connection's address; what follows, or a client's own bytes when
+        there is no header, goes to the parser."""
+        st = c.state
+        buf = st.proxy + data
+        try:
+            header = proxyproto.read_header(buf)
+        except proxyproto.ProxyHeaderError as e:
+            self._proxy_refused(c, str(e))
+            return
+        if header is None:
+            st.proxy = buf
+            return
+        self._proxy_read(c)
+        if header.addr is not None:
+            st.host, st.port = header.addr
+        c.replay(header.rest)
+
+    def _proxy_read(self, c):
+        st = c.state
+        st.proxy = None
+        c.raw_reader = False
+        if st.proxy_timer is not None:
+            st.proxy_timer.cancel()
+            st.proxy_timer = None
+
+    def _proxy_refused(self, c, why):
+        st = c.state
+        self._proxy_read(c)
+        log.warning("Error reading PROXY protocol header from %s: %s", host_port(st.host, st.port), why)
+        c.schedule_close("Protocol Violation")
+
+    def _proxy_timeout(self, c):
+        st = c.state
+        st.proxy_timer = None
+        if st.proxy is not None and not c.closed and not c.closing:
+            here = host_port(self.server.opts.host or "0.0.0.0", self.server.port)
+            self._proxy_refused(c, "failed to read protocol version: read tcp %s->%s: i/o timeout"
+                                % (here, host_port(st.host, st.port)))
 
     def tls_ready(self, c):
         st = c.state

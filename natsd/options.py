@@ -381,6 +381,7 @@ class Options:
     operator_mode: bool = False
     trusted_only: bool = False      # operator mode from `trusted` keys alone (no operator JWT)
     default_js_domain: dict[str, str] = field(default_factory=dict)   # account -> JetStream domain
+    proxy_protocol: bool = False    # client connections may start with a PROXY protocol header
     trusted_keys: list[str] = field(default_factory=list)
     resolver: ResolverOpts = field(default_factory=ResolverOpts)
     resolver_preload: dict[str, str] = field(default_factory=dict)

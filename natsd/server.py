@@ -133,6 +133,9 @@ class Server:
         if opts.default_js_domain:
             log.warning("The option `default_js_domain` is a temporary backwards compatibility measure and will be removed")
         self.tls = client_tls(opts)
+        if opts.proxy_protocol and self.tls is not None:    # (TLS from the command line)
+            from natsd.conf.unsupported import NOT_SUPPORTED, PROXY_WITH_TLS
+            raise InitError(NOT_SUPPORTED % PROXY_WITH_TLS)
         self.ocsp_peer = self._ocsp_peer()  # tls ocsp_peer on the client port
         self.tls_rate = None                # tls connection_rate_limit on the client port
         if self.tls is not None and self.tls.settings.rate_limit and not opts.allow_non_tls:
@@ -198,6 +201,8 @@ class Server:
                                             reuse_port=opts.reuse_port)
         log.info("Listening for client connections on %s",
                  host_port(opts.host, self.client_listener.port))
+        if opts.proxy_protocol:
+            log.info("PROXY protocol enabled for client connections")
         if self.tls is not None:
             first = self.tls.settings.handshake_first and not self.tls.settings.fallback_delay
             log.info("TLS %s for client connections",
@@ -284,7 +289,7 @@ class Server:
 
     # ---- client connections ----
 
-    def info_dict(self, c=None, with_nonce=True, tls_first=False):
+    def info_dict(self, c=None, with_nonce=True, tls_first=False, client_ip=True):
         opts = self.opts
         info = {
             "server_id": self.id,
@@ -307,7 +312,8 @@ class Server:
             info["jetstream"] = True
         if c is not None:
             info["client_id"] = c.cid
-            info["client_ip"] = c.state.host
+            if client_ip:
+                info["client_ip"] = c.state.host
             if c.state.nonce and with_nonce:
                 info["nonce"] = c.state.nonce
         if self.cluster is not None:
@@ -398,7 +404,11 @@ class Server:
         c = self.new_client(sock, addr)
         st = c.state
         opts = self.opts
-        if self.tls is None or self.tls.begin(c):
+        if opts.proxy_protocol:
+            # the INFO leaves out client_ip: it would be the load balancer's address
+            self.client_proto.expect_proxy_header(c)
+            c.send_bytes(info_line(self.info_dict(c, client_ip=False)))
+        elif self.tls is None or self.tls.begin(c):
             c.send_bytes(info_line(self.info_dict(c)))
         else:
             st.info_due = True

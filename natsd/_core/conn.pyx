@@ -329,6 +329,15 @@ cdef class Connection:
         else:
             self.waiters.append(pub)
 
+    def replay(self, bytes data):
+        """Bytes read before the parser took over (what followed a PROXY protocol header):
+        parsed on the loop's next pass, ahead of anything read after them."""
+        if PyBytes_GET_SIZE(data) == 0:
+            return
+        self.keep_more(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+        self.stalled = True
+        self.resume_reading()
+
     def resume_reading(self):
         """Read this connection again (it was paused, e.g. while its credentials were checked)."""
         if self.stalled:

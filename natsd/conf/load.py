@@ -231,7 +231,8 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
         h["allow_non_tls"] = attr("allow_non_tls", self.b)
         h["default_sentinel"] = attr("default_sentinel", self.s)
         h["no_fast_producer_stall"] = attr("no_fast_producer_stall", self.b)
-        for k in ("prof_block_rate", "proxy_protocol", "ocsp",
+        h["proxy_protocol"] = attr("proxy_protocol", self.b)
+        for k in ("prof_block_rate", "ocsp",
                   "operator", "operators", "roots", "root", "root_operators", "root_operator",
                   "resolver", "account_resolver", "accounts_resolver", "resolver_tls", "resolver_preload",
                   "resolver_pinned_accounts", "trusted", "trusted_keys", "feature_flags",

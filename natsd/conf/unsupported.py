@@ -97,7 +97,6 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("trusted proxy authentication", "accounts.*.users[].proxy_required", _true),
     ("trusted proxy authentication", "leafnodes|leaf.authorization.proxy_required", _true),
     ("trusted proxy authentication", "leafnodes|leaf.authorization.users[].proxy_required", _true),
-    ("PROXY protocol", "proxy_protocol", _true),
     ("OCSP stapling", "ocsp", _always),
     ("OCSP stapling", "ocsp_cache", _always),
 ] + [("OCSP peer verification", tls + ".ocsp_peer", _always) for tls in _TLS_BLOCKS] + [
@@ -137,10 +136,21 @@ def _walk(m: dict[str, Node], parts: list[str]) -> Iterator[Node]:
                 yield from _walk(it.value, rest)
 
 
+PROXY_WITH_TLS = "the PROXY protocol with TLS on the client port"
+
+
+def _proxy_protocol_with_tls(tree: dict[str, Node]) -> list[tuple[str, str]]:
+    """natsd reads a PROXY protocol header on plaintext client connections only."""
+    if not any(True for _ in _walk(tree, ["tls"])):
+        return []
+    return [("proxy_protocol", f"{go_position(*n.pos)}: {NOT_SUPPORTED % PROXY_WITH_TLS}")
+            for n in _walk(tree, ["proxy_protocol"]) if _true(n)]
+
+
 def config_refusals(tree: dict[str, Node]) -> list[tuple[str, str]]:
     """[(path, "file:line:col: <feature> is not supported by natsd yet")] for every key of
     the config that asks for something natsd does not serve."""
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str]] = _proxy_protocol_with_tls(tree)
     seen: set[tuple] = set()
     for feature, path, when in CONFIG:
         for n in _walk(tree, path.split(".")):

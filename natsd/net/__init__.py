@@ -7,6 +7,7 @@
                   bytes), certificate identities, Go's TLS names
 - compression.py  S2 on routes and leaf links: the modes and how two servers agree on one
 - websocket.py    the `websocket {}` listener and its HTTP upgrade (frames: natsd/_core/ws.pyx)
+- proxyproto.py   the PROXY protocol header before a client's first byte (`proxy_protocol`)
 
 The connection kinds built on these: clients (natsd/client.py), routes (natsd/cluster/) and
 leaf nodes (natsd/leafnodes/).

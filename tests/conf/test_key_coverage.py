@@ -378,6 +378,7 @@ EVIDENCE: dict[str, str] = {
     "debug": "tests/core/test_log_destinations.py::test_remote_syslog_lines",
     "default_sentinel": "tests/auth/test_default_sentinel.py::test_a_connect_without_a_jwt_is_the_sentinel",
     "default_js_domain": "tests/accounts/test_default_js_domain.py::test_a_leaf_without_jetstream_reaches_the_hubs",
+    "proxy_protocol": "tests/core/test_proxy_protocol.py::test_proxy_protocol_headers_as_nats_server",
     "trusted": "tests/auth/test_trusted_keys.py::test_trusted_keys_alone_as_on_nats_server",
     "trusted_keys": "tests/auth/test_trusted_keys.py::test_trusted_keys_alone_as_on_nats_server",
     "http": _LAUNCHER,

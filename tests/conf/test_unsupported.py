@@ -63,7 +63,8 @@ REFUSED = {
                        ["{f}:3:35: trusted proxy authentication is not supported by natsd yet"]),
     "proxies": (f'port: -1\nproxies {{\n  trusted: [ {{key: "{USER}"}} ]\n}}\n',
                 ["{f}:2:1: trusted proxy authentication is not supported by natsd yet"]),
-    "proxy_protocol": ("port: -1\nproxy_protocol: true\n", ["{f}:2:1: PROXY protocol is not supported by natsd yet"]),
+    "proxy_protocol_tls": ('port: -1\nproxy_protocol: true\ntls {\n  cert_file: "{cert}"\n  key_file: "{key}"\n}\n',
+                           ["{f}:2:1: the PROXY protocol with TLS on the client port is not supported by natsd yet"]),
     "ocsp": ("port: -1\nocsp {\n  mode: always\n}\n", ["{f}:2:1: OCSP stapling is not supported by natsd yet"]),
     "ocsp_cache": ("port: -1\nocsp_cache {\n  type: local\n}\n", ["{f}:2:1: OCSP stapling is not supported by natsd yet"]),
     "ocsp_peer_routes": ('port: -1\ncluster {\n  port: -1\n  tls {\n    cert_file: "{cert}"\n    key_file: "{key}"\n'
@@ -83,8 +84,8 @@ REFUSED = {
                      ["{f}:4:3: JetStream tuning of nats-server's own internals is not supported by natsd yet"]),
     "js_extension_hint": ('port: -1\njetstream {\n  store_dir: "js"\n  extension_hint: will_extend\n}\n',
                           ["{f}:4:3: JetStream domain extension hints is not supported by natsd yet"]),
-    "several": ("port: -1\nprof_block_rate: 5\nproxy_protocol: true\n",
-                ["{f}:3:1: PROXY protocol is not supported by natsd yet",
+    "several": ("port: -1\nprof_block_rate: 5\nocsp_cache {\n  type: local\n}\n",
+                ["{f}:3:1: OCSP stapling is not supported by natsd yet",
                  "{f}:2:1: block profiles is not supported by natsd yet"]),
 }
 
