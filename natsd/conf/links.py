@@ -439,9 +439,16 @@ class LinkSections(Reader):
             return None
         files = {"cert_file": "", "key_file": "", "ca_file": ""}
         certs = False
+        insecure = []                       # insecure cipher suites asked for
+        allow_insecure = False
         for k, v in n.value.items():
             lk = k.lower()
-            if lk in files:
+            if lk == "cipher_suites":
+                found = self._cipher_suites(v)
+                if found is None:
+                    return None
+                insecure += found
+            elif lk in files:
                 if v.kind != "string":
                     self.err(v, f"error parsing tls config, expected '{lk}' to be filename")
                     return None
@@ -450,6 +457,7 @@ class LinkSections(Reader):
                 if v.kind != "bool":
                     self.err(v, f"error parsing tls config, expected '{lk}' to be a boolean")
                     return None
+                allow_insecure = allow_insecure or (lk == "allow_insecure_cipher_suites" and v.value)
                 if lk == "verify_cert_and_check_known_urls" and v.value and client_ctx:
                     self.err(v, "verify_cert_and_check_known_urls not supported in this context")
                     return None
@@ -472,11 +480,35 @@ class LinkSections(Reader):
         if certs and files["cert_file"]:
             self.err(n, "error parsing tls config, cannot combine 'cert_file' option with 'certs' option")
             return None
+        if insecure and not allow_insecure:
+            self.err(n, "insecure cipher suites configured without 'allow_insecure_cipher_suites' option "
+                        "set: " + ", ".join(insecure))
+            return None
         problem = gen_tls_error(files["cert_file"], files["key_file"], files["ca_file"])
         if problem:
             self.err(n, problem)
             return None
         return n.value
+
+    def _cipher_suites(self, v: Node) -> list | None:
+        """A `cipher_suites` list as nats-server's parseCipher takes it: the insecure names in
+        it, or None after an error."""
+        from natsd.net.tls import GO_INSECURE_CIPHERS, GO_SECURE_CIPHERS
+        if v.kind != "array":
+            self.err(v, f"interface conversion: interface {{}} is {GO_TYPE[v.kind]}, not []interface {{}}")
+            return None
+        if not v.value:
+            self.err(v, "error parsing tls config, 'cipher_suites' cannot be empty")
+            return None
+        insecure = []
+        for item in v.value:
+            name = item.value if item.kind == "string" else ""
+            if name not in GO_SECURE_CIPHERS and name not in GO_INSECURE_CIPHERS:
+                self.err(item, f"unrecognized cipher {name}")
+                return None
+            if name in GO_INSECURE_CIPHERS:
+                insecure.append(name)
+        return insecure
 
     def listener_block(self, n: Node, name: str) -> bool:
         """`websocket {}` / `mqtt {}`: a map of known fields, its `tls {}` checked."""

@@ -28,6 +28,11 @@ from natsd.conf.parser import Node
 # -- when a key asks for the feature --------------------------------------------------
 
 
+def _no_openssl(n: Node) -> bool:
+    from natsd.net.tls import NO_OPENSSL_CIPHERS
+    return n.kind == "array" and any(it.kind == "string" and it.value in NO_OPENSSL_CIPHERS for it in n.value)
+
+
 def _always(n: Node) -> bool:
     return True
 
@@ -100,10 +105,11 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("OCSP stapling", "ocsp", _always),
     ("OCSP stapling", "ocsp_cache", _always),
 ] + [("OCSP peer verification", tls + ".ocsp_peer", _always) for tls in _TLS_BLOCKS] + [
+    ("the insecure cipher suites OpenSSL no longer implements (3DES, RC4)", tls + ".cipher_suites", _no_openssl)
+    for tls in ["tls", "websocket|ws.tls", "leafnodes|leaf.tls"] + _TLS_BLOCKS] + [
     ("JetStream cluster traffic in the account", "accounts.*.jetstream.cluster_traffic", _owner),
     ("block profiles", "prof_block_rate", _nonzero),
     ("feature flags other than nats-server 2.15's defaults", "feature_flags.*", _not_default_flag),
-    ("insecure TLS cipher suites", "tls.allow_insecure_cipher_suites", _true),
     ("JetStream tuning of nats-server's own internals",
      "jetstream.tpm|info_queue_limit|meta_compact|meta_compact_size|meta_compact_sync|max_concurrent_io|"
      "request_queue_limit|max_outstanding_catchup",

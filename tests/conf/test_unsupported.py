@@ -78,8 +78,10 @@ REFUSED = {
     "prof_block_rate": ("port: -1\nprof_block_rate: 5\n", ["{f}:2:1: block profiles is not supported by natsd yet"]),
     "feature_flags": ("port: -1\nfeature_flags {\n  js_api_reply_v2: true\n  js_raft_delete_range: true\n}\n",
                       ["{f}:3:3: feature flags other than nats-server 2.15's defaults is not supported by natsd yet"]),
-    "insecure_ciphers": ('port: -1\ntls {\n  cert_file: "{cert}"\n  key_file: "{key}"\n  allow_insecure_cipher_suites: true\n}\n',
-                         ["{f}:5:3: insecure TLS cipher suites is not supported by natsd yet"]),
+    "insecure_ciphers_openssl": ('port: -1\ntls {\n  cert_file: "{cert}"\n  key_file: "{key}"\n'
+                                '  allow_insecure_cipher_suites: true\n  cipher_suites: ["TLS_RSA_WITH_3DES_EDE_CBC_SHA"]\n}\n',
+                                ["{f}:6:3: the insecure cipher suites OpenSSL no longer implements (3DES, RC4) "
+                                 "is not supported by natsd yet"]),
     "js_internals": ('port: -1\njetstream {\n  store_dir: "js"\n  max_concurrent_io: 4\n}\n',
                      ["{f}:4:3: JetStream tuning of nats-server's own internals is not supported by natsd yet"]),
     "js_extension_hint": ('port: -1\njetstream {\n  store_dir: "js"\n  extension_hint: will_extend\n}\n',
