@@ -463,6 +463,11 @@ class LinkSections(Reader):
                     return None
             elif lk in ("certs", "certificates"):
                 certs = True
+            elif lk in _TLS_CHECKED:
+                why = _tls_value_problem(lk, k, v)
+                if why is not None:
+                    self.err(why[0], why[1])
+                    return None
             elif lk == "ocsp_peer":
                 from natsd.net.ocsppeer import OcspConfigError, parse
                 try:
@@ -535,6 +540,65 @@ class LinkSections(Reader):
                     self.err(v, "error parsing handshake timeout: unsupported type "
                                 f"{GO_TYPE.get(v.kind, v.kind)}")
         return True
+
+
+# what nats-server's parseTLS checks of these fields' values (the rest of _TLS_OTHER is read
+# where it is used)
+_TLS_CHECKED = {"curve_preferences", "min_version", "timeout", "connection_rate_limit", "pinned_certs",
+                "handshake_first", "first", "immediate"}
+# crypto/tls's curve names nats-server 2.15.1 (Go 1.26) knows
+_GO_CURVE_NAMES = {"SecP384r1MLKEM1024", "SecP256r1MLKEM768", "X25519MLKEM768", "X25519", "CurveP256",
+                   "CurveP384", "CurveP521"}
+_PINNED = re.compile(r"^[A-Fa-f0-9]{64}$")
+
+
+def _tls_value_problem(lk: str, key: str, v: Node) -> tuple[Node, str] | None:
+    """(node, nats-server's error) for a bad value of one of _TLS_CHECKED, or None."""
+    if lk == "curve_preferences":
+        if v.kind != "array":
+            return v, f"interface conversion: interface {{}} is {GO_TYPE[v.kind]}, not []interface {{}}"
+        if not v.value:
+            return v, "error parsing tls config, 'curve_preferences' cannot be empty"
+        for item in v.value:
+            if item.kind != "string" or item.value not in _GO_CURVE_NAMES:
+                return item, f"unrecognized curve preference {item.value}"
+    elif lk == "min_version":
+        if v.kind != "string":
+            return v, f"error parsing tls config: 'min_version' wrong type: {v.value}"
+        if v.value in ("1.0", "1.1"):
+            return v, f"error parsing tls config: unsupported TLS version: TLS {v.value}"
+        if v.value not in ("1.2", "1.3"):
+            return v, f"error parsing tls config: unknown version: {v.value}"
+    elif lk == "timeout":
+        if v.kind == "string":
+            try:
+                parse_duration(v.value)
+            except ValueError as e:
+                return v, f"error parsing tls config, 'timeout' {e}"
+        elif v.kind not in ("integer", "float"):
+            return v, "error parsing tls config, 'timeout' wrong type"
+    elif lk == "connection_rate_limit":
+        if v.kind != "integer":
+            return v, "error parsing tls config, 'connection_rate_limit' wrong type"
+    elif lk == "pinned_certs":
+        if v.kind != "array":
+            return v, ("error parsing tls config, expected 'pinned_certs' to be a list of hex-encoded sha256 "
+                       "of DER encoded SubjectPublicKeyInfo")
+        for item in v.value:
+            entry = str(item.value).lower()
+            if item.kind != "string" or not _PINNED.match(entry):
+                return item, (f"error parsing tls config, 'pinned_certs' key {entry} does not look like "
+                              "hex-encoded sha256 of DER encoded SubjectPublicKeyInfo")
+    elif v.kind == "string":                            # handshake_first / first / immediate
+        text = v.value.lower()
+        if text not in ("true", "on", "false", "off", "auto", "auto_fallback"):
+            try:
+                parse_duration(v.value)
+            except ValueError:
+                return v, f'field "{key}"\'s value "{v.value}" is invalid'
+    elif v.kind != "bool":
+        return v, f'field "{key}" should be a boolean or a string, got {GO_TYPE[v.kind]}'
+    return None
 
 
 def proxy_problem(r) -> str | None:

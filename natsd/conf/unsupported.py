@@ -33,6 +33,12 @@ def _no_openssl(n: Node) -> bool:
     return n.kind == "array" and any(it.kind == "string" and it.value in NO_OPENSSL_CIPHERS for it in n.value)
 
 
+def _mlkem_lacking(n: Node) -> bool:
+    from natsd.net.tls import MLKEM_CURVES, openssl_has_mlkem
+    return (n.kind == "array" and any(it.kind == "string" and it.value in MLKEM_CURVES for it in n.value)
+            and not openssl_has_mlkem())
+
+
 def _always(n: Node) -> bool:
     return True
 
@@ -106,6 +112,8 @@ CONFIG: list[tuple[str, str, Callable[[Node], bool]]] = [
     ("OCSP stapling", "ocsp_cache", _always),
 ] + [("OCSP peer verification", tls + ".ocsp_peer", _always) for tls in _TLS_BLOCKS] + [
     ("the insecure cipher suites OpenSSL no longer implements (3DES, RC4)", tls + ".cipher_suites", _no_openssl)
+    for tls in ["tls", "websocket|ws.tls", "leafnodes|leaf.tls"] + _TLS_BLOCKS] + [
+    ("post-quantum TLS groups with this OpenSSL (before 3.5)", tls + ".curve_preferences", _mlkem_lacking)
     for tls in ["tls", "websocket|ws.tls", "leafnodes|leaf.tls"] + _TLS_BLOCKS] + [
     ("JetStream cluster traffic in the account", "accounts.*.jetstream.cluster_traffic", _owner),
     ("block profiles", "prof_block_rate", _nonzero),

@@ -70,7 +70,15 @@ _DEFAULT_TLS12 = ":".join([
 # suite nats-server picks: TLS_AES_128_GCM_SHA256)
 _DEFAULT_TLS13 = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 _GO_CURVES = {"X25519": "X25519", "CurveP256": "P-256", "CurveP384": "P-384",
-              "CurveP521": "P-521", "X25519MLKEM768": "X25519MLKEM768"}
+              "CurveP521": "P-521", "X25519MLKEM768": "X25519MLKEM768",
+              "SecP256r1MLKEM768": "SecP256r1MLKEM768", "SecP384r1MLKEM1024": "SecP384r1MLKEM1024"}
+# the hybrid post-quantum groups, which OpenSSL implements from 3.5 on
+MLKEM_CURVES = {"X25519MLKEM768", "SecP256r1MLKEM768", "SecP384r1MLKEM1024"}
+
+
+def openssl_has_mlkem() -> bool:
+    import ssl
+    return ssl.OPENSSL_VERSION_INFO[:2] >= (3, 5)
 
 
 class TlsSettings:

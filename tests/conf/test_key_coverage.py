@@ -57,6 +57,7 @@ BLOCKS: dict[tuple[str, str], tuple[str, ...]] = {
     ("gateway_auth", "lak"): ("gateway.authorization",),
     ("remote_gateways", "lgk"): ("gateway.gateways[]",),
     ("tls", "lk"): ("tls",),
+    ("_tls_value_problem", "lk"): ("tls",),
     ("listener_block", "lk"): ("websocket", "mqtt"),
     ("jetstream", "lk"): ("jetstream",),
     ("js_limits", "lk"): ("jetstream.limits",),
@@ -82,7 +83,7 @@ BLOCKS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 # Module-level sets of known keys -> the block they list.
-SET_BLOCKS = {"_TLS_BOOLS": "tls", "_TLS_OTHER": "tls", "_WEBSOCKET_FIELDS": "websocket",
+SET_BLOCKS = {"_TLS_BOOLS": "tls", "_TLS_OTHER": "tls", "_TLS_CHECKED": "tls", "_WEBSOCKET_FIELDS": "websocket",
               "_MQTT_FIELDS": "mqtt"}
 
 
@@ -719,7 +720,6 @@ NO_EVIDENCE_YET: dict[str, str] = {
                    "meets; /varz reports it (test_tls_and_auth_figures_in_varz)",
     "tls.first": "read by natsd/net/tls.py as handshake_first, no test uses this name",
     "tls.immediate": "read by natsd/net/tls.py as handshake_first, no test uses this name",
-    "tls.curve_preferences": "read by natsd/net/tls.py, no test",
     "tls.cert_match_by": "only with cert_store (Windows), refused here as by nats-server: no effect on either",
     "tls.cert_match": "only with cert_store (Windows), refused here as by nats-server: no effect on either",
     "tls.ca_certs_match": "only with cert_store (Windows), refused here as by nats-server: no effect on either",

@@ -4,7 +4,8 @@ cipher), an insecure suite only with `allow_insecure_cipher_suites: true`, an em
 refused; the same texts and positions from `-t` on both. With the option, a TLS 1.2 client
 offering only the allowed insecure suite connects to both servers, and one offering only a
 suite left out of the list is refused by both. The suites OpenSSL no longer implements (3DES,
-RC4) are refused by natsd with file:line:col rather than started without them."""
+RC4) are refused by natsd with file:line:col rather than started without them, and so are
+the post-quantum groups where OpenSSL lacks them; the values parseTLS checks are checked alike."""
 import re
 import socket
 import ssl
@@ -99,3 +100,32 @@ def test_an_allowed_insecure_suite_is_the_only_one_offered(pki):
         finally:
             srv.kill()
     assert got["natsd"] == got["nats-server"] == ("ECDHE-ECDSA-AES128-SHA256", None), got
+
+
+VALUES = ['curve_preferences: ["NOPE"]', "curve_preferences: []", 'curve_preferences: ["CurveP384", "X25519"]',
+          'min_version: "1.0"', 'min_version: "1.4"', "min_version: 1.3", 'min_version: "TLS1.2"', 'min_version: "1.3"',
+          'timeout: "x"', "timeout: true", 'timeout: "1s"', "timeout: 2.5",
+          'pinned_certs: ["zz"]', 'pinned_certs: "x"', 'pinned_certs: ["%s"]' % ("AB" * 32),
+          'connection_rate_limit: "x"', "connection_rate_limit: 5",
+          'handshake_first: "maybe"', "handshake_first: 5", 'handshake_first: "300ms"', 'first: "auto"']
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_tls_values_checked_as_nats_server(pki, value):
+    """The values of a `tls {}` block nats-server's parseTLS checks: the same answer to -t."""
+    path = pki["dir"] / "values.conf"
+    path.write_text('port: -1\ntls { cert_file: "%s", key_file: "%s", %s }\n' % (pki["cert"], pki["key"], value))
+    assert _check("natsd", path) == _check("nats-server", path)
+
+
+def test_post_quantum_groups_are_refused_where_openssl_lacks_them(pki):
+    from natsd.net.tls import openssl_has_mlkem
+    if openssl_has_mlkem():
+        pytest.skip("this OpenSSL has the ML-KEM groups")
+    path = pki["dir"] / "pq.conf"
+    path.write_text('port: -1\ntls {\n  cert_file: "%s"\n  key_file: "%s"\n  curve_preferences: ["X25519MLKEM768"]\n}\n'
+                    % (pki["cert"], pki["key"]))
+    assert _check("nats-server", path)[0] == 0
+    code, err = _check("natsd", path)
+    assert code == 1 and err.endswith("pq.conf:5:3: post-quantum TLS groups with this OpenSSL (before 3.5) "
+                                      "is not supported by natsd yet"), err
