@@ -315,6 +315,9 @@ class LinkSections(Reader):
         c = self.o.cluster
         for lk, mk, mv in self._link_block(k, n, c, "cluster"):
             if lk == "routes":
+                if mv.kind != "array":          # (nats-server takes no single string here)
+                    self.err(mv, f"interface conversion: interface {{}} is {GO_TYPE[mv.kind]}, not []interface {{}}")
+                    continue
                 c.routes = self.strs(mv, mk)
             elif lk in ("cluster_advertise", "advertise"):
                 c.advertise = self.s(mv, mk)
@@ -527,6 +530,12 @@ class LinkSections(Reader):
                 self.tls(v)
             elif lk not in fields:
                 self.unknown(k, v)
+            elif lk in _MQTT_DURATIONS and name == "mqtt":
+                self.duration(v, _MQTT_DURATIONS[lk])
+            elif lk in _WEBSOCKET_BOOLS and name == "websocket" and v.kind != "bool":
+                # (a panic in nats-server's parseWebsocket: the block's first such error only)
+                self.err(v, f"interface conversion: interface {{}} is {GO_TYPE[v.kind]}, not bool")
+                return True
             elif lk == "consumer_replicas" and name == "mqtt":
                 self.warn(v, 'invalid use of field "%s": consumer replicas setting ignored in this '
                              'server version' % k)
@@ -542,6 +551,12 @@ class LinkSections(Reader):
         return True
 
 
+# the mqtt {} durations (nats-server's parseDuration, under the name its errors give) and the
+# websocket {} booleans, checked here; the rest of these blocks is read where it is used
+_MQTT_DURATIONS = {"ack_wait": "ack_wait", "ackwait": "ack_wait", "js_api_timeout": "js_api_timeout",
+                   "api_timeout": "js_api_timeout", "consumer_inactive_threshold": "consumer_inactive_threshold",
+                   "consumer_auto_cleanup": "consumer_inactive_threshold"}
+_WEBSOCKET_BOOLS = {"no_tls", "same_origin", "compress", "compression"}
 # what nats-server's parseTLS checks of these fields' values (the rest of _TLS_OTHER is read
 # where it is used)
 _TLS_CHECKED = {"curve_preferences", "min_version", "timeout", "connection_rate_limit", "pinned_certs",

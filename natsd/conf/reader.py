@@ -158,6 +158,11 @@ class Reader:
         if n.kind in ("integer", "float") and int_ok:
             self.warn(n, f'invalid use of field "{what}": {what} should be converted to a duration')
             return float(n.value)
+        if int_ok and n.kind in ("bool", "array", "map", "datetime"):
+            # nats-server warns as for a number, then cannot read it as one
+            self.warn(n, f'invalid use of field "{what}": {what} should be converted to a duration')
+            self.err(n, f"interface conversion: interface {{}} is {GO_TYPE[n.kind]}, not int64")
+            return default
         self.want(n, ("string",), what)
         return default
 

@@ -97,6 +97,11 @@ INVALID = {
                             '  B { trace_dest: {sampling: "x%"} }\n  F { msg_trace: {bogus: 1} }\n'
                             '  C { msg_trace: ["x"] }\n  D { msg_trace: {sampling: true} }\n}\n',
     "warning_only_msg_trace_sampling": 'port: -1\naccounts { A { msg_trace: {sampling: "50%"} } }\n',
+    # values natsd once took without a word
+    "duration_of_a_bool": "port: -1\nping_interval: true\n",
+    "mqtt_durations": 'port: -1\nmqtt { port: -1, ack_wait: "x", js_api_timeout: true }\n',
+    "websocket_bool": 'port: -1\nwebsocket { port: -1, no_tls: true, compression: "x" }\n',
+    "routes_not_a_list": 'port: -1\ncluster { port: -1, routes: "nats://a:1" }\n',
 }
 
 
