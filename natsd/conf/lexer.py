@@ -361,7 +361,9 @@ class Lexer:
             self.emit(STRING, text, line, col)
 
     def _ends_number(self, ch: str) -> bool:
-        return ch == "" or ch in WS or ch in NL or ch in ";,}]"
+        """What ends an unsigned integer in Go's lexer: not `]`, so `[5]` is an array holding
+        the string "5]" that never closes, as nats-server reads it."""
+        return ch == "" or ch in WS or ch in NL or ch in ";,}"
 
     def number(self, line: int, col: int, negative: bool = False):
         start = self.i
@@ -400,12 +402,15 @@ class Lexer:
                 self.error(f"invalid size suffix in {self.s[start:self.i + 1]!r}")
             self.bare_string(line, col, start)   # e.g. "10ms", "2min"
             return
-        if self._ends_number(ch):
+        if self._ends_number(ch) or (negative and ch == "]"):
             self.emit(INTEGER, self.s[start:self.i], line, col)
             return
         if negative:
             self.error(f"expected a digit, got {_show(ch)}")
-        self.bare_string(line, col, start)       # e.g. "10s", "1h30m", "98%"
+        # a string after all, e.g. "10s", "1h30m", "98%": Go's lexer has taken the character
+        # that told it so, whatever it is (a `]` too: `[5]` holds "5]" and never closes)
+        self.advance()
+        self.bare_string(line, col, start)
 
     def datetime(self, start: int, line: int, col: int):
         # after the 4-digit year: -MM-DDTHH:MM:SSZ

@@ -130,7 +130,15 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
             return f
 
         def tags(k, n):
-            o.server_tags.extend(self.strs(n, k))
+            """(nats-server's server_tags errors)"""
+            if n.kind == "string":
+                o.server_tags.append(n.value)
+            elif n.kind != "array":
+                self.err(n, f"error parsing tags: unsupported type {GO_TYPE[n.kind]}")
+            elif any(t.kind != "string" for t in n.value):
+                self.err(n, "error parsing tags: unsupported type *conf.token where string is expected")
+            else:
+                o.server_tags.extend(t.value for t in n.value)
 
         def metadata(k, n):
             mm = self.m(n, k)
@@ -149,7 +157,10 @@ class _Loader(AuthSections, AccountSections, JetStreamSection, LinkSections, Ope
             self.no_auth_node = n
 
         def system_account(k, n):
-            o.system_account = self.s(n, k)
+            if n.kind != "string":
+                self.err(n, "system account name must be a string")
+                return
+            o.system_account = n.value
             self.system_account_node = n
 
         h: dict[str, Callable[[str, Node], None]] = {

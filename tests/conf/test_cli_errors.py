@@ -53,6 +53,7 @@ SYNTAX = {
     "array_no_comma": "a = [1 2\n",
     "array_next_line": "a = [1, 2\nb: 3",
     "array_double_comma": "a: [1,,2]\n",
+    "integer_before_bracket": "port: -1\nx: [1, 5]\n",
     "array_end_in_map": "a {\n ]\n}\n",
     "map_bad_terminator": "a { b: 1 ]\n",
     "top_level_junk": "port 4222 4333\n",
@@ -99,7 +100,9 @@ INVALID = {
     "warning_only_msg_trace_sampling": 'port: -1\naccounts { A { msg_trace: {sampling: "50%"} } }\n',
     # values natsd once took without a word
     "duration_of_a_bool": "port: -1\nping_interval: true\n",
-    "mqtt_durations": 'port: -1\nmqtt { port: -1, ack_wait: "x", js_api_timeout: true }\n',
+    # (one per block: a panic ends nats-server's reading of the block, in Go's random order)
+    "mqtt_duration": 'port: -1\nmqtt { port: -1, ack_wait: "x" }\n',
+    "mqtt_duration_of_a_bool": "port: -1\nmqtt { port: -1, js_api_timeout: true }\n",
     "websocket_bool": 'port: -1\nwebsocket { port: -1, no_tls: true, compression: "x" }\n',
     "routes_not_a_list": 'port: -1\ncluster { port: -1, routes: "nats://a:1" }\n',
 }

@@ -42,6 +42,16 @@ def test_arrays_newlines_commas_trailing_comma_nested_maps_and_comments():
                        "b": [{"u": 1}, {"u": 2}], "c": []}
 
 
+def test_an_integer_right_before_a_closing_bracket_is_a_string_as_in_go():
+    """Go's lexer ends an unsigned integer only at a blank, a newline, `,` `;` `}`: `[5]`
+    holds the string "5]" and never closes (nats-server's parse error); a negative number,
+    a float or a size suffix end at the `]`."""
+    assert "close the array" in err("x: [5]\n")          # (nats-server's text: test_cli_errors.py)
+    assert "close the array" in err('x: ["a",5]\n')
+    assert p("x: [5 ]\ny: [-5]\nz: [1.5]\nw: [5MB]\nv: [1, 2 ]") == {
+        "x": [5], "y": [-5], "z": [1.5], "w": ["5MB"], "v": [1, 2]}
+
+
 def test_comments_everywhere():
     text = "# top\n// slash\na: 1 # after\nm { # open\n  b: 2 // after\n}\n"
     assert p(text) == {"a": 1, "m": {"b": 2}}

@@ -275,7 +275,7 @@ def test_type_errors():
     # on the first line of a file, 1-based after it, as nats-server counts)
     assert errors('port: "abc"') == ["bad.conf:1:0: interface conversion: interface {} is string, not int64"]
     assert errors("debug: 5") == ["bad.conf:1:0: interface conversion: interface {} is int64, not bool"]
-    assert errors("a: 1\nm { x: 1 }\nhost: [1]") == [
+    assert errors("a: 1\nm { x: 1 }\nhost: [1 ]") == [
         'bad.conf:1:0: unknown field "a"', 'bad.conf:2:1: unknown field "m"',
         "bad.conf:3:1: interface conversion: interface {} is []interface {}, not string"]
 
