@@ -316,7 +316,7 @@ class AccountSections(Reader):
             dests: list[MappingDest] = []
             if v.kind == "string":
                 dests.append(MappingDest(subject=v.value))
-            elif v.kind in ("array", "map"):
+            else:                       # a list of destinations, or one (anything else is not one)
                 items = v.value if v.kind == "array" else [v]
                 for dn in items:
                     d = self.map_dest(dn)
@@ -324,9 +324,6 @@ class AccountSections(Reader):
                         dests.append(d)
                 if sum(d.weight for d in dests if not d.cluster) > 100:
                     self.err(v, f'Error adding mapping for "{subj}" : total weight needs to be <= 100')
-            else:
-                self.err(v, f"Unknown type {KIND_NAME[v.kind]} for mapping destination")
-                continue
             out[subj] = dests
 
     def map_dest(self, n: Node) -> MappingDest | None:

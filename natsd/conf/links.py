@@ -192,6 +192,10 @@ class LinkSections(Reader):
             for k, v in rn.value.items():
                 lk = k.lower()
                 if lk in ("url", "urls"):
+                    if v.kind not in ("string", "array"):
+                        got = str(v.value).lower() if v.kind == "bool" else v.value       # (Go's %v)
+                        self.err(v, f"Expected remote leafnode url to be an array or string, got {got}")
+                        continue
                     for u in self.strs(v, k):
                         if not _valid_url(u.strip()):
                             self.err(v, f'error parsing leafnode url "{u}"')

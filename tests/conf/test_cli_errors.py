@@ -105,6 +105,10 @@ INVALID = {
     "mqtt_duration_of_a_bool": "port: -1\nmqtt { port: -1, js_api_timeout: true }\n",
     "websocket_bool": 'port: -1\nwebsocket { port: -1, no_tls: true, compression: "x" }\n',
     "routes_not_a_list": 'port: -1\ncluster { port: -1, routes: "nats://a:1" }\n',
+    "leaf_url_not_a_string": "port: -1\nleafnodes { remotes: [ { url: true } ] }\n",
+    "mapping_to_a_number": "port: -1\nmappings { a: 5 }\n",
+    "system_account_not_a_string": "port: -1\nsystem_account: 5\n",
+    "server_tags_not_strings": "port: -1\nserver_tags: 5\n",
 }
 
 

@@ -32,8 +32,10 @@ CONFIGS = {
 
 
 def startup_lines(cmd, *args, cwd=None, wait="Server is ready"):
-    """The log lines a launcher reads, up to the first route line or the end, with time stamps
-    and ports taken out (random ports differ from run to run)."""
+    """The log lines a launcher reads, up to `wait` (and, with a cluster, the route listener's
+    line) or the end, with time stamps and ports taken out (random ports differ from run to
+    run). nats-server logs its route listener from another goroutine, before or after "Server
+    is ready" as they race: `wait`'s line goes last."""
     routes = any("cluster" in open(a).read() for a in args if a.endswith(".conf"))
     p = subprocess.Popen(list(cmd) + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, cwd=cwd)
@@ -43,13 +45,13 @@ def startup_lines(cmd, *args, cwd=None, wait="Server is ready"):
             line = STAMP.sub("", line.rstrip("\n"))
             if KEPT.search(line):
                 lines.append(line)
-            if "[FTL]" in line or "route connections" in line or (
-                    wait in line and not routes):
+            if "[FTL]" in line or (any(wait in x for x in lines)
+                                   and (not routes or any("route connections" in x for x in lines))):
                 break
     finally:
         p.kill()
         p.wait(10)
-    return lines
+    return [x for x in lines if wait not in x] + [x for x in lines if wait in x]
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
