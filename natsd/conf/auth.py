@@ -9,6 +9,9 @@ from natsd.subject import is_valid_subject
 from natsd.conf.parser import Node
 from natsd.conf.reader import GO_TYPE, Reader, parse_duration
 
+# the connection types a user may be limited to (nats-io/jwt's ConnectionType* names)
+CONNECTION_TYPES = {"STANDARD", "WEBSOCKET", "LEAFNODE", "LEAFNODE_WS", "MQTT", "MQTT_WS", "IN_PROCESS"}
+
 
 class AuthSections(Reader):
     # -- authorization / users / permissions ----------------------------------
@@ -133,6 +136,9 @@ class AuthSections(Reader):
                     perms = self.permissions(v, k)
                 elif lk in ("allowed_connection_types", "connection_types", "clients"):
                     conn_types = self.strs(v, k)
+                    unknown = [t.upper() for t in conn_types if t.upper() not in CONNECTION_TYPES]
+                    if unknown:                 # (Go's %q of a []string)
+                        self.err(v, "invalid connection types [%s]" % " ".join(go_quote(t) for t in unknown))
                 elif lk == "proxy_required":
                     proxy = self.b(v, k)
                 else:

@@ -536,10 +536,14 @@ class LinkSections(Reader):
                 self.unknown(k, v)
             elif lk in _MQTT_DURATIONS and name == "mqtt":
                 self.duration(v, _MQTT_DURATIONS[lk])
-            elif lk in _WEBSOCKET_BOOLS and name == "websocket" and v.kind != "bool":
-                # (a panic in nats-server's parseWebsocket: the block's first such error only)
-                self.err(v, f"interface conversion: interface {{}} is {GO_TYPE[v.kind]}, not bool")
+            elif (want := _LISTENER_TYPES[name].get(lk)) is not None and v.kind != want:
+                # (a panic in nats-server's parser: the block's first such error only)
+                self.err(v, f"interface conversion: interface {{}} is {GO_TYPE[v.kind]}, not {GO_TYPE[want]}")
                 return True
+            elif lk in _ORIGINS and name == "websocket" and v.kind not in ("string", "array"):
+                self.err(v, f"error parsing allowed origins: unsupported type {GO_TYPE[v.kind]}")
+            elif lk in _MQTT_PENDING and name == "mqtt" and not 0 <= v.value <= 0xFFFF:
+                self.err(v, f"invalid value {v.value}, should in [0..{0xFFFF}] range")
             elif lk == "consumer_replicas" and name == "mqtt":
                 self.warn(v, 'invalid use of field "%s": consumer replicas setting ignored in this '
                              'server version' % k)
@@ -560,7 +564,17 @@ class LinkSections(Reader):
 _MQTT_DURATIONS = {"ack_wait": "ack_wait", "ackwait": "ack_wait", "js_api_timeout": "js_api_timeout",
                    "api_timeout": "js_api_timeout", "consumer_inactive_threshold": "consumer_inactive_threshold",
                    "consumer_auto_cleanup": "consumer_inactive_threshold"}
-_WEBSOCKET_BOOLS = {"no_tls", "same_origin", "compress", "compression"}
+# the values nats-server's parseWebsocket and parseMQTT take as one Go type
+_LISTENER_TYPES = {
+    "websocket": {**dict.fromkeys(("no_tls", "same_origin", "compress", "compression"), "bool"),
+                  **dict.fromkeys(("host", "net", "advertise", "jwt_cookie", "user_cookie", "pass_cookie",
+                                   "token_cookie", "no_auth_user"), "string")},
+    "mqtt": {**dict.fromkeys(("consumer_memory_storage", "reject_qos2_publish", "downgrade_qos2_subscribe"), "bool"),
+             **dict.fromkeys(("host", "net", "no_auth_user", "js_domain"), "string"),
+             **dict.fromkeys(("stream_replicas", "max_ack_pending", "max_pending", "max_inflight"), "integer")},
+}
+_MQTT_PENDING = {"max_ack_pending", "max_pending", "max_inflight"}
+_ORIGINS = {"allowed_origins", "allowed_origin", "allow_origins", "allow_origin", "origins", "origin"}
 # what nats-server's parseTLS checks of these fields' values (the rest of _TLS_OTHER is read
 # where it is used)
 _TLS_CHECKED = {"curve_preferences", "min_version", "timeout", "connection_rate_limit", "pinned_certs",

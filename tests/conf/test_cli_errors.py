@@ -106,6 +106,12 @@ INVALID = {
     "websocket_bool": 'port: -1\nwebsocket { port: -1, no_tls: true, compression: "x" }\n',
     "routes_not_a_list": 'port: -1\ncluster { port: -1, routes: "nats://a:1" }\n',
     "leaf_url_not_a_string": "port: -1\nleafnodes { remotes: [ { url: true } ] }\n",
+    "unknown_connection_types": 'port: -1\nauthorization { users: [ { user: a, password: b, '
+                                'allowed_connection_types: ["BOGUS", "standard", "x"] } ] }\n',
+    "websocket_origins_not_strings": "port: -1\nwebsocket { port: -1, no_tls: true, allowed_origins: 5 }\n",
+    "websocket_cookie_not_a_string": "port: -1\nwebsocket { port: -1, no_tls: true, jwt_cookie: 5 }\n",
+    "mqtt_max_ack_pending_out_of_range": "port: -1\nmqtt { port: -1, max_ack_pending: 70000 }\n",
+    "mqtt_replicas_not_a_number": 'port: -1\nmqtt { port: -1, stream_replicas: "x" }\n',
     "mapping_to_a_number": "port: -1\nmappings { a: 5 }\n",
     "system_account_not_a_string": "port: -1\nsystem_account: 5\n",
     "server_tags_not_strings": "port: -1\nserver_tags: 5\n",

@@ -84,7 +84,7 @@ BLOCKS: dict[tuple[str, str], tuple[str, ...]] = {
 
 # Module-level sets of known keys -> the block they list.
 SET_BLOCKS = {"_TLS_BOOLS": "tls", "_TLS_OTHER": "tls", "_TLS_CHECKED": "tls", "_WEBSOCKET_FIELDS": "websocket",
-              "_MQTT_FIELDS": "mqtt", "_MQTT_DURATIONS": "mqtt", "_WEBSOCKET_BOOLS": "websocket"}
+              "_MQTT_FIELDS": "mqtt", "_MQTT_DURATIONS": "mqtt", "_MQTT_PENDING": "mqtt", "_ORIGINS": "websocket"}
 
 
 # -- the keys the loader knows --------------------------------------------------------------
