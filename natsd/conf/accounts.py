@@ -233,16 +233,18 @@ class AccountSections(Reader):
                     lat.sampling = 0
                     continue
                 elif v.kind == "string":
+                    text = v.value.strip().removesuffix("%")
                     try:
-                        lat.sampling = int(v.value.removesuffix("%"))
+                        lat.sampling = int(text)
                     except ValueError:
-                        self.err(v, f"Failed to parse latency sample: {v.value!r}")
-                        continue
+                        self.err(v, f'Failed to parse latency sample: strconv.Atoi: parsing "{text}": invalid syntax')
+                        return None
                 else:
-                    self.err(v, "Expected latency sample to be a string or map/struct")
-                    continue
-                if not 1 <= lat.sampling <= 100:
-                    self.err(v, "sampling value should be between 1 and 100")
+                    self.err(v, f"Expected latency sample to be a string or map/struct, got {GO_TYPE[v.kind]}")
+                    return None
+                if not 1 <= lat.sampling <= 100:       # (nats-server stops at its first error here)
+                    self.err(v, "bad sampling percentage, should be 1-100")
+                    return None
             elif k == "subject":
                 lat.subject = self.s(v, k)
         if not lat.subject:

@@ -115,7 +115,7 @@ class LinkSections(Reader):
                 if ln.min_version and not re.fullmatch(r"v?\d+\.\d+\.\d+(-.*)?", ln.min_version):
                     self.err(mv, f"invalid leafnode's minimum version: {ln.min_version}")
             elif lk == "compression":
-                ln.compression = mv.plain()
+                ln.compression = self.compression(mv, mk)
             elif lk in ("isolate_leafnode_interest", "isolate"):
                 ln.isolate_leafnode_interest = self.b(mv, mk)
             elif lk == "dial_timeout":
@@ -226,7 +226,7 @@ class LinkSections(Reader):
                 elif lk in ("no_randomize", "dont_randomize"):
                     r.no_randomize = self.b(v, k)
                 elif lk == "compression":
-                    r.compression = v.plain()
+                    r.compression = self.compression(v, k)
                 elif lk == "first_info_timeout":
                     r.first_info_timeout = self.duration(v, k)
                 elif lk == "dial_timeout":
@@ -243,6 +243,9 @@ class LinkSections(Reader):
                 elif lk in ("ws_compress", "ws_compression", "websocket_compress", "websocket_compression",
                             "ws_no_masking", "websocket_no_masking", "jetstream_cluster_migrate",
                             "js_cluster_migrate"):
+                    if v.kind != "bool" and lk not in ("jetstream_cluster_migrate", "js_cluster_migrate"):
+                        self.err(v, f"interface conversion: interface {{}} is {GO_TYPE[v.kind]}, not bool")
+                        continue
                     r.extra[lk] = v.plain()
                 else:
                     self.unknown(k, v)
@@ -332,7 +335,7 @@ class LinkSections(Reader):
             elif lk == "pool_size":
                 c.pool_size = self.i(mv, mk, 3)
             elif lk == "compression":
-                c.compression = mv.plain()
+                c.compression = self.compression(mv, mk)
             elif lk == "authorization":
                 c.authorization = mv.plain() if self.want(mv, ("map",), mk) else None
             elif lk == "tls":
@@ -357,6 +360,31 @@ class LinkSections(Reader):
                     c.permissions = perms
             else:
                 self.unknown(mk, mv)
+
+    def compression(self, n: Node, k: str):
+        """A link's `compression`: a mode, a bool or `{ mode, rtt_thresholds }` (nats-server's
+        parseCompression and its errors); its plain value, or None after an error."""
+        if n.kind in ("string", "bool"):
+            return n.plain()
+        if n.kind != "map":
+            self.err(n, f'field "{k}" should be a boolean or a structure, got {GO_TYPE[n.kind]}')
+            return None
+        for mk, mv in n.value.items():
+            lmk = mk.lower()
+            if lmk == "mode" and mv.kind != "string":
+                self.err(mv, f"interface conversion: interface {{}} is {GO_TYPE[mv.kind]}, not string")
+                return None
+            if lmk in ("rtt_thresholds", "thresholds", "rtts", "rtt"):
+                for item in mv.value if mv.kind == "array" else []:
+                    try:
+                        parse_duration(item.value if item.kind == "string" else "")
+                    except ValueError as e:
+                        self.err(mv, str(e))
+                        return None
+            elif lmk != "mode" and not mv.used_variable:
+                self.err(mv, f'unknown field "{mk}"')
+                return None
+        return n.plain()
 
     def gateway(self, k: str, n: Node):
         g = self.o.gateway

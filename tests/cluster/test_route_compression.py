@@ -30,6 +30,11 @@ CASES = [
     (("natsd", "nats-server"), ("s2_auto", "s2_auto"), ("s2_auto", "s2_auto")),
     (("nats-server", "natsd"), ("off", "s2_fast"), ("off", "off")),
     (("natsd", "nats-server"), ("accept", "accept"), ("off", "off")),
+    # the map form: a mode, and s2_auto's RTT thresholds
+    (("natsd", "nats-server"), ("{mode: s2_best}", '{mode: s2_auto, rtt_thresholds: ["10ms", "50ms", "100ms"]}'),
+     ("s2_best", "s2_auto")),
+    (("nats-server", "natsd"), ("{mode: s2_best}", '{mode: s2_auto, rtt_thresholds: ["10ms", "50ms", "100ms"]}'),
+     ("s2_best", "s2_auto")),
 ]
 
 

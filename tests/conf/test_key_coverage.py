@@ -59,6 +59,7 @@ BLOCKS: dict[tuple[str, str], tuple[str, ...]] = {
     ("tls", "lk"): ("tls",),
     ("_tls_value_problem", "lk"): ("tls",),
     ("listener_block", "lk"): ("websocket", "mqtt"),
+    ("compression", "lmk"): ("cluster.compression", "leafnodes.compression", "leafnodes.remotes[].compression"),
     ("jetstream", "lk"): ("jetstream",),
     ("js_limits", "lk"): ("jetstream.limits",),
     ("js_limits", "bk"): ("jetstream.limits.batch",),
@@ -522,6 +523,9 @@ EVIDENCE: dict[str, str] = {
     "cluster.listen": _LAUNCHER,
     "cluster.ping_interval": "tests/cluster/test_routes.py::test_partition_and_heal",
     "cluster.compression": "tests/cluster/test_route_compression.py::test_route_compression_with_nats_server",
+    "cluster.compression.mode": "tests/cluster/test_route_compression.py::test_route_compression_with_nats_server",
+    "cluster.compression.rtt_thresholds|thresholds|rtts|rtt":
+        "tests/cluster/test_route_compression.py::test_route_compression_with_nats_server",
     "cluster.tls": "tests/cluster/test_route_tls.py::test_foreign_certificate_never_becomes_a_route",
     "cluster.permissions": "tests/cluster/test_route_permissions.py::test_route_permissions",
     # -- jetstream
@@ -705,6 +709,10 @@ NO_EVIDENCE_YET: dict[str, str] = {
     "leafnodes.authorization.users[].account": _PARSED,
     "leafnodes.remotes[].hub": _PARSED,
     "leafnodes.remotes[].no_randomize|dont_randomize": _PARSED,
+    "leafnodes.compression.mode|rtt_thresholds|thresholds|rtts|rtt":
+        "the map form is tested on routes (test_route_compression.py); leaf links read it with the same parser",
+    "leafnodes.remotes[].compression.mode|rtt_thresholds|thresholds|rtts|rtt":
+        "the map form is tested on routes (test_route_compression.py); leaf links read it with the same parser",
     "leafnodes.remotes[].ws_compression|ws_compress|websocket_compression|websocket_compress":
         "test_leaf_over_ws_compressed_unmasked sets ws_compression but checks only that messages cross",
     "leafnodes.remotes[].ws_no_masking|websocket_no_masking":
