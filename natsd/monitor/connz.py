@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from natsd._core.conn import monotonic
-from natsd.accounts.clientinfo import raw_auth_user
+from natsd.accounts.clientinfo import client_type, raw_auth_user
 from natsd.monitor import params as P
 
 GLOBAL = "$G"
@@ -116,8 +116,7 @@ def conn_info(c, now, mono_now, opts, closed=False):
     end = (st.stop or now) if closed else now
     ci = {"cid": c.cid, "kind": kind}
     if kind == "Client":
-        ci["type"] = ("mqtt" if getattr(st, "mqtt", None) is not None
-                      else "websocket" if getattr(st, "ws", False) else "nats")
+        ci["type"] = client_type(st)
     if st.port:
         ci["ip"] = st.host
         ci["port"] = st.port
