@@ -85,3 +85,21 @@ def test_trusted_keys_alone_as_on_nats_server(tokens, tmp_path, form):
     else:
         assert got["natsd"][0] == "ok t.mine" and "Authorization Violation" in got["natsd"][3], got
         assert got["natsd"][1].startswith("ok") == (form == "trusted_keys"), got
+
+
+def test_the_2019_operator_key_alone_as_on_nats_server(tmp_path):
+    """Inputs from the field (tests/auth/fixtures/legacy_jwt: nats.py's 2019 operator, its two
+    v1 accounts and their users' .creds): `trusted:` the operator's key, the accounts
+    preloaded. foo's user logs in and bar's messages stay in bar, on both servers alike."""
+    from tests.auth.test_legacy_jwts import FIXTURES, fixture, subject_of
+    accounts = [fixture("account-foo-2019.jwt"), fixture("account-bar-2019.jwt")]
+    conf = tmp_path / "t.conf"
+    conf.write_text("port: -1\ntrusted: %s\nresolver: MEMORY\nresolver_preload: { %s }\n" % (
+        subject_of(fixture("operator-2019.jwt")), ", ".join("%s: %s" % (subject_of(a), a) for a in accounts)))
+    tokens = {"dir": tmp_path}
+    for user in ("foo-user", "bar-user"):
+        (tmp_path / ("%s.creds" % user)).write_text(open("%s/%s-2019.creds" % (FIXTURES, user)).read())
+    cases = [("foo-user", "bar-user"), ("bar-user", None), (None, None)]
+    got = {kind: _run(kind, conf, tokens, cases) for kind in ("natsd", "nats-server")}
+    assert got["natsd"] == got["nats-server"], got
+    assert got["natsd"][:2] == ["ok t.mine", "ok t.mine"] and "Authorization Violation" in got["natsd"][2], got
