@@ -1425,9 +1425,14 @@ def _send_info(c, info):
 
 
 def _service_import(sub):
-    """Is `sub` a service import's: an import's forwarder, or JetStream's API (which an account
-    imports from the system account on nats-server)?"""
-    return sub.conn is None and sub.local_only and (sub.forwarder or sub.subject.startswith(b"$JS."))
+    """Is `sub` a service import's: an import's forwarder, or JetStream's API subscription
+    (`$JS.API.>`, `$JS.<domain>.API.>`), which an account imports from the system account on
+    nats-server? (Not JetStream's other internal subscriptions, acks and the like.)"""
+    if sub.conn is not None or not sub.local_only:
+        return False
+    subject = sub.subject
+    return sub.forwarder or (subject.startswith(b"$JS.") and subject.endswith(b"API.>")
+                             and subject.count(b".") <= 3)
 
 
 def _ls(key, n):
