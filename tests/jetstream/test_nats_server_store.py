@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -146,9 +147,23 @@ def written_by_nats_server(reference, sd, kill=False, args=None, exit_status=0):
     # activity, for one, are not on disk
     assert ref.stop() == exit_status
     ref = reference(*args)
-    theirs = read_view(ref)
+    theirs = _read_reference_view(ref)
     assert ref.stop() == exit_status
     return theirs
+
+
+def _read_reference_view(ref, tries=10):
+    """read_view of the reference just restarted on its store: nats-server 2.10 has been seen
+    to answer the KV history watch with nothing for a moment after a restart (nats-py's
+    NoKeysError), so that one answer is asked again."""
+    import nats.js.errors
+    for attempt in range(tries):
+        try:
+            return read_view(ref)
+        except nats.js.errors.NoKeysError:
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
