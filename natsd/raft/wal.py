@@ -270,3 +270,14 @@ class LogStorage(SyncBook):
         and the directory is opened again, as a restarted server would. -> the new storage."""
         self.log.abandon()
         return LogStorage(self.dir)
+
+
+def seed(directory, index, term, members, data):
+    """A group's storage that starts from a snapshot (a stream it takes over, or one converted
+    from nats-server's files): entry `index` of `term`, those members, that state."""
+    storage = LogStorage(directory)
+    try:
+        storage.save_hard_state(term, "")
+        storage.install_snapshot(index, term, members, data)
+    finally:
+        storage.close()

@@ -191,12 +191,13 @@ class JsAccount:
     def stream_dir(self, name):
         return os.path.join(self.dir, name) if self.dir else None
 
-    def add_stream(self, cfg, created=None, recovering=False, crypt=None, replica=None):
+    def add_stream(self, cfg, created=None, recovering=False, crypt=None, replica=None, directory=None):
         """A stream of this account. `replica`: a replicated stream's local copy
         (natsd/jetstream/replicated/streams.py), in the replica's directory, with no meta file: its
-        group's log is what survives a restart."""
+        group's log is what survives a restart. `directory`: a one-replica stream made
+        elsewhere than the account's directory (to become a replicated stream's copy)."""
         name = cfg["name"]
-        d = replica.local_dir if replica is not None else self.stream_dir(name)
+        d = replica.local_dir if replica is not None else directory or self.stream_dir(name)
         if d and not recovering:
             if os.path.exists(d):
                 shutil.rmtree(d, ignore_errors=True)
@@ -322,22 +323,22 @@ class JsAccount:
         log.info("  JetStream state for account \"%s\" recovered", self.name)
 
     def _convert_nats_server_streams(self):
-        """Streams nats-server left here become natsd's (natsd/jetstream/nsfs/convert.py)."""
+        """Streams nats-server left here become natsd's (natsd/jetstream/nsfs/convert.py). On a
+        cluster, the one-replica ones only: the replicated ones are the cluster layer's
+        (natsd/jetstream/replicated/fromnatsserver.py), which also knows their Raft groups."""
         if not nsfs_convert.pending(self.dir):
             return
-        if self.engine.meta is not None:
-            log.error("  nats-server streams in %s are not converted: natsd converts them on a "
-                      "server without clustering", self.dir)
-            return
-        skey = self.engine.server_key
-        keys = StoreKeys(skey.key, skey.cipher, skey.prev) if skey is not None else None
+        keys = self.engine.nats_server_keys()
+        clustered = self.engine.clustered()
+        nsfs_convert.convert_account(self, restore_image, self.nats_server_config, keys,
+                                     replicated_too=not clustered)
 
-        def checked(doc):
-            req = decode_stream_config(json.dumps(doc).encode(), False)
-            req.pop("pedantic", None)
-            return check_config(req, False, lambda n: getattr(self.streams.get(n), "config", None), self,
-                                api_request=False)
-        nsfs_convert.convert_account(self, restore_image, checked, keys)
+    def nats_server_config(self, doc):
+        """A stream configuration from nats-server's files, checked as a create would be."""
+        req = decode_stream_config(json.dumps(doc).encode(), False)
+        req.pop("pedantic", None)
+        return check_config(req, False, lambda n: getattr(self.streams.get(n), "config", None), self,
+                            api_request=False)
 
     def account_info(self, totals=None):
         """`$JS.API.INFO`'s answer; `totals` (memory, storage, reserved_memory,
@@ -439,6 +440,15 @@ class JetStream:
         (with a sync interval, a PubAck leaves before the sync and the kernel must already
         have the message)."""
         return self.server.loop.call_soon if self.group_commit and hasattr(self.server, "loop") else None
+
+    def clustered(self):
+        """Whether this server is configured to be a member of a JetStream cluster."""
+        return bool(self.server.opts.cluster.port)
+
+    def nats_server_keys(self):
+        """The keys that open nats-server's encrypted files (crypt.StoreKeys), None without."""
+        skey = self.server_key
+        return StoreKeys(skey.key, skey.cipher, skey.prev) if skey is not None else None
 
     def cluster_name(self):
         f = getattr(self.server, "cluster_name", None)

@@ -169,10 +169,12 @@ def restore_into(jsa, cfg, fileobj):
     return restore_image(jsa, cfg, read_legacy_archive(fileobj))
 
 
-def restore_image(jsa, cfg, image):
+def restore_image(jsa, cfg, image, directory=None):
     """Create stream `cfg["name"]` with the messages, sequences and consumers of a StreamImage;
-    returns the Stream (nothing is left behind when it fails)."""
-    st = jsa.add_stream(cfg, image.created or time.time_ns())
+    returns the Stream (nothing is left behind when it fails). With `directory` the stream is
+    made there, without its consumers: it becomes a replicated stream's copy, whose group's
+    snapshot carries them."""
+    st = jsa.add_stream(cfg, image.created or time.time_ns(), directory=directory)
     try:
         store = st.store
         last = 0
@@ -191,7 +193,8 @@ def restore_image(jsa, cfg, image):
         st.enforce_limits()
         if st.file:
             store.sync()
-        restore_consumers(st, image.consumers)
+        if directory is None:
+            restore_consumers(st, image.consumers)
     except Exception:
         jsa.delete_stream(st.name)
         raise

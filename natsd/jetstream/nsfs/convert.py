@@ -19,7 +19,7 @@ import os
 import time
 
 from natsd.jetstream.nsfs.codec import FormatError
-from natsd.jetstream.nsfs.reader import read_stream_dir
+from natsd.jetstream.nsfs.reader import read_meta, read_stream_dir
 from natsd.jetstream.nsfs.writer import fsync_dir
 
 log = logging.getLogger("natsd")
@@ -43,14 +43,26 @@ def pending(streams_dir):
     return sorted(names)
 
 
-def convert_account(jsa, restore_image, check_config, keys=None):
+def replicas(path, keys=None):
+    """The `num_replicas` a nats-server stream directory's `meta.inf` names (0 if unreadable)."""
+    try:
+        return int(read_meta(path, keys=keys, context=os.path.basename(path))[0].get("num_replicas") or 0)
+    except (OSError, ValueError, TypeError):
+        return 0
+
+
+def convert_account(jsa, restore_image, check_config, keys=None, replicated_too=True):
     """Convert the account's nats-server streams; `restore_image(jsa, cfg, image)` builds one
     and `check_config(doc)` turns a `meta.inf` config into the one the stream is created with;
-    `keys` (crypt.StoreKeys) open encrypted streams."""
+    `keys` (crypt.StoreKeys) open encrypted streams. Without `replicated_too` (on a cluster)
+    the streams of more than one replica are left to the cluster's conversion."""
     streams_dir = jsa.dir
     for name in pending(streams_dir):
         aside = os.path.join(streams_dir, ASIDE % name)
         target = os.path.join(streams_dir, name)
+        if not replicated_too and not os.path.isdir(aside) and \
+                replicas(target, keys.for_account(jsa.name) if keys else None) > 1:
+            continue
         t0 = time.monotonic()
         try:
             if not os.path.isdir(aside):

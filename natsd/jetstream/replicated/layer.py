@@ -3,7 +3,8 @@
 its JetStream once the routes are up (JetStream.start_cluster)."""
 import logging
 
-from natsd.jetstream.replicated import auditwatch, placement
+from natsd.ids import get_hash
+from natsd.jetstream.replicated import auditwatch, fromnatsserver, placement
 from natsd.jetstream.replicated.listing import StreamListing
 from natsd.jetstream.replicated.meta import MetaGroup
 
@@ -21,6 +22,8 @@ class ClusterLayer:
         if server.accounts.system is None or server.system is None:
             log.warning("JetStream cluster needs a system account: no metadata group")
             return
+        # a nats-server cluster member's state becomes natsd's before the group starts on it
+        fromnatsserver.convert(self.engine, get_hash(server.name))
         self.meta = MetaGroup(self.engine)
         self.meta.start()
         self.listing = StreamListing(self.engine, self.meta)

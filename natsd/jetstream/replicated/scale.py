@@ -23,7 +23,7 @@ import shutil
 import time
 
 from natsd.raft.node import NotLeader
-from natsd.raft.wal import LogStorage
+from natsd.raft.wal import seed
 from natsd.gofmt import go_time
 from natsd.jetstream.engine import advisories, consumerconfig as cc, errors as E, persist, snapshot
 from natsd.jetstream.replicated import snapshots as replsnapshot
@@ -45,12 +45,7 @@ def adopt(rs, st):
     os.makedirs(rs.dir)
     os.rename(st.dir, rs.local_dir)
     shutil.rmtree(os.path.join(rs.local_dir, "consumers"), ignore_errors=True)
-    storage = LogStorage(os.path.join(rs.dir, "raft"))
-    try:
-        storage.save_hard_state(1, "")
-        storage.install_snapshot(1, 1, rs.peers, data)
-    finally:
-        storage.close()
+    seed(os.path.join(rs.dir, "raft"), 1, 1, rs.peers, data)
     log.info("JetStream stream '%s > %s' is now replicated on %d servers: its messages here "
              "are the group's first state", rs.jsa.name, st.name, len(rs.peers))
 

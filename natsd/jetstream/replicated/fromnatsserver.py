@@ -1,0 +1,227 @@
+"""Start-up conversion of a nats-server cluster member's JetStream: the replicated streams (and
+their consumers) that nats-server's meta group had assigned become natsd's, on each server of
+the cluster, before the meta group starts (ClusterLayer.start).
+
+What nats-server left: its Raft groups in `<store_dir>/jetstream/$SYS/_js_/` (`_meta_`, one
+`S-R<n>F-…` per stream, one `C-R<n>F-…` per consumer; natsd/jetstream/nsfs/raftdir.py reads
+them) and each stream's files where a one-replica stream's are, `<account>/streams/<name>`.
+
+What natsd makes of them, on every server alone (each reads only its own disk):
+- its meta group starts from a snapshot at the index and term nats-server's had reached, with
+  the same members (peer ids are nats-server's) and one assignment per replicated stream,
+  with nats-server's group name, servers and creation time; the one-replica streams are the
+  account conversion's (natsd/jetstream/nsfs/convert.py), as on a single server;
+- each replicated stream this server holds gets its group directory: its copy, restored
+  from the stream's files plus the messages of committed log entries the store had not
+  written yet (a `kill -9`), and its Raft storage starting from a snapshot at the index and
+  term of its nats-server group's last entry, naming that copy and the stream's consumers
+  (from the meta assignments, each with its own `o.dat` state; a consumer of more than one
+  replica keeps its nats-server group name and servers).
+Servers at different indexes of a group are then brought in line by natsd's Raft as after any
+restart: the one with the most of the log leads, a replica behind gets its snapshot and
+copies what it lacks. What nats-server's logs held is not carried over as entries: what was
+committed and applied is in the copies; consumer positions are their `o.dat`s.
+
+Steps, each surviving a crash:
+1. `_js_` is renamed to `.nats-server-_js_` beside it (nothing copied, nothing of the
+   original written);
+2. natsd's groups are built in `.natsd-_js_.building` (removed and begun again after a crash)
+   and synced, then renamed to `_js_`: from here the conversion is done;
+3. the replicated streams' directories and `.nats-server-_js_` move to
+   `<store_dir>/nats-server-original/jetstream/…`, where they stay until the operator removes
+   them.
+A stream that cannot be read is logged with the file at fault and left out of this server's
+copies; its group copies it from another replica.
+"""
+import json
+import logging
+import os
+import shutil
+import time
+
+from natsd.jetstream.engine import consumerconfig as cc
+from natsd.jetstream.engine.snapshot import restore_image
+from natsd.jetstream.nsfs import convert as nsfs_convert
+from natsd.jetstream.nsfs.codec import FormatError
+from natsd.jetstream.nsfs.raftdir import RaftDir, is_raft_dir, meta_assignments, unapplied_messages
+from natsd.jetstream.nsfs.reader import read_stream_dir
+from natsd.jetstream.nsfs.writer import fsync_dir
+from natsd.jetstream.replicated import snapshots as replsnapshot
+from natsd.jetstream.replicated.consumers import replica_count
+from natsd.jetstream.replicated.meta import SNAPSHOT_VERSION
+from natsd.raft.wal import seed
+
+log = logging.getLogger("natsd")
+
+ASIDE = ".nats-server-_js_"
+BUILDING = ".natsd-_js_.building"
+
+
+def convert(engine, peer):
+    """Convert the nats-server cluster state of this server (peer id `peer`), if there is one."""
+    sys_dir = os.path.join(engine.store_dir, engine.server.accounts.system.name)
+    js_dir = os.path.join(sys_dir, "_js_")
+    aside = os.path.join(sys_dir, ASIDE)
+    if not os.path.isdir(aside):
+        if not is_raft_dir(os.path.join(js_dir, "_meta_")):
+            return
+        os.rename(js_dir, aside)
+        fsync_dir(sys_dir)
+        log.info("Converting the JetStream cluster state nats-server left in %s (its files are kept "
+                 "until the conversion is complete)", js_dir)
+    elif not os.path.isdir(js_dir):
+        log.info("Resuming the conversion of the JetStream cluster state nats-server left in %s", js_dir)
+    if not os.path.isdir(js_dir):
+        t0 = time.monotonic()
+        try:
+            streams = _build(engine, peer, aside, os.path.join(sys_dir, BUILDING))
+        except (OSError, FormatError) as e:
+            log.error("Could not convert nats-server's JetStream cluster state: %s (its files are in %s; "
+                      "natsd starts without them)", e, aside)
+            return
+        os.rename(os.path.join(sys_dir, BUILDING), js_dir)
+        fsync_dir(sys_dir)
+        log.info("Converted nats-server's JetStream cluster state: %d replicated streams, %d of them "
+                 "here, in %.3fs", len(streams), sum(1 for _k, here in streams if here),
+                 time.monotonic() - t0)
+    _keep_originals(engine, aside)
+
+
+def _build(engine, peer, aside, building):
+    shutil.rmtree(building, ignore_errors=True)
+    os.makedirs(building)
+    keys = engine.nats_server_keys()
+    sys_keys = keys.for_account(engine.server.accounts.system.name) if keys else None
+    meta = RaftDir(os.path.join(aside, "_meta_"), "_meta_", sys_keys)
+    assignments = []
+    converted = []
+    for (account, name), sa in sorted(meta_assignments(meta).items()):
+        peers = list(sa["group"].get("peers") or ())
+        if len(peers) < 2:
+            continue                    # one replica: the account's conversion
+        jsa = engine.jsas.get(account)
+        if jsa is None:
+            log.error("  nats-server's replicated stream '%s > %s' is in an account without JetStream "
+                      "here: not converted", account, name)
+            continue
+        try:
+            cfg = jsa.nats_server_config(dict(sa["config"]))
+        except Exception as e:
+            log.error("  nats-server's replicated stream '%s > %s' has a configuration natsd refuses: %s",
+                      account, name, e)
+            continue
+        assignments.append({"op": "add", "acc": account, "cfg": cfg, "peers": peers,
+                            "group": sa["group"]["name"], "created": sa["created"], "reply": "", "via": ""})
+        here = peer in peers
+        if here:
+            here = _convert_replica(jsa, sa, cfg, peers, aside, building, keys, sys_keys)
+        converted.append(((account, name), here))
+    index, term = meta.last
+    data = json.dumps({"v": SNAPSHOT_VERSION, "assignments": assignments}, separators=(",", ":")).encode()
+    seed(os.path.join(building, "_meta_"), index, max(term, 1), meta.peers, data)
+    _sync_tree(building)
+    return converted
+
+
+def _convert_replica(jsa, sa, cfg, peers, aside, building, keys, sys_keys):
+    """This server's copy of a replicated stream -> whether it was made."""
+    name, group = cfg["name"], sa["group"]["name"]
+    source = jsa.stream_dir(name)
+    t0 = time.monotonic()
+    image = None
+    try:
+        if not nsfs_convert.is_nats_server_stream(source):
+            raise FormatError("%s: no nats-server stream there" % source)
+        image = read_stream_dir(source, keys.for_account(jsa.name) if keys else None, name)
+        rd = RaftDir(os.path.join(aside, group), group, sys_keys)
+        _add_unapplied(image, unapplied_messages(rd, image.last_seq))
+        gdir = os.path.join(building, group)
+        st = restore_image(jsa, cfg, image, directory=os.path.join(gdir, "copy"))
+        try:
+            data = replsnapshot.take(st, _consumer_rows(sa, image, st, peers))
+            count = st.store.state()["messages"]
+        finally:
+            jsa.release_stream(name)
+        index, term = rd.last
+        seed(os.path.join(gdir, "raft"), index, max(term, 1), peers, data)
+    except (OSError, FormatError, ValueError) as e:
+        log.error("  Could not convert nats-server's replica of stream '%s > %s': %s (this server copies "
+                  "it from the others)", jsa.name, name, e)
+        return False
+    finally:
+        for w in image.warnings if image is not None else ():
+            log.warning("  Stream '%s > %s': %s", jsa.name, name, w)
+    log.info("  Converted nats-server's replica of stream '%s > %s' (group %s): %s messages in %.3fs",
+             jsa.name, name, group, "{:,}".format(count), time.monotonic() - t0)
+    return True
+
+
+def _add_unapplied(image, extra):
+    """The image with the messages its group's log committed after what its store holds."""
+    if not extra:
+        return
+    records = image.records
+
+    def with_extra():
+        yield from records()
+        yield from extra
+    image.records = with_extra
+    image.last_seq, image.last_ts = extra[-1][0], extra[-1][1]
+
+
+def _consumer_rows(sa, image, st, peers):
+    """The stream's consumer table as natsd's snapshot carries it: every consumer the meta
+    group assigned, with the state its files here hold."""
+    local = {doc["name"]: doc for doc in image.consumers}
+    rows = {}
+    for name, ca in sorted(sa["consumers"].items()):
+        cfg = cc.decode_config(ca["config"])
+        if cfg.get("direct"):
+            continue                    # a mirror's or source's: not replicated
+        doc = local.get(name)
+        row = {"created": ca["created"] or (doc or {}).get("created_ns") or 0, "config": cc.to_json(cfg),
+               "state": (doc or {}).get("state") or None}
+        count = replica_count(cfg, st, len(peers))
+        if count > 1:
+            group = ca["group"]
+            row["group"] = group.get("name")
+            row["peers"] = list(group.get("peers") or ())[:count] if len(group.get("peers") or ()) > 1 \
+                else peers[:count]
+        rows[name] = row
+    return rows
+
+
+def _sync_tree(top):
+    for d, _dirs, files in os.walk(top, topdown=False):
+        for f in files:
+            fd = os.open(os.path.join(d, f), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(d)
+
+
+def _keep_originals(engine, aside):
+    """Step 3: nats-server's files of the replicated streams and its Raft groups move to
+    `nats-server-original/`."""
+    kept = os.path.join(os.path.dirname(engine.store_dir), nsfs_convert.KEPT, "jetstream")
+    keys = engine.nats_server_keys()
+    for account in sorted(engine.jsas):
+        jsa = engine.jsas[account]
+        for name in nsfs_convert.pending(jsa.dir) if jsa.dir else ():
+            source = jsa.stream_dir(name)
+            if not os.path.isdir(source) or \
+                    nsfs_convert.replicas(source, keys.for_account(account) if keys else None) < 2:
+                continue
+            _move(source, os.path.join(kept, account, "streams", name))
+    _move(aside, os.path.join(kept, engine.server.accounts.system.name, "_js_"))
+
+
+def _move(source, target):
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    if os.path.exists(target):
+        target += ".%d" % time.time_ns()
+    os.rename(source, target)
+    fsync_dir(os.path.dirname(source))
+    log.info("  nats-server's %s is kept in %s", os.path.basename(source), target)
