@@ -272,12 +272,17 @@ class LogStorage(SyncBook):
         return LogStorage(self.dir)
 
 
-def seed(directory, index, term, members, data):
+def seed(directory, index, term, members, data, entries=(), current_term=0):
     """A group's storage that starts from a snapshot (a stream it takes over, or one converted
-    from nats-server's files): entry `index` of `term`, those members, that state."""
+    from nats-server's files): entry `index` of `term`, those members, that state; then
+    `entries` (Entry), not known to be committed, and the hard state's term (at least the
+    last entry's)."""
     storage = LogStorage(directory)
     try:
-        storage.save_hard_state(term, "")
+        storage.save_hard_state(max([term, current_term] + [e.term for e in entries]), "")
         storage.install_snapshot(index, term, members, data)
+        if entries:
+            storage.append(list(entries))
+            storage.log.sync()
     finally:
         storage.close()

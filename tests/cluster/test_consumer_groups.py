@@ -82,6 +82,12 @@ def test_consumer_stepdown_moves_only_the_consumer(tmp_path, kind):
         asyncio.run(publish(members[0].url, 20))
         stream_leader, consumer_at = move_consumer_off_stream_leader(members)
         assert leader_of(members) is stream_leader      # the stream stayed where it was
+        # the stream's leader lists it all the same
+        names = asyncio.run(api(members[0], "$JS.API.CONSUMER.NAMES.R3"))
+        assert names["consumers"] == [WORK["durable_name"]] and names["total"] == 1, names
+        listed = asyncio.run(api(members[0], "$JS.API.CONSUMER.LIST.R3"))
+        assert [c["name"] for c in listed["consumers"]] == [WORK["durable_name"]], listed
+        assert listed["consumers"][0]["cluster"]["leader"] == consumer_at.name, listed["consumers"][0]["cluster"]
         got = asyncio.run(fetch(members[2].url, 20, ack=True))
         assert [s for s, _ in got] == list(range(1, 21))
         done = info(members[0])

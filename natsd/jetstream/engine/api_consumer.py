@@ -429,7 +429,9 @@ def _names(jsa, sname, reply, payload, names_only):
     if stream is None:
         _respond(jsa, reply, rtype, E.error("JSStreamNotFoundErr"))
         return None
-    names = sorted(n for n, c in stream.consumers.items() if not getattr(c, "internal", False))
+    # with those whose own Raft groups lead them elsewhere (a replicated stream's leader)
+    listed = {c.name: c for c in stream.client_consumers()}
+    names = sorted(listed)
     limit = NAMES_LIMIT if names_only else LIST_LIMIT
     offset = min(offset, len(names))
     page = names[offset:offset + limit]
@@ -437,7 +439,7 @@ def _names(jsa, sname, reply, payload, names_only):
     if names_only:
         out["consumers"] = page
     else:
-        out["consumers"] = [stream.consumers[n].info(dynamic_metadata=False) for n in page]
+        out["consumers"] = [listed[n].info(dynamic_metadata=False) for n in page]
         out["missing"] = None
         del out["missing"]
     _respond(jsa, reply, rtype, out)

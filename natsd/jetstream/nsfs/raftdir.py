@@ -12,6 +12,7 @@ Layouts as nats-server 2.15's raft.go and jetstream_cluster.go write them:
 - a snapshot file: last term, last index (u64), the peer state's length (u32), the peer state,
   the state machine's data, the 8-byte hash of everything before it;
 - a peer state: cluster size and peer count (u32 each), 8 bytes per peer, an extension (u16);
+- `commit.idx` (2.15): the commit index (u64) and its hash, as the snapshot's;
 - the meta snapshot's data: S2 block of the JSON array of stream assignments (consumers inside).
 """
 import hashlib
@@ -99,7 +100,18 @@ class RaftDir:
                 if seq > self.snap_index:
                     where = "%s entry %d" % (os.path.join(path, "msgs"), seq)
                     self.entries.append((seq,) + decode_append_entry(data, where))
-        self.commit = max([self.snap_index] + [c for _i, _t, c, _e in self.entries])
+        self.commit = max([self.snap_index, self._read_commit()] + [c for _i, _t, c, _e in self.entries])
+
+    def _read_commit(self):
+        path = os.path.join(self.path, "commit.idx")
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return 0
+        if len(raw) != 16 or highway64(hashlib.sha256(self.group.encode()).digest(), raw[:8]) != raw[8:]:
+            raise FormatError("%s: not a commit index (or its checksum does not match)" % path)
+        return struct.unpack_from("<Q", raw)[0]
 
     def _read_snapshot(self):
         sdir = os.path.join(self.path, "snapshots")
@@ -127,6 +139,21 @@ class RaftDir:
         if self.entries:
             return self.entries[-1][0], self.entries[-1][1]
         return self.snap_index, self.snap_term
+
+    @property
+    def committed(self):
+        """(index, term) of the last entry this node has that it knows committed."""
+        index, term = self.snap_index, self.snap_term
+        for idx, eterm, _c, _items in self.entries:
+            if idx > self.commit:
+                break
+            index, term = idx, eterm
+        return index, term
+
+    def uncommitted(self):
+        """[(index, term, [(type, data)])] after `committed`: entries a new leader commits if it
+        has them."""
+        return [(idx, eterm, items) for idx, eterm, _c, items in self.entries if idx > self.commit]
 
     def normal_entries(self, committed_only=True):
         """(index, data) of the state machine's entries after the snapshot."""
@@ -232,26 +259,39 @@ def decode_stream_msg(buf, where):
         raise FormatError("%s: stream message does not decode (%s)" % (where, e))
 
 
-def unapplied_messages(rd, last_seq):
-    """The messages of `rd`'s committed entries that a store ending at `last_seq` lacks, as
-    (seq, ts, subject, hdr, msg) in order. FormatError for an entry natsd cannot tell applied
-    or not (anything but a message after the snapshot) or a gap."""
-    out = []
-    for index, data in rd.normal_entries():
-        if not data:
-            continue
-        op, body = data[0], data[1:]
-        where = "%s entry %d" % (os.path.join(rd.path, "msgs"), index)
-        if op == OP_COMPRESSED_STREAM_MSG:
-            op, body = OP_STREAM_MSG, decompress_block(bytes(body))
-        if op != OP_STREAM_MSG:
-            raise FormatError("%s: an operation (%d) after the group's last snapshot; start nats-server "
-                              "on this directory once and stop it cleanly, then natsd" % (where, op))
-        lseq, ts, subject, _reply, hdr, msg = decode_stream_msg(body, where)
-        if lseq < last_seq:
-            continue                    # applied before the store was last written
-        if lseq != last_seq:
-            raise FormatError("%s: follows sequence %d, the store ends at %d" % (where, lseq, last_seq))
-        last_seq += 1
-        out.append((last_seq, ts, subject, hdr, msg))
-    return out
+def stream_log_after(rd, last_seq):
+    """How a stream group's log goes on from a store whose last sequence is `last_seq` ->
+    (index, term, replay, tail):
+    - the store holds what the entries up to `index` (of `term`) made once `replay`'s messages
+      are added: committed entries the store had not written yet (a `kill -9`);
+    - `tail` [(index, term, messages)]: the entries after the last one known committed, which
+      a new leader commits if it has them: they stay log entries (`messages` may be empty).
+    Messages are (seq, ts, subject, hdr or None, msg). FormatError for an operation after the
+    group's snapshot (natsd cannot tell whether the store has it) or a gap."""
+    index, term = rd.snap_index, rd.snap_term
+    replay, tail = [], []
+    for idx, eterm, _commit, items in rd.entries:
+        where = "%s entry %d" % (os.path.join(rd.path, "msgs"), idx)
+        msgs = []
+        for etype, data in items:
+            if etype != ENTRY_NORMAL or not data:
+                continue
+            op, body = data[0], data[1:]
+            if op == OP_COMPRESSED_STREAM_MSG:
+                op, body = OP_STREAM_MSG, decompress_block(bytes(body))
+            if op != OP_STREAM_MSG:
+                raise FormatError("%s: an operation (%d) after the group's last snapshot; start nats-server "
+                                  "on this directory once and stop it cleanly, then natsd" % (where, op))
+            lseq, ts, subject, _reply, hdr, msg = decode_stream_msg(body, where)
+            if lseq < last_seq:
+                continue                # applied before the store was last written
+            if lseq != last_seq:
+                raise FormatError("%s: follows sequence %d, the store ends at %d" % (where, lseq, last_seq))
+            last_seq += 1
+            msgs.append((last_seq, ts, subject, hdr, msg))
+        if tail or idx > rd.commit:
+            tail.append((idx, eterm, msgs))
+        else:
+            replay += msgs
+            index, term = idx, eterm
+    return index, term, replay, tail

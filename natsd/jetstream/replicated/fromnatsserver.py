@@ -7,16 +7,21 @@ What nats-server left: its Raft groups in `<store_dir>/jetstream/$SYS/_js_/` (`_
 them) and each stream's files where a one-replica stream's are, `<account>/streams/<name>`.
 
 What natsd makes of them, on every server alone (each reads only its own disk):
-- its meta group starts from a snapshot at the index and term nats-server's had reached, with
+- its meta group starts from a snapshot at the last index nats-server's knew committed, with
   the same members (peer ids are nats-server's) and one assignment per replicated stream,
-  with nats-server's group name, servers and creation time; the one-replica streams are the
-  account conversion's (natsd/jetstream/nsfs/convert.py), as on a single server;
+  with nats-server's group name, servers and creation time (the one-replica streams are the
+  account conversion's, natsd/jetstream/nsfs/convert.py, as on a single server); the entries
+  after it keep their places as no-ops (an assignment among them, from a `kill -9` in the
+  middle of a create, is logged and not carried over);
 - each replicated stream this server holds gets its group directory: its copy, restored
   from the stream's files plus the messages of committed log entries the store had not
-  written yet (a `kill -9`), and its Raft storage starting from a snapshot at the index and
-  term of its nats-server group's last entry, naming that copy and the stream's consumers
-  (from the meta assignments, each with its own `o.dat` state; a consumer of more than one
-  replica keeps its nats-server group name and servers).
+  written yet (a `kill -9`), and its Raft storage: a snapshot at the index and term of its
+  nats-server group's last entry known committed, naming that copy and the stream's
+  consumers (from the meta assignments, each with its own `o.dat` state; a consumer of more
+  than one replica keeps its nats-server group name and servers), then the entries after it
+  as natsd entries at the same indexes and terms (its messages, or a no-op), which the next
+  leader commits if it has them, as nats-server's would. (The messages of one such entry
+  take its first message's time: natsd's entry carries one.)
 Servers at different indexes of a group are then brought in line by natsd's Raft as after any
 restart: the one with the most of the log leads, a replica behind gets its snapshot and
 copies what it lacks. What nats-server's logs held is not carried over as entries: what was
@@ -43,12 +48,14 @@ from natsd.jetstream.engine import consumerconfig as cc
 from natsd.jetstream.engine.snapshot import restore_image
 from natsd.jetstream.nsfs import convert as nsfs_convert
 from natsd.jetstream.nsfs.codec import FormatError
-from natsd.jetstream.nsfs.raftdir import RaftDir, is_raft_dir, meta_assignments, unapplied_messages
+from natsd.jetstream.nsfs.raftdir import ENTRY_NORMAL, RaftDir, is_raft_dir, meta_assignments, stream_log_after
 from natsd.jetstream.nsfs.reader import read_stream_dir
 from natsd.jetstream.nsfs.writer import fsync_dir
 from natsd.jetstream.replicated import snapshots as replsnapshot
 from natsd.jetstream.replicated.consumers import replica_count
+from natsd.jetstream.replicated.streams import encode_batch
 from natsd.jetstream.replicated.meta import SNAPSHOT_VERSION
+from natsd.raft.messages import NOOP, NORMAL, Entry
 from natsd.raft.wal import seed
 
 log = logging.getLogger("natsd")
@@ -116,9 +123,15 @@ def _build(engine, peer, aside, building):
         if here:
             here = _convert_replica(jsa, sa, cfg, peers, aside, building, keys, sys_keys)
         converted.append(((account, name), here))
-    index, term = meta.last
+    index, term = meta.committed
     data = json.dumps({"v": SNAPSHOT_VERSION, "assignments": assignments}, separators=(",", ":")).encode()
-    seed(os.path.join(building, "_meta_"), index, max(term, 1), meta.peers, data)
+    tail = meta.uncommitted()
+    for idx, _t, items in tail:
+        if any(etype == ENTRY_NORMAL and data for etype, data in items):
+            log.warning("  nats-server's meta entry %d, not known to be committed, is not carried over "
+                        "(natsd keeps its place in the log)", idx)
+    seed(os.path.join(building, "_meta_"), index, max(term, 1), meta.peers, data,
+         [Entry(t, NOOP, b"") for _i, t, _items in tail], meta.term)
     _sync_tree(building)
     return converted
 
@@ -134,7 +147,8 @@ def _convert_replica(jsa, sa, cfg, peers, aside, building, keys, sys_keys):
             raise FormatError("%s: no nats-server stream there" % source)
         image = read_stream_dir(source, keys.for_account(jsa.name) if keys else None, name)
         rd = RaftDir(os.path.join(aside, group), group, sys_keys)
-        _add_unapplied(image, unapplied_messages(rd, image.last_seq))
+        index, term, replay, tail = stream_log_after(rd, image.last_seq)
+        _add_unapplied(image, replay)
         gdir = os.path.join(building, group)
         st = restore_image(jsa, cfg, image, directory=os.path.join(gdir, "copy"))
         try:
@@ -142,8 +156,9 @@ def _convert_replica(jsa, sa, cfg, peers, aside, building, keys, sys_keys):
             count = st.store.state()["messages"]
         finally:
             jsa.release_stream(name)
-        index, term = rd.last
-        seed(os.path.join(gdir, "raft"), index, max(term, 1), peers, data)
+        entries = [Entry(t, NORMAL, encode_batch([(m[2], b"", m[3], m[4], None) for m in msgs], msgs[0][1]))
+                   if msgs else Entry(t, NOOP, b"") for _i, t, msgs in tail]
+        seed(os.path.join(gdir, "raft"), index, max(term, 1), peers, data, entries, rd.term)
     except (OSError, FormatError, ValueError) as e:
         log.error("  Could not convert nats-server's replica of stream '%s > %s': %s (this server copies "
                   "it from the others)", jsa.name, name, e)
@@ -151,8 +166,9 @@ def _convert_replica(jsa, sa, cfg, peers, aside, building, keys, sys_keys):
     finally:
         for w in image.warnings if image is not None else ():
             log.warning("  Stream '%s > %s': %s", jsa.name, name, w)
-    log.info("  Converted nats-server's replica of stream '%s > %s' (group %s): %s messages in %.3fs",
-             jsa.name, name, group, "{:,}".format(count), time.monotonic() - t0)
+    log.info("  Converted nats-server's replica of stream '%s > %s' (group %s): %s messages, %d log entries "
+             "after them in %.3fs", jsa.name, name, group, "{:,}".format(count), len(entries),
+             time.monotonic() - t0)
     return True
 
 

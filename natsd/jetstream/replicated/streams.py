@@ -93,26 +93,29 @@ def encode_batches(msgs, ts):
     """The messages of one loop iteration, (subject, reply, headers or None, payload, origin)
     -> K_BATCH entries of at most BATCH_MSGS messages and BATCH_BYTES bytes (but one message)."""
     out = []
-    parts, count, size = None, 0, 0
+    chunk, size = [], 0
+    for m in msgs:
+        n = len(m[0]) + len(m[3]) + (0 if m[2] is None else len(m[2]))
+        if chunk and (len(chunk) == BATCH_MSGS or size + n > BATCH_BYTES):
+            out.append(encode_batch(chunk, ts))
+            chunk, size = [], 0
+        chunk.append(m)
+        size += n
+    if chunk:
+        out.append(encode_batch(chunk, ts))
+    return out
+
+
+def encode_batch(msgs, ts):
+    """One K_BATCH entry of all `msgs` (as encode_batches takes them)."""
+    parts = [_BATCH.pack(K_BATCH, ts, len(msgs))]
     pack = _BATCH_MSG.pack
-    for subject, reply, hdr, payload, origin in msgs:
-        n = len(subject) + len(payload) + (0 if hdr is None else len(hdr))
-        if parts is not None and (count == BATCH_MSGS or size + n > BATCH_BYTES):
-            parts[0] = _BATCH.pack(K_BATCH, ts, count)
-            out.append(b"".join(parts))
-            parts = None
-        if parts is None:
-            parts, count, size = [None], 0, 0
+    for subject, _reply, hdr, payload, _origin in msgs:
         if hdr is None:
             parts += (pack(len(subject), 0, len(payload)), subject, payload)
         else:
             parts += (pack(len(subject), len(hdr) + 1, len(payload)), subject, hdr, payload)
-        count += 1
-        size += n
-    if parts is not None:
-        parts[0] = _BATCH.pack(K_BATCH, ts, count)
-        out.append(b"".join(parts))
-    return out
+    return b"".join(parts)
 
 
 def decode_batch(data, replies):

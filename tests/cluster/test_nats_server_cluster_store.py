@@ -1,0 +1,244 @@
+"""Drop-in on a nats-server cluster's data (natsd/jetstream/replicated/fromnatsserver.py): three
+nats-server 2.15 servers write R3 streams (deletes, headers, a work queue part-acked), R3
+durable consumers part-way (acks, a nak redelivered), an R3 KV bucket with history, deletes and
+a purge, an R3 object store and a one-replica stream; then three natsd servers start on the
+same store directories and what clients read is compared, message by message, with what
+nats-server served. The natsd cluster then goes on: publishes replicate, the consumers deliver
+from where they were, a stream's leader can go.
+
+Also: a cluster stopped by `kill -9` (each server's committed log entries the store had not
+written are replayed into its copy: every acknowledged message is there), with one server's
+conversion interrupted half-way before natsd starts, and another's copy of the stream damaged
+(refused, its file named; that server copies the stream from the others).
+"""
+import base64
+import hashlib
+import os
+
+import pytest
+
+from tests.cluster.test_replicated_streams import leader_of, local_state
+from tests.jetstream.test_nats_server_store import diff
+from tests.support.cluster import kill9, start_js_cluster
+from tests.support.jetstream import api, connect
+from tests.support.servers import nats_server_cmd
+from tests.support.waiting import poll, run
+
+pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server is not installed")
+
+STREAMS = ["ORDERS", "WQ", "ONE", "KV_cfg", "OBJ_files"]
+
+
+async def populate(nc):
+    js = nc.jetstream()
+    await api(nc, "$JS.API.STREAM.CREATE.ORDERS", {"name": "ORDERS", "subjects": ["orders.>"], "num_replicas": 3})
+    for i in range(200):
+        hdrs = {"X-I": str(i)} if i % 3 == 0 else None
+        await js.publish("orders.%d" % (i % 7), b"order-%d-" % i + b"x" * (i % 50), headers=hdrs)
+    for seq in (5, 100, 200):
+        await api(nc, "$JS.API.STREAM.MSG.DELETE.ORDERS", {"seq": seq})
+    await api(nc, "$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.D",
+              {"stream_name": "ORDERS", "config": {"durable_name": "D", "ack_policy": "explicit",
+                                                    "ack_wait": 60_000_000_000}})
+    sub = await js.pull_subscribe("orders.>", "D", stream="ORDERS")
+    msgs = await sub.fetch(12, timeout=5)
+    for m in msgs[:5]:
+        await m.ack_sync()
+    await nc.request(msgs[7].reply, b"-NAK", timeout=5)
+    again = await sub.fetch(1, timeout=5)
+    assert again[0].metadata.num_delivered == 2
+
+    await api(nc, "$JS.API.STREAM.CREATE.WQ", {"name": "WQ", "subjects": ["wq"], "retention": "workqueue",
+                                               "num_replicas": 3})
+    for i in range(20):
+        await js.publish("wq", b"job-%d" % i)
+    wsub = await js.pull_subscribe("wq", "W", stream="WQ")
+    for m in await wsub.fetch(7, timeout=5):
+        await m.ack_sync()
+
+    await api(nc, "$JS.API.STREAM.CREATE.ONE", {"name": "ONE", "subjects": ["one"], "num_replicas": 1})
+    for i in range(10):
+        await js.publish("one", b"one-%d" % i)
+
+    kv = await js.create_key_value(bucket="cfg", history=5, replicas=3)
+    for i in range(6):
+        await kv.put("a", b"a%d" % i)
+    await kv.put("b", b"b0")
+    await kv.delete("b")
+    await kv.put("c", b"c0")
+    await kv.purge("c")
+
+    from nats.js.api import ObjectStoreConfig
+    obs = await js.create_object_store("files", config=ObjectStoreConfig(replicas=3))
+    await obs.put("blob", bytes(range(256)) * 1200)
+
+
+async def view(nc):
+    """Each stream's config and state, every sequence through MSG.GET, each durable's position,
+    the KV bucket and the object's bytes."""
+    out = {}
+    for name in STREAMS:
+        info = await api(nc, "$JS.API.STREAM.INFO.%s" % name)
+        if "error" in info:             # no leader yet
+            out[name] = info["error"]
+            continue
+        state = dict(info["state"])
+        state.pop("consumer_count")    # the clients' ordered consumers come and go
+        msgs = {}
+        for seq in range(state["first_seq"], state["last_seq"] + 1):
+            r = await api(nc, "$JS.API.STREAM.MSG.GET.%s" % name, {"seq": seq})
+            msgs[seq] = r.get("message") or r["error"]["err_code"]
+        consumers = {}
+        names = await api(nc, "$JS.API.CONSUMER.NAMES.%s" % name, {})
+        for cname in sorted(names.get("consumers") or []):
+            ci = await api(nc, "$JS.API.CONSUMER.INFO.%s.%s" % (name, cname))
+            if "error" in ci:
+                consumers[cname] = ci["error"]
+                continue
+            if not ci["config"].get("durable_name"):
+                continue
+            consumers[cname] = {k: ci[k] for k in ("config", "delivered", "ack_floor", "num_ack_pending",
+                                                  "num_redelivered", "num_pending")}
+            for pos in ("delivered", "ack_floor"):
+                consumers[cname][pos].pop("last_active", None)
+        out[name] = {"config": info["config"], "created": info["created"], "state": state, "msgs": msgs,
+                     "consumers": consumers, "replicas": 1 + len(info.get("cluster", {}).get("replicas") or ())}
+    js = nc.jetstream()
+    kv = await js.key_value("cfg")
+    out["kv"] = {k: (e.value, e.revision) for k in ("a",) for e in [await kv.get(k)]}
+    out["kv_history"] = [(e.key, e.value, e.operation) for e in await kv.history("a")]
+    blob = await (await js.object_store("files")).get("blob")
+    out["object"] = (blob.info.size, hashlib.sha256(blob.data).hexdigest())
+    return out
+
+
+async def _with(members, fn):
+    nc = await connect(members[0].proc)
+    try:
+        return await fn(nc)
+    finally:
+        await nc.close()
+
+
+def stop_all(members):
+    """SIGTERM each member (nats-server snapshots its groups on a clean stop) and wait."""
+    for m in members:
+        m.proc.proc.terminate()
+    for m in members:
+        assert m.proc.proc.wait(20) == 0
+
+
+def natsd_on(tmp_path):
+    """A natsd cluster of the same server names on the store directories in `tmp_path`."""
+    return start_js_cluster("natsd", tmp_path)
+
+
+def test_a_natsd_cluster_starts_on_a_nats_server_clusters_store(tmp_path):
+    ref = start_js_cluster("nats-server", tmp_path)
+    try:
+        run(_with(ref, populate))
+        theirs = run(_with(ref, view))
+        stop_all(ref)
+    finally:
+        for m in ref:
+            m.proc.kill()
+    assert theirs["ORDERS"]["replicas"] == 3 and theirs["ONE"]["replicas"] == 1
+
+    ours = natsd_on(tmp_path)
+    try:
+        # the groups elect their leaders first (the consumers' own ones last)
+        got = {}
+
+        def same():
+            got["view"] = run(_with(ours, view))
+            return got["view"] == theirs
+        poll(same, 30, 0.2)
+        assert got["view"] == theirs, diff(got["view"], theirs)
+        for m in ours:
+            kept = os.path.join(str(tmp_path), "store-" + m.name, "nats-server-original", "jetstream")
+            assert os.path.isdir(os.path.join(kept, "$SYS", "_js_", "_meta_"))
+            assert os.path.isdir(os.path.join(kept, "$G", "streams", "ORDERS"))
+            assert any("Converted nats-server's JetStream cluster state: 4 replicated streams, 4 of them here"
+                       in line for line in m.proc.lines)
+
+        async def goes_on(nc):
+            js = nc.jetstream()
+            ack = await js.publish("orders.9", b"after")
+            assert ack.seq == 201
+            sub = await js.pull_subscribe("orders.>", "D", stream="ORDERS")
+            nxt = await sub.fetch(1, timeout=5)
+            assert nxt[0].metadata.sequence.stream == 14 and nxt[0].data == b"order-13-" + b"x" * 13
+            await nxt[0].ack_sync()
+            wsub = await js.pull_subscribe("wq", "W", stream="WQ")
+            job = await wsub.fetch(1, timeout=5)
+            assert job[0].data == b"job-7"
+            await job[0].ack_sync()
+        run(_with(ours, goes_on))
+
+        # the stream's leader goes: another replica leads with every message
+        leader = leader_of(ours, "ORDERS")
+        kill9(leader)
+        rest = [m for m in ours if m is not leader]
+        assert leader_of(rest, "ORDERS") is not leader
+
+        async def survived(nc):
+            info = await api(nc, "$JS.API.STREAM.INFO.ORDERS")
+            assert info["state"]["last_seq"] == 201 and info["state"]["messages"] == 198
+            r = await api(nc, "$JS.API.STREAM.MSG.GET.ORDERS", {"seq": 201})
+            assert r["message"]["subject"] == "orders.9"
+        run(_with(rest, survived))
+    finally:
+        for m in ours:
+            m.proc.kill()
+
+
+def test_a_nats_server_cluster_killed_then_an_interrupted_conversion_keeps_every_acked_message(tmp_path):
+    ref = start_js_cluster("nats-server", tmp_path)
+    acked = {}
+    try:
+        async def publish(nc):
+            js = nc.jetstream()
+            await api(nc, "$JS.API.STREAM.CREATE.K", {"name": "K", "subjects": ["k.*"], "num_replicas": 3})
+            for i in range(500):
+                ack = await js.publish("k.%d" % (i % 5), b"k-%d" % i)
+                acked[ack.seq] = ("k.%d" % (i % 5), b"k-%d" % i)
+        run(_with(ref, publish))
+        kill9(*ref)
+    finally:
+        for m in ref:
+            m.proc.kill()
+    # server B's conversion stopped half-way: nats-server's groups set aside, natsd's half built
+    sys_dir = os.path.join(str(tmp_path), "store-B", "jetstream", "$SYS")
+    os.rename(os.path.join(sys_dir, "_js_"), os.path.join(sys_dir, ".nats-server-_js_"))
+    os.makedirs(os.path.join(sys_dir, ".natsd-_js_.building", "_meta_"))
+    with open(os.path.join(sys_dir, ".natsd-_js_.building", "_meta_", "state"), "wb") as f:
+        f.write(b"half")
+    # server C's copy of the stream is damaged: refused with its file named, copied from the others
+    damaged = os.path.join(str(tmp_path), "store-C", "jetstream", "$G", "streams", "K", "meta.sum")
+    with open(damaged, "wb") as f:
+        f.write(b"0" * 16)
+
+    ours = natsd_on(tmp_path)
+    try:
+        b = next(m for m in ours if m.name == "B")
+        assert any("Resuming the conversion" in line for line in b.proc.lines)
+        c = next(m for m in ours if m.name == "C")
+        assert any("Could not convert nats-server's replica of stream '$G > K'" in line and
+                   "meta.inf: does not match its meta.sum" in line for line in c.proc.lines), c.proc.log
+
+        async def check(nc):
+            info = await api(nc, "$JS.API.STREAM.INFO.K")
+            assert info["state"]["last_seq"] == 500 and info["state"]["messages"] == 500
+            for seq, (subject, data) in sorted(acked.items()):
+                r = await api(nc, "$JS.API.STREAM.MSG.GET.K", {"seq": seq})
+                assert r["message"]["subject"] == subject
+                assert base64.b64decode(r["message"]["data"]) == data
+        leader_of(ours, "K")
+        run(_with(ours, check))
+        for m in ours:          # each server's own copy is whole
+            assert poll(lambda: (local_state(m, "K") or {}).get("messages") == 500, 20), local_state(m, "K")
+            assert os.path.isdir(os.path.join(str(tmp_path), "store-" + m.name, "nats-server-original",
+                                              "jetstream", "$SYS", "_js_"))
+    finally:
+        for m in ours:
+            m.proc.kill()
