@@ -242,3 +242,43 @@ def test_a_nats_server_cluster_killed_then_an_interrupted_conversion_keeps_every
     finally:
         for m in ours:
             m.proc.kill()
+
+
+def test_an_encrypted_nats_server_clusters_store_and_a_wrong_key(tmp_path):
+    """Sealed with `jetstream { key, cipher }` (its Raft groups under their own names): natsd
+    with another key names the file it cannot open and leaves every file as it was; with the
+    same key it serves what nats-server served."""
+    sealed = "key: 'the-cluster-key'\ncipher: chachapoly"
+    ref = start_js_cluster("nats-server", tmp_path, js=sealed)
+    try:
+        run(_with(ref, populate))
+        theirs = run(_with(ref, view))
+        stop_all(ref)
+    finally:
+        for m in ref:
+            m.proc.kill()
+
+    wrong = start_js_cluster("natsd", tmp_path, js="key: 'not-the-key'\ncipher: chachapoly", elected=False)
+    try:
+        for m in wrong:
+            assert any("Could not convert nats-server's JetStream cluster state" in line and
+                       "_meta_/meta.inf: cannot be decrypted" in line for line in m.proc.lines), m.proc.log
+            js_dir = os.path.join(str(tmp_path), "store-" + m.name, "jetstream", "$SYS", "_js_")
+            assert os.path.isfile(os.path.join(js_dir, "_meta_", "tav.idx"))      # nats-server's, untouched
+            assert not os.path.exists(os.path.join(js_dir, "_meta_", "state"))
+    finally:
+        for m in wrong:
+            m.proc.kill()
+
+    ours = start_js_cluster("natsd", tmp_path, js=sealed)
+    try:
+        got = {}
+
+        def same():
+            got["view"] = run(_with(ours, view))
+            return got["view"] == theirs
+        poll(same, 30, 0.2)
+        assert got["view"] == theirs, diff(got["view"], theirs)
+    finally:
+        for m in ours:
+            m.proc.kill()

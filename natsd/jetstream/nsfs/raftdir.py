@@ -76,6 +76,8 @@ class RaftDir:
     """What one node of a nats-server Raft group left on disk."""
 
     def __init__(self, path, group=None, keys=None):
+        """keys: the crypt.StoreKeys of nats-server's `jetstream { key }` (None: plaintext); a
+        group's files are sealed under its name where a stream's are under its account's."""
         self.path = path
         self.group = group or os.path.basename(os.path.normpath(path))
         self.cluster_size, self.peers = 0, []
@@ -95,7 +97,7 @@ class RaftDir:
         # [(index, term, commit, [(type, data)])] after the snapshot
         self.entries = []
         if os.path.isdir(os.path.join(path, "msgs")):
-            image = read_stream_dir(path, keys, self.group)
+            image = read_stream_dir(path, keys.for_account(self.group) if keys else None, self.group)
             for seq, _ts, _subj, _hdr, data in image.records():
                 if seq > self.snap_index:
                     where = "%s entry %d" % (os.path.join(path, "msgs"), seq)

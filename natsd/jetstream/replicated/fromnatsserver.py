@@ -65,13 +65,15 @@ BUILDING = ".natsd-_js_.building"
 
 
 def convert(engine, peer):
-    """Convert the nats-server cluster state of this server (peer id `peer`), if there is one."""
+    """Convert the nats-server cluster state of this server (peer id `peer`), if there is one ->
+    False when there is one that could not be converted (left as it was: natsd's meta group
+    must not start on it)."""
     sys_dir = os.path.join(engine.store_dir, engine.server.accounts.system.name)
     js_dir = os.path.join(sys_dir, "_js_")
     aside = os.path.join(sys_dir, ASIDE)
     if not os.path.isdir(aside):
         if not is_raft_dir(os.path.join(js_dir, "_meta_")):
-            return
+            return True
         os.rename(js_dir, aside)
         fsync_dir(sys_dir)
         log.info("Converting the JetStream cluster state nats-server left in %s (its files are kept "
@@ -83,23 +85,26 @@ def convert(engine, peer):
         try:
             streams = _build(engine, peer, aside, os.path.join(sys_dir, BUILDING))
         except (OSError, FormatError) as e:
-            log.error("Could not convert nats-server's JetStream cluster state: %s (its files are in %s; "
-                      "natsd starts without them)", e, aside)
-            return
+            shutil.rmtree(os.path.join(sys_dir, BUILDING), ignore_errors=True)
+            os.rename(aside, js_dir)        # back where nats-server keeps it
+            fsync_dir(sys_dir)
+            log.error("Could not convert nats-server's JetStream cluster state: %s (its files are left as "
+                      "they are; JetStream runs without a metadata group until a start converts them)", e)
+            return False
         os.rename(os.path.join(sys_dir, BUILDING), js_dir)
         fsync_dir(sys_dir)
         log.info("Converted nats-server's JetStream cluster state: %d replicated streams, %d of them "
                  "here, in %.3fs", len(streams), sum(1 for _k, here in streams if here),
                  time.monotonic() - t0)
     _keep_originals(engine, aside)
+    return True
 
 
 def _build(engine, peer, aside, building):
     shutil.rmtree(building, ignore_errors=True)
     os.makedirs(building)
     keys = engine.nats_server_keys()
-    sys_keys = keys.for_account(engine.server.accounts.system.name) if keys else None
-    meta = RaftDir(os.path.join(aside, "_meta_"), "_meta_", sys_keys)
+    meta = RaftDir(os.path.join(aside, "_meta_"), "_meta_", keys)
     assignments = []
     converted = []
     for (account, name), sa in sorted(meta_assignments(meta).items()):
@@ -121,7 +126,7 @@ def _build(engine, peer, aside, building):
                             "group": sa["group"]["name"], "created": sa["created"], "reply": "", "via": ""})
         here = peer in peers
         if here:
-            here = _convert_replica(jsa, sa, cfg, peers, aside, building, keys, sys_keys)
+            here = _convert_replica(jsa, sa, cfg, peers, aside, building, keys)
         converted.append(((account, name), here))
     index, term = meta.committed
     data = json.dumps({"v": SNAPSHOT_VERSION, "assignments": assignments}, separators=(",", ":")).encode()
@@ -136,7 +141,7 @@ def _build(engine, peer, aside, building):
     return converted
 
 
-def _convert_replica(jsa, sa, cfg, peers, aside, building, keys, sys_keys):
+def _convert_replica(jsa, sa, cfg, peers, aside, building, keys):
     """This server's copy of a replicated stream -> whether it was made."""
     name, group = cfg["name"], sa["group"]["name"]
     source = jsa.stream_dir(name)
@@ -146,7 +151,7 @@ def _convert_replica(jsa, sa, cfg, peers, aside, building, keys, sys_keys):
         if not nsfs_convert.is_nats_server_stream(source):
             raise FormatError("%s: no nats-server stream there" % source)
         image = read_stream_dir(source, keys.for_account(jsa.name) if keys else None, name)
-        rd = RaftDir(os.path.join(aside, group), group, sys_keys)
+        rd = RaftDir(os.path.join(aside, group), group, keys)
         index, term, replay, tail = stream_log_after(rd, image.last_seq)
         _add_unapplied(image, replay)
         gdir = os.path.join(building, group)

@@ -23,7 +23,8 @@ class ClusterLayer:
             log.warning("JetStream cluster needs a system account: no metadata group")
             return
         # a nats-server cluster member's state becomes natsd's before the group starts on it
-        fromnatsserver.convert(self.engine, get_hash(server.name))
+        if not fromnatsserver.convert(self.engine, get_hash(server.name)):
+            return
         self.meta = MetaGroup(self.engine)
         self.meta.start()
         self.listing = StreamListing(self.engine, self.meta)
