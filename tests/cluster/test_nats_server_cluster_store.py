@@ -14,16 +14,15 @@ conversion interrupted half-way before natsd starts, and another's copy of the s
 (refused, its file named; that server copies the stream from the others).
 """
 import base64
-import hashlib
 import os
 
 import pytest
 
 from tests.cluster.test_replicated_streams import leader_of, local_state
-from tests.jetstream.test_nats_server_store import diff
+from tests.jetstream.test_nats_server_store import buckets, diff, durable_part_way, view as store_view
 from tests.jetstream.test_snapshot import restore, take_snapshot
 from tests.support.cluster import kill9, start_js_cluster
-from tests.support.jetstream import api, connect
+from tests.support.jetstream import api, connect, until_answered
 from tests.support.servers import nats_server_cmd
 from tests.support.waiting import poll, run
 
@@ -37,82 +36,29 @@ async def populate(nc):
     await api(nc, "$JS.API.STREAM.CREATE.ORDERS", {"name": "ORDERS", "subjects": ["orders.>"], "num_replicas": 3})
     for i in range(200):
         hdrs = {"X-I": str(i)} if i % 3 == 0 else None
-        await js.publish("orders.%d" % (i % 7), b"order-%d-" % i + b"x" * (i % 50), headers=hdrs)
+        await until_answered(lambda: js.publish("orders.%d" % (i % 7), b"order-%d-" % i + b"x" * (i % 50),
+                                                headers=hdrs))
     for seq in (5, 100, 200):
         await api(nc, "$JS.API.STREAM.MSG.DELETE.ORDERS", {"seq": seq})
-    await api(nc, "$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.D",
-              {"stream_name": "ORDERS", "config": {"durable_name": "D", "ack_policy": "explicit",
-                                                    "ack_wait": 60_000_000_000}})
-    sub = await js.pull_subscribe("orders.>", "D", stream="ORDERS")
-    msgs = await sub.fetch(12, timeout=5)
-    for m in msgs[:5]:
-        await m.ack_sync()
-    await nc.request(msgs[7].reply, b"-NAK", timeout=5)
-    again = await sub.fetch(1, timeout=5)
-    assert again[0].metadata.num_delivered == 2
+    await durable_part_way(nc, timeout=5)
 
     await api(nc, "$JS.API.STREAM.CREATE.WQ", {"name": "WQ", "subjects": ["wq"], "retention": "workqueue",
                                                "num_replicas": 3})
     for i in range(20):
-        await js.publish("wq", b"job-%d" % i)
+        await until_answered(lambda: js.publish("wq", b"job-%d" % i))
     wsub = await js.pull_subscribe("wq", "W", stream="WQ")
-    for m in await wsub.fetch(7, timeout=5):
+    for m in await until_answered(lambda: wsub.fetch(7, timeout=5)):
         await m.ack_sync()
 
     await api(nc, "$JS.API.STREAM.CREATE.ONE", {"name": "ONE", "subjects": ["one"], "num_replicas": 1})
     for i in range(10):
-        await js.publish("one", b"one-%d" % i)
+        await until_answered(lambda: js.publish("one", b"one-%d" % i))
 
-    kv = await js.create_key_value(bucket="cfg", history=5, replicas=3)
-    for i in range(6):
-        await kv.put("a", b"a%d" % i)
-    await kv.put("b", b"b0")
-    await kv.delete("b")
-    await kv.put("c", b"c0")
-    await kv.purge("c")
-
-    from nats.js.api import ObjectStoreConfig
-    obs = await js.create_object_store("files", config=ObjectStoreConfig(replicas=3))
-    await obs.put("blob", bytes(range(256)) * 1200)
+    await buckets(nc, replicas=3)
 
 
 async def view(nc):
-    """Each stream's config and state, every sequence through MSG.GET, each durable's position,
-    the KV bucket and the object's bytes."""
-    out = {}
-    for name in STREAMS:
-        info = await api(nc, "$JS.API.STREAM.INFO.%s" % name)
-        if "error" in info:             # no leader yet
-            out[name] = info["error"]
-            continue
-        state = dict(info["state"])
-        state.pop("consumer_count")    # the clients' ordered consumers come and go
-        msgs = {}
-        for seq in range(state["first_seq"], state["last_seq"] + 1):
-            r = await api(nc, "$JS.API.STREAM.MSG.GET.%s" % name, {"seq": seq})
-            msgs[seq] = r.get("message") or r["error"]["err_code"]
-        consumers = {}
-        names = await api(nc, "$JS.API.CONSUMER.NAMES.%s" % name, {})
-        for cname in sorted(names.get("consumers") or []):
-            ci = await api(nc, "$JS.API.CONSUMER.INFO.%s.%s" % (name, cname))
-            if "error" in ci:
-                consumers[cname] = ci["error"]
-                continue
-            if not ci["config"].get("durable_name"):
-                continue
-            consumers[cname] = {k: ci[k] for k in ("config", "delivered", "ack_floor", "num_ack_pending",
-                                                  "num_redelivered", "num_pending")}
-            for pos in ("delivered", "ack_floor"):
-                consumers[cname][pos].pop("last_active", None)
-        out[name] = {"config": info["config"], "created": info["created"], "state": state, "msgs": msgs,
-                     "consumers": consumers, "replicas": 1 + len(info.get("cluster", {}).get("replicas") or ())}
-    js = nc.jetstream()
-    kv = await js.key_value("cfg")
-    out["kv"] = {k: (e.value, e.revision) for k in ("a",) for e in [await kv.get(k)]}
-    out["kv_history"] = [(e.key, e.value, e.operation) for e in await kv.history("a")]
-    blob = await (await js.object_store("files")).get("blob")
-    out["object"] = (blob.info.size, hashlib.sha256(blob.data).hexdigest())
-    return out
+    return await store_view(nc, STREAMS)
 
 
 def as_restored(view):
@@ -136,6 +82,23 @@ async def _with(members, fn):
         await nc.close()
 
 
+def assert_serves(members, theirs, shape=lambda v: v):
+    """What `members` serve (`shape`d) is `theirs`, once the groups have elected their leaders
+    (the consumers' own groups last) and the consumers counted what they have pending (a
+    request meanwhile may go unanswered, or a KV watch find nothing, on either server)."""
+    got = {}
+
+    def same():
+        try:
+            got["view"] = shape(run(_with(members, view)))
+        except Exception as e:          # a request no leader answered yet, an empty KV watch
+            got["view"] = repr(e)
+            return False
+        return got["view"] == theirs
+    poll(same, 30, 0.2)
+    assert got["view"] == theirs, diff(got["view"], theirs)
+
+
 def stop_all(members):
     """SIGTERM each member (nats-server snapshots its groups on a clean stop) and wait."""
     for m in members:
@@ -144,13 +107,9 @@ def stop_all(members):
         assert m.proc.proc.wait(20) == 0
 
 
-def natsd_on(tmp_path):
-    """A natsd cluster of the same server names on the store directories in `tmp_path`."""
-    return start_js_cluster("natsd", tmp_path)
-
-
-def test_a_natsd_cluster_starts_on_a_nats_server_clusters_store(tmp_path):
-    ref = start_js_cluster("nats-server", tmp_path)
+def written_by_nats_server(tmp_path, js=""):
+    """A nats-server cluster populated, what it serves, then stopped cleanly."""
+    ref = start_js_cluster("nats-server", tmp_path, js=js)
     try:
         run(_with(ref, populate))
         theirs = run(_with(ref, view))
@@ -158,18 +117,21 @@ def test_a_natsd_cluster_starts_on_a_nats_server_clusters_store(tmp_path):
     finally:
         for m in ref:
             m.proc.kill()
+    return theirs
+
+
+def natsd_on(tmp_path):
+    """A natsd cluster of the same server names on the store directories in `tmp_path`."""
+    return start_js_cluster("natsd", tmp_path)
+
+
+def test_a_natsd_cluster_starts_on_a_nats_server_clusters_store(tmp_path):
+    theirs = written_by_nats_server(tmp_path)
     assert theirs["ORDERS"]["replicas"] == 3 and theirs["ONE"]["replicas"] == 1
 
     ours = natsd_on(tmp_path)
     try:
-        # the groups elect their leaders first (the consumers' own ones last)
-        got = {}
-
-        def same():
-            got["view"] = run(_with(ours, view))
-            return got["view"] == theirs
-        poll(same, 30, 0.2)
-        assert got["view"] == theirs, diff(got["view"], theirs)
+        assert_serves(ours, theirs)
         for m in ours:
             kept = os.path.join(str(tmp_path), "store-" + m.name, "nats-server-original", "jetstream")
             assert os.path.isdir(os.path.join(kept, "$SYS", "_js_", "_meta_"))
@@ -216,7 +178,7 @@ def test_a_nats_server_cluster_killed_then_an_interrupted_conversion_keeps_every
             js = nc.jetstream()
             await api(nc, "$JS.API.STREAM.CREATE.K", {"name": "K", "subjects": ["k.*"], "num_replicas": 3})
             for i in range(500):
-                ack = await js.publish("k.%d" % (i % 5), b"k-%d" % i)
+                ack = await until_answered(lambda: js.publish("k.%d" % (i % 5), b"k-%d" % i))
                 acked[ack.seq] = ("k.%d" % (i % 5), b"k-%d" % i)
         run(_with(ref, publish))
         kill9(*ref)
@@ -265,14 +227,7 @@ def test_an_encrypted_nats_server_clusters_store_and_a_wrong_key(tmp_path):
     with another key names the file it cannot open and leaves every file as it was; with the
     same key it serves what nats-server served."""
     sealed = "key: 'the-cluster-key'\ncipher: chachapoly"
-    ref = start_js_cluster("nats-server", tmp_path, js=sealed)
-    try:
-        run(_with(ref, populate))
-        theirs = run(_with(ref, view))
-        stop_all(ref)
-    finally:
-        for m in ref:
-            m.proc.kill()
+    theirs = written_by_nats_server(tmp_path, js=sealed)
 
     wrong = start_js_cluster("natsd", tmp_path, js="key: 'not-the-key'\ncipher: chachapoly", elected=False)
     try:
@@ -288,13 +243,7 @@ def test_an_encrypted_nats_server_clusters_store_and_a_wrong_key(tmp_path):
 
     ours = start_js_cluster("natsd", tmp_path, js=sealed)
     try:
-        got = {}
-
-        def same():
-            got["view"] = run(_with(ours, view))
-            return got["view"] == theirs
-        poll(same, 30, 0.2)
-        assert got["view"] == theirs, diff(got["view"], theirs)
+        assert_serves(ours, theirs)
     finally:
         for m in ours:
             m.proc.kill()
@@ -326,9 +275,7 @@ def test_the_way_back_for_a_cluster_is_its_backups(tmp_path):
                 done = await restore(nc, name, resp, archive, chunk=32 * 1024)
                 assert "error" not in done, done
         run(_with(ref, restore_all))
-        theirs = run(_with(ref, view))
-        theirs, mine = as_restored(theirs), as_restored(mine)
-        assert theirs == mine, diff(theirs, mine)
+        assert_serves(ref, as_restored(mine), as_restored)
     finally:
         for m in ref:
             m.proc.kill()

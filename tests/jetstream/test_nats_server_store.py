@@ -20,10 +20,43 @@ import time
 import pytest
 
 from tests.jetstream.test_snapshot import restore, take_snapshot
-from tests.support.jetstream import api, connect
+from tests.support.jetstream import api, connect, until_answered
 from tests.support.waiting import poll, run
 
 STREAMS = ["ORDERS", "LIMITED", "BIG", "COMP", "WQ", "PURGED", "KV_cfg", "OBJ_files"]
+
+
+async def durable_part_way(nc, timeout=3):
+    """Durable `D` of ORDERS: 12 delivered, the first 5 acked, the 8th nak'ed and delivered
+    again."""
+    js = nc.jetstream()
+    await api(nc, "$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.D",
+              {"stream_name": "ORDERS", "config": {"durable_name": "D", "ack_policy": "explicit",
+                                                    "ack_wait": 60_000_000_000}})
+    sub = await js.pull_subscribe("orders.>", "D", stream="ORDERS")
+    msgs = await until_answered(lambda: sub.fetch(12, timeout=timeout))
+    for m in msgs[:5]:
+        await m.ack_sync()
+    await nc.request(msgs[7].reply, b"-NAK", timeout=timeout)    # a nak the server has taken
+    again = await sub.fetch(1, timeout=timeout)
+    assert again[0].metadata.num_delivered == 2
+
+
+async def buckets(nc, replicas=1):
+    """KV bucket `cfg` (history, a delete, a purge) and object store `files` (one object of
+    several chunks)."""
+    from nats.js.api import ObjectStoreConfig
+    js = nc.jetstream()
+    kv = await js.create_key_value(bucket="cfg", history=5, replicas=replicas)
+    await until_answered(lambda: kv.put("a", b"a0"))
+    for i in range(1, 6):
+        await kv.put("a", b"a%d" % i)
+    await kv.put("b", b"b0")
+    await kv.delete("b")
+    await kv.put("c", b"c0")
+    await kv.purge("c")
+    obs = await js.create_object_store("files", config=ObjectStoreConfig(replicas=replicas))
+    await until_answered(lambda: obs.put("blob", bytes(range(256)) * 1200))
 
 
 async def populate(nc):
@@ -35,16 +68,7 @@ async def populate(nc):
         await js.publish("orders.%d" % (i % 7), b"order-%d-" % i + b"x" * (i % 50), headers=hdrs)
     for seq in (5, 150, 300):
         await api(nc, "$JS.API.STREAM.MSG.DELETE.ORDERS", {"seq": seq, "no_erase": seq == 150})
-    await api(nc, "$JS.API.CONSUMER.DURABLE.CREATE.ORDERS.D",
-              {"stream_name": "ORDERS", "config": {"durable_name": "D", "ack_policy": "explicit",
-                                                    "ack_wait": 60_000_000_000}})
-    sub = await js.pull_subscribe("orders.>", "D", stream="ORDERS")
-    msgs = await sub.fetch(12, timeout=3)
-    for m in msgs[:5]:
-        await m.ack_sync()
-    await nc.request(msgs[7].reply, b"-NAK", timeout=3)    # a nak the server has taken
-    again = await sub.fetch(1, timeout=3)
-    assert again[0].metadata.num_delivered == 2
+    await durable_part_way(nc)
     await api(nc, "$JS.API.CONSUMER.CREATE.ORDERS.F",
               {"stream_name": "ORDERS", "config": {"durable_name": "F", "ack_policy": "all",
                                                     "filter_subject": "orders.3"}})
@@ -75,24 +99,19 @@ async def populate(nc):
         await js.publish("purged", b"p")
     await api(nc, "$JS.API.STREAM.PURGE.PURGED", {})
 
-    kv = await js.create_key_value(bucket="cfg", history=5)
-    for i in range(6):
-        await kv.put("a", b"a%d" % i)
-    await kv.put("b", b"b0")
-    await kv.delete("b")
-    await kv.put("c", b"c0")
-    await kv.purge("c")
-
-    obs = await js.create_object_store("files")
-    await obs.put("blob", bytes(range(256)) * 1200)
+    await buckets(nc)
 
 
-async def view(nc):
+async def view(nc, streams=STREAMS):
     """Everything a client can read back: each stream's info, every sequence through
-    MSG.GET, each consumer's position, the KV keys and the object's bytes."""
+    MSG.GET, each consumer's position, the KV keys and the object's bytes. (On a cluster a
+    stream or consumer without a leader yet shows its error.)"""
     out = {}
-    for name in STREAMS:
+    for name in streams:
         info = await api(nc, "$JS.API.STREAM.INFO.%s" % name)
+        if "error" in info:
+            out[name] = info["error"]
+            continue
         cfg = dict(info["config"])
         state = info["state"]
         state.pop("consumer_count")    # the clients' ordered consumers come and go (see below)
@@ -104,6 +123,9 @@ async def view(nc):
         names = await api(nc, "$JS.API.CONSUMER.NAMES.%s" % name, {})
         for cname in sorted(names.get("consumers") or []):
             ci = await api(nc, "$JS.API.CONSUMER.INFO.%s.%s" % (name, cname))
+            if "error" in ci:
+                consumers[cname] = ci["error"]
+                continue
             if not ci["config"].get("durable_name"):
                 continue            # the clients' own ordered consumers (KV, objects) come and go
             consumers[cname] = {k: ci[k] for k in ("config", "delivered", "ack_floor", "num_ack_pending",
@@ -111,7 +133,8 @@ async def view(nc):
             for pos in ("delivered", "ack_floor"):      # not on disk in either server
                 consumers[cname][pos].pop("last_active", None)
         out[name] = {"config": cfg, "created": info["created"], "state": state, "msgs": msgs,
-                     "consumers": consumers}
+                     "consumers": consumers,
+                     "replicas": 1 + len((info.get("cluster") or {}).get("replicas") or ())}
     js = nc.jetstream()
     kv = await js.key_value("cfg")
     out["kv"] = {k: (e.value, e.revision) for k in ("a",) for e in [await kv.get(k)]}

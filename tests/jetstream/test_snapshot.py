@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.support.jetstream import api, connect, with_jetstream
+from tests.support.jetstream import api, connect, until_answered, with_jetstream
 from tests.support.waiting import run
 
 
@@ -55,7 +55,8 @@ async def restore(nc, stream, snap_resp, archive, chunk=4096):
     ds = r["deliver_subject"]
     assert ds.startswith("$JS.SNAPSHOT.RESTORE.%s." % stream)
     for i in range(0, len(archive), chunk):
-        m = await nc.request(ds, archive[i:i + chunk], timeout=5)
+        # (a cluster's restore may take its first chunk before its interest crossed the routes)
+        m = await until_answered(lambda: nc.request(ds, archive[i:i + chunk], timeout=5))
         assert m.data == b""
     m = await nc.request(ds, b"", timeout=10)
     return json.loads(m.data)

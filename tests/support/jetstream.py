@@ -8,10 +8,12 @@ block's records end (records_end), what a stream holds read through the API
 publish (bh), a scenario on both sides of a kill -9
 and restart (across_a_kill), and a natsd that cannot write a file
 past a size, filled until its store refuses (start_size_limited, publish_until_refused,
-check_acked_kept)."""
+check_acked_kept), and a call asked again while nobody answers it (until_answered)."""
+import asyncio
 import base64
 import json
 import sys
+import time
 
 import nats
 
@@ -27,6 +29,22 @@ async def api(nc, subject, body=b"", timeout=3, headers=None):
         body = body.encode()
     m = await nc.request(subject, body, timeout=timeout, headers=headers)
     return json.loads(m.data)
+
+
+async def until_answered(call, timeout=10.0):
+    """`await call()`, again while nobody answers it (no responders, or a pull request's 503:
+    nothing took it, so nothing was stored or delivered): on a cluster, nats-server answers a
+    create before the new stream's or consumer's interest has crossed the routes to every
+    server."""
+    import nats.js.errors
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await call()
+        except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
 
 
 async def connect(server):
