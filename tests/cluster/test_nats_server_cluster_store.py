@@ -1,10 +1,10 @@
 """Drop-in on a nats-server cluster's data (natsd/jetstream/replicated/fromnatsserver.py): three
-nats-server 2.15 servers write R3 streams (deletes, headers, a work queue part-acked), R3
-durable consumers part-way (acks, a nak redelivered), an R3 KV bucket with history, deletes and
-a purge, an R3 object store and a one-replica stream; then three natsd servers start on the
+nats-server 2.15 servers write R3 streams (deletes, headers, a work queue part-acked, a mirror,
+a source with a subject transform), R3 durable consumers part-way (acks, a nak redelivered), an
+R3 KV bucket with history, deletes and a purge, an R3 object store and a one-replica stream; then three natsd servers start on the
 same store directories and what clients read is compared, message by message, with what
 nats-server served. The natsd cluster then goes on: publishes replicate, the consumers deliver
-from where they were, a stream's leader can go.
+from where they were, the mirror goes on mirroring, a stream's leader can go.
 
 The way back for a cluster: its backups, restored into a nats-server cluster, read the same.
 
@@ -13,6 +13,7 @@ written are replayed into its copy: every acknowledged message is there), with o
 conversion interrupted half-way before natsd starts, and another's copy of the stream damaged
 (refused, its file named; that server copies the stream from the others).
 """
+import asyncio
 import base64
 import os
 
@@ -28,7 +29,7 @@ from tests.support.waiting import poll, run
 
 pytestmark = pytest.mark.skipif(nats_server_cmd() is None, reason="nats-server is not installed")
 
-STREAMS = ["ORDERS", "WQ", "ONE", "KV_cfg", "OBJ_files"]
+STREAMS = ["ORDERS", "WQ", "MIRROR", "SOURCED", "ONE", "KV_cfg", "OBJ_files"]
 
 
 async def populate(nc):
@@ -49,6 +50,19 @@ async def populate(nc):
     wsub = await js.pull_subscribe("wq", "W", stream="WQ")
     for m in await until_answered(lambda: wsub.fetch(7, timeout=5)):
         await m.ack_sync()
+
+    # a mirror of ORDERS and a stream that sources WQ with a subject transform
+    await api(nc, "$JS.API.STREAM.CREATE.MIRROR", {"name": "MIRROR", "mirror": {"name": "ORDERS"}, "num_replicas": 3})
+    await api(nc, "$JS.API.STREAM.CREATE.SOURCED", {
+        "name": "SOURCED", "num_replicas": 3,
+        "sources": [{"name": "WQ", "subject_transforms": [{"src": "wq", "dest": "from.wq"}]}]})
+    for name, count in (("MIRROR", 197), ("SOURCED", 13)):
+        for _ in range(200):
+            info = await api(nc, "$JS.API.STREAM.INFO.%s" % name)
+            if info.get("state", {}).get("messages") == count:
+                break
+            await asyncio.sleep(0.05)
+        assert info["state"]["messages"] == count, info
 
     await api(nc, "$JS.API.STREAM.CREATE.ONE", {"name": "ONE", "subjects": ["one"], "num_replicas": 1})
     for i in range(10):
@@ -136,7 +150,7 @@ def test_a_natsd_cluster_starts_on_a_nats_server_clusters_store(tmp_path):
             kept = os.path.join(str(tmp_path), "store-" + m.name, "nats-server-original", "jetstream")
             assert os.path.isdir(os.path.join(kept, "$SYS", "_js_", "_meta_"))
             assert os.path.isdir(os.path.join(kept, "$G", "streams", "ORDERS"))
-            assert any("Converted nats-server's JetStream cluster state: 4 replicated streams, 4 of them here"
+            assert any("Converted nats-server's JetStream cluster state: 6 replicated streams, 6 of them here"
                        in line for line in m.proc.lines)
 
         async def goes_on(nc):
@@ -151,6 +165,12 @@ def test_a_natsd_cluster_starts_on_a_nats_server_clusters_store(tmp_path):
             job = await wsub.fetch(1, timeout=5)
             assert job[0].data == b"job-7"
             await job[0].ack_sync()
+            for _ in range(200):        # the mirror goes on from where nats-server's stopped
+                mirror = await api(nc, "$JS.API.STREAM.INFO.MIRROR")
+                if mirror.get("state", {}).get("last_seq") == 201:
+                    break
+                await asyncio.sleep(0.05)
+            assert mirror["state"]["last_seq"] == 201 and mirror["state"]["messages"] == 198, mirror["state"]
         run(_with(ours, goes_on))
 
         # the stream's leader goes: another replica leads with every message
