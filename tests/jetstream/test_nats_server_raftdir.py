@@ -17,6 +17,7 @@ from natsd.jetstream.nsfs.raftdir import (
     OP_STREAM_MSG, decode_append_entry, meta_assignments, stream_log_after)
 
 PURGE_OP = 5
+DELETE_OP = 6
 
 
 def append_entry(term, commit, items, leader=b"NUmM6cRx"):
@@ -60,16 +61,32 @@ def test_what_the_store_lacks_is_replayed_and_what_is_not_known_committed_stays_
                msg_entry(8, 2, 6, b"seven"),        # committed, not written: replayed
                msg_entry(9, 3, 7, b"eight"),        # not known committed: a log entry
                (10, 3, 0, [(5, b"NUmM6cRx")])]      # a leader transfer: a no-op entry
-    index, term, replay, tail = stream_log_after(group(entries, commit=8, snap=(5, 2)), 6)
+    index, term, replay, deleted, tail = stream_log_after(group(entries, commit=8, snap=(5, 2)), 6)
     assert (index, term) == (8, 2)
-    assert replay == [(7, 1006, b"s.6", None, b"seven")]
-    assert tail == [(9, 3, [(8, 1007, b"s.7", None, b"eight")]), (10, 3, [])]
+    assert replay == [(7, 1006, b"s.6", None, b"seven")] and deleted == set()
+    assert tail == [(9, 3, [(8, 1007, b"s.7", None, b"eight")], None), (10, 3, [], None)]
+
+
+def delete_entry(index, term, seq, no_erase=False):
+    body = json.dumps({"client": {"acc": "$G"}, "stream": "S", "seq": seq, "no_erase": no_erase,
+                       "subject": "$JS.API.STREAM.MSG.DELETE.S", "reply": "_INBOX.x"}).encode()
+    return (index, term, 0, [(0, bytes([DELETE_OP]) + body)])
+
+
+def test_message_deletes_after_the_snapshot_are_the_same_applied_or_not():
+    entries = [msg_entry(6, 2, 5, b"six"),          # replayed, then deleted below
+               delete_entry(7, 2, 3),               # maybe applied already: gone either way
+               delete_entry(8, 2, 6),
+               delete_entry(9, 2, 4, no_erase=True)]    # not known committed: a log entry
+    index, term, replay, deleted, tail = stream_log_after(group(entries, commit=8, snap=(5, 2)), 5)
+    assert (index, term) == (8, 2) and replay == [] and deleted == {3, 6}
+    assert tail == [(9, 2, [], {"seq": 4, "no_erase": True})]
 
 
 def test_a_compressed_message_reads_as_a_plain_one():
     body = stream_msg(2, 77, b"big", b"x" * 5000, hdr=b"NATS/1.0\r\nA: b\r\n\r\n")
     entry = (3, 1, 0, [(0, bytes([OP_COMPRESSED_STREAM_MSG]) + compress_block(body))])
-    _index, _term, replay, tail = stream_log_after(group([entry], commit=3), 2)
+    _index, _term, replay, _deleted, tail = stream_log_after(group([entry], commit=3), 2)
     assert replay == [(3, 77, b"big", b"NATS/1.0\r\nA: b\r\n\r\n", b"x" * 5000)] and tail == []
 
 

@@ -35,6 +35,7 @@ _SNAP_NAME = re.compile(r"^snap\.(\d+)\.(\d+)$")
 # nats-server's entry ops (jetstream_cluster.go's entryOp) that natsd reads
 OP_ASSIGN_STREAM, OP_ASSIGN_CONSUMER, OP_REMOVE_STREAM, OP_REMOVE_CONSUMER = 0, 1, 2, 3
 OP_STREAM_MSG = 4
+OP_DELETE_MSG = 6
 OP_ASSIGN_COMPRESSED_CONSUMER = 9
 OP_UPDATE_STREAM = 11
 OP_COMPRESSED_STREAM_MSG = 14
@@ -263,24 +264,30 @@ def decode_stream_msg(buf, where):
 
 def stream_log_after(rd, last_seq):
     """How a stream group's log goes on from a store whose last sequence is `last_seq` ->
-    (index, term, replay, tail):
+    (index, term, replay, deleted, tail):
     - the store holds what the entries up to `index` (of `term`) made once `replay`'s messages
-      are added: committed entries the store had not written yet (a `kill -9`);
-    - `tail` [(index, term, messages)]: the entries after the last one known committed, which
-      a new leader commits if it has them: they stay log entries (`messages` may be empty).
-    Messages are (seq, ts, subject, hdr or None, msg). FormatError for an operation after the
-    group's snapshot (natsd cannot tell whether the store has it) or a gap."""
+      are added and the sequences in `deleted` removed: committed entries the store had not
+      written yet (a `kill -9`; a delete is the same whether the store had it or not);
+    - `tail` [(index, term, messages, delete)]: the entries after the last one known committed,
+      which a new leader commits if it has them: they stay log entries (`messages` may be
+      empty; `delete` is None or a message delete's {"seq", "no_erase"}).
+    Messages are (seq, ts, subject, hdr or None, msg). FormatError for any other operation
+    after the group's snapshot (natsd cannot tell whether the store has it), an entry of
+    messages and a delete together, or a gap."""
     index, term = rd.snap_index, rd.snap_term
-    replay, tail = [], []
+    replay, deleted, tail = [], set(), []
     for idx, eterm, _commit, items in rd.entries:
         where = "%s entry %d" % (os.path.join(rd.path, "msgs"), idx)
-        msgs = []
+        msgs, deletes = [], []
         for etype, data in items:
             if etype != ENTRY_NORMAL or not data:
                 continue
             op, body = data[0], data[1:]
             if op == OP_COMPRESSED_STREAM_MSG:
                 op, body = OP_STREAM_MSG, decompress_block(bytes(body))
+            if op == OP_DELETE_MSG:
+                deletes.append(_decode_delete(body, where))
+                continue
             if op != OP_STREAM_MSG:
                 raise FormatError("%s: an operation (%d) after the group's last snapshot; start nats-server "
                                   "on this directory once and stop it cleanly, then natsd" % (where, op))
@@ -292,8 +299,19 @@ def stream_log_after(rd, last_seq):
             last_seq += 1
             msgs.append((last_seq, ts, subject, hdr, msg))
         if tail or idx > rd.commit:
-            tail.append((idx, eterm, msgs))
+            if deletes and (msgs or len(deletes) > 1):
+                raise FormatError("%s: messages and deletes in one entry not known committed" % where)
+            tail.append((idx, eterm, msgs, deletes[0] if deletes else None))
         else:
             replay += msgs
+            deleted.update(d["seq"] for d in deletes)
             index, term = idx, eterm
-    return index, term, replay, tail
+    return index, term, [m for m in replay if m[0] not in deleted], deleted, tail
+
+
+def _decode_delete(body, where):
+    try:
+        doc = json.loads(bytes(body))
+        return {"seq": int(doc["seq"]), "no_erase": bool(doc.get("no_erase"))}
+    except (ValueError, KeyError, TypeError) as e:
+        raise FormatError("%s: message delete does not decode (%s)" % (where, e))

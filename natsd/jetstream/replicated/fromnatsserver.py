@@ -14,12 +14,14 @@ What natsd makes of them, on every server alone (each reads only its own disk):
   after it keep their places as no-ops (an assignment among them, from a `kill -9` in the
   middle of a create, is logged and not carried over);
 - each replicated stream this server holds gets its group directory: its copy, restored
-  from the stream's files plus the messages of committed log entries the store had not
-  written yet (a `kill -9`), and its Raft storage: a snapshot at the index and term of its
+  from the stream's files plus the messages and message deletes of committed log entries
+  the store had not written yet (a `kill -9`; any other operation there refuses the replica,
+  which then copies the stream from the others), and its Raft storage: a snapshot at the index and term of its
   nats-server group's last entry known committed, naming that copy and the stream's
   consumers (from the meta assignments, each with its own `o.dat` state; a consumer of more
   than one replica keeps its nats-server group name and servers), then the entries after it
-  as natsd entries at the same indexes and terms (its messages, or a no-op), which the next
+  as natsd entries at the same indexes and terms (its messages, its message delete, or a
+  no-op), which the next
   leader commits if it has them, as nats-server's would. (The messages of one such entry
   take its first message's time: natsd's entry carries one.)
 Servers at different indexes of a group are then brought in line by natsd's Raft as after any
@@ -53,7 +55,7 @@ from natsd.jetstream.nsfs.reader import read_stream_dir
 from natsd.jetstream.nsfs.writer import fsync_dir
 from natsd.jetstream.replicated import snapshots as replsnapshot
 from natsd.jetstream.replicated.consumers import replica_count
-from natsd.jetstream.replicated.streams import encode_batch
+from natsd.jetstream.replicated.streams import K_OP, encode_batch
 from natsd.jetstream.replicated.meta import SNAPSHOT_VERSION
 from natsd.raft.messages import NOOP, NORMAL, Entry
 from natsd.raft.wal import seed
@@ -152,8 +154,8 @@ def _convert_replica(jsa, sa, cfg, peers, aside, building, keys):
             raise FormatError("%s: no nats-server stream there" % source)
         image = read_stream_dir(source, keys.for_account(jsa.name) if keys else None, name)
         rd = RaftDir(os.path.join(aside, group), group, keys)
-        index, term, replay, tail = stream_log_after(rd, image.last_seq)
-        _add_unapplied(image, replay)
+        index, term, replay, deleted, tail = stream_log_after(rd, image.last_seq)
+        _add_unapplied(image, replay, deleted)
         gdir = os.path.join(building, group)
         st = restore_image(jsa, cfg, image, directory=os.path.join(gdir, "copy"))
         try:
@@ -161,8 +163,7 @@ def _convert_replica(jsa, sa, cfg, peers, aside, building, keys):
             count = st.store.state()["messages"]
         finally:
             jsa.release_stream(name)
-        entries = [Entry(t, NORMAL, encode_batch([(m[2], b"", m[3], m[4], None) for m in msgs], msgs[0][1]))
-                   if msgs else Entry(t, NOOP, b"") for _i, t, msgs in tail]
+        entries = [_log_entry(t, msgs, delete) for _i, t, msgs, delete in tail]
         seed(os.path.join(gdir, "raft"), index, max(term, 1), peers, data, entries, rd.term)
     except (OSError, FormatError, ValueError) as e:
         log.error("  Could not convert nats-server's replica of stream '%s > %s': %s (this server copies "
@@ -177,17 +178,31 @@ def _convert_replica(jsa, sa, cfg, peers, aside, building, keys):
     return True
 
 
-def _add_unapplied(image, extra):
-    """The image with the messages its group's log committed after what its store holds."""
-    if not extra:
+def _add_unapplied(image, extra, deleted):
+    """The image with what its group's log committed after what its store holds: messages
+    `extra`, the sequences `deleted` gone."""
+    if not extra and not deleted:
         return
     records = image.records
 
     def with_extra():
-        yield from records()
+        for r in records():
+            if r[0] not in deleted:
+                yield r
         yield from extra
     image.records = with_extra
-    image.last_seq, image.last_ts = extra[-1][0], extra[-1][1]
+    if extra:
+        image.last_seq, image.last_ts = extra[-1][0], extra[-1][1]
+
+
+def _log_entry(term, msgs, delete):
+    """A nats-server entry not known committed as natsd's: its messages (one K_BATCH entry,
+    at its first message's time), its message delete (a stream operation), or a no-op."""
+    if msgs:
+        return Entry(term, NORMAL, encode_batch([(m[2], b"", m[3], m[4], None) for m in msgs], msgs[0][1]))
+    if delete is not None:
+        return Entry(term, NORMAL, bytes([K_OP]) + json.dumps({"op": "msg_delete", "req": delete}).encode())
+    return Entry(term, NOOP, b"")
 
 
 def _consumer_rows(sa, image, st, peers):
