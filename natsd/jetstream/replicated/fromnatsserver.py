@@ -15,19 +15,20 @@ What natsd makes of them, on every server alone (each reads only its own disk):
   middle of a create, is logged and not carried over);
 - each replicated stream this server holds gets its group directory: its copy, restored
   from the stream's files plus the messages and message deletes of committed log entries
-  the store had not written yet (a `kill -9`; any other operation there refuses the replica,
-  which then copies the stream from the others), and its Raft storage: a snapshot at the index and term of its
-  nats-server group's last entry known committed, naming that copy and the stream's
-  consumers (from the meta assignments, each with its own `o.dat` state; a consumer of more
-  than one replica keeps its nats-server group name and servers), then the entries after it
-  as natsd entries at the same indexes and terms (its messages, its message delete, or a
-  no-op), which the next
-  leader commits if it has them, as nats-server's would. (The messages of one such entry
-  take its first message's time: natsd's entry carries one.)
+  the store had not written yet (a `kill -9`; any other operation there refuses the
+  replica, which then copies the stream from the others), and its Raft storage: a snapshot
+  at the index and term of its nats-server group's last entry known committed, naming that
+  copy and the stream's consumers (from the meta assignments, each with its own `o.dat`
+  state; a consumer of more than one replica keeps its nats-server group name and servers),
+  then the entries after it as natsd entries at the same indexes and terms (its messages,
+  its message delete, or a no-op), which the next leader commits if it has them, as
+  nats-server's would. (The messages of one such entry take its first message's time:
+  natsd's entry carries one.)
 Servers at different indexes of a group are then brought in line by natsd's Raft as after any
 restart: the one with the most of the log leads, a replica behind gets its snapshot and
-copies what it lacks. What nats-server's logs held is not carried over as entries: what was
-committed and applied is in the copies; consumer positions are their `o.dat`s.
+copies what it lacks. Consumer positions are their `o.dat`s (a consumer's own nats-server
+log is not replayed), and a one-replica consumer of a replicated stream has its position on
+the one server nats-server ran it on only.
 
 Steps, each surviving a crash:
 1. `_js_` is renamed to `.nats-server-_js_` beside it (nothing copied, nothing of the
