@@ -11,8 +11,9 @@ not yet written. Exit status 1 when a stream could not be exported (each one is 
 
 A store sealed with a JetStream key needs that key (and cipher); the streams are then written
 sealed with it, as nats-server configured with the same `jetstream { key, cipher }` reads them.
-Not carried: streams of more than one replica (their Raft logs) and memory-storage streams
-(nothing of them is on disk).
+Not carried: streams of more than one replica (their Raft logs: a cluster goes back to
+nats-server through its backups, `nats stream backup` and `nats stream restore`) and
+memory-storage streams (nothing of them is on disk).
 """
 import argparse
 import json
