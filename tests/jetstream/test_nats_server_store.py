@@ -126,8 +126,11 @@ async def view(nc, streams=STREAMS):
             if "error" in ci:
                 consumers[cname] = ci["error"]
                 continue
-            if not ci["config"].get("durable_name"):
-                continue            # the clients' own ordered consumers (KV, objects) come and go
+            if not ci["config"].get("durable_name") or cname.startswith(("JS_SRC_", "JS_MIRROR_")):
+                # the clients' own ordered consumers (KV, objects) come and go, and so do the
+                # consumers a source or mirror makes on its origin (nats-server 2.15 lists its
+                # own, with a durable name, at times)
+                continue
             consumers[cname] = {k: ci[k] for k in ("config", "delivered", "ack_floor", "num_ack_pending",
                                                   "num_redelivered", "num_pending")}
             for pos in ("delivered", "ack_floor"):      # not on disk in either server

@@ -219,11 +219,14 @@ def _consumer_rows(sa, image, st, peers):
         row = {"created": ca["created"] or (doc or {}).get("created_ns") or 0, "config": cc.to_json(cfg),
                "state": (doc or {}).get("state") or None}
         count = replica_count(cfg, st, len(peers))
+        ran_on = list(ca["group"].get("peers") or ())
         if count > 1:
-            group = ca["group"]
-            row["group"] = group.get("name")
-            row["peers"] = list(group.get("peers") or ())[:count] if len(group.get("peers") or ()) > 1 \
-                else peers[:count]
+            row["group"] = ca["group"].get("name")
+            row["peers"] = ran_on[:count] if len(ran_on) > 1 else peers[:count]
+        elif len(ran_on) == 1 and ran_on[0] in peers:
+            # nats-server ran it on one server, whose files alone hold its position: it keeps
+            # a group of that server (natsd's own one-replica consumers ride in the stream's)
+            row["group"], row["peers"] = ca["group"].get("name"), ran_on
         rows[name] = row
     return rows
 
