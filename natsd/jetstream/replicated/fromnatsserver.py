@@ -27,8 +27,9 @@ What natsd makes of them, on every server alone (each reads only its own disk):
 Servers at different indexes of a group are then brought in line by natsd's Raft as after any
 restart: the one with the most of the log leads, a replica behind gets its snapshot and
 copies what it lacks. Consumer positions are their `o.dat`s (a consumer's own nats-server
-log is not replayed), and a one-replica consumer of a replicated stream has its position on
-the one server nats-server ran it on only.
+log is not replayed). A one-replica consumer of a replicated stream has its position on the
+one server nats-server ran it on: it keeps a group of that one server (natsd's own
+one-replica consumers ride in the stream's group).
 
 Steps, each surviving a crash:
 1. `_js_` is renamed to `.nats-server-_js_` beside it (nothing copied, nothing of the
