@@ -62,6 +62,8 @@ def convert_account(jsa, restore_image, check_config, keys=None, replicated_too=
         target = os.path.join(streams_dir, name)
         if not replicated_too and not os.path.isdir(aside) and \
                 replicas(target, keys.for_account(jsa.name) if keys else None) > 1:
+            log.info("  nats-server stream '%s > %s' has more than one replica: the cluster's "
+                     "conversion takes it, with its Raft groups", jsa.name, name)
             continue
         t0 = time.monotonic()
         try:

@@ -137,13 +137,6 @@ class RaftDir:
         self.snap_data = buf[_SNAP_HEAD.size + lps:-8]
 
     @property
-    def last(self):
-        """(index, term) of the last entry this node has (its snapshot's without entries)."""
-        if self.entries:
-            return self.entries[-1][0], self.entries[-1][1]
-        return self.snap_index, self.snap_term
-
-    @property
     def committed(self):
         """(index, term) of the last entry this node has that it knows committed."""
         index, term = self.snap_index, self.snap_term

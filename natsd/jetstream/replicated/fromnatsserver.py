@@ -88,7 +88,7 @@ def convert(engine, peer):
         t0 = time.monotonic()
         try:
             streams = _build(engine, peer, aside, os.path.join(sys_dir, BUILDING))
-        except (OSError, FormatError) as e:
+        except (OSError, ValueError, KeyError, TypeError) as e:   # FormatError is a ValueError
             shutil.rmtree(os.path.join(sys_dir, BUILDING), ignore_errors=True)
             os.rename(aside, js_dir)        # back where nats-server keeps it
             fsync_dir(sys_dir)
@@ -167,7 +167,7 @@ def _convert_replica(jsa, sa, cfg, peers, aside, building, keys):
             jsa.release_stream(name)
         entries = [_log_entry(t, msgs, delete) for _i, t, msgs, delete in tail]
         seed(os.path.join(gdir, "raft"), index, max(term, 1), peers, data, entries, rd.term)
-    except (OSError, FormatError, ValueError) as e:
+    except (OSError, ValueError, KeyError, TypeError) as e:
         log.error("  Could not convert nats-server's replica of stream '%s > %s': %s (this server copies "
                   "it from the others)", jsa.name, name, e)
         return False

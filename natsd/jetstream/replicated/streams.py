@@ -89,33 +89,35 @@ def encode_sourced(subject, hdr, payload, seq, ts):
                      _SRC_SEQ.pack(seq), bytes(subject), h, bytes(payload)))
 
 
-def encode_batches(msgs, ts):
+def encode_batches(msgs, ts, max_msgs=BATCH_MSGS, max_bytes=BATCH_BYTES):
     """The messages of one loop iteration, (subject, reply, headers or None, payload, origin)
-    -> K_BATCH entries of at most BATCH_MSGS messages and BATCH_BYTES bytes (but one message)."""
+    -> K_BATCH entries of at most `max_msgs` messages and `max_bytes` bytes (but one message)."""
     out = []
-    chunk, size = [], 0
-    for m in msgs:
-        n = len(m[0]) + len(m[3]) + (0 if m[2] is None else len(m[2]))
-        if chunk and (len(chunk) == BATCH_MSGS or size + n > BATCH_BYTES):
-            out.append(encode_batch(chunk, ts))
-            chunk, size = [], 0
-        chunk.append(m)
-        size += n
-    if chunk:
-        out.append(encode_batch(chunk, ts))
-    return out
-
-
-def encode_batch(msgs, ts):
-    """One K_BATCH entry of all `msgs` (as encode_batches takes them)."""
-    parts = [_BATCH.pack(K_BATCH, ts, len(msgs))]
+    parts, count, size = None, 0, 0
     pack = _BATCH_MSG.pack
-    for subject, _reply, hdr, payload, _origin in msgs:
+    for subject, reply, hdr, payload, origin in msgs:
+        n = len(subject) + len(payload) + (0 if hdr is None else len(hdr))
+        if parts is not None and (count == max_msgs or size + n > max_bytes):
+            parts[0] = _BATCH.pack(K_BATCH, ts, count)
+            out.append(b"".join(parts))
+            parts = None
+        if parts is None:
+            parts, count, size = [None], 0, 0
         if hdr is None:
             parts += (pack(len(subject), 0, len(payload)), subject, payload)
         else:
             parts += (pack(len(subject), len(hdr) + 1, len(payload)), subject, hdr, payload)
-    return b"".join(parts)
+        count += 1
+        size += n
+    if parts is not None:
+        parts[0] = _BATCH.pack(K_BATCH, ts, count)
+        out.append(b"".join(parts))
+    return out
+
+
+def encode_batch(msgs, ts):
+    """One K_BATCH entry of all `msgs` (as encode_batches takes them), however many."""
+    return encode_batches(msgs, ts, len(msgs), float("inf"))[0]
 
 
 def decode_batch(data, replies):
