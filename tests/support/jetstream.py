@@ -32,7 +32,8 @@ async def api(nc, subject, body=b"", timeout=3, headers=None):
 
 
 async def until_answered(call, timeout=10.0):
-    """`await call()`, again while nobody answers it (no responders, or a pull request's 503:
+    """`await call()`, again while nobody answers it (no responders, which nats-py's publish
+    reports as NoStreamResponseError, or a pull request's 503:
     nothing took it, so nothing was stored or delivered): on a cluster, nats-server answers a
     create before the new stream's or consumer's interest has crossed the routes to every
     server."""
@@ -41,7 +42,8 @@ async def until_answered(call, timeout=10.0):
     while True:
         try:
             return await call()
-        except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError):
+        except (nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError,
+                nats.js.errors.NoStreamResponseError):     # nats-py's js.publish on no responders
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.05)
